@@ -1,0 +1,265 @@
+# shellcheck shell=sh
+# Helper functions for guest scenarios (POSIX sh; sourced by scripts/guest/init
+# before scripts/scenarios/<name>.sh). Environment provided by init:
+#   ROLE (single|server|client), VMNAME, SERVER_IP, CLIENT_IP, SERVER_IP6,
+#   CLIENT_IP6, NETIF, MYIP, KBUILD, REPO_ROOT, RESULTS, SCENARIO, RDMA_OK
+# Result protocol: one line per case in $RESULTS/status, "PASS <case>" or
+# "FAIL <case> <reason>"; KTAP files in $RESULTS/ktap/*.ktap.
+
+EXPORT=${EXPORT:-/tmp/export}         # exported directory (tmpfs)
+NFS_RDMA_PORT=${NFS_RDMA_PORT:-20049}
+# How long nfs_mount keeps retrying (the server VM may still be booting).
+if [ "$ROLE" = client ]; then NFS_MOUNT_WAIT=${NFS_MOUNT_WAIT:-420}; else NFS_MOUNT_WAIT=${NFS_MOUNT_WAIT:-20}; fi
+NFS_ERR=
+
+# ---- logging and results --------------------------------------------------
+say()  { echo "vm: $*"; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+pass() {
+    echo "PASS $1" >> "$RESULTS/status"
+    say "PASS $1"
+}
+
+# fail NAME REASON...
+fail() {
+    _n=$1; shift
+    _r=$(echo "${*:-failed}" | tr '\n' ' ' | cut -c1-200)
+    echo "FAIL $_n $_r" >> "$RESULTS/status"
+    say "FAIL $_n $_r"
+    return 1
+}
+
+# check NAME cmd...: PASS if cmd succeeds, else FAIL with its last output line.
+check() {
+    _n=$1; shift
+    _out=$("$@" 2>&1); _rc=$?
+    [ -n "$_out" ] && printf '%s\n' "$_out" | sed "s/^/vm:   [$_n] /"
+    if [ $_rc -eq 0 ]; then pass "$_n"; else fail "$_n" "exit $_rc: $(printf '%s\n' "$_out" | tail -n 1)"; return 1; fi
+}
+
+# info KEY VALUE...: free-form measurements, collected by scripts/vm.
+info() { echo "$*" >> "$RESULTS/info"; say "INFO $*"; }
+
+# wait_for TIMEOUT_S cmd...: poll cmd every second until it succeeds.
+wait_for() {
+    _t=$1; shift
+    _end=$(( $(date +%s) + _t ))
+    while ! "$@" >/dev/null 2>&1; do
+        [ "$(date +%s)" -ge $_end ] && return 1
+        sleep 1
+    done
+    return 0
+}
+
+# ---- transport modules -----------------------------------------------------
+mod_loaded() { [ -d "/sys/module/$1" ] && grep -q "^$1 " /proc/modules; }
+
+C_RPCRDMA_KO=${C_RPCRDMA_KO:-$KBUILD/net/sunrpc/xprtrdma/rpcrdma.ko}
+RUST_RPCRDMA_KO=${RUST_RPCRDMA_KO:-$REPO_ROOT/rpcrdma_rs.ko}
+
+# Both modules register transport ident 256 / netid "rdma": one at a time.
+load_c_rpcrdma() {
+    if mod_loaded rpcrdma_rs; then rmmod rpcrdma_rs || { say "cannot unload rpcrdma_rs"; return 1; }; fi
+    mod_loaded rpcrdma && return 0
+    [ -f "$C_RPCRDMA_KO" ] || { say "missing $C_RPCRDMA_KO"; return 1; }
+    insmod "$C_RPCRDMA_KO"
+}
+
+unload_c_rpcrdma() { ! mod_loaded rpcrdma || rmmod rpcrdma; }
+
+# load_rust_rpcrdma [param=value...]
+load_rust_rpcrdma() {
+    if mod_loaded rpcrdma; then rmmod rpcrdma || { say "cannot unload the C rpcrdma"; return 1; }; fi
+    if mod_loaded rpcrdma_rs; then rmmod rpcrdma_rs || return 1; fi
+    [ -f "$RUST_RPCRDMA_KO" ] || { say "missing $RUST_RPCRDMA_KO (module not built?)"; return 1; }
+    insmod "$RUST_RPCRDMA_KO" "$@"
+}
+
+unload_rust_rpcrdma() { ! mod_loaded rpcrdma_rs || rmmod rpcrdma_rs; }
+
+# ---- NFS server --------------------------------------------------------------
+# rpcbind: Debian's runs as user _rpc with its state in /run/rpcbind (tmpfs
+# here); it must be reachable (rpcinfo) or NFSv3/mountd registration fails.
+start_rpcbind() {
+    getent passwd _rpc >/dev/null || say "warning: user _rpc missing (rpcbind may not drop privileges)"
+    if ! pidof rpcbind >/dev/null; then
+        mkdir -p /run/rpcbind
+        chown _rpc /run/rpcbind 2>/dev/null
+        rm -f /run/rpcbind.sock /run/rpcbind.lock
+        rpcbind -w || return 1
+    fi
+    wait_for 15 rpcinfo -p 127.0.0.1 || { say "rpcbind not reachable"; rpcinfo -p 127.0.0.1 2>&1 | sed 's/^/vm:   /'; return 1; }
+}
+
+start_statd() {
+    pidof rpc.statd >/dev/null && return 0
+    rpc.statd --no-notify 2>&1 | sed 's/^/vm:   statd: /'
+    wait_for 10 pidof rpc.statd
+}
+
+# start_nfs_server: NFSv3 + NFSv4.x with an RDMA listener on $NFS_RDMA_PORT,
+# exporting $EXPORT. Returns non-zero (with a reason in NFS_ERR) on failure.
+start_nfs_server() {
+    NFS_ERR=
+    mkdir -p "$EXPORT"
+    chmod 1777 "$EXPORT"
+    mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || { NFS_ERR="mount nfsd fs"; return 1; }
+    mountpoint -q /var/lib/nfs/rpc_pipefs || mount -t rpc_pipefs sunrpc /var/lib/nfs/rpc_pipefs 2>/dev/null
+    start_rpcbind || { NFS_ERR="rpcbind not reachable"; return 1; }
+    start_statd || say "warning: rpc.statd did not start (NFSv3 mounts use nolock)"
+    # NFSv4 grace period: the kernel's minimum is 10 s for both; set before nfsd starts.
+    echo "${NFSD_GRACE:-10}" > /proc/fs/nfsd/nfsv4gracetime 2>/dev/null || say "cannot set nfsv4gracetime"
+    echo "${NFSD_LEASE:-15}" > /proc/fs/nfsd/nfsv4leasetime 2>/dev/null || say "cannot set nfsv4leasetime"
+    exportfs -i -o rw,no_root_squash,insecure,no_subtree_check,fsid=0 "*:$EXPORT" || { NFS_ERR="exportfs"; return 1; }
+    pidof rpc.mountd >/dev/null || rpc.mountd || { NFS_ERR="rpc.mountd"; return 1; }
+    rpc.nfsd -V 3 -V 4 -V 4.1 -V 4.2 "${NFSD_THREADS:-8}" 2>&1 | sed 's/^/vm:   nfsd: /'
+    [ "$(cat /proc/fs/nfsd/threads 2>/dev/null)" -gt 0 ] 2>/dev/null || { NFS_ERR="rpc.nfsd did not start threads"; return 1; }
+    # No client has state to reclaim: end the grace period now. Done before
+    # the RDMA listener exists, so RDMA clients never see the grace period.
+    # The write only schedules the laundromat: wait until it reads back Y.
+    echo Y > /proc/fs/nfsd/v4_end_grace 2>/dev/null || say "v4_end_grace write refused; waiting for the grace period to run out"
+    wait_for $(( ${NFSD_GRACE:-10} + 20 )) grep -q Y /proc/fs/nfsd/v4_end_grace ||
+        say "warning: NFSv4 grace period still on"
+    echo "rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist || { NFS_ERR="portlist: rdma listener refused"; return 1; }
+    grep -q "^rdma $NFS_RDMA_PORT" /proc/fs/nfsd/portlist || { NFS_ERR="portlist lacks rdma $NFS_RDMA_PORT"; return 1; }
+    say "nfsd: versions $(cat /proc/fs/nfsd/versions) ports: $(tr '\n' ' ' < /proc/fs/nfsd/portlist)"
+    rpcinfo -p 127.0.0.1 2>&1 | sed 's/^/vm:   rpcinfo: /'
+    rpcinfo -p 127.0.0.1 2>/dev/null | grep -q ' 3 .*nfs$' || { NFS_ERR="nfs v3 not registered with rpcbind"; return 1; }
+    rpcinfo -p 127.0.0.1 2>/dev/null | grep -q 'mountd$' || { NFS_ERR="mountd not registered with rpcbind"; return 1; }
+    return 0
+}
+
+stop_nfs_server() {
+    echo "-rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist 2>/dev/null
+    rpc.nfsd 0 2>/dev/null
+    exportfs -ua 2>/dev/null
+    for d in rpc.mountd rpc.statd rpcbind; do
+        p=$(pidof $d) && kill $p
+    done
+    wait_for 10 sh -c '! pidof rpc.mountd rpc.statd rpcbind'
+    [ "$(cat /proc/fs/nfsd/threads 2>/dev/null || echo 0)" = 0 ]
+}
+
+# ---- NFS client -----------------------------------------------------------------
+_mntkey() { echo "/tmp/.nfsmnt$(echo "$1" | tr '/' '_')"; }
+
+# nfs_mount VERS SERVER MNT [extra,opts]: mount over RDMA (proto=rdma,port=20049),
+# retrying for up to NFS_MOUNT_WAIT seconds, then verify /proc/mounts really
+# says proto=rdma. NFSv3 mounts use nolock unless NFS_V3_LOCK=1.
+nfs_mount() {
+    _v=$1 _srv=$2 _mnt=$3 _extra=${4:-}
+    NFS_ERR=
+    case $_v in
+        3) _path=$EXPORT; _o="vers=3,proto=rdma,port=$NFS_RDMA_PORT"
+           [ "${NFS_V3_LOCK:-0}" = 1 ] || _o="$_o,nolock" ;;
+        4*) _path=/; _o="vers=$_v,proto=rdma,port=$NFS_RDMA_PORT" ;;
+        *) NFS_ERR="bad version $_v"; return 1 ;;
+    esac
+    case $_srv in *:*) _srvspec="[$_srv]";; *) _srvspec=$_srv;; esac
+    [ -n "$_extra" ] && _o="$_o,$_extra"
+    mkdir -p "$_mnt"
+    _end=$(( $(date +%s) + NFS_MOUNT_WAIT ))
+    _try=0
+    while :; do
+        _try=$((_try + 1))
+        _out=$(timeout 90 mount -t nfs -o "$_o,retry=0" "$_srvspec:$_path" "$_mnt" 2>&1) && break
+        if [ "$(date +%s)" -ge $_end ]; then
+            NFS_ERR="mount failed after $_try tries: $(echo "$_out" | tail -n 1)"
+            say "$NFS_ERR"; return 1
+        fi
+        [ $((_try % 10)) = 1 ] && say "mount $_srvspec:$_path (vers=$_v) not yet: $(echo "$_out" | tail -n 1); retrying"
+        sleep 3
+    done
+    _line=$(awk -v m="$_mnt" '$2 == m && $3 ~ /^nfs/' /proc/mounts | tail -n 1)
+    say "mounted: $_line"
+    case ",$(echo "$_line" | awk '{print $4}')," in
+        *,proto=rdma,*) ;;
+        *) NFS_ERR="not proto=rdma: $_line"; umount "$_mnt"; say "$NFS_ERR"; return 1 ;;
+    esac
+    case ",$(echo "$_line" | awk '{print $4}')," in
+        *,vers=$_v,*) ;;
+        *) NFS_ERR="wrong version (wanted $_v): $_line"; umount "$_mnt"; say "$NFS_ERR"; return 1 ;;
+    esac
+    echo "$_v $_srv $_extra" > "$(_mntkey "$_mnt")"
+    return 0
+}
+
+nfs_umount() {
+    umount "$1" || { sleep 2; umount "$1"; } || umount -l "$1"
+    _rc=$?
+    rm -f "$(_mntkey "$1")"
+    return $_rc
+}
+
+# nfs_remount MNT: umount, drop all caches, mount again with the same options,
+# so that the next read really goes over the wire.
+nfs_remount() {
+    _k=$(_mntkey "$1")
+    [ -f "$_k" ] || { NFS_ERR="$1 not mounted by nfs_mount"; return 1; }
+    read -r _rv _rs _rx < "$_k"
+    nfs_umount "$1" || { NFS_ERR="umount $1 failed"; return 1; }
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    nfs_mount "$_rv" "$_rs" "$1" "$_rx"
+}
+
+# mbps BYTES MS
+mbps() { awk -v b="$1" -v ms="$2" 'BEGIN { if (ms < 1) ms = 1; printf "%.1f", b / 1048576 / (ms / 1000) }'; }
+
+# data_check NAME MNT SIZE_MIB: write a random file, remount + drop caches,
+# read it back over the wire, compare sha256. PASS/FAIL NAME; prints MB/s and
+# appends "perf NAME write_MBps=X read_MBps=Y" to $RESULTS/info.
+data_check() {
+    _n=$1 _m=$2 _sz=$3
+    _src=/tmp/.dc-src.$$ _rb=/tmp/.dc-rb.$$ _f=$_m/$_n.dat
+    dd if=/dev/urandom of=$_src bs=1M count="$_sz" 2>/dev/null || { fail "$_n" "cannot create source data"; return 1; }
+    _sum1=$(sha256sum < $_src | cut -d' ' -f1)
+    _t0=$(now_ms)
+    _out=$(dd if=$_src of="$_f" bs=1M conv=fsync 2>&1) || { rm -f $_src; fail "$_n" "write: $(echo "$_out" | tail -n 1)"; return 1; }
+    _t1=$(now_ms)
+    rm -f $_src
+    nfs_remount "$_m" || { fail "$_n" "remount: $NFS_ERR"; return 1; }
+    _t2=$(now_ms)
+    _out=$(dd if="$_f" of=$_rb bs=1M 2>&1) || { rm -f $_rb; fail "$_n" "read: $(echo "$_out" | tail -n 1)"; return 1; }
+    _t3=$(now_ms)
+    _sum2=$(sha256sum < $_rb | cut -d' ' -f1)
+    _bytes=$(stat -c %s $_rb)
+    rm -f $_rb "$_f"
+    _w=$(mbps $((_sz * 1048576)) $((_t1 - _t0)))
+    _r=$(mbps "$_bytes" $((_t3 - _t2)))
+    info "perf $_n size_MiB=$_sz write_MBps=$_w read_MBps=$_r write_ms=$((_t1 - _t0)) read_ms=$((_t3 - _t2))"
+    if [ "$_sum1" = "$_sum2" ] && [ "$_bytes" = $((_sz * 1048576)) ]; then
+        pass "$_n"
+    else
+        fail "$_n" "sha256 mismatch or short read ($_bytes bytes): $_sum1 != $_sum2"
+    fi
+}
+
+# ---- two-VM synchronization (through files in the export) -------------------------
+# Server: wait until the client created $EXPORT/.client-done (or .client-failed).
+server_wait_client_done() {
+    _t=${1:-900}
+    say "waiting up to ${_t}s for the client"
+    if wait_for "$_t" sh -c "[ -e '$EXPORT/.client-done' ]"; then
+        pass server-client-finished
+    else
+        fail server-client-finished "no .client-done marker after ${_t}s"
+    fi
+}
+
+# Client: leave the done marker in the export (mounts NFSv4.2 if needed).
+client_signal_done() {
+    _m=${1:-/tmp/mnt-signal}
+    if ! awk -v m="$_m" '$2 == m' /proc/mounts | grep -q nfs; then
+        _save=$NFS_MOUNT_WAIT; NFS_MOUNT_WAIT=${SIGNAL_MOUNT_WAIT:-60}
+        nfs_mount 4.2 "$SERVER_IP" "$_m"; _rc=$?; NFS_MOUNT_WAIT=$_save
+        [ $_rc = 0 ] || { say "cannot signal the server: $NFS_ERR"; return 1; }
+        touch "$_m/.client-done"; sync
+        nfs_umount "$_m"
+    else
+        touch "$_m/.client-done"; sync
+    fi
+}
+
+# Show where the transport statistics say the traffic went.
+show_xprt() { grep -E '^device|xprt:' /proc/self/mountstats 2>/dev/null | sed 's/^/vm:   /'; }

@@ -1,0 +1,17 @@
+# shellcheck shell=sh
+# smoke: harness self-test. Soft-RoCE device is up, rpcbind and the NFS server
+# start, and (two-VM) the peer answers ping over eth0.
+check rxe-link sh -c 'rdma link show | grep -q "rxe0.*ACTIVE"'
+case $ROLE in
+    single|server)
+        check load-c-rpcrdma load_c_rpcrdma
+        if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; fi
+        [ $ROLE = server ] && server_wait_client_done 300
+        check nfs-server-stop stop_nfs_server
+        check unload-c-rpcrdma unload_c_rpcrdma ;;
+    client)
+        check ping-server wait_for 60 ping -c 1 -W 1 "$SERVER_IP"
+        check load-c-rpcrdma load_c_rpcrdma
+        if nfs_mount 4.2 "$SERVER_IP" /tmp/mnt; then pass nfs4.2-mount-rdma; nfs_umount /tmp/mnt; else fail nfs4.2-mount-rdma "$NFS_ERR"; fi
+        client_signal_done ;;
+esac
