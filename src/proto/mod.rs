@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pure-logic protocol core of rpcrdma-rs.
+//!
+//! Everything here uses only `core`: no allocation, no kernel API and no
+//! `unsafe`. The kernel module includes this directory with
+//! `#[path = "proto/mod.rs"] pub mod proto;` and the host crate in `host/`
+//! compiles the same files for unit tests, property tests, fuzzing and
+//! benchmarks.
+//!
+//! - [`xdr`]: the XDR codec everything else is built on.
+//! - [`msg`]: RPC-over-RDMA v1 (RFC 8166) types, [`msg::DecodeLimits`] and
+//!   [`msg::DecodeError`].
+//! - [`decode`]: the validating header decoders.
+//! - [`encode`]: header encoders, including `RDMA_ERROR` replies.
+//! - [`cm`]: RDMA-CM private data (RFC 8797).
+//! - [`pcl`]: parsed chunk lists for the server.
+//! - [`planner`]: the client's chunk planner.
+//! - [`credits`]: credit accounting for both sides.
+//! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
+
+pub mod cm;
+pub mod credits;
+pub mod decode;
+pub mod encode;
+pub mod golden;
+pub mod msg;
+pub mod pcl;
+pub mod planner;
+pub mod xdr;

@@ -1,0 +1,509 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Parsed chunk lists for the server (C `svc_rdma_pcl.c`).
+//!
+//! [`ParsedChunks::build`] turns the validated chunk lists of a decoded
+//! call into four lists the server works from:
+//! - the call chunk: all position-zero Read segments (C `rc_call_pcl`);
+//! - Read chunks: the other Read segments grouped by position and sorted by
+//!   position, segments of one chunk kept in wire order (C `rc_read_pcl`);
+//! - Write chunks in wire order (C `rc_write_pcl`);
+//! - the Reply chunk (C `rc_reply_pcl`).
+//!
+//! Nothing is allocated: chunks and segments go into slices the caller
+//! provides (in the kernel, part of the per-receive context, so nothing big
+//! lands on the stack). [`ParsedChunks::chunks_needed`] and
+//! [`ParsedChunks::segments_needed`] size them exactly.
+//!
+//! [`ReadRegions`] and [`NonPayloadRegions`] walk the pieces between
+//! payloads, like C `svc_rdma_read_multiple_chunks()` and
+//! `pcl_process_nonpayloads()`, with every offset computed checked.
+
+use core::ops::Range;
+
+use super::msg::ChunkLists;
+use super::msg::DecodeLimits;
+use super::msg::Segment;
+use super::xdr::align_up_u32;
+
+/// One chunk of a parsed chunk list (C `struct svc_rdma_chunk`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PclChunk {
+    /// XDR position: the Read position for Read chunks; for Write chunks
+    /// the offset of the result payload in the reply, set by
+    /// [`ParsedChunks::set_result_payload`].
+    pub position: u32,
+    /// Sum of the segment lengths.
+    pub length: u32,
+    /// Bytes of result payload written into this (Write) chunk.
+    pub payload_length: u32,
+    /// Index of the chunk's first segment in the segment storage.
+    pub first_segment: u32,
+    /// Number of segments.
+    pub segcount: u32,
+}
+
+/// Errors from building or walking parsed chunk lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PclError {
+    /// The chunk storage slice is too small.
+    NoChunkSpace,
+    /// The segment storage slice is too small.
+    NoSegmentSpace,
+    /// Offsets or lengths are inconsistent (C `-EMSGSIZE`/`-EINVAL`).
+    BadRegion,
+    /// A payload does not fit the chunk it is placed in (C `-E2BIG`,
+    /// reported to the client as `ERR_CHUNK`).
+    TooBig,
+    /// No such chunk.
+    NoChunk,
+}
+
+/// Server-side parsed chunk lists backed by caller storage.
+#[derive(Debug)]
+pub struct ParsedChunks<'s> {
+    chunks: &'s mut [PclChunk],
+    segments: &'s [Segment],
+    call: Range<usize>,
+    read: Range<usize>,
+    write: Range<usize>,
+    reply: Range<usize>,
+}
+
+fn push<T: Copy>(store: &mut [T], used: &mut usize, v: T, err: PclError) -> Result<(), PclError> {
+    let slot = store.get_mut(*used).ok_or(err)?;
+    *slot = v;
+    *used = used.checked_add(1).ok_or(err)?;
+    Ok(())
+}
+
+fn idx_u32(v: usize) -> Result<u32, PclError> {
+    u32::try_from(v).map_err(|_| PclError::NoSegmentSpace)
+}
+
+impl<'s> ParsedChunks<'s> {
+    /// Number of [`PclChunk`] slots [`Self::build`] needs for `lists`.
+    pub fn chunks_needed(lists: &ChunkLists<'_>) -> usize {
+        let call = usize::from(lists.read.has_call_chunk());
+        let mut distinct: usize = 0;
+        let mut last: u32 = 0;
+        while let Some(p) = next_position(lists, last) {
+            distinct = distinct.saturating_add(1);
+            last = p;
+        }
+        let write = usize::try_from(lists.write.len()).unwrap_or(usize::MAX);
+        call.saturating_add(distinct)
+            .saturating_add(write)
+            .saturating_add(usize::from(lists.reply.is_some()))
+    }
+
+    /// Number of [`Segment`] slots [`Self::build`] needs for `lists`.
+    pub fn segments_needed(lists: &ChunkLists<'_>) -> usize {
+        let mut n = usize::try_from(lists.read.len()).unwrap_or(usize::MAX);
+        for c in lists.write.iter() {
+            n = n.saturating_add(usize::try_from(c.segment_count()).unwrap_or(usize::MAX));
+        }
+        if let Some(r) = lists.reply {
+            n = n.saturating_add(usize::try_from(r.segment_count()).unwrap_or(usize::MAX));
+        }
+        n
+    }
+
+    /// Worst-case `(chunks, segments)` storage for any header accepted
+    /// under `limits`, for callers that preallocate per receive context.
+    pub fn capacity_for(limits: &DecodeLimits) -> (usize, usize) {
+        let c = usize::try_from(limits.max_chunks).unwrap_or(usize::MAX);
+        let s = usize::try_from(limits.max_segments_per_chunk).unwrap_or(usize::MAX);
+        let chunks = c.saturating_mul(2).saturating_add(2);
+        let segments = c
+            .saturating_add(c.saturating_mul(s))
+            .saturating_add(s);
+        (chunks, segments)
+    }
+
+    /// Builds parsed chunk lists from validated chunk lists.
+    ///
+    /// `lists` should come from [`decode_call`](super::decode::decode_call)
+    /// (so lengths cannot overflow); the arithmetic is checked anyway.
+    pub fn build(
+        lists: &ChunkLists<'_>,
+        chunk_store: &'s mut [PclChunk],
+        seg_store: &'s mut [Segment],
+    ) -> Result<Self, PclError> {
+        let mut nc: usize = 0;
+        let mut ns: usize = 0;
+
+        // Call chunk: every position-zero segment, in wire order.
+        let call_start = nc;
+        if lists.read.has_call_chunk() {
+            let first = ns;
+            let mut length: u32 = 0;
+            for rs in lists.read.iter().filter(|s| s.position == 0) {
+                push(seg_store, &mut ns, rs.segment, PclError::NoSegmentSpace)?;
+                length = length
+                    .checked_add(rs.segment.length)
+                    .ok_or(PclError::BadRegion)?;
+            }
+            let chunk = PclChunk {
+                position: 0,
+                length,
+                payload_length: 0,
+                first_segment: idx_u32(first)?,
+                segcount: idx_u32(ns.saturating_sub(first))?,
+            };
+            push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
+        }
+        let call = call_start..nc;
+
+        // Read chunks, in increasing position order.
+        let read_start = nc;
+        let mut last: u32 = 0;
+        while let Some(pos) = next_position(lists, last) {
+            let first = ns;
+            let mut length: u32 = 0;
+            for rs in lists.read.iter().filter(|s| s.position == pos) {
+                push(seg_store, &mut ns, rs.segment, PclError::NoSegmentSpace)?;
+                length = length
+                    .checked_add(rs.segment.length)
+                    .ok_or(PclError::BadRegion)?;
+            }
+            let chunk = PclChunk {
+                position: pos,
+                length,
+                payload_length: 0,
+                first_segment: idx_u32(first)?,
+                segcount: idx_u32(ns.saturating_sub(first))?,
+            };
+            push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
+            last = pos;
+        }
+        let read = read_start..nc;
+
+        // Write chunks, then the Reply chunk.
+        let write_start = nc;
+        for wc in lists.write.iter() {
+            let first = ns;
+            for s in wc.segments() {
+                push(seg_store, &mut ns, s, PclError::NoSegmentSpace)?;
+            }
+            let chunk = PclChunk {
+                position: 0,
+                length: wc.total_length(),
+                payload_length: 0,
+                first_segment: idx_u32(first)?,
+                segcount: idx_u32(ns.saturating_sub(first))?,
+            };
+            push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
+        }
+        let write = write_start..nc;
+
+        let reply_start = nc;
+        if let Some(rc) = lists.reply {
+            let first = ns;
+            for s in rc.segments() {
+                push(seg_store, &mut ns, s, PclError::NoSegmentSpace)?;
+            }
+            let chunk = PclChunk {
+                position: 0,
+                length: rc.total_length(),
+                payload_length: 0,
+                first_segment: idx_u32(first)?,
+                segcount: idx_u32(ns.saturating_sub(first))?,
+            };
+            push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
+        }
+        let reply = reply_start..nc;
+
+        let (chunks, _) = chunk_store.split_at_mut(nc);
+        let segments: &'s [Segment] = seg_store;
+        let segments = segments.get(..ns).ok_or(PclError::NoSegmentSpace)?;
+        Ok(Self {
+            chunks,
+            segments,
+            call,
+            read,
+            write,
+            reply,
+        })
+    }
+
+    fn range(&self, r: &Range<usize>) -> &[PclChunk] {
+        self.chunks.get(r.clone()).unwrap_or(&[])
+    }
+
+    /// The call chunk (position-zero Read segments), if any.
+    pub fn call_chunk(&self) -> Option<&PclChunk> {
+        self.range(&self.call).first()
+    }
+
+    /// Read chunks sorted by position.
+    pub fn read_chunks(&self) -> &[PclChunk] {
+        self.range(&self.read)
+    }
+
+    /// Write chunks in wire order.
+    pub fn write_chunks(&self) -> &[PclChunk] {
+        self.range(&self.write)
+    }
+
+    /// The Reply chunk, if any.
+    pub fn reply_chunk(&self) -> Option<&PclChunk> {
+        self.range(&self.reply).first()
+    }
+
+    /// The segments of `chunk` (a chunk of this list).
+    pub fn segments(&self, chunk: &PclChunk) -> &[Segment] {
+        let Ok(first) = usize::try_from(chunk.first_segment) else {
+            return &[];
+        };
+        let Ok(count) = usize::try_from(chunk.segcount) else {
+            return &[];
+        };
+        first
+            .checked_add(count)
+            .and_then(|end| self.segments.get(first..end))
+            .unwrap_or(&[])
+    }
+
+    /// Records that the result payload for Write chunk `index` sits at
+    /// XDR offset `position` of the reply and is `length` bytes long (C
+    /// `svc_rdma_result_payload()`), rejecting a payload larger than the
+    /// chunk.
+    pub fn set_result_payload(
+        &mut self,
+        index: usize,
+        position: u32,
+        length: u32,
+    ) -> Result<(), PclError> {
+        let i = self
+            .write
+            .start
+            .checked_add(index)
+            .filter(|&i| i < self.write.end)
+            .ok_or(PclError::NoChunk)?;
+        let chunk = self.chunks.get_mut(i).ok_or(PclError::NoChunk)?;
+        if length > chunk.length {
+            return Err(PclError::TooBig);
+        }
+        chunk.position = position;
+        chunk.payload_length = length;
+        Ok(())
+    }
+
+    /// Pieces of the Call message: the inline body (or, for `RDMA_NOMSG`,
+    /// the call chunk) of `base_len` bytes interleaved with Read chunks.
+    pub fn read_regions(&self, base_len: u32) -> ReadRegions<'_> {
+        ReadRegions::new(self.read_chunks(), base_len)
+    }
+
+    /// Parts of a reply of `xdr_len` bytes that are not result payloads
+    /// already sent through Write chunks.
+    pub fn nonpayload_regions(&self, xdr_len: u32) -> NonPayloadRegions<'_> {
+        NonPayloadRegions::new(self.write_chunks(), xdr_len)
+    }
+
+    /// The R_key the server may invalidate with Send With Invalidate: the
+    /// single handle used by every segment of every list, if there is
+    /// exactly one (C `svc_rdma_get_inv_rkey()`, which uses 0 as "none"
+    /// and so mishandles a real handle of 0).
+    pub fn inv_rkey(&self) -> Option<u32> {
+        let mut handles = self.segments.iter().map(|s| s.handle);
+        let first = handles.next()?;
+        if handles.all(|h| h == first) {
+            Some(first)
+        } else {
+            None
+        }
+    }
+}
+
+/// Smallest non-zero Read position greater than `last`.
+fn next_position(lists: &ChunkLists<'_>, last: u32) -> Option<u32> {
+    lists
+        .read
+        .iter()
+        .map(|s| s.position)
+        .filter(|&p| p > last)
+        .min()
+}
+
+/// A piece of a Call message being reassembled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadRegion {
+    /// `len` bytes at `offset` of the inline body (or call chunk).
+    Base {
+        /// Offset in the inline body or call chunk.
+        offset: u32,
+        /// Length in bytes (never zero).
+        len: u32,
+    },
+    /// The Read chunk with this index in
+    /// [`ParsedChunks::read_chunks`].
+    Chunk(usize),
+}
+
+/// Iterator over the pieces of a Call message in XDR order.
+///
+/// Positions are in the unreduced stream, so the base bytes between chunk
+/// `k` and `k + 1` are `position[k+1] - (position[k] + length[k])` long.
+/// Zero-length base pieces are skipped. An inconsistency yields one
+/// `Err` and ends the iteration.
+#[derive(Clone, Debug)]
+pub struct ReadRegions<'c> {
+    chunks: &'c [PclChunk],
+    base_len: u32,
+    /// Offset in the base of the next base piece.
+    start: u32,
+    /// Index of the next chunk; `chunks.len()` once all chunks are out.
+    next: usize,
+    /// Whether the next item is the chunk `next` (vs. the base before it).
+    chunk_due: bool,
+    done: bool,
+}
+
+impl<'c> ReadRegions<'c> {
+    /// Walks `chunks` (sorted Read chunks) over a base of `base_len` bytes.
+    pub fn new(chunks: &'c [PclChunk], base_len: u32) -> Self {
+        Self {
+            chunks,
+            base_len,
+            start: 0,
+            next: 0,
+            chunk_due: false,
+            done: false,
+        }
+    }
+
+    fn fail(&mut self) -> Option<Result<ReadRegion, PclError>> {
+        self.done = true;
+        Some(Err(PclError::BadRegion))
+    }
+}
+
+impl Iterator for ReadRegions<'_> {
+    type Item = Result<ReadRegion, PclError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if self.chunk_due {
+                self.chunk_due = false;
+                let i = self.next;
+                self.next = i.saturating_add(1);
+                return Some(Ok(ReadRegion::Chunk(i)));
+            }
+            let offset = self.start;
+            let len = match self.chunks.get(self.next) {
+                Some(chunk) => {
+                    // Bytes already placed before this chunk: the chunk's
+                    // unreduced position; minus what came from chunks.
+                    let placed_end = match self.next.checked_sub(1) {
+                        None => Some(0),
+                        Some(p) => self
+                            .chunks
+                            .get(p)
+                            .and_then(|c| c.position.checked_add(c.length)),
+                    };
+                    let Some(len) = placed_end.and_then(|e| chunk.position.checked_sub(e)) else {
+                        return self.fail();
+                    };
+                    self.chunk_due = true;
+                    len
+                }
+                None => {
+                    self.done = true;
+                    let Some(len) = self.base_len.checked_sub(offset) else {
+                        return self.fail();
+                    };
+                    len
+                }
+            };
+            let Some(end) = offset.checked_add(len).filter(|&e| e <= self.base_len) else {
+                return self.fail();
+            };
+            self.start = end;
+            if len != 0 {
+                return Some(Ok(ReadRegion::Base { offset, len }));
+            }
+        }
+    }
+}
+
+/// A byte range of a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Offset in the reply's XDR stream.
+    pub offset: u32,
+    /// Length in bytes (never zero).
+    pub len: u32,
+}
+
+/// Iterator over the parts of a reply that must still be sent inline or
+/// through the Reply chunk: everything except result payloads already
+/// written through Write chunks and their XDR padding (C
+/// `pcl_process_nonpayloads()`).
+///
+/// The walk stops at the first Write chunk without a payload, as in C.
+/// Zero-length regions are skipped; an inconsistency yields one `Err`.
+#[derive(Clone, Debug)]
+pub struct NonPayloadRegions<'c> {
+    chunks: &'c [PclChunk],
+    xdr_len: u32,
+    start: u32,
+    next: usize,
+    done: bool,
+}
+
+impl<'c> NonPayloadRegions<'c> {
+    /// Walks a reply of `xdr_len` bytes around the payloads of `chunks`.
+    pub fn new(chunks: &'c [PclChunk], xdr_len: u32) -> Self {
+        Self {
+            chunks,
+            xdr_len,
+            start: 0,
+            next: 0,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for NonPayloadRegions<'_> {
+    type Item = Result<Region, PclError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let offset = self.start;
+            let end = match self.chunks.get(self.next).filter(|c| c.payload_length != 0) {
+                Some(c) => {
+                    let Some(after) = c
+                        .position
+                        .checked_add(c.payload_length)
+                        .and_then(align_up_u32)
+                    else {
+                        self.done = true;
+                        return Some(Err(PclError::BadRegion));
+                    };
+                    self.next = self.next.saturating_add(1);
+                    self.start = after;
+                    c.position
+                }
+                None => {
+                    self.done = true;
+                    self.xdr_len
+                }
+            };
+            let Some(len) = end.checked_sub(offset).filter(|_| end <= self.xdr_len) else {
+                self.done = true;
+                return Some(Err(PclError::BadRegion));
+            };
+            if len != 0 {
+                return Some(Ok(Region { offset, len }));
+            }
+        }
+    }
+}
