@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suites of rpcrdma-rs, built as their own module
+//! (`rpcrdma_rs_kunit.ko`) so the transport module carries no test code.
+//!
+//! The suites run when the module is inserted. `rpcrdma_rs_verbs` needs an
+//! RDMA device with an IPv4 address (`rxe_ipv4`, soft-RoCE in the VM
+//! harness); the protocol suites need nothing.
+
+use kernel::prelude::*;
+
+#[path = "../rust/mod.rs"]
+mod rdma;
+
+#[path = "../src/proto/mod.rs"]
+pub mod proto;
+
+mod verbs;
+
+module! {
+    type: RpcRdmaKunit,
+    name: "rpcrdma_rs_kunit",
+    authors: ["rpcrdma-rs developers"],
+    description: "KUnit suites of rpcrdma-rs (verbs layer over a real RDMA device, protocol core)",
+    license: "GPL",
+    params: {
+        rxe_ipv4: u32 {
+            default: 0x0a63_0001,
+            description: "IPv4 address (host byte order) of the RDMA netdev the verbs suite connects over (default 10.99.0.1)",
+        },
+    },
+}
+
+struct RpcRdmaKunit {
+    _devices: rdma::device::DeviceClient,
+}
+
+impl kernel::Module for RpcRdmaKunit {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        verbs::set_peer(module_parameters::rxe_ipv4.value());
+        let devices = rdma::device::DeviceClient::register()?;
+        pr_info!(
+            "rpcrdma_rs_kunit loaded: rdma_devices={}\n",
+            rdma::device::count()
+        );
+        Ok(Self { _devices: devices })
+    }
+}

@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA connection manager identifiers and their events.
+//!
+//! The connection manager calls an identifier's event handler from its own
+//! work context, with a mutex of that identifier held, so the handler must
+//! not destroy the identifier and should not do long work. The safe layer
+//! therefore only copies each event into a small per-identifier queue and
+//! wakes a waiter; transports consume events from process context with
+//! [`CmId::wait_event`]. A connection request carries a new identifier: it is
+//! queued on the listener as an owned [`CmId`] and accepted (or dropped, which
+//! rejects it) later, the same way the C server queues new connections for
+//! `svc_rdma_accept`.
+//!
+//! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h).
+
+use super::bindings;
+use super::live;
+use core::ptr::NonNull;
+use kernel::error::{from_err_ptr, to_result};
+use kernel::new_condvar;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::{Arc, CondVar, SpinLock};
+use kernel::time::msecs_to_jiffies;
+
+/// Most private data bytes a CM message carries that we keep (RFC 8797 uses 8).
+pub const PRIVATE_DATA_MAX: usize = 56;
+
+/// Events queued per identifier before new ones are dropped.
+const QUEUE_LEN: usize = 16;
+
+/// Private data of a connection request or reply.
+#[derive(Clone, Copy)]
+pub struct PrivateData {
+    bytes: [u8; PRIVATE_DATA_MAX],
+    len: usize,
+}
+
+impl PrivateData {
+    /// The bytes that were received.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// A network address for the connection manager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addr {
+    /// IPv4 address and port.
+    V4([u8; 4], u16),
+    /// IPv6 address and port.
+    V6([u8; 16], u16),
+}
+
+impl Addr {
+    fn raw(&self) -> (i32, &[u8], u16) {
+        match self {
+            Addr::V4(a, p) => (bindings::AF_INET as i32, &a[..], *p),
+            Addr::V6(a, p) => (bindings::AF_INET6 as i32, &a[..], *p),
+        }
+    }
+}
+
+/// An event of a CM identifier.
+pub enum CmEvent {
+    /// Address resolution finished.
+    AddrResolved,
+    /// Address resolution failed.
+    AddrError(i32),
+    /// Route resolution finished.
+    RouteResolved,
+    /// Route resolution failed.
+    RouteError(i32),
+    /// A peer asks to connect to a listener; `id` is the new connection.
+    ConnectRequest {
+        /// The identifier of the new connection, not yet accepted.
+        id: CmId,
+        /// The peer's private data.
+        private_data: PrivateData,
+        /// The RDMA Reads the peer can have outstanding against us.
+        initiator_depth: u8,
+        /// The RDMA Reads the peer accepts from us.
+        responder_resources: u8,
+    },
+    /// The connection is established.
+    Established {
+        /// Private data of the accept (seen by the active side).
+        private_data: PrivateData,
+    },
+    /// The peer rejected the connection.
+    Rejected {
+        /// The reject reason.
+        status: i32,
+        /// Private data of the reject.
+        private_data: PrivateData,
+    },
+    /// The peer could not be reached.
+    Unreachable(i32),
+    /// Connecting failed.
+    ConnectError(i32),
+    /// The connection was disconnected.
+    Disconnected,
+    /// The device of this identifier is being removed: destroy it soon.
+    DeviceRemoval,
+    /// The local address changed.
+    AddrChange,
+    /// Time-wait ended; the QP number may be reused.
+    TimewaitExit,
+    /// Any other event, with its code and status.
+    Other(i32, i32),
+}
+
+struct EventQueue {
+    slots: [Option<CmEvent>; QUEUE_LEN],
+    head: usize,
+    len: usize,
+    dropped: u64,
+}
+
+impl EventQueue {
+    fn new() -> Self {
+        Self {
+            slots: core::array::from_fn(|_| None),
+            head: 0,
+            len: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Queues `ev`, or gives it back when the queue is full.
+    fn push(&mut self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        let idx = (self.head + self.len) % QUEUE_LEN;
+        match self.slots.get_mut(idx) {
+            Some(slot) if self.len < QUEUE_LEN => {
+                *slot = Some(ev);
+                self.len += 1;
+                Ok(())
+            }
+            _ => {
+                self.dropped += 1;
+                Err(ev)
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<CmEvent> {
+        if self.len == 0 {
+            return None;
+        }
+        let ev = self.slots.get_mut(self.head).and_then(Option::take);
+        self.head = (self.head + 1) % QUEUE_LEN;
+        self.len -= 1;
+        ev
+    }
+}
+
+/// The event queue of one identifier, referenced by its C `context`.
+#[pin_data]
+struct Events {
+    #[pin]
+    queue: SpinLock<EventQueue>,
+    #[pin]
+    wait: CondVar,
+}
+
+impl Events {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                queue <- new_spinlock!(EventQueue::new(), "rpcrdma_rs::cm::queue"),
+                wait <- new_condvar!("rpcrdma_rs::cm::wait"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn push(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        let res = self.queue.lock().push(ev);
+        self.wait.notify_all();
+        res
+    }
+}
+
+/// An owned RDMA CM identifier (`struct rdma_cm_id`) for a reliable connection.
+///
+/// # Invariants
+///
+/// `ptr` is a live identifier created by `rdma_create_id` (or handed to us by
+/// a connection request) whose `context` points to `events`, which this
+/// object keeps alive until `rdma_destroy_id` has returned. It is destroyed
+/// exactly once, in `drop`, never from its own event handler.
+pub struct CmId {
+    ptr: NonNull<bindings::rdma_cm_id>,
+    events: Arc<Events>,
+}
+
+// SAFETY: The RDMA CM serialises operations on an identifier internally; the
+// event queue is protected by a spinlock.
+unsafe impl Send for CmId {}
+// SAFETY: See `Send`; shared references only wait for events or read state.
+unsafe impl Sync for CmId {}
+
+/// The event handler of every identifier the layer creates.
+///
+/// # Safety
+///
+/// Called by the RDMA CM with a live identifier whose context was set by this
+/// layer to an `Events` kept alive by its `CmId`, and a valid event.
+unsafe extern "C" fn cm_handler(
+    id: *mut bindings::rdma_cm_id,
+    event: *mut bindings::rdma_cm_event,
+) -> kernel::ffi::c_int {
+    let mut raw = bindings::rpcrdma_rs_cm_event::default();
+    // SAFETY: `event` is valid for the duration of the callback.
+    unsafe { bindings::rpcrdma_rs_cm_event_copy(event, &mut raw) };
+    // SAFETY: `id` is live during the callback.
+    let ctx = unsafe { bindings::rpcrdma_rs_cm_context(id) }.cast::<Events>();
+    if ctx.is_null() {
+        return 0;
+    }
+    // SAFETY: By the function's safety requirement `ctx` points to an
+    // `Events` that outlives this callback.
+    let events = unsafe { &*ctx };
+    let len = usize::from(raw.private_data_len).min(PRIVATE_DATA_MAX);
+    let private_data = PrivateData {
+        bytes: raw.private_data,
+        len,
+    };
+    use bindings::rdma_cm_event_type as T;
+    // The C enum arrives as an int: match its values, never transmute.
+    let ev = match raw.event {
+        e if e == T::RDMA_CM_EVENT_ADDR_RESOLVED as i32 => CmEvent::AddrResolved,
+        e if e == T::RDMA_CM_EVENT_ADDR_ERROR as i32 => CmEvent::AddrError(raw.status),
+        e if e == T::RDMA_CM_EVENT_ROUTE_RESOLVED as i32 => CmEvent::RouteResolved,
+        e if e == T::RDMA_CM_EVENT_ROUTE_ERROR as i32 => CmEvent::RouteError(raw.status),
+        e if e == T::RDMA_CM_EVENT_CONNECT_REQUEST as i32 => {
+            // A new identifier: give it its own queue before queuing it on
+            // the listener. Returning non-zero makes the CM destroy it.
+            let Ok(child_events) = Events::new() else {
+                return -(bindings::ENOMEM as i32);
+            };
+            // SAFETY: `id` is the new identifier, live; its context is
+            // switched to its own queue, kept alive by the `CmId` below.
+            unsafe {
+                bindings::rpcrdma_rs_cm_set_context(id, Arc::as_ptr(&child_events).cast_mut().cast())
+            };
+            live::inc(live::Kind::CmId);
+            let Some(ptr) = NonNull::new(id) else {
+                return -(bindings::EINVAL as i32);
+            };
+            // INVARIANT: `id` is live, its context is `child_events`, and it
+            // is only destroyed by this `CmId`'s drop, outside this callback.
+            CmEvent::ConnectRequest {
+                id: CmId {
+                    ptr,
+                    events: child_events,
+                },
+                private_data,
+                initiator_depth: raw.initiator_depth,
+                responder_resources: raw.responder_resources,
+            }
+        }
+        e if e == T::RDMA_CM_EVENT_ESTABLISHED as i32 => CmEvent::Established { private_data },
+        e if e == T::RDMA_CM_EVENT_REJECTED as i32 => CmEvent::Rejected {
+            status: raw.status,
+            private_data,
+        },
+        e if e == T::RDMA_CM_EVENT_UNREACHABLE as i32 => CmEvent::Unreachable(raw.status),
+        e if e == T::RDMA_CM_EVENT_CONNECT_ERROR as i32 => CmEvent::ConnectError(raw.status),
+        e if e == T::RDMA_CM_EVENT_DISCONNECTED as i32 => CmEvent::Disconnected,
+        e if e == T::RDMA_CM_EVENT_DEVICE_REMOVAL as i32 => CmEvent::DeviceRemoval,
+        e if e == T::RDMA_CM_EVENT_ADDR_CHANGE as i32 => CmEvent::AddrChange,
+        e if e == T::RDMA_CM_EVENT_TIMEWAIT_EXIT as i32 => CmEvent::TimewaitExit,
+        e => CmEvent::Other(e, raw.status),
+    };
+    match events.push(ev) {
+        Ok(()) => 0,
+        Err(CmEvent::ConnectRequest { id, .. }) => {
+            // The listener's queue is full: the CM destroys the new
+            // identifier when we return non-zero, so it must not be
+            // destroyed here (that would deadlock on its handler mutex).
+            id.release_to_cm();
+            -(bindings::ENOMEM as i32)
+        }
+        Err(_) => 0,
+    }
+}
+
+impl CmId {
+    /// Creates an identifier for a reliable connection in the initial network
+    /// namespace.
+    pub fn new() -> Result<Self> {
+        let events = Events::new()?;
+        // SAFETY: `rpcrdma_rs_init_net` has no preconditions.
+        let net = unsafe { bindings::rpcrdma_rs_init_net() };
+        // SAFETY: `cm_handler` matches the handler type; the context points
+        // to `events`, which the returned `CmId` keeps alive until the
+        // identifier is destroyed.
+        let ptr = from_err_ptr(unsafe {
+            bindings::rpcrdma_rs_cm_create_id(
+                net,
+                Some(cm_handler),
+                Arc::as_ptr(&events).cast_mut().cast(),
+            )
+        })?;
+        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        live::inc(live::Kind::CmId);
+        // INVARIANT: Created by `rdma_create_id` with `events` as context.
+        Ok(Self { ptr, events })
+    }
+
+    /// Gives up ownership of an identifier the CM is about to destroy
+    /// itself (a connection request refused from its own handler).
+    fn release_to_cm(self) {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: The identifier is live; after this its handler sees a null
+        // context and ignores any event.
+        unsafe { bindings::rpcrdma_rs_cm_set_context(this.as_ptr(), core::ptr::null_mut()) };
+        // SAFETY: `this.events` is read exactly once and never used again;
+        // `this` is not dropped.
+        drop(unsafe { core::ptr::read(&this.events) });
+        live::dec(live::Kind::CmId);
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut bindings::rdma_cm_id {
+        self.ptr.as_ptr()
+    }
+
+    /// Binds the identifier to a local address (port 0 picks one).
+    pub fn bind(&self, addr: Addr) -> Result {
+        let (family, bytes, port) = addr.raw();
+        // SAFETY: By the type invariant the identifier is live; `bytes` is
+        // 4 or 16 bytes long as `family` says.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_cm_bind(self.as_ptr(), family, bytes.as_ptr(), port)
+        })
+    }
+
+    /// Listens for connection requests; they arrive as
+    /// [`CmEvent::ConnectRequest`].
+    pub fn listen(&self, backlog: i32) -> Result {
+        // SAFETY: By the type invariant the identifier is live.
+        to_result(unsafe { bindings::rdma_listen(self.as_ptr(), backlog) })
+    }
+
+    /// The local port the identifier is bound to.
+    pub fn local_port(&self) -> u16 {
+        // SAFETY: By the type invariant the identifier is live.
+        unsafe { bindings::rpcrdma_rs_cm_src_port(self.as_ptr()) }
+    }
+
+    /// Starts resolving the address of a peer; completes with
+    /// [`CmEvent::AddrResolved`] or [`CmEvent::AddrError`].
+    pub fn resolve_addr(&self, dst: Addr, timeout_ms: i32) -> Result {
+        let (family, bytes, port) = dst.raw();
+        // SAFETY: By the type invariant the identifier is live; `bytes` is
+        // 4 or 16 bytes long as `family` says.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_cm_resolve_addr(
+                self.as_ptr(),
+                family,
+                bytes.as_ptr(),
+                port,
+                timeout_ms,
+            )
+        })
+    }
+
+    /// Starts resolving the route to the peer; completes with
+    /// [`CmEvent::RouteResolved`] or [`CmEvent::RouteError`].
+    pub fn resolve_route(&self, timeout_ms: u32) -> Result {
+        // SAFETY: By the type invariant the identifier is live.
+        to_result(unsafe {
+            bindings::rdma_resolve_route(self.as_ptr(), kernel::ffi::c_ulong::from(timeout_ms))
+        })
+    }
+
+    /// Disconnects; the peer and this side then see [`CmEvent::Disconnected`].
+    pub fn disconnect(&self) -> Result {
+        // SAFETY: By the type invariant the identifier is live.
+        to_result(unsafe { bindings::rdma_disconnect(self.as_ptr()) })
+    }
+
+    /// Rejects a connection request with optional private data.
+    pub fn reject(&self, private_data: &[u8]) -> Result {
+        let len = u8::try_from(private_data.len()).map_err(|_| EINVAL)?;
+        // SAFETY: By the type invariant the identifier is live; the private
+        // data is valid for `len` bytes and copied by the CM.
+        to_result(unsafe {
+            bindings::rdma_reject(
+                self.as_ptr(),
+                private_data.as_ptr().cast(),
+                len,
+                bindings::IB_CM_REJ_CONSUMER_DEFINED as u8,
+            )
+        })
+    }
+
+    /// Takes the next queued event without waiting.
+    pub fn try_event(&self) -> Option<CmEvent> {
+        self.events.queue.lock().pop()
+    }
+
+    /// Waits up to `timeout_ms` for the next event.
+    ///
+    /// Returns `ETIMEDOUT` when none arrived, `EINTR` when a signal is pending.
+    pub fn wait_event(&self, timeout_ms: u32) -> Result<CmEvent> {
+        let mut remaining = msecs_to_jiffies(timeout_ms);
+        let mut queue = self.events.queue.lock();
+        loop {
+            if let Some(ev) = queue.pop() {
+                return Ok(ev);
+            }
+            if remaining == 0 {
+                return Err(ETIMEDOUT);
+            }
+            match self.events.wait.wait_interruptible_timeout(&mut queue, remaining) {
+                kernel::sync::CondVarTimeoutResult::Timeout => remaining = 0,
+                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
+                kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+            }
+        }
+    }
+
+    /// Events that were dropped because the queue was full.
+    pub fn dropped_events(&self) -> u64 {
+        self.events.queue.lock().dropped
+    }
+}
+
+impl Drop for CmId {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the identifier is live and this is
+        // the only place it is destroyed; no handler of it runs after this
+        // returns, so `events` may be released afterwards.
+        unsafe { bindings::rdma_destroy_id(self.as_ptr()) };
+        live::dec(live::Kind::CmId);
+    }
+}

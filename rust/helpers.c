@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C shims of the rpcrdma-rs FFI layer: static inline functions and macros
+ * of the RDMA core that bindgen cannot turn into callable symbols, and the
+ * few places where filling a C structure on the C side is clearer than
+ * doing it field by field from Rust.  Every function here is a thin
+ * pass-through; policy lives in Rust.
+ */
+#include "rpcrdma_rs_helper.h"
+
+#ifndef RPCRDMA_RS_CLIENT_NAME
+#define RPCRDMA_RS_CLIENT_NAME "rpcrdma_rs"
+#endif
+
+static rpcrdma_rs_device_add_fn rpcrdma_rs_add_cb;
+static rpcrdma_rs_device_remove_fn rpcrdma_rs_remove_cb;
+
+static int rpcrdma_rs_client_add(struct ib_device *device)
+{
+	return rpcrdma_rs_add_cb(device);
+}
+
+static void rpcrdma_rs_client_remove(struct ib_device *device, void *data)
+{
+	rpcrdma_rs_remove_cb(device, data);
+}
+
+static struct ib_client rpcrdma_rs_ib_client = {
+	.name = RPCRDMA_RS_CLIENT_NAME,
+	.add = rpcrdma_rs_client_add,
+	.remove = rpcrdma_rs_client_remove,
+};
+
+int rpcrdma_rs_ib_client_register(rpcrdma_rs_device_add_fn add,
+				  rpcrdma_rs_device_remove_fn remove)
+{
+	rpcrdma_rs_add_cb = add;
+	rpcrdma_rs_remove_cb = remove;
+	return ib_register_client(&rpcrdma_rs_ib_client);
+}
+
+void rpcrdma_rs_ib_client_unregister(void)
+{
+	ib_unregister_client(&rpcrdma_rs_ib_client);
+}
+
+void rpcrdma_rs_ib_set_client_data(struct ib_device *device, void *data)
+{
+	ib_set_client_data(device, &rpcrdma_rs_ib_client, data);
+}
+
+const char *rpcrdma_rs_ib_device_name(struct ib_device *device)
+{
+	return dev_name(&device->dev);
+}
+
+void rpcrdma_rs_ib_device_attr(struct ib_device *device,
+			       struct rpcrdma_rs_dev_attr *out)
+{
+	const struct ib_device_attr *a = &device->attrs;
+
+	out->device_cap_flags = a->device_cap_flags;
+	out->max_qp_wr = a->max_qp_wr;
+	out->max_send_sge = a->max_send_sge;
+	out->max_recv_sge = a->max_recv_sge;
+	out->max_cqe = a->max_cqe;
+	out->max_qp_rd_atom = a->max_qp_rd_atom;
+	out->max_fast_reg_page_list_len = a->max_fast_reg_page_list_len;
+	out->num_comp_vectors = device->num_comp_vectors;
+	out->phys_port_cnt = device->phys_port_cnt;
+	out->mem_mgt_extensions =
+		!!(a->device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS);
+	out->local_dma_lkey = !!(a->kernel_cap_flags & IBK_LOCAL_DMA_LKEY);
+}
+
+struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey)
+{
+	return ib_alloc_pd(device, global_rkey ? IB_PD_UNSAFE_GLOBAL_RKEY : 0);
+}
+
+void rpcrdma_rs_dealloc_pd(struct ib_pd *pd)
+{
+	ib_dealloc_pd(pd);
+}
+
+u32 rpcrdma_rs_pd_local_dma_lkey(struct ib_pd *pd)
+{
+	return pd->local_dma_lkey;
+}
+
+u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd)
+{
+	return pd->unsafe_global_rkey;
+}
+
+struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
+				  int comp_vector)
+{
+	return ib_alloc_cq(device, NULL, nr_cqe, comp_vector, IB_POLL_SOFTIRQ);
+}
+
+void rpcrdma_rs_free_cq(struct ib_cq *cq)
+{
+	ib_free_cq(cq);
+}
+
+void rpcrdma_rs_cqe_init(struct ib_cqe *cqe,
+			 void (*done)(struct ib_cq *cq, struct ib_wc *wc))
+{
+	cqe->done = done;
+}
+
+static enum dma_data_direction rpcrdma_rs_dir(int to_device)
+{
+	return to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+}
+
+int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
+		       int to_device, u64 *dma_addr)
+{
+	u64 addr = ib_dma_map_single(device, cpu_addr, size,
+				     rpcrdma_rs_dir(to_device));
+
+	if (ib_dma_mapping_error(device, addr))
+		return -EIO;
+	*dma_addr = addr;
+	return 0;
+}
+
+void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t size,
+			  int to_device)
+{
+	ib_dma_unmap_single(device, dma_addr, size, rpcrdma_rs_dir(to_device));
+}
+
+void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
+				 size_t size, int to_device)
+{
+	ib_dma_sync_single_for_cpu(device, dma_addr, size,
+				   rpcrdma_rs_dir(to_device));
+}
+
+void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,
+				    size_t size, int to_device)
+{
+	ib_dma_sync_single_for_device(device, dma_addr, size,
+				      rpcrdma_rs_dir(to_device));
+}
+
+struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
+					   rdma_cm_event_handler handler,
+					   void *context)
+{
+	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+}
+
+struct net *rpcrdma_rs_init_net(void)
+{
+	return &init_net;
+}
+
+void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
+			      struct rpcrdma_rs_cm_event *out)
+{
+	const struct rdma_conn_param *conn = &event->param.conn;
+	u8 len = 0;
+
+	out->event = event->event;
+	out->status = event->status;
+	out->responder_resources = 0;
+	out->initiator_depth = 0;
+	switch (event->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+	case RDMA_CM_EVENT_ESTABLISHED:
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+	case RDMA_CM_EVENT_REJECTED:
+		if (conn->private_data)
+			len = min_t(u8, conn->private_data_len,
+				    sizeof(out->private_data));
+		if (len)
+			memcpy(out->private_data, conn->private_data, len);
+		out->responder_resources = conn->responder_resources;
+		out->initiator_depth = conn->initiator_depth;
+		break;
+	default:
+		break;
+	}
+	out->private_data_len = len;
+}
+
+void rpcrdma_rs_cm_set_context(struct rdma_cm_id *id, void *context)
+{
+	id->context = context;
+}
+
+struct ib_device *rpcrdma_rs_cm_device(struct rdma_cm_id *id)
+{
+	return id->device;
+}
+
+struct ib_qp *rpcrdma_rs_cm_qp(struct rdma_cm_id *id)
+{
+	return id->qp;
+}
+
+static int rpcrdma_rs_sockaddr(struct sockaddr_storage *ss, int family,
+			       const u8 *addr, u16 port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		sin->sin_family = AF_INET;
+		memcpy(&sin->sin_addr, addr, 4);
+		sin->sin_port = htons(port);
+		return 0;
+	}
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, addr, 16);
+		sin6->sin6_port = htons(port);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+int rpcrdma_rs_cm_bind(struct rdma_cm_id *id, int family, const u8 *addr,
+		       u16 port)
+{
+	struct sockaddr_storage ss;
+	int rc = rpcrdma_rs_sockaddr(&ss, family, addr, port);
+
+	if (rc)
+		return rc;
+	return rdma_bind_addr(id, (struct sockaddr *)&ss);
+}
+
+int rpcrdma_rs_cm_resolve_addr(struct rdma_cm_id *id, int family,
+			       const u8 *addr, u16 port, int timeout_ms)
+{
+	struct sockaddr_storage ss;
+	int rc = rpcrdma_rs_sockaddr(&ss, family, addr, port);
+
+	if (rc)
+		return rc;
+	return rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
+}
+
+u16 rpcrdma_rs_cm_src_port(struct rdma_cm_id *id)
+{
+	return rdma_get_src_port(id) ? be16_to_cpu(rdma_get_src_port(id)) : 0;
+}
+
+int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
+			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
+			    u32 max_send_wr, u32 max_recv_wr,
+			    u32 max_send_sge, u32 max_recv_sge)
+{
+	struct ib_qp_init_attr attr = {
+		.send_cq = send_cq,
+		.recv_cq = recv_cq,
+		.cap = {
+			.max_send_wr = max_send_wr,
+			.max_recv_wr = max_recv_wr,
+			.max_send_sge = max_send_sge,
+			.max_recv_sge = max_recv_sge,
+		},
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.qp_type = IB_QPT_RC,
+	};
+
+	return rdma_create_qp(id, pd, &attr);
+}
+
+int rpcrdma_rs_cm_connect(struct rdma_cm_id *id, const void *pdata,
+			  u8 pdata_len, u8 responder_resources,
+			  u8 initiator_depth, bool accept)
+{
+	struct rdma_conn_param param = {
+		.private_data = pdata,
+		.private_data_len = pdata_len,
+		.responder_resources = responder_resources,
+		.initiator_depth = initiator_depth,
+		.flow_control = 1,
+		.retry_count = 6,
+		.rnr_retry_count = 0,
+	};
+
+	return accept ? rdma_accept(id, &param) : rdma_connect(id, &param);
+}
+
+int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
+			 const struct ib_sge *sge, int num_sge,
+			 u64 remote_addr, u32 rkey, u32 invalidate_rkey)
+{
+	struct ib_rdma_wr wr = {};
+	const struct ib_send_wr *bad;
+
+	wr.wr.wr_cqe = cqe;
+	wr.wr.sg_list = (struct ib_sge *)sge;
+	wr.wr.num_sge = num_sge;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	switch (opcode) {
+	case RPCRDMA_RS_OP_SEND:
+		wr.wr.opcode = IB_WR_SEND;
+		break;
+	case RPCRDMA_RS_OP_SEND_WITH_INV:
+		wr.wr.opcode = IB_WR_SEND_WITH_INV;
+		wr.wr.ex.invalidate_rkey = invalidate_rkey;
+		break;
+	case RPCRDMA_RS_OP_RDMA_WRITE:
+		wr.wr.opcode = IB_WR_RDMA_WRITE;
+		wr.remote_addr = remote_addr;
+		wr.rkey = rkey;
+		break;
+	case RPCRDMA_RS_OP_RDMA_READ:
+		wr.wr.opcode = IB_WR_RDMA_READ;
+		wr.remote_addr = remote_addr;
+		wr.rkey = rkey;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return ib_post_send(qp, &wr.wr, &bad);
+}
+
+int rpcrdma_rs_post_recv(struct ib_qp *qp, struct ib_cqe *cqe,
+			 const struct ib_sge *sge, int num_sge)
+{
+	struct ib_recv_wr wr = {
+		.wr_cqe = cqe,
+		.sg_list = (struct ib_sge *)sge,
+		.num_sge = num_sge,
+	};
+	const struct ib_recv_wr *bad;
+
+	return ib_post_recv(qp, &wr, &bad);
+}
+
+void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out)
+{
+	out->cqe = wc->wr_cqe;
+	out->status = wc->status;
+	/* The opcode is undefined in a completion with an error status. */
+	out->opcode = wc->status == IB_WC_SUCCESS ? wc->opcode : -1;
+	out->byte_len = wc->byte_len;
+	out->with_invalidate = !!(wc->wc_flags & IB_WC_WITH_INVALIDATE);
+	out->invalidate_rkey = out->with_invalidate ? wc->ex.invalidate_rkey : 0;
+}
+
+void *rpcrdma_rs_cm_context(struct rdma_cm_id *id)
+{
+	return id->context;
+}

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Counts of live FFI objects, so module unload and the KUnit suites can prove
+//! that every C object the layer created was released.
+//!
+//! Every wrapper that owns a C object (CM identifier, protection domain,
+//! completion queue, queue pair, DMA buffer, posted work request) increments
+//! its counter when it takes ownership and decrements it when it releases the
+//! object. The counters are per module: the KUnit module has its own.
+
+use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// The kinds of objects that are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `struct rdma_cm_id`.
+    CmId = 0,
+    /// `struct ib_pd`.
+    Pd = 1,
+    /// `struct ib_cq`.
+    Cq = 2,
+    /// `struct ib_qp` created on a CM identifier.
+    Qp = 3,
+    /// A DMA-mapped buffer.
+    DmaBuf = 4,
+    /// A work request posted to a queue pair and not yet completed.
+    PostedWr = 5,
+}
+
+const KINDS: usize = 6;
+
+static COUNTS: [Atomic<i64>; KINDS] = [
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+];
+
+pub(crate) fn inc(kind: Kind) {
+    COUNTS[kind as usize].add(1, Relaxed);
+}
+
+pub(crate) fn dec(kind: Kind) {
+    COUNTS[kind as usize].add(-1, Relaxed);
+}
+
+/// Number of live objects of `kind`.
+pub fn count(kind: Kind) -> i64 {
+    COUNTS[kind as usize].load(Relaxed)
+}
+
+/// Total number of live objects of every kind.
+pub fn total() -> i64 {
+    COUNTS.iter().map(|c| c.load(Relaxed)).sum()
+}

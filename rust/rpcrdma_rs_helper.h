@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Kernel headers the rpcrdma-rs FFI layer is generated from.  bindgen reads
+ * this file on every build (rust/Kbuild rule), so the Rust view of every
+ * structure matches the configured kernel (struct rpc_xprt changes with
+ * CONFIG_SUNRPC_BACKCHANNEL and CONFIG_SUNRPC_DEBUG).  Nothing generated is
+ * ever checked in.
+ */
+#ifndef RPCRDMA_RS_HELPER_H
+#define RPCRDMA_RS_HELPER_H
+
+#include <linux/completion.h>
+#include <linux/dma-mapping.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/inet.h>
+#include <linux/slab.h>
+#include <linux/socket.h>
+#include <linux/sunrpc/svc.h>
+#include <linux/sunrpc/svc_xprt.h>
+#include <linux/sunrpc/xdr.h>
+#include <linux/sunrpc/xprt.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <rdma/rw.h>
+
+/* Limits and attributes of an RDMA device, copied out of struct ib_device. */
+struct rpcrdma_rs_dev_attr {
+	u64 device_cap_flags;
+	u32 max_qp_wr;
+	u32 max_send_sge;
+	u32 max_recv_sge;
+	u32 max_cqe;
+	u32 max_qp_rd_atom;
+	u32 max_fast_reg_page_list_len;
+	u32 num_comp_vectors;
+	u32 phys_port_cnt;
+	bool mem_mgt_extensions;
+	bool local_dma_lkey;
+};
+
+/* One event of a CM identifier, copied out of struct rdma_cm_event. */
+struct rpcrdma_rs_cm_event {
+	int event;
+	int status;
+	u8 private_data_len;
+	u8 responder_resources;
+	u8 initiator_depth;
+	u8 private_data[56];
+};
+
+typedef int (*rpcrdma_rs_device_add_fn)(struct ib_device *device);
+typedef void (*rpcrdma_rs_device_remove_fn)(struct ib_device *device,
+					    void *client_data);
+
+int rpcrdma_rs_ib_client_register(rpcrdma_rs_device_add_fn add,
+				  rpcrdma_rs_device_remove_fn remove);
+void rpcrdma_rs_ib_client_unregister(void);
+void rpcrdma_rs_ib_set_client_data(struct ib_device *device, void *data);
+const char *rpcrdma_rs_ib_device_name(struct ib_device *device);
+void rpcrdma_rs_ib_device_attr(struct ib_device *device,
+			       struct rpcrdma_rs_dev_attr *out);
+
+struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey);
+void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
+u32 rpcrdma_rs_pd_local_dma_lkey(struct ib_pd *pd);
+u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd);
+
+struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
+				  int comp_vector);
+void rpcrdma_rs_free_cq(struct ib_cq *cq);
+
+void rpcrdma_rs_cqe_init(struct ib_cqe *cqe,
+			 void (*done)(struct ib_cq *cq, struct ib_wc *wc));
+
+int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
+		       int to_device, u64 *dma_addr);
+void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t size,
+			  int to_device);
+void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
+				 size_t size, int to_device);
+void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,
+				    size_t size, int to_device);
+
+struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
+					   rdma_cm_event_handler handler,
+					   void *context);
+struct net *rpcrdma_rs_init_net(void);
+void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
+			      struct rpcrdma_rs_cm_event *out);
+void rpcrdma_rs_cm_set_context(struct rdma_cm_id *id, void *context);
+struct ib_device *rpcrdma_rs_cm_device(struct rdma_cm_id *id);
+struct ib_qp *rpcrdma_rs_cm_qp(struct rdma_cm_id *id);
+int rpcrdma_rs_cm_bind(struct rdma_cm_id *id, int family, const u8 *addr,
+		       u16 port);
+int rpcrdma_rs_cm_resolve_addr(struct rdma_cm_id *id, int family,
+			       const u8 *addr, u16 port, int timeout_ms);
+u16 rpcrdma_rs_cm_src_port(struct rdma_cm_id *id);
+int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
+			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
+			    u32 max_send_wr, u32 max_recv_wr,
+			    u32 max_send_sge, u32 max_recv_sge);
+int rpcrdma_rs_cm_connect(struct rdma_cm_id *id, const void *pdata,
+			  u8 pdata_len, u8 responder_resources,
+			  u8 initiator_depth, bool accept);
+
+int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
+			 const struct ib_sge *sge, int num_sge,
+			 u64 remote_addr, u32 rkey, u32 invalidate_rkey);
+int rpcrdma_rs_post_recv(struct ib_qp *qp, struct ib_cqe *cqe,
+			 const struct ib_sge *sge, int num_sge);
+
+/* Operation codes for rpcrdma_rs_post_send. */
+enum rpcrdma_rs_send_op {
+	RPCRDMA_RS_OP_SEND = 0,
+	RPCRDMA_RS_OP_SEND_WITH_INV = 1,
+	RPCRDMA_RS_OP_RDMA_WRITE = 2,
+	RPCRDMA_RS_OP_RDMA_READ = 3,
+};
+
+/* The parts of a work completion the safe layer reports. */
+struct rpcrdma_rs_wc {
+	struct ib_cqe *cqe;
+	int status;
+	int opcode;
+	u32 byte_len;
+	u32 invalidate_rkey;
+	bool with_invalidate;
+};
+
+void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out);
+void *rpcrdma_rs_cm_context(struct rdma_cm_id *id);
+
+#endif /* RPCRDMA_RS_HELPER_H */

@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Verbs objects of one reliable connection: protection domain, completion
+//! queues, queue pair, DMA-mapped buffers and work requests.
+//!
+//! Ownership follows what the hardware can still touch:
+//!
+//! - an [`Endpoint`] owns the queue pair and the completion queues; dropping
+//!   it drains the queue pair, so every posted work request completes (with
+//!   a flush error if need be) before the queues go away;
+//! - a posted [`WorkRequest`] owns a reference to itself and to every
+//!   [`DmaBuf`] its scatter/gather list names until its completion has run;
+//! - every `DmaBuf` keeps the [`Anchor`] (protection domain and CM
+//!   identifier, hence the device) alive until it is unmapped.
+//!
+//! Completions run from the RDMA core's workqueue (`IB_POLL_WORKQUEUE`), in
+//! process context, like the C client's.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
+
+use super::bindings;
+use super::cm::{CmEvent, CmId};
+use super::device::DeviceAttr;
+use super::live;
+use core::ptr::NonNull;
+use kernel::alloc::KVec;
+use kernel::error::{from_err_ptr, to_result};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::types::Opaque;
+
+/// Most scatter/gather entries in one work request built by this layer.
+pub const MAX_SGE: usize = 4;
+
+/// Protection domain, CM identifier and device of one connection.
+///
+/// # Invariants
+///
+/// `pd` was allocated on `device`, the device `id` is bound to, and is
+/// deallocated exactly once in `drop`, before `id` is destroyed (field order).
+pub struct Anchor {
+    pd: NonNull<bindings::ib_pd>,
+    device: NonNull<bindings::ib_device>,
+    global_rkey: Option<u32>,
+    id: CmId,
+}
+
+// SAFETY: The PD and device pointers are only used for calls the RDMA core
+// allows from any context; the CM identifier is `Send`.
+unsafe impl Send for Anchor {}
+// SAFETY: See `Send`; no interior state is mutated through `&Anchor`.
+unsafe impl Sync for Anchor {}
+
+impl Drop for Anchor {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `pd` is live, every object created on
+        // it (queue pair, buffers' users) is gone because they hold the anchor.
+        unsafe { bindings::rpcrdma_rs_dealloc_pd(self.pd.as_ptr()) };
+        live::dec(live::Kind::Pd);
+    }
+}
+
+impl Anchor {
+    /// The local DMA lkey of the protection domain.
+    fn lkey(&self) -> u32 {
+        // SAFETY: By the type invariant `pd` is live.
+        unsafe { bindings::rpcrdma_rs_pd_local_dma_lkey(self.pd.as_ptr()) }
+    }
+}
+
+/// A completion queue.
+///
+/// # Invariants
+///
+/// `ptr` is a live CQ allocated by `ib_alloc_cq`, freed exactly once in `drop`.
+struct Cq {
+    ptr: NonNull<bindings::ib_cq>,
+}
+
+impl Cq {
+    fn new(device: NonNull<bindings::ib_device>, entries: u32) -> Result<Self> {
+        let n = i32::try_from(entries).map_err(|_| EINVAL)?;
+        // SAFETY: `device` is a live device (the caller holds its anchor).
+        let ptr = from_err_ptr(unsafe { bindings::rpcrdma_rs_alloc_cq(device.as_ptr(), n, 0) })?;
+        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        live::inc(live::Kind::Cq);
+        Ok(Self { ptr })
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the CQ is live; the queue pair using
+        // it was destroyed first (field order in `Endpoint`).
+        unsafe { bindings::rpcrdma_rs_free_cq(self.ptr.as_ptr()) };
+        live::dec(live::Kind::Cq);
+    }
+}
+
+/// Sizes of a connection's queues.
+#[derive(Clone, Copy, Debug)]
+pub struct EndpointConfig {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per Send.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per Receive.
+    pub max_recv_sge: u32,
+    /// Allocate the protection domain with an unsafe global rkey, which lets
+    /// the peer read and write all of this host's memory. Only for trusted
+    /// peers (the "physical" registration strategy).
+    pub unsafe_global_rkey: bool,
+}
+
+/// The queue pair of one reliable connection and what it needs.
+///
+/// # Invariants
+///
+/// A queue pair was created on `anchor.id` with `send_cq` and `recv_cq`; it
+/// is drained and destroyed in `drop` before the CQs are freed.
+pub struct Endpoint {
+    qp: NonNull<bindings::ib_qp>,
+    send_cq: Cq,
+    recv_cq: Cq,
+    anchor: Arc<Anchor>,
+    attr: DeviceAttr,
+}
+
+// SAFETY: Posting to a queue pair is thread-safe in the RDMA core; the other
+// fields are `Send`.
+unsafe impl Send for Endpoint {}
+// SAFETY: See `Send`.
+unsafe impl Sync for Endpoint {}
+
+impl Endpoint {
+    /// Creates the protection domain, completion queues and queue pair on
+    /// the device `id` is bound to (after route resolution, or a connection
+    /// request). Queue sizes are clamped to what the device supports.
+    pub fn new(id: CmId, cfg: &EndpointConfig) -> Result<Self> {
+        // SAFETY: `id` is live by its type invariant.
+        let device = NonNull::new(unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) })
+            .ok_or(ENODEV)?;
+        // SAFETY: The device is bound to `id`, so it is registered.
+        let attr = unsafe { DeviceAttr::query(device.as_ptr()) };
+        // SAFETY: `device` is live while `id` is bound to it.
+        let pd = from_err_ptr(unsafe {
+            bindings::rpcrdma_rs_alloc_pd(device.as_ptr(), cfg.unsafe_global_rkey)
+        })?;
+        let pd = NonNull::new(pd).ok_or(ENOMEM)?;
+        live::inc(live::Kind::Pd);
+        let global_rkey = if cfg.unsafe_global_rkey {
+            // SAFETY: `pd` is live.
+            Some(unsafe { bindings::rpcrdma_rs_pd_global_rkey(pd.as_ptr()) })
+        } else {
+            None
+        };
+        // INVARIANT: `pd` was allocated on the device `id` is bound to.
+        let anchor = Arc::new(
+            Anchor {
+                pd,
+                device,
+                global_rkey,
+                id,
+            },
+            GFP_KERNEL,
+        )?;
+        let max_wr = attr.max_qp_wr.max(1);
+        let send_wr = cfg.max_send_wr.clamp(1, max_wr);
+        let recv_wr = cfg.max_recv_wr.clamp(1, max_wr);
+        let send_sge = cfg.max_send_sge.clamp(1, attr.max_send_sge.max(1));
+        let recv_sge = cfg.max_recv_sge.clamp(1, attr.max_recv_sge.max(1));
+        let cqe_max = attr.max_cqe.max(1);
+        let send_cq = Cq::new(device, send_wr.saturating_add(1).min(cqe_max))?;
+        let recv_cq = Cq::new(device, recv_wr.saturating_add(1).min(cqe_max))?;
+        // SAFETY: All pointers are live; the QP is attached to `anchor.id`.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_cm_create_qp(
+                anchor.id.as_ptr(),
+                pd.as_ptr(),
+                send_cq.ptr.as_ptr(),
+                recv_cq.ptr.as_ptr(),
+                send_wr,
+                recv_wr,
+                send_sge,
+                recv_sge,
+            )
+        })?;
+        // SAFETY: `rdma_create_qp` succeeded, so the identifier has a QP.
+        let qp = NonNull::new(unsafe { bindings::rpcrdma_rs_cm_qp(anchor.id.as_ptr()) })
+            .ok_or(ENOMEM)?;
+        live::inc(live::Kind::Qp);
+        // INVARIANT: The QP was created on `anchor.id` with both CQs.
+        Ok(Self {
+            qp,
+            send_cq,
+            recv_cq,
+            anchor,
+            attr,
+        })
+    }
+
+    /// The device's limits.
+    pub fn device_attr(&self) -> &DeviceAttr {
+        &self.attr
+    }
+
+    /// The connection's CM identifier (for events and disconnect).
+    pub fn cm_id(&self) -> &CmId {
+        &self.anchor.id
+    }
+
+    /// Waits for the next CM event of this connection.
+    pub fn wait_event(&self, timeout_ms: u32) -> Result<CmEvent> {
+        self.anchor.id.wait_event(timeout_ms)
+    }
+
+    /// The unsafe global rkey, if the protection domain has one.
+    pub fn global_rkey(&self) -> Option<u32> {
+        self.anchor.global_rkey
+    }
+
+    fn conn(&self, private_data: &[u8], resp: u8, init: u8, accept: bool) -> Result {
+        let len = u8::try_from(private_data.len()).map_err(|_| EINVAL)?;
+        // SAFETY: The identifier has a QP; the private data is valid for
+        // `len` bytes and copied by the CM before the call returns.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_cm_connect(
+                self.anchor.id.as_ptr(),
+                private_data.as_ptr().cast(),
+                len,
+                resp,
+                init,
+                accept,
+            )
+        })
+    }
+
+    /// Connects to the resolved peer (active side). `responder_resources` is
+    /// how many RDMA Reads the peer may have outstanding against us,
+    /// `initiator_depth` how many we issue.
+    pub fn connect(&self, private_data: &[u8], responder_resources: u8, initiator_depth: u8) -> Result {
+        self.conn(private_data, responder_resources, initiator_depth, false)
+    }
+
+    /// Accepts a connection request (passive side).
+    pub fn accept(&self, private_data: &[u8], responder_resources: u8, initiator_depth: u8) -> Result {
+        self.conn(private_data, responder_resources, initiator_depth, true)
+    }
+
+    /// Allocates a buffer of `len` bytes and maps it for DMA on this
+    /// connection's device.
+    pub fn alloc_buf(&self, len: usize, dir: DmaDir) -> Result<Arc<DmaBuf>> {
+        DmaBuf::new(&self.anchor, len, dir)
+    }
+
+    /// Posts a Send, RDMA Write or RDMA Read described by `op` whose local
+    /// scatter/gather list is `wr`'s.
+    ///
+    /// On success `wr` is owned by the queue until its completion has run.
+    pub fn post_send<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
+        let (opcode, remote_addr, rkey, inv) = match op {
+            SendOp::Send => (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND, 0, 0, 0),
+            SendOp::SendWithInvalidate(key) => {
+                (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND_WITH_INV, 0, 0, key)
+            }
+            SendOp::RdmaWrite { remote_addr, rkey } => {
+                (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_WRITE, remote_addr, rkey, 0)
+            }
+            SendOp::RdmaRead { remote_addr, rkey } => {
+                (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ, remote_addr, rkey, 0)
+            }
+        };
+        if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
+            // An RDMA Read writes into the local buffers.
+            return Err(EINVAL);
+        }
+        let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
+        let raw = Arc::into_raw(wr);
+        live::inc(live::Kind::PostedWr);
+        // SAFETY: `raw` is live (we hold the reference that was turned into
+        // it); its cqe was initialised by `WorkRequest::new` and its sges
+        // name mapped buffers it owns. The QP is live by the type invariant.
+        let rc = unsafe {
+            bindings::rpcrdma_rs_post_send(
+                self.qp.as_ptr(),
+                Opaque::raw_get(&raw const (*raw).cqe),
+                opcode as i32,
+                (*raw).sges.as_ptr(),
+                nsge,
+                remote_addr,
+                rkey,
+                inv,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: The work request was not posted, so no completion will
+            // consume the reference that `into_raw` produced.
+            drop(unsafe { Arc::from_raw(raw) });
+            live::dec(live::Kind::PostedWr);
+        }
+        to_result(rc)
+    }
+
+    /// Posts a Receive into `wr`'s scatter/gather list.
+    pub fn post_recv<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>) -> Result {
+        if wr.dirs_to_device() {
+            return Err(EINVAL);
+        }
+        let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
+        let raw = Arc::into_raw(wr);
+        live::inc(live::Kind::PostedWr);
+        // SAFETY: As in `post_send`.
+        let rc = unsafe {
+            bindings::rpcrdma_rs_post_recv(
+                self.qp.as_ptr(),
+                Opaque::raw_get(&raw const (*raw).cqe),
+                (*raw).sges.as_ptr(),
+                nsge,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: Not posted: reclaim the reference.
+            drop(unsafe { Arc::from_raw(raw) });
+            live::dec(live::Kind::PostedWr);
+        }
+        to_result(rc)
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // Tell the peer first; an error only means we were not connected.
+        // SAFETY: The identifier is live (held by the anchor).
+        let _ = unsafe { bindings::rdma_disconnect(self.anchor.id.as_ptr()) };
+        // SAFETY: By the type invariant the QP is live. Draining moves it to
+        // the error state and waits until every posted work request has
+        // completed, so no completion refers to it or to the CQs afterwards.
+        unsafe {
+            bindings::ib_drain_qp(self.qp.as_ptr());
+            bindings::rdma_destroy_qp(self.anchor.id.as_ptr());
+        }
+        live::dec(live::Kind::Qp);
+        // The CQs are freed next (field order), then the anchor reference.
+    }
+}
+
+/// Direction of a DMA buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaDir {
+    /// The device reads it (Send source, RDMA Write source).
+    ToDevice,
+    /// The device writes it (Receive sink, RDMA Read sink, RDMA Write target).
+    FromDevice,
+}
+
+/// A kernel buffer mapped for DMA on a connection's device.
+///
+/// Its bytes are only reached by copying (`read`/`write`), never through a
+/// long-lived reference, because the device may write them at any time.
+///
+/// # Invariants
+///
+/// `ptr` points to `len` bytes (capacity `cap`) allocated by `KVec`, mapped
+/// at `dma` on the anchor's device in direction `dir` until `drop`.
+pub struct DmaBuf {
+    ptr: *mut u8,
+    len: usize,
+    cap: usize,
+    dma: u64,
+    dir: DmaDir,
+    anchor: Arc<Anchor>,
+}
+
+// SAFETY: The buffer is only accessed through copies and DMA syncs; the
+// pointers are owned by this object.
+unsafe impl Send for DmaBuf {}
+// SAFETY: See `Send`; concurrent `write`s are the caller's logical race, not
+// a memory-safety one (bytes are copied with raw pointer copies).
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    fn new(anchor: &Arc<Anchor>, len: usize, dir: DmaDir) -> Result<Arc<Self>> {
+        if len == 0 || u32::try_from(len).is_err() {
+            return Err(EINVAL);
+        }
+        let v: KVec<u8> = KVec::from_elem(0u8, len, GFP_KERNEL)?;
+        let (ptr, len, cap) = v.into_raw_parts();
+        let mut dma = 0u64;
+        // SAFETY: `ptr` is valid for `len` bytes; the device is live while
+        // the anchor is.
+        let rc = unsafe {
+            bindings::rpcrdma_rs_dma_map(
+                anchor.device.as_ptr(),
+                ptr.cast(),
+                len,
+                i32::from(dir == DmaDir::ToDevice),
+                &mut dma,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: Recreate the vector we took apart to free it.
+            drop(unsafe { KVec::from_raw_parts(ptr, len, cap) });
+            return Err(Error::from_errno(rc));
+        }
+        live::inc(live::Kind::DmaBuf);
+        // INVARIANT: `ptr` holds `len` bytes from `KVec`, mapped at `dma`.
+        Ok(Arc::new(
+            Self {
+                ptr,
+                len,
+                cap,
+                dma,
+                dir,
+                anchor: anchor.clone(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never: buffers have at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The DMA direction.
+    pub fn dir(&self) -> DmaDir {
+        self.dir
+    }
+
+    fn range(&self, offset: usize, len: usize) -> Result<usize> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if end > self.len {
+            return Err(EINVAL);
+        }
+        Ok(end)
+    }
+
+    /// Copies `src` into the buffer at `offset` and makes it visible to the
+    /// device.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result {
+        self.range(offset, src.len())?;
+        // SAFETY: `offset + src.len() <= len` was checked; `ptr` is valid for
+        // `len` bytes by the type invariant, and `src` cannot overlap it.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) };
+        // SAFETY: The mapping is live by the type invariant.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_device(
+                self.anchor.device.as_ptr(),
+                self.dma,
+                self.len,
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
+        Ok(())
+    }
+
+    /// Makes what the device wrote visible and copies it into `dst`.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        self.range(offset, dst.len())?;
+        // SAFETY: The mapping is live by the type invariant.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_cpu(
+                self.anchor.device.as_ptr(),
+                self.dma,
+                self.len,
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
+        // SAFETY: Bounds checked above; `dst` cannot overlap the buffer.
+        unsafe { core::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// The address and rkey a peer uses to reach this buffer with RDMA, when
+    /// the connection's protection domain has an unsafe global rkey (the
+    /// "physical" strategy). `None` otherwise.
+    pub fn remote_handle(&self) -> Option<(u64, u32)> {
+        self.anchor.global_rkey.map(|rkey| (self.dma, rkey))
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: The mapping is live by the type invariant and no posted work
+        // request names it (they hold a reference to `self`).
+        unsafe {
+            bindings::rpcrdma_rs_dma_unmap(
+                self.anchor.device.as_ptr(),
+                self.dma,
+                self.len,
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
+        // SAFETY: `ptr`, `len`, `cap` came from `KVec::into_raw_parts`.
+        drop(unsafe { KVec::from_raw_parts(self.ptr, self.len, self.cap) });
+        live::dec(live::Kind::DmaBuf);
+    }
+}
+
+/// A work request's operation (see [`Endpoint::post_send`]).
+#[derive(Clone, Copy, Debug)]
+pub enum SendOp {
+    /// Send the local buffers to the peer's next posted Receive.
+    Send,
+    /// Send, and invalidate the peer's rkey (remote invalidation).
+    SendWithInvalidate(u32),
+    /// Write the local buffers to the peer's memory.
+    RdmaWrite {
+        /// The peer's address.
+        remote_addr: u64,
+        /// The peer's steering tag.
+        rkey: u32,
+    },
+    /// Read the peer's memory into the local buffers.
+    RdmaRead {
+        /// The peer's address.
+        remote_addr: u64,
+        /// The peer's steering tag.
+        rkey: u32,
+    },
+}
+
+/// Status of a completed work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// `IB_WC_SUCCESS` (0) or an error code of `enum ib_wc_status`.
+    pub status: i32,
+    /// `enum ib_wc_opcode`, or -1 when `status` is an error.
+    pub opcode: i32,
+    /// Bytes received (Receive completions).
+    pub byte_len: u32,
+    /// The rkey the peer invalidated with Send With Invalidate, if any.
+    pub invalidated_rkey: Option<u32>,
+}
+
+impl WorkCompletion {
+    /// Whether the work request succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.status == 0
+    }
+
+    /// Whether the work request was flushed because the queue pair went to
+    /// the error state (disconnect, drain).
+    pub fn is_flush(&self) -> bool {
+        self.status == bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as i32
+    }
+}
+
+/// What runs when a work request completes.
+pub trait CompletionHandler: Send + Sync + Sized {
+    /// Called once per posted work request, in process context (the RDMA
+    /// core's completion workqueue). `wr` is the completed request.
+    fn complete(&self, wr: &WorkRequest<Self>, wc: &WorkCompletion);
+}
+
+/// One work request: its completion entry, its scatter/gather list and the
+/// buffers that list names, and what to do on completion.
+///
+/// # Invariants
+///
+/// `cqe` is initialised with `done::<H>`; `sges[..nsge]` describe ranges of
+/// the buffers in `bufs[..nsge]`, which stay mapped while `self` lives.
+#[pin_data]
+pub struct WorkRequest<H: CompletionHandler> {
+    #[pin]
+    cqe: Opaque<bindings::ib_cqe>,
+    sges: [bindings::ib_sge; MAX_SGE],
+    bufs: [Option<Arc<DmaBuf>>; MAX_SGE],
+    nsge: usize,
+    /// The completion handler.
+    pub handler: H,
+}
+
+// SAFETY: The cqe is only written at initialisation; everything else is
+// `Send` (H is `Send` by the trait bound).
+unsafe impl<H: CompletionHandler> Send for WorkRequest<H> {}
+// SAFETY: See `Send`; shared access never writes the cqe or sges.
+unsafe impl<H: CompletionHandler> Sync for WorkRequest<H> {}
+
+/// A range of a DMA buffer for a scatter/gather list.
+pub struct Segment {
+    /// The buffer.
+    pub buf: Arc<DmaBuf>,
+    /// Offset of the range in the buffer.
+    pub offset: usize,
+    /// Length of the range.
+    pub len: usize,
+}
+
+impl<H: CompletionHandler> WorkRequest<H> {
+    /// Builds a work request over at most [`MAX_SGE`] buffer ranges.
+    pub fn new(handler: H, segments: KVec<Segment>) -> Result<Arc<Self>> {
+        if segments.len() > MAX_SGE {
+            return Err(EINVAL);
+        }
+        let mut sges = [bindings::ib_sge::default(); MAX_SGE];
+        let mut bufs: [Option<Arc<DmaBuf>>; MAX_SGE] = core::array::from_fn(|_| None);
+        let nsge = segments.len();
+        for (i, seg) in segments.into_iter().enumerate() {
+            seg.buf.range(seg.offset, seg.len)?;
+            let (Some(sge), Some(slot)) = (sges.get_mut(i), bufs.get_mut(i)) else {
+                return Err(EINVAL);
+            };
+            sge.addr = seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?;
+            sge.length = u32::try_from(seg.len).map_err(|_| EINVAL)?;
+            sge.lkey = seg.buf.anchor.lkey();
+            *slot = Some(seg.buf);
+        }
+        Arc::pin_init(
+            pin_init!(Self {
+                // SAFETY: `slot` is valid for writes; `done::<H>` has the
+                // callback signature the RDMA core expects.
+                cqe <- Opaque::ffi_init(|slot| unsafe {
+                    bindings::rpcrdma_rs_cqe_init(slot, Some(done::<H>))
+                }),
+                sges,
+                bufs,
+                nsge,
+                handler,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn dirs_to_device(&self) -> bool {
+        self.bufs
+            .iter()
+            .flatten()
+            .any(|b| b.dir == DmaDir::ToDevice)
+    }
+
+    /// The `i`th buffer of the scatter/gather list.
+    pub fn buf(&self, i: usize) -> Option<&Arc<DmaBuf>> {
+        self.bufs.get(i).and_then(Option::as_ref)
+    }
+}
+
+/// Completion callback of every work request of handler type `H`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a valid completion whose `wr_cqe` is the
+/// `cqe` of a `WorkRequest<H>` posted by `post_send`/`post_recv`, which
+/// turned one reference into the raw pointer this consumes.
+unsafe extern "C" fn done<H: CompletionHandler>(
+    _cq: *mut bindings::ib_cq,
+    wc: *mut bindings::ib_wc,
+) {
+    let mut info = bindings::rpcrdma_rs_wc::default();
+    // SAFETY: `wc` is valid for the duration of the callback.
+    unsafe { bindings::rpcrdma_rs_wc_info(wc, &mut info) };
+    let cqe = info.cqe.cast::<Opaque<bindings::ib_cqe>>();
+    // SAFETY: By the function's safety requirement `cqe` is the `cqe` field
+    // of a `WorkRequest<H>`.
+    let wr_ptr = unsafe { kernel::container_of!(cqe, WorkRequest<H>, cqe) };
+    // SAFETY: Posting turned one reference into this pointer; it is consumed
+    // exactly once, here.
+    let wr = unsafe { Arc::from_raw(wr_ptr.cast_const()) };
+    live::dec(live::Kind::PostedWr);
+    let completion = WorkCompletion {
+        status: info.status,
+        opcode: info.opcode,
+        byte_len: info.byte_len,
+        invalidated_rkey: info.with_invalidate.then_some(info.invalidate_rkey),
+    };
+    wr.handler.complete(&wr, &completion);
+}

@@ -1,0 +1,37 @@
+# shellcheck shell=bash
+# Common settings for the rpcrdma-rs scripts: where the toolchain and the kernel
+# build are cached (outside the repository), and how the cache key is computed.
+# Sourced, never executed.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE_DIR=${RPCRDMA_CACHE:-/var/cache/rpcrdma-rs}
+KERNEL_SERIES=7.3
+FRAGMENT="$REPO_ROOT/kernel/rpcrdma-rs.config"
+LLVM_SUFFIX=-19
+export LIBCLANG_PATH=/usr/lib/llvm${LLVM_SUFFIX}/lib
+export PATH="$HOME/.cargo/bin:$CACHE_DIR/bin:$PATH"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The kernel source package version that was downloaded (set by setup).
+kernel_pkg_version() { cat "$CACHE_DIR/src/linux-source.version" 2>/dev/null; }
+
+# Build directory keyed by kernel package version + config fragment hash.
+kbuild_dir() {
+    local ver hash
+    ver=$(kernel_pkg_version) || return 1
+    [ -n "$ver" ] || return 1
+    hash=$(sha256sum "$FRAGMENT" | cut -c1-12)
+    echo "$CACHE_DIR/kbuild-${ver//[^A-Za-z0-9.+-]/_}-$hash"
+}
+
+ksrc_dir() { echo "$CACHE_DIR/src/linux-source-$KERNEL_SERIES"; }
+
+rust_lib_src() { cat "$CACHE_DIR/src/rust-src.path" 2>/dev/null; }
+
+# Environment every kernel make needs.
+kmake_env() {
+    RUST_LIB_SRC=$(rust_lib_src)
+    export RUST_LIB_SRC
+}

@@ -1,0 +1,45 @@
+# shellcheck shell=sh
+# main: the newcomer's end-to-end job. Soft-RoCE is up (guest init); this
+# loads rpcrdma_rs.ko, checks it came up with its parameters and saw the
+# rxe device, mounts an NFSv4.2 export with proto=rdma, writes SIZE_MIB
+# (default 64) and reads it back with a checksum, and unloads cleanly.
+#
+# Until rpcrdma_rs registers the "rdma" transport (the client and server
+# issues), the mount runs over the in-tree C transport, and the scenario says
+# so on a line of its own. It switches by itself once rpcrdma_rs registers.
+# Arguments: [SIZE_MIB]
+SIZE=${1:-64}
+MNT=/tmp/mnt
+
+dmesg -c >/dev/null 2>&1
+if check rpcrdma_rs-load load_rust_rpcrdma; then
+    line=$(dmesg | grep -m1 'rpcrdma_rs .* loaded:')
+    say "$line"
+    case $line in
+        *max_requests=*rdma_devices=[1-9]*) pass rpcrdma_rs-sees-rxe ;;
+        *) fail rpcrdma_rs-sees-rxe "no load line with an RDMA device: $line" ;;
+    esac
+fi
+
+# Which module provides the "rdma" netid: ours once it registers it.
+if grep -q '^rdma ' /proc/sys/sunrpc/transports 2>/dev/null; then
+    info "NFS transport: rpcrdma_rs"
+else
+    info "NFS transport: in-tree C rpcrdma (rpcrdma_rs does not register the rdma transport yet)"
+    check unload-rpcrdma_rs-for-c unload_rust_rpcrdma
+    check load-c-rpcrdma load_c_rpcrdma || return 1
+fi
+
+if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+if nfs_mount 4.2 "$SERVER_IP" $MNT; then
+    pass nfs4.2-mount-rdma
+    grep " $MNT " /proc/mounts | sed 's/^/vm:   /'
+    data_check "nfs4.2-data-${SIZE}M" $MNT "$SIZE"
+    show_xprt
+    nfs_umount $MNT || fail nfs4.2-umount "umount $MNT"
+else
+    fail nfs4.2-mount-rdma "$NFS_ERR"
+fi
+check nfs-server-stop stop_nfs_server
+unload_c_rpcrdma
+if mod_loaded rpcrdma_rs; then check rpcrdma_rs-unload unload_rust_rpcrdma; fi

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rpcrdma-rs: an RPC-over-RDMA version 1 transport (RFC 8166) for the Linux
+//! sunrpc layer, the Rust counterpart of `net/sunrpc/xprtrdma`.
+//!
+//! The module is layered as `rust-for-linux-patterns.md` describes:
+//!
+//! - `rdma` (directory `rust/`): the FFI layer, the only code with `unsafe`;
+//! - `proto` (directory `src/proto/`): the pure protocol core (XDR codec,
+//!   RPC-over-RDMA messages, chunk lists, planning, credits), which a host
+//!   Cargo crate also builds and tests;
+//! - the transports (`xprtrdma/`, `svcrdma/`), built on the two above.
+
+use kernel::prelude::*;
+
+#[path = "../rust/mod.rs"]
+mod rdma;
+
+#[path = "proto/mod.rs"]
+pub mod proto;
+
+mod config;
+
+module! {
+    type: RpcRdmaModule,
+    name: "rpcrdma_rs",
+    authors: ["rpcrdma-rs developers"],
+    description: "RPC-over-RDMA v1 transport (NFS/RDMA) written in Rust",
+    license: "GPL",
+    params: {
+        max_requests: u32 {
+            default: 128,
+            description: "Credits (concurrent RPC requests) per connection, 4..16384 (default 128)",
+        },
+        max_inline_read: u32 {
+            default: 4096,
+            description: "Largest inline reply in bytes, 1024..65536 (default 4096)",
+        },
+        max_inline_write: u32 {
+            default: 4096,
+            description: "Largest inline call in bytes, 1024..65536 (default 4096)",
+        },
+    },
+}
+
+struct RpcRdmaModule {
+    _devices: rdma::device::DeviceClient,
+}
+
+impl kernel::Module for RpcRdmaModule {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let cfg = config::Config::from_params(
+            module_parameters::max_requests.value(),
+            module_parameters::max_inline_read.value(),
+            module_parameters::max_inline_write.value(),
+        )
+        .inspect_err(|e| pr_err!("rpcrdma_rs: not loaded: {}\n", e.reason()))
+        .map_err(|_| EINVAL)?;
+        let devices = rdma::device::DeviceClient::register()
+            .inspect_err(|e| pr_err!("rpcrdma_rs: ib_client registration failed: {:?}\n", e))?;
+        pr_info!(
+            "rpcrdma_rs {} loaded: max_requests={} max_inline_read={} max_inline_write={} rdma_devices={}\n",
+            config::VERSION,
+            cfg.max_requests,
+            cfg.max_inline_read,
+            cfg.max_inline_write,
+            rdma::device::count()
+        );
+        Ok(Self { _devices: devices })
+    }
+}
+
+impl Drop for RpcRdmaModule {
+    fn drop(&mut self) {
+        let live = rdma::live::total();
+        if live != 0 {
+            pr_err!("rpcrdma_rs: unloading with {} RDMA objects still live\n", live);
+        }
+        pr_info!("rpcrdma_rs unloaded\n");
+    }
+}
