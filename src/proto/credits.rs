@@ -161,8 +161,8 @@ impl ServerCredits {
     }
 
     /// Fits the server's receive queue to a device, like C
-    /// `svc_rdma_accept()`: requests + backchannel requests + receive batch
-    /// + one drain WR must not exceed `max_qp_wr`. When they do, C sets
+    /// `svc_rdma_accept()`: requests, backchannel requests, the receive
+    /// batch and one drain WR must not exceed `max_qp_wr`. When they do, C sets
     /// `max_requests = max_qp_wr - 2` with 2 backchannel requests, a batch
     /// of 1 and the drain WR, which oversubscribes the queue by two; here
     /// the requests are cut so the total fits exactly (a deliberate fix).

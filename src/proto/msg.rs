@@ -453,8 +453,8 @@ impl DecodeLimits {
     /// Limits like the C server's for a given maximum payload: pages of
     /// payload plus the slack `svc_serv_maxpages()` adds, with 4 KiB pages.
     pub const fn server(max_payload: u32, max_inline: u32) -> Self {
-        // Round up to pages without overflow: at most u32::MAX / 4096 + 1.
-        let pages = max_payload / 4096 + if max_payload % 4096 == 0 { 0 } else { 1 };
+        // Round up to pages; cannot overflow.
+        let pages = max_payload.div_ceil(4096);
         let maxpages = pages.saturating_add(3);
         Self {
             max_segments_per_chunk: maxpages,
