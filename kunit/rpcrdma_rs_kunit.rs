@@ -10,11 +10,12 @@
 use kernel::prelude::*;
 
 #[path = "../rust/mod.rs"]
-mod rdma;
+pub mod rdma;
 
 #[path = "../src/proto/mod.rs"]
 pub mod proto;
 
+mod proto_tests;
 mod verbs;
 
 module! {

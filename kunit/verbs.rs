@@ -9,8 +9,8 @@ use crate::rdma::cm::{Addr, CmEvent, CmId};
 use crate::rdma::device;
 use crate::rdma::live;
 use crate::rdma::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp,
-    WorkCompletion, WorkRequest,
+    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
+    WorkRequest,
 };
 use kernel::alloc::KVec;
 use kernel::new_condvar;
@@ -67,7 +67,10 @@ impl Waiter {
                 return Ok(wc);
             }
             if left == 0 {
-                pr_err!("rpcrdma_rs_kunit: no completion within {} ms\n", STEP_TIMEOUT_MS);
+                pr_err!(
+                    "rpcrdma_rs_kunit: no completion within {} ms\n",
+                    STEP_TIMEOUT_MS
+                );
                 return Err(ETIMEDOUT);
             }
             match self.cv.wait_interruptible_timeout(&mut state, left) {
@@ -140,9 +143,11 @@ fn connect_pair() -> Result<Pair> {
     let client = step("client endpoint", Endpoint::new(id, &config()))?;
     step("connect", client.connect(CLIENT_PDATA, 4, 4))?;
 
-    let req = expect_event("connect request", listener.wait_event(STEP_TIMEOUT_MS), |e| {
-        matches!(e, CmEvent::ConnectRequest { .. })
-    })?;
+    let req = expect_event(
+        "connect request",
+        listener.wait_event(STEP_TIMEOUT_MS),
+        |e| matches!(e, CmEvent::ConnectRequest { .. }),
+    )?;
     let CmEvent::ConnectRequest {
         id: child,
         private_data,
@@ -157,12 +162,16 @@ fn connect_pair() -> Result<Pair> {
     }
     let server = step("server endpoint", Endpoint::new(child, &config()))?;
     step("accept", server.accept(SERVER_PDATA, 4, 4))?;
-    expect_event("server established", server.wait_event(STEP_TIMEOUT_MS), |e| {
-        matches!(e, CmEvent::Established { .. })
-    })?;
-    let est = expect_event("client established", client.wait_event(STEP_TIMEOUT_MS), |e| {
-        matches!(e, CmEvent::Established { .. })
-    })?;
+    expect_event(
+        "server established",
+        server.wait_event(STEP_TIMEOUT_MS),
+        |e| matches!(e, CmEvent::Established { .. }),
+    )?;
+    let est = expect_event(
+        "client established",
+        client.wait_event(STEP_TIMEOUT_MS),
+        |e| matches!(e, CmEvent::Established { .. }),
+    )?;
     if let CmEvent::Established { private_data } = est {
         if private_data.as_bytes().get(..SERVER_PDATA.len()) != Some(SERVER_PDATA) {
             pr_err!("rpcrdma_rs_kunit: accept private data mismatch\n");
@@ -211,7 +220,11 @@ mod tests {
     fn device_discovery_finds_rdma_device() {
         let mut names = 0;
         device::for_each(|d| {
-            pr_info!("rpcrdma_rs_kunit: device {} max_qp_wr {}\n", d.name(), d.attr.max_qp_wr);
+            pr_info!(
+                "rpcrdma_rs_kunit: device {} max_qp_wr {}\n",
+                d.name(),
+                d.attr.max_qp_wr
+            );
             if !d.name().is_empty() && d.attr.max_qp_wr > 0 {
                 names += 1;
             }
@@ -257,9 +270,23 @@ mod tests {
             pattern(i as u8 + 1, chunk);
             let src = pair.client.alloc_buf(quarter, DmaDir::ToDevice)?;
             src.write(0, chunk)?;
-            segments.push(Segment { buf: src, offset: 0, len: quarter }, GFP_KERNEL)?;
+            segments.push(
+                Segment {
+                    buf: src,
+                    offset: 0,
+                    len: quarter,
+                },
+                GFP_KERNEL,
+            )?;
         }
-        let wc = client_op(&pair, segments, SendOp::RdmaWrite { remote_addr: addr, rkey })?;
+        let wc = client_op(
+            &pair,
+            segments,
+            SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey,
+            },
+        )?;
         assert!(wc.is_ok());
         let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
         target.read(0, &mut got)?;
@@ -278,7 +305,14 @@ mod tests {
             return Err(EINVAL);
         };
         let sink = pair.client.alloc_buf(BULK_LEN, DmaDir::FromDevice)?;
-        let wc = client_op(&pair, one_segment(&sink, BULK_LEN)?, SendOp::RdmaRead { remote_addr: addr, rkey })?;
+        let wc = client_op(
+            &pair,
+            one_segment(&sink, BULK_LEN)?,
+            SendOp::RdmaRead {
+                remote_addr: addr,
+                rkey,
+            },
+        )?;
         assert!(wc.is_ok());
         let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
         sink.read(0, &mut got)?;
@@ -297,9 +331,15 @@ mod tests {
         let wc = client_op(
             &pair,
             one_segment(&src, 4096)?,
-            SendOp::RdmaWrite { remote_addr: addr, rkey: rkey ^ 0x00ff_ff00 },
+            SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey: rkey ^ 0x00ff_ff00,
+            },
         )?;
-        pr_info!("rpcrdma_rs_kunit: bad rkey completion status {}\n", wc.status);
+        pr_info!(
+            "rpcrdma_rs_kunit: bad rkey completion status {}\n",
+            wc.status
+        );
         // An error, reported as a completion (not a hang), and not a flush:
         // the responder refused the access.
         assert!(!wc.is_ok());

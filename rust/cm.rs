@@ -238,16 +238,19 @@ unsafe extern "C" fn cm_handler(
             // A new identifier: give it its own queue before queuing it on
             // the listener. Returning non-zero makes the CM destroy it.
             let Ok(child_events) = Events::new() else {
-                return -(bindings::ENOMEM as i32);
+                return ENOMEM.to_errno();
             };
             // SAFETY: `id` is the new identifier, live; its context is
             // switched to its own queue, kept alive by the `CmId` below.
             unsafe {
-                bindings::rpcrdma_rs_cm_set_context(id, Arc::as_ptr(&child_events).cast_mut().cast())
+                bindings::rpcrdma_rs_cm_set_context(
+                    id,
+                    Arc::as_ptr(&child_events).cast_mut().cast(),
+                )
             };
             live::inc(live::Kind::CmId);
             let Some(ptr) = NonNull::new(id) else {
-                return -(bindings::EINVAL as i32);
+                return EINVAL.to_errno();
             };
             // INVARIANT: `id` is live, its context is `child_events`, and it
             // is only destroyed by this `CmId`'s drop, outside this callback.
@@ -281,7 +284,7 @@ unsafe extern "C" fn cm_handler(
             // identifier when we return non-zero, so it must not be
             // destroyed here (that would deadlock on its handler mutex).
             id.release_to_cm();
-            -(bindings::ENOMEM as i32)
+            ENOMEM.to_errno()
         }
         Err(_) => 0,
     }
@@ -372,7 +375,10 @@ impl CmId {
     pub fn resolve_route(&self, timeout_ms: u32) -> Result {
         // SAFETY: By the type invariant the identifier is live.
         to_result(unsafe {
-            bindings::rdma_resolve_route(self.as_ptr(), kernel::ffi::c_ulong::from(timeout_ms))
+            bindings::rdma_resolve_route(
+                self.as_ptr(),
+                kernel::ffi::c_ulong::try_from(timeout_ms).unwrap_or(kernel::ffi::c_ulong::MAX),
+            )
         })
     }
 
@@ -388,12 +394,7 @@ impl CmId {
         // SAFETY: By the type invariant the identifier is live; the private
         // data is valid for `len` bytes and copied by the CM.
         to_result(unsafe {
-            bindings::rdma_reject(
-                self.as_ptr(),
-                private_data.as_ptr().cast(),
-                len,
-                bindings::IB_CM_REJ_CONSUMER_DEFINED as u8,
-            )
+            bindings::rpcrdma_rs_cm_reject(self.as_ptr(), private_data.as_ptr().cast(), len)
         })
     }
 
@@ -415,7 +416,11 @@ impl CmId {
             if remaining == 0 {
                 return Err(ETIMEDOUT);
             }
-            match self.events.wait.wait_interruptible_timeout(&mut queue, remaining) {
+            match self
+                .events
+                .wait
+                .wait_interruptible_timeout(&mut queue, remaining)
+            {
                 kernel::sync::CondVarTimeoutResult::Timeout => remaining = 0,
                 kernel::sync::CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
                 kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),

@@ -16,7 +16,6 @@ use kernel::alloc::KVec;
 use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Mutex;
 
 /// Longest device name kept (IB_DEVICE_NAME_MAX is 64 including the NUL).
 const NAME_MAX: usize = 64;
@@ -167,7 +166,10 @@ unsafe extern "C" fn device_add(device: *mut bindings::ib_device) -> kernel::ffi
 /// # Safety
 ///
 /// Called only by the `ib_client` `remove` callback.
-unsafe extern "C" fn device_remove(device: *mut bindings::ib_device, _data: *mut kernel::ffi::c_void) {
+unsafe extern "C" fn device_remove(
+    device: *mut bindings::ib_device,
+    _data: *mut kernel::ffi::c_void,
+) {
     let key = device as usize;
     let mut devices = DEVICES.lock();
     if let Some(pos) = devices.iter().position(|d| d.key == key) {

@@ -250,7 +250,14 @@ int rpcrdma_rs_cm_resolve_addr(struct rdma_cm_id *id, int family,
 
 u16 rpcrdma_rs_cm_src_port(struct rdma_cm_id *id)
 {
-	return rdma_get_src_port(id) ? be16_to_cpu(rdma_get_src_port(id)) : 0;
+	const struct sockaddr *sa =
+		(const struct sockaddr *)&id->route.addr.src_addr;
+
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
 }
 
 int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
@@ -289,6 +296,12 @@ int rpcrdma_rs_cm_connect(struct rdma_cm_id *id, const void *pdata,
 	};
 
 	return accept ? rdma_accept(id, &param) : rdma_connect(id, &param);
+}
+
+int rpcrdma_rs_cm_reject(struct rdma_cm_id *id, const void *pdata,
+			 u8 pdata_len)
+{
+	return rdma_reject(id, pdata, pdata_len, IB_CM_REJ_CONSUMER_DEFINED);
 }
 
 int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,

@@ -21,6 +21,7 @@
 #include <linux/sunrpc/xdr.h>
 #include <linux/sunrpc/xprt.h>
 #include <net/net_namespace.h>
+#include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <rdma/rw.h>
@@ -104,6 +105,9 @@ int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
 int rpcrdma_rs_cm_connect(struct rdma_cm_id *id, const void *pdata,
 			  u8 pdata_len, u8 responder_resources,
 			  u8 initiator_depth, bool accept);
+
+int rpcrdma_rs_cm_reject(struct rdma_cm_id *id, const void *pdata,
+			 u8 pdata_len);
 
 int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 			 const struct ib_sge *sge, int num_sge,

@@ -122,8 +122,9 @@ pub struct EndpointConfig {
 /// is drained and destroyed in `drop` before the CQs are freed.
 pub struct Endpoint {
     qp: NonNull<bindings::ib_qp>,
-    send_cq: Cq,
-    recv_cq: Cq,
+    // Only held so they are freed after the QP and before the anchor.
+    _send_cq: Cq,
+    _recv_cq: Cq,
     anchor: Arc<Anchor>,
     attr: DeviceAttr,
 }
@@ -140,8 +141,8 @@ impl Endpoint {
     /// request). Queue sizes are clamped to what the device supports.
     pub fn new(id: CmId, cfg: &EndpointConfig) -> Result<Self> {
         // SAFETY: `id` is live by its type invariant.
-        let device = NonNull::new(unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) })
-            .ok_or(ENODEV)?;
+        let device =
+            NonNull::new(unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) }).ok_or(ENODEV)?;
         // SAFETY: The device is bound to `id`, so it is registered.
         let attr = unsafe { DeviceAttr::query(device.as_ptr()) };
         // SAFETY: `device` is live while `id` is bound to it.
@@ -194,8 +195,8 @@ impl Endpoint {
         // INVARIANT: The QP was created on `anchor.id` with both CQs.
         Ok(Self {
             qp,
-            send_cq,
-            recv_cq,
+            _send_cq: send_cq,
+            _recv_cq: recv_cq,
             anchor,
             attr,
         })
@@ -240,12 +241,22 @@ impl Endpoint {
     /// Connects to the resolved peer (active side). `responder_resources` is
     /// how many RDMA Reads the peer may have outstanding against us,
     /// `initiator_depth` how many we issue.
-    pub fn connect(&self, private_data: &[u8], responder_resources: u8, initiator_depth: u8) -> Result {
+    pub fn connect(
+        &self,
+        private_data: &[u8],
+        responder_resources: u8,
+        initiator_depth: u8,
+    ) -> Result {
         self.conn(private_data, responder_resources, initiator_depth, false)
     }
 
     /// Accepts a connection request (passive side).
-    pub fn accept(&self, private_data: &[u8], responder_resources: u8, initiator_depth: u8) -> Result {
+    pub fn accept(
+        &self,
+        private_data: &[u8],
+        responder_resources: u8,
+        initiator_depth: u8,
+    ) -> Result {
         self.conn(private_data, responder_resources, initiator_depth, true)
     }
 
@@ -262,15 +273,24 @@ impl Endpoint {
     pub fn post_send<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
         let (opcode, remote_addr, rkey, inv) = match op {
             SendOp::Send => (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND, 0, 0, 0),
-            SendOp::SendWithInvalidate(key) => {
-                (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND_WITH_INV, 0, 0, key)
-            }
-            SendOp::RdmaWrite { remote_addr, rkey } => {
-                (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_WRITE, remote_addr, rkey, 0)
-            }
-            SendOp::RdmaRead { remote_addr, rkey } => {
-                (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ, remote_addr, rkey, 0)
-            }
+            SendOp::SendWithInvalidate(key) => (
+                bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND_WITH_INV,
+                0,
+                0,
+                key,
+            ),
+            SendOp::RdmaWrite { remote_addr, rkey } => (
+                bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_WRITE,
+                remote_addr,
+                rkey,
+                0,
+            ),
+            SendOp::RdmaRead { remote_addr, rkey } => (
+                bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ,
+                remote_addr,
+                rkey,
+                0,
+            ),
         };
         if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
             // An RDMA Read writes into the local buffers.
@@ -285,7 +305,7 @@ impl Endpoint {
         let rc = unsafe {
             bindings::rpcrdma_rs_post_send(
                 self.qp.as_ptr(),
-                Opaque::raw_get(&raw const (*raw).cqe),
+                Opaque::cast_into(&raw const (*raw).cqe),
                 opcode as i32,
                 (*raw).sges.as_ptr(),
                 nsge,
@@ -315,7 +335,7 @@ impl Endpoint {
         let rc = unsafe {
             bindings::rpcrdma_rs_post_recv(
                 self.qp.as_ptr(),
-                Opaque::raw_get(&raw const (*raw).cqe),
+                Opaque::cast_into(&raw const (*raw).cqe),
                 (*raw).sges.as_ptr(),
                 nsge,
             )
@@ -474,7 +494,9 @@ impl DmaBuf {
             )
         };
         // SAFETY: Bounds checked above; `dst` cannot overlap the buffer.
-        unsafe { core::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len())
+        };
         Ok(())
     }
 

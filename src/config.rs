@@ -47,10 +47,14 @@ impl Config {
             return Err(ConfigError("max_requests must be between 4 and 16384"));
         }
         if !(INLINE_MIN..=INLINE_MAX).contains(&max_inline_read) {
-            return Err(ConfigError("max_inline_read must be between 1024 and 65536"));
+            return Err(ConfigError(
+                "max_inline_read must be between 1024 and 65536",
+            ));
         }
         if !(INLINE_MIN..=INLINE_MAX).contains(&max_inline_write) {
-            return Err(ConfigError("max_inline_write must be between 1024 and 65536"));
+            return Err(ConfigError(
+                "max_inline_write must be between 1024 and 65536",
+            ));
         }
         Ok(Self {
             max_requests,

@@ -14,7 +14,7 @@
 use kernel::prelude::*;
 
 #[path = "../rust/mod.rs"]
-mod rdma;
+pub mod rdma;
 
 #[path = "proto/mod.rs"]
 pub mod proto;
