@@ -1,0 +1,102 @@
+//! Credit accounting tests for both sides.
+
+use rpcrdma_proto::proto::credits::{
+    ClientCredits, GrantPolicy, ServerCredits, MAX_SLOT_TABLE, MIN_SLOT_TABLE, RPC_CWNDSCALE,
+};
+
+#[test]
+fn client_starts_with_one_credit() {
+    let c = ClientCredits::new(128);
+    assert_eq!(c.credits(), 1);
+    assert_eq!(c.cwnd(), 256);
+    assert_eq!(c.requested(), 128);
+}
+
+#[test]
+fn client_grant_is_clamped_like_c() {
+    let mut c = ClientCredits::new(128);
+    assert!(!c.update(0)); // 0 -> 1: don't deadlock
+    assert_eq!(c.credits(), 1);
+    assert!(c.update(32));
+    assert_eq!(c.cwnd(), 32 << 8);
+    assert!(c.update(u32::MAX)); // capped at max_requests
+    assert_eq!(c.credits(), 128);
+    assert!(!c.update(500));
+    assert_eq!(c.sanitize(7), 7);
+}
+
+#[test]
+fn client_slot_table_is_clamped() {
+    assert_eq!(ClientCredits::new(0).requested(), MIN_SLOT_TABLE);
+    assert_eq!(ClientCredits::new(u32::MAX).requested(), MAX_SLOT_TABLE);
+    let mut c = ClientCredits::new(u32::MAX);
+    c.update(u32::MAX);
+    assert_eq!(c.cwnd(), MAX_SLOT_TABLE << 8);
+}
+
+#[test]
+fn congestion_window_gates_requests() {
+    let mut c = ClientCredits::new(16);
+    assert!(c.try_get());
+    assert!(c.congested());
+    assert!(!c.try_get()); // one credit: one request in flight
+    c.update(3);
+    assert!(c.try_get());
+    assert!(c.try_get());
+    assert!(!c.try_get());
+    assert_eq!(c.in_flight(), 3);
+    assert_eq!(c.cong(), 3 * RPC_CWNDSCALE);
+    c.put();
+    assert!(c.try_get());
+    // Shrinking the grant leaves requests in flight but blocks new ones.
+    c.update(1);
+    assert!(!c.try_get());
+    for _ in 0..5 {
+        c.put(); // extra puts saturate at zero
+    }
+    assert_eq!(c.cong(), 0);
+}
+
+#[test]
+fn reconnect_resets_to_one_credit() {
+    let mut c = ClientCredits::new(128);
+    c.update(100);
+    assert!(c.try_get());
+    c.reset();
+    assert_eq!((c.credits(), c.cong()), (1, 0));
+    assert_eq!(c.receives_wanted(16), 1 + 32);
+}
+
+#[test]
+fn server_fixed_grant_like_c() {
+    let mut s = ServerCredits::new(128, GrantPolicy::Fixed);
+    s.set_posted_receives(3);
+    assert_eq!(s.grant(), 128);
+    assert!(s.within_grant(128));
+    assert!(!s.within_grant(129));
+    assert_eq!(ServerCredits::new(0, GrantPolicy::Fixed).grant(), 1);
+}
+
+#[test]
+fn server_grant_bounded_by_receives() {
+    let mut s = ServerCredits::new(128, GrantPolicy::BoundedByReceives);
+    assert_eq!(s.grant(), 1); // never zero
+    s.set_posted_receives(40);
+    assert_eq!(s.grant(), 40);
+    s.set_posted_receives(1000);
+    assert_eq!(s.grant(), 128);
+    assert_eq!(s.max_requests(), 128);
+}
+
+#[test]
+fn server_receive_queue_fits_device() {
+    // C defaults: 128 requests, 2 bc, batch 8 (RPCRDMA_MAX_RECV_BATCH).
+    let f = ServerCredits::fit_to_device(128, 2, 8, 1 << 20);
+    assert_eq!((f.max_requests, f.rq_depth), (128, 139));
+    // Small device: everything fits exactly (C would oversubscribe by 2).
+    let f = ServerCredits::fit_to_device(128, 2, 8, 64);
+    assert_eq!(f.rq_depth, 64);
+    assert_eq!(f.max_requests + f.bc_requests + f.recv_batch + 1, 64);
+    let f = ServerCredits::fit_to_device(128, 2, 8, 2);
+    assert_eq!(f.max_requests, 1);
+}

@@ -1,0 +1,326 @@
+//! Property tests: encode/decode round trips for arbitrary valid messages,
+//! and robustness of the decoder on arbitrary and mutated input.
+
+use proptest::prelude::*;
+use rpcrdma_proto::proto::cm::{decode_buffer_size, encode_buffer_size, ConnectPrivate};
+use rpcrdma_proto::proto::decode::{decode_call, decode_header, decode_reply};
+use rpcrdma_proto::proto::encode::{encode_header, error_reply_for, BodyRef, ChunkListsRef, HeaderRef};
+use rpcrdma_proto::proto::golden::compare_header;
+use rpcrdma_proto::proto::msg::{
+    Body, ChunkLists, DecodeLimits, ErrorBody, Header, ReadSegment, Segment,
+};
+use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, ReadRegion};
+
+const LIM: DecodeLimits = DecodeLimits {
+    max_segments_per_chunk: 16,
+    max_chunks: 16,
+    max_payload: 1 << 24,
+    max_inline: 1 << 16,
+};
+
+fn cfg(cases: u32) -> ProptestConfig {
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+fn segment() -> impl Strategy<Value = Segment> {
+    (any::<u32>(), 0u32..70_000, any::<u64>()).prop_map(|(h, l, o)| Segment::new(h, l, o))
+}
+
+fn chunk() -> impl Strategy<Value = Vec<Segment>> {
+    prop::collection::vec(segment(), 1..6)
+}
+
+/// A valid Read list: chunks at increasing aligned positions that do not
+/// overlap, segments shuffled, plus the inline length they need.
+fn read_list(call: bool) -> impl Strategy<Value = (Vec<ReadSegment>, u32)> {
+    (
+        prop::collection::vec((0u32..16, prop::collection::vec(0u32..3000, 1..3)), 0..4),
+        prop::collection::vec(0u32..3000, 1..3),
+        0u32..64,
+    )
+        .prop_flat_map(move |(chunks, call_lens, extra)| {
+            let mut segs = Vec::new();
+            let mut pos = 0u32;
+            let mut consumed = 0u32;
+            let mut need = 0u32;
+            let mut h = 1u32;
+            for (gap, lens) in &chunks {
+                pos = pos.next_multiple_of(4) + gap * 4;
+                if pos == 0 {
+                    pos = 4;
+                }
+                let len: u32 = lens.iter().sum();
+                need = need.max(pos - consumed);
+                for l in lens {
+                    segs.push(ReadSegment::new(pos, h, *l, u64::from(h) << 12));
+                    h += 1;
+                }
+                pos += len;
+                consumed += len;
+            }
+            let mut base = need + extra * 4;
+            if call {
+                // Position-zero segments sized to hold everything.
+                let total: u32 = call_lens.iter().sum::<u32>() + base;
+                let n = call_lens.len() as u32;
+                for (i, l) in call_lens.iter().enumerate() {
+                    let l = if i == 0 { l + (total - call_lens.iter().sum::<u32>()) } else { *l };
+                    segs.push(ReadSegment::new(0, 1000 + i as u32, l, 7));
+                }
+                let _ = n;
+                base = 0;
+            }
+            (Just(segs).prop_shuffle(), Just(base))
+        })
+}
+
+#[derive(Debug, Clone)]
+struct Owned {
+    xid: u32,
+    credits: u32,
+    kind: u8,
+    read: Vec<ReadSegment>,
+    write: Vec<Vec<Segment>>,
+    reply: Option<Vec<Segment>>,
+    payload: u32,
+    err: ErrorBody,
+    align: u32,
+    thresh: u32,
+}
+
+fn owned() -> impl Strategy<Value = Owned> {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        0u8..5,
+        any::<bool>(),
+        prop::collection::vec(chunk(), 0..3),
+        prop::option::of(chunk()),
+        prop_oneof![Just(ErrorBody::Chunk), (any::<u32>(), any::<u32>()).prop_map(|(low, high)| ErrorBody::Vers { low, high })],
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_flat_map(|(xid, credits, kind, call, write, reply, err, align, thresh)| {
+            // Position-zero chunks belong to RDMA_NOMSG only.
+            let _ = call;
+            let call = kind == 1;
+            (read_list(call), Just((xid, credits, kind, write, reply, err, align, thresh)))
+        })
+        .prop_map(|((read, payload), (xid, credits, kind, write, reply, err, align, thresh))| Owned {
+            xid,
+            credits,
+            kind,
+            read,
+            write,
+            reply,
+            payload,
+            err,
+            align,
+            thresh,
+        })
+}
+
+fn with_ref<R>(o: &Owned, f: impl FnOnce(&HeaderRef<'_>) -> R) -> R {
+    let write: Vec<&[Segment]> = o.write.iter().map(|c| &c[..]).collect();
+    let chunks = ChunkListsRef { read: &o.read, write: &write, reply: o.reply.as_deref() };
+    let body = match o.kind {
+        0 => BodyRef::Msg(chunks),
+        1 => BodyRef::NoMsg(chunks),
+        2 => BodyRef::Msgp { align: o.align, thresh: o.thresh, chunks },
+        3 => BodyRef::Done,
+        _ => BodyRef::Error(o.err),
+    };
+    f(&HeaderRef { xid: o.xid, vers: 1, credits: o.credits, body })
+}
+
+fn encode(o: &Owned) -> Vec<u8> {
+    with_ref(o, |h| {
+        let mut buf = vec![0u8; h.encoded_len().unwrap()];
+        let n = encode_header(h, &mut buf).unwrap();
+        assert_eq!(n, buf.len());
+        if matches!(o.kind, 0 | 2) {
+            buf.resize(n + o.payload as usize, 0xee);
+        }
+        buf
+    })
+}
+
+/// Re-encodes a decoded header from its own fields.
+fn reencode(h: &Header<'_>) -> Vec<u8> {
+    fn own(c: &ChunkLists<'_>) -> (Vec<ReadSegment>, Vec<Vec<Segment>>, Option<Vec<Segment>>) {
+        (
+            c.read.iter().collect(),
+            c.write.iter().map(|w| w.segments().collect()).collect(),
+            c.reply.map(|r| r.segments().collect()),
+        )
+    }
+    let (read, write, reply) = h.chunks().map(own).unwrap_or_default();
+    let wr: Vec<&[Segment]> = write.iter().map(|c| &c[..]).collect();
+    let chunks = ChunkListsRef { read: &read, write: &wr, reply: reply.as_deref() };
+    let body = match h.body {
+        Body::Msg { .. } => BodyRef::Msg(chunks),
+        Body::NoMsg { .. } => BodyRef::NoMsg(chunks),
+        Body::Msgp { align, thresh, .. } => BodyRef::Msgp { align, thresh, chunks },
+        Body::Done => BodyRef::Done,
+        Body::Error(e) => BodyRef::Error(e),
+    };
+    let r = HeaderRef { xid: h.xid, vers: h.vers, credits: h.credits, body };
+    let mut buf = vec![0u8; r.encoded_len().unwrap()];
+    encode_header(&r, &mut buf).unwrap();
+    buf
+}
+
+/// Invariants of any successfully decoded header.
+fn check_invariants(buf: &[u8], h: &Header<'_>, lim: &DecodeLimits) {
+    assert!(h.header_len <= buf.len());
+    let in_buf = |s: &[u8]| {
+        let b = buf.as_ptr_range();
+        let r = s.as_ptr_range();
+        s.is_empty() || (r.start >= b.start && r.end <= b.end)
+    };
+    match h.body {
+        Body::Msg { payload, .. } | Body::Msgp { payload, .. } => {
+            assert!(in_buf(payload));
+            assert_eq!(payload.len(), buf.len() - h.header_len);
+        }
+        Body::NoMsg { trailing, .. } => assert!(in_buf(trailing)),
+        _ => {}
+    }
+    if let Some(c) = h.chunks() {
+        assert!(c.read.len() <= lim.max_chunks);
+        assert_eq!(c.read.iter().count() as u32, c.read.len());
+        let mut total = 0u64;
+        for s in c.read.iter() {
+            assert_eq!(s.position % 4, 0);
+            total += u64::from(s.segment.length);
+        }
+        assert!(total <= u64::from(lim.max_payload));
+        assert!(c.write.len() <= lim.max_chunks);
+        assert_eq!(c.write.iter().count() as u32, c.write.len());
+        for w in c.write.iter().chain(c.reply) {
+            assert!(w.segment_count() >= 1 && w.segment_count() <= lim.max_segments_per_chunk);
+            assert_eq!(w.segments().count() as u32, w.segment_count());
+            let sum: u64 = w.segments().map(|s| u64::from(s.length)).sum();
+            assert_eq!(sum, u64::from(w.total_length()));
+        }
+    }
+    // Re-encoding the decoded fields gives back the header bytes exactly
+    // (except unknown error codes, which are decoded but never encoded).
+    if !matches!(h.body, Body::Error(ErrorBody::Other(_))) {
+        assert_eq!(&reencode(h)[..], &buf[..h.header_len]);
+    }
+}
+
+/// Server-side follow-up on an accepted call: the parsed chunk lists build
+/// in exactly-sized storage and the call reassembles without error.
+fn check_server_side(h: &Header<'_>) {
+    let Some(lists) = h.chunks() else { return };
+    let mut chunks = vec![PclChunk::default(); ParsedChunks::chunks_needed(lists)];
+    let mut segs = vec![Segment::default(); ParsedChunks::segments_needed(lists)];
+    let pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+    let base = match (pcl.call_chunk(), &h.body) {
+        (Some(c), _) => c.length,
+        (None, Body::Msg { payload, .. }) => payload.len() as u32,
+        (None, _) => 0,
+    };
+    let mut nchunks = 0;
+    for r in pcl.read_regions(base) {
+        if let ReadRegion::Chunk(_) = r.unwrap() {
+            nchunks += 1;
+        }
+    }
+    assert_eq!(nchunks, pcl.read_chunks().len());
+    let mut w = pcl.read_chunks().windows(2);
+    assert!(w.all(|p| p[0].position < p[1].position));
+}
+
+proptest! {
+    #![proptest_config(cfg(4000))]
+
+    #[test]
+    fn round_trip(o in owned()) {
+        let bytes = encode(&o);
+        let h = decode_header(&bytes, &LIM).unwrap();
+        with_ref(&o, |want| compare_header(&h, want)).unwrap();
+        check_invariants(&bytes, &h, &LIM);
+        if matches!(o.kind, 0 | 1) {
+            let h = decode_call(&bytes, &LIM).unwrap();
+            check_server_side(&h);
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(buf in prop::collection::vec(any::<u8>(), 0..300)) {
+        for lim in [LIM, DecodeLimits::server_default(), DecodeLimits::client_default()] {
+            if let Ok(h) = decode_header(&buf, &lim) {
+                check_invariants(&buf, &h, &lim);
+            }
+            match decode_call(&buf, &lim) {
+                Ok(h) => check_server_side(&h),
+                Err(e) => { let _ = error_reply_for(&buf, &e, 1); }
+            }
+            let _ = decode_reply(&buf, &lim);
+        }
+        let _ = ConnectPrivate::decode(&buf);
+    }
+
+    /// Word-structured noise reaches deeper than random bytes: small
+    /// values in every word make discriminators and counts plausible.
+    #[test]
+    fn arbitrary_words_never_panic(words in prop::collection::vec(prop_oneof![0u32..3, 0u32..64, any::<u32>()], 4..64)) {
+        let mut buf: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        buf[4..8].copy_from_slice(&1u32.to_be_bytes());
+        if let Ok(h) = decode_header(&buf, &LIM) {
+            check_invariants(&buf, &h, &LIM);
+        }
+        if let Ok(h) = decode_call(&buf, &LIM) {
+            check_server_side(&h);
+        }
+    }
+
+    #[test]
+    fn mutated_valid_headers_never_panic(
+        o in owned(),
+        muts in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 1..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut bytes = encode(&o);
+        for (at, v, how) in muts {
+            let i = at.index(bytes.len());
+            match how {
+                0 => bytes[i] = v,
+                1 => bytes[i] ^= 1 << (v % 8),
+                2 => {
+                    let w = (i & !3).min(bytes.len().saturating_sub(4));
+                    let n = bytes.len().min(4);
+                    bytes[w..w + n].copy_from_slice(&u32::from(v).to_be_bytes()[..n]);
+                }
+                _ => { let w = i & !3; bytes.splice(w..w, u32::from(v % 3).to_be_bytes()); }
+            }
+        }
+        for b in [&bytes[..], &bytes[..cut.index(bytes.len() + 1)]] {
+            if let Ok(h) = decode_header(b, &LIM) {
+                check_invariants(b, &h, &LIM);
+            }
+            match decode_call(b, &LIM) {
+                Ok(h) => check_server_side(&h),
+                Err(e) => { let _ = error_reply_for(b, &e, 1); }
+            }
+            let _ = decode_reply(b, &LIM);
+        }
+    }
+
+    #[test]
+    fn cm_private_round_trip(send in any::<u32>(), recv in any::<u32>(), inv: bool, pad in prop::collection::vec(any::<u8>(), 0..48)) {
+        let p = ConnectPrivate::new(send, recv, inv);
+        let mut bytes = p.to_bytes().to_vec();
+        bytes.extend_from_slice(&pad);
+        let d = ConnectPrivate::decode(&bytes).unwrap();
+        prop_assert_eq!(d, p);
+        prop_assert_eq!(d.send_w_inv_ok(), inv);
+        let s = d.inline_send();
+        prop_assert!((1024..=262_144).contains(&s));
+        prop_assert!(s <= send.max(1024));
+        prop_assert_eq!(encode_buffer_size(decode_buffer_size(p.send_size)), p.send_size);
+    }
+}
