@@ -13,7 +13,7 @@ if [ "$ROLE" = client ]; then NFS_MOUNT_WAIT=${NFS_MOUNT_WAIT:-420}; else NFS_MO
 NFS_ERR=
 
 # ---- logging and results --------------------------------------------------
-say()  { echo "vm: $*"; }
+say()  { echo "vm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 pass() {
@@ -105,8 +105,19 @@ start_nfs_server() {
     mkdir -p "$EXPORT"
     chmod 1777 "$EXPORT"
     mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || { NFS_ERR="mount nfsd fs"; return 1; }
-    mountpoint -q /var/lib/nfs/rpc_pipefs || mount -t rpc_pipefs sunrpc /var/lib/nfs/rpc_pipefs 2>/dev/null
+    # rpc_pipefs where nfs.conf's pipefs-directory says (Debian: /run/rpc_pipefs)
+    _pipefs=$(nfsconf --get general pipefs-directory 2>/dev/null || echo /var/lib/nfs/rpc_pipefs)
+    mkdir -p "$_pipefs"
+    mountpoint -q "$_pipefs" || mount -t rpc_pipefs sunrpc "$_pipefs" || say "warning: cannot mount rpc_pipefs on $_pipefs"
     start_rpcbind || { NFS_ERR="rpcbind not reachable"; return 1; }
+    # nfsdcld: without it nfsd has no client tracking ("Is nfsdcld running?"),
+    # its upcall times out and v4_end_grace refuses to end the grace period.
+    if ! pidof nfsdcld >/dev/null; then
+        mkdir -p /var/lib/nfs/nfsdcld
+        # (it waits for $_pipefs/nfsd/cld, which nfsd creates when it starts)
+        nfsdcld 2>&1 | sed 's/^/vm:   nfsdcld: /'
+        wait_for 5 pidof nfsdcld || say "warning: nfsdcld did not start"
+    fi
     start_statd || say "warning: rpc.statd did not start (NFSv3 mounts use nolock)"
     # NFSv4 grace period: the kernel's minimum is 10 s for both; set before nfsd starts.
     echo "${NFSD_GRACE:-10}" > /proc/fs/nfsd/nfsv4gracetime 2>/dev/null || say "cannot set nfsv4gracetime"
@@ -118,7 +129,10 @@ start_nfs_server() {
     # No client has state to reclaim: end the grace period now. Done before
     # the RDMA listener exists, so RDMA clients never see the grace period.
     # The write only schedules the laundromat: wait until it reads back Y.
-    echo Y > /proc/fs/nfsd/v4_end_grace 2>/dev/null || say "v4_end_grace write refused; waiting for the grace period to run out"
+    # (With nfsdcld and no clients to reclaim nfsd may have ended it already:
+    # then the write is refused with EBUSY.)
+    echo Y > /proc/fs/nfsd/v4_end_grace 2>/dev/null || grep -q Y /proc/fs/nfsd/v4_end_grace ||
+        say "v4_end_grace write refused; waiting for the grace period to run out"
     wait_for $(( ${NFSD_GRACE:-10} + 20 )) grep -q Y /proc/fs/nfsd/v4_end_grace ||
         say "warning: NFSv4 grace period still on"
     echo "rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist || { NFS_ERR="portlist: rdma listener refused"; return 1; }
@@ -134,7 +148,7 @@ stop_nfs_server() {
     echo "-rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist 2>/dev/null
     rpc.nfsd 0 2>/dev/null
     exportfs -ua 2>/dev/null
-    for d in rpc.mountd rpc.statd rpcbind; do
+    for d in rpc.mountd rpc.statd nfsdcld rpcbind; do
         p=$(pidof $d) && kill $p
     done
     wait_for 10 sh -c '! pidof rpc.mountd rpc.statd rpcbind'
@@ -262,4 +276,7 @@ client_signal_done() {
 }
 
 # Show where the transport statistics say the traffic went.
-show_xprt() { grep -E '^device|xprt:' /proc/self/mountstats 2>/dev/null | sed 's/^/vm:   /'; }
+show_xprt() {
+    awk '/^device / { nfs = ($0 ~ /fstype nfs4? /); if (nfs) print } nfs && /xprt:/' /proc/self/mountstats 2>/dev/null |
+        sed 's/^/vm:   /'
+}
