@@ -36,7 +36,12 @@ fn build(body: BodyRef<'_>, payload: usize) -> Vec<u8> {
     buf
 }
 
-fn msg(read: &[ReadSegment], write: &[&[Segment]], reply: Option<&[Segment]>, payload: usize) -> Vec<u8> {
+fn msg(
+    read: &[ReadSegment],
+    write: &[&[Segment]],
+    reply: Option<&[Segment]>,
+    payload: usize,
+) -> Vec<u8> {
     build(BodyRef::Msg(ChunkListsRef { read, write, reply }), payload)
 }
 
@@ -93,7 +98,10 @@ fn accepts_adjacent_and_unsorted_read_chunks() {
 #[test]
 fn accepts_nomsg_long_call_with_reply_chunk() {
     let b = nomsg(
-        &[ReadSegment::new(0, 1, 4000, 0), ReadSegment::new(0, 2, 96, 0)],
+        &[
+            ReadSegment::new(0, 1, 4000, 0),
+            ReadSegment::new(0, 2, 96, 0),
+        ],
         &[],
         Some(&[seg(3, 8192)]),
     );
@@ -108,7 +116,10 @@ fn accepts_nomsg_long_call_with_reply_chunk() {
 fn accepts_read_chunk_inside_call_chunk() {
     // NOMSG: other Read chunks are bounded by the call chunk's length.
     let b = nomsg(
-        &[ReadSegment::new(0, 1, 200, 0), ReadSegment::new(100, 2, 4096, 0)],
+        &[
+            ReadSegment::new(0, 1, 200, 0),
+            ReadSegment::new(100, 2, 4096, 0),
+        ],
         &[],
         None,
     );
@@ -117,7 +128,12 @@ fn accepts_read_chunk_inside_call_chunk() {
 
 #[test]
 fn accepts_write_list_and_reply_chunk_together() {
-    let b = msg(&[], &[&[seg(1, 4096), seg(2, 4)], &[seg(3, 10)]], Some(&[seg(4, 1)]), 4);
+    let b = msg(
+        &[],
+        &[&[seg(1, 4096), seg(2, 4)], &[seg(3, 10)]],
+        Some(&[seg(4, 1)]),
+        4,
+    );
     let h = decode_call(&b, &LIM).unwrap();
     let c = h.chunks().unwrap();
     let lens: Vec<u32> = c.write.iter().map(|w| w.total_length()).collect();
@@ -129,7 +145,10 @@ fn reply_decoder_accepts_c_reply_shapes() {
     decode_reply(&msg(&[], &[&[seg(1, 4096)]], None, 8), &LIM).unwrap();
     decode_reply(&nomsg(&[], &[], Some(&[seg(1, 4096)])), &LIM).unwrap();
     let e = build(BodyRef::Error(ErrorBody::Chunk), 0);
-    assert_eq!(decode_reply(&e, &LIM).unwrap().body, Body::Error(ErrorBody::Chunk));
+    assert_eq!(
+        decode_reply(&e, &LIM).unwrap().body,
+        Body::Error(ErrorBody::Chunk)
+    );
     let e = build(BodyRef::Error(ErrorBody::Vers { low: 1, high: 1 }), 0);
     decode_reply(&e, &LIM).unwrap();
 }
@@ -150,10 +169,19 @@ fn rej(b: &[u8]) -> DecodeError {
 
 #[test]
 fn reject_truncated_everywhere() {
-    let full = msg(&[ReadSegment::new(0, 1, 4, 0)], &[&[seg(2, 4)]], Some(&[seg(3, 4)]), 0);
+    let full = msg(
+        &[ReadSegment::new(0, 1, 4, 0)],
+        &[&[seg(2, 4)]],
+        Some(&[seg(3, 4)]),
+        0,
+    );
     // Every strict prefix of a NOMSG-less MSG header must be rejected as
     // truncated (the message has no payload so the header is the whole).
-    let nm = nomsg(&[ReadSegment::new(0, 1, 4, 0)], &[&[seg(2, 4)]], Some(&[seg(3, 4)]));
+    let nm = nomsg(
+        &[ReadSegment::new(0, 1, 4, 0)],
+        &[&[seg(2, 4)]],
+        Some(&[seg(3, 4)]),
+    );
     for cut in 0..nm.len() {
         let e = decode_header(&nm[..cut], &LIM).unwrap_err();
         assert!(
@@ -187,17 +215,27 @@ fn reject_unknown_and_unsupported_procs() {
     assert_eq!(rej(&b).action(), ErrorAction::ErrChunk);
 
     let p = build(
-        BodyRef::Msgp { align: 4, thresh: 0, chunks: ChunkListsRef::EMPTY },
+        BodyRef::Msgp {
+            align: 4,
+            thresh: 0,
+            chunks: ChunkListsRef::EMPTY,
+        },
         0,
     );
     assert_eq!(rej(&p), DecodeError::UnsupportedProc(Proc::Msgp));
     assert_eq!(rej(&p).action(), ErrorAction::ErrChunk);
-    assert_eq!(decode_reply(&p, &LIM).unwrap_err(), DecodeError::UnsupportedProc(Proc::Msgp));
+    assert_eq!(
+        decode_reply(&p, &LIM).unwrap_err(),
+        DecodeError::UnsupportedProc(Proc::Msgp)
+    );
 
     let d = build(BodyRef::Done, 0);
     assert_eq!(rej(&d), DecodeError::UnsupportedProc(Proc::Done));
     assert_eq!(rej(&d).action(), ErrorAction::Drop);
-    assert_eq!(decode_reply(&d, &LIM).unwrap_err(), DecodeError::UnsupportedProc(Proc::Done));
+    assert_eq!(
+        decode_reply(&d, &LIM).unwrap_err(),
+        DecodeError::UnsupportedProc(Proc::Done)
+    );
 
     let e = build(BodyRef::Error(ErrorBody::Chunk), 0);
     assert_eq!(rej(&e), DecodeError::UnsupportedProc(Proc::Error));
@@ -230,7 +268,10 @@ fn reject_too_many_write_chunks() {
 fn reject_too_many_segments() {
     let s: Vec<Segment> = (0..9).map(|i| seg(i, 4)).collect();
     assert_eq!(rej(&msg(&[], &[&s], None, 0)), DecodeError::TooManySegments);
-    assert_eq!(rej(&msg(&[], &[], Some(&s), 0)), DecodeError::TooManySegments);
+    assert_eq!(
+        rej(&msg(&[], &[], Some(&s), 0)),
+        DecodeError::TooManySegments
+    );
 }
 
 #[test]
@@ -250,7 +291,10 @@ fn reject_count_exceeding_buffer_before_iterating() {
     // A huge count is refused by the limit before any multiplication.
     let b = words(&[1, 1, 1, 0, 0, 0, 1, u32::MAX]);
     assert_eq!(rej(&b), DecodeError::TooManySegments);
-    let unlimited = DecodeLimits { max_segments_per_chunk: u32::MAX, ..LIM };
+    let unlimited = DecodeLimits {
+        max_segments_per_chunk: u32::MAX,
+        ..LIM
+    };
     assert_eq!(
         decode_call(&b, &unlimited).unwrap_err(),
         DecodeError::CountExceedsBuffer
@@ -276,7 +320,11 @@ fn reject_position_beyond_inline_data() {
     );
     assert_eq!(rej(&b), DecodeError::PositionOutOfRange(40));
     // Beyond the call chunk for NOMSG.
-    let b = nomsg(&[ReadSegment::new(0, 1, 64, 0), ReadSegment::new(68, 2, 4, 0)], &[], None);
+    let b = nomsg(
+        &[ReadSegment::new(0, 1, 64, 0), ReadSegment::new(68, 2, 4, 0)],
+        &[],
+        None,
+    );
     assert_eq!(rej(&b), DecodeError::PositionOutOfRange(68));
 }
 
@@ -305,13 +353,22 @@ fn reject_overlapping_read_chunks() {
 
 #[test]
 fn reject_length_overflow() {
-    let big = DecodeLimits { max_payload: u32::MAX, ..LIM };
+    let big = DecodeLimits {
+        max_payload: u32::MAX,
+        ..LIM
+    };
     let b = nomsg(
-        &[ReadSegment::new(0, 1, 0x8000_0000, 0), ReadSegment::new(0, 2, 0x8000_0000, 0)],
+        &[
+            ReadSegment::new(0, 1, 0x8000_0000, 0),
+            ReadSegment::new(0, 2, 0x8000_0000, 0),
+        ],
         &[],
         None,
     );
-    assert_eq!(decode_call(&b, &big).unwrap_err(), DecodeError::LengthOverflow);
+    assert_eq!(
+        decode_call(&b, &big).unwrap_err(),
+        DecodeError::LengthOverflow
+    );
     let b = msg(&[], &[&[seg(1, u32::MAX), seg(2, 1)]], None, 0);
     assert_eq!(rej(&b), DecodeError::LengthOverflow);
     let b = msg(&[], &[], Some(&[seg(1, u32::MAX), seg(2, 1)]), 0);
@@ -324,7 +381,10 @@ fn reject_payload_too_large() {
     assert_eq!(rej(&b), DecodeError::PayloadTooLarge);
     // The total across segments counts, not just each one.
     let b = nomsg(
-        &[ReadSegment::new(0, 1, 1 << 19, 0), ReadSegment::new(0, 2, (1 << 19) + 4, 0)],
+        &[
+            ReadSegment::new(0, 1, 1 << 19, 0),
+            ReadSegment::new(0, 2, (1 << 19) + 4, 0),
+        ],
         &[],
         None,
     );
@@ -333,7 +393,10 @@ fn reject_payload_too_large() {
 
 #[test]
 fn reject_call_chunk_shape_errors() {
-    assert_eq!(rej(&nomsg(&[], &[], Some(&[seg(1, 4)]))), DecodeError::MissingCallChunk);
+    assert_eq!(
+        rej(&nomsg(&[], &[], Some(&[seg(1, 4)]))),
+        DecodeError::MissingCallChunk
+    );
     let b = msg(&[ReadSegment::new(0, 1, 4, 0)], &[], None, 8);
     assert_eq!(rej(&b), DecodeError::UnexpectedCallChunk);
     // The direction-neutral decoder leaves that policy to the caller.
@@ -343,10 +406,22 @@ fn reject_call_chunk_shape_errors() {
 #[test]
 fn reject_reply_shape_errors() {
     let r = |b: &[u8]| decode_reply(b, &LIM).unwrap_err();
-    assert_eq!(r(&msg(&[ReadSegment::new(4, 1, 4, 0)], &[], None, 8)), DecodeError::UnexpectedChunk);
-    assert_eq!(r(&msg(&[], &[], Some(&[seg(1, 4)]), 0)), DecodeError::UnexpectedChunk);
-    assert_eq!(r(&msg(&[], &[&[seg(1, 4)], &[seg(2, 4)]], None, 0)), DecodeError::UnexpectedChunk);
-    assert_eq!(r(&nomsg(&[], &[&[seg(1, 4)]], Some(&[seg(1, 4)]))), DecodeError::UnexpectedChunk);
+    assert_eq!(
+        r(&msg(&[ReadSegment::new(4, 1, 4, 0)], &[], None, 8)),
+        DecodeError::UnexpectedChunk
+    );
+    assert_eq!(
+        r(&msg(&[], &[], Some(&[seg(1, 4)]), 0)),
+        DecodeError::UnexpectedChunk
+    );
+    assert_eq!(
+        r(&msg(&[], &[&[seg(1, 4)], &[seg(2, 4)]], None, 0)),
+        DecodeError::UnexpectedChunk
+    );
+    assert_eq!(
+        r(&nomsg(&[], &[&[seg(1, 4)]], Some(&[seg(1, 4)]))),
+        DecodeError::UnexpectedChunk
+    );
     assert_eq!(r(&nomsg(&[], &[], None)), DecodeError::MissingReplyChunk);
 }
 
@@ -421,7 +496,10 @@ fn error_reply_chunk_and_drop_cases() {
     let d = build(BodyRef::Done, 0);
     assert_eq!(encode_error_for(&d, &rej(&d), 1, &mut out).unwrap(), None);
     // Output too small.
-    assert_eq!(encode_error_for(&b, &e, 1, &mut out[..19]), Err(EncodeError::NoSpace));
+    assert_eq!(
+        encode_error_for(&b, &e, 1, &mut out[..19]),
+        Err(EncodeError::NoSpace)
+    );
 }
 
 // ---- encoder ----
@@ -432,15 +510,28 @@ fn encoder_refuses_empty_chunks_and_small_buffers() {
         xid: 1,
         vers: 1,
         credits: 1,
-        body: BodyRef::Msg(ChunkListsRef { read: &[], write: &[&[]], reply: None }),
+        body: BodyRef::Msg(ChunkListsRef {
+            read: &[],
+            write: &[&[]],
+            reply: None,
+        }),
     };
     let mut out = [0u8; 64];
     assert_eq!(encode_header(&h, &mut out), Err(EncodeError::EmptyChunk));
-    let h = HeaderRef { body: BodyRef::Msg(ChunkListsRef::EMPTY), ..h };
+    let h = HeaderRef {
+        body: BodyRef::Msg(ChunkListsRef::EMPTY),
+        ..h
+    };
     assert_eq!(encode_header(&h, &mut out[..27]), Err(EncodeError::NoSpace));
     assert_eq!(h.encoded_len(), Some(28));
-    let h = HeaderRef { body: BodyRef::Error(ErrorBody::Other(3)), ..h };
-    assert_eq!(encode_header(&h, &mut out), Err(EncodeError::UnknownErrorCode));
+    let h = HeaderRef {
+        body: BodyRef::Error(ErrorBody::Other(3)),
+        ..h
+    };
+    assert_eq!(
+        encode_header(&h, &mut out),
+        Err(EncodeError::UnknownErrorCode)
+    );
 }
 
 // ---- XDR ----
@@ -475,13 +566,28 @@ fn xdr_round_trip_and_padding() {
 #[test]
 fn xdr_rejects_hostile_lengths() {
     let b = words(&[u32::MAX]);
-    assert_eq!(XdrReader::new(&b).read_opaque(usize::MAX), Err(XdrError::Truncated));
+    assert_eq!(
+        XdrReader::new(&b).read_opaque(usize::MAX),
+        Err(XdrError::Truncated)
+    );
     assert_eq!(XdrReader::new(&b).read_opaque(16), Err(XdrError::TooLong));
     let b = words(&[3, 1]);
-    assert_eq!(XdrReader::new(&b).read_array_count(4, 10), Err(XdrError::Truncated));
-    assert_eq!(XdrReader::new(&b).read_array_count(4, 2), Err(XdrError::TooLong));
-    assert_eq!(XdrReader::new(&words(&[1, 1])).read_array_count(4, 2), Ok(1));
-    assert_eq!(XdrReader::new(&words(&[2])).read_bool(), Err(XdrError::BadBool(2)));
+    assert_eq!(
+        XdrReader::new(&b).read_array_count(4, 10),
+        Err(XdrError::Truncated)
+    );
+    assert_eq!(
+        XdrReader::new(&b).read_array_count(4, 2),
+        Err(XdrError::TooLong)
+    );
+    assert_eq!(
+        XdrReader::new(&words(&[1, 1])).read_array_count(4, 2),
+        Ok(1)
+    );
+    assert_eq!(
+        XdrReader::new(&words(&[2])).read_bool(),
+        Err(XdrError::BadBool(2))
+    );
     let mut r = XdrReader::new(&[1, 2, 3, 4, 5]);
     assert_eq!(r.read_opaque_fixed(5), Err(XdrError::Truncated));
     assert_eq!(r.position(), 0);

@@ -8,7 +8,12 @@ use rpcrdma_proto::proto::pcl::{
 };
 
 fn build(body: BodyRef<'_>, payload: usize) -> Vec<u8> {
-    let h = HeaderRef { xid: 1, vers: 1, credits: 1, body };
+    let h = HeaderRef {
+        xid: 1,
+        vers: 1,
+        credits: 1,
+        body,
+    };
     let mut buf = vec![0u8; 4096];
     let n = encode_header(&h, &mut buf).unwrap();
     buf.resize(n + payload, 0);
@@ -32,7 +37,11 @@ fn groups_and_sorts_read_chunks() {
     let w1 = [s(50, 10)];
     let reply = [s(60, 1000)];
     let b = build(
-        BodyRef::NoMsg(ChunkListsRef { read: &read, write: &[&w0, &w1], reply: Some(&reply) }),
+        BodyRef::NoMsg(ChunkListsRef {
+            read: &read,
+            write: &[&w0, &w1],
+            reply: Some(&reply),
+        }),
         0,
     );
     let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
@@ -65,7 +74,14 @@ fn groups_and_sorts_read_chunks() {
 #[test]
 fn storage_too_small_is_an_error_not_a_panic() {
     let read = [ReadSegment::new(0, 1, 4, 0), ReadSegment::new(0, 2, 4, 0)];
-    let b = build(BodyRef::NoMsg(ChunkListsRef { read: &read, write: &[], reply: None }), 0);
+    let b = build(
+        BodyRef::NoMsg(ChunkListsRef {
+            read: &read,
+            write: &[],
+            reply: None,
+        }),
+        0,
+    );
     let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
     let lists = h.chunks().unwrap();
     let mut chunks = [PclChunk::default(); 1];
@@ -84,14 +100,26 @@ fn storage_too_small_is_an_error_not_a_panic() {
 
 #[test]
 fn capacity_for_limits_covers_worst_case() {
-    let lim = DecodeLimits { max_segments_per_chunk: 3, max_chunks: 2, max_payload: 1 << 20, max_inline: 4096 };
+    let lim = DecodeLimits {
+        max_segments_per_chunk: 3,
+        max_chunks: 2,
+        max_payload: 1 << 20,
+        max_inline: 4096,
+    };
     assert_eq!(ParsedChunks::capacity_for(&lim), (6, 2 + 6 + 3));
 }
 
 #[test]
 fn inv_rkey_single_handle_even_zero() {
     let w = [s(0, 4096)];
-    let b = build(BodyRef::Msg(ChunkListsRef { read: &[], write: &[&w], reply: None }), 0);
+    let b = build(
+        BodyRef::Msg(ChunkListsRef {
+            read: &[],
+            write: &[&w],
+            reply: None,
+        }),
+        0,
+    );
     let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
     let mut chunks = [PclChunk::default(); 1];
     let mut segs = [Segment::default(); 1];
@@ -100,7 +128,11 @@ fn inv_rkey_single_handle_even_zero() {
 }
 
 fn rc(position: u32, length: u32) -> PclChunk {
-    PclChunk { position, length, ..PclChunk::default() }
+    PclChunk {
+        position,
+        length,
+        ..PclChunk::default()
+    }
 }
 
 fn collect<I: Iterator<Item = Result<T, PclError>>, T>(it: I) -> Result<Vec<T>, PclError> {
@@ -119,54 +151,118 @@ fn read_regions_like_svc_rdma_read_multiple_chunks() {
             ReadRegion::Chunk(0),
             ReadRegion::Base { offset: 8, len: 8 },
             ReadRegion::Chunk(1),
-            ReadRegion::Base { offset: 16, len: 24 },
+            ReadRegion::Base {
+                offset: 16,
+                len: 24
+            },
         ]
     );
     // Chunk at position 0 of the read list and at the very end.
     let chunks = [rc(16, 100)];
     assert_eq!(
         collect(ReadRegions::new(&chunks, 16)).unwrap(),
-        vec![ReadRegion::Base { offset: 0, len: 16 }, ReadRegion::Chunk(0)]
+        vec![
+            ReadRegion::Base { offset: 0, len: 16 },
+            ReadRegion::Chunk(0)
+        ]
     );
     // No chunks: the whole base.
-    assert_eq!(collect(ReadRegions::new(&[], 12)).unwrap(), vec![ReadRegion::Base { offset: 0, len: 12 }]);
+    assert_eq!(
+        collect(ReadRegions::new(&[], 12)).unwrap(),
+        vec![ReadRegion::Base { offset: 0, len: 12 }]
+    );
     // Inconsistent: chunk beyond the base, or overlapping.
-    assert_eq!(collect(ReadRegions::new(&[rc(20, 4)], 16)), Err(PclError::BadRegion));
-    assert_eq!(collect(ReadRegions::new(&[rc(8, 8), rc(12, 4)], 64)), Err(PclError::BadRegion));
+    assert_eq!(
+        collect(ReadRegions::new(&[rc(20, 4)], 16)),
+        Err(PclError::BadRegion)
+    );
+    assert_eq!(
+        collect(ReadRegions::new(&[rc(8, 8), rc(12, 4)], 64)),
+        Err(PclError::BadRegion)
+    );
 }
 
 #[test]
 fn nonpayload_regions_like_pcl_process_nonpayloads() {
     let mut w = [
-        PclChunk { position: 100, payload_length: 4093, length: 8192, ..PclChunk::default() },
-        PclChunk { position: 4200, payload_length: 10, length: 10, ..PclChunk::default() },
-        PclChunk { length: 10, ..PclChunk::default() },
+        PclChunk {
+            position: 100,
+            payload_length: 4093,
+            length: 8192,
+            ..PclChunk::default()
+        },
+        PclChunk {
+            position: 4200,
+            payload_length: 10,
+            length: 10,
+            ..PclChunk::default()
+        },
+        PclChunk {
+            length: 10,
+            ..PclChunk::default()
+        },
     ];
     // 100 + 4093 = 4193, rounded up to 4196.
     let got = collect(NonPayloadRegions::new(&w, 4300)).unwrap();
     assert_eq!(
         got,
         vec![
-            Region { offset: 0, len: 100 },
-            Region { offset: 4196, len: 4 },
-            Region { offset: 4212, len: 88 },
+            Region {
+                offset: 0,
+                len: 100
+            },
+            Region {
+                offset: 4196,
+                len: 4
+            },
+            Region {
+                offset: 4212,
+                len: 88
+            },
         ]
     );
     // No payload in the first chunk: the whole reply.
     w[0].payload_length = 0;
-    assert_eq!(collect(NonPayloadRegions::new(&w, 64)).unwrap(), vec![Region { offset: 0, len: 64 }]);
-    assert_eq!(collect(NonPayloadRegions::new(&[], 64)).unwrap(), vec![Region { offset: 0, len: 64 }]);
+    assert_eq!(
+        collect(NonPayloadRegions::new(&w, 64)).unwrap(),
+        vec![Region { offset: 0, len: 64 }]
+    );
+    assert_eq!(
+        collect(NonPayloadRegions::new(&[], 64)).unwrap(),
+        vec![Region { offset: 0, len: 64 }]
+    );
     // Payload ending past the reply is an error, not a wrap.
-    let bad = [PclChunk { position: 60, payload_length: 10, ..PclChunk::default() }];
-    assert_eq!(collect(NonPayloadRegions::new(&bad, 64)), Err(PclError::BadRegion));
-    let bad = [PclChunk { position: u32::MAX - 2, payload_length: 10, ..PclChunk::default() }];
-    assert_eq!(collect(NonPayloadRegions::new(&bad, 64)), Err(PclError::BadRegion));
+    let bad = [PclChunk {
+        position: 60,
+        payload_length: 10,
+        ..PclChunk::default()
+    }];
+    assert_eq!(
+        collect(NonPayloadRegions::new(&bad, 64)),
+        Err(PclError::BadRegion)
+    );
+    let bad = [PclChunk {
+        position: u32::MAX - 2,
+        payload_length: 10,
+        ..PclChunk::default()
+    }];
+    assert_eq!(
+        collect(NonPayloadRegions::new(&bad, 64)),
+        Err(PclError::BadRegion)
+    );
 }
 
 #[test]
 fn set_result_payload_checks_chunk_size() {
     let w = [s(1, 4096)];
-    let b = build(BodyRef::Msg(ChunkListsRef { read: &[], write: &[&w], reply: None }), 0);
+    let b = build(
+        BodyRef::Msg(ChunkListsRef {
+            read: &[],
+            write: &[&w],
+            reply: None,
+        }),
+        0,
+    );
     let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
     let mut chunks = [PclChunk::default(); 1];
     let mut segs = [Segment::default(); 1];
@@ -175,9 +271,24 @@ fn set_result_payload_checks_chunk_size() {
     assert_eq!(pcl.set_result_payload(1, 120, 1), Err(PclError::NoChunk));
     pcl.set_result_payload(0, 120, 4096).unwrap();
     let regions = collect(pcl.nonpayload_regions(4300)).unwrap();
-    assert_eq!(regions, vec![Region { offset: 0, len: 120 }, Region { offset: 4216, len: 84 }]);
+    assert_eq!(
+        regions,
+        vec![
+            Region {
+                offset: 0,
+                len: 120
+            },
+            Region {
+                offset: 4216,
+                len: 84
+            }
+        ]
+    );
     // A reply shorter than the payload's end is inconsistent.
-    assert_eq!(collect(pcl.nonpayload_regions(300)), Err(PclError::BadRegion));
+    assert_eq!(
+        collect(pcl.nonpayload_regions(300)),
+        Err(PclError::BadRegion)
+    );
     assert_eq!(
         collect(pcl.read_regions(10)).unwrap(),
         vec![ReadRegion::Base { offset: 0, len: 10 }]

@@ -4,7 +4,9 @@
 use proptest::prelude::*;
 use rpcrdma_proto::proto::cm::{decode_buffer_size, encode_buffer_size, ConnectPrivate};
 use rpcrdma_proto::proto::decode::{decode_call, decode_header, decode_reply};
-use rpcrdma_proto::proto::encode::{encode_header, error_reply_for, BodyRef, ChunkListsRef, HeaderRef};
+use rpcrdma_proto::proto::encode::{
+    encode_header, error_reply_for, BodyRef, ChunkListsRef, HeaderRef,
+};
 use rpcrdma_proto::proto::golden::compare_header;
 use rpcrdma_proto::proto::msg::{
     Body, ChunkLists, DecodeLimits, ErrorBody, Header, ReadSegment, Segment,
@@ -19,7 +21,11 @@ const LIM: DecodeLimits = DecodeLimits {
 };
 
 fn cfg(cases: u32) -> ProptestConfig {
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 fn segment() -> impl Strategy<Value = Segment> {
@@ -64,7 +70,11 @@ fn read_list(call: bool) -> impl Strategy<Value = (Vec<ReadSegment>, u32)> {
                 let total: u32 = call_lens.iter().sum::<u32>() + base;
                 let n = call_lens.len() as u32;
                 for (i, l) in call_lens.iter().enumerate() {
-                    let l = if i == 0 { l + (total - call_lens.iter().sum::<u32>()) } else { *l };
+                    let l = if i == 0 {
+                        l + (total - call_lens.iter().sum::<u32>())
+                    } else {
+                        *l
+                    };
                     segs.push(ReadSegment::new(0, 1000 + i as u32, l, 7));
                 }
                 let _ = n;
@@ -96,41 +106,64 @@ fn owned() -> impl Strategy<Value = Owned> {
         any::<bool>(),
         prop::collection::vec(chunk(), 0..3),
         prop::option::of(chunk()),
-        prop_oneof![Just(ErrorBody::Chunk), (any::<u32>(), any::<u32>()).prop_map(|(low, high)| ErrorBody::Vers { low, high })],
+        prop_oneof![
+            Just(ErrorBody::Chunk),
+            (any::<u32>(), any::<u32>()).prop_map(|(low, high)| ErrorBody::Vers { low, high })
+        ],
         any::<u32>(),
         any::<u32>(),
     )
-        .prop_flat_map(|(xid, credits, kind, call, write, reply, err, align, thresh)| {
-            // Position-zero chunks belong to RDMA_NOMSG only.
-            let _ = call;
-            let call = kind == 1;
-            (read_list(call), Just((xid, credits, kind, write, reply, err, align, thresh)))
-        })
-        .prop_map(|((read, payload), (xid, credits, kind, write, reply, err, align, thresh))| Owned {
-            xid,
-            credits,
-            kind,
-            read,
-            write,
-            reply,
-            payload,
-            err,
-            align,
-            thresh,
-        })
+        .prop_flat_map(
+            |(xid, credits, kind, call, write, reply, err, align, thresh)| {
+                // Position-zero chunks belong to RDMA_NOMSG only.
+                let _ = call;
+                let call = kind == 1;
+                (
+                    read_list(call),
+                    Just((xid, credits, kind, write, reply, err, align, thresh)),
+                )
+            },
+        )
+        .prop_map(
+            |((read, payload), (xid, credits, kind, write, reply, err, align, thresh))| Owned {
+                xid,
+                credits,
+                kind,
+                read,
+                write,
+                reply,
+                payload,
+                err,
+                align,
+                thresh,
+            },
+        )
 }
 
 fn with_ref<R>(o: &Owned, f: impl FnOnce(&HeaderRef<'_>) -> R) -> R {
     let write: Vec<&[Segment]> = o.write.iter().map(|c| &c[..]).collect();
-    let chunks = ChunkListsRef { read: &o.read, write: &write, reply: o.reply.as_deref() };
+    let chunks = ChunkListsRef {
+        read: &o.read,
+        write: &write,
+        reply: o.reply.as_deref(),
+    };
     let body = match o.kind {
         0 => BodyRef::Msg(chunks),
         1 => BodyRef::NoMsg(chunks),
-        2 => BodyRef::Msgp { align: o.align, thresh: o.thresh, chunks },
+        2 => BodyRef::Msgp {
+            align: o.align,
+            thresh: o.thresh,
+            chunks,
+        },
         3 => BodyRef::Done,
         _ => BodyRef::Error(o.err),
     };
-    f(&HeaderRef { xid: o.xid, vers: 1, credits: o.credits, body })
+    f(&HeaderRef {
+        xid: o.xid,
+        vers: 1,
+        credits: o.credits,
+        body,
+    })
 }
 
 fn encode(o: &Owned) -> Vec<u8> {
@@ -156,15 +189,28 @@ fn reencode(h: &Header<'_>) -> Vec<u8> {
     }
     let (read, write, reply) = h.chunks().map(own).unwrap_or_default();
     let wr: Vec<&[Segment]> = write.iter().map(|c| &c[..]).collect();
-    let chunks = ChunkListsRef { read: &read, write: &wr, reply: reply.as_deref() };
+    let chunks = ChunkListsRef {
+        read: &read,
+        write: &wr,
+        reply: reply.as_deref(),
+    };
     let body = match h.body {
         Body::Msg { .. } => BodyRef::Msg(chunks),
         Body::NoMsg { .. } => BodyRef::NoMsg(chunks),
-        Body::Msgp { align, thresh, .. } => BodyRef::Msgp { align, thresh, chunks },
+        Body::Msgp { align, thresh, .. } => BodyRef::Msgp {
+            align,
+            thresh,
+            chunks,
+        },
         Body::Done => BodyRef::Done,
         Body::Error(e) => BodyRef::Error(e),
     };
-    let r = HeaderRef { xid: h.xid, vers: h.vers, credits: h.credits, body };
+    let r = HeaderRef {
+        xid: h.xid,
+        vers: h.vers,
+        credits: h.credits,
+        body,
+    };
     let mut buf = vec![0u8; r.encoded_len().unwrap()];
     encode_header(&r, &mut buf).unwrap();
     buf

@@ -41,10 +41,7 @@ use super::xdr::XdrReader;
 /// `buf` must be exactly the received bytes. On success every chunk list in
 /// the result satisfies `limits`, and Read chunk positions have been
 /// checked against the inline data (or the position-zero chunk).
-pub fn decode_header<'a>(
-    buf: &'a [u8],
-    limits: &DecodeLimits,
-) -> Result<Header<'a>, DecodeError> {
+pub fn decode_header<'a>(buf: &'a [u8], limits: &DecodeLimits) -> Result<Header<'a>, DecodeError> {
     let max_inline = usize::try_from(limits.max_inline).unwrap_or(usize::MAX);
     if buf.len() > max_inline {
         return Err(DecodeError::TooLong);
@@ -204,7 +201,9 @@ fn decode_read_list<'a>(
     let mut total: u32 = 0;
     let mut end = start;
     while r.read_bool()? {
-        count = count.checked_add(1).ok_or(DecodeError::TooManyReadSegments)?;
+        count = count
+            .checked_add(1)
+            .ok_or(DecodeError::TooManyReadSegments)?;
         if count > limits.max_chunks {
             return Err(DecodeError::TooManyReadSegments);
         }
@@ -235,7 +234,9 @@ fn decode_write_list<'a>(
     let mut count: u32 = 0;
     let mut end = start;
     while r.read_bool()? {
-        count = count.checked_add(1).ok_or(DecodeError::TooManyWriteChunks)?;
+        count = count
+            .checked_add(1)
+            .ok_or(DecodeError::TooManyWriteChunks)?;
         if count > limits.max_chunks {
             return Err(DecodeError::TooManyWriteChunks);
         }
@@ -316,11 +317,7 @@ fn check_read_positions(list: &ReadList<'_>, inline_len: usize) -> Result<(), De
     let mut prev_end: Option<u32> = None;
     let mut total_read: u32 = 0;
     loop {
-        let next = list
-            .iter()
-            .map(|s| s.position)
-            .filter(|&p| p > last)
-            .min();
+        let next = list.iter().map(|s| s.position).filter(|&p| p > last).min();
         let Some(pos) = next else {
             break;
         };

@@ -473,7 +473,6 @@ pub const REJECT_REPLY_WITH_READ_LIST: &[u8] = &[
     0xa0, 0xa0, 0xa0, 0x01, // inline RPC word 1
 ];
 
-
 /// `RPCRDMA_CMP` private data the Linux client sends with 4 KiB inline
 /// thresholds: magic, version 1, `SEND_W_INV_OK`, (4096 >> 10) - 1 twice.
 pub const CM_CLIENT: &[u8] = &[0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03];
@@ -597,7 +596,11 @@ pub const VECTORS: &[GoldenVector] = &[
         bytes: ERROR_VERS,
         decoder: Decoder::Reply,
         expect: Expect::Header {
-            header: hdr(0x55, 128, BodyRef::Error(ErrorBody::Vers { low: 1, high: 1 })),
+            header: hdr(
+                0x55,
+                128,
+                BodyRef::Error(ErrorBody::Vers { low: 1, high: 1 }),
+            ),
             payload_len: 0,
         },
     },

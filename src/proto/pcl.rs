@@ -115,9 +115,7 @@ impl<'s> ParsedChunks<'s> {
         let c = usize::try_from(limits.max_chunks).unwrap_or(usize::MAX);
         let s = usize::try_from(limits.max_segments_per_chunk).unwrap_or(usize::MAX);
         let chunks = c.saturating_mul(2).saturating_add(2);
-        let segments = c
-            .saturating_add(c.saturating_mul(s))
-            .saturating_add(s);
+        let segments = c.saturating_add(c.saturating_mul(s)).saturating_add(s);
         (chunks, segments)
     }
 

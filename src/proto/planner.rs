@@ -17,7 +17,12 @@
 //!    exceed the inline send threshold becomes a long call (C assumes the
 //!    upper layer never does this and would overrun the peer's receive
 //!    buffer).
-//! 3. A chunk needing more than `max_rdma_segs` segments, or a message
+//! 3. An empty head is never registered. C tells "head done" from the
+//!    chunk position, so with `head_len == 0` its Write chunk gains a
+//!    zero-length head segment and its Read chunk gets position zero inside
+//!    an `RDMA_MSG` (which RFC 8166 reserves for `RDMA_NOMSG`); here such a
+//!    Call becomes a long call, and no chunk ever gets an empty head segment.
+//! 4. A chunk needing more than `max_rdma_segs` segments, or a message
 //!    that cannot fit the inline threshold at all, is refused up front with
 //!    a [`PlanError`] (C finds out while encoding, with `-EMSGSIZE`).
 
@@ -138,7 +143,10 @@ impl TransportParams {
             dev.max_fast_reg_page_list_len
         };
         let depth = depth.clamp(1, MAX_DATA_SEGS);
-        let segs = MAX_DATA_SEGS.div_ceil(depth).saturating_add(2).min(MAX_HDR_SEGS);
+        let segs = MAX_DATA_SEGS
+            .div_ceil(depth)
+            .saturating_add(2)
+            .min(MAX_HDR_SEGS);
         Self {
             inline_send,
             inline_recv,
@@ -303,7 +311,8 @@ pub fn count_segments(
         return Err(PlanError::BadParams);
     }
     let in_page = |v: u32| v & (ps - 1);
-    let mut head_done = !with_head;
+    // Difference 3: an empty head is not registered.
+    let mut head_done = !with_head || buf.head_len == 0;
     let mut pages_done = buf.page_len == 0;
     let mut tail_done = !with_tail || buf.tail_len == 0;
     let mut page_off: u32 = 0;
@@ -389,7 +398,9 @@ fn page_sges(buf: &XdrBufShape, p: &TransportParams) -> Result<u32, PlanError> {
         return Ok(0);
     }
     let first = buf.page_base & (ps - 1);
-    let span = first.checked_add(buf.page_len).ok_or(PlanError::BadParams)?;
+    let span = first
+        .checked_add(buf.page_len)
+        .ok_or(PlanError::BadParams)?;
     // Pages touched: ceil(span / ps), computed without overflow.
     Ok(span / ps + u32::from(span % ps != 0))
 }
@@ -419,7 +430,7 @@ pub fn plan(shape: &RpcShape, p: &TransportParams) -> Result<Plan, PlanError> {
         } else {
             CallStrategy::InlineMapped
         }
-    } else if shape.ddp_allowed && shape.send_ddp && send.page_len > 0 {
+    } else if shape.ddp_allowed && shape.send_ddp && send.page_len > 0 && send.head_len > 0 {
         CallStrategy::ReadChunk {
             position: send.head_len,
             segments: count_segments(send, false, false, p)?,
@@ -475,9 +486,8 @@ fn finish(
 ) -> Result<Plan, PlanError> {
     let send = &shape.send;
     let len = send.len().ok_or(PlanError::BadParams)?;
-    let seg_len = |n: u32| -> Result<u32, PlanError> {
-        n.checked_mul(16).ok_or(PlanError::TooLarge)
-    };
+    let seg_len =
+        |n: u32| -> Result<u32, PlanError> { n.checked_mul(16).ok_or(PlanError::TooLarge) };
     // Fixed words plus the three list terminators / absent flags.
     let mut hdr: u32 = 28;
     let (proc_, inline_len, send_sges) = match call {
