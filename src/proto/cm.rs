@@ -59,16 +59,9 @@ pub enum CmError {
 /// a multiple of 1 KiB round down. The C helper computes `(size >> 10) - 1`
 /// in `u8` and so wraps a size below 1 KiB to 256 KiB: a deliberate
 /// difference.
-pub const fn encode_buffer_size(size: u32) -> u8 {
+pub fn encode_buffer_size(size: u32) -> u8 {
     let kib = size >> 10;
-    if kib == 0 {
-        0
-    } else if kib > 256 {
-        255
-    } else {
-        // 1 <= kib <= 256, so kib - 1 fits in u8.
-        (kib - 1) as u8
-    }
+    u8::try_from(kib.saturating_sub(1)).unwrap_or(u8::MAX)
 }
 
 /// Decodes an inline buffer size from the private data (1..=256 KiB).
@@ -92,7 +85,7 @@ pub struct ConnectPrivate {
 
 impl ConnectPrivate {
     /// Private data advertising the given inline sizes in bytes.
-    pub const fn new(inline_send: u32, inline_recv: u32, send_w_inv_ok: bool) -> Self {
+    pub fn new(inline_send: u32, inline_recv: u32, send_w_inv_ok: bool) -> Self {
         Self {
             version: CM_VERSION,
             flags: if send_w_inv_ok {
@@ -106,13 +99,13 @@ impl ConnectPrivate {
     }
 
     /// What the Linux client sends (C `rpcrdma_ep_create()`).
-    pub const fn client(inline_send: u32, inline_recv: u32) -> Self {
+    pub fn client(inline_send: u32, inline_recv: u32) -> Self {
         Self::new(inline_send, inline_recv, true)
     }
 
     /// What the Linux server sends (C `svc_rdma_accept()`): no flags and
     /// its maximum request size in both fields.
-    pub const fn server(max_req_size: u32) -> Self {
+    pub fn server(max_req_size: u32) -> Self {
         Self::new(max_req_size, max_req_size, false)
     }
 

@@ -19,6 +19,20 @@
 //! - [`credits`]: credit accounting for both sides.
 //! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
 
+// Peer input must never panic the kernel: no unchecked arithmetic (the
+// kernel builds with overflow checks), no indexing, no unwrap/expect/panic.
+// These clippy lints hold the whole core to that; rustc ignores them when
+// clippy is not running.
+#![deny(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+#![forbid(unsafe_code)]
+
 pub mod cm;
 pub mod credits;
 pub mod decode;

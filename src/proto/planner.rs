@@ -310,7 +310,9 @@ pub fn count_segments(
     if ps == 0 || !ps.is_power_of_two() || p.max_fr_depth == 0 {
         return Err(PlanError::BadParams);
     }
-    let in_page = |v: u32| v & (ps - 1);
+    // ps is a non-zero power of two, so ps - 1 is the in-page mask.
+    let mask = ps.wrapping_sub(1);
+    let in_page = |v: u32| v & mask;
     // Difference 3: an empty head is not registered.
     let mut head_done = !with_head || buf.head_len == 0;
     let mut pages_done = buf.page_len == 0;
@@ -344,11 +346,14 @@ pub fn count_segments(
                         .ok_or(PlanError::BadParams)?,
                 );
                 while remaining > 0 && i < p.max_fr_depth {
-                    // pb < ps, so ps - pb cannot underflow.
-                    let len = (ps - pb).min(remaining);
+                    let len = ps
+                        .checked_sub(pb)
+                        .ok_or(PlanError::BadParams)?
+                        .min(remaining);
                     page_off = page_off.checked_add(len).ok_or(PlanError::BadParams)?;
                     i = i.checked_add(1).ok_or(PlanError::BadParams)?;
-                    remaining -= len;
+                    // len <= remaining by construction.
+                    remaining = remaining.saturating_sub(len);
                     prev_end = in_page(pb.checked_add(len).ok_or(PlanError::BadParams)?);
                     pb = 0;
                 }
@@ -397,12 +402,12 @@ fn page_sges(buf: &XdrBufShape, p: &TransportParams) -> Result<u32, PlanError> {
     if buf.page_len == 0 {
         return Ok(0);
     }
-    let first = buf.page_base & (ps - 1);
+    let first = buf.page_base & ps.wrapping_sub(1);
     let span = first
         .checked_add(buf.page_len)
         .ok_or(PlanError::BadParams)?;
-    // Pages touched: ceil(span / ps), computed without overflow.
-    Ok(span / ps + u32::from(span % ps != 0))
+    // Pages touched; ps is non-zero (checked above).
+    Ok(span.div_ceil(ps))
 }
 
 /// C `rpcrdma_results_inline()`.
@@ -502,12 +507,12 @@ fn finish(
             // The tail goes in the Send only if it holds more than the
             // XDR pad of the page data, and then without that pad.
             let tail = if send.tail_len > 3 {
-                send.tail_len - (send.tail_len & 3)
+                send.tail_len & !3
             } else {
                 0
             };
             let inline = add(send.head_len, tail)?;
-            (Proc::Msg, inline, 2 + u32::from(tail != 0))
+            (Proc::Msg, inline, add(2, u32::from(tail != 0))?)
         }
         CallStrategy::LongCall { segments } => {
             hdr = add(hdr, segments.checked_mul(24).ok_or(PlanError::TooLarge)?)?;

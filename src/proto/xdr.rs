@@ -33,8 +33,8 @@ pub enum XdrError {
 /// next item starts on a 4-byte boundary.
 #[inline]
 pub const fn pad_len(len: usize) -> usize {
-    // `len & 3` is at most 3, so neither subtraction can underflow.
-    (XDR_UNIT - (len & 3)) & 3
+    // (4 - len % 4) % 4, written without a subtraction that could wrap.
+    len.wrapping_neg() & (XDR_UNIT - 1)
 }
 
 /// `len` rounded up to a multiple of 4, or `None` on overflow.
@@ -46,8 +46,7 @@ pub const fn align_up(len: usize) -> Option<usize> {
 /// `len` rounded up to a multiple of 4 as a `u32`, or `None` on overflow.
 #[inline]
 pub const fn align_up_u32(len: u32) -> Option<u32> {
-    // `len & 3` is at most 3, so the subtraction cannot underflow.
-    len.checked_add((4 - (len & 3)) & 3)
+    len.checked_add(len.wrapping_neg() & 3)
 }
 
 /// Zero-copy XDR decoder over a borrowed byte slice.
