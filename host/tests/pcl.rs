@@ -294,3 +294,59 @@ fn set_result_payload_checks_chunk_size() {
         vec![ReadRegion::Base { offset: 0, len: 10 }]
     );
 }
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+#[test]
+fn reply_header_echoes_trimmed_write_list_like_svc_rdma_sendto() {
+    use rpcrdma_proto::proto::encode::EncodeError;
+    // The golden Write-list call: a 64 KiB segment plus the 4-byte pad.
+    let b = rpcrdma_proto::proto::golden::MSG_WRITE_LIST;
+    let h = decode_call(b, &DecodeLimits::server_default()).unwrap();
+    let mut chunks = [PclChunk::default(); 1];
+    let mut segs = [Segment::default(); 2];
+    let mut pcl = ParsedChunks::build(h.chunks().unwrap(), &mut chunks, &mut segs).unwrap();
+    pcl.set_result_payload(0, 112, 4097).unwrap();
+    let mut out = [0u8; 128];
+    let n = pcl.encode_reply_header(0x22, 64, 200, &mut out).unwrap();
+    #[rustfmt::skip]
+    let want = words(&[
+        0x22, 1, 64, 0,               // xid, vers, credits, RDMA_MSG
+        0,                            // empty Read list
+        1, 2,                         // Write chunk of 2 segments
+        0x5566_7788, 4097, 0x22, 0,   // trimmed to the payload
+        0x0abc, 0, 0x22, 0xffff_fff0, // pad segment: nothing written
+        0,                            // end of Write list
+        0,                            // no Reply chunk
+    ]);
+    assert_eq!(&out[..n], &want[..]);
+    // Not enough room.
+    assert_eq!(
+        pcl.encode_reply_header(0x22, 64, 0, &mut out[..40]),
+        Err(EncodeError::NoSpace)
+    );
+
+    // A Reply chunk makes it RDMA_NOMSG, trimmed to the reply length.
+    let b = rpcrdma_proto::proto::golden::MSG_REPLY_CHUNK;
+    let h = decode_call(b, &DecodeLimits::server_default()).unwrap();
+    let mut chunks = [PclChunk::default(); 1];
+    let mut segs = [Segment::default(); 3];
+    let pcl = ParsedChunks::build(h.chunks().unwrap(), &mut chunks, &mut segs).unwrap();
+    let n = pcl.encode_reply_header(0x33, 64, 0x500, &mut out).unwrap();
+    #[rustfmt::skip]
+    let want = words(&[
+        0x33, 1, 64, 1, 0, 0, 1, 3,
+        0x0102_0001, 0x400, 0x33, 0,
+        0x0102_0002, 0x100, 0x33, 0x0001_0000,
+        0x0102_0003, 0, 0x33, 0x0002_0000,
+    ]);
+    assert_eq!(&out[..n], &want[..]);
+    // The decoder accepts what the encoder produced, as a reply.
+    rpcrdma_proto::proto::decode::decode_reply(&out[..n], &DecodeLimits::client_default()).unwrap();
+    assert_eq!(
+        pcl.encode_reply_header(0x33, 64, 0x8501, &mut out),
+        Err(EncodeError::TooLarge)
+    );
+}

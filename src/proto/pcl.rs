@@ -21,10 +21,14 @@
 
 use core::ops::Range;
 
+use super::encode::EncodeError;
 use super::msg::ChunkLists;
 use super::msg::DecodeLimits;
+use super::msg::Proc;
 use super::msg::Segment;
+use super::msg::RPCRDMA_VERSION;
 use super::xdr::align_up_u32;
+use super::xdr::XdrWriter;
 
 /// One chunk of a parsed chunk list (C `struct svc_rdma_chunk`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -285,6 +289,76 @@ impl<'s> ParsedChunks<'s> {
         }
         chunk.position = position;
         chunk.payload_length = length;
+        Ok(())
+    }
+
+    /// Encodes the transport header of the Reply to this call, as C
+    /// `svc_rdma_sendto()` does, and returns its length.
+    ///
+    /// The procedure is `RDMA_NOMSG` when the client provided a Reply
+    /// chunk (C always uses it then) and `RDMA_MSG` otherwise; the Read list
+    /// is empty; every Write chunk is echoed with its segment lengths cut
+    /// down to the payload written into it ([`Self::set_result_payload`]),
+    /// zero where nothing was written; the Reply chunk is echoed cut down
+    /// to `reply_len`, the bytes of Reply written into it. A Reply longer
+    /// than the Reply chunk is [`EncodeError::TooLarge`] (C `-E2BIG`; send
+    /// `ERR_CHUNK`).
+    pub fn encode_reply_header(
+        &self,
+        xid: u32,
+        credits: u32,
+        reply_len: u32,
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let mut w = XdrWriter::new(out);
+        let reply = self.reply_chunk();
+        let proc_ = if reply.is_some() {
+            Proc::NoMsg
+        } else {
+            Proc::Msg
+        };
+        w.write_u32(xid)?;
+        w.write_u32(RPCRDMA_VERSION)?;
+        w.write_u32(credits)?;
+        w.write_u32(proc_.to_u32())?;
+        w.write_bool(false)?;
+        for chunk in self.write_chunks() {
+            w.write_bool(true)?;
+            self.encode_trimmed(&mut w, chunk, chunk.payload_length)?;
+        }
+        w.write_bool(false)?;
+        match reply {
+            Some(chunk) => {
+                if reply_len > chunk.length {
+                    return Err(EncodeError::TooLarge);
+                }
+                w.write_bool(true)?;
+                self.encode_trimmed(&mut w, chunk, reply_len)?;
+            }
+            None => w.write_bool(false)?,
+        }
+        Ok(w.position())
+    }
+
+    /// Encodes `chunk` as a counted array with lengths trimmed to `used`
+    /// bytes in total (C `svc_rdma_encode_write_chunk()`).
+    fn encode_trimmed(
+        &self,
+        w: &mut XdrWriter<'_>,
+        chunk: &PclChunk,
+        used: u32,
+    ) -> Result<(), EncodeError> {
+        let segs = self.segments(chunk);
+        let count = u32::try_from(segs.len()).map_err(|_| EncodeError::TooLarge)?;
+        w.write_u32(count)?;
+        let mut remaining = used;
+        for s in segs {
+            let length = remaining.min(s.length);
+            remaining = remaining.saturating_sub(length);
+            w.write_u32(s.handle)?;
+            w.write_u32(length)?;
+            w.write_u64(s.offset)?;
+        }
         Ok(())
     }
 
