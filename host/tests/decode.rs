@@ -243,6 +243,23 @@ fn reject_unknown_and_unsupported_procs() {
 }
 
 #[test]
+fn malformed_error_and_done_calls_are_dropped_not_answered() {
+    // RDMA_ERROR with no error code, and an oversized RDMA_DONE: C drops
+    // both without parsing; so do we (no ERR_CHUNK ping-pong).
+    let e = words(&[1, 1, 1, 4]);
+    assert_eq!(rej(&e), DecodeError::UnsupportedProc(Proc::Error));
+    assert_eq!(error_reply_for(&e, &rej(&e), 1), None);
+    let mut d = words(&[1, 1, 1, 3]);
+    d.resize(5000, 0);
+    assert_eq!(rej(&d), DecodeError::UnsupportedProc(Proc::Done));
+    // The version check still comes first.
+    let v = words(&[1, 9, 1, 4]);
+    assert_eq!(rej(&v), DecodeError::BadVersion(9));
+    // The generic decoder reports the real problem.
+    assert_eq!(decode_header(&e, &LIM).unwrap_err(), DecodeError::Truncated);
+}
+
+#[test]
 fn reject_bad_discriminators() {
     for at in [16usize, 20, 24] {
         let mut b = msg(&[], &[], None, 0);

@@ -113,7 +113,24 @@ pub fn decode_header<'a>(buf: &'a [u8], limits: &DecodeLimits) -> Result<Header<
 /// server does not check this and would then parse an empty or duplicated
 /// RPC message).
 pub fn decode_call<'a>(buf: &'a [u8], limits: &DecodeLimits) -> Result<Header<'a>, DecodeError> {
-    let hdr = decode_header(buf, limits)?;
+    let hdr = match decode_header(buf, limits) {
+        Ok(hdr) => hdr,
+        // C drops RDMA_DONE/RDMA_ERROR "calls" before looking at their
+        // bodies; answering a malformed error with an error could make two
+        // peers ping-pong, so keep dropping them.
+        Err(e @ DecodeError::BadVersion(_)) => return Err(e),
+        Err(e) => {
+            let proc_ = buf
+                .get(12..16)
+                .and_then(|w| <[u8; 4]>::try_from(w).ok())
+                .map(u32::from_be_bytes)
+                .and_then(Proc::from_u32);
+            return match proc_ {
+                Some(p @ (Proc::Done | Proc::Error)) => Err(DecodeError::UnsupportedProc(p)),
+                _ => Err(e),
+            };
+        }
+    };
     match &hdr.body {
         Body::Msg { chunks, .. } => {
             if chunks.read.has_call_chunk() {
