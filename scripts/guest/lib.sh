@@ -52,6 +52,10 @@ wait_for() {
     return 0
 }
 
+# tcp_probe HOST PORT: can we open a TCP connection (IPv4 or IPv6)?
+# (there is no ping on the host image; bash's /dev/tcp does the job)
+tcp_probe() { timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
+
 # ---- transport modules -----------------------------------------------------
 mod_loaded() { [ -d "/sys/module/$1" ] && grep -q "^$1 " /proc/modules; }
 

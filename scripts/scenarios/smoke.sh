@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # smoke: harness self-test. Soft-RoCE device is up, rpcbind and the NFS server
-# start, and (two-VM) the peer answers ping over eth0 (IPv4 and IPv6).
+# start, and (two-VM) the client reaches the server's rpcbind over eth0 (IPv4 and IPv6).
 # Argument "hang": hang after the first check (tests the watchdog/timeouts).
 check rxe-link sh -c 'rdma link show | grep -q "rxe0.*ACTIVE"'
 if [ "${1:-}" = hang ]; then say "hanging on purpose"; sleep 100000; fi
@@ -12,8 +12,9 @@ case $ROLE in
         check nfs-server-stop stop_nfs_server
         check unload-c-rpcrdma unload_c_rpcrdma ;;
     client)
-        check ping-server wait_for 60 ping -c 1 -W 1 "$SERVER_IP"
-        check ping6-server wait_for 30 ping -6 -c 1 -W 1 "$SERVER_IP6"
+        # the server's rpcbind (port 111) over eth0, IPv4 and IPv6
+        check tcp-server wait_for 90 tcp_probe "$SERVER_IP" 111
+        check tcp6-server wait_for 30 tcp_probe "$SERVER_IP6" 111
         check load-c-rpcrdma load_c_rpcrdma
         if nfs_mount 4.2 "$SERVER_IP" /tmp/mnt; then pass nfs4.2-mount-rdma; nfs_umount /tmp/mnt; else fail nfs4.2-mount-rdma "$NFS_ERR"; fi
         client_signal_done ;;
