@@ -32,7 +32,7 @@ mod tests {
         for v in golden::VECTORS {
             if let Err(f) = golden::check(v) {
                 pr_err!(
-                    "rpcrdma_rs_kunit: golden vector {} failed: {}\n",
+                    "golden vector {} failed: {}\n",
                     f.name,
                     f.reason
                 );
@@ -72,7 +72,7 @@ mod tests {
             }
         }
         pr_info!(
-            "rpcrdma_rs_kunit: mutation sweep: {} inputs, {} decodes accepted\n",
+            "mutation sweep: {} inputs, {} decodes accepted\n",
             tried,
             decoded
         );

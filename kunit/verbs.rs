@@ -68,7 +68,7 @@ impl Waiter {
             }
             if left == 0 {
                 pr_err!(
-                    "rpcrdma_rs_kunit: no completion within {} ms\n",
+                    "no completion within {} ms\n",
                     STEP_TIMEOUT_MS
                 );
                 return Err(ETIMEDOUT);
@@ -109,7 +109,7 @@ struct Pair {
 }
 
 fn step<T>(what: &str, r: Result<T>) -> Result<T> {
-    r.inspect_err(|e| pr_err!("rpcrdma_rs_kunit: {} failed: {:?}\n", what, e))
+    r.inspect_err(|e| pr_err!("{} failed: {:?}\n", what, e))
 }
 
 fn expect_event(what: &str, ev: Result<CmEvent>, want: fn(&CmEvent) -> bool) -> Result<CmEvent> {
@@ -117,7 +117,7 @@ fn expect_event(what: &str, ev: Result<CmEvent>, want: fn(&CmEvent) -> bool) -> 
     if want(&ev) {
         Ok(ev)
     } else {
-        pr_err!("rpcrdma_rs_kunit: {}: unexpected CM event\n", what);
+        pr_err!("{}: unexpected CM event\n", what);
         Err(EPROTO)
     }
 }
@@ -157,7 +157,7 @@ fn connect_pair() -> Result<Pair> {
         return Err(EPROTO);
     };
     if private_data.as_bytes().get(..CLIENT_PDATA.len()) != Some(CLIENT_PDATA) {
-        pr_err!("rpcrdma_rs_kunit: connect request private data mismatch\n");
+        pr_err!("connect request private data mismatch\n");
         return Err(EPROTO);
     }
     let server = step("server endpoint", Endpoint::new(child, &config()))?;
@@ -174,7 +174,7 @@ fn connect_pair() -> Result<Pair> {
     )?;
     if let CmEvent::Established { private_data } = est {
         if private_data.as_bytes().get(..SERVER_PDATA.len()) != Some(SERVER_PDATA) {
-            pr_err!("rpcrdma_rs_kunit: accept private data mismatch\n");
+            pr_err!("accept private data mismatch\n");
             return Err(EPROTO);
         }
     }
@@ -221,7 +221,7 @@ mod tests {
         let mut names = 0;
         device::for_each(|d| {
             pr_info!(
-                "rpcrdma_rs_kunit: device {} max_qp_wr {}\n",
+                "device {} max_qp_wr {}\n",
                 d.name(),
                 d.attr.max_qp_wr
             );
@@ -337,7 +337,7 @@ mod tests {
             },
         )?;
         pr_info!(
-            "rpcrdma_rs_kunit: bad rkey completion status {}\n",
+            "bad rkey completion status {}\n",
             wc.status
         );
         // An error, reported as a completion (not a hang), and not a flush:

@@ -147,7 +147,7 @@ unsafe extern "C" fn device_add(device: *mut bindings::ib_device) -> kernel::ffi
         info.name_len = len;
     }
     pr_info!(
-        "rpcrdma_rs: device {} added (max_qp_wr {}, max_sge {}/{}, frwr {}, fast-reg pages {})\n",
+        "device {} added (max_qp_wr {}, max_sge {}/{}, frwr {}, fast-reg pages {})\n",
         info.name(),
         attr.max_qp_wr,
         attr.max_send_sge,
@@ -175,7 +175,7 @@ unsafe extern "C" fn device_remove(
     if let Some(pos) = devices.iter().position(|d| d.key == key) {
         let info = devices.remove(pos);
         if let Ok(info) = info {
-            pr_info!("rpcrdma_rs: device {} removed\n", info.name());
+            pr_info!("device {} removed\n", info.name());
         }
     }
     REMOVALS.add(1, Relaxed);

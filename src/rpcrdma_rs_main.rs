@@ -54,10 +54,10 @@ impl kernel::Module for RpcRdmaModule {
             module_parameters::max_inline_read.value(),
             module_parameters::max_inline_write.value(),
         )
-        .inspect_err(|e| pr_err!("rpcrdma_rs: not loaded: {}\n", e.reason()))
+        .inspect_err(|e| pr_err!("not loaded: {}\n", e.reason()))
         .map_err(|_| EINVAL)?;
         let devices = rdma::device::DeviceClient::register()
-            .inspect_err(|e| pr_err!("rpcrdma_rs: ib_client registration failed: {:?}\n", e))?;
+            .inspect_err(|e| pr_err!("ib_client registration failed: {:?}\n", e))?;
         pr_info!(
             "rpcrdma_rs {} loaded: max_requests={} max_inline_read={} max_inline_write={} rdma_devices={}\n",
             config::VERSION,
@@ -74,7 +74,7 @@ impl Drop for RpcRdmaModule {
     fn drop(&mut self) {
         let live = rdma::live::total();
         if live != 0 {
-            pr_err!("rpcrdma_rs: unloading with {} RDMA objects still live\n", live);
+            pr_err!("unloading with {} RDMA objects still live\n", live);
         }
         pr_info!("rpcrdma_rs unloaded\n");
     }

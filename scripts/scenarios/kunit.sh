@@ -1,16 +1,31 @@
 # shellcheck shell=sh
-# kunit: load rpcrdma_rs.ko (its KUnit suites, named rpcrdma_rs*, run at
-# insmod), collect each suite's KTAP from debugfs into $RESULTS/ktap/<suite>.ktap
-# (dmesg is the fallback), then unload the module.
-# Arguments: module parameters for insmod.
+# kunit: load the transport module rpcrdma_rs.ko (it must load with its
+# parameters and find the rxe device), then the test module
+# rpcrdma_rs_kunit.ko (its KUnit suites, named rpcrdma_rs_*, run at insmod
+# over the rxe device), collect each suite's KTAP from debugfs into
+# $RESULTS/ktap/<suite>.ktap (dmesg is the fallback), then unload both and
+# check the unload left no RDMA object behind.
+# Arguments: module parameters for the test module's insmod.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
 
-if [ ! -f "$RUST_RPCRDMA_KO" ]; then
-    fail kunit-load "module file $RUST_RPCRDMA_KO does not exist (build it first: make)"
-    return 1
-fi
+KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
+for ko in "$RUST_RPCRDMA_KO" "$KUNIT_KO"; do
+    if [ ! -f "$ko" ]; then
+        fail kunit-load "module file $ko does not exist (build it first: make)"
+        return 1
+    fi
+done
 dmesg -c > /dev/null 2>&1   # start the dmesg capture here
-if ! check kunit-load load_rust_rpcrdma "$@"; then
+if check rpcrdma_rs-load load_rust_rpcrdma; then
+    line=$(dmesg | grep -m1 'rpcrdma_rs .* loaded:')
+    say "$line"
+    case $line in
+        *max_requests=*rdma_devices=[1-9]*) pass rpcrdma_rs-load-line ;;
+        *) fail rpcrdma_rs-load-line "no load line naming an RDMA device: $line" ;;
+    esac
+    check rpcrdma_rs-rejects-bad-param sh -c "rmmod rpcrdma_rs && ! insmod $RUST_RPCRDMA_KO max_requests=1 && dmesg | grep -q 'max_requests must be' && insmod $RUST_RPCRDMA_KO"
+fi
+if ! check kunit-load insmod "$KUNIT_KO" "$@"; then
     dmesg > "$RESULTS/dmesg-insmod.txt"
     return 1
 fi
@@ -61,4 +76,10 @@ if [ $n = 0 ]; then
     fi
 fi
 
-check module-unload rmmod rpcrdma_rs
+check kunit-module-unload rmmod rpcrdma_rs_kunit
+check rpcrdma_rs-unload rmmod rpcrdma_rs
+if dmesg | grep -q 'RDMA objects still live'; then
+    fail unload-no-leaks "$(dmesg | grep 'RDMA objects still live')"
+else
+    pass unload-no-leaks
+fi
