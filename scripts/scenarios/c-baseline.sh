@@ -3,9 +3,11 @@
 # soft-RoCE (proto=rdma), SIZE_MIB (default 256) written and read back with a
 # sha256 compare per version. Roles: single (server and client in one guest),
 # server / client (scripts/vm --two-vm c-baseline).
-# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3]
+# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [EXTRA_MOUNT_OPTS, '+' between
+# options; e.g. "proto=tcp+port=2049" must make the mount checks FAIL]
 SIZE=${1:-256}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
+EXTRA_OPTS=$(echo "${3:-}" | tr '+' ',')
 MNT=/tmp/mnt
 
 check load-c-rpcrdma load_c_rpcrdma || return 1
@@ -16,7 +18,7 @@ run_server() {
 
 run_client() {
     for v in $VERSIONS; do
-        if nfs_mount "$v" "$SERVER_IP" $MNT; then
+        if nfs_mount "$v" "$SERVER_IP" $MNT "$EXTRA_OPTS"; then
             pass "nfs$v-mount-rdma"
             data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             show_xprt
