@@ -4,7 +4,7 @@
 # repository by scripts/setup; KDIR points at it.
 
 KDIR ?= $(shell scripts/kdir 2>/dev/null)
-KSRC ?= $(shell . scripts/common.sh && ksrc_dir)
+KSRC ?= $(shell bash -c '. scripts/common.sh && ksrc_dir')
 LLVM ?= -19
 RUSTFMT ?= rustfmt
 SCENARIO ?= kunit

@@ -31,11 +31,7 @@ mod tests {
         let mut failed = 0;
         for v in golden::VECTORS {
             if let Err(f) = golden::check(v) {
-                pr_err!(
-                    "golden vector {} failed: {}\n",
-                    f.name,
-                    f.reason
-                );
+                pr_err!("golden vector {} failed: {}\n", f.name, f.reason);
                 failed += 1;
             }
         }

@@ -67,10 +67,7 @@ impl Waiter {
                 return Ok(wc);
             }
             if left == 0 {
-                pr_err!(
-                    "no completion within {} ms\n",
-                    STEP_TIMEOUT_MS
-                );
+                pr_err!("no completion within {} ms\n", STEP_TIMEOUT_MS);
                 return Err(ETIMEDOUT);
             }
             match self.cv.wait_interruptible_timeout(&mut state, left) {
@@ -220,11 +217,7 @@ mod tests {
     fn device_discovery_finds_rdma_device() {
         let mut names = 0;
         device::for_each(|d| {
-            pr_info!(
-                "device {} max_qp_wr {}\n",
-                d.name(),
-                d.attr.max_qp_wr
-            );
+            pr_info!("device {} max_qp_wr {}\n", d.name(), d.attr.max_qp_wr);
             if !d.name().is_empty() && d.attr.max_qp_wr > 0 {
                 names += 1;
             }
@@ -336,10 +329,7 @@ mod tests {
                 rkey: rkey ^ 0x00ff_ff00,
             },
         )?;
-        pr_info!(
-            "bad rkey completion status {}\n",
-            wc.status
-        );
+        pr_info!("bad rkey completion status {}\n", wc.status);
         // An error, reported as a completion (not a hang), and not a flush:
         // the responder refused the access.
         assert!(!wc.is_ok());
