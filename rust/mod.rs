@@ -21,4 +21,6 @@ mod bindings;
 pub mod cm;
 pub mod device;
 pub mod live;
+pub mod svc;
 pub mod verbs;
+pub mod xprt;

@@ -136,4 +136,7 @@ struct rpcrdma_rs_wc {
 void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out);
 void *rpcrdma_rs_cm_context(struct rdma_cm_id *id);
 
+#include "xprt_helpers.h"
+#include "svc_helpers.h"
+
 #endif /* RPCRDMA_RS_HELPER_H */

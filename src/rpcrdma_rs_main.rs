@@ -21,6 +21,12 @@ pub mod proto;
 
 mod config;
 
+#[path = "../xprtrdma/mod.rs"]
+mod xprtrdma;
+
+#[path = "../svcrdma/mod.rs"]
+mod svcrdma;
+
 module! {
     type: RpcRdmaModule,
     name: "rpcrdma_rs",
@@ -44,6 +50,9 @@ module! {
 }
 
 struct RpcRdmaModule {
+    // Dropped in this order: transports first, then the device client.
+    _server: svcrdma::ServerTransport,
+    _client: xprtrdma::ClientTransport,
     _devices: rdma::device::DeviceClient,
 }
 
@@ -66,7 +75,13 @@ impl kernel::Module for RpcRdmaModule {
             cfg.max_inline_write,
             rdma::device::count()
         );
-        Ok(Self { _devices: devices })
+        let client = xprtrdma::ClientTransport::register()?;
+        let server = svcrdma::ServerTransport::register()?;
+        Ok(Self {
+            _server: server,
+            _client: client,
+            _devices: devices,
+        })
     }
 }
 
