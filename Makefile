@@ -3,6 +3,11 @@
 # rpcrdma-rs developer entry points. The kernel build is cached outside the
 # repository by scripts/setup; KDIR points at it.
 
+CACHE_DIR ?= $(or $(RPCRDMA_CACHE),/var/cache/rpcrdma-rs)
+# bindgen is installed into the cache by scripts/setup.
+export PATH := $(CACHE_DIR)/bin:$(HOME)/.cargo/bin:$(PATH)
+export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
+
 KDIR ?= $(shell scripts/kdir 2>/dev/null)
 KSRC ?= $(shell bash -c '. scripts/common.sh && ksrc_dir')
 LLVM ?= -19
