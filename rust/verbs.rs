@@ -61,8 +61,18 @@ impl Drop for Anchor {
 }
 
 impl Anchor {
+    /// The protection domain.
+    pub(crate) fn pd_ptr(&self) -> *mut bindings::ib_pd {
+        self.pd.as_ptr()
+    }
+
+    /// The device.
+    pub(crate) fn device_ptr(&self) -> *mut bindings::ib_device {
+        self.device.as_ptr()
+    }
+
     /// The local DMA lkey of the protection domain.
-    fn lkey(&self) -> u32 {
+    pub(crate) fn lkey(&self) -> u32 {
         // SAFETY: By the type invariant `pd` is live.
         unsafe { bindings::rpcrdma_rs_pd_local_dma_lkey(self.pd.as_ptr()) }
     }
@@ -200,6 +210,18 @@ impl Endpoint {
             anchor,
             attr,
         })
+    }
+
+    /// The queue pair, for FFI code in `rust/` that extends the layer
+    /// (chained work requests, registrations).
+    pub(crate) fn qp_ptr(&self) -> *mut bindings::ib_qp {
+        self.qp.as_ptr()
+    }
+
+    /// The anchor (protection domain, device, CM identifier), for FFI code
+    /// in `rust/` that extends the layer.
+    pub(crate) fn anchor(&self) -> &Arc<Anchor> {
+        &self.anchor
     }
 
     /// The device's limits.
@@ -437,6 +459,16 @@ impl DmaBuf {
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// The DMA address of the first byte.
+    pub(crate) fn dma_addr(&self) -> u64 {
+        self.dma
+    }
+
+    /// The anchor the buffer is mapped through.
+    pub(crate) fn anchor(&self) -> &Arc<Anchor> {
+        &self.anchor
     }
 
     /// Length in bytes.
