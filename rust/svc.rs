@@ -3,4 +3,651 @@
 //! Safe wrappers of the sunrpc server transport API (`svc_xprt`,
 //! `svc_rqst`, `svc_xprt_class`) used by `svcrdma/`.
 //!
+//! The pieces follow the operations-table pattern of the kernel's own Rust
+//! abstractions (`block/mq/operations.rs`, `miscdevice.rs`):
+//!
+//! - [`SvcTransport`], a `#[vtable]` trait the transport implements;
+//! - `OpsTable<T>`, whose `const` `svc_xprt_ops` points at `extern "C"`
+//!   trampolines that convert the C arguments back into Rust types;
+//! - [`Registration`], which registers the `"rdma"` `svc_xprt_class` (a C
+//!   static in `svc_helpers.c` whose owner is this module, so sunrpc pins the
+//!   module while any transport of the class exists) and unregisters it on
+//!   drop.
+//!
+//! Each `struct svc_xprt` is allocated by a C shim next to a private pointer
+//! that owns a [`KBox`] of the transport's state ([`SvcTransport::Data`]) and
+//! its [`XprtLink`]. The state is dropped in `xpo_free`, after the link was
+//! severed, so completion handlers and CM watchers that still hold the link
+//! never touch a freed `svc_xprt`. Per-request state ([`SvcTransport::Ctxt`])
+//! travels in `rqstp->rq_xprt_ctxt` as a [`KBox`] and is dropped in
+//! `xpo_release_ctxt`.
+//!
 //! C header: [`include/linux/sunrpc/svc_xprt.h`](srctree/include/linux/sunrpc/svc_xprt.h).
+
+use super::bindings;
+use super::cm::Addr;
+use super::cm::CmId;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use kernel::error::to_result;
+use kernel::ffi::{c_int, c_uint, c_void};
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::{Arc, SpinLock};
+use kernel::types::ForeignOwnable;
+
+/// A `struct svc_xprt` pointer that may cross threads.
+///
+/// # Invariants
+///
+/// Points to a `struct svc_xprt` allocated by `rpcrdma_rs_svc_xprt_alloc`.
+#[derive(Clone, Copy)]
+struct XprtPtr(NonNull<bindings::svc_xprt>);
+
+// SAFETY: The flag and enqueue functions used through this pointer are
+// thread-safe in sunrpc (atomic bit operations, lockless queues).
+unsafe impl Send for XprtPtr {}
+
+struct LinkState {
+    xprt: Option<XprtPtr>,
+    pending_conn: bool,
+    pending_data: bool,
+    pending_close: bool,
+}
+
+/// The link from a transport's state to its `svc_xprt`, for code that runs
+/// outside sunrpc's calls (completion handlers, CM event watchers).
+///
+/// Before the `svc_xprt` exists, requests are remembered and applied when it
+/// is attached; after `xpo_free` severed the link they are ignored.
+///
+/// # Invariants
+///
+/// While `state.xprt` is `Some`, the `svc_xprt` it names is live: it is
+/// set right after allocation and cleared (under the lock) in `xpo_free`
+/// before the `svc_xprt` is freed.
+#[pin_data]
+pub struct XprtLink {
+    #[pin]
+    state: SpinLock<LinkState>,
+}
+
+impl XprtLink {
+    /// A link not attached to any `svc_xprt` yet.
+    pub fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_spinlock!(
+                    LinkState {
+                        xprt: None,
+                        pending_conn: false,
+                        pending_data: false,
+                        pending_close: false,
+                    },
+                    "rpcrdma_rs::svc::link"
+                ),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn with_xprt(&self, f: impl FnOnce(NonNull<bindings::svc_xprt>), pend: impl FnOnce(&mut LinkState)) {
+        let mut st = self.state.lock();
+        match st.xprt {
+            // The lock is held across `f`: `xpo_free` cannot free the
+            // `svc_xprt` meanwhile.
+            Some(x) => f(x.0),
+            None => pend(&mut st),
+        }
+    }
+
+    /// Marks data pending (`XPT_DATA`) and queues the transport for a
+    /// server thread.
+    pub fn data_ready(&self) {
+        self.with_xprt(
+            |x| {
+                // SAFETY: By the type invariant `x` is live while the lock is held.
+                unsafe {
+                    bindings::rpcrdma_rs_svc_xprt_set_flag(
+                        x.as_ptr(),
+                        bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_DATA as c_int,
+                    );
+                    bindings::rpcrdma_rs_svc_xprt_enqueue(x.as_ptr());
+                }
+            },
+            |st| st.pending_data = true,
+        );
+    }
+
+    /// Marks a connection pending on a listener (`XPT_CONN`) and queues it.
+    pub fn conn_ready(&self) {
+        self.with_xprt(
+            |x| {
+                // SAFETY: By the type invariant `x` is live while the lock is held.
+                unsafe {
+                    bindings::rpcrdma_rs_svc_xprt_set_flag(
+                        x.as_ptr(),
+                        bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_CONN as c_int,
+                    );
+                    bindings::rpcrdma_rs_svc_xprt_enqueue(x.as_ptr());
+                }
+            },
+            |st| st.pending_conn = true,
+        );
+    }
+
+    /// Clears `XPT_CONN` on a listener about to take a connection request
+    /// (C `svc_rdma_accept`; [`Self::conn_ready`] sets it again if more are
+    /// queued).
+    pub fn clear_conn(&self) {
+        self.with_xprt(
+            |x| {
+                // SAFETY: By the type invariant `x` is live while the lock is held.
+                unsafe {
+                    bindings::rpcrdma_rs_svc_xprt_clear_flag(
+                        x.as_ptr(),
+                        bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_CONN as c_int,
+                    )
+                };
+            },
+            |st| st.pending_conn = false,
+        );
+    }
+
+    /// Asks sunrpc to close the transport (`svc_xprt_deferred_close`).
+    pub fn close(&self) {
+        self.with_xprt(
+            // SAFETY: By the type invariant `x` is live while the lock is held.
+            |x| unsafe { bindings::rpcrdma_rs_svc_xprt_close(x.as_ptr()) },
+            |st| st.pending_close = true,
+        );
+    }
+
+    /// Attaches the newly allocated `xprt`, applying what was requested
+    /// before. Flags are only set: sunrpc enqueues the transport itself when
+    /// it calls `svc_xprt_received` on it after creation or accept.
+    ///
+    /// # Safety
+    ///
+    /// `xprt` must be live until [`Self::sever`] is called.
+    unsafe fn attach(&self, xprt: NonNull<bindings::svc_xprt>) {
+        let mut st = self.state.lock();
+        // SAFETY: `xprt` is live by the function's safety requirement.
+        unsafe {
+            if st.pending_conn {
+                bindings::rpcrdma_rs_svc_xprt_set_flag(
+                    xprt.as_ptr(),
+                    bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_CONN as c_int,
+                );
+            }
+            if st.pending_data {
+                bindings::rpcrdma_rs_svc_xprt_set_flag(
+                    xprt.as_ptr(),
+                    bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_DATA as c_int,
+                );
+            }
+            if st.pending_close {
+                bindings::rpcrdma_rs_svc_xprt_close(xprt.as_ptr());
+            }
+        }
+        // INVARIANT: `xprt` is live until `sever`, by the safety requirement.
+        st.xprt = Some(XprtPtr(xprt));
+    }
+
+    fn sever(&self) {
+        self.state.lock().xprt = None;
+    }
+}
+
+/// A server thread's request (`struct svc_rqst`) during one transport call.
+///
+/// # Invariants
+///
+/// `ptr` is the live `svc_rqst` sunrpc passed to the current operation,
+/// whose `rq_xprt` is a transport of this class.
+pub struct Rqst {
+    ptr: NonNull<bindings::svc_rqst>,
+    received: bool,
+    arg_len: u32,
+}
+
+impl Rqst {
+    fn xprt(&self) -> *mut bindings::svc_xprt {
+        // SAFETY: By the type invariant `ptr` is live.
+        unsafe { bindings::rpcrdma_rs_svc_rqst_xprt(self.ptr.as_ptr()) }
+    }
+
+    /// Clears `XPT_DATA`: no more receives are queued (call with the
+    /// transport's receive queue lock held, as C does).
+    pub fn clear_data(&self) {
+        // SAFETY: The transport is live during the call (type invariant).
+        unsafe {
+            bindings::rpcrdma_rs_svc_xprt_clear_flag(
+                self.xprt(),
+                bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_DATA as c_int,
+            )
+        };
+    }
+
+    /// Lets another thread receive on this transport
+    /// (`svc_xprt_received`); done at most once per `xpo_recvfrom`.
+    pub fn received(&mut self) {
+        if !self.received {
+            self.received = true;
+            // SAFETY: The transport is live and busy for this thread.
+            unsafe { bindings::rpcrdma_rs_svc_xprt_received(self.xprt()) };
+        }
+    }
+
+    /// Most bytes of Call the request's argument pages can hold.
+    pub fn arg_max(&self) -> u32 {
+        // SAFETY: By the type invariant `ptr` is live.
+        unsafe { bindings::rpcrdma_rs_svc_arg_max(self.ptr.as_ptr()) }
+    }
+
+    /// Lays out `rq_arg` for a Call of `len` bytes in the request's pages.
+    pub fn set_arg(&mut self, len: u32) -> Result {
+        // SAFETY: By the type invariant `ptr` is live; the shim checks `len`.
+        to_result(unsafe { bindings::rpcrdma_rs_svc_arg_setup(self.ptr.as_ptr(), len) })?;
+        self.arg_len = len;
+        Ok(())
+    }
+
+    /// Copies `src` into the Call at `offset` (after [`Self::set_arg`]).
+    pub fn write_arg(&mut self, offset: u32, src: &[u8]) -> Result {
+        let len = u32::try_from(src.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: `src` is valid for `len` bytes; the shim checks the range
+        // against `rq_arg`.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_svc_arg_write(self.ptr.as_ptr(), offset, src.as_ptr().cast(), len)
+        })
+    }
+
+    /// Length of the Reply in `rq_res`.
+    pub fn res_len(&self) -> u32 {
+        // SAFETY: By the type invariant `ptr` is live.
+        unsafe { bindings::rpcrdma_rs_svc_res_len(self.ptr.as_ptr()) }
+    }
+
+    /// Copies Reply bytes at `offset` into `dst`.
+    pub fn read_res(&self, offset: u32, dst: &mut [u8]) -> Result {
+        let len = u32::try_from(dst.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: `dst` is valid for `len` bytes; the shim checks the range.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_svc_res_read(self.ptr.as_ptr(), offset, dst.as_mut_ptr().cast(), len)
+        })
+    }
+}
+
+/// Creates a CM identifier listening on `addr` (IPv4 or IPv6 only, so both
+/// families can share a port, as C `svc_rdma_create_listen_id`).
+pub fn listen(addr: Addr, backlog: i32) -> Result<CmId> {
+    let id = CmId::new()?;
+    // SAFETY: `id` is live by its type invariant.
+    to_result(unsafe { bindings::rpcrdma_rs_svc_set_afonly(id.as_ptr()) })?;
+    id.bind(addr)?;
+    id.listen(backlog)?;
+    Ok(id)
+}
+
+/// A server transport class implementation.
+#[vtable]
+pub trait SvcTransport: Sized + 'static {
+    /// State of one transport (listener or connection).
+    type Data: Send + Sync;
+    /// State of one request, from `xpo_recvfrom` to `xpo_release_ctxt`.
+    type Ctxt: Send;
+
+    /// Creates a listener on `addr` (`xpo_create`).
+    fn create(addr: Addr, link: &Arc<XprtLink>) -> Result<Self::Data>;
+
+    /// Accepts the next pending connection of `listener` (`xpo_accept`).
+    fn accept(listener: &Self::Data, link: &Arc<XprtLink>) -> Option<Self::Data>;
+
+    /// The CM identifier whose addresses the transport reports.
+    fn cm_id(data: &Self::Data) -> &CmId;
+
+    /// Receives the next Call (`xpo_recvfrom`). Returns the request state
+    /// once `rq_arg` holds a Call ([`Rqst::set_arg`]); `None` when nothing
+    /// is to be processed. Must call [`Rqst::received`] once it has taken
+    /// its work off the transport (the trampoline calls it otherwise).
+    fn recvfrom(data: &Self::Data, rqst: &mut Rqst) -> Option<KBox<Self::Ctxt>>;
+
+    /// Sends the Reply in `rq_res` (`xpo_sendto`).
+    fn sendto(data: &Self::Data, rqst: &mut Rqst, ctxt: Option<&mut Self::Ctxt>) -> Result;
+
+    /// Notes where a result payload (`READ` data) sits in the Reply
+    /// (`xpo_result_payload`).
+    fn result_payload(_ctxt: &mut Self::Ctxt, _offset: u32, _length: u32) -> Result {
+        build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Whether a Reply can be sent without waiting (`xpo_has_wspace`).
+    fn has_wspace(_data: &Self::Data) -> bool {
+        build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The transport is being closed (`xpo_detach`); it is dropped (in
+    /// `xpo_free`) when the last request is done with it.
+    fn detach(data: &Self::Data);
+}
+
+/// What the C private pointer of each `svc_xprt` owns.
+struct Holder<T: SvcTransport> {
+    link: Arc<XprtLink>,
+    data: T::Data,
+}
+
+/// The operations table of `T` and its trampolines.
+struct OpsTable<T: SvcTransport>(PhantomData<T>);
+
+impl<T: SvcTransport> OpsTable<T> {
+    const OPS: bindings::svc_xprt_ops = bindings::svc_xprt_ops {
+        xpo_create: Some(Self::create),
+        xpo_accept: Some(Self::accept),
+        xpo_has_wspace: Some(Self::has_wspace),
+        xpo_recvfrom: Some(Self::recvfrom),
+        xpo_sendto: Some(Self::sendto),
+        xpo_result_payload: Some(Self::result_payload),
+        xpo_release_ctxt: Some(Self::release_ctxt),
+        xpo_detach: Some(Self::detach),
+        xpo_free: Some(Self::free),
+        xpo_kill_temp_xprt: Some(Self::kill_temp_xprt),
+        xpo_handshake: None,
+    };
+
+    /// Allocates the `svc_xprt` for `data` and attaches `link`.
+    ///
+    /// # Safety
+    ///
+    /// `serv_of` is a live transport of this class (for accept) or `serv`
+    /// and `net` are the live service and namespace sunrpc passed.
+    unsafe fn install(
+        serv: *mut bindings::svc_serv,
+        net: *mut bindings::net,
+        link: Arc<XprtLink>,
+        data: T::Data,
+        listener: bool,
+    ) -> Result<NonNull<bindings::svc_xprt>> {
+        let holder = KBox::new(
+            Holder::<T> {
+                link: link.clone(),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let priv_ = holder.into_foreign();
+        // SAFETY: `serv` and `net` are live by the safety requirement.
+        let x = unsafe { bindings::rpcrdma_rs_svc_xprt_alloc(serv, net, priv_, listener) };
+        let Some(x) = NonNull::new(x) else {
+            // SAFETY: `priv_` came from `into_foreign` above and was not
+            // handed to C.
+            drop(unsafe { KBox::<Holder<T>>::from_foreign(priv_) });
+            return Err(ENOMEM);
+        };
+        // SAFETY: `priv_` is owned by `x` until `free`; only shared borrows.
+        let h = unsafe { KBox::<Holder<T>>::borrow(priv_) };
+        // SAFETY: `x` is live; the CM identifier is live while the holder is.
+        unsafe { bindings::rpcrdma_rs_svc_xprt_set_addrs(x.as_ptr(), T::cm_id(&h.data).as_ptr(), listener) };
+        // SAFETY: `x` lives until `free`, which severs the link first.
+        unsafe { link.attach(x) };
+        Ok(x)
+    }
+
+    /// Borrows the state of `xprt`.
+    ///
+    /// # Safety
+    ///
+    /// `xprt` is a live transport of this class that `free` has not
+    /// released; the borrow must end before `free` runs.
+    unsafe fn holder<'a>(xprt: *mut bindings::svc_xprt) -> &'a Holder<T> {
+        // SAFETY: By the safety requirement the private pointer came from
+        // `KBox::<Holder<T>>::into_foreign` in `install` and is still owned
+        // by `xprt`.
+        unsafe { KBox::<Holder<T>>::borrow(bindings::rpcrdma_rs_svc_xprt_priv(xprt)) }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a live service and namespace and a socket
+    /// address of `salen` bytes.
+    unsafe extern "C" fn create(
+        serv: *mut bindings::svc_serv,
+        net: *mut bindings::net,
+        sa: *mut bindings::sockaddr,
+        salen: c_int,
+        _flags: c_int,
+    ) -> *mut bindings::svc_xprt {
+        let mut family: c_int = 0;
+        let mut bytes = [0u8; 16];
+        let mut port: u16 = 0;
+        // SAFETY: `sa` is valid for `salen` bytes; the outputs are writable
+        // and `bytes` holds 16 bytes.
+        let rc = unsafe {
+            bindings::rpcrdma_rs_svc_sockaddr(sa, salen, &mut family, bytes.as_mut_ptr(), &mut port)
+        };
+        if rc != 0 {
+            return Error::from_errno(rc).to_ptr();
+        }
+        let addr = if family == bindings::AF_INET6 as c_int {
+            Addr::V6(bytes, port)
+        } else {
+            Addr::V4([bytes[0], bytes[1], bytes[2], bytes[3]], port)
+        };
+        let res = XprtLink::new().and_then(|link| {
+            let data = T::create(addr, &link)?;
+            // SAFETY: `serv` and `net` are live (function safety requirement).
+            unsafe { Self::install(serv, net, link, data, true) }
+        });
+        match res {
+            Ok(x) => x.as_ptr(),
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a live listener of this class.
+    unsafe extern "C" fn accept(xprt: *mut bindings::svc_xprt) -> *mut bindings::svc_xprt {
+        // SAFETY: `xprt` is live (function safety requirement).
+        let h = unsafe { Self::holder(xprt) };
+        let Ok(link) = XprtLink::new() else {
+            return core::ptr::null_mut();
+        };
+        let Some(data) = T::accept(&h.data, &link) else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: `xprt` is live, so are its service and namespace.
+        let res = unsafe {
+            Self::install(
+                bindings::rpcrdma_rs_svc_xprt_serv(xprt),
+                bindings::rpcrdma_rs_svc_xprt_net(xprt),
+                link,
+                data,
+                false,
+            )
+        };
+        match res {
+            Ok(x) => x.as_ptr(),
+            Err(_) => core::ptr::null_mut(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a live transport of this class.
+    unsafe extern "C" fn has_wspace(xprt: *mut bindings::svc_xprt) -> c_int {
+        if !T::HAS_HAS_WSPACE {
+            return 1;
+        }
+        // SAFETY: `xprt` is live (function safety requirement).
+        let h = unsafe { Self::holder(xprt) };
+        c_int::from(T::has_wspace(&h.data))
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc from a server thread with a live request whose
+    /// transport is of this class and busy for this thread.
+    unsafe extern "C" fn recvfrom(rqstp: *mut bindings::svc_rqst) -> c_int {
+        let Some(ptr) = NonNull::new(rqstp) else {
+            return 0;
+        };
+        // SAFETY: `rqstp` is live (function safety requirement).
+        unsafe { bindings::rpcrdma_rs_svc_rqst_begin(rqstp) };
+        // INVARIANT: `ptr` is the live request of this call.
+        let mut rqst = Rqst {
+            ptr,
+            received: false,
+            arg_len: 0,
+        };
+        // SAFETY: The request's transport is live and of this class.
+        let h = unsafe { Self::holder(rqst.xprt()) };
+        let ctxt = T::recvfrom(&h.data, &mut rqst);
+        rqst.received();
+        match ctxt {
+            Some(ctxt) if rqst.arg_len > 0 => {
+                // SAFETY: `rqstp` is live; the context is owned by the
+                // request until `release_ctxt`.
+                unsafe { bindings::rpcrdma_rs_svc_rqst_ready(rqstp, ctxt.into_foreign()) };
+                c_int::try_from(rqst.arg_len).unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Borrows the request context of `rqstp`, if any.
+    ///
+    /// # Safety
+    ///
+    /// `rqstp` is live and used by this thread only; its context, when not
+    /// null, came from `recvfrom` and is not borrowed elsewhere.
+    unsafe fn ctxt<'a>(rqstp: *mut bindings::svc_rqst) -> Option<&'a mut T::Ctxt> {
+        // SAFETY: `rqstp` is live.
+        let p = unsafe { bindings::rpcrdma_rs_svc_rqst_ctxt(rqstp) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: By the safety requirement `p` came from
+        // `KBox::<T::Ctxt>::into_foreign` and is borrowed only here.
+        Some(unsafe { KBox::<T::Ctxt>::borrow_mut(p) })
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc from the server thread that owns `rqstp`, whose
+    /// transport is of this class.
+    unsafe extern "C" fn sendto(rqstp: *mut bindings::svc_rqst) -> c_int {
+        let Some(ptr) = NonNull::new(rqstp) else {
+            return EINVAL.to_errno();
+        };
+        // INVARIANT: `ptr` is the live request of this call.
+        let mut rqst = Rqst {
+            ptr,
+            received: true,
+            arg_len: 0,
+        };
+        // SAFETY: The request's transport is live and of this class.
+        let h = unsafe { Self::holder(rqst.xprt()) };
+        // SAFETY: Only this thread uses the request and its context.
+        let ctxt = unsafe { Self::ctxt(rqstp) };
+        match T::sendto(&h.data, &mut rqst, ctxt) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc from the server thread that owns `rqstp`.
+    unsafe extern "C" fn result_payload(
+        rqstp: *mut bindings::svc_rqst,
+        offset: c_uint,
+        length: c_uint,
+    ) -> c_int {
+        if !T::HAS_RESULT_PAYLOAD {
+            return 0;
+        }
+        // SAFETY: Only this thread uses the request and its context.
+        match unsafe { Self::ctxt(rqstp) } {
+            Some(c) => match T::result_payload(c, offset, length) {
+                Ok(()) => 0,
+                Err(e) => e.to_errno(),
+            },
+            None => 0,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a context produced by `recvfrom` (or null),
+    /// which it gives up.
+    unsafe extern "C" fn release_ctxt(_xprt: *mut bindings::svc_xprt, ctxt: *mut c_void) {
+        if !ctxt.is_null() {
+            // SAFETY: `ctxt` came from `KBox::<T::Ctxt>::into_foreign`;
+            // sunrpc hands it back exactly once.
+            drop(unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) });
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a live transport of this class.
+    unsafe extern "C" fn detach(xprt: *mut bindings::svc_xprt) {
+        // SAFETY: `xprt` is live (function safety requirement).
+        let h = unsafe { Self::holder(xprt) };
+        T::detach(&h.data);
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc once, when the last reference to a transport of
+    /// this class is gone.
+    unsafe extern "C" fn free(xprt: *mut bindings::svc_xprt) {
+        // SAFETY: `xprt` is live until freed below; its private pointer
+        // came from `into_foreign` in `install` and is taken back once.
+        let holder = unsafe {
+            KBox::<Holder<T>>::from_foreign(bindings::rpcrdma_rs_svc_xprt_priv(xprt))
+        };
+        // Nobody reaches the `svc_xprt` through the link after this.
+        holder.link.sever();
+        drop(holder);
+        // SAFETY: Allocated by `rpcrdma_rs_svc_xprt_alloc`; no references
+        // to it remain (sunrpc's are gone, the link is severed).
+        unsafe { bindings::rpcrdma_rs_svc_xprt_kfree(xprt) };
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a live transport; nothing to do for RDMA.
+    unsafe extern "C" fn kill_temp_xprt(_xprt: *mut bindings::svc_xprt) {}
+}
+
+/// The registration of the `"rdma"` server transport class.
+///
+/// # Invariants
+///
+/// The class is registered with `OpsTable::<T>::OPS` from `new` until drop.
+pub struct Registration<T: SvcTransport> {
+    _p: PhantomData<T>,
+}
+
+impl<T: SvcTransport> Registration<T> {
+    /// Registers the class; there is one per module.
+    pub fn new() -> Result<Self> {
+        // SAFETY: The ops table is a `'static` constant; the class is a C
+        // static of this module.
+        to_result(unsafe { bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS) })?;
+        // INVARIANT: Registered above.
+        Ok(Self { _p: PhantomData })
+    }
+}
+
+impl<T: SvcTransport> Drop for Registration<T> {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the class is registered. sunrpc
+        // holds a module reference per transport of the class, so none is
+        // left when the module is being unloaded.
+        unsafe { bindings::rpcrdma_rs_svc_unregister() };
+    }
+}

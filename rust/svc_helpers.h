@@ -1,6 +1,65 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* C shims of the sunrpc svc side; included by rpcrdma_rs_helper.h. */
+/*
+ * C shims of the sunrpc server side (svc_xprt, svc_rqst, svc_xprt_class),
+ * used by rust/svc.rs.  Included by rpcrdma_rs_helper.h.
+ *
+ * Every shim takes scalars or pointers to structures that the Rust side
+ * treats as opaque: no sunrpc structure layout is read from Rust.
+ */
 #ifndef RPCRDMA_RS_SVC_HELPERS_H
 #define RPCRDMA_RS_SVC_HELPERS_H
+
+struct svc_xprt;
+struct svc_xprt_ops;
+struct svc_rqst;
+struct svc_serv;
+struct rdma_cm_id;
+struct net;
+struct sockaddr;
+
+/* Registers the "rdma" svc_xprt_class with @ops (owner: this module). */
+int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops);
+void rpcrdma_rs_svc_unregister(void);
+
+/* A svc_xprt with a Rust-owned private pointer. */
+struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,
+					   struct net *net, void *priv,
+					   bool listener);
+void *rpcrdma_rs_svc_xprt_priv(struct svc_xprt *xprt);
+struct svc_serv *rpcrdma_rs_svc_xprt_serv(struct svc_xprt *xprt);
+struct net *rpcrdma_rs_svc_xprt_net(struct svc_xprt *xprt);
+void rpcrdma_rs_svc_xprt_set_priv(struct svc_xprt *xprt, void *priv);
+void rpcrdma_rs_svc_xprt_kfree(struct svc_xprt *xprt);
+void rpcrdma_rs_svc_xprt_set_addrs(struct svc_xprt *xprt,
+				   struct rdma_cm_id *id, bool listener);
+
+/* Flag bits of struct svc_xprt (enum in svc_xprt.h). */
+enum rpcrdma_rs_svc_flag {
+	RPCRDMA_RS_XPT_CONN = 1,
+	RPCRDMA_RS_XPT_DATA = 2,
+};
+void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, int flag);
+void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, int flag);
+void rpcrdma_rs_svc_xprt_enqueue(struct svc_xprt *xprt);
+void rpcrdma_rs_svc_xprt_close(struct svc_xprt *xprt);
+void rpcrdma_rs_svc_xprt_received(struct svc_xprt *xprt);
+
+/* Sockaddr from nfsd: family, address (4 or 16 bytes) and port. */
+int rpcrdma_rs_svc_sockaddr(const struct sockaddr *sa, int salen, int *family,
+			    u8 *addr, u16 *port);
+int rpcrdma_rs_svc_set_afonly(struct rdma_cm_id *id);
+
+/* svc_rqst access. */
+struct svc_xprt *rpcrdma_rs_svc_rqst_xprt(struct svc_rqst *rqstp);
+void rpcrdma_rs_svc_rqst_begin(struct svc_rqst *rqstp);
+u32 rpcrdma_rs_svc_arg_max(struct svc_rqst *rqstp);
+int rpcrdma_rs_svc_arg_setup(struct svc_rqst *rqstp, u32 len);
+int rpcrdma_rs_svc_arg_write(struct svc_rqst *rqstp, u32 offset,
+			     const void *src, u32 len);
+void rpcrdma_rs_svc_rqst_ready(struct svc_rqst *rqstp, void *ctxt);
+void *rpcrdma_rs_svc_rqst_ctxt(struct svc_rqst *rqstp);
+u32 rpcrdma_rs_svc_res_len(struct svc_rqst *rqstp);
+int rpcrdma_rs_svc_res_read(struct svc_rqst *rqstp, u32 offset, void *dst,
+			    u32 len);
 
 #endif

@@ -2,15 +2,149 @@
 
 //! The server transport: nfsd serves NFS/RDMA through rpcrdma-rs (the Rust
 //! counterpart of `net/sunrpc/xprtrdma/svc_rdma*.c`).
+//!
+//! - `listener`: `xpo_create` (an RDMA CM listener) and the queue of
+//!   connection requests `xpo_accept` takes from;
+//! - `conn`: one connection: endpoint sizing, receives, decoding each Call
+//!   with [`crate::proto::decode::decode_call`], building `rq_arg`, and
+//!   sending Replies (inline, through Write chunks, or a Reply chunk);
+//! - `rw`: RDMA Read and Write of chunks, the send queue gate and the
+//!   waiter for RDMA Read completions.
+//!
+//! Everything here is safe Rust over [`crate::rdma::svc`] and
+//! [`crate::rdma::verbs`]; peer input is validated by the protocol core
+//! before it is used.
 
+use crate::config::Config;
+use crate::rdma::cm::Addr;
+use crate::rdma::cm::CmId;
+use crate::rdma::svc::{Registration, Rqst, SvcTransport, XprtLink};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::Arc;
+
+mod conn;
+mod listener;
+mod rw;
+
+/// Settings of the server transport, from the module parameters.
+#[derive(Clone, Copy)]
+struct Settings {
+    max_requests: u32,
+    /// Largest Reply we send inline (before the client's limit).
+    inline_send: u32,
+    /// Largest Call we receive inline (our receive buffers).
+    inline_recv: u32,
+}
+
+static MAX_REQUESTS: Atomic<u32> = Atomic::new(128);
+static INLINE_SEND: Atomic<u32> = Atomic::new(4096);
+static INLINE_RECV: Atomic<u32> = Atomic::new(4096);
+
+fn settings() -> Settings {
+    Settings {
+        max_requests: MAX_REQUESTS.load(Relaxed),
+        inline_send: INLINE_SEND.load(Relaxed),
+        inline_recv: INLINE_RECV.load(Relaxed),
+    }
+}
+
+/// A transport of the class: a listener or a connection.
+enum Xprt {
+    Listener(listener::Listener),
+    Conn(conn::Conn),
+}
+
+/// The `"rdma"` server transport class.
+struct SvcRdma;
+
+#[vtable]
+impl SvcTransport for SvcRdma {
+    type Data = Xprt;
+    type Ctxt = conn::CallCtxt;
+
+    fn create(addr: Addr, link: &Arc<XprtLink>) -> Result<Xprt> {
+        listener::Listener::new(addr, link.clone()).map(Xprt::Listener)
+    }
+
+    fn accept(listener: &Xprt, link: &Arc<XprtLink>) -> Option<Xprt> {
+        match listener {
+            Xprt::Listener(l) => {
+                let pending = l.next()?;
+                match conn::Conn::accept(pending, link.clone(), &settings()) {
+                    Ok(c) => Some(Xprt::Conn(c)),
+                    Err(e) => {
+                        pr_warn!("svcrdma: accept failed: {:?}\n", e);
+                        None
+                    }
+                }
+            }
+            Xprt::Conn(_) => None,
+        }
+    }
+
+    fn cm_id(data: &Xprt) -> &CmId {
+        match data {
+            Xprt::Listener(l) => l.cm_id(),
+            Xprt::Conn(c) => c.cm_id(),
+        }
+    }
+
+    fn recvfrom(data: &Xprt, rqst: &mut Rqst) -> Option<KBox<conn::CallCtxt>> {
+        match data {
+            Xprt::Conn(c) => c.recvfrom(rqst),
+            Xprt::Listener(_) => None,
+        }
+    }
+
+    fn sendto(data: &Xprt, rqst: &mut Rqst, ctxt: Option<&mut conn::CallCtxt>) -> Result {
+        match data {
+            Xprt::Conn(c) => c.sendto(rqst, ctxt),
+            Xprt::Listener(_) => Err(ENOTCONN),
+        }
+    }
+
+    fn result_payload(ctxt: &mut conn::CallCtxt, offset: u32, length: u32) -> Result {
+        ctxt.result_payload(offset, length)
+    }
+
+    fn has_wspace(data: &Xprt) -> bool {
+        match data {
+            Xprt::Conn(c) => c.has_wspace(),
+            Xprt::Listener(_) => true,
+        }
+    }
+
+    fn detach(data: &Xprt) {
+        match data {
+            Xprt::Conn(c) => c.detach(),
+            Xprt::Listener(l) => l.detach(),
+        }
+    }
+}
 
 /// The server side's registration with sunrpc, held by the module.
-pub(crate) struct ServerTransport(());
+pub(crate) struct ServerTransport {
+    _reg: Registration<SvcRdma>,
+}
 
 impl ServerTransport {
-    /// Registers the server transport class.
-    pub(crate) fn register() -> Result<Self> {
-        Ok(Self(()))
+    /// Registers the server transport class "rdma".
+    pub(crate) fn register(cfg: &Config) -> Result<Self> {
+        MAX_REQUESTS.store(cfg.max_requests, Relaxed);
+        INLINE_SEND.store(cfg.max_inline_read, Relaxed);
+        INLINE_RECV.store(cfg.max_inline_write, Relaxed);
+        let reg = Registration::new()
+            .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
+        Ok(Self { _reg: reg })
+    }
+}
+
+impl Drop for ServerTransport {
+    fn drop(&mut self) {
+        // CM watchers signal their owner as their last action and then
+        // return from the workqueue function: give them time to leave this
+        // module's text before it is unmapped.
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(50));
     }
 }

@@ -1,0 +1,87 @@
+# shellcheck shell=sh
+# c-client-rust-server: nfsd serves NFS/RDMA through rpcrdma_rs.ko (our svc
+# class "rdma"), the in-tree C rpcrdma.ko is the client. Two VMs
+# (scripts/vm --two-vm c-client-rust-server); in one VM the two modules
+# cannot be loaded together (both register transport "rdma").
+# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [EXTRA_MOUNT_OPTS, '+' between]
+SIZE=${1:-256}
+VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
+EXTRA_OPTS=$(echo "${3:-}" | tr '+' ',')
+MNT=/tmp/mnt
+
+# small_io NAME MNT: small files, a directory listing, a symlink, a rename.
+small_io() {
+    _n=$1 _m=$2 _d=$2/small.$$
+    mkdir -p "$_d" || { fail "$_n" "mkdir"; return 1; }
+    for i in 1 2 3 4 5 6 7 8; do
+        head -c $((i * 700)) /dev/urandom > "/tmp/.small.$i" || return 1
+        cp "/tmp/.small.$i" "$_d/f$i" || { fail "$_n" "write f$i"; return 1; }
+    done
+    sync
+    for i in 1 2 3 4 5 6 7 8; do
+        cmp -s "/tmp/.small.$i" "$_d/f$i" || { fail "$_n" "content f$i"; return 1; }
+        rm -f "/tmp/.small.$i"
+    done
+    ln -s f1 "$_d/link" && [ "$(readlink "$_d/link")" = f1 ] || { fail "$_n" "symlink"; return 1; }
+    mv "$_d/f2" "$_d/g2" || { fail "$_n" "rename"; return 1; }
+    [ "$(ls "$_d" | wc -l)" = 9 ] || { fail "$_n" "readdir: $(ls "$_d" | wc -l) entries"; return 1; }
+    rm -rf "$_d" || { fail "$_n" "remove"; return 1; }
+    pass "$_n"
+}
+
+# long_replies NAME MNT: READDIR of 5000 entries and a 4000-byte symlink
+# (Reply chunks), after a remount so they come over the wire.
+long_replies() {
+    _n=$1 _m=$2 _d=$2/long.$$
+    mkdir -p "$_d" || { fail "$_n" "mkdir"; return 1; }
+    ( cd "$_d" && seq 1 5000 | sed 's/^/entry-with-a-long-name-/' | xargs touch ) || { fail "$_n" "create"; return 1; }
+    _t=$(head -c 4000 /dev/zero | tr '\0' 'x')
+    ln -s "$_t" "$_d/longlink" || { fail "$_n" "symlink"; return 1; }
+    nfs_remount "$_m" || { fail "$_n" "remount: $NFS_ERR"; return 1; }
+    _c=$(ls "$_d" | wc -l)
+    [ "$_c" = 5001 ] || { fail "$_n" "readdir: $_c entries"; return 1; }
+    [ "$(readlink "$_d/longlink")" = "$_t" ] || { fail "$_n" "readlink"; return 1; }
+    rm -rf "$_d" || { fail "$_n" "remove"; return 1; }
+    pass "$_n"
+}
+
+run_server() {
+    check load-rust-rpcrdma load_rust_rpcrdma || return 1
+    if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+    grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass rdma-listener-rust || fail rdma-listener-rust "portlist"
+}
+
+run_client() {
+    check load-c-rpcrdma load_c_rpcrdma || return 1
+    for v in $VERSIONS; do
+        if nfs_mount "$v" "$SERVER_IP" $MNT "$EXTRA_OPTS"; then
+            pass "nfs$v-mount-rdma"
+            small_io "nfs$v-small-io" $MNT
+            if [ "$SIZE" -gt 0 ]; then
+                data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
+            fi
+            [ "${LONG:-1}" = 1 ] && long_replies "nfs$v-long-replies" $MNT
+            show_xprt
+            nfs_umount $MNT || fail "nfs$v-umount" "umount $MNT"
+        else
+            fail "nfs$v-mount-rdma" "$NFS_ERR"
+        fi
+    done
+}
+
+case $ROLE in
+    single)
+        fail c-client-rust-server "needs two VMs (scripts/vm --two-vm c-client-rust-server)"
+        ;;
+    server)
+        run_server && server_wait_client_done "${CLIENT_WAIT:-900}"
+        check nfs-server-stop stop_nfs_server
+        dmesg | grep -i 'svcrdma\|rpcrdma_rs' | tail -n 20 | sed 's/^/vm:   dmesg: /'
+        check unload-rust-rpcrdma unload_rust_rpcrdma
+        ;;
+    client)
+        run_client
+        client_signal_done || fail client-signal-done "$NFS_ERR"
+        check unload-c-rpcrdma unload_c_rpcrdma
+        ;;
+esac

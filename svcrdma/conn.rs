@@ -1,0 +1,641 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One accepted connection (C `svc_rdma_accept`, `svc_rdma_recvfrom.c`,
+//! `svc_rdma_sendto.c`).
+//!
+//! Receives are posted once, at accept, into buffers of the negotiated
+//! inline size; a completion queues its slot and marks the transport
+//! `XPT_DATA`. `xpo_recvfrom` takes one slot, copies the message out,
+//! reposts the Receive at once and then works on the copy: the header is
+//! decoded by the protocol core, errors are answered with `RDMA_ERROR`, and
+//! the Call is assembled in the request's pages from the inline body and any
+//! Read chunks (pulled with RDMA Read). The received message stays with the
+//! request ([`CallCtxt`]) so `xpo_sendto` can decode its chunk lists again
+//! and place the Reply: result payloads through Write chunks, the rest
+//! inline or through the Reply chunk.
+
+use super::listener::{Pending, WATCH_MS};
+use super::rw::{self, SqGate};
+use super::Settings;
+use crate::proto::cm::{negotiate, ConnectPrivate};
+use crate::proto::credits::ServerCredits;
+use crate::proto::decode::decode_call;
+use crate::proto::encode::{encode_error_for, ErrorReply};
+use crate::proto::msg::{Body, ChunkLists, DecodeError, DecodeLimits, ErrorBody, Segment};
+use crate::proto::pcl::{ParsedChunks, PclChunk, ReadRegion, Region};
+use crate::proto::xdr::align_up_u32;
+use crate::rdma::cm::{CmEvent, CmId};
+use crate::rdma::svc::{Rqst, XprtLink};
+use crate::rdma::verbs::{
+    CompletionHandler, DmaDir, Endpoint, EndpointConfig, SendOp, WorkCompletion, WorkRequest,
+};
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::workqueue;
+
+/// Receives posted beyond the credit grant (C: 2 backchannel requests and
+/// a batch of 7 in flight while being refilled).
+const RECV_EXTRA_BC: u32 = 2;
+const RECV_BATCH: u32 = 7;
+
+/// Largest Call payload accepted (C `RPCSVC_MAXPAYLOAD_RDMA`, 4 MiB); the
+/// request's pages bound it further.
+const MAX_PAYLOAD: u32 = 4 * 1024 * 1024;
+
+/// Ring of completed Receives (slot, byte length) in arrival order.
+struct Ring {
+    slots: KVec<(usize, u32)>,
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    fn push(&mut self, v: (usize, u32)) -> bool {
+        let cap = self.slots.len();
+        if cap == 0 || self.len >= cap {
+            return false;
+        }
+        let idx = (self.head + self.len) % cap;
+        match self.slots.get_mut(idx) {
+            Some(s) => {
+                *s = v;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn pop(&mut self) -> Option<(usize, u32)> {
+        let cap = self.slots.len();
+        if self.len == 0 || cap == 0 {
+            return None;
+        }
+        let v = *self.slots.get(self.head)?;
+        self.head = (self.head + 1) % cap;
+        self.len -= 1;
+        Some(v)
+    }
+}
+
+#[pin_data]
+struct RecvQ {
+    #[pin]
+    ring: SpinLock<Ring>,
+    link: Arc<XprtLink>,
+}
+
+/// Completion of one posted Receive.
+struct RecvHandler {
+    slot: usize,
+    q: Arc<RecvQ>,
+}
+
+impl CompletionHandler for RecvHandler {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        if wc.is_ok() {
+            let mut r = self.q.ring.lock();
+            if r.push((self.slot, wc.byte_len)) {
+                // Under the ring lock, pairing with `recvfrom` clearing
+                // XPT_DATA under it (C `sc_rq_dto_lock`).
+                self.q.link.data_ready();
+            }
+        } else if !wc.is_flush() {
+            pr_warn!("svcrdma: receive failed, status {}\n", wc.status);
+            self.q.link.close();
+        }
+    }
+}
+
+struct Shared {
+    // Dropped first: draining completes every posted work request.
+    ep: Endpoint,
+    recvs: KVec<Arc<WorkRequest<RecvHandler>>>,
+    rq: Arc<RecvQ>,
+    sq: Arc<SqGate>,
+    link: Arc<XprtLink>,
+    stop: Atomic<i32>,
+    credits: u32,
+    inline_send: u32,
+    snd_w_inv: bool,
+    limits: DecodeLimits,
+}
+
+/// An accepted connection.
+pub(super) struct Conn {
+    shared: Arc<Shared>,
+    done: Arc<Completion>,
+}
+
+/// Per-request state, from `xpo_recvfrom` to `xpo_release_ctxt`.
+pub(crate) struct CallCtxt {
+    /// The received transport header and inline body.
+    msg: KVec<u8>,
+    /// Length of each Write chunk the client offered.
+    write_lens: KVec<u32>,
+    /// (position, length) of result payloads, one per Write chunk in order.
+    payloads: KVec<(u32, u32)>,
+}
+
+impl CallCtxt {
+    /// Records a result payload for the next Write chunk (C
+    /// `svc_rdma_result_payload`); without a Write chunk it stays inline.
+    pub(super) fn result_payload(&mut self, offset: u32, length: u32) -> Result {
+        if length == 0 {
+            return Ok(());
+        }
+        let Some(&max) = self.write_lens.get(self.payloads.len()) else {
+            return Ok(());
+        };
+        if length > max {
+            return Err(E2BIG);
+        }
+        self.payloads.push((offset, length), GFP_KERNEL)?;
+        Ok(())
+    }
+}
+
+/// Storage for parsed chunk lists.
+struct PclStore {
+    chunks: KVec<PclChunk>,
+    segs: KVec<Segment>,
+}
+
+impl PclStore {
+    fn for_lists(lists: &ChunkLists<'_>) -> Result<Self> {
+        Ok(Self {
+            chunks: KVec::from_elem(
+                PclChunk::default(),
+                ParsedChunks::chunks_needed(lists),
+                GFP_KERNEL,
+            )?,
+            segs: KVec::from_elem(
+                Segment::default(),
+                ParsedChunks::segments_needed(lists),
+                GFP_KERNEL,
+            )?,
+        })
+    }
+}
+
+fn chunk_lists<'a>(body: &'a Body<'a>) -> Option<(&'a ChunkLists<'a>, &'a [u8])> {
+    match body {
+        Body::Msg { chunks, payload } => Some((chunks, payload)),
+        Body::NoMsg { chunks, .. } => Some((chunks, &[])),
+        _ => None,
+    }
+}
+
+fn usize_of(v: u32) -> Result<usize> {
+    usize::try_from(v).map_err(|_| EINVAL)
+}
+
+impl Conn {
+    /// Sets up a connection for a request taken off a listener and accepts
+    /// it (C `svc_rdma_accept`).
+    pub(super) fn accept(p: Pending, link: Arc<XprtLink>, set: &Settings) -> Result<Self> {
+        let neg = negotiate(
+            set.inline_send,
+            set.inline_recv,
+            Some(p.private_data.as_bytes()),
+        );
+        let sizing = ServerCredits::fit_to_device(
+            set.max_requests,
+            RECV_EXTRA_BC,
+            RECV_BATCH,
+            crate::proto::credits::MAX_SLOT_TABLE * 2,
+        );
+        let sq_depth = sizing.rq_depth.saturating_mul(4).saturating_add(64);
+        let ep = Endpoint::new(
+            p.id,
+            &EndpointConfig {
+                max_send_wr: sq_depth,
+                max_recv_wr: sizing.rq_depth,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                unsafe_global_rkey: false,
+            },
+        )?;
+        let attr = *ep.device_attr();
+        let max_wr = attr.max_qp_wr.max(1);
+        let sizing = ServerCredits::fit_to_device(
+            set.max_requests,
+            RECV_EXTRA_BC,
+            RECV_BATCH,
+            max_wr,
+        );
+        let sq_depth = sq_depth.min(max_wr);
+        let ird = u32::from(p.initiator_depth).min(attr.max_qp_rd_atom);
+        let ird = u8::try_from(ird).unwrap_or(u8::MAX);
+        if ird == 0 {
+            pr_warn!("svcrdma: client allows no RDMA Reads, refusing connection\n");
+            return Err(EINVAL);
+        }
+        let credits = ServerCredits::new(sizing.max_requests, crate::proto::credits::GrantPolicy::Fixed);
+        let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
+        let ring_slots = KVec::from_elem((0, 0), nrecv, GFP_KERNEL)?;
+        let rq_link = link.clone();
+        let rq = Arc::pin_init(
+            pin_init!(RecvQ {
+                ring <- new_spinlock!(
+                    Ring {
+                        slots: ring_slots,
+                        head: 0,
+                        len: 0,
+                    },
+                    "svcrdma::rq"
+                ),
+                link: rq_link,
+            }),
+            GFP_KERNEL,
+        )?;
+        let recv_len = usize_of(neg.inline_recv)?;
+        let mut recvs = KVec::with_capacity(nrecv, GFP_KERNEL)?;
+        for slot in 0..nrecv {
+            let buf = ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
+            let mut segs = KVec::new();
+            segs.push(
+                crate::rdma::verbs::Segment {
+                    buf,
+                    offset: 0,
+                    len: recv_len,
+                },
+                GFP_KERNEL,
+            )?;
+            let wr = WorkRequest::new(RecvHandler { slot, q: rq.clone() }, segs)?;
+            ep.post_recv(wr.clone())?;
+            recvs.push(wr, GFP_KERNEL)?;
+        }
+        let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
+        ep.accept(&pdata, 0, ird)?;
+        let shared = Arc::new(
+            Shared {
+                ep,
+                recvs,
+                rq,
+                sq: SqGate::new(sq_depth)?,
+                link,
+                stop: Atomic::new(0),
+                credits: credits.grant(),
+                inline_send: neg.inline_send,
+                snd_w_inv: neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
+                limits: DecodeLimits::server(MAX_PAYLOAD, neg.inline_recv),
+            },
+            GFP_KERNEL,
+        )?;
+        let done = Arc::pin_init(Completion::new(), GFP_KERNEL)?;
+        let (s, d) = (shared.clone(), done.clone());
+        if let Err(e) = workqueue::system_long().try_spawn(GFP_KERNEL, move || watch(s, d)) {
+            // The closure (and its references) was dropped: nothing waits.
+            done.complete_all();
+            return Err(e.into());
+        }
+        Ok(Self { shared, done })
+    }
+
+    pub(super) fn cm_id(&self) -> &CmId {
+        self.shared.ep.cm_id()
+    }
+
+    pub(super) fn has_wspace(&self) -> bool {
+        self.shared.sq.has_room()
+    }
+
+    pub(super) fn detach(&self) {
+        let s = &self.shared;
+        s.stop.store(1, Relaxed);
+        s.sq.close();
+        let _ = s.ep.cm_id().disconnect();
+    }
+
+    /// `xpo_recvfrom`: the next received Call, if any.
+    pub(super) fn recvfrom(&self, rqst: &mut Rqst) -> Option<KBox<CallCtxt>> {
+        let s = &self.shared;
+        let item = {
+            let mut r = s.rq.ring.lock();
+            let it = r.pop();
+            if it.is_none() {
+                rqst.clear_data();
+            }
+            it
+        };
+        rqst.received();
+        let (slot, byte_len) = item?;
+        let wr = s.recvs.get(slot)?;
+        let msg = wr.buf(0).and_then(|buf| {
+            let n = usize_of(byte_len).ok()?.min(buf.len());
+            let mut v = KVec::from_elem(0u8, n, GFP_KERNEL).ok()?;
+            buf.read(0, &mut v).ok()?;
+            Some(v)
+        });
+        if let Err(e) = s.ep.post_recv(wr.clone()) {
+            pr_warn!("svcrdma: cannot repost a receive: {:?}\n", e);
+            s.link.close();
+        }
+        match self.process(rqst, msg?) {
+            Ok(ctxt) => ctxt,
+            Err(e) => {
+                pr_warn!("svcrdma: dropping a call: {:?}\n", e);
+                None
+            }
+        }
+    }
+
+    /// Sends `RDMA_ERROR` for a call that failed to decode.
+    fn send_decode_error(&self, msg: &[u8], err: &DecodeError) {
+        let s = &self.shared;
+        pr_warn!("svcrdma: bad call header ({})\n", err.name());
+        let mut out = [0u8; 32];
+        if let Ok(Some(n)) = encode_error_for(msg, err, s.credits, &mut out) {
+            let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
+        }
+    }
+
+    /// Sends `RDMA_ERROR`/`ERR_CHUNK` for the call with this XID.
+    fn send_err_chunk(&self, xid: u32) {
+        let reply = ErrorReply {
+            xid,
+            vers: crate::proto::msg::RPCRDMA_VERSION,
+            credits: self.shared.credits,
+            body: ErrorBody::Chunk,
+        };
+        let mut out = [0u8; 32];
+        if let Ok(n) = reply.encode(&mut out) {
+            let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
+        }
+    }
+
+    /// Posts a Send of `bytes`.
+    fn send_bytes(&self, bytes: &[u8], inv: Option<u32>) -> Result {
+        let s = &self.shared;
+        let buf = s.ep.alloc_buf(bytes.len(), DmaDir::ToDevice)?;
+        buf.write(0, bytes)?;
+        let op = match inv {
+            Some(k) => SendOp::SendWithInvalidate(k),
+            None => SendOp::Send,
+        };
+        rw::post_one(&s.ep, &s.sq, None, buf, bytes.len(), op)
+    }
+
+    fn process(&self, rqst: &mut Rqst, msg: KVec<u8>) -> Result<Option<KBox<CallCtxt>>> {
+        let s = &self.shared;
+        let hdr = match decode_call(&msg, &s.limits) {
+            Ok(h) => h,
+            Err(e) => {
+                self.send_decode_error(&msg, &e);
+                return Ok(None);
+            }
+        };
+        let xid = hdr.xid;
+        let Some((lists, inline)) = chunk_lists(&hdr.body) else {
+            return Ok(None);
+        };
+        let mut store = PclStore::for_lists(lists)?;
+        let Ok(pcl) = ParsedChunks::build(lists, &mut store.chunks, &mut store.segs) else {
+            self.send_err_chunk(xid);
+            return Ok(None);
+        };
+        let arg_max = rqst.arg_max();
+
+        // The base of the Call: the inline body, or the call chunk.
+        let mut call_buf = KVec::new();
+        let base: &[u8] = match pcl.call_chunk() {
+            Some(cc) => {
+                if cc.length > arg_max || cc.length == 0 {
+                    self.send_err_chunk(xid);
+                    return Ok(None);
+                }
+                let total = usize_of(cc.length)?;
+                call_buf = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+                let res = rw::read_chunk(&s.ep, &s.sq, pcl.segments(cc), total, |off, bytes| {
+                    let end = off.checked_add(bytes.len()).ok_or(EINVAL)?;
+                    call_buf.get_mut(off..end).ok_or(EINVAL)?.copy_from_slice(bytes);
+                    Ok(())
+                });
+                if let Err(e) = res {
+                    pr_warn!("svcrdma: RDMA Read of a call chunk failed: {:?}\n", e);
+                    s.link.close();
+                    return Ok(None);
+                }
+                &call_buf
+            }
+            None => inline,
+        };
+        let base_len = u32::try_from(base.len()).map_err(|_| EINVAL)?;
+        let mut total = base_len;
+        for c in pcl.read_chunks() {
+            total = align_up_u32(c.length)
+                .and_then(|l| total.checked_add(l))
+                .ok_or(EINVAL)?;
+        }
+        if total == 0 || total > arg_max {
+            self.send_err_chunk(xid);
+            return Ok(None);
+        }
+        rqst.set_arg(total)?;
+        let mut at: u32 = 0;
+        for region in pcl.read_regions(base_len) {
+            let Ok(region) = region else {
+                self.send_err_chunk(xid);
+                return Ok(None);
+            };
+            match region {
+                ReadRegion::Base { offset, len } => {
+                    let start = usize_of(offset)?;
+                    let end = start.checked_add(usize_of(len)?).ok_or(EINVAL)?;
+                    rqst.write_arg(at, base.get(start..end).ok_or(EINVAL)?)?;
+                    at = at.checked_add(len).ok_or(EINVAL)?;
+                }
+                ReadRegion::Chunk(i) => {
+                    let c = *pcl.read_chunks().get(i).ok_or(EINVAL)?;
+                    let res = rw::read_chunk(
+                        &s.ep,
+                        &s.sq,
+                        pcl.segments(&c),
+                        usize_of(c.length)?,
+                        |off, bytes| {
+                            let off = u32::try_from(off).map_err(|_| EINVAL)?;
+                            rqst.write_arg(at.checked_add(off).ok_or(EINVAL)?, bytes)
+                        },
+                    );
+                    if let Err(e) = res {
+                        pr_warn!("svcrdma: RDMA Read of a read chunk failed: {:?}\n", e);
+                        s.link.close();
+                        return Ok(None);
+                    }
+                    at = at.checked_add(c.length).ok_or(EINVAL)?;
+                    // XDR roundup the client does not send (RFC 8166 s. 3.4.5.2).
+                    let padded = align_up_u32(c.length).ok_or(EINVAL)?;
+                    let pad = usize_of(padded - c.length)?;
+                    if pad > 0 {
+                        rqst.write_arg(at, [0u8; 4].get(..pad).unwrap_or(&[]))?;
+                        at = at.checked_add(padded - c.length).ok_or(EINVAL)?;
+                    }
+                }
+            }
+        }
+        let mut write_lens = KVec::new();
+        for c in pcl.write_chunks() {
+            write_lens.push(c.length, GFP_KERNEL)?;
+        }
+        drop(call_buf);
+        Ok(Some(KBox::new(
+            CallCtxt {
+                msg,
+                write_lens,
+                payloads: KVec::new(),
+            },
+            GFP_KERNEL,
+        )?))
+    }
+
+    /// `xpo_sendto`: sends the Reply in `rq_res`.
+    pub(super) fn sendto(&self, rqst: &mut Rqst, ctxt: Option<&mut CallCtxt>) -> Result {
+        let ctxt = ctxt.ok_or(EINVAL)?;
+        let res = self.send_reply(rqst, ctxt);
+        if let Err(e) = res {
+            if e != ENOTCONN {
+                pr_warn!("svcrdma: cannot send a reply: {:?}\n", e);
+                // Like C: drop the connection so the client retransmits.
+                self.shared.link.close();
+            }
+        }
+        res
+    }
+
+    fn send_reply(&self, rqst: &mut Rqst, ctxt: &CallCtxt) -> Result {
+        let s = &self.shared;
+        let hdr = decode_call(&ctxt.msg, &s.limits).map_err(|_| EINVAL)?;
+        let xid = hdr.xid;
+        let (lists, _) = chunk_lists(&hdr.body).ok_or(EINVAL)?;
+        let mut store = PclStore::for_lists(lists)?;
+        let mut pcl =
+            ParsedChunks::build(lists, &mut store.chunks, &mut store.segs).map_err(|_| EINVAL)?;
+        for (i, &(pos, len)) in ctxt.payloads.iter().enumerate() {
+            if pcl.set_result_payload(i, pos, len).is_err() {
+                self.send_err_chunk(xid);
+                return Ok(());
+            }
+        }
+        let xdr_len = rqst.res_len();
+
+        // Result payloads through the Write chunks.
+        for c in pcl.write_chunks() {
+            if c.payload_length == 0 {
+                continue;
+            }
+            let end = c.position.checked_add(c.payload_length).ok_or(EINVAL)?;
+            if end > xdr_len {
+                return Err(EINVAL);
+            }
+            rw::write_chunk(
+                &s.ep,
+                &s.sq,
+                pcl.segments(c),
+                usize_of(c.payload_length)?,
+                |off, dst| {
+                    let off = u32::try_from(off).map_err(|_| EINVAL)?;
+                    rqst.read_res(c.position.checked_add(off).ok_or(EINVAL)?, dst)
+                },
+            )?;
+        }
+
+        // Everything else, inline or through the Reply chunk.
+        let mut regions: KVec<Region> = KVec::new();
+        let mut rest: u32 = 0;
+        for r in pcl.nonpayload_regions(xdr_len) {
+            let r = r.map_err(|_| EINVAL)?;
+            rest = rest.checked_add(r.len).ok_or(EINVAL)?;
+            regions.push(r, GFP_KERNEL)?;
+        }
+        let inv = if s.snd_w_inv { pcl.inv_rkey() } else { None };
+        let mut hbuf = KVec::from_elem(0u8, ctxt.msg.len().saturating_add(16), GFP_KERNEL)?;
+        if let Some(rc) = pcl.reply_chunk() {
+            if rest > rc.length {
+                self.send_err_chunk(xid);
+                return Ok(());
+            }
+            rw::write_chunk(&s.ep, &s.sq, pcl.segments(rc), usize_of(rest)?, |off, dst| {
+                copy_regions(rqst, &regions, off, dst)
+            })?;
+            let n = pcl
+                .encode_reply_header(xid, s.credits, rest, &mut hbuf)
+                .map_err(|_| EINVAL)?;
+            return self.send_bytes(hbuf.get(..n).ok_or(EINVAL)?, inv);
+        }
+        let n = pcl
+            .encode_reply_header(xid, s.credits, 0, &mut hbuf)
+            .map_err(|_| EINVAL)?;
+        let total = usize_of(rest)?.checked_add(n).ok_or(EINVAL)?;
+        if total > usize_of(s.inline_send)? {
+            // Too long for inline and the client gave no Reply chunk.
+            self.send_err_chunk(xid);
+            return Ok(());
+        }
+        let mut out = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+        out.get_mut(..n)
+            .ok_or(EINVAL)?
+            .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
+        copy_regions(rqst, &regions, 0, out.get_mut(n..).ok_or(EINVAL)?)?;
+        self.send_bytes(&out, inv)
+    }
+}
+
+/// Copies bytes `[off, off + dst.len())` of the concatenation of `regions`
+/// of the Reply into `dst`.
+fn copy_regions(rqst: &Rqst, regions: &[Region], off: usize, dst: &mut [u8]) -> Result {
+    let mut stream: usize = 0;
+    let mut filled: usize = 0;
+    for r in regions {
+        if filled >= dst.len() {
+            break;
+        }
+        let rlen = usize_of(r.len)?;
+        let rend = stream.checked_add(rlen).ok_or(EINVAL)?;
+        let want = off.checked_add(filled).ok_or(EINVAL)?;
+        if want < rend {
+            let in_r = want.saturating_sub(stream);
+            let n = (rlen - in_r).min(dst.len() - filled);
+            let xoff = r
+                .offset
+                .checked_add(u32::try_from(in_r).map_err(|_| EINVAL)?)
+                .ok_or(EINVAL)?;
+            let end = filled.checked_add(n).ok_or(EINVAL)?;
+            rqst.read_res(xoff, dst.get_mut(filled..end).ok_or(EINVAL)?)?;
+            filled = end;
+        }
+        stream = rend;
+    }
+    if filled < dst.len() {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared.stop.store(1, Relaxed);
+        self.done.wait_for_completion();
+        // The watcher dropped its reference before completing: the queue
+        // pair is drained and everything released here, synchronously.
+    }
+}
+
+fn watch(shared: Arc<Shared>, done: Arc<Completion>) {
+    while shared.stop.load(Relaxed) == 0 {
+        match shared.ep.wait_event(WATCH_MS) {
+            Ok(CmEvent::Disconnected)
+            | Ok(CmEvent::DeviceRemoval)
+            | Ok(CmEvent::ConnectError(_))
+            | Ok(CmEvent::Unreachable(_))
+            | Ok(CmEvent::Rejected { .. }) => shared.link.close(),
+            Ok(CmEvent::Established { .. }) => shared.link.data_ready(),
+            Ok(_) | Err(_) => {}
+        }
+    }
+    drop(shared);
+    done.complete_all();
+}

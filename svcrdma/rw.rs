@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA Read and Write of chunks (C `svc_rdma_rw.c`), the send queue gate
+//! (C `sc_sq_avail`) and the waiter a server thread sleeps on while its
+//! RDMA Reads run.
+//!
+//! Data moves through bounce buffers of at most [`PIECE`] bytes mapped on
+//! the connection's device: a Read chunk is pulled into them and copied into
+//! the request's pages; a Write or Reply chunk is copied out of `rq_res`
+//! into them and pushed. The client's segments are addressed piecewise, so
+//! one segment may take several work requests and one piece never spans
+//! two segments.
+
+use crate::proto::msg::Segment;
+use crate::rdma::verbs::{
+    CompletionHandler, DmaBuf, DmaDir, Endpoint, SendOp, WorkCompletion, WorkRequest,
+};
+use kernel::alloc::KVec;
+use kernel::new_condvar;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::{Arc, CondVar, SpinLock};
+use kernel::time::msecs_to_jiffies;
+
+/// Largest bounce buffer (order-4 allocation).
+pub(super) const PIECE: usize = 64 * 1024;
+
+struct GateState {
+    avail: u32,
+    closed: bool,
+}
+
+/// Send queue slots: a work request is posted only with a slot, and its
+/// completion returns the slot, so the send queue never overflows.
+#[pin_data]
+pub(super) struct SqGate {
+    #[pin]
+    state: SpinLock<GateState>,
+    #[pin]
+    wait: CondVar,
+}
+
+impl SqGate {
+    pub(super) fn new(depth: u32) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_spinlock!(GateState { avail: depth.max(1), closed: false }, "svcrdma::sq"),
+                wait <- new_condvar!("svcrdma::sq_wait"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Takes a slot, sleeping while none is free; `ENOTCONN` once closed.
+    pub(super) fn acquire(&self) -> Result {
+        let mut st = self.state.lock();
+        loop {
+            if st.closed {
+                return Err(ENOTCONN);
+            }
+            if st.avail > 0 {
+                st.avail -= 1;
+                return Ok(());
+            }
+            let _ = self
+                .wait
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
+        }
+    }
+
+    /// Returns a slot.
+    pub(super) fn release(&self) {
+        self.state.lock().avail += 1;
+        self.wait.notify_one();
+    }
+
+    /// Fails every current and later [`Self::acquire`].
+    pub(super) fn close(&self) {
+        self.state.lock().closed = true;
+        self.wait.notify_all();
+    }
+
+    /// Whether a slot is free now.
+    pub(super) fn has_room(&self) -> bool {
+        let st = self.state.lock();
+        st.avail > 0 && !st.closed
+    }
+}
+
+struct WaitState {
+    pending: u32,
+    failed: bool,
+}
+
+/// Counts outstanding work requests of one operation and wakes its thread
+/// when all have completed.
+#[pin_data]
+pub(super) struct Waiter {
+    #[pin]
+    state: SpinLock<WaitState>,
+    #[pin]
+    wait: CondVar,
+}
+
+impl Waiter {
+    pub(super) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_spinlock!(WaitState { pending: 0, failed: false }, "svcrdma::rw"),
+                wait <- new_condvar!("svcrdma::rw_wait"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn add(&self) {
+        self.state.lock().pending += 1;
+    }
+
+    fn done(&self, ok: bool) {
+        let mut st = self.state.lock();
+        st.pending = st.pending.saturating_sub(1);
+        if !ok {
+            st.failed = true;
+        }
+        drop(st);
+        self.wait.notify_all();
+    }
+
+    /// Waits until every added work request has completed; `EIO` if one
+    /// failed. The queue pair completes every posted request (flushing them
+    /// when the connection dies), so this always returns.
+    pub(super) fn wait_all(&self) -> Result {
+        let mut st = self.state.lock();
+        while st.pending > 0 {
+            let _ = self
+                .wait
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
+        }
+        if st.failed {
+            Err(EIO)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Completion of RDMA Reads, RDMA Writes and Sends: returns the send queue
+/// slot and reports to the waiter, if any.
+pub(super) struct SqHandler {
+    pub(super) sq: Arc<SqGate>,
+    pub(super) waiter: Option<Arc<Waiter>>,
+}
+
+impl CompletionHandler for SqHandler {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.sq.release();
+        if !wc.is_ok() && !wc.is_flush() {
+            pr_warn!("svcrdma: work request failed, status {}\n", wc.status);
+        }
+        if let Some(w) = &self.waiter {
+            w.done(wc.is_ok());
+        }
+    }
+}
+
+/// Posts one work request over `buf[..len]` with a send queue slot.
+pub(super) fn post_one(
+    ep: &Endpoint,
+    sq: &Arc<SqGate>,
+    waiter: Option<&Arc<Waiter>>,
+    buf: Arc<DmaBuf>,
+    len: usize,
+    op: SendOp,
+) -> Result {
+    let mut segs = KVec::new();
+    segs.push(
+        crate::rdma::verbs::Segment {
+            buf,
+            offset: 0,
+            len,
+        },
+        GFP_KERNEL,
+    )?;
+    let wr = WorkRequest::new(
+        SqHandler {
+            sq: sq.clone(),
+            waiter: waiter.cloned(),
+        },
+        segs,
+    )?;
+    sq.acquire()?;
+    if let Some(w) = waiter {
+        w.add();
+    }
+    if let Err(e) = ep.post_send(wr, op) {
+        sq.release();
+        if let Some(w) = waiter {
+            w.done(false);
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Splits `total` bytes over `segs` into pieces of at most [`PIECE`] bytes
+/// that never cross a segment: calls `f(stream_offset, len, remote_addr,
+/// rkey)` for each. Fails if the segments are shorter than `total`.
+pub(super) fn for_each_piece(
+    segs: &[Segment],
+    total: usize,
+    mut f: impl FnMut(usize, usize, u64, u32) -> Result,
+) -> Result {
+    let mut done: usize = 0;
+    for s in segs {
+        if done >= total {
+            break;
+        }
+        let seg_len = usize::try_from(s.length).map_err(|_| EINVAL)?;
+        let mut in_seg: usize = 0;
+        while in_seg < seg_len && done < total {
+            let len = (seg_len - in_seg).min(total - done).min(PIECE);
+            let addr = s
+                .offset
+                .checked_add(u64::try_from(in_seg).map_err(|_| EINVAL)?)
+                .ok_or(EINVAL)?;
+            f(done, len, addr, s.handle)?;
+            in_seg += len;
+            done += len;
+        }
+    }
+    if done < total {
+        return Err(EMSGSIZE);
+    }
+    Ok(())
+}
+
+/// Pulls `total` bytes of a Read chunk with RDMA Read and hands each piece
+/// to `sink(stream_offset, bytes)` in order.
+pub(super) fn read_chunk(
+    ep: &Endpoint,
+    sq: &Arc<SqGate>,
+    segs: &[Segment],
+    total: usize,
+    mut sink: impl FnMut(usize, &[u8]) -> Result,
+) -> Result {
+    let waiter = Waiter::new()?;
+    let mut pieces: KVec<(usize, Arc<DmaBuf>)> = KVec::new();
+    let posted = for_each_piece(segs, total, |off, len, addr, rkey| {
+        let buf = ep.alloc_buf(len, DmaDir::FromDevice)?;
+        pieces.push((off, buf.clone()), GFP_KERNEL)?;
+        post_one(
+            ep,
+            sq,
+            Some(&waiter),
+            buf,
+            len,
+            SendOp::RdmaRead {
+                remote_addr: addr,
+                rkey,
+            },
+        )
+    });
+    // Whatever was posted must complete before the buffers are reused.
+    let waited = waiter.wait_all();
+    posted?;
+    waited?;
+    let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
+    for (off, buf) in pieces.iter() {
+        let len = buf.len();
+        let dst = tmp.get_mut(..len).ok_or(EINVAL)?;
+        buf.read(0, dst)?;
+        sink(*off, dst)?;
+    }
+    Ok(())
+}
+
+/// Pushes `total` bytes produced by `source(stream_offset, dst)` into a
+/// Write or Reply chunk with RDMA Write. The Writes are posted (ordered
+/// before any later Send on the queue pair) but not waited for.
+pub(super) fn write_chunk(
+    ep: &Endpoint,
+    sq: &Arc<SqGate>,
+    segs: &[Segment],
+    total: usize,
+    mut source: impl FnMut(usize, &mut [u8]) -> Result,
+) -> Result {
+    let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
+    for_each_piece(segs, total, |off, len, addr, rkey| {
+        let src = tmp.get_mut(..len).ok_or(EINVAL)?;
+        source(off, src)?;
+        let buf = ep.alloc_buf(len, DmaDir::ToDevice)?;
+        buf.write(0, src)?;
+        post_one(
+            ep,
+            sq,
+            None,
+            buf,
+            len,
+            SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey,
+            },
+        )
+    })
+}
