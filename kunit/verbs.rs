@@ -80,7 +80,7 @@ impl Waiter {
 }
 
 impl CompletionHandler for Arc<Waiter> {
-    fn complete(&self, _wr: &WorkRequest<Self>, wc: &WorkCompletion) {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         *self.state.lock() = Some(*wc);
         self.cv.notify_all();
     }

@@ -25,11 +25,14 @@ pub enum Kind {
     DmaBuf = 4,
     /// A work request posted to a queue pair and not yet completed.
     PostedWr = 5,
+    /// A fast-registration memory region.
+    Mr = 6,
 }
 
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 static COUNTS: [Atomic<i64>; KINDS] = [
+    Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),

@@ -282,6 +282,16 @@ impl Endpoint {
         self.conn(private_data, responder_resources, initiator_depth, true)
     }
 
+    /// Disconnects and waits until every posted work request has completed
+    /// (flushed if need be). Later posts complete with a flush error.
+    pub fn drain(&self) {
+        // SAFETY: The identifier is live (held by the anchor); an error
+        // only means we were not connected.
+        let _ = unsafe { bindings::rdma_disconnect(self.anchor.id.as_ptr()) };
+        // SAFETY: By the type invariant the QP is live.
+        unsafe { bindings::ib_drain_qp(self.qp.as_ptr()) };
+    }
+
     /// Allocates a buffer of `len` bytes and maps it for DMA on this
     /// connection's device.
     pub fn alloc_buf(&self, len: usize, dir: DmaDir) -> Result<Arc<DmaBuf>> {
@@ -611,7 +621,8 @@ impl WorkCompletion {
 pub trait CompletionHandler: Send + Sync + Sized {
     /// Called once per posted work request, in process context (the RDMA
     /// core's completion workqueue). `wr` is the completed request.
-    fn complete(&self, wr: &WorkRequest<Self>, wc: &WorkCompletion);
+    /// The handler may post `wr` again (a Receive refilled in place).
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion);
 }
 
 /// One work request: its completion entry, its scatter/gather list and the
@@ -681,6 +692,16 @@ impl<H: CompletionHandler> WorkRequest<H> {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The completion entry of a request being posted by FFI code.
+    ///
+    /// # Safety
+    ///
+    /// `wr` points to a live `WorkRequest<H>`.
+    pub(crate) unsafe fn cqe_ptr(wr: *const Self) -> *const Opaque<bindings::ib_cqe> {
+        // SAFETY: By the function's safety requirement.
+        unsafe { &raw const (*wr).cqe }
     }
 
     fn dirs_to_device(&self) -> bool {

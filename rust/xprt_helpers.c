@@ -1,3 +1,694 @@
 // SPDX-License-Identifier: GPL-2.0
-/* C shims of the sunrpc xprt side (see xprt_helpers.h). */
+/*
+ * C shims of the client (xprtrdma) side (see xprt_helpers.h): the static
+ * xprt_class and rpc_xprt_ops tables, the parts of transport setup that
+ * fill struct rpc_xprt (as net/sunrpc/xprtrdma/transport.c does), data
+ * movement between xdr_bufs and our buffers, and fast registration of
+ * xdr_buf ranges (as frwr_ops.c does).
+ */
 #include "rpcrdma_rs_helper.h"
+#include <linux/sunrpc/addr.h>
+#include <linux/sunrpc/clnt.h>
+#include <linux/sunrpc/msg_prot.h>
+#include <linux/scatterlist.h>
+#include <linux/workqueue.h>
+
+#define RPCRDMA_RS_BIND_TO (60U * HZ)
+#define RPCRDMA_RS_INIT_REEST_TO (5U * HZ)
+#define RPCRDMA_RS_IDLE_DISC_TO (5U * 60 * HZ)
+#define RPCRDMA_RS_MAX_SLOTS 128
+#define RPCRDMA_RS_MAX_DATA_SEGS ((1 * 1024 * 1024) / PAGE_SIZE + 1)
+
+struct rpcrdma_rs_xprt {
+	struct rpc_xprt xprt;	/* first: xprt_alloc() sizes the container */
+	void *state;		/* Rust state */
+	struct delayed_work connect_worker;
+	bool connect_failed;
+};
+
+static const struct rpcrdma_rs_xprt_cbs *rpcrdma_rs_cbs;
+
+static struct rpcrdma_rs_xprt *to_rsx(struct rpc_xprt *xprt)
+{
+	return container_of(xprt, struct rpcrdma_rs_xprt, xprt);
+}
+
+/* 60 second timeout, no retries (transport.c) */
+static const struct rpc_timeout rpcrdma_rs_default_timeout = {
+	.to_initval = 60 * HZ,
+	.to_maxval = 60 * HZ,
+};
+
+static void rpcrdma_rs_format_addresses(struct rpc_xprt *xprt,
+					struct sockaddr *sap)
+{
+	char buf[128];
+
+	if (sap->sa_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)sap;
+
+		snprintf(buf, sizeof(buf), "%08x", ntohl(sin->sin_addr.s_addr));
+		xprt->address_strings[RPC_DISPLAY_NETID] = RPCBIND_NETID_RDMA;
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)sap;
+
+		snprintf(buf, sizeof(buf), "%pi6", &sin6->sin6_addr);
+		xprt->address_strings[RPC_DISPLAY_NETID] = RPCBIND_NETID_RDMA6;
+	}
+	xprt->address_strings[RPC_DISPLAY_HEX_ADDR] = kstrdup(buf, GFP_KERNEL);
+	(void)rpc_ntop(sap, buf, sizeof(buf));
+	xprt->address_strings[RPC_DISPLAY_ADDR] = kstrdup(buf, GFP_KERNEL);
+	snprintf(buf, sizeof(buf), "%u", rpc_get_port(sap));
+	xprt->address_strings[RPC_DISPLAY_PORT] = kstrdup(buf, GFP_KERNEL);
+	snprintf(buf, sizeof(buf), "%4hx", rpc_get_port(sap));
+	xprt->address_strings[RPC_DISPLAY_HEX_PORT] = kstrdup(buf, GFP_KERNEL);
+	xprt->address_strings[RPC_DISPLAY_PROTO] = "rdma";
+}
+
+static void rpcrdma_rs_free_addresses(struct rpc_xprt *xprt)
+{
+	unsigned int i;
+
+	for (i = 0; i < RPC_DISPLAY_MAX; i++)
+		if (i != RPC_DISPLAY_PROTO && i != RPC_DISPLAY_NETID)
+			kfree(xprt->address_strings[i]);
+}
+
+static void rpcrdma_rs_connect_worker(struct work_struct *work)
+{
+	struct rpcrdma_rs_xprt *rsx = container_of(work, struct rpcrdma_rs_xprt,
+						   connect_worker.work);
+	struct rpc_xprt *xprt = &rsx->xprt;
+	int rc;
+
+	rc = rpcrdma_rs_cbs->connect(rsx->state);
+	xprt_clear_connecting(xprt);
+	if (!rc) {
+		rsx->connect_failed = false;
+		xprt->connect_cookie++;
+		xprt->stat.connect_count++;
+		xprt->stat.connect_time += (long)jiffies -
+					   xprt->stat.connect_start;
+		xprt_set_connected(xprt);
+		rc = -EAGAIN;
+	} else {
+		rsx->connect_failed = true;
+	}
+	xprt_unlock_connect(xprt, rsx);
+	xprt_wake_pending_tasks(xprt, rc);
+}
+
+static void rpcrdma_rs_op_connect(struct rpc_xprt *xprt, struct rpc_task *task)
+{
+	struct rpcrdma_rs_xprt *rsx = to_rsx(xprt);
+	unsigned long delay = 0;
+
+	WARN_ON_ONCE(!xprt_lock_connect(xprt, task, rsx));
+	if (rsx->connect_failed) {
+		delay = xprt_reconnect_delay(xprt);
+		xprt_reconnect_backoff(xprt, RPCRDMA_RS_INIT_REEST_TO);
+	}
+	queue_delayed_work(system_long_wq, &rsx->connect_worker, delay);
+}
+
+static void rpcrdma_rs_op_close(struct rpc_xprt *xprt)
+{
+	rpcrdma_rs_cbs->close(to_rsx(xprt)->state);
+	xprt->reestablish_timeout = 0;
+	++xprt->connect_cookie;
+	xprt_disconnect_done(xprt);
+}
+
+static void rpcrdma_rs_op_destroy(struct rpc_xprt *xprt)
+{
+	struct rpcrdma_rs_xprt *rsx = to_rsx(xprt);
+
+	cancel_delayed_work_sync(&rsx->connect_worker);
+	rpcrdma_rs_cbs->destroy(rsx->state);
+	rsx->state = NULL;
+	rpcrdma_rs_free_addresses(xprt);
+	xprt_free(xprt);
+	module_put(THIS_MODULE);
+}
+
+static int rpcrdma_rs_op_send_request(struct rpc_rqst *rqst)
+{
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+	int rc;
+
+	if (!xprt_connected(xprt))
+		return -ENOTCONN;
+	if (!xprt_request_get_cong(xprt, rqst))
+		return -EBADSLT;
+	/* A retransmission on the same connection would consume a credit
+	 * the server never granted: reconnect instead (transport.c).
+	 */
+	if (rqst->rq_connect_cookie == xprt->connect_cookie)
+		goto drop_connection;
+	rc = rpcrdma_rs_cbs->send_request(to_rsx(xprt)->state, rqst);
+	if (rc == -ENOTCONN)
+		goto drop_connection;
+	if (rc)
+		return rc;
+	rqst->rq_xmit_bytes_sent += rqst->rq_snd_buf.len;
+	/* An RPC with no reply throws off credit accounting. */
+	if (!rpc_reply_expected(rqst->rq_task))
+		goto drop_connection;
+	return 0;
+
+drop_connection:
+	rpcrdma_rs_op_close(xprt);
+	return -ENOTCONN;
+}
+
+static int rpcrdma_rs_op_buf_alloc(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+	size_t size = rqst->rq_callsize + rqst->rq_rcvsize;
+	void *buf;
+
+	buf = kmalloc(size, rpc_task_gfp_mask());
+	if (!buf)
+		return -ENOMEM;
+	rqst->rq_buffer = buf;
+	rqst->rq_rbuffer = (char *)buf + rqst->rq_callsize;
+	return 0;
+}
+
+static void rpcrdma_rs_op_buf_free(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+
+	rpcrdma_rs_cbs->buf_free(to_rsx(rqst->rq_xprt)->state, rqst);
+	kfree(rqst->rq_buffer);
+	rqst->rq_buffer = NULL;
+	rqst->rq_rbuffer = NULL;
+}
+
+static void rpcrdma_rs_op_set_port(struct rpc_xprt *xprt, unsigned short port)
+{
+	struct sockaddr *sap = (struct sockaddr *)&xprt->addr;
+	char buf[8];
+
+	rpc_set_port(sap, port);
+	kfree(xprt->address_strings[RPC_DISPLAY_PORT]);
+	snprintf(buf, sizeof(buf), "%u", port);
+	xprt->address_strings[RPC_DISPLAY_PORT] = kstrdup(buf, GFP_KERNEL);
+	kfree(xprt->address_strings[RPC_DISPLAY_HEX_PORT]);
+	snprintf(buf, sizeof(buf), "%4hx", port);
+	xprt->address_strings[RPC_DISPLAY_HEX_PORT] = kstrdup(buf, GFP_KERNEL);
+}
+
+static void rpcrdma_rs_op_timer(struct rpc_xprt *xprt, struct rpc_task *task)
+{
+	xprt_force_disconnect(xprt);
+}
+
+static void rpcrdma_rs_op_set_connect_timeout(struct rpc_xprt *xprt,
+					      unsigned long connect_timeout,
+					      unsigned long reconnect_timeout)
+{
+	spin_lock(&xprt->transport_lock);
+	if (connect_timeout < xprt->connect_timeout)
+		xprt->connect_timeout = connect_timeout;
+	if (reconnect_timeout < xprt->max_reconnect_timeout)
+		xprt->max_reconnect_timeout = reconnect_timeout;
+	spin_unlock(&xprt->transport_lock);
+}
+
+static void rpcrdma_rs_op_print_stats(struct rpc_xprt *xprt,
+				      struct seq_file *seq)
+{
+	struct rpcrdma_rs_xprt_stats s = {};
+	long idle_time = 0;
+
+	rpcrdma_rs_cbs->stats(to_rsx(xprt)->state, &s);
+	if (xprt_connected(xprt))
+		idle_time = (long)(jiffies - xprt->last_used) / HZ;
+
+	/* Same fields in the same order as the C module: mountstats and
+	 * nfsiostat parse this line.
+	 */
+	seq_puts(seq, "\txprt:\trdma ");
+	seq_printf(seq, "%u %lu %lu %lu %ld %lu %lu %lu %llu %llu ",
+		   0, xprt->stat.bind_count, xprt->stat.connect_count,
+		   xprt->stat.connect_time / HZ, idle_time, xprt->stat.sends,
+		   xprt->stat.recvs, xprt->stat.bad_xids, xprt->stat.req_u,
+		   xprt->stat.bklog_u);
+	seq_printf(seq, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu ",
+		   s.read_chunk_count, s.write_chunk_count, s.reply_chunk_count,
+		   s.total_rdma_request, s.total_rdma_reply,
+		   s.pullup_copy_count, s.fixup_copy_count,
+		   s.hardway_register_count, s.failed_marshal_count,
+		   s.bad_reply_count, s.nomsg_call_count);
+	seq_printf(seq, "%llu %llu %llu %llu %llu %lu\n", s.mrs_recycled,
+		   s.mrs_orphaned, s.mrs_allocated, s.local_inv_needed,
+		   s.empty_sendctx_q, 0LU);
+}
+
+static int rpcrdma_rs_op_enable_swap(struct rpc_xprt *xprt)
+{
+	return 0;
+}
+
+static void rpcrdma_rs_op_disable_swap(struct rpc_xprt *xprt)
+{
+}
+
+static const struct rpc_xprt_ops rpcrdma_rs_xprt_ops = {
+	.reserve_xprt = xprt_reserve_xprt_cong,
+	.release_xprt = xprt_release_xprt_cong,
+	.alloc_slot = xprt_alloc_slot,
+	.free_slot = xprt_free_slot,
+	.release_request = xprt_release_rqst_cong,
+	.wait_for_reply_request = xprt_wait_for_reply_request_def,
+	.timer = rpcrdma_rs_op_timer,
+	.rpcbind = rpcb_getport_async,
+	.set_port = rpcrdma_rs_op_set_port,
+	.connect = rpcrdma_rs_op_connect,
+	.buf_alloc = rpcrdma_rs_op_buf_alloc,
+	.buf_free = rpcrdma_rs_op_buf_free,
+	.send_request = rpcrdma_rs_op_send_request,
+	.close = rpcrdma_rs_op_close,
+	.destroy = rpcrdma_rs_op_destroy,
+	.set_connect_timeout = rpcrdma_rs_op_set_connect_timeout,
+	.print_stats = rpcrdma_rs_op_print_stats,
+	.enable_swap = rpcrdma_rs_op_enable_swap,
+	.disable_swap = rpcrdma_rs_op_disable_swap,
+};
+
+static struct xprt_class rpcrdma_rs_xprt_class;
+
+static struct rpc_xprt *rpcrdma_rs_setup(struct xprt_create *args)
+{
+	struct rpcrdma_rs_xprt *rsx;
+	struct rpc_xprt *xprt;
+	struct sockaddr *sap = args->dstaddr;
+
+	if (args->addrlen > sizeof(xprt->addr))
+		return ERR_PTR(-EBADF);
+	if (sap->sa_family != AF_INET && sap->sa_family != AF_INET6)
+		return ERR_PTR(-EAFNOSUPPORT);
+	if (!try_module_get(THIS_MODULE))
+		return ERR_PTR(-EIO);
+	xprt = xprt_alloc(args->net, sizeof(*rsx), RPCRDMA_RS_MAX_SLOTS,
+			  RPCRDMA_RS_MAX_SLOTS);
+	if (!xprt) {
+		module_put(THIS_MODULE);
+		return ERR_PTR(-ENOMEM);
+	}
+	rsx = to_rsx(xprt);
+	xprt->timeout = &rpcrdma_rs_default_timeout;
+	xprt->connect_timeout = xprt->timeout->to_initval;
+	xprt->max_reconnect_timeout = xprt->timeout->to_maxval;
+	xprt->bind_timeout = RPCRDMA_RS_BIND_TO;
+	xprt->reestablish_timeout = RPCRDMA_RS_INIT_REEST_TO;
+	xprt->idle_timeout = RPCRDMA_RS_IDLE_DISC_TO;
+	xprt->resvport = 0;
+	xprt->ops = &rpcrdma_rs_xprt_ops;
+	xprt->prot = IPPROTO_TCP;
+	xprt->xprt_class = &rpcrdma_rs_xprt_class;
+	xprt->addrlen = args->addrlen;
+	memcpy(&xprt->addr, sap, xprt->addrlen);
+	if (rpc_get_port(sap))
+		xprt_set_bound(xprt);
+	rpcrdma_rs_format_addresses(xprt, sap);
+	xprt->max_payload = RPCRDMA_RS_MAX_DATA_SEGS << PAGE_SHIFT;
+	INIT_DELAYED_WORK(&rsx->connect_worker, rpcrdma_rs_connect_worker);
+	/* A congestion window of one credit until the server grants more. */
+	xprt->cwnd = RPC_CWNDSCALE;
+
+	rsx->state = rpcrdma_rs_cbs->setup(xprt);
+	if (!rsx->state) {
+		rpcrdma_rs_free_addresses(xprt);
+		xprt_free(xprt);
+		module_put(THIS_MODULE);
+		return ERR_PTR(-ENOMEM);
+	}
+	return xprt;
+}
+
+static struct xprt_class rpcrdma_rs_xprt_class = {
+	.list = LIST_HEAD_INIT(rpcrdma_rs_xprt_class.list),
+	.name = "rdma",
+	.owner = THIS_MODULE,
+	.ident = XPRT_TRANSPORT_RDMA,
+	.setup = rpcrdma_rs_setup,
+	.netid = { "rdma", "rdma6", "" },
+};
+
+int rpcrdma_rs_xprt_register(const struct rpcrdma_rs_xprt_cbs *cbs)
+{
+	rpcrdma_rs_cbs = cbs;
+	return xprt_register_transport(&rpcrdma_rs_xprt_class);
+}
+
+void rpcrdma_rs_xprt_unregister(void)
+{
+	xprt_unregister_transport(&rpcrdma_rs_xprt_class);
+}
+
+int rpcrdma_rs_xprt_addr(struct rpc_xprt *xprt, int *family, u8 *addr,
+			 u16 *port)
+{
+	struct sockaddr *sap = (struct sockaddr *)&xprt->addr;
+
+	*family = sap->sa_family;
+	*port = rpc_get_port(sap);
+	if (sap->sa_family == AF_INET) {
+		memcpy(addr, &((struct sockaddr_in *)sap)->sin_addr, 4);
+		return 0;
+	}
+	if (sap->sa_family == AF_INET6) {
+		memcpy(addr, &((struct sockaddr_in6 *)sap)->sin6_addr, 16);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+static void rpcrdma_rs_shape(const struct xdr_buf *buf,
+			     struct rpcrdma_rs_xdr_shape *out)
+{
+	out->head_len = buf->head[0].iov_len;
+	out->head_page_offset = offset_in_page(buf->head[0].iov_base);
+	out->page_base = buf->page_base;
+	out->page_len = buf->page_len;
+	out->tail_len = buf->tail[0].iov_len;
+	out->tail_page_offset = offset_in_page(buf->tail[0].iov_base);
+	out->buflen = buf->buflen;
+	out->flags = buf->flags;
+	out->len = buf->len;
+}
+
+void rpcrdma_rs_rqst_info(struct rpc_rqst *rqst,
+			  struct rpcrdma_rs_rqst_info *out)
+{
+	out->xid = be32_to_cpu(rqst->rq_xid);
+	out->reply_expected = rpc_reply_expected(rqst->rq_task);
+	out->retransmit = rqst->rq_connect_cookie ==
+			  rqst->rq_xprt->connect_cookie;
+	rpcrdma_rs_shape(&rqst->rq_snd_buf, &out->snd);
+	rpcrdma_rs_shape(&rqst->rq_rcv_buf, &out->rcv);
+}
+
+void rpcrdma_rs_rqst_mark_sent(struct rpc_rqst *rqst)
+{
+	rqst->rq_xtime = ktime_get();
+}
+
+int rpcrdma_rs_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
+			 u32 len)
+{
+	return read_bytes_from_xdr_buf(&rqst->rq_snd_buf, offset, dst, len);
+}
+
+/*
+ * Places an RDMA_MSG reply's inline part in rq_rcv_buf: the part that
+ * fits the head goes there; without a Write chunk the rest continues into
+ * the pages and the tail; with one (its data already placed in the pages
+ * by the server), the rest goes to the tail behind the Write chunk's XDR
+ * pad, as rpcrdma_inline_fixup() arranges it.  Returns bytes copied.
+ */
+int rpcrdma_rs_rqst_fill_reply(struct rpc_rqst *rqst, const void *src,
+			       u32 len, u32 writelist)
+{
+	struct xdr_buf *buf = &rqst->rq_rcv_buf;
+	u32 head = min_t(u32, len, buf->head[0].iov_len);
+	u32 pad, rest;
+
+	if (!writelist) {
+		if (len > buf->buflen)
+			return -EIO;
+		return write_bytes_to_xdr_buf(buf, 0, (void *)src, len) ? -EIO : len;
+	}
+	memcpy(buf->head[0].iov_base, src, head);
+	rest = len - head;
+	pad = writelist & 3 ? 4 - (writelist & 3) : 0;
+	if (rest) {
+		if ((u64)rest + pad > buf->tail[0].iov_len)
+			return -EIO;
+		memcpy((char *)buf->tail[0].iov_base + pad, (const char *)src + head,
+		       rest);
+	}
+	return len;
+}
+
+u32 rpcrdma_rs_rqst_reply_chunk_done(struct rpc_rqst *rqst, u32 len)
+{
+	return min_t(u32, len, rqst->rq_rcv_buf.buflen);
+}
+
+struct rpc_rqst *rpcrdma_rs_xprt_lookup_pin(struct rpc_xprt *xprt, u32 xid)
+{
+	struct rpc_rqst *rqst;
+
+	spin_lock(&xprt->queue_lock);
+	rqst = xprt_lookup_rqst(xprt, cpu_to_be32(xid));
+	if (rqst)
+		xprt_pin_rqst(rqst);
+	spin_unlock(&xprt->queue_lock);
+	return rqst;
+}
+
+void rpcrdma_rs_xprt_complete(struct rpc_xprt *xprt, struct rpc_rqst *rqst,
+			      int status)
+{
+	spin_lock(&xprt->queue_lock);
+	if (status < 0) {
+		rqst->rq_task->tk_status = status;
+		status = 0;
+	}
+	xprt_complete_rqst(rqst->rq_task, status);
+	xprt_unpin_rqst(rqst);
+	spin_unlock(&xprt->queue_lock);
+}
+
+void rpcrdma_rs_xprt_update_cwnd(struct rpc_xprt *xprt, u32 credits)
+{
+	spin_lock(&xprt->transport_lock);
+	xprt->cwnd = credits << RPC_CWNDSHIFT;
+	spin_unlock(&xprt->transport_lock);
+}
+
+void rpcrdma_rs_xprt_force_disconnect(struct rpc_xprt *xprt)
+{
+	xprt_force_disconnect(xprt);
+}
+
+void rpcrdma_rs_xprt_data_seen(struct rpc_xprt *xprt)
+{
+	if (xprt->reestablish_timeout)
+		xprt->reestablish_timeout = 0;
+}
+
+u32 rpcrdma_rs_xprt_connect_cookie(struct rpc_xprt *xprt)
+{
+	return xprt->connect_cookie;
+}
+
+/* ---- FRWR ---- */
+
+struct rpcrdma_rs_mr {
+	struct ib_mr *mr;
+	u32 max_pages;
+	int nents;		/* mapped scatterlist entries, 0 if unmapped */
+	enum dma_data_direction dir;
+	struct ib_reg_wr reg_wr;
+	struct scatterlist sg[];
+};
+
+struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages)
+{
+	struct rpcrdma_rs_mr *mr;
+
+	mr = kzalloc(struct_size(mr, sg, max_pages), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_pages);
+	if (IS_ERR(mr->mr)) {
+		long rc = PTR_ERR(mr->mr);
+
+		kfree(mr);
+		return ERR_PTR(rc);
+	}
+	mr->max_pages = max_pages;
+	sg_init_table(mr->sg, max_pages);
+	return mr;
+}
+
+void rpcrdma_rs_mr_free(struct rpcrdma_rs_mr *mr)
+{
+	ib_dereg_mr(mr->mr);
+	kfree(mr);
+}
+
+/* Adds [page+off, len) to the scatterlist unless it would leave a gap
+ * (FRWR maps page lists: only the first entry may start inside a page and
+ * only the last may end inside one).  Returns false when it must stop.
+ */
+static bool rpcrdma_rs_sg_add(struct rpcrdma_rs_mr *mr, int *n, u32 *pages,
+			      struct page *page, u32 off, u32 len)
+{
+	u32 npages = DIV_ROUND_UP(off + len, PAGE_SIZE);
+
+	if (*n > 0) {
+		struct scatterlist *prev = &mr->sg[*n - 1];
+
+		if (off || offset_in_page(prev->offset + prev->length))
+			return false;
+	}
+	if (*n >= mr->max_pages || *pages + npages > mr->max_pages)
+		return false;
+	sg_set_page(&mr->sg[*n], page, len, off);
+	(*n)++;
+	*pages += npages;
+	return true;
+}
+
+static bool rpcrdma_rs_sg_add_virt(struct rpcrdma_rs_mr *mr, int *n,
+				   u32 *pages, const char *p, u32 len)
+{
+	return rpcrdma_rs_sg_add(mr, n, pages, virt_to_page(p),
+				 offset_in_page(p), len);
+}
+
+int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			   struct rpc_rqst *rqst, bool rcv, u32 offset,
+			   u32 len, bool writable, u32 *mapped)
+{
+	const struct xdr_buf *buf = rcv ? &rqst->rq_rcv_buf : &rqst->rq_snd_buf;
+	u32 head_len = buf->head[0].iov_len, page_len = buf->page_len;
+	u32 end, pages = 0, done = 0;
+	int n = 0, rc;
+
+	if (check_add_overflow(offset, len, &end))
+		return -EINVAL;
+	if (mr->nents)
+		return -EBUSY;
+	sg_init_table(mr->sg, mr->max_pages);
+	/* Head. */
+	if (offset < head_len && done < len) {
+		u32 l = min(head_len - offset, len);
+
+		if (!rpcrdma_rs_sg_add_virt(mr, &n, &pages,
+					    (char *)buf->head[0].iov_base + offset, l))
+			return -EINVAL;
+		done += l;
+	}
+	/* Pages. */
+	while (done < len && offset + done < head_len + page_len) {
+		u32 in_pages = offset + done - head_len;
+		u32 pos = buf->page_base + in_pages;
+		u32 off = offset_in_page(pos);
+		u32 l = min3((u32)PAGE_SIZE - off, len - done,
+			     page_len - in_pages);
+		struct page *page = buf->pages[pos >> PAGE_SHIFT];
+
+		if (!rpcrdma_rs_sg_add(mr, &n, &pages, page, off, l))
+			goto map;
+		done += l;
+	}
+	/* Tail. */
+	if (done < len) {
+		u32 in_tail = offset + done - head_len - page_len;
+		u32 l = len - done;
+
+		if ((u64)in_tail + l > buf->tail[0].iov_len)
+			return -EINVAL;
+		if (rpcrdma_rs_sg_add_virt(mr, &n, &pages,
+					   (char *)buf->tail[0].iov_base + in_tail, l))
+			done += l;
+	}
+map:
+	if (!n)
+		return -EINVAL;
+	sg_mark_end(&mr->sg[n - 1]);
+	mr->dir = writable ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+	mr->nents = ib_dma_map_sg(device, mr->sg, n, mr->dir);
+	if (!mr->nents)
+		return -EIO;
+	rc = ib_map_mr_sg(mr->mr, mr->sg, mr->nents, NULL, PAGE_SIZE);
+	if (rc != mr->nents) {
+		ib_dma_unmap_sg(device, mr->sg, n, mr->dir);
+		mr->nents = 0;
+		return -EIO;
+	}
+	mr->nents = n;
+	ib_update_fast_reg_key(mr->mr, ib_inc_rkey(mr->mr->rkey));
+	*mapped = done;
+	return 0;
+}
+
+int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			  u64 dma_addr, u32 len)
+{
+	int rc;
+
+	if (mr->nents)
+		return -EBUSY;
+	sg_init_table(mr->sg, 1);
+	sg_dma_address(&mr->sg[0]) = dma_addr;
+	sg_dma_len(&mr->sg[0]) = len;
+	rc = ib_map_mr_sg(mr->mr, mr->sg, 1, NULL, PAGE_SIZE);
+	if (rc != 1)
+		return -EIO;
+	/* Mapped by the caller's DmaBuf: nothing to unmap here. */
+	mr->nents = 0;
+	mr->dir = DMA_BIDIRECTIONAL;
+	ib_update_fast_reg_key(mr->mr, ib_inc_rkey(mr->mr->rkey));
+	return 0;
+}
+
+void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr)
+{
+	if (mr->nents) {
+		ib_dma_unmap_sg(device, mr->sg, mr->nents, mr->dir);
+		mr->nents = 0;
+	}
+}
+
+void rpcrdma_rs_mr_segment(const struct rpcrdma_rs_mr *mr, u32 *handle,
+			   u32 *length, u64 *offset)
+{
+	*handle = mr->mr->rkey;
+	*length = mr->mr->length;
+	*offset = mr->mr->iova;
+}
+
+static void rpcrdma_rs_unsignaled_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	if (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR)
+		pr_warn("rpcrdma_rs: registration work request failed: %s (%d)\n",
+			ib_wc_status_msg(wc->status), wc->status);
+}
+
+static struct ib_cqe rpcrdma_rs_unsignaled_cqe = {
+	.done = rpcrdma_rs_unsignaled_done,
+};
+
+int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
+			   bool writable)
+{
+	struct ib_reg_wr *reg = &mr->reg_wr;
+
+	memset(reg, 0, sizeof(*reg));
+	reg->wr.opcode = IB_WR_REG_MR;
+	reg->wr.wr_cqe = &rpcrdma_rs_unsignaled_cqe;
+	reg->mr = mr->mr;
+	reg->key = mr->mr->rkey;
+	reg->access = writable ? IB_ACCESS_REMOTE_WRITE | IB_ACCESS_LOCAL_WRITE :
+				 IB_ACCESS_REMOTE_READ;
+	return ib_post_send(qp, &reg->wr, NULL);
+}
+
+int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey, struct ib_cqe *cqe)
+{
+	struct ib_send_wr wr = {
+		.opcode = IB_WR_LOCAL_INV,
+		.ex.invalidate_rkey = rkey,
+		.wr_cqe = cqe ? cqe : &rpcrdma_rs_unsignaled_cqe,
+		.send_flags = cqe ? IB_SEND_SIGNALED : 0,
+	};
+
+	return ib_post_send(qp, &wr, NULL);
+}

@@ -1,0 +1,780 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One client connection: the queue pair and its receives, the pool of
+//! fast-registration MRs (the "fmr" strategy: steering tags allocated when
+//! the connection is made, mapped per I/O, invalidated after the reply),
+//! marshaling of calls as the planner decides, and reply handling.
+//!
+//! Ownership: completion handlers hold an `Arc<Conn>` while their work
+//! request is posted, so [`Conn::shutdown`] drains the queue pair, after
+//! which no handler reposts and the last reference frees everything.
+
+use super::transport::{bump, Settings, Stats};
+use crate::proto::cm::{negotiate, ConnectPrivate};
+use crate::proto::decode::decode_reply;
+use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
+use crate::proto::msg::{Body, DecodeLimits, ReadSegment, Segment, RPCRDMA_VERSION};
+use crate::proto::planner::{
+    plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
+};
+use crate::rdma::cm::{CmEvent, CmId};
+use crate::rdma::verbs::{
+    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment as SgSegment, SendOp,
+    WorkCompletion, WorkRequest,
+};
+use crate::rdma::xprt::{
+    post_local_inv, Mr, PinnedRqst, Rqst, XdrShape, Xprt, XDRBUF_READ, XDRBUF_WRITE,
+};
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, SpinLock};
+
+/// Address and route resolution timeout (C `RDMA_RESOLVE_TIMEOUT`).
+const RESOLVE_TIMEOUT_MS: u32 = 5000;
+/// How long connection establishment may take.
+const CONNECT_TIMEOUT_MS: u32 = 30_000;
+/// MRs per request in the pool: Read or Write chunk plus Reply chunk, each
+/// possibly split at head/pages/tail boundaries.
+const MRS_PER_REQUEST: u32 = 4;
+/// Receives kept beyond the credit limit (C keeps a batch extra).
+const EXTRA_RECVS: u32 = 8;
+
+/// Registrations of one request, kept until its reply arrives.
+struct Pending {
+    xid: u32,
+    key: usize,
+    mrs: KVec<Mr>,
+}
+
+/// One connection.
+#[pin_data]
+pub(super) struct Conn {
+    ep: Endpoint,
+    xprt: Xprt,
+    stats: Arc<Stats>,
+    settings: Settings,
+    params: TransportParams,
+    limits: DecodeLimits,
+    peer_inv_ok: bool,
+    credits: Atomic<u32>,
+    closing: Atomic<bool>,
+    #[pin]
+    mrs: SpinLock<KVec<Mr>>,
+    #[pin]
+    pending: SpinLock<KVec<Pending>>,
+    write_pad: Option<(Mr, Arc<DmaBuf>)>,
+}
+
+fn shape(s: &XdrShape) -> XdrBufShape {
+    XdrBufShape {
+        head_len: s.head_len,
+        head_page_offset: s.head_page_offset,
+        page_base: s.page_base,
+        page_len: s.page_len,
+        tail_len: s.tail_len,
+        tail_page_offset: s.tail_page_offset,
+        buflen: s.buflen,
+    }
+}
+
+fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent> {
+    let ev = id.wait_event(RESOLVE_TIMEOUT_MS * 2)?;
+    if want(&ev) {
+        return Ok(ev);
+    }
+    pr_warn!("{} failed\n", what);
+    Err(match ev {
+        CmEvent::AddrError(_) | CmEvent::RouteError(_) | CmEvent::Unreachable(_) => EHOSTUNREACH,
+        CmEvent::Rejected { .. } => ECONNREFUSED,
+        _ => EIO,
+    })
+}
+
+/// Receive completion: a reply (or a flush when the connection goes away).
+struct RecvDone {
+    conn: Arc<Conn>,
+}
+
+impl CompletionHandler for RecvDone {
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        let conn = &self.conn;
+        if !wc.is_ok() {
+            if !wc.is_flush() {
+                pr_warn!("receive failed: status {}\n", wc.status);
+            }
+            if !conn.closing.load(Relaxed) {
+                conn.xprt.force_disconnect();
+            }
+            return;
+        }
+        if let Some(buf) = wr.buf(0) {
+            let len = (wc.byte_len as usize).min(buf.len());
+            match KVec::from_elem(0u8, len, GFP_KERNEL) {
+                Ok(mut bytes) => {
+                    if buf.read(0, &mut bytes).is_ok() {
+                        conn.handle_reply(&self.conn, &bytes, wc.invalidated_rkey);
+                    }
+                }
+                Err(_) => conn.xprt.force_disconnect(),
+            }
+        }
+        if !conn.closing.load(Relaxed) && conn.ep.post_recv(wr.clone()).is_err() {
+            conn.xprt.force_disconnect();
+        }
+    }
+}
+
+/// Send completion: only errors matter (the connection is then lost).
+struct SendDone {
+    conn: Arc<Conn>,
+}
+
+impl CompletionHandler for SendDone {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
+            pr_warn!("send failed: status {}\n", wc.status);
+            self.conn.xprt.force_disconnect();
+        }
+    }
+}
+
+/// LOCAL_INV completion: the request's registrations are gone, so its
+/// reply may be handed to the RPC layer.
+#[pin_data]
+struct InvDone {
+    conn: Arc<Conn>,
+    #[pin]
+    state: SpinLock<Option<(PinnedRqst, i32, KVec<Mr>)>>,
+}
+
+impl CompletionHandler for Arc<InvDone> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        let taken = self.state.lock().take();
+        if let Some((rqst, status, mrs)) = taken {
+            if wc.is_ok() {
+                self.conn.recycle(mrs);
+            } else {
+                // The MRs' state is unknown: drop them with the connection.
+                drop(mrs);
+            }
+            rqst.complete(status);
+        }
+    }
+}
+
+impl Conn {
+    /// Resolves, creates the queue pair and MR pool, and connects.
+    pub(super) fn connect(xprt: Xprt, settings: Settings, stats: Arc<Stats>) -> Result<Arc<Self>> {
+        let addr = xprt.addr()?;
+        let id = CmId::new()?;
+        id.resolve_addr(addr, RESOLVE_TIMEOUT_MS as i32)?;
+        wait_for(&id, "address resolution", |e| {
+            matches!(e, CmEvent::AddrResolved)
+        })?;
+        id.resolve_route(RESOLVE_TIMEOUT_MS)?;
+        wait_for(&id, "route resolution", |e| {
+            matches!(e, CmEvent::RouteResolved)
+        })?;
+
+        let reqs = settings.max_requests;
+        let ep = Endpoint::new(
+            id,
+            &EndpointConfig {
+                // Per request: registrations, the Send, invalidations.
+                max_send_wr: reqs.saturating_mul(2 * MRS_PER_REQUEST + 2),
+                max_recv_wr: reqs + EXTRA_RECVS,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                unsafe_global_rkey: false,
+            },
+        )?;
+        let attr = *ep.device_attr();
+        if !attr.mem_mgt_extensions {
+            pr_err!("device lacks fast registration (FRWR); cannot use it\n");
+            return Err(EOPNOTSUPP);
+        }
+        let mut pdata = [0u8; 8];
+        ConnectPrivate::client(settings.inline_write, settings.inline_read)
+            .encode(&mut pdata)
+            .map_err(|_| EINVAL)?;
+        let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
+        // The client never issues RDMA Reads: initiator depth 0.
+        ep.connect(&pdata, rd_atom, 0)?;
+        let ev = ep.wait_event(CONNECT_TIMEOUT_MS)?;
+        let CmEvent::Established { private_data } = ev else {
+            pr_warn!("connection not established\n");
+            return Err(match ev {
+                CmEvent::Rejected { .. } => ECONNREFUSED,
+                CmEvent::Unreachable(_) => EHOSTUNREACH,
+                _ => ECONNABORTED,
+            });
+        };
+        let peer = private_data.as_bytes();
+        let neg = negotiate(
+            settings.inline_write,
+            settings.inline_read,
+            (!peer.is_empty()).then_some(peer),
+        );
+        let params = TransportParams::from_device(
+            neg.inline_send,
+            neg.inline_recv,
+            &DeviceCaps {
+                max_fast_reg_page_list_len: attr.max_fast_reg_page_list_len,
+                max_sge_rd: 0,
+                max_send_sge: attr.max_send_sge,
+                sg_gaps: false,
+            },
+        );
+
+        // The MR pool: every steering tag exists before the first I/O.
+        let pool = reqs.saturating_mul(MRS_PER_REQUEST);
+        let mut mrs = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
+        for _ in 0..pool {
+            mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
+        }
+        bump_by(&stats.mrs_allocated, u64::from(pool));
+
+        // The write pad: a 4-byte sink for the XDR pad of unaligned Write
+        // chunks, registered once for the life of the connection.
+        let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
+        let mut pad_mr = Mr::new(&ep, 1)?;
+        pad_mr.map_buf(&pad_buf)?;
+        pad_mr.post_reg(&ep, true)?;
+
+        let recv_len = settings.inline_read as usize;
+        let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
+        let conn = Arc::pin_init(
+            try_pin_init!(Self {
+                ep,
+                xprt,
+                stats,
+                settings,
+                params,
+                limits: DecodeLimits::client_default(),
+                peer_inv_ok: neg.peer_send_w_inv_ok,
+                credits: Atomic::new(1),
+                closing: Atomic::new(false),
+                mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
+                pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
+                write_pad: Some((pad_mr, pad_buf)),
+            }),
+            GFP_KERNEL,
+        )?;
+        for _ in 0..reqs + EXTRA_RECVS {
+            let buf = conn.ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
+            let mut segs = KVec::new();
+            segs.push(
+                SgSegment {
+                    buf,
+                    offset: 0,
+                    len: recv_len,
+                },
+                GFP_KERNEL,
+            )?;
+            let wr = WorkRequest::new(RecvDone { conn: conn.clone() }, segs)?;
+            if let Err(e) = conn.ep.post_recv(wr) {
+                conn.shutdown();
+                return Err(e);
+            }
+        }
+        conn.xprt.update_cwnd(1);
+        pr_info!(
+            "connected: inline send {} recv {}, max_requests {}, {} MRs of {} pages, remote invalidation {}\n",
+            neg.inline_send,
+            neg.inline_recv,
+            reqs,
+            pool,
+            params.max_fr_depth,
+            neg.peer_send_w_inv_ok
+        );
+        Ok(conn)
+    }
+
+    /// Disconnects and waits for every posted work request to complete.
+    pub(super) fn shutdown(&self) {
+        self.closing.store(true, Relaxed);
+        self.ep.drain();
+        // Registrations of requests still waiting are invalid now that the
+        // QP is in the error state; drop them with their MRs.
+        let pending = core::mem::take(&mut *self.pending.lock());
+        drop(pending);
+    }
+
+    fn get_mr(&self) -> Result<Mr> {
+        match self.mrs.lock().pop() {
+            Some(mr) => Ok(mr),
+            None => {
+                bump(&self.stats.mr_pool_empty);
+                Err(ENOBUFS)
+            }
+        }
+    }
+
+    fn recycle(&self, mrs: KVec<Mr>) {
+        let mut pool = self.mrs.lock();
+        for mut mr in mrs {
+            mr.unmap();
+            // Capacity was reserved for every MR at connect time.
+            if let Err(mr) = pool.push_within_capacity(mr) {
+                drop(mr);
+            }
+        }
+    }
+
+    /// Registers `[offset, offset + len)` of the request's send or receive
+    /// buffer with as many MRs as needed, posting each REG_MR.
+    fn register(
+        &self,
+        rqst: &Rqst<'_>,
+        rcv: bool,
+        offset: u32,
+        len: u32,
+        writable: bool,
+        mrs: &mut KVec<Mr>,
+        segs: &mut KVec<Segment>,
+    ) -> Result {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        let mut at = offset;
+        while at < end {
+            let mut mr = self.get_mr()?;
+            let res = mr.map_rqst(rqst, rcv, at, end - at, writable);
+            let n = match res {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    self.recycle_one(mr);
+                    return Err(EIO);
+                }
+            };
+            if let Err(e) = mr.post_reg(&self.ep, writable) {
+                self.recycle_one(mr);
+                return Err(e);
+            }
+            let s = mr.segment();
+            segs.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
+            mrs.push(mr, GFP_KERNEL)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn recycle_one(&self, mut mr: Mr) {
+        mr.unmap();
+        if let Err(mr) = self.mrs.lock().push_within_capacity(mr) {
+            drop(mr);
+        }
+    }
+
+    /// Invalidates registrations that were posted but will not be used
+    /// (a failed send): unsignaled LOCAL_INV, then back to the pool.
+    fn abandon(&self, mrs: KVec<Mr>) {
+        for mr in mrs.iter() {
+            let _ = post_local_inv::<SendDone>(&self.ep, mr.segment().handle, None);
+        }
+        self.recycle(mrs);
+    }
+
+    /// Marshals one call as the planner decides and posts it.
+    pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+        let info = rqst.info();
+        let snd = shape(&info.snd);
+        let rcv = shape(&info.rcv);
+        let rpc = RpcShape {
+            send: snd,
+            send_ddp: info.snd.flags & XDRBUF_WRITE != 0,
+            recv: rcv,
+            recv_ddp: info.rcv.flags & XDRBUF_READ != 0,
+            ddp_allowed: true,
+            // Every call is pulled up into one Send buffer.
+            send_buf_len: self.params.inline_send,
+        };
+        let p = plan(&rpc, &self.params).map_err(|e| {
+            bump(&self.stats.failed_marshal_count);
+            pr_warn!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
+            EIO
+        })?;
+
+        let mut mrs = KVec::new();
+        let mut reads = KVec::<ReadSegment>::new();
+        let mut writes = KVec::<Segment>::new();
+        let mut reply = KVec::<Segment>::new();
+        let res = self.register_chunks(
+            rqst,
+            &p.call,
+            &p.result,
+            &snd,
+            &rcv,
+            &mut mrs,
+            &mut reads,
+            &mut writes,
+            &mut reply,
+        );
+        if let Err(e) = res {
+            self.abandon(mrs);
+            if e != ENOBUFS {
+                bump(&self.stats.failed_marshal_count);
+            }
+            return Err(e);
+        }
+
+        let write_list: [&[Segment]; 1] = [&writes];
+        let chunks = ChunkListsRef {
+            read: &reads,
+            write: if writes.is_empty() { &[] } else { &write_list },
+            reply: if reply.is_empty() { None } else { Some(&reply) },
+        };
+        let long_call = matches!(p.call, CallStrategy::LongCall { .. });
+        let hdr = HeaderRef {
+            xid: info.xid,
+            vers: RPCRDMA_VERSION,
+            credits: self.settings.max_requests,
+            body: if long_call {
+                BodyRef::NoMsg(chunks)
+            } else {
+                BodyRef::Msg(chunks)
+            },
+        };
+
+        let send_len = self.params.inline_send as usize;
+        let out = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
+            Ok(v) => v,
+            Err(e) => {
+                self.abandon(mrs);
+                bump(&self.stats.failed_marshal_count);
+                return Err(e);
+            }
+        };
+        let res = (|| -> Result {
+            let buf = self.ep.alloc_buf(out.len(), DmaDir::ToDevice)?;
+            buf.write(0, &out)?;
+            let mut segs = KVec::new();
+            segs.push(
+                SgSegment {
+                    buf,
+                    offset: 0,
+                    len: out.len(),
+                },
+                GFP_KERNEL,
+            )?;
+            let wr = WorkRequest::new(SendDone { conn: this.clone() }, segs)?;
+            if !mrs.is_empty() {
+                let pending = Pending {
+                    xid: info.xid,
+                    key: rqst.key(),
+                    mrs: core::mem::take(&mut mrs),
+                };
+                if let Err(p) = self.pending.lock().push_within_capacity(pending) {
+                    mrs = p.0.mrs;
+                    return Err(ENOBUFS);
+                }
+            }
+            rqst.mark_sent();
+            self.ep.post_send(wr, SendOp::Send)
+        })();
+        if let Err(e) = res {
+            if let Some(p) = self.take_pending(info.xid) {
+                mrs = p.mrs;
+            }
+            self.abandon(mrs);
+            return Err(if e == ENOBUFS { e } else { ENOTCONN });
+        }
+        match p.call {
+            CallStrategy::ReadChunk { .. } => bump(&self.stats.read_chunk_count),
+            CallStrategy::LongCall { .. } => {
+                bump(&self.stats.read_chunk_count);
+                bump(&self.stats.nomsg_call_count);
+            }
+            _ => bump(&self.stats.pullup_copy_count),
+        }
+        match p.result {
+            ResultStrategy::WriteChunk { .. } => bump(&self.stats.write_chunk_count),
+            ResultStrategy::ReplyChunk { .. } => bump(&self.stats.reply_chunk_count),
+            ResultStrategy::Inline => {}
+        }
+        Ok(())
+    }
+
+    #[expect(clippy::too_many_arguments)]
+    fn register_chunks(
+        &self,
+        rqst: &Rqst<'_>,
+        call: &CallStrategy,
+        result: &ResultStrategy,
+        snd: &XdrBufShape,
+        rcv: &XdrBufShape,
+        mrs: &mut KVec<Mr>,
+        reads: &mut KVec<ReadSegment>,
+        writes: &mut KVec<Segment>,
+        reply: &mut KVec<Segment>,
+    ) -> Result {
+        let mut segs = KVec::new();
+        let position = match call {
+            CallStrategy::ReadChunk { position, .. } => {
+                self.register(
+                    rqst,
+                    false,
+                    snd.head_len,
+                    snd.page_len,
+                    false,
+                    mrs,
+                    &mut segs,
+                )?;
+                Some(*position)
+            }
+            CallStrategy::LongCall { .. } => {
+                let len = snd.len().ok_or(EINVAL)?;
+                self.register(rqst, false, 0, len, false, mrs, &mut segs)?;
+                Some(0)
+            }
+            _ => None,
+        };
+        if let Some(position) = position {
+            for s in segs.iter() {
+                reads.push(
+                    ReadSegment {
+                        position,
+                        segment: *s,
+                    },
+                    GFP_KERNEL,
+                )?;
+                add(&self.stats.total_rdma_request, u64::from(s.length));
+            }
+        }
+        match result {
+            ResultStrategy::Inline => {}
+            ResultStrategy::WriteChunk { write_pad, .. } => {
+                self.register(rqst, true, rcv.head_len, rcv.page_len, true, mrs, writes)?;
+                if *write_pad {
+                    if let Some((mr, _)) = &self.write_pad {
+                        let s = mr.segment();
+                        writes.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
+                    }
+                }
+            }
+            ResultStrategy::ReplyChunk { .. } => {
+                self.register(rqst, true, 0, rcv.buflen, true, mrs, reply)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Send: transport header, then the inline part of the call.
+    fn build_send(
+        &self,
+        rqst: &Rqst<'_>,
+        hdr: &HeaderRef<'_>,
+        call: &CallStrategy,
+        snd: &XdrBufShape,
+        max: usize,
+    ) -> Result<KVec<u8>> {
+        let mut out = KVec::from_elem(0u8, max, GFP_KERNEL)?;
+        let hlen = encode_header(hdr, &mut out).map_err(|_| EMSGSIZE)?;
+        let mut at = hlen;
+        let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
+            let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
+            let dst = out.get_mut(*at..end).ok_or(EMSGSIZE)?;
+            rqst.read(from, dst)?;
+            *at = end;
+            Ok(())
+        };
+        match call {
+            CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+                copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
+            }
+            CallStrategy::ReadChunk { .. } => {
+                copy(0, snd.head_len, &mut at)?;
+                // A tail that is only the XDR pad of the pages is not sent;
+                // otherwise skip that pad so the rest lands XDR-aligned.
+                if snd.tail_len > 3 {
+                    let skip = snd.tail_len & 3;
+                    let from = snd.head_len + snd.page_len + skip;
+                    copy(from, snd.tail_len - skip, &mut at)?;
+                }
+            }
+            CallStrategy::LongCall { .. } => {}
+        }
+        out.truncate(at);
+        Ok(out)
+    }
+
+    fn take_pending(&self, xid: u32) -> Option<Pending> {
+        let mut pending = self.pending.lock();
+        let pos = pending.iter().position(|p| p.xid == xid)?;
+        pending.remove(pos).ok()
+    }
+
+    /// The request's reply will never be processed (signal, timeout): make
+    /// sure the server can no longer reach its buffers before they are
+    /// freed. Without a synchronous invalidation path yet, the connection
+    /// is closed, which revokes every registration at once.
+    pub(super) fn release_request(&self, _this: &Arc<Self>, key: usize) {
+        let found = {
+            let mut pending = self.pending.lock();
+            pending
+                .iter()
+                .position(|p| p.key == key)
+                .and_then(|pos| pending.remove(pos).ok())
+        };
+        if let Some(p) = found {
+            self.closing.store(true, Relaxed);
+            self.ep.drain();
+            drop(p);
+            self.xprt.force_disconnect();
+        }
+    }
+
+    fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
+        self.xprt.data_seen();
+        let hdr = match decode_reply(bytes, &self.limits) {
+            Ok(h) => h,
+            Err(e) => {
+                bump(&self.stats.bad_reply_count);
+                pr_warn!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
+                // Fail the RPC if its xid can be read, so it is not left waiting.
+                if let Some(x) = bytes.get(..4) {
+                    let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
+                    if let Some(rqst) = self.xprt.lookup(xid) {
+                        self.finish(this, rqst, xid, EIO.to_errno(), inv_rkey);
+                    }
+                }
+                return;
+            }
+        };
+        let credits = hdr.credits.clamp(1, self.settings.max_requests);
+        if self.credits.xchg(credits, Relaxed) != credits {
+            self.xprt.update_cwnd(credits);
+        }
+        let Some(rqst) = self.xprt.lookup(hdr.xid) else {
+            return;
+        };
+        let status = match hdr.body {
+            Body::Msg { chunks, payload } => {
+                let written = chunks
+                    .write
+                    .iter()
+                    .map(|c| c.total_length())
+                    .fold(0u32, |a, b| a.saturating_add(b));
+                add(&self.stats.total_rdma_reply, u64::from(written));
+                if written > 0 || payload.len() > rqst_head_hint() {
+                    bump(&self.stats.fixup_copy_count);
+                }
+                match rqst.fill_reply(payload, written) {
+                    Ok(n) => i32::try_from(n).unwrap_or(EIO.to_errno()),
+                    Err(_) => {
+                        bump(&self.stats.bad_reply_count);
+                        EIO.to_errno()
+                    }
+                }
+            }
+            Body::NoMsg { chunks, .. } => match chunks.reply {
+                Some(r) => {
+                    add(&self.stats.total_rdma_reply, u64::from(r.total_length()));
+                    i32::try_from(rqst.reply_chunk_len(r.total_length())).unwrap_or(EIO.to_errno())
+                }
+                None => {
+                    bump(&self.stats.bad_reply_count);
+                    EIO.to_errno()
+                }
+            },
+            Body::Error(e) => {
+                bump(&self.stats.bad_reply_count);
+                pr_warn!(
+                    "server answered xid {:#x} with RDMA_ERROR {:?}\n",
+                    hdr.xid,
+                    e
+                );
+                EIO.to_errno()
+            }
+            _ => {
+                bump(&self.stats.bad_reply_count);
+                EIO.to_errno()
+            }
+        };
+        self.finish(this, rqst, hdr.xid, status, inv_rkey);
+    }
+
+    /// Invalidates what the request registered, then completes it.
+    fn finish(
+        &self,
+        this: &Arc<Self>,
+        rqst: PinnedRqst,
+        xid: u32,
+        status: i32,
+        inv_rkey: Option<u32>,
+    ) {
+        let Some(p) = self.take_pending(xid) else {
+            rqst.complete(status);
+            return;
+        };
+        let mut mrs = p.mrs;
+        // An MR the server invalidated remotely needs no LOCAL_INV.
+        if let Some(rkey) = inv_rkey {
+            if self.peer_inv_ok {
+                if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
+                    if let Ok(mr) = mrs.remove(pos) {
+                        bump(&self.stats.remote_inv);
+                        self.recycle_one(mr);
+                    }
+                }
+            }
+        }
+        let n = mrs.len();
+        if n == 0 {
+            rqst.complete(status);
+            return;
+        }
+        add(&self.stats.local_inv_needed, n as u64);
+        let mut keys = KVec::new();
+        for mr in mrs.iter() {
+            if keys.push(mr.segment().handle, GFP_KERNEL).is_err() {
+                // Cannot track the invalidation: revoke everything instead.
+                self.xprt.force_disconnect();
+                return;
+            }
+        }
+        let done = Arc::pin_init(
+            pin_init!(InvDone {
+                conn: this.clone(),
+                state <- new_spinlock!(Some((rqst, status, mrs)), "rpcrdma_rs::xprt::inv"),
+            }),
+            GFP_KERNEL,
+        );
+        let Ok(done) = done else {
+            // Cannot track the invalidation: revoke everything instead.
+            self.xprt.force_disconnect();
+            return;
+        };
+        let last = keys.len() - 1;
+        for (i, key) in keys.iter().enumerate() {
+            let res = if i == last {
+                WorkRequest::new(done.clone(), KVec::new())
+                    .and_then(|wr| post_local_inv(&self.ep, *key, Some(wr)))
+            } else {
+                post_local_inv::<SendDone>(&self.ep, *key, None)
+            };
+            if res.is_err() {
+                // The QP is gone: the registrations died with it.
+                let taken = done.state.lock().take();
+                if let Some((rqst, status, _mrs)) = taken {
+                    rqst.complete(status);
+                }
+                self.xprt.force_disconnect();
+                return;
+            }
+        }
+    }
+}
+
+/// Inline replies up to this size need no fixup beyond the head copy.
+fn rqst_head_hint() -> usize {
+    usize::MAX
+}
+
+fn add(c: &Atomic<u64>, n: u64) {
+    c.add(n, Relaxed);
+}
+
+fn bump_by(c: &Atomic<u64>, n: u64) {
+    add(c, n);
+}

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The client transport as sunrpc sees it: one [`Client`] per `rpc_xprt`,
+//! holding at most one live connection.
+
+use super::conn::Conn;
+use crate::config::Config;
+use crate::rdma::xprt::{Rqst, Xprt, XprtOps, XprtStats};
+use kernel::new_mutex;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, Mutex};
+
+static MAX_REQUESTS: Atomic<u32> = Atomic::new(128);
+static INLINE_READ: Atomic<u32> = Atomic::new(4096);
+static INLINE_WRITE: Atomic<u32> = Atomic::new(4096);
+
+/// Records the module's settings for transports created later.
+pub(super) fn set_config(cfg: &Config) {
+    MAX_REQUESTS.store(cfg.max_requests, Relaxed);
+    INLINE_READ.store(cfg.max_inline_read, Relaxed);
+    INLINE_WRITE.store(cfg.max_inline_write, Relaxed);
+}
+
+/// Settings of one transport, fixed at setup.
+#[derive(Clone, Copy)]
+pub(super) struct Settings {
+    pub(super) max_requests: u32,
+    pub(super) inline_read: u32,
+    pub(super) inline_write: u32,
+}
+
+/// Counters of one transport (mountstats and debugging).
+pub(super) struct Stats {
+    pub(super) read_chunk_count: Atomic<u64>,
+    pub(super) write_chunk_count: Atomic<u64>,
+    pub(super) reply_chunk_count: Atomic<u64>,
+    pub(super) total_rdma_request: Atomic<u64>,
+    pub(super) total_rdma_reply: Atomic<u64>,
+    pub(super) pullup_copy_count: Atomic<u64>,
+    pub(super) fixup_copy_count: Atomic<u64>,
+    pub(super) failed_marshal_count: Atomic<u64>,
+    pub(super) bad_reply_count: Atomic<u64>,
+    pub(super) nomsg_call_count: Atomic<u64>,
+    pub(super) mrs_allocated: Atomic<u64>,
+    pub(super) local_inv_needed: Atomic<u64>,
+    pub(super) remote_inv: Atomic<u64>,
+    pub(super) mr_pool_empty: Atomic<u64>,
+}
+
+impl Stats {
+    fn new() -> Self {
+        let z = || Atomic::new(0);
+        Self {
+            read_chunk_count: z(),
+            write_chunk_count: z(),
+            reply_chunk_count: z(),
+            total_rdma_request: z(),
+            total_rdma_reply: z(),
+            pullup_copy_count: z(),
+            fixup_copy_count: z(),
+            failed_marshal_count: z(),
+            bad_reply_count: z(),
+            nomsg_call_count: z(),
+            mrs_allocated: z(),
+            local_inv_needed: z(),
+            remote_inv: z(),
+            mr_pool_empty: z(),
+        }
+    }
+}
+
+/// Adds one to a counter.
+pub(super) fn bump(c: &Atomic<u64>) {
+    c.add(1, Relaxed);
+}
+
+/// The state of one client transport.
+#[pin_data]
+struct Inner {
+    xprt: Xprt,
+    settings: Settings,
+    stats: Arc<Stats>,
+    #[pin]
+    conn: Mutex<Option<Arc<Conn>>>,
+}
+
+/// One client transport (`struct rpc_xprt` of class "rdma").
+pub(crate) struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    fn conn(&self) -> Option<Arc<Conn>> {
+        self.inner.conn.lock().clone()
+    }
+}
+
+impl XprtOps for Client {
+    fn setup(xprt: Xprt) -> Result<Self> {
+        let settings = Settings {
+            max_requests: MAX_REQUESTS.load(Relaxed),
+            inline_read: INLINE_READ.load(Relaxed),
+            inline_write: INLINE_WRITE.load(Relaxed),
+        };
+        let stats = Arc::new(Stats::new(), GFP_KERNEL)?;
+        let inner = Arc::pin_init(
+            pin_init!(Inner {
+                xprt,
+                settings,
+                stats,
+                conn <- new_mutex!(None, "rpcrdma_rs::xprt::conn"),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { inner })
+    }
+
+    fn connect(&self) -> Result {
+        self.close();
+        let conn = Conn::connect(
+            self.inner.xprt,
+            self.inner.settings,
+            self.inner.stats.clone(),
+        )
+        .inspect_err(|e| pr_warn!("connect failed: {:?}\n", e))?;
+        *self.inner.conn.lock() = Some(conn);
+        Ok(())
+    }
+
+    fn send_request(&self, rqst: &Rqst<'_>) -> Result {
+        let conn = self.conn().ok_or(ENOTCONN)?;
+        conn.send(&conn, rqst)
+    }
+
+    fn close(&self) {
+        // Take the connection out first: draining waits for completion
+        // handlers, which must not find it behind our lock.
+        let old = self.inner.conn.lock().take();
+        if let Some(conn) = old {
+            conn.shutdown();
+        }
+    }
+
+    fn buf_free(&self, rqst: &Rqst<'_>) {
+        if let Some(conn) = self.conn() {
+            conn.release_request(&conn, rqst.key());
+        }
+    }
+
+    fn stats(&self) -> XprtStats {
+        let s = &self.inner.stats;
+        let g = |c: &Atomic<u64>| c.load(Relaxed);
+        XprtStats {
+            read_chunk_count: g(&s.read_chunk_count),
+            write_chunk_count: g(&s.write_chunk_count),
+            reply_chunk_count: g(&s.reply_chunk_count),
+            total_rdma_request: g(&s.total_rdma_request),
+            total_rdma_reply: g(&s.total_rdma_reply),
+            pullup_copy_count: g(&s.pullup_copy_count),
+            fixup_copy_count: g(&s.fixup_copy_count),
+            hardway_register_count: 0,
+            failed_marshal_count: g(&s.failed_marshal_count),
+            bad_reply_count: g(&s.bad_reply_count),
+            nomsg_call_count: g(&s.nomsg_call_count),
+            mrs_recycled: 0,
+            mrs_orphaned: 0,
+            mrs_allocated: g(&s.mrs_allocated),
+            local_inv_needed: g(&s.local_inv_needed),
+            empty_sendctx_q: g(&s.mr_pool_empty),
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
