@@ -91,7 +91,11 @@ impl XprtLink {
         )
     }
 
-    fn with_xprt(&self, f: impl FnOnce(NonNull<bindings::svc_xprt>), pend: impl FnOnce(&mut LinkState)) {
+    fn with_xprt(
+        &self,
+        f: impl FnOnce(NonNull<bindings::svc_xprt>),
+        pend: impl FnOnce(&mut LinkState),
+    ) {
         let mut st = self.state.lock();
         match st.xprt {
             // The lock is held across `f`: `xpo_free` cannot free the
@@ -274,7 +278,12 @@ impl Rqst {
         let len = u32::try_from(dst.len()).map_err(|_| EMSGSIZE)?;
         // SAFETY: `dst` is valid for `len` bytes; the shim checks the range.
         to_result(unsafe {
-            bindings::rpcrdma_rs_svc_res_read(self.ptr.as_ptr(), offset, dst.as_mut_ptr().cast(), len)
+            bindings::rpcrdma_rs_svc_res_read(
+                self.ptr.as_ptr(),
+                offset,
+                dst.as_mut_ptr().cast(),
+                len,
+            )
         })
     }
 }
@@ -388,7 +397,13 @@ impl<T: SvcTransport> OpsTable<T> {
         // SAFETY: `priv_` is owned by `x` until `free`; only shared borrows.
         let h = unsafe { KBox::<Holder<T>>::borrow(priv_) };
         // SAFETY: `x` is live; the CM identifier is live while the holder is.
-        unsafe { bindings::rpcrdma_rs_svc_xprt_set_addrs(x.as_ptr(), T::cm_id(&h.data).as_ptr(), listener) };
+        unsafe {
+            bindings::rpcrdma_rs_svc_xprt_set_addrs(
+                x.as_ptr(),
+                T::cm_id(&h.data).as_ptr(),
+                listener,
+            )
+        };
         // SAFETY: `x` lives until `free`, which severs the link first.
         unsafe { link.attach(x) };
         Ok(x)
@@ -606,9 +621,8 @@ impl<T: SvcTransport> OpsTable<T> {
     unsafe extern "C" fn free(xprt: *mut bindings::svc_xprt) {
         // SAFETY: `xprt` is live until freed below; its private pointer
         // came from `into_foreign` in `install` and is taken back once.
-        let holder = unsafe {
-            KBox::<Holder<T>>::from_foreign(bindings::rpcrdma_rs_svc_xprt_priv(xprt))
-        };
+        let holder =
+            unsafe { KBox::<Holder<T>>::from_foreign(bindings::rpcrdma_rs_svc_xprt_priv(xprt)) };
         // Nobody reaches the `svc_xprt` through the link after this.
         holder.link.sever();
         drop(holder);

@@ -221,12 +221,8 @@ impl Conn {
         )?;
         let attr = *ep.device_attr();
         let max_wr = attr.max_qp_wr.max(1);
-        let sizing = ServerCredits::fit_to_device(
-            set.max_requests,
-            RECV_EXTRA_BC,
-            RECV_BATCH,
-            max_wr,
-        );
+        let sizing =
+            ServerCredits::fit_to_device(set.max_requests, RECV_EXTRA_BC, RECV_BATCH, max_wr);
         let sq_depth = sq_depth.min(max_wr);
         let ird = u32::from(p.initiator_depth).min(attr.max_qp_rd_atom);
         let ird = u8::try_from(ird).unwrap_or(u8::MAX);
@@ -234,7 +230,10 @@ impl Conn {
             pr_warn!("svcrdma: client allows no RDMA Reads, refusing connection\n");
             return Err(EINVAL);
         }
-        let credits = ServerCredits::new(sizing.max_requests, crate::proto::credits::GrantPolicy::Fixed);
+        let credits = ServerCredits::new(
+            sizing.max_requests,
+            crate::proto::credits::GrantPolicy::Fixed,
+        );
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
         let ring_slots = KVec::from_elem((0, 0), nrecv, GFP_KERNEL)?;
         let rq_link = link.clone();
@@ -265,7 +264,13 @@ impl Conn {
                 },
                 GFP_KERNEL,
             )?;
-            let wr = WorkRequest::new(RecvHandler { slot, q: rq.clone() }, segs)?;
+            let wr = WorkRequest::new(
+                RecvHandler {
+                    slot,
+                    q: rq.clone(),
+                },
+                segs,
+            )?;
             ep.post_recv(wr.clone())?;
             recvs.push(wr, GFP_KERNEL)?;
         }
@@ -412,7 +417,10 @@ impl Conn {
                 call_buf = KVec::from_elem(0u8, total, GFP_KERNEL)?;
                 let res = rw::read_chunk(&s.ep, &s.sq, pcl.segments(cc), total, |off, bytes| {
                     let end = off.checked_add(bytes.len()).ok_or(EINVAL)?;
-                    call_buf.get_mut(off..end).ok_or(EINVAL)?.copy_from_slice(bytes);
+                    call_buf
+                        .get_mut(off..end)
+                        .ok_or(EINVAL)?
+                        .copy_from_slice(bytes);
                     Ok(())
                 });
                 if let Err(e) = res {
@@ -558,9 +566,13 @@ impl Conn {
                 self.send_err_chunk(xid);
                 return Ok(());
             }
-            rw::write_chunk(&s.ep, &s.sq, pcl.segments(rc), usize_of(rest)?, |off, dst| {
-                copy_regions(rqst, &regions, off, dst)
-            })?;
+            rw::write_chunk(
+                &s.ep,
+                &s.sq,
+                pcl.segments(rc),
+                usize_of(rest)?,
+                |off, dst| copy_regions(rqst, &regions, off, dst),
+            )?;
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
                 .map_err(|_| EINVAL)?;

@@ -74,7 +74,11 @@ impl Listener {
     pub(super) fn next(&self) -> Option<Pending> {
         self.shared.link.clear_conn();
         let mut q = self.shared.queue.lock();
-        let p = if q.is_empty() { None } else { Some(q.remove(0).ok()?) };
+        let p = if q.is_empty() {
+            None
+        } else {
+            Some(q.remove(0).ok()?)
+        };
         let more = !q.is_empty();
         drop(q);
         if more {
@@ -99,33 +103,31 @@ impl Drop for Listener {
 
 fn watch(shared: Arc<Shared>, done: Arc<Completion>) {
     while shared.stop.load(Relaxed) == 0 {
-        match shared.id.wait_event(WATCH_MS) {
-            Ok(CmEvent::ConnectRequest {
+        if let Ok(CmEvent::ConnectRequest {
+            id,
+            private_data,
+            initiator_depth,
+            ..
+        }) = shared.id.wait_event(WATCH_MS)
+        {
+            let mut q = shared.queue.lock();
+            if q.len() >= BACKLOG {
+                drop(q);
+                pr_warn!("svcrdma: accept queue full, refusing a connection\n");
+                // Dropping the identifier destroys it, rejecting the peer.
+                drop(id);
+                continue;
+            }
+            let p = Pending {
                 id,
                 private_data,
                 initiator_depth,
-                ..
-            }) => {
-                let mut q = shared.queue.lock();
-                if q.len() >= BACKLOG {
-                    drop(q);
-                    pr_warn!("svcrdma: accept queue full, refusing a connection\n");
-                    // Dropping the identifier destroys it, rejecting the peer.
-                    drop(id);
-                    continue;
-                }
-                let p = Pending {
-                    id,
-                    private_data,
-                    initiator_depth,
-                };
-                if q.push(p, GFP_ATOMIC).is_err() {
-                    continue;
-                }
-                drop(q);
-                shared.link.conn_ready();
+            };
+            if q.push(p, GFP_ATOMIC).is_err() {
+                continue;
             }
-            Ok(_) | Err(_) => {}
+            drop(q);
+            shared.link.conn_ready();
         }
     }
     drop(shared);

@@ -3,10 +3,13 @@
 # class "rdma"), the in-tree C rpcrdma.ko is the client. Two VMs
 # (scripts/vm --two-vm c-client-rust-server); in one VM the two modules
 # cannot be loaded together (both register transport "rdma").
-# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [EXTRA_MOUNT_OPTS, '+' between]
+# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [EXTRA_MOUNT_OPTS, "+" between,
+# '-' for none] [LONG_ENTRIES] [SERVER_MOD rust|c]
 SIZE=${1:-256}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
-EXTRA_OPTS=$(echo "${3:-}" | tr '+' ',')
+EXTRA_OPTS=$(echo "${3:--}" | tr '+' ',' | sed 's/^-$//')   # '-': none
+LONG_ENTRIES=${4:-5000}   # files in the READDIR test (0: skip it)
+SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 MNT=/tmp/mnt
 
 # small_io NAME MNT: small files, a directory listing, a symlink, a rename.
@@ -34,21 +37,32 @@ small_io() {
 long_replies() {
     _n=$1 _m=$2 _d=$2/long.$$
     mkdir -p "$_d" || { fail "$_n" "mkdir"; return 1; }
-    ( cd "$_d" && seq 1 5000 | sed 's/^/entry-with-a-long-name-/' | xargs touch ) || { fail "$_n" "create"; return 1; }
+    _t0=$(date +%s)
+    if ! timeout "${LONG_TIMEOUT:-300}" sh -c "cd '$_d' && seq 1 ${LONG_ENTRIES:-5000} | sed 's/^/entry-with-a-long-name-/' | xargs touch"; then
+        say "create timed out after $(( $(date +%s) - _t0 ))s; $(ls "$_d" | wc -l) entries"
+        show_xprt
+        echo w > /proc/sysrq-trigger
+        fail "$_n" "create"; return 1
+    fi
+    info "long-replies create ${LONG_ENTRIES:-5000} entries: $(( $(date +%s) - _t0 ))s"
     _t=$(head -c 4000 /dev/zero | tr '\0' 'x')
     ln -s "$_t" "$_d/longlink" || { fail "$_n" "symlink"; return 1; }
     nfs_remount "$_m" || { fail "$_n" "remount: $NFS_ERR"; return 1; }
     _c=$(ls "$_d" | wc -l)
-    [ "$_c" = 5001 ] || { fail "$_n" "readdir: $_c entries"; return 1; }
+    [ "$_c" = $(( ${LONG_ENTRIES:-5000} + 1 )) ] || { fail "$_n" "readdir: $_c entries"; return 1; }
     [ "$(readlink "$_d/longlink")" = "$_t" ] || { fail "$_n" "readlink"; return 1; }
     rm -rf "$_d" || { fail "$_n" "remove"; return 1; }
     pass "$_n"
 }
 
 run_server() {
-    check load-rust-rpcrdma load_rust_rpcrdma || return 1
+    if [ "$SERVER_MOD" = c ]; then
+        check load-c-rpcrdma load_c_rpcrdma || return 1
+    else
+        check load-rust-rpcrdma load_rust_rpcrdma || return 1
+    fi
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
-    grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass rdma-listener-rust || fail rdma-listener-rust "portlist"
+    grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass "rdma-listener-$SERVER_MOD" || fail "rdma-listener-$SERVER_MOD" "portlist"
 }
 
 run_client() {
@@ -60,7 +74,7 @@ run_client() {
             if [ "$SIZE" -gt 0 ]; then
                 data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             fi
-            [ "${LONG:-1}" = 1 ] && long_replies "nfs$v-long-replies" $MNT
+            [ "$LONG_ENTRIES" -gt 0 ] && long_replies "nfs$v-long-replies" $MNT
             show_xprt
             nfs_umount $MNT || fail "nfs$v-umount" "umount $MNT"
         else
@@ -77,7 +91,11 @@ case $ROLE in
         run_server && server_wait_client_done "${CLIENT_WAIT:-900}"
         check nfs-server-stop stop_nfs_server
         dmesg | grep -i 'svcrdma\|rpcrdma_rs' | tail -n 20 | sed 's/^/vm:   dmesg: /'
-        check unload-rust-rpcrdma unload_rust_rpcrdma
+        if [ "$SERVER_MOD" = c ]; then
+            check unload-c-rpcrdma unload_c_rpcrdma
+        else
+            check unload-rust-rpcrdma unload_rust_rpcrdma
+        fi
         ;;
     client)
         run_client

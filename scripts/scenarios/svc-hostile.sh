@@ -1,0 +1,46 @@
+# shellcheck shell=sh
+# svc-hostile: crafted RPC-over-RDMA calls against our server transport.
+# One VM: rpcrdma_rs.ko serves nfsd's RDMA listener (port 20049), then the
+# KUnit module's suite rpcrdma_rs_svc_hostile (kunit/svc_hostile.rs)
+# connects to it with the verbs layer and checks each answer (ERR_VERS,
+# ERR_CHUNK, silence for RDMA_DONE, a NULL call still answered afterwards,
+# a failed RDMA Read closing only its own connection). Then the server must
+# still be running and the module must unload without leaks.
+TIMEOUT=${KUNIT_TIMEOUT:-300}
+KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
+SUITE=rpcrdma_rs_svc_hostile
+
+check load-rust-rpcrdma load_rust_rpcrdma || return 1
+if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+dmesg -c > /dev/null 2>&1
+check kunit-load insmod "$KUNIT_KO" || return 1
+
+suite_done() {
+    _plan=$(grep -m1 -E '^    1\.\.[0-9]+' "$1" 2>/dev/null | sed 's/^ *1\.\.//')
+    [ -n "$_plan" ] || return 1
+    [ "$(grep -cE '^    (not )?ok [0-9]+' "$1")" -ge "$_plan" ]
+}
+R=/sys/kernel/debug/kunit/$SUITE/results
+if wait_for "$TIMEOUT" suite_done "$R"; then
+    pass hostile-suite-finished
+else
+    fail hostile-suite-finished "suite not finished after ${TIMEOUT}s"
+fi
+mkdir -p "$RESULTS/ktap"
+[ -e "$R" ] && cat "$R" > "$RESULTS/ktap/$SUITE.ktap"
+# The suite passes trivially without a server: it must really have connected.
+if dmesg | grep -q 'svc_hostile: connected to the server'; then
+    pass hostile-suite-connected
+else
+    fail hostile-suite-connected "the suite never reached the server"
+fi
+dmesg | grep -E 'svcrdma|svc_hostile' | sed 's/^/vm:   dmesg: /' | tail -n 40
+grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass server-still-listening || fail server-still-listening "portlist"
+check kunit-module-unload rmmod rpcrdma_rs_kunit
+check nfs-server-stop stop_nfs_server
+check rpcrdma_rs-unload unload_rust_rpcrdma
+if dmesg | grep -q 'RDMA objects still live'; then
+    fail unload-no-leaks "$(dmesg | grep 'RDMA objects still live')"
+else
+    pass unload-no-leaks
+fi
