@@ -255,6 +255,37 @@ static void rpcrdma_rs_op_disable_swap(struct rpc_xprt *xprt)
 {
 }
 
+#if defined(CONFIG_SUNRPC_BACKCHANNEL)
+/*
+ * NFSv4.1+ requires a backchannel-capable transport to mount at all.
+ * Reverse-direction calls are not served yet: they are dropped on receipt
+ * (see Conn::handle_reply), so the server reports the callback path down
+ * (SEQ4_STATUS_CB_PATH_DOWN) and works without delegations.
+ */
+static int rpcrdma_rs_bc_setup(struct rpc_xprt *xprt, unsigned int min_reqs)
+{
+	return 0;
+}
+
+static size_t rpcrdma_rs_bc_maxpayload(struct rpc_xprt *xprt)
+{
+	return PAGE_SIZE;
+}
+
+static unsigned int rpcrdma_rs_bc_num_slots(struct rpc_xprt *xprt)
+{
+	return 1;
+}
+
+static void rpcrdma_rs_bc_free_rqst(struct rpc_rqst *rqst)
+{
+}
+
+static void rpcrdma_rs_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs)
+{
+}
+#endif
+
 static const struct rpc_xprt_ops rpcrdma_rs_xprt_ops = {
 	.reserve_xprt = xprt_reserve_xprt_cong,
 	.release_xprt = xprt_release_xprt_cong,
@@ -275,6 +306,13 @@ static const struct rpc_xprt_ops rpcrdma_rs_xprt_ops = {
 	.print_stats = rpcrdma_rs_op_print_stats,
 	.enable_swap = rpcrdma_rs_op_enable_swap,
 	.disable_swap = rpcrdma_rs_op_disable_swap,
+#if defined(CONFIG_SUNRPC_BACKCHANNEL)
+	.bc_setup = rpcrdma_rs_bc_setup,
+	.bc_maxpayload = rpcrdma_rs_bc_maxpayload,
+	.bc_num_slots = rpcrdma_rs_bc_num_slots,
+	.bc_free_rqst = rpcrdma_rs_bc_free_rqst,
+	.bc_destroy = rpcrdma_rs_bc_destroy,
+#endif
 };
 
 static struct xprt_class rpcrdma_rs_xprt_class;

@@ -57,7 +57,6 @@ pub(super) struct Conn {
     settings: Settings,
     params: TransportParams,
     limits: DecodeLimits,
-    peer_inv_ok: bool,
     credits: Atomic<u32>,
     closing: Atomic<bool>,
     #[pin]
@@ -253,7 +252,6 @@ impl Conn {
                 settings,
                 params,
                 limits: DecodeLimits::client_default(),
-                peer_inv_ok: neg.peer_send_w_inv_ok,
                 credits: Atomic::new(1),
                 closing: Atomic::new(false),
                 mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
@@ -306,7 +304,9 @@ impl Conn {
         match self.mrs.lock().pop() {
             Some(mr) => Ok(mr),
             None => {
-                bump(&self.stats.mr_pool_empty);
+                if self.stats.mr_pool_empty.fetch_add(1, Relaxed) == 0 {
+                    pr_warn!("MR pool empty: calls wait for registrations to be released\n");
+                }
                 Err(ENOBUFS)
             }
         }
@@ -414,6 +414,7 @@ impl Conn {
             self.abandon(mrs);
             if e != ENOBUFS {
                 bump(&self.stats.failed_marshal_count);
+                pr_warn!("cannot register chunks of xid {:#x}: {:?}\n", info.xid, e);
             }
             return Err(e);
         }
@@ -553,7 +554,10 @@ impl Conn {
                 }
             }
             ResultStrategy::ReplyChunk { .. } => {
-                self.register(rqst, true, 0, rcv.buflen, true, mrs, reply)?;
+                // The whole receive buffer as head, pages and tail describe
+                // it (C rpcrdma_convert_iovs), not its allocation size.
+                let len = rcv.len().ok_or(EINVAL)?;
+                self.register(rqst, true, 0, len, true, mrs, reply)?;
             }
         }
         Ok(())
@@ -641,6 +645,15 @@ impl Conn {
                 return;
             }
         };
+        // A reverse-direction (backchannel) call: RDMA_MSG whose RPC
+        // message type word is CALL (0). Not served yet: dropped, never
+        // matched against our own xids.
+        if let Body::Msg { payload, .. } = hdr.body {
+            if payload.get(4..8) == Some(&[0, 0, 0, 0]) {
+                bump(&self.stats.backchannel_dropped);
+                return;
+            }
+        }
         let credits = hdr.credits.clamp(1, self.settings.max_requests);
         if self.credits.xchg(credits, Relaxed) != credits {
             self.xprt.update_cwnd(credits);
@@ -709,13 +722,12 @@ impl Conn {
         };
         let mut mrs = p.mrs;
         // An MR the server invalidated remotely needs no LOCAL_INV.
+        // We always offer Send With Invalidate (RFC 8797 flag).
         if let Some(rkey) = inv_rkey {
-            if self.peer_inv_ok {
-                if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
-                    if let Ok(mr) = mrs.remove(pos) {
-                        bump(&self.stats.remote_inv);
-                        self.recycle_one(mr);
-                    }
+            if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
+                if let Ok(mr) = mrs.remove(pos) {
+                    bump(&self.stats.remote_inv);
+                    self.recycle_one(mr);
                 }
             }
         }

@@ -46,6 +46,7 @@ pub(super) struct Stats {
     pub(super) local_inv_needed: Atomic<u64>,
     pub(super) remote_inv: Atomic<u64>,
     pub(super) mr_pool_empty: Atomic<u64>,
+    pub(super) backchannel_dropped: Atomic<u64>,
 }
 
 impl Stats {
@@ -66,6 +67,7 @@ impl Stats {
             local_inv_needed: z(),
             remote_inv: z(),
             mr_pool_empty: z(),
+            backchannel_dropped: z(),
         }
     }
 }
