@@ -16,6 +16,7 @@ pub mod rdma;
 pub mod proto;
 
 mod proto_tests;
+mod svc_hostile;
 mod verbs;
 
 module! {

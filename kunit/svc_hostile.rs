@@ -22,9 +22,9 @@ use crate::rdma::verbs::{
 };
 use kernel::alloc::KVec;
 use kernel::new_condvar;
-use kernel::new_spinlock;
+use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock};
+use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLockIrq};
 use kernel::time::msecs_to_jiffies;
 
 /// nfsd's RDMA port.
@@ -45,7 +45,7 @@ const PEER_IPV4: u32 = 0x0a63_0001;
 #[pin_data]
 struct Inbox {
     #[pin]
-    q: SpinLock<KVec<(usize, u32)>>,
+    q: SpinLockIrq<KVec<(usize, u32)>>,
     #[pin]
     cv: CondVar,
 }
@@ -120,7 +120,7 @@ impl Client {
         )?;
         let inbox = Arc::pin_init(
             pin_init!(Inbox {
-                q <- new_spinlock!(KVec::new(), "svc_hostile::inbox"),
+                q <- new_spinlock_irq!(KVec::new(), "svc_hostile::inbox"),
                 cv <- new_condvar!("svc_hostile::inbox"),
             }),
             GFP_KERNEL,

@@ -31,9 +31,9 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::ffi::{c_int, c_uint, c_void};
-use kernel::new_spinlock;
+use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::{Arc, SpinLockIrq};
 use kernel::types::ForeignOwnable;
 
 /// A `struct svc_xprt` pointer that may cross threads.
@@ -69,7 +69,7 @@ struct LinkState {
 #[pin_data]
 pub struct XprtLink {
     #[pin]
-    state: SpinLock<LinkState>,
+    state: SpinLockIrq<LinkState>,
 }
 
 impl XprtLink {
@@ -77,7 +77,7 @@ impl XprtLink {
     pub fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock!(
+                state <- new_spinlock_irq!(
                     LinkState {
                         xprt: None,
                         pending_conn: false,
@@ -267,6 +267,23 @@ impl Rqst {
         })
     }
 
+    /// Whether nfsd set up a backchannel on this connection.
+    pub fn has_backchannel(&self) -> bool {
+        // SAFETY: The transport is live during the call (type invariant).
+        unsafe { bindings::rpcrdma_rs_svc_has_bc(self.xprt()) }
+    }
+
+    /// Completes the backchannel Call `xid` with the Reply `msg` (an RPC
+    /// message) and the client's credit grant; unknown XIDs are ignored.
+    pub fn backchannel_reply(&self, xid: u32, msg: &[u8], credits: u32) -> Result {
+        let len = u32::try_from(msg.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: The transport is live; `msg` is valid for `len` bytes and
+        // copied before the call returns.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_svc_bc_reply(self.xprt(), xid, msg.as_ptr().cast(), len, credits)
+        })
+    }
+
     /// Length of the Reply in `rq_res`.
     pub fn res_len(&self) -> u32 {
         // SAFETY: By the type invariant `ptr` is live.
@@ -279,6 +296,49 @@ impl Rqst {
         // SAFETY: `dst` is valid for `len` bytes; the shim checks the range.
         to_result(unsafe {
             bindings::rpcrdma_rs_svc_res_read(
+                self.ptr.as_ptr(),
+                offset,
+                dst.as_mut_ptr().cast(),
+                len,
+            )
+        })
+    }
+}
+
+/// A backchannel (server to client) RPC Call being sent
+/// (`struct rpc_rqst` of the `"rdma backchannel"` transport).
+///
+/// # Invariants
+///
+/// `ptr` is the live request sunrpc passed to `send_request`.
+pub struct BcCall {
+    ptr: NonNull<bindings::rpc_rqst>,
+}
+
+impl BcCall {
+    /// The XID of the Call.
+    pub fn xid(&self) -> u32 {
+        // SAFETY: By the type invariant `ptr` is live.
+        unsafe { bindings::rpcrdma_rs_bc_rqst_xid(self.ptr.as_ptr()) }
+    }
+
+    /// Length of the RPC message.
+    pub fn len(&self) -> u32 {
+        // SAFETY: By the type invariant `ptr` is live.
+        unsafe { bindings::rpcrdma_rs_bc_rqst_len(self.ptr.as_ptr()) }
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies message bytes at `offset` into `dst`.
+    pub fn read(&self, offset: u32, dst: &mut [u8]) -> Result {
+        let len = u32::try_from(dst.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: `dst` is valid for `len` bytes; the shim checks the range.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_bc_rqst_read(
                 self.ptr.as_ptr(),
                 offset,
                 dst.as_mut_ptr().cast(),
@@ -335,6 +395,9 @@ pub trait SvcTransport: Sized + 'static {
     fn has_wspace(_data: &Self::Data) -> bool {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
+
+    /// Sends a backchannel Call on the connection `data`.
+    fn bc_send(data: &Self::Data, call: &BcCall) -> Result;
 
     /// The transport is being closed (`xpo_detach`); it is dropped (in
     /// `xpo_free`) when the last request is done with it.
@@ -633,6 +696,27 @@ impl<T: SvcTransport> OpsTable<T> {
 
     /// # Safety
     ///
+    /// Called by `rpcrdma_rs_bc_send_request` with a live request and the
+    /// live, not dead, transport of this class it belongs to.
+    unsafe extern "C" fn bc_send(
+        sxprt: *mut bindings::svc_xprt,
+        rqst: *mut bindings::rpc_rqst,
+    ) -> c_int {
+        let Some(ptr) = NonNull::new(rqst) else {
+            return EINVAL.to_errno();
+        };
+        // INVARIANT: `ptr` is the live request of this call.
+        let call = BcCall { ptr };
+        // SAFETY: `sxprt` is live and of this class.
+        let h = unsafe { Self::holder(sxprt) };
+        match T::bc_send(&h.data, &call) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
     /// Called by sunrpc with a live transport; nothing to do for RDMA.
     unsafe extern "C" fn kill_temp_xprt(_xprt: *mut bindings::svc_xprt) {}
 }
@@ -649,9 +733,12 @@ pub struct Registration<T: SvcTransport> {
 impl<T: SvcTransport> Registration<T> {
     /// Registers the class; there is one per module.
     pub fn new() -> Result<Self> {
-        // SAFETY: The ops table is a `'static` constant; the class is a C
-        // static of this module.
-        to_result(unsafe { bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS) })?;
+        // SAFETY: The ops table is a `'static` constant, the backchannel
+        // trampoline has the C signature; the classes are C statics of this
+        // module.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS, Some(OpsTable::<T>::bc_send))
+        })?;
         // INVARIANT: Registered above.
         Ok(Self { _p: PhantomData })
     }

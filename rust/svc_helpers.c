@@ -8,6 +8,8 @@
 #include <linux/module.h>
 #include <linux/sunrpc/addr.h>
 #include <linux/sunrpc/svc_rdma.h>
+#include <linux/sunrpc/xprt.h>
+#include <linux/seq_file.h>
 
 /* A struct svc_xprt and the Rust state behind it. */
 struct rpcrdma_rs_svc_xprt {
@@ -22,15 +24,220 @@ static struct svc_xprt_class rpcrdma_rs_svc_class = {
 	.xcl_ident = XPRT_TRANSPORT_RDMA,
 };
 
-int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops)
+/*
+ * The backchannel: nfsd sends NFSv4.1 callbacks through an rpc_xprt of class
+ * "rdma backchannel" (ident XPRT_TRANSPORT_BC_RDMA) bound to the svc_xprt of
+ * the client's connection (C svc_rdma_backchannel.c). Everything but the
+ * Send is generic sunrpc; the Send is done by the Rust transport.
+ */
+static rpcrdma_rs_bc_send_fn rpcrdma_rs_bc_send;
+
+static int rpcrdma_rs_bc_buf_alloc(struct rpc_task *task)
 {
+	struct rpc_rqst *rqst = task->tk_rqstp;
+	struct page *page;
+
+	if (rqst->rq_callsize > PAGE_SIZE)
+		return -EINVAL;
+	page = alloc_page(GFP_NOIO | __GFP_NOWARN);
+	if (!page)
+		return -ENOMEM;
+	rqst->rq_buffer = page_address(page);
+	rqst->rq_rbuffer = kmalloc(rqst->rq_rcvsize, GFP_NOIO | __GFP_NOWARN);
+	if (!rqst->rq_rbuffer) {
+		put_page(page);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void rpcrdma_rs_bc_buf_free(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+
+	put_page(virt_to_page(rqst->rq_buffer));
+	kfree(rqst->rq_rbuffer);
+}
+
+static int rpcrdma_rs_bc_send_request(struct rpc_rqst *rqst)
+{
+	struct svc_xprt *sxprt = rqst->rq_xprt->bc_xprt;
+	int ret;
+
+	if (!sxprt || test_bit(XPT_DEAD, &sxprt->xpt_flags))
+		return -ENOTCONN;
+	rqst->rq_xtime = ktime_get();
+	ret = rpcrdma_rs_bc_send(sxprt, rqst);
+	if (ret == -ENOTCONN)
+		svc_xprt_close(sxprt);
+	return ret;
+}
+
+static void rpcrdma_rs_bc_close(struct rpc_xprt *xprt)
+{
+	xprt_disconnect_done(xprt);
+	xprt->cwnd = RPC_CWNDSHIFT;
+}
+
+static void rpcrdma_rs_bc_destroy(struct rpc_xprt *xprt)
+{
+	kfree(xprt->address_strings[RPC_DISPLAY_ADDR]);
+	kfree(xprt->address_strings[RPC_DISPLAY_PORT]);
+	xprt_free(xprt);
+}
+
+static void rpcrdma_rs_bc_print_stats(struct rpc_xprt *xprt,
+				      struct seq_file *seq)
+{
+	seq_puts(seq, "\txprt:\trdma-bc\n");
+}
+
+static const struct rpc_xprt_ops rpcrdma_rs_bc_ops = {
+	.reserve_xprt = xprt_reserve_xprt_cong,
+	.release_xprt = xprt_release_xprt_cong,
+	.alloc_slot = xprt_alloc_slot,
+	.free_slot = xprt_free_slot,
+	.release_request = xprt_release_rqst_cong,
+	.buf_alloc = rpcrdma_rs_bc_buf_alloc,
+	.buf_free = rpcrdma_rs_bc_buf_free,
+	.send_request = rpcrdma_rs_bc_send_request,
+	.wait_for_reply_request = xprt_wait_for_reply_request_def,
+	.close = rpcrdma_rs_bc_close,
+	.destroy = rpcrdma_rs_bc_destroy,
+	.print_stats = rpcrdma_rs_bc_print_stats,
+};
+
+static const struct rpc_timeout rpcrdma_rs_bc_timeout = {
+	.to_initval = 60 * HZ,
+	.to_maxval = 60 * HZ,
+};
+
+static struct rpc_xprt *rpcrdma_rs_bc_setup(struct xprt_create *args)
+{
+	struct rpc_xprt *xprt;
+	char buf[128];
+
+	if (args->addrlen > sizeof(xprt->addr) || !args->bc_xprt)
+		return ERR_PTR(-EBADF);
+	xprt = xprt_alloc(args->net, sizeof(*xprt), RPCRDMA_MAX_BC_REQUESTS,
+			  RPCRDMA_MAX_BC_REQUESTS);
+	if (!xprt)
+		return ERR_PTR(-ENOMEM);
+	xprt->timeout = &rpcrdma_rs_bc_timeout;
+	xprt_set_bound(xprt);
+	xprt_set_connected(xprt);
+	xprt->bind_timeout = 0;
+	xprt->reestablish_timeout = 0;
+	xprt->idle_timeout = 0;
+	xprt->prot = XPRT_TRANSPORT_BC_RDMA;
+	xprt->ops = &rpcrdma_rs_bc_ops;
+	memcpy(&xprt->addr, args->dstaddr, args->addrlen);
+	xprt->addrlen = args->addrlen;
+	rpc_ntop((struct sockaddr *)&xprt->addr, buf, sizeof(buf));
+	xprt->address_strings[RPC_DISPLAY_ADDR] = kstrdup(buf, GFP_KERNEL);
+	snprintf(buf, sizeof(buf), "%u",
+		 rpc_get_port((struct sockaddr *)&xprt->addr));
+	xprt->address_strings[RPC_DISPLAY_PORT] = kstrdup(buf, GFP_KERNEL);
+	xprt->address_strings[RPC_DISPLAY_PROTO] = "rdma";
+	xprt->address_strings[RPC_DISPLAY_NETID] =
+		xprt->addr.ss_family == AF_INET6 ? "rdma6" : "rdma";
+	xprt->resvport = 0;
+	xprt->max_payload = PAGE_SIZE;
+
+	/* One reference for the svc_xprt (put by svc_xprt_free), one for the caller. */
+	xprt_get(xprt);
+	args->bc_xprt->xpt_bc_xprt = xprt;
+	xprt->bc_xprt = args->bc_xprt;
+	xprt_get(xprt);
+	return xprt;
+}
+
+static struct xprt_class rpcrdma_rs_bc_class = {
+	.list = LIST_HEAD_INIT(rpcrdma_rs_bc_class.list),
+	.name = "rdma backchannel",
+	.owner = THIS_MODULE,
+	.ident = XPRT_TRANSPORT_BC_RDMA,
+	.setup = rpcrdma_rs_bc_setup,
+};
+
+int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops,
+			    rpcrdma_rs_bc_send_fn bc_send)
+{
+	int ret;
+
 	rpcrdma_rs_svc_class.xcl_ops = ops;
-	return svc_reg_xprt_class(&rpcrdma_rs_svc_class);
+	rpcrdma_rs_bc_send = bc_send;
+	ret = xprt_register_transport(&rpcrdma_rs_bc_class);
+	if (ret)
+		return ret;
+	ret = svc_reg_xprt_class(&rpcrdma_rs_svc_class);
+	if (ret)
+		xprt_unregister_transport(&rpcrdma_rs_bc_class);
+	return ret;
 }
 
 void rpcrdma_rs_svc_unregister(void)
 {
 	svc_unreg_xprt_class(&rpcrdma_rs_svc_class);
+	xprt_unregister_transport(&rpcrdma_rs_bc_class);
+}
+
+u32 rpcrdma_rs_bc_rqst_xid(struct rpc_rqst *rqst)
+{
+	return be32_to_cpu(rqst->rq_xid);
+}
+
+u32 rpcrdma_rs_bc_rqst_len(struct rpc_rqst *rqst)
+{
+	return rqst->rq_snd_buf.len;
+}
+
+int rpcrdma_rs_bc_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
+			    u32 len)
+{
+	if (offset > rqst->rq_snd_buf.len || len > rqst->rq_snd_buf.len - offset)
+		return -EMSGSIZE;
+	return read_bytes_from_xdr_buf(&rqst->rq_snd_buf, offset, dst, len);
+}
+
+bool rpcrdma_rs_svc_has_bc(struct svc_xprt *sxprt)
+{
+	return sxprt->xpt_bc_xprt != NULL;
+}
+
+/* C svc_rdma_handle_bc_reply: complete the backchannel Call @xid. */
+int rpcrdma_rs_svc_bc_reply(struct svc_xprt *sxprt, u32 xid, const void *msg,
+			    u32 len, u32 credits)
+{
+	struct rpc_xprt *xprt = sxprt->xpt_bc_xprt;
+	struct rpc_rqst *req;
+	struct kvec *dst;
+
+	if (!xprt)
+		return -ENOTCONN;
+	spin_lock(&xprt->queue_lock);
+	req = xprt_lookup_rqst(xprt, cpu_to_be32(xid));
+	if (!req)
+		goto out_unlock;
+	dst = &req->rq_private_buf.head[0];
+	memcpy(&req->rq_private_buf, &req->rq_rcv_buf, sizeof(struct xdr_buf));
+	if (dst->iov_len < len)
+		goto out_unlock;
+	memcpy(dst->iov_base, msg, len);
+	xprt_pin_rqst(req);
+	spin_unlock(&xprt->queue_lock);
+
+	credits = clamp_t(u32, credits, 1, RPCRDMA_MAX_BC_REQUESTS);
+	spin_lock(&xprt->transport_lock);
+	xprt->cwnd = credits << RPC_CWNDSHIFT;
+	spin_unlock(&xprt->transport_lock);
+
+	spin_lock(&xprt->queue_lock);
+	xprt_complete_rqst(req->rq_task, len);
+	xprt_unpin_rqst(req);
+out_unlock:
+	spin_unlock(&xprt->queue_lock);
+	return 0;
 }
 
 struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,

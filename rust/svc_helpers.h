@@ -17,8 +17,21 @@ struct rdma_cm_id;
 struct net;
 struct sockaddr;
 
-/* Registers the "rdma" svc_xprt_class with @ops (owner: this module). */
-int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops);
+struct rpc_rqst;
+
+/*
+ * Sends a backchannel (server to client) RPC Call of @rqst on the
+ * connection @sxprt. Returns 0 or a negative errno (-ENOTCONN closes it).
+ */
+typedef int (*rpcrdma_rs_bc_send_fn)(struct svc_xprt *sxprt,
+				     struct rpc_rqst *rqst);
+
+/*
+ * Registers the "rdma" svc_xprt_class with @ops and the "rdma backchannel"
+ * xprt_class whose Calls go out through @bc_send (owner: this module).
+ */
+int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops,
+			    rpcrdma_rs_bc_send_fn bc_send);
 void rpcrdma_rs_svc_unregister(void);
 
 /* A svc_xprt with a Rust-owned private pointer. */
@@ -61,5 +74,14 @@ void *rpcrdma_rs_svc_rqst_ctxt(struct svc_rqst *rqstp);
 u32 rpcrdma_rs_svc_res_len(struct svc_rqst *rqstp);
 int rpcrdma_rs_svc_res_read(struct svc_rqst *rqstp, u32 offset, void *dst,
 			    u32 len);
+
+/* Backchannel Calls and Replies. */
+u32 rpcrdma_rs_bc_rqst_xid(struct rpc_rqst *rqst);
+u32 rpcrdma_rs_bc_rqst_len(struct rpc_rqst *rqst);
+int rpcrdma_rs_bc_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
+			    u32 len);
+bool rpcrdma_rs_svc_has_bc(struct svc_xprt *sxprt);
+int rpcrdma_rs_svc_bc_reply(struct svc_xprt *sxprt, u32 xid, const void *msg,
+			    u32 len, u32 credits);
 
 #endif

@@ -25,15 +25,15 @@ use crate::proto::msg::{Body, ChunkLists, DecodeError, DecodeLimits, ErrorBody, 
 use crate::proto::pcl::{ParsedChunks, PclChunk, ReadRegion, Region};
 use crate::proto::xdr::align_up_u32;
 use crate::rdma::cm::{CmEvent, CmId};
-use crate::rdma::svc::{Rqst, XprtLink};
+use crate::rdma::svc::{BcCall, Rqst, XprtLink};
 use crate::rdma::verbs::{
     CompletionHandler, DmaDir, Endpoint, EndpointConfig, SendOp, WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
+use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::sync::{Arc, Completion, SpinLockIrq};
 use kernel::workqueue;
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
@@ -84,7 +84,7 @@ impl Ring {
 #[pin_data]
 struct RecvQ {
     #[pin]
-    ring: SpinLock<Ring>,
+    ring: SpinLockIrq<Ring>,
     link: Arc<XprtLink>,
 }
 
@@ -189,6 +189,29 @@ fn chunk_lists<'a>(body: &'a Body<'a>) -> Option<(&'a ChunkLists<'a>, &'a [u8])>
     }
 }
 
+/// Transport header of a backchannel Call: xid, vers, credits, proc and
+/// three empty chunk lists.
+const BC_HDR_LEN: usize = 28;
+
+/// Backchannel requests the server may have outstanding (C
+/// `RPCRDMA_MAX_BC_REQUESTS`), advertised in backchannel Calls.
+const BC_CREDITS: u32 = 2;
+
+/// Whether an `RDMA_MSG` is a Reply to a backchannel Call (C
+/// `svc_rdma_is_reverse_direction_reply`): no chunks, and an RPC message
+/// with the transport header's XID and message type REPLY.
+fn is_backchannel_reply(xid: u32, lists: &ChunkLists<'_>, payload: &[u8]) -> bool {
+    let word = |i: usize| -> Option<u32> {
+        let b = payload.get(i * 4..i * 4 + 4)?;
+        <[u8; 4]>::try_from(b).ok().map(u32::from_be_bytes)
+    };
+    lists.read.is_empty()
+        && lists.write.is_empty()
+        && lists.reply.is_none()
+        && word(0) == Some(xid)
+        && word(1) == Some(1)
+}
+
 fn usize_of(v: u32) -> Result<usize> {
     usize::try_from(v).map_err(|_| EINVAL)
 }
@@ -239,7 +262,7 @@ impl Conn {
         let rq_link = link.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
-                ring <- new_spinlock!(
+                ring <- new_spinlock_irq!(
                     Ring {
                         slots: ring_slots,
                         head: 0,
@@ -305,8 +328,11 @@ impl Conn {
         self.shared.ep.cm_id()
     }
 
+    /// Always true: a thread that finds the send queue full waits for a
+    /// slot in [`SqGate::acquire`], and returning false here would leave
+    /// `XPT_DATA` work undispatched until something enqueues the transport.
     pub(super) fn has_wspace(&self) -> bool {
-        self.shared.sq.has_room()
+        true
     }
 
     pub(super) fn detach(&self) {
@@ -398,6 +424,13 @@ impl Conn {
         let Some((lists, inline)) = chunk_lists(&hdr.body) else {
             return Ok(None);
         };
+        if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
+            // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
+            if let Err(e) = rqst.backchannel_reply(xid, inline, hdr.credits) {
+                pr_warn!("svcrdma: backchannel reply dropped: {:?}\n", e);
+            }
+            return Ok(None);
+        }
         let mut store = PclStore::for_lists(lists)?;
         let Ok(pcl) = ParsedChunks::build(lists, &mut store.chunks, &mut store.segs) else {
             self.send_err_chunk(xid);
@@ -498,6 +531,35 @@ impl Conn {
             },
             GFP_KERNEL,
         )?))
+    }
+
+    /// Sends a backchannel Call (C `rpcrdma_bc_send_request`): an
+    /// `RDMA_MSG` with empty chunk lists, always inline.
+    pub(super) fn bc_send(&self, call: &BcCall) -> Result {
+        let s = &self.shared;
+        let len = usize_of(call.len())?;
+        let total = len.checked_add(BC_HDR_LEN).ok_or(EINVAL)?;
+        if total > usize_of(s.inline_send)? {
+            return Err(EIO);
+        }
+        let mut out = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+        let words = [
+            call.xid(),
+            crate::proto::msg::RPCRDMA_VERSION,
+            BC_CREDITS,
+            crate::proto::msg::Proc::Msg.to_u32(),
+            0,
+            0,
+            0,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            let at = i * 4;
+            out.get_mut(at..at + 4)
+                .ok_or(EINVAL)?
+                .copy_from_slice(&w.to_be_bytes());
+        }
+        call.read(0, out.get_mut(BC_HDR_LEN..).ok_or(EINVAL)?)?;
+        self.send_bytes(&out, None)
     }
 
     /// `xpo_sendto`: sends the Reply in `rq_res`.

@@ -18,7 +18,7 @@
 use crate::config::Config;
 use crate::rdma::cm::Addr;
 use crate::rdma::cm::CmId;
-use crate::rdma::svc::{Registration, Rqst, SvcTransport, XprtLink};
+use crate::rdma::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -112,6 +112,13 @@ impl SvcTransport for SvcRdma {
         match data {
             Xprt::Conn(c) => c.has_wspace(),
             Xprt::Listener(_) => true,
+        }
+    }
+
+    fn bc_send(data: &Xprt, call: &BcCall) -> Result {
+        match data {
+            Xprt::Conn(c) => c.bc_send(call),
+            Xprt::Listener(_) => Err(ENOTCONN),
         }
     }
 

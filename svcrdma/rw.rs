@@ -17,9 +17,9 @@ use crate::rdma::verbs::{
 };
 use kernel::alloc::KVec;
 use kernel::new_condvar;
-use kernel::new_spinlock;
+use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::sync::{Arc, CondVar, SpinLock};
+use kernel::sync::{Arc, CondVar, SpinLockIrq};
 use kernel::time::msecs_to_jiffies;
 
 /// Largest bounce buffer (order-4 allocation).
@@ -35,7 +35,7 @@ struct GateState {
 #[pin_data]
 pub(super) struct SqGate {
     #[pin]
-    state: SpinLock<GateState>,
+    state: SpinLockIrq<GateState>,
     #[pin]
     wait: CondVar,
 }
@@ -44,7 +44,7 @@ impl SqGate {
     pub(super) fn new(depth: u32) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock!(GateState { avail: depth.max(1), closed: false }, "svcrdma::sq"),
+                state <- new_spinlock_irq!(GateState { avail: depth.max(1), closed: false }, "svcrdma::sq"),
                 wait <- new_condvar!("svcrdma::sq_wait"),
             }),
             GFP_KERNEL,
@@ -79,12 +79,6 @@ impl SqGate {
         self.state.lock().closed = true;
         self.wait.notify_all();
     }
-
-    /// Whether a slot is free now.
-    pub(super) fn has_room(&self) -> bool {
-        let st = self.state.lock();
-        st.avail > 0 && !st.closed
-    }
 }
 
 struct WaitState {
@@ -97,7 +91,7 @@ struct WaitState {
 #[pin_data]
 pub(super) struct Waiter {
     #[pin]
-    state: SpinLock<WaitState>,
+    state: SpinLockIrq<WaitState>,
     #[pin]
     wait: CondVar,
 }
@@ -106,7 +100,7 @@ impl Waiter {
     pub(super) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock!(WaitState { pending: 0, failed: false }, "svcrdma::rw"),
+                state <- new_spinlock_irq!(WaitState { pending: 0, failed: false }, "svcrdma::rw"),
                 wait <- new_condvar!("svcrdma::rw_wait"),
             }),
             GFP_KERNEL,
