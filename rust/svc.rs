@@ -348,6 +348,49 @@ impl BcCall {
     }
 }
 
+/// Counters of `/proc/sys/sunrpc/svc_rdma/` (`enum rpcrdma_rs_svc_stat`).
+#[derive(Clone, Copy, Debug)]
+pub enum Stat {
+    /// Calls received (`rdma_stat_recv`).
+    Recv,
+    /// RDMA Read work requests posted (`rdma_stat_read`).
+    Read,
+    /// RDMA Write work requests posted (`rdma_stat_write`).
+    Write,
+    /// Waits for a send queue slot (`rdma_stat_sq_starve`).
+    SqStarve,
+    /// Bytes pulled with RDMA Read.
+    ReadBytes,
+    /// Bytes pushed with RDMA Write.
+    WriteBytes,
+    /// Replies sent through a Reply chunk.
+    ReplyChunk,
+    /// `RDMA_ERROR` replies sent.
+    ErrSent,
+    /// Backchannel Calls sent.
+    BcCalls,
+    /// Backchannel Replies received.
+    BcReplies,
+}
+
+/// Adds `n` to a counter.
+pub fn stat_add(stat: Stat, n: u64) {
+    let idx = match stat {
+        Stat::Recv => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_RECV,
+        Stat::Read => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_READ,
+        Stat::Write => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_WRITE,
+        Stat::SqStarve => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_SQ_STARVE,
+        Stat::ReadBytes => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_READ_BYTES,
+        Stat::WriteBytes => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_WRITE_BYTES,
+        Stat::ReplyChunk => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_REPLY_CHUNK,
+        Stat::ErrSent => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_ERR_SENT,
+        Stat::BcCalls => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_CALLS,
+        Stat::BcReplies => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_REPLIES,
+    };
+    // SAFETY: The shim bounds-checks the index; the counters are atomic.
+    unsafe { bindings::rpcrdma_rs_svc_stat_add(idx as c_int, n) };
+}
+
 /// Creates a CM identifier listening on `addr` (IPv4 or IPv6 only, so both
 /// families can share a port, as C `svc_rdma_create_listen_id`).
 pub fn listen(addr: Addr, backlog: i32) -> Result<CmId> {
@@ -731,13 +774,19 @@ pub struct Registration<T: SvcTransport> {
 }
 
 impl<T: SvcTransport> Registration<T> {
-    /// Registers the class; there is one per module.
-    pub fn new() -> Result<Self> {
+    /// Registers the class; there is one per module. `max_requests` and
+    /// `max_req_size` are shown read-only in `/proc/sys/sunrpc/svc_rdma/`.
+    pub fn new(max_requests: u32, max_req_size: u32) -> Result<Self> {
         // SAFETY: The ops table is a `'static` constant, the backchannel
         // trampoline has the C signature; the classes are C statics of this
         // module.
         to_result(unsafe {
-            bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS, Some(OpsTable::<T>::bc_send))
+            bindings::rpcrdma_rs_svc_register(
+                &OpsTable::<T>::OPS,
+                Some(OpsTable::<T>::bc_send),
+                max_requests,
+                max_req_size,
+            )
         })?;
         // INVARIANT: Registered above.
         Ok(Self { _p: PhantomData })

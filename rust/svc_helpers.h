@@ -31,7 +31,24 @@ typedef int (*rpcrdma_rs_bc_send_fn)(struct svc_xprt *sxprt,
  * xprt_class whose Calls go out through @bc_send (owner: this module).
  */
 int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops,
-			    rpcrdma_rs_bc_send_fn bc_send);
+			    rpcrdma_rs_bc_send_fn bc_send, u32 max_requests,
+			    u32 max_req_size);
+
+/* Counters shown in /proc/sys/sunrpc/svc_rdma/ (like C svcrdma's). */
+enum rpcrdma_rs_svc_stat {
+	RPCRDMA_RS_STAT_RECV = 0,	/* Calls received */
+	RPCRDMA_RS_STAT_READ,		/* RDMA Read work requests posted */
+	RPCRDMA_RS_STAT_WRITE,		/* RDMA Write work requests posted */
+	RPCRDMA_RS_STAT_SQ_STARVE,	/* waits for a send queue slot */
+	RPCRDMA_RS_STAT_READ_BYTES,	/* bytes pulled with RDMA Read */
+	RPCRDMA_RS_STAT_WRITE_BYTES,	/* bytes pushed with RDMA Write */
+	RPCRDMA_RS_STAT_REPLY_CHUNK,	/* Replies sent through a Reply chunk */
+	RPCRDMA_RS_STAT_ERR_SENT,	/* RDMA_ERROR replies sent */
+	RPCRDMA_RS_STAT_BC_CALLS,	/* backchannel Calls sent */
+	RPCRDMA_RS_STAT_BC_REPLIES,	/* backchannel Replies received */
+	RPCRDMA_RS_STAT_MAX,
+};
+void rpcrdma_rs_svc_stat_add(int stat, u64 n);
 void rpcrdma_rs_svc_unregister(void);
 
 /* A svc_xprt with a Rust-owned private pointer. */

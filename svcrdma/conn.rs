@@ -25,7 +25,7 @@ use crate::proto::msg::{Body, ChunkLists, DecodeError, DecodeLimits, ErrorBody, 
 use crate::proto::pcl::{ParsedChunks, PclChunk, ReadRegion, Region};
 use crate::proto::xdr::align_up_u32;
 use crate::rdma::cm::{CmEvent, CmId};
-use crate::rdma::svc::{BcCall, Rqst, XprtLink};
+use crate::rdma::svc::{stat_add, BcCall, Rqst, Stat, XprtLink};
 use crate::rdma::verbs::{
     CompletionHandler, DmaDir, Endpoint, EndpointConfig, SendOp, WorkCompletion, WorkRequest,
 };
@@ -355,6 +355,7 @@ impl Conn {
         };
         rqst.received();
         let (slot, byte_len) = item?;
+        stat_add(Stat::Recv, 1);
         let wr = s.recvs.get(slot)?;
         let msg = wr.buf(0).and_then(|buf| {
             let n = usize_of(byte_len).ok()?.min(buf.len());
@@ -381,6 +382,7 @@ impl Conn {
         pr_warn!("svcrdma: bad call header ({})\n", err.name());
         let mut out = [0u8; 32];
         if let Ok(Some(n)) = encode_error_for(msg, err, s.credits, &mut out) {
+            stat_add(Stat::ErrSent, 1);
             let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
         }
     }
@@ -395,6 +397,7 @@ impl Conn {
         };
         let mut out = [0u8; 32];
         if let Ok(n) = reply.encode(&mut out) {
+            stat_add(Stat::ErrSent, 1);
             let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
         }
     }
@@ -426,6 +429,7 @@ impl Conn {
         };
         if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
             // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
+            stat_add(Stat::BcReplies, 1);
             if let Err(e) = rqst.backchannel_reply(xid, inline, hdr.credits) {
                 pr_warn!("svcrdma: backchannel reply dropped: {:?}\n", e);
             }
@@ -559,6 +563,7 @@ impl Conn {
                 .copy_from_slice(&w.to_be_bytes());
         }
         call.read(0, out.get_mut(BC_HDR_LEN..).ok_or(EINVAL)?)?;
+        stat_add(Stat::BcCalls, 1);
         self.send_bytes(&out, None)
     }
 
@@ -638,6 +643,7 @@ impl Conn {
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
                 .map_err(|_| EINVAL)?;
+            stat_add(Stat::ReplyChunk, 1);
             return self.send_bytes(hbuf.get(..n).ok_or(EINVAL)?, inv);
         }
         let n = pcl

@@ -141,7 +141,7 @@ impl ServerTransport {
         MAX_REQUESTS.store(cfg.max_requests, Relaxed);
         INLINE_SEND.store(cfg.max_inline_read, Relaxed);
         INLINE_RECV.store(cfg.max_inline_write, Relaxed);
-        let reg = Registration::new()
+        let reg = Registration::new(cfg.max_requests, cfg.max_inline_write)
             .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
         Ok(Self { _reg: reg })
     }

@@ -12,6 +12,7 @@
 //! two segments.
 
 use crate::proto::msg::Segment;
+use crate::rdma::svc::{stat_add, Stat};
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, SendOp, WorkCompletion, WorkRequest,
 };
@@ -62,6 +63,7 @@ impl SqGate {
                 st.avail -= 1;
                 return Ok(());
             }
+            stat_add(Stat::SqStarve, 1);
             let _ = self
                 .wait
                 .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
@@ -243,6 +245,8 @@ pub(super) fn read_chunk(
     let posted = for_each_piece(segs, total, |off, len, addr, rkey| {
         let buf = ep.alloc_buf(len, DmaDir::FromDevice)?;
         pieces.push((off, buf.clone()), GFP_KERNEL)?;
+        stat_add(Stat::Read, 1);
+        stat_add(Stat::ReadBytes, len as u64);
         post_one(
             ep,
             sq,
@@ -285,6 +289,8 @@ pub(super) fn write_chunk(
         source(off, src)?;
         let buf = ep.alloc_buf(len, DmaDir::ToDevice)?;
         buf.write(0, src)?;
+        stat_add(Stat::Write, 1);
+        stat_add(Stat::WriteBytes, len as u64);
         post_one(
             ep,
             sq,

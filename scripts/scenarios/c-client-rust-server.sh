@@ -90,6 +90,20 @@ case $ROLE in
         ;;
     server)
         run_server && server_wait_client_done "${CLIENT_WAIT:-900}"
+        if [ "$SERVER_MOD" = rust ]; then
+            S=/proc/sys/sunrpc/svc_rdma
+            _st=""
+            for f in $S/rdma_stat_*; do _st="$_st $(basename "$f" | sed 's/^rdma_stat_//')=$(cat "$f")"; done
+            info "svc_rdma stats:$_st"
+            # Data moved through Read and Write chunks, long replies through Reply chunks.
+            if [ "$SIZE" -gt 0 ] && { [ "$(cat $S/rdma_stat_read)" = 0 ] || [ "$(cat $S/rdma_stat_write)" = 0 ]; }; then
+                fail svc-rdma-stats "no RDMA Read/Write counted:$_st"
+            elif [ "$LONG_ENTRIES" -gt 0 ] && [ "$(cat $S/rdma_stat_reply_chunk)" = 0 ]; then
+                fail svc-rdma-stats "no Reply chunk counted:$_st"
+            else
+                pass svc-rdma-stats
+            fi
+        fi
         check nfs-server-stop stop_nfs_server
         dmesg | grep -i 'svcrdma\|rpcrdma_rs' | tail -n 20 | sed 's/^/vm:   dmesg: /'
         if [ "$SERVER_MOD" = c ]; then

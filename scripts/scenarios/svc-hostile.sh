@@ -35,6 +35,14 @@ else
     fail hostile-suite-connected "the suite never reached the server"
 fi
 dmesg | grep -E 'svcrdma|svc_hostile' | sed 's/^/vm:   dmesg: /' | tail -n 40
+# Our counters in /proc/sys/sunrpc/svc_rdma saw the bad calls.
+S=/proc/sys/sunrpc/svc_rdma
+info "svc_rdma stats: recv=$(cat $S/rdma_stat_recv 2>/dev/null) err_sent=$(cat $S/rdma_stat_err_sent 2>/dev/null) read=$(cat $S/rdma_stat_read 2>/dev/null)"
+if [ "$(cat $S/rdma_stat_err_sent 2>/dev/null || echo 0)" -ge 8 ] && [ "$(cat $S/rdma_stat_recv 2>/dev/null || echo 0)" -ge 20 ]; then
+    pass svc-rdma-stats
+else
+    fail svc-rdma-stats "err_sent=$(cat $S/rdma_stat_err_sent 2>/dev/null) recv=$(cat $S/rdma_stat_recv 2>/dev/null)"
+fi
 grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass server-still-listening || fail server-still-listening "portlist"
 check kunit-module-unload rmmod rpcrdma_rs_kunit
 check nfs-server-stop stop_nfs_server
