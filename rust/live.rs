@@ -27,11 +27,14 @@ pub enum Kind {
     PostedWr = 5,
     /// A fast-registration memory region.
     Mr = 6,
+    /// DMA mappings of the "physical" registration strategy.
+    PhysMap = 7,
 }
 
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 
 static COUNTS: [Atomic<i64>; KINDS] = [
+    Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),

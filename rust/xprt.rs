@@ -525,3 +525,96 @@ pub fn post_local_inv<H: CompletionHandler>(
         }
     }
 }
+
+/// The `memreg` module parameter (declared on the C side, a string).
+pub fn memreg_param() -> &'static str {
+    // SAFETY: The parameter is a NUL-terminated static buffer, written only
+    // at module load (permissions 0444).
+    let s = unsafe { kernel::str::CStr::from_char_ptr(bindings::rpcrdma_rs_param_memreg()) };
+    s.to_str().unwrap_or("")
+}
+
+impl Xprt {
+    /// Sets the largest RPC payload the transport carries (rsize/wsize).
+    pub fn set_max_payload(&self, bytes: u32) {
+        // SAFETY: Valid by the type invariant; called during setup.
+        unsafe { bindings::rpcrdma_rs_xprt_set_max_payload(self.ptr.as_ptr(), bytes) };
+    }
+}
+
+/// DMA mappings of a request range exposed under the protection domain's
+/// global rkey (the "physical" strategy): one segment per piece (head
+/// range, page, tail range). Unmapped on drop.
+///
+/// # Invariants
+///
+/// `ptr` holds `count()` live mappings on the anchor's device until drop.
+pub struct PhysMap {
+    ptr: NonNull<bindings::rpcrdma_rs_phys>,
+    anchor: Arc<Anchor>,
+}
+
+// SAFETY: Owned by one request at a time.
+unsafe impl Send for PhysMap {}
+// SAFETY: Shared references only read the mapped addresses.
+unsafe impl Sync for PhysMap {}
+
+impl PhysMap {
+    /// Maps `[offset, offset + len)` of the request's send (`rcv` false)
+    /// or receive buffer in at most `max` pieces.
+    pub fn map_rqst(
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        rcv: bool,
+        offset: u32,
+        len: u32,
+        writable: bool,
+        max: u32,
+    ) -> Result<Self> {
+        // SAFETY: No preconditions.
+        let ptr = from_err_ptr(unsafe { bindings::rpcrdma_rs_phys_alloc(max) })?;
+        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        live::inc(live::Kind::PhysMap);
+        // INVARIANT: Mappings made below are released by `drop`, also on error.
+        let this = Self {
+            ptr,
+            anchor: ep.anchor().clone(),
+        };
+        // SAFETY: The device is live (anchor); the request is borrowed and
+        // its buffers outlive the mapping (released before `buf_free`).
+        to_result(unsafe {
+            bindings::rpcrdma_rs_phys_map_rqst(
+                this.anchor.device_ptr(),
+                this.ptr.as_ptr(),
+                rqst.ptr.as_ptr(),
+                rcv,
+                offset,
+                len,
+                writable,
+            )
+        })?;
+        Ok(this)
+    }
+
+    /// Number of mapped pieces.
+    pub fn count(&self) -> u32 {
+        // SAFETY: Live by the type invariant.
+        unsafe { bindings::rpcrdma_rs_phys_count(self.ptr.as_ptr()) }
+    }
+
+    /// DMA address and length of piece `i`.
+    pub fn piece(&self, i: u32) -> (u64, u32) {
+        let (mut addr, mut len) = (0u64, 0u32);
+        // SAFETY: Live by the type invariant; out-of-range gives zeros.
+        unsafe { bindings::rpcrdma_rs_phys_get(self.ptr.as_ptr(), i, &mut addr, &mut len) };
+        (addr, len)
+    }
+}
+
+impl Drop for PhysMap {
+    fn drop(&mut self) {
+        // SAFETY: Live by the type invariant; frees and unmaps everything.
+        unsafe { bindings::rpcrdma_rs_phys_free(self.anchor.device_ptr(), self.ptr.as_ptr()) };
+        live::dec(live::Kind::PhysMap);
+    }
+}

@@ -262,26 +262,26 @@ static void rpcrdma_rs_op_disable_swap(struct rpc_xprt *xprt)
  * (see Conn::handle_reply), so the server reports the callback path down
  * (SEQ4_STATUS_CB_PATH_DOWN) and works without delegations.
  */
-static int rpcrdma_rs_bc_setup(struct rpc_xprt *xprt, unsigned int min_reqs)
+static int rpcrdma_rs_xprt_bc_setup(struct rpc_xprt *xprt, unsigned int min_reqs)
 {
 	return 0;
 }
 
-static size_t rpcrdma_rs_bc_maxpayload(struct rpc_xprt *xprt)
+static size_t rpcrdma_rs_xprt_bc_maxpayload(struct rpc_xprt *xprt)
 {
 	return PAGE_SIZE;
 }
 
-static unsigned int rpcrdma_rs_bc_num_slots(struct rpc_xprt *xprt)
+static unsigned int rpcrdma_rs_xprt_bc_num_slots(struct rpc_xprt *xprt)
 {
 	return 1;
 }
 
-static void rpcrdma_rs_bc_free_rqst(struct rpc_rqst *rqst)
+static void rpcrdma_rs_xprt_bc_free_rqst(struct rpc_rqst *rqst)
 {
 }
 
-static void rpcrdma_rs_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs)
+static void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs)
 {
 }
 #endif
@@ -307,11 +307,11 @@ static const struct rpc_xprt_ops rpcrdma_rs_xprt_ops = {
 	.enable_swap = rpcrdma_rs_op_enable_swap,
 	.disable_swap = rpcrdma_rs_op_disable_swap,
 #if defined(CONFIG_SUNRPC_BACKCHANNEL)
-	.bc_setup = rpcrdma_rs_bc_setup,
-	.bc_maxpayload = rpcrdma_rs_bc_maxpayload,
-	.bc_num_slots = rpcrdma_rs_bc_num_slots,
-	.bc_free_rqst = rpcrdma_rs_bc_free_rqst,
-	.bc_destroy = rpcrdma_rs_bc_destroy,
+	.bc_setup = rpcrdma_rs_xprt_bc_setup,
+	.bc_maxpayload = rpcrdma_rs_xprt_bc_maxpayload,
+	.bc_num_slots = rpcrdma_rs_xprt_bc_num_slots,
+	.bc_free_rqst = rpcrdma_rs_xprt_bc_free_rqst,
+	.bc_destroy = rpcrdma_rs_xprt_bc_destroy,
 #endif
 };
 
@@ -729,4 +729,140 @@ int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey, struct ib_cqe *cqe)
 	};
 
 	return ib_post_send(qp, &wr, NULL);
+}
+
+/* ---- "physical" registration ---- */
+
+struct rpcrdma_rs_phys_ent {
+	u64 addr;
+	u32 len;
+	bool page;
+};
+
+struct rpcrdma_rs_phys {
+	u32 n;
+	u32 max;
+	enum dma_data_direction dir;
+	struct rpcrdma_rs_phys_ent ent[];
+};
+
+struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max)
+{
+	struct rpcrdma_rs_phys *pm = kzalloc(struct_size(pm, ent, max), GFP_KERNEL);
+
+	if (!pm)
+		return ERR_PTR(-ENOMEM);
+	pm->max = max;
+	return pm;
+}
+
+static int rpcrdma_rs_phys_add(struct ib_device *device,
+			       struct rpcrdma_rs_phys *pm, struct page *page,
+			       const void *virt, u32 off, u32 len)
+{
+	struct rpcrdma_rs_phys_ent *e;
+	u64 addr;
+
+	if (pm->n >= pm->max)
+		return -EMSGSIZE;
+	if (page)
+		addr = ib_dma_map_page(device, page, off, len, pm->dir);
+	else
+		addr = ib_dma_map_single(device, (void *)virt, len, pm->dir);
+	if (ib_dma_mapping_error(device, addr))
+		return -EIO;
+	e = &pm->ent[pm->n++];
+	e->addr = addr;
+	e->len = len;
+	e->page = !!page;
+	return 0;
+}
+
+int rpcrdma_rs_phys_map_rqst(struct ib_device *device,
+			     struct rpcrdma_rs_phys *pm, struct rpc_rqst *rqst,
+			     bool rcv, u32 offset, u32 len, bool writable)
+{
+	const struct xdr_buf *buf = rcv ? &rqst->rq_rcv_buf : &rqst->rq_snd_buf;
+	u32 head_len = buf->head[0].iov_len, page_len = buf->page_len;
+	u32 end, done = 0;
+	int rc;
+
+	if (check_add_overflow(offset, len, &end))
+		return -EINVAL;
+	pm->dir = writable ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+	if (offset < head_len) {
+		u32 l = min(head_len - offset, len);
+
+		rc = rpcrdma_rs_phys_add(device, pm, NULL,
+					 (char *)buf->head[0].iov_base + offset, 0, l);
+		if (rc)
+			return rc;
+		done += l;
+	}
+	while (done < len && offset + done < head_len + page_len) {
+		u32 in_pages = offset + done - head_len;
+		u32 pos = buf->page_base + in_pages;
+		u32 off = offset_in_page(pos);
+		u32 l = min3((u32)PAGE_SIZE - off, len - done, page_len - in_pages);
+
+		rc = rpcrdma_rs_phys_add(device, pm, buf->pages[pos >> PAGE_SHIFT],
+					 NULL, off, l);
+		if (rc)
+			return rc;
+		done += l;
+	}
+	if (done < len) {
+		u32 in_tail = offset + done - head_len - page_len;
+		u32 l = len - done;
+
+		if ((u64)in_tail + l > buf->tail[0].iov_len)
+			return -EINVAL;
+		rc = rpcrdma_rs_phys_add(device, pm, NULL,
+					 (char *)buf->tail[0].iov_base + in_tail, 0, l);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+u32 rpcrdma_rs_phys_count(const struct rpcrdma_rs_phys *pm)
+{
+	return pm->n;
+}
+
+void rpcrdma_rs_phys_get(const struct rpcrdma_rs_phys *pm, u32 i, u64 *addr,
+			 u32 *len)
+{
+	*addr = i < pm->n ? pm->ent[i].addr : 0;
+	*len = i < pm->n ? pm->ent[i].len : 0;
+}
+
+void rpcrdma_rs_phys_free(struct ib_device *device, struct rpcrdma_rs_phys *pm)
+{
+	u32 i;
+
+	for (i = 0; i < pm->n; i++) {
+		if (pm->ent[i].page)
+			ib_dma_unmap_page(device, pm->ent[i].addr, pm->ent[i].len,
+					  pm->dir);
+		else
+			ib_dma_unmap_single(device, pm->ent[i].addr,
+					    pm->ent[i].len, pm->dir);
+	}
+	kfree(pm);
+}
+
+static char rpcrdma_rs_memreg[16] = "fmr";
+module_param_string(memreg, rpcrdma_rs_memreg, sizeof(rpcrdma_rs_memreg), 0444);
+MODULE_PARM_DESC(memreg,
+		 "Client memory registration: fmr (default; a pool of fast-registration MRs per connection, mapped per I/O) or physical (global steering tag: the server can read and write ALL client memory; trusted servers only)");
+
+const char *rpcrdma_rs_param_memreg(void)
+{
+	return rpcrdma_rs_memreg;
+}
+
+void rpcrdma_rs_xprt_set_max_payload(struct rpc_xprt *xprt, u32 bytes)
+{
+	xprt->max_payload = bytes;
 }

@@ -106,4 +106,19 @@ int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
 int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey,
 			      struct ib_cqe *cqe);
 
+/* "physical" registration: DMA addresses under the PD's global rkey. */
+struct rpcrdma_rs_phys;
+struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max);
+int rpcrdma_rs_phys_map_rqst(struct ib_device *device,
+			     struct rpcrdma_rs_phys *pm, struct rpc_rqst *rqst,
+			     bool rcv, u32 offset, u32 len, bool writable);
+u32 rpcrdma_rs_phys_count(const struct rpcrdma_rs_phys *pm);
+void rpcrdma_rs_phys_get(const struct rpcrdma_rs_phys *pm, u32 i, u64 *addr,
+			 u32 *len);
+void rpcrdma_rs_phys_free(struct ib_device *device, struct rpcrdma_rs_phys *pm);
+
+/* Module parameters declared on the C side (strings). */
+const char *rpcrdma_rs_param_memreg(void);
+void rpcrdma_rs_xprt_set_max_payload(struct rpc_xprt *xprt, u32 bytes);
+
 #endif

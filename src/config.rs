@@ -17,12 +17,23 @@ const REQUESTS_MAX: u32 = 16384;
 const INLINE_MIN: u32 = 1024;
 const INLINE_MAX: u32 = 65536;
 
+/// Pages one MR may map: 1 MiB of payload plus a page of misalignment
+/// (`RPCRDMA_MAX_DATA_SEGS`).
+const FMR_PAGES_MAX: u32 = 257;
+
 /// Effective settings of the module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Config {
     pub(crate) max_requests: u32,
     pub(crate) max_inline_read: u32,
     pub(crate) max_inline_write: u32,
+    /// MRs per client connection ("fmr" strategy); 0 picks 4 per credit.
+    pub(crate) fmr_pool_size: u32,
+    /// Pages per MR; 0 picks the device's limit (at most 1 MiB + 1 page).
+    pub(crate) fmr_pages_per_mr: u32,
+    /// MRs left dirty before a batched invalidation; 0 invalidates every
+    /// registration before its RPC completes.
+    pub(crate) fmr_dirty_watermark: u32,
 }
 
 /// Why a parameter was refused.
@@ -42,7 +53,9 @@ impl Config {
         max_requests: u32,
         max_inline_read: u32,
         max_inline_write: u32,
+        fmr: [u32; 3],
     ) -> Result<Self, ConfigError> {
+        let [fmr_pool_size, fmr_pages_per_mr, fmr_dirty_watermark] = fmr;
         if !(REQUESTS_MIN..=REQUESTS_MAX).contains(&max_requests) {
             return Err(ConfigError("max_requests must be between 4 and 16384"));
         }
@@ -56,10 +69,31 @@ impl Config {
                 "max_inline_write must be between 1024 and 65536",
             ));
         }
+        if fmr_pool_size != 0 && fmr_pool_size < 8 {
+            return Err(ConfigError(
+                "fmr_pool_size must be 0 (automatic) or at least 8",
+            ));
+        }
+        if fmr_pages_per_mr > FMR_PAGES_MAX {
+            return Err(ConfigError("fmr_pages_per_mr must be at most 257"));
+        }
+        let pool = if fmr_pool_size == 0 {
+            max_requests.saturating_mul(4)
+        } else {
+            fmr_pool_size
+        };
+        if fmr_dirty_watermark >= pool / 2 {
+            return Err(ConfigError(
+                "fmr_dirty_watermark must be below half the MR pool",
+            ));
+        }
         Ok(Self {
             max_requests,
             max_inline_read,
             max_inline_write,
+            fmr_pool_size: pool,
+            fmr_pages_per_mr,
+            fmr_dirty_watermark,
         })
     }
 }

@@ -46,6 +46,18 @@ module! {
             default: 4096,
             description: "Largest inline call in bytes, 1024..65536 (default 4096)",
         },
+        fmr_pool_size: u32 {
+            default: 0,
+            description: "Client memreg=fmr: MRs allocated per connection at connect time (0: 4 per credit)",
+        },
+        fmr_pages_per_mr: u32 {
+            default: 0,
+            description: "Client memreg=fmr: pages per MR, 1..257 (0: the device's limit, at most 257)",
+        },
+        fmr_dirty_watermark: u32 {
+            default: 0,
+            description: "Client memreg=fmr: MRs left registered after their RPC before a batched invalidation (0: invalidate before every RPC completes; >0 lets the server write into released pages until the batch runs)",
+        },
     },
 }
 
@@ -62,6 +74,11 @@ impl kernel::Module for RpcRdmaModule {
             module_parameters::max_requests.value(),
             module_parameters::max_inline_read.value(),
             module_parameters::max_inline_write.value(),
+            [
+                module_parameters::fmr_pool_size.value(),
+                module_parameters::fmr_pages_per_mr.value(),
+                module_parameters::fmr_dirty_watermark.value(),
+            ],
         )
         .inspect_err(|e| pr_err!("not loaded: {}\n", e.reason()))
         .map_err(|_| EINVAL)?;
@@ -75,8 +92,8 @@ impl kernel::Module for RpcRdmaModule {
             cfg.max_inline_write,
             rdma::device::count()
         );
-        let client = xprtrdma::ClientTransport::register()?;
-        let server = svcrdma::ServerTransport::register()?;
+        let client = xprtrdma::ClientTransport::register(&cfg)?;
+        let server = svcrdma::ServerTransport::register(&cfg)?;
         Ok(Self {
             _server: server,
             _client: client,

@@ -9,6 +9,7 @@
 //! request is posted, so [`Conn::shutdown`] drains the queue pair, after
 //! which no handler reposts and the last reference frees everything.
 
+use super::reg::{add as add_counter, counters, Reg, Strategy, StrategyCounters};
 use super::transport::{bump, Settings, Stats};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::decode::decode_reply;
@@ -23,7 +24,7 @@ use crate::rdma::verbs::{
     WorkCompletion, WorkRequest,
 };
 use crate::rdma::xprt::{
-    post_local_inv, Mr, PinnedRqst, Rqst, XdrShape, Xprt, XDRBUF_READ, XDRBUF_WRITE,
+    post_local_inv, Mr, PhysMap, PinnedRqst, Rqst, XdrShape, Xprt, XDRBUF_READ, XDRBUF_WRITE,
 };
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -45,7 +46,7 @@ const EXTRA_RECVS: u32 = 8;
 struct Pending {
     xid: u32,
     key: usize,
-    mrs: KVec<Mr>,
+    regs: KVec<Reg>,
 }
 
 /// One connection.
@@ -63,7 +64,11 @@ pub(super) struct Conn {
     mrs: SpinLock<KVec<Mr>>,
     #[pin]
     pending: SpinLock<KVec<Pending>>,
+    /// MRs whose RPC completed but which await a batched invalidation.
+    #[pin]
+    dirty: SpinLock<KVec<Mr>>,
     write_pad: Option<(Mr, Arc<DmaBuf>)>,
+    global_rkey: u32,
 }
 
 fn shape(s: &XdrShape) -> XdrBufShape {
@@ -139,6 +144,25 @@ impl CompletionHandler for SendDone {
     }
 }
 
+/// Completion of a batched invalidation: the MRs return to the pool.
+#[pin_data]
+struct BatchInvDone {
+    conn: Arc<Conn>,
+    #[pin]
+    mrs: SpinLock<Option<KVec<Mr>>>,
+}
+
+impl CompletionHandler for Arc<BatchInvDone> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        let taken = self.mrs.lock().take();
+        if let Some(mrs) = taken {
+            if wc.is_ok() {
+                self.conn.recycle(mrs);
+            }
+        }
+    }
+}
+
 /// LOCAL_INV completion: the request's registrations are gone, so its
 /// reply may be handed to the RPC layer.
 #[pin_data]
@@ -186,16 +210,20 @@ impl Conn {
                 max_recv_wr: reqs + EXTRA_RECVS,
                 max_send_sge: 1,
                 max_recv_sge: 1,
-                unsafe_global_rkey: false,
+                unsafe_global_rkey: settings.strategy == Strategy::Physical,
             },
         )?;
         let attr = *ep.device_attr();
-        if !attr.mem_mgt_extensions {
-            pr_err!("device lacks fast registration (FRWR); cannot use it\n");
+        let fmr = settings.strategy == Strategy::Fmr;
+        if fmr && !attr.mem_mgt_extensions {
+            pr_err!("device lacks fast registration (FRWR), needed by memreg=fmr; try memreg=physical\n");
             return Err(EOPNOTSUPP);
         }
+        let global_rkey = ep.global_rkey().unwrap_or(0);
         let mut pdata = [0u8; 8];
-        ConnectPrivate::client(settings.inline_write, settings.inline_read)
+        // Remote invalidation only makes sense for MRs: a server that
+        // tried to invalidate the global rkey would break the connection.
+        ConnectPrivate::new(settings.inline_write, settings.inline_read, fmr)
             .encode(&mut pdata)
             .map_err(|_| EINVAL)?;
         let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
@@ -220,7 +248,12 @@ impl Conn {
             neg.inline_send,
             neg.inline_recv,
             &DeviceCaps {
-                max_fast_reg_page_list_len: attr.max_fast_reg_page_list_len,
+                // "physical" maps one page per segment.
+                max_fast_reg_page_list_len: match (fmr, settings.pages_per_mr) {
+                    (false, _) => 1,
+                    (true, 0) => attr.max_fast_reg_page_list_len,
+                    (true, n) => n.min(attr.max_fast_reg_page_list_len),
+                },
                 max_sge_rd: 0,
                 max_send_sge: attr.max_send_sge,
                 sg_gaps: false,
@@ -228,19 +261,25 @@ impl Conn {
         );
 
         // The MR pool: every steering tag exists before the first I/O.
-        let pool = reqs.saturating_mul(MRS_PER_REQUEST);
+        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
         let mut mrs = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
         for _ in 0..pool {
             mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
         }
         bump_by(&stats.mrs_allocated, u64::from(pool));
+        let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
 
         // The write pad: a 4-byte sink for the XDR pad of unaligned Write
         // chunks, registered once for the life of the connection.
-        let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
-        let mut pad_mr = Mr::new(&ep, 1)?;
-        pad_mr.map_buf(&pad_buf)?;
-        pad_mr.post_reg(&ep, true)?;
+        let write_pad = if fmr {
+            let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
+            let mut pad_mr = Mr::new(&ep, 1)?;
+            pad_mr.map_buf(&pad_buf)?;
+            pad_mr.post_reg(&ep, true)?;
+            Some((pad_mr, pad_buf))
+        } else {
+            None
+        };
 
         let recv_len = settings.inline_read as usize;
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
@@ -256,7 +295,9 @@ impl Conn {
                 closing: Atomic::new(false),
                 mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
                 pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
-                write_pad: Some((pad_mr, pad_buf)),
+                dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
+                write_pad,
+                global_rkey,
             }),
             GFP_KERNEL,
         )?;
@@ -279,7 +320,8 @@ impl Conn {
         }
         conn.xprt.update_cwnd(1);
         pr_info!(
-            "connected: inline send {} recv {}, max_requests {}, {} MRs of {} pages, remote invalidation {}\n",
+            "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}\n",
+            settings.strategy.name(),
             neg.inline_send,
             neg.inline_recv,
             reqs,
@@ -304,6 +346,7 @@ impl Conn {
         match self.mrs.lock().pop() {
             Some(mr) => Ok(mr),
             None => {
+                add_counter(&self.counters().pool_empty_waits, 1);
                 if self.stats.mr_pool_empty.fetch_add(1, Relaxed) == 0 {
                     pr_warn!("MR pool empty: calls wait for registrations to be released\n");
                 }
@@ -332,9 +375,20 @@ impl Conn {
         offset: u32,
         len: u32,
         writable: bool,
-        mrs: &mut KVec<Mr>,
+        regs: &mut KVec<Reg>,
         segs: &mut KVec<Segment>,
     ) -> Result {
+        add_counter(&self.counters().registrations, 1);
+        if self.settings.strategy == Strategy::Physical {
+            let max = self.params.max_rdma_segs;
+            let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, offset, len, writable, max)?;
+            for i in 0..pm.count() {
+                let (addr, l) = pm.piece(i);
+                segs.push(Segment::new(self.global_rkey, l, addr), GFP_KERNEL)?;
+            }
+            regs.push(Reg::Phys(pm), GFP_KERNEL)?;
+            return Ok(());
+        }
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         let mut at = offset;
         while at < end {
@@ -353,7 +407,7 @@ impl Conn {
             }
             let s = mr.segment();
             segs.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
-            mrs.push(mr, GFP_KERNEL)?;
+            regs.push(Reg::Mr(mr), GFP_KERNEL)?;
             at += n;
         }
         Ok(())
@@ -368,11 +422,61 @@ impl Conn {
 
     /// Invalidates registrations that were posted but will not be used
     /// (a failed send): unsignaled LOCAL_INV, then back to the pool.
-    fn abandon(&self, mrs: KVec<Mr>) {
-        for mr in mrs.iter() {
-            let _ = post_local_inv::<SendDone>(&self.ep, mr.segment().handle, None);
+    fn abandon(&self, regs: KVec<Reg>) {
+        let mut mrs = KVec::new();
+        for reg in regs {
+            if let Reg::Mr(mr) = reg {
+                let _ = post_local_inv::<SendDone>(&self.ep, mr.segment().handle, None);
+                // On allocation failure the MR is freed: the pool shrinks.
+                let _ = mrs.push(mr, GFP_KERNEL);
+            }
         }
         self.recycle(mrs);
+    }
+
+    fn counters(&self) -> &'static StrategyCounters {
+        counters(self.settings.strategy)
+    }
+
+    /// Invalidates every dirty MR in one chain; they return to the pool
+    /// when the last LOCAL_INV completes.
+    fn flush_dirty(&self, this: &Arc<Self>) {
+        let mrs = core::mem::take(&mut *self.dirty.lock());
+        if mrs.is_empty() {
+            return;
+        }
+        add_counter(&self.counters().batched_invalidations, mrs.len() as u64);
+        let mut keys = KVec::new();
+        for mr in mrs.iter() {
+            if keys.push(mr.segment().handle, GFP_KERNEL).is_err() {
+                self.xprt.force_disconnect();
+                return;
+            }
+        }
+        let done = Arc::pin_init(
+            pin_init!(BatchInvDone {
+                conn: this.clone(),
+                mrs <- new_spinlock!(Some(mrs), "rpcrdma_rs::xprt::batch"),
+            }),
+            GFP_KERNEL,
+        );
+        let Ok(done) = done else {
+            self.xprt.force_disconnect();
+            return;
+        };
+        let last = keys.len() - 1;
+        for (i, key) in keys.iter().enumerate() {
+            let res = if i == last {
+                WorkRequest::new(done.clone(), KVec::new())
+                    .and_then(|wr| post_local_inv(&self.ep, *key, Some(wr)))
+            } else {
+                post_local_inv::<SendDone>(&self.ep, *key, None)
+            };
+            if res.is_err() {
+                self.xprt.force_disconnect();
+                return;
+            }
+        }
     }
 
     /// Marshals one call as the planner decides and posts it.
@@ -395,7 +499,7 @@ impl Conn {
             EIO
         })?;
 
-        let mut mrs = KVec::new();
+        let mut mrs = KVec::<Reg>::new();
         let mut reads = KVec::<ReadSegment>::new();
         let mut writes = KVec::<Segment>::new();
         let mut reply = KVec::<Segment>::new();
@@ -412,7 +516,10 @@ impl Conn {
         );
         if let Err(e) = res {
             self.abandon(mrs);
-            if e != ENOBUFS {
+            if e == ENOBUFS {
+                // Dirty MRs come back only through a batch: run it now.
+                self.flush_dirty(this);
+            } else {
                 bump(&self.stats.failed_marshal_count);
                 pr_warn!("cannot register chunks of xid {:#x}: {:?}\n", info.xid, e);
             }
@@ -463,10 +570,10 @@ impl Conn {
                 let pending = Pending {
                     xid: info.xid,
                     key: rqst.key(),
-                    mrs: core::mem::take(&mut mrs),
+                    regs: core::mem::take(&mut mrs),
                 };
                 if let Err(p) = self.pending.lock().push_within_capacity(pending) {
-                    mrs = p.0.mrs;
+                    mrs = p.0.regs;
                     return Err(ENOBUFS);
                 }
             }
@@ -475,7 +582,7 @@ impl Conn {
         })();
         if let Err(e) = res {
             if let Some(p) = self.take_pending(info.xid) {
-                mrs = p.mrs;
+                mrs = p.regs;
             }
             self.abandon(mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
@@ -504,7 +611,7 @@ impl Conn {
         result: &ResultStrategy,
         snd: &XdrBufShape,
         rcv: &XdrBufShape,
-        mrs: &mut KVec<Mr>,
+        mrs: &mut KVec<Reg>,
         reads: &mut KVec<ReadSegment>,
         writes: &mut KVec<Segment>,
         reply: &mut KVec<Segment>,
@@ -720,13 +827,23 @@ impl Conn {
             rqst.complete(status);
             return;
         };
-        let mut mrs = p.mrs;
+        // Physical mappings are simply unmapped; MRs need invalidation.
+        let mut mrs = KVec::new();
+        for reg in p.regs {
+            if let Reg::Mr(mr) = reg {
+                if mrs.push(mr, GFP_KERNEL).is_err() {
+                    // That MR was freed without invalidation: revoke all.
+                    self.xprt.force_disconnect();
+                }
+            }
+        }
         // An MR the server invalidated remotely needs no LOCAL_INV.
         // We always offer Send With Invalidate (RFC 8797 flag).
         if let Some(rkey) = inv_rkey {
             if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
                 if let Ok(mr) = mrs.remove(pos) {
                     bump(&self.stats.remote_inv);
+                    add_counter(&self.counters().remote_invalidations, 1);
                     self.recycle_one(mr);
                 }
             }
@@ -736,7 +853,25 @@ impl Conn {
             rqst.complete(status);
             return;
         }
+        if self.settings.dirty_watermark > 0 {
+            // Batched invalidation: complete now, invalidate later.
+            let full = {
+                let mut dirty = self.dirty.lock();
+                for mr in mrs {
+                    if let Err(mr) = dirty.push_within_capacity(mr) {
+                        drop(mr);
+                    }
+                }
+                dirty.len() >= self.settings.dirty_watermark as usize
+            };
+            rqst.complete(status);
+            if full {
+                self.flush_dirty(this);
+            }
+            return;
+        }
         add(&self.stats.local_inv_needed, n as u64);
+        add_counter(&self.counters().invalidations, n as u64);
         let mut keys = KVec::new();
         for mr in mrs.iter() {
             if keys.push(mr.segment().handle, GFP_KERNEL).is_err() {

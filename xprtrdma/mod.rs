@@ -16,23 +16,46 @@ use crate::rdma::xprt::Registration;
 use kernel::prelude::*;
 
 mod conn;
+mod reg;
 mod transport;
+
+use kernel::debugfs::{Dir, File};
 
 /// The client side's registration with sunrpc, held by the module.
 pub(crate) struct ClientTransport {
     _reg: Registration<transport::Client>,
+    _debugfs: Pin<KBox<File<()>>>,
+    _dir: Dir,
 }
 
 impl ClientTransport {
     /// Registers the client transport class "rdma".
     pub(crate) fn register(cfg: &Config) -> Result<Self> {
-        transport::set_config(cfg);
+        let strategy = reg::Strategy::from_param()?;
+        if strategy == reg::Strategy::Physical {
+            pr_warn!(
+                "memreg=physical: every NFS server this host mounts from over RDMA can read and write ALL of its memory through a global steering tag; use only with trusted servers\n"
+            );
+        }
+        transport::set_config(cfg, strategy);
+        // /sys/kernel/debug/rpcrdma_rs/client_registration: which strategy
+        // transports use and what each strategy did.
+        let dir = Dir::new(c"rpcrdma_rs");
+        let file = KBox::pin_init(
+            dir.read_callback_file(c"client_registration", (), &|_: &(), f| reg::show(f)),
+            GFP_KERNEL,
+        )?;
         let reg = Registration::new().inspect_err(|e| {
             pr_err!(
                 "cannot register the rdma client transport ({:?}): is the in-tree rpcrdma loaded?\n",
                 e
             )
         })?;
-        Ok(Self { _reg: reg })
+        pr_info!("client memory registration: memreg={}\n", strategy.name());
+        Ok(Self {
+            _reg: reg,
+            _debugfs: file,
+            _dir: dir,
+        })
     }
 }

@@ -4,6 +4,7 @@
 //! holding at most one live connection.
 
 use super::conn::Conn;
+use super::reg::{counters, Strategy};
 use crate::config::Config;
 use crate::rdma::xprt::{Rqst, Xprt, XprtOps, XprtStats};
 use kernel::new_mutex;
@@ -14,12 +15,24 @@ use kernel::sync::{Arc, Mutex};
 static MAX_REQUESTS: Atomic<u32> = Atomic::new(128);
 static INLINE_READ: Atomic<u32> = Atomic::new(4096);
 static INLINE_WRITE: Atomic<u32> = Atomic::new(4096);
+static POOL_SIZE: Atomic<u32> = Atomic::new(512);
+static PAGES_PER_MR: Atomic<u32> = Atomic::new(0);
+static DIRTY_WATERMARK: Atomic<u32> = Atomic::new(0);
+static PHYSICAL: Atomic<bool> = Atomic::new(false);
+
+/// Largest payload of the "physical" strategy: one segment per page and
+/// at most 16 segments per chunk (two for misaligned head and tail).
+const PHYSICAL_MAX_PAYLOAD: u32 = 14 * 4096;
 
 /// Records the module's settings for transports created later.
-pub(super) fn set_config(cfg: &Config) {
+pub(super) fn set_config(cfg: &Config, strategy: Strategy) {
     MAX_REQUESTS.store(cfg.max_requests, Relaxed);
     INLINE_READ.store(cfg.max_inline_read, Relaxed);
     INLINE_WRITE.store(cfg.max_inline_write, Relaxed);
+    POOL_SIZE.store(cfg.fmr_pool_size, Relaxed);
+    PAGES_PER_MR.store(cfg.fmr_pages_per_mr, Relaxed);
+    DIRTY_WATERMARK.store(cfg.fmr_dirty_watermark, Relaxed);
+    PHYSICAL.store(strategy == Strategy::Physical, Relaxed);
 }
 
 /// Settings of one transport, fixed at setup.
@@ -28,6 +41,10 @@ pub(super) struct Settings {
     pub(super) max_requests: u32,
     pub(super) inline_read: u32,
     pub(super) inline_write: u32,
+    pub(super) strategy: Strategy,
+    pub(super) pool_size: u32,
+    pub(super) pages_per_mr: u32,
+    pub(super) dirty_watermark: u32,
 }
 
 /// Counters of one transport (mountstats and debugging).
@@ -100,11 +117,24 @@ impl Client {
 
 impl XprtOps for Client {
     fn setup(xprt: Xprt) -> Result<Self> {
+        let strategy = if PHYSICAL.load(Relaxed) {
+            Strategy::Physical
+        } else {
+            Strategy::Fmr
+        };
         let settings = Settings {
             max_requests: MAX_REQUESTS.load(Relaxed),
             inline_read: INLINE_READ.load(Relaxed),
             inline_write: INLINE_WRITE.load(Relaxed),
+            strategy,
+            pool_size: POOL_SIZE.load(Relaxed),
+            pages_per_mr: PAGES_PER_MR.load(Relaxed),
+            dirty_watermark: DIRTY_WATERMARK.load(Relaxed),
         };
+        if strategy == Strategy::Physical {
+            xprt.set_max_payload(PHYSICAL_MAX_PAYLOAD);
+        }
+        counters(strategy).transports.add(1, Relaxed);
         let stats = Arc::new(Stats::new(), GFP_KERNEL)?;
         let inner = Arc::pin_init(
             pin_init!(Inner {
@@ -177,5 +207,8 @@ impl XprtOps for Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.close();
+        counters(self.inner.settings.strategy)
+            .transports
+            .add(-1, Relaxed);
     }
 }

@@ -76,6 +76,17 @@ run_client() {
     for v in $VERSIONS; do
         if nfs_mount "$v" "$SERVER_IP" $MNT; then
             pass "nfs$v-mount-rdma"
+            if [ "$PARAMS" != c-client ]; then
+                # debugfs tells which strategy the transport uses.
+                _s=fmr; case " $PARAMS " in *" memreg=physical "*) _s=physical ;; esac
+                _f=/sys/kernel/debug/rpcrdma_rs/client_registration
+                sed 's/^/vm:   /' $_f
+                if awk -v s=$_s '$1 == s && $2 >= 1 { ok = 1 } END { exit !ok }' $_f; then
+                    pass "nfs$v-memreg-$_s-in-debugfs"
+                else
+                    fail "nfs$v-memreg-$_s-in-debugfs" "no $_s transport in $_f"
+                fi
+            fi
             data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             direct_check "nfs$v-direct-${SIZE}M"
             tree_checks "$v"

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory registration strategies of the client, behind one small
+//! interface: marshaling asks for a range of a request's buffer to be
+//! registered and gets RDMA segments back, plus a [`Reg`] it keeps until
+//! the reply; reply handling releases each [`Reg`] as its kind requires. A
+//! third strategy adds a variant here and a branch in `Conn::register` and
+//! `Conn::finish`, nothing in marshaling.
+//!
+//! - `fmr` (default): a pool of fast-registration MRs allocated at connect
+//!   time, so every steering tag exists before any I/O; each chunk is
+//!   mapped into an MR with REG_MR chained in front of the Send and
+//!   invalidated after the reply (LOCAL_INV, or remotely by Send With
+//!   Invalidate). With `fmr_dirty_watermark` > 0, invalidations are batched:
+//!   the RPC completes before its MRs are invalidated, so until the batch
+//!   runs the server can still write into pages the client may have reused.
+//! - `physical` (opt-in): the protection domain's unsafe global rkey plus
+//!   DMA addresses; no per-I/O registration work, and the server can read
+//!   and write all client memory at any time. Trusted servers only.
+
+use crate::rdma::xprt::{memreg_param, Mr, PhysMap};
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// The registration strategy of a transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    /// Pre-allocated fast-registration MRs mapped per I/O.
+    Fmr,
+    /// Global steering tag and DMA addresses.
+    Physical,
+}
+
+impl Strategy {
+    /// Reads the `memreg` module parameter.
+    pub(crate) fn from_param() -> Result<Self> {
+        match memreg_param() {
+            "" | "fmr" | "frwr" => Ok(Self::Fmr),
+            "physical" => Ok(Self::Physical),
+            other => {
+                pr_err!(
+                    "memreg={} is not a registration strategy (fmr, physical)\n",
+                    other
+                );
+                Err(EINVAL)
+            }
+        }
+    }
+
+    /// Its name as the `memreg` parameter spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Fmr => "fmr",
+            Self::Physical => "physical",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Fmr => 0,
+            Self::Physical => 1,
+        }
+    }
+}
+
+/// One registration a request holds until its reply.
+pub(super) enum Reg {
+    /// A mapped and registered MR (returns to the pool once invalidated).
+    Mr(Mr),
+    /// DMA mappings under the global rkey (unmapped on drop).
+    Phys(#[expect(dead_code, reason = "held only to be unmapped on drop")] PhysMap),
+}
+
+/// Module-wide counters of one strategy.
+pub(crate) struct StrategyCounters {
+    /// Transports using it now.
+    pub(crate) transports: Atomic<i64>,
+    /// Ranges registered (MRs mapped, or physical mappings made).
+    pub(crate) registrations: Atomic<u64>,
+    /// LOCAL_INV work requests posted per reply.
+    pub(crate) invalidations: Atomic<u64>,
+    /// MRs invalidated remotely by the server (Send With Invalidate).
+    pub(crate) remote_invalidations: Atomic<u64>,
+    /// MRs invalidated in batches (dirty watermark reached).
+    pub(crate) batched_invalidations: Atomic<u64>,
+    /// Calls that found the MR pool empty and were retried.
+    pub(crate) pool_empty_waits: Atomic<u64>,
+}
+
+impl StrategyCounters {
+    const fn new() -> Self {
+        Self {
+            transports: Atomic::new(0),
+            registrations: Atomic::new(0),
+            invalidations: Atomic::new(0),
+            remote_invalidations: Atomic::new(0),
+            batched_invalidations: Atomic::new(0),
+            pool_empty_waits: Atomic::new(0),
+        }
+    }
+}
+
+static COUNTERS: [StrategyCounters; 2] = [StrategyCounters::new(), StrategyCounters::new()];
+
+/// The counters of `s`.
+pub(crate) fn counters(s: Strategy) -> &'static StrategyCounters {
+    // `index` is 0 or 1.
+    &COUNTERS[s.index()]
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn add(c: &Atomic<u64>, n: u64) {
+    c.add(n, Relaxed);
+}
+
+/// Writes the debugfs view of every strategy.
+pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    writeln!(
+        f,
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits"
+    )?;
+    for s in [Strategy::Fmr, Strategy::Physical] {
+        let c = counters(s);
+        writeln!(
+            f,
+            "{} {} {} {} {} {} {}",
+            s.name(),
+            c.transports.load(Relaxed),
+            c.registrations.load(Relaxed),
+            c.invalidations.load(Relaxed),
+            c.remote_invalidations.load(Relaxed),
+            c.batched_invalidations.load(Relaxed),
+            c.pool_empty_waits.load(Relaxed)
+        )?;
+    }
+    Ok(())
+}
