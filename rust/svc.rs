@@ -371,6 +371,17 @@ pub enum Stat {
     BcCalls,
     /// Backchannel Replies received.
     BcReplies,
+    /// Buffers reused from the buffer cache.
+    CacheHit,
+    /// Buffers allocated and mapped.
+    CacheMiss,
+}
+
+/// Whether the server keeps bounce and Send buffers mapped for reuse
+/// (module parameter `svc_buf_cache`).
+pub fn buf_cache_enabled() -> bool {
+    // SAFETY: Reads a module parameter; no preconditions.
+    unsafe { bindings::rpcrdma_rs_svc_buf_cache() }
 }
 
 /// Adds `n` to a counter.
@@ -386,6 +397,8 @@ pub fn stat_add(stat: Stat, n: u64) {
         Stat::ErrSent => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_ERR_SENT,
         Stat::BcCalls => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_CALLS,
         Stat::BcReplies => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_REPLIES,
+        Stat::CacheHit => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_CACHE_HIT,
+        Stat::CacheMiss => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_CACHE_MISS,
     };
     // SAFETY: The shim bounds-checks the index; the counters are atomic.
     unsafe { bindings::rpcrdma_rs_svc_stat_add(idx as c_int, n) };

@@ -161,6 +161,16 @@ static struct xprt_class rpcrdma_rs_bc_class = {
 	.setup = rpcrdma_rs_bc_setup,
 };
 
+static bool svc_buf_cache = true;
+module_param(svc_buf_cache, bool, 0444);
+MODULE_PARM_DESC(svc_buf_cache,
+		 "Server: keep RDMA bounce and Send buffers mapped for reuse (default Y)");
+
+bool rpcrdma_rs_svc_buf_cache(void)
+{
+	return svc_buf_cache;
+}
+
 /* Statistics: /proc/sys/sunrpc/svc_rdma/ (C svc_rdma.c's, plus ours). */
 static atomic_long_t rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_MAX];
 static unsigned int rpcrdma_rs_svc_max_requests;
@@ -232,6 +242,8 @@ static struct ctl_table rpcrdma_rs_svc_table[] = {
 	RPCRDMA_RS_STAT("rdma_stat_err_sent", RPCRDMA_RS_STAT_ERR_SENT),
 	RPCRDMA_RS_STAT("rdma_stat_bc_calls", RPCRDMA_RS_STAT_BC_CALLS),
 	RPCRDMA_RS_STAT("rdma_stat_bc_replies", RPCRDMA_RS_STAT_BC_REPLIES),
+	RPCRDMA_RS_STAT("rdma_stat_cache_hit", RPCRDMA_RS_STAT_CACHE_HIT),
+	RPCRDMA_RS_STAT("rdma_stat_cache_miss", RPCRDMA_RS_STAT_CACHE_MISS),
 };
 
 static struct ctl_table_header *rpcrdma_rs_svc_sysctl;

@@ -46,9 +46,14 @@ enum rpcrdma_rs_svc_stat {
 	RPCRDMA_RS_STAT_ERR_SENT,	/* RDMA_ERROR replies sent */
 	RPCRDMA_RS_STAT_BC_CALLS,	/* backchannel Calls sent */
 	RPCRDMA_RS_STAT_BC_REPLIES,	/* backchannel Replies received */
+	RPCRDMA_RS_STAT_CACHE_HIT,	/* buffers reused from the cache */
+	RPCRDMA_RS_STAT_CACHE_MISS,	/* buffers allocated and mapped */
 	RPCRDMA_RS_STAT_MAX,
 };
 void rpcrdma_rs_svc_stat_add(int stat, u64 n);
+
+/* Module parameter svc_buf_cache: keep bounce buffers mapped for reuse. */
+bool rpcrdma_rs_svc_buf_cache(void);
 void rpcrdma_rs_svc_unregister(void);
 
 /* A svc_xprt with a Rust-owned private pointer. */

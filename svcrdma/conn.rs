@@ -14,8 +14,9 @@
 //! and place the Reply: result payloads through Write chunks, the rest
 //! inline or through the Reply chunk.
 
+use super::cache::BufCache;
 use super::listener::{Pending, WATCH_MS};
-use super::rw::{self, SqGate};
+use super::rw::{Io, SqGate};
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
@@ -27,7 +28,7 @@ use crate::proto::xdr::align_up_u32;
 use crate::rdma::cm::{CmEvent, CmId};
 use crate::rdma::svc::{stat_add, BcCall, Rqst, Stat, XprtLink};
 use crate::rdma::verbs::{
-    CompletionHandler, DmaDir, Endpoint, EndpointConfig, SendOp, WorkCompletion, WorkRequest,
+    CompletionHandler, DmaDir, Endpoint, EndpointConfig, WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
@@ -116,6 +117,7 @@ struct Shared {
     recvs: KVec<Arc<WorkRequest<RecvHandler>>>,
     rq: Arc<RecvQ>,
     sq: Arc<SqGate>,
+    cache: Arc<BufCache>,
     link: Arc<XprtLink>,
     stop: Atomic<i32>,
     credits: u32,
@@ -305,6 +307,7 @@ impl Conn {
                 recvs,
                 rq,
                 sq: SqGate::new(sq_depth)?,
+                cache: BufCache::new(usize_of(neg.inline_send)?)?,
                 link,
                 stop: Atomic::new(0),
                 credits: credits.grant(),
@@ -402,16 +405,18 @@ impl Conn {
         }
     }
 
+    fn io(&self) -> Io<'_> {
+        let s = &self.shared;
+        Io {
+            ep: &s.ep,
+            sq: &s.sq,
+            cache: &s.cache,
+        }
+    }
+
     /// Posts a Send of `bytes`.
     fn send_bytes(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        let s = &self.shared;
-        let buf = s.ep.alloc_buf(bytes.len(), DmaDir::ToDevice)?;
-        buf.write(0, bytes)?;
-        let op = match inv {
-            Some(k) => SendOp::SendWithInvalidate(k),
-            None => SendOp::Send,
-        };
-        rw::post_one(&s.ep, &s.sq, None, buf, bytes.len(), op)
+        self.io().send(bytes, inv)
     }
 
     fn process(&self, rqst: &mut Rqst, msg: KVec<u8>) -> Result<Option<KBox<CallCtxt>>> {
@@ -452,7 +457,7 @@ impl Conn {
                 }
                 let total = usize_of(cc.length)?;
                 call_buf = KVec::from_elem(0u8, total, GFP_KERNEL)?;
-                let res = rw::read_chunk(&s.ep, &s.sq, pcl.segments(cc), total, |off, bytes| {
+                let res = self.io().read_chunk(pcl.segments(cc), total, |off, bytes| {
                     let end = off.checked_add(bytes.len()).ok_or(EINVAL)?;
                     call_buf
                         .get_mut(off..end)
@@ -496,9 +501,7 @@ impl Conn {
                 }
                 ReadRegion::Chunk(i) => {
                     let c = *pcl.read_chunks().get(i).ok_or(EINVAL)?;
-                    let res = rw::read_chunk(
-                        &s.ep,
-                        &s.sq,
+                    let res = self.io().read_chunk(
                         pcl.segments(&c),
                         usize_of(c.length)?,
                         |off, bytes| {
@@ -606,16 +609,11 @@ impl Conn {
             if end > xdr_len {
                 return Err(EINVAL);
             }
-            rw::write_chunk(
-                &s.ep,
-                &s.sq,
-                pcl.segments(c),
-                usize_of(c.payload_length)?,
-                |off, dst| {
+            self.io()
+                .write_chunk(pcl.segments(c), usize_of(c.payload_length)?, |off, dst| {
                     let off = u32::try_from(off).map_err(|_| EINVAL)?;
                     rqst.read_res(c.position.checked_add(off).ok_or(EINVAL)?, dst)
-                },
-            )?;
+                })?;
         }
 
         // Everything else, inline or through the Reply chunk.
@@ -633,13 +631,10 @@ impl Conn {
                 self.send_err_chunk(xid);
                 return Ok(());
             }
-            rw::write_chunk(
-                &s.ep,
-                &s.sq,
-                pcl.segments(rc),
-                usize_of(rest)?,
-                |off, dst| copy_regions(rqst, &regions, off, dst),
-            )?;
+            self.io()
+                .write_chunk(pcl.segments(rc), usize_of(rest)?, |off, dst| {
+                    copy_regions(rqst, &regions, off, dst)
+                })?;
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
                 .map_err(|_| EINVAL)?;

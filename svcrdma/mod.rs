@@ -23,6 +23,7 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
+mod cache;
 mod conn;
 mod listener;
 mod rw;

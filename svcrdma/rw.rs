@@ -11,10 +11,11 @@
 //! one segment may take several work requests and one piece never spans
 //! two segments.
 
+use super::cache::{BufCache, Class};
 use crate::proto::msg::Segment;
 use crate::rdma::svc::{stat_add, Stat};
 use crate::rdma::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Endpoint, SendOp, WorkCompletion, WorkRequest,
+    CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;
 use kernel::new_condvar;
@@ -142,17 +143,22 @@ impl Waiter {
 }
 
 /// Completion of RDMA Reads, RDMA Writes and Sends: returns the send queue
-/// slot and reports to the waiter, if any.
+/// slot, gives the buffer back to the cache (Writes and Sends), and reports
+/// to the waiter, if any.
 pub(super) struct SqHandler {
-    pub(super) sq: Arc<SqGate>,
-    pub(super) waiter: Option<Arc<Waiter>>,
+    sq: Arc<SqGate>,
+    waiter: Option<Arc<Waiter>>,
+    cache: Option<(Arc<BufCache>, Class)>,
 }
 
 impl CompletionHandler for SqHandler {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         self.sq.release();
         if !wc.is_ok() && !wc.is_flush() {
             pr_warn!("svcrdma: work request failed, status {}\n", wc.status);
+        }
+        if let (Some((cache, class)), Some(buf)) = (&self.cache, wr.buf(0)) {
+            cache.put(buf, *class);
         }
         if let Some(w) = &self.waiter {
             w.done(wc.is_ok());
@@ -160,49 +166,145 @@ impl CompletionHandler for SqHandler {
     }
 }
 
-/// Posts one work request over `buf[..len]` with a send queue slot.
-pub(super) fn post_one(
-    ep: &Endpoint,
-    sq: &Arc<SqGate>,
-    waiter: Option<&Arc<Waiter>>,
-    buf: Arc<DmaBuf>,
-    len: usize,
-    op: SendOp,
-) -> Result {
-    let mut segs = KVec::new();
-    segs.push(
-        crate::rdma::verbs::Segment {
-            buf,
-            offset: 0,
-            len,
-        },
-        GFP_KERNEL,
-    )?;
-    let wr = WorkRequest::new(
-        SqHandler {
-            sq: sq.clone(),
-            waiter: waiter.cloned(),
-        },
-        segs,
-    )?;
-    sq.acquire()?;
-    if let Some(w) = waiter {
-        w.add();
-    }
-    if let Err(e) = ep.post_send(wr, op) {
-        sq.release();
+/// What posting needs: the queue pair, its send queue gate and the
+/// connection's buffer cache.
+pub(super) struct Io<'a> {
+    pub(super) ep: &'a Endpoint,
+    pub(super) sq: &'a Arc<SqGate>,
+    pub(super) cache: &'a Arc<BufCache>,
+}
+
+impl Io<'_> {
+    /// Posts one work request over `buf[..len]` with a send queue slot;
+    /// `recycle` gives the buffer back to the cache when it completes.
+    fn post_one(
+        &self,
+        waiter: Option<&Arc<Waiter>>,
+        buf: Arc<DmaBuf>,
+        len: usize,
+        op: SendOp,
+        recycle: Option<Class>,
+    ) -> Result {
+        let mut segs = KVec::new();
+        segs.push(
+            crate::rdma::verbs::Segment {
+                buf,
+                offset: 0,
+                len,
+            },
+            GFP_KERNEL,
+        )?;
+        let wr = WorkRequest::new(
+            SqHandler {
+                sq: self.sq.clone(),
+                waiter: waiter.cloned(),
+                cache: recycle.map(|c| (self.cache.clone(), c)),
+            },
+            segs,
+        )?;
+        self.sq.acquire()?;
         if let Some(w) = waiter {
-            w.done(false);
+            w.add();
         }
-        return Err(e);
+        if let Err(e) = self.ep.post_send(wr, op) {
+            self.sq.release();
+            if let Some(w) = waiter {
+                w.done(false);
+            }
+            return Err(e);
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// Posts a Send of `bytes` from a cached buffer.
+    pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
+        let buf = self.cache.get(self.ep, Class::Send, bytes.len())?;
+        buf.write(0, bytes)?;
+        let op = match inv {
+            Some(k) => SendOp::SendWithInvalidate(k),
+            None => SendOp::Send,
+        };
+        self.post_one(None, buf, bytes.len(), op, Some(Class::Send))
+    }
+
+    /// Pulls `total` bytes of a Read chunk with RDMA Read and hands each
+    /// piece to `sink(stream_offset, bytes)` in order.
+    pub(super) fn read_chunk(
+        &self,
+        segs: &[Segment],
+        total: usize,
+        mut sink: impl FnMut(usize, &[u8]) -> Result,
+    ) -> Result {
+        let waiter = Waiter::new()?;
+        let mut pieces: KVec<(usize, usize, Arc<DmaBuf>)> = KVec::new();
+        let posted = for_each_piece(segs, total, |off, len, addr, rkey| {
+            let buf = self.cache.get(self.ep, Class::ReadPiece, len)?;
+            pieces.push((off, len, buf.clone()), GFP_KERNEL)?;
+            stat_add(Stat::Read, 1);
+            stat_add(Stat::ReadBytes, len as u64);
+            self.post_one(
+                Some(&waiter),
+                buf,
+                len,
+                SendOp::RdmaRead {
+                    remote_addr: addr,
+                    rkey,
+                },
+                None,
+            )
+        });
+        // Whatever was posted must complete before the buffers are reused.
+        let waited = waiter.wait_all();
+        let res = posted.and(waited).and_then(|()| {
+            let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
+            for (off, len, buf) in pieces.iter() {
+                let dst = tmp.get_mut(..*len).ok_or(EINVAL)?;
+                buf.read(0, dst)?;
+                sink(*off, dst)?;
+            }
+            Ok(())
+        });
+        for (_, _, buf) in pieces.iter() {
+            self.cache.put(buf, Class::ReadPiece);
+        }
+        res
+    }
+
+    /// Pushes `total` bytes produced by `source(stream_offset, dst)` into a
+    /// Write or Reply chunk with RDMA Write. The Writes are posted (ordered
+    /// before any later Send on the queue pair) but not waited for.
+    pub(super) fn write_chunk(
+        &self,
+        segs: &[Segment],
+        total: usize,
+        mut source: impl FnMut(usize, &mut [u8]) -> Result,
+    ) -> Result {
+        let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
+        for_each_piece(segs, total, |off, len, addr, rkey| {
+            let src = tmp.get_mut(..len).ok_or(EINVAL)?;
+            source(off, src)?;
+            let buf = self.cache.get(self.ep, Class::WritePiece, len)?;
+            buf.write(0, src)?;
+            stat_add(Stat::Write, 1);
+            stat_add(Stat::WriteBytes, len as u64);
+            self.post_one(
+                None,
+                buf,
+                len,
+                SendOp::RdmaWrite {
+                    remote_addr: addr,
+                    rkey,
+                },
+                Some(Class::WritePiece),
+            )
+        })
+    }
 }
 
 /// Splits `total` bytes over `segs` into pieces of at most [`PIECE`] bytes
 /// that never cross a segment: calls `f(stream_offset, len, remote_addr,
 /// rkey)` for each. Fails if the segments are shorter than `total`.
-pub(super) fn for_each_piece(
+fn for_each_piece(
     segs: &[Segment],
     total: usize,
     mut f: impl FnMut(usize, usize, u64, u32) -> Result,
@@ -229,78 +331,4 @@ pub(super) fn for_each_piece(
         return Err(EMSGSIZE);
     }
     Ok(())
-}
-
-/// Pulls `total` bytes of a Read chunk with RDMA Read and hands each piece
-/// to `sink(stream_offset, bytes)` in order.
-pub(super) fn read_chunk(
-    ep: &Endpoint,
-    sq: &Arc<SqGate>,
-    segs: &[Segment],
-    total: usize,
-    mut sink: impl FnMut(usize, &[u8]) -> Result,
-) -> Result {
-    let waiter = Waiter::new()?;
-    let mut pieces: KVec<(usize, Arc<DmaBuf>)> = KVec::new();
-    let posted = for_each_piece(segs, total, |off, len, addr, rkey| {
-        let buf = ep.alloc_buf(len, DmaDir::FromDevice)?;
-        pieces.push((off, buf.clone()), GFP_KERNEL)?;
-        stat_add(Stat::Read, 1);
-        stat_add(Stat::ReadBytes, len as u64);
-        post_one(
-            ep,
-            sq,
-            Some(&waiter),
-            buf,
-            len,
-            SendOp::RdmaRead {
-                remote_addr: addr,
-                rkey,
-            },
-        )
-    });
-    // Whatever was posted must complete before the buffers are reused.
-    let waited = waiter.wait_all();
-    posted?;
-    waited?;
-    let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
-    for (off, buf) in pieces.iter() {
-        let len = buf.len();
-        let dst = tmp.get_mut(..len).ok_or(EINVAL)?;
-        buf.read(0, dst)?;
-        sink(*off, dst)?;
-    }
-    Ok(())
-}
-
-/// Pushes `total` bytes produced by `source(stream_offset, dst)` into a
-/// Write or Reply chunk with RDMA Write. The Writes are posted (ordered
-/// before any later Send on the queue pair) but not waited for.
-pub(super) fn write_chunk(
-    ep: &Endpoint,
-    sq: &Arc<SqGate>,
-    segs: &[Segment],
-    total: usize,
-    mut source: impl FnMut(usize, &mut [u8]) -> Result,
-) -> Result {
-    let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
-    for_each_piece(segs, total, |off, len, addr, rkey| {
-        let src = tmp.get_mut(..len).ok_or(EINVAL)?;
-        source(off, src)?;
-        let buf = ep.alloc_buf(len, DmaDir::ToDevice)?;
-        buf.write(0, src)?;
-        stat_add(Stat::Write, 1);
-        stat_add(Stat::WriteBytes, len as u64);
-        post_one(
-            ep,
-            sq,
-            None,
-            buf,
-            len,
-            SendOp::RdmaWrite {
-                remote_addr: addr,
-                rkey,
-            },
-        )
-    })
 }
