@@ -4,9 +4,9 @@
 # rxe device, mounts an NFSv4.2 export with proto=rdma, writes SIZE_MIB
 # (default 64) and reads it back with a checksum, and unloads cleanly.
 #
-# Until rpcrdma_rs registers the "rdma" transport (the client and server
-# issues), the mount runs over the in-tree C transport, and the scenario says
-# so on a line of its own. It switches by itself once rpcrdma_rs registers.
+# The mount runs client and server through rpcrdma_rs in one VM; should the
+# module lack either class, it falls back to the in-tree C transport and says
+# so on a line of its own.
 # Arguments: [SIZE_MIB]
 SIZE=${1:-64}
 MNT=/tmp/mnt
@@ -21,11 +21,13 @@ if check rpcrdma_rs-load load_rust_rpcrdma; then
     esac
 fi
 
-# Which module provides the "rdma" netid: ours once it registers it.
-if grep -q '^rdma ' /proc/sys/sunrpc/transports 2>/dev/null; then
-    info "NFS transport: rpcrdma_rs"
+# Which module provides the "rdma" netid: ours when it registers both the
+# client class (sunrpc logs it) and the server class (listed in transports).
+if dmesg | grep -q 'RPC: Registered rdma transport module' &&
+    grep -q '^rdma ' /proc/sys/sunrpc/transports 2>/dev/null; then
+    info "NFS transport: rpcrdma_rs (client and server)"
 else
-    info "NFS transport: in-tree C rpcrdma (rpcrdma_rs does not register the rdma transport yet)"
+    info "NFS transport: in-tree C rpcrdma (rpcrdma_rs does not register both rdma transports)"
     check unload-rpcrdma_rs-for-c unload_rust_rpcrdma
     check load-c-rpcrdma load_c_rpcrdma || return 1
 fi
