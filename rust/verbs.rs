@@ -476,11 +476,6 @@ impl DmaBuf {
         self.dma
     }
 
-    /// The anchor the buffer is mapped through.
-    pub(crate) fn anchor(&self) -> &Arc<Anchor> {
-        &self.anchor
-    }
-
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
