@@ -32,6 +32,7 @@ static struct svc_xprt_class rpcrdma_rs_svc_class = {
  * Send is generic sunrpc; the Send is done by the Rust transport.
  */
 static rpcrdma_rs_bc_send_fn rpcrdma_rs_bc_send;
+static atomic_long_t rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_MAX];
 
 static int rpcrdma_rs_bc_buf_alloc(struct rpc_task *task)
 {
@@ -69,6 +70,8 @@ static int rpcrdma_rs_bc_send_request(struct rpc_rqst *rqst)
 		return -ENOTCONN;
 	rqst->rq_xtime = ktime_get();
 	ret = rpcrdma_rs_bc_send(sxprt, rqst);
+	if (ret)
+		atomic_long_inc(&rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_BC_SEND_ERR]);
 	if (ret == -ENOTCONN)
 		svc_xprt_close(sxprt);
 	return ret;
@@ -150,6 +153,7 @@ static struct rpc_xprt *rpcrdma_rs_bc_setup(struct xprt_create *args)
 	args->bc_xprt->xpt_bc_xprt = xprt;
 	xprt->bc_xprt = args->bc_xprt;
 	xprt_get(xprt);
+	atomic_long_inc(&rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_BC_SETUP]);
 	return xprt;
 }
 
@@ -172,7 +176,6 @@ bool rpcrdma_rs_svc_buf_cache(void)
 }
 
 /* Statistics: /proc/sys/sunrpc/svc_rdma/ (C svc_rdma.c's, plus ours). */
-static atomic_long_t rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_MAX];
 static unsigned int rpcrdma_rs_svc_max_requests;
 static unsigned int rpcrdma_rs_svc_max_req_size;
 
@@ -244,6 +247,8 @@ static struct ctl_table rpcrdma_rs_svc_table[] = {
 	RPCRDMA_RS_STAT("rdma_stat_bc_replies", RPCRDMA_RS_STAT_BC_REPLIES),
 	RPCRDMA_RS_STAT("rdma_stat_cache_hit", RPCRDMA_RS_STAT_CACHE_HIT),
 	RPCRDMA_RS_STAT("rdma_stat_cache_miss", RPCRDMA_RS_STAT_CACHE_MISS),
+	RPCRDMA_RS_STAT("rdma_stat_bc_setup", RPCRDMA_RS_STAT_BC_SETUP),
+	RPCRDMA_RS_STAT("rdma_stat_bc_send_err", RPCRDMA_RS_STAT_BC_SEND_ERR),
 };
 
 static struct ctl_table_header *rpcrdma_rs_svc_sysctl;

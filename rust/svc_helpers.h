@@ -48,6 +48,8 @@ enum rpcrdma_rs_svc_stat {
 	RPCRDMA_RS_STAT_BC_REPLIES,	/* backchannel Replies received */
 	RPCRDMA_RS_STAT_CACHE_HIT,	/* buffers reused from the cache */
 	RPCRDMA_RS_STAT_CACHE_MISS,	/* buffers allocated and mapped */
+	RPCRDMA_RS_STAT_BC_SETUP,	/* backchannel transports created */
+	RPCRDMA_RS_STAT_BC_SEND_ERR,	/* backchannel Calls that failed */
 	RPCRDMA_RS_STAT_MAX,
 };
 void rpcrdma_rs_svc_stat_add(int stat, u64 n);

@@ -53,6 +53,32 @@ long_replies() {
     pass "$_n"
 }
 
+# deleg_recall NAME MNT (client, NFSv4.1+): hold $EXPORT/deleg.dat open for
+# reading (nfsd grants a read delegation) while the server appends to it
+# locally: nfsd recalls the delegation with a CB_RECALL through our
+# backchannel, the client answers on it, and the server's write completes.
+deleg_recall() {
+    _n=$1 _m=$2
+    exec 3< "$_m/deleg.dat" || { fail "$_n" "open"; return 1; }
+    touch "$_m/.deleg-ready"
+    if wait_for 120 sh -c "ls -a '$_m' | grep -q deleg-done"; then
+        pass "$_n"
+    else
+        fail "$_n" "the server's write did not complete"
+    fi
+    exec 3<&-
+}
+
+# Server side of deleg_recall, in the background.
+deleg_server() {
+    if wait_for 600 test -e "$EXPORT/.deleg-ready"; then
+        sleep 2
+        _t0=$(date +%s)
+        timeout 100 sh -c "echo recalled >> '$EXPORT/deleg.dat'"
+        echo $(( $(date +%s) - _t0 )) > "$EXPORT/.deleg-done"
+    fi
+}
+
 run_server() {
     if [ "$SERVER_MOD" = c ]; then
         check load-c-rpcrdma load_c_rpcrdma || return 1
@@ -62,6 +88,8 @@ run_server() {
     if [ "$LONG_ENTRIES" -gt 0 ]; then
         check make-long-dir make_long_dir || return 1
     fi
+    mkdir -p "$EXPORT" && echo "delegate me" > "$EXPORT/deleg.dat"
+    deleg_server &
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
     grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass "rdma-listener-$SERVER_MOD" || fail "rdma-listener-$SERVER_MOD" "portlist"
 }
@@ -72,6 +100,7 @@ run_client() {
         if nfs_mount "$v" "$SERVER_IP" $MNT "$EXTRA_OPTS"; then
             pass "nfs$v-mount-rdma"
             small_io "nfs$v-small-io" $MNT
+            case $v in 4.[12]) [ "$SERVER_MOD" = rust ] && deleg_recall "nfs$v-deleg-recall" $MNT ;; esac
             if [ "$SIZE" -gt 0 ]; then
                 data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             fi
@@ -82,6 +111,23 @@ run_client() {
             fail "nfs$v-mount-rdma" "$NFS_ERR"
         fi
     done
+    # The IPv6 listener (nfsd creates one per address family). nfs_mount
+    # insists on proto=rdma; over IPv6 the netid is rdma6.
+    if [ -n "$SERVER_IP6" ]; then
+        mkdir -p $MNT
+        if timeout 90 mount -t nfs -o "vers=4.2,proto=rdma6,port=$NFS_RDMA_PORT,retry=0" "[$SERVER_IP6]:/" $MNT 2>&1; then
+            _line=$(awk -v m="$MNT" '$2 == m && $3 ~ /^nfs/' /proc/mounts | tail -n 1)
+            say "mounted: $_line"
+            case $_line in
+                *proto=rdma6*) pass nfs4.2-mount-rdma-ipv6 ;;
+                *) fail nfs4.2-mount-rdma-ipv6 "not proto=rdma6: $_line" ;;
+            esac
+            small_io nfs4.2-small-io-ipv6 $MNT
+            umount $MNT || fail nfs4.2-umount-ipv6 "umount $MNT"
+        else
+            fail nfs4.2-mount-rdma-ipv6 "mount [$SERVER_IP6]:/ failed"
+        fi
+    fi
 }
 
 case $ROLE in
@@ -102,6 +148,18 @@ case $ROLE in
                 fail svc-rdma-stats "no Reply chunk counted:$_st"
             else
                 pass svc-rdma-stats
+            fi
+            # A recalled delegation: the CB_RECALL went out on our backchannel
+            # and the local write waited only for the client's DELEGRETURN.
+            if [ -e "$EXPORT/.deleg-done" ]; then
+                _w=$(cat "$EXPORT/.deleg-done")
+                if [ "$(cat $S/rdma_stat_bc_calls)" = 0 ]; then
+                    info "no delegation was recalled (write took ${_w}s)"
+                elif [ "$(cat $S/rdma_stat_bc_replies)" -gt 0 ] && [ "$_w" -lt 30 ]; then
+                    pass backchannel-recall
+                else
+                    fail backchannel-recall "write waited ${_w}s:$_st"
+                fi
             fi
         fi
         check nfs-server-stop stop_nfs_server
