@@ -488,8 +488,9 @@ impl<T: SvcTransport> OpsTable<T> {
     ///
     /// # Safety
     ///
-    /// `serv_of` is a live transport of this class (for accept) or `serv`
-    /// and `net` are the live service and namespace sunrpc passed.
+    /// `serv` and `net` are the live service and network namespace of the
+    /// operation sunrpc is calling (`xpo_create`, or the listener's for
+    /// `xpo_accept`).
     unsafe fn install(
         serv: *mut bindings::svc_serv,
         net: *mut bindings::net,
