@@ -353,6 +353,35 @@ mod tests {
     }
 
     #[test]
+    fn zero_segment_reply_chunk_gets_err_chunk() -> Result {
+        assert!(with_client(|c| {
+            // Empty Read and Write lists, a Reply chunk with no segments.
+            let (xid, r) = c.exchange(&[0, 1, 32, 0, 0, 0, 1, 0], STEP_MS)?;
+            Ok(is_err_chunk(&r, xid))
+        })?);
+        Ok(())
+    }
+
+    #[test]
+    fn call_chunk_in_rdma_msg_gets_err_chunk() -> Result {
+        assert!(with_client(|c| {
+            // RDMA_MSG with a position-zero Read segment (RFC 8166 s. 3.5.3).
+            let (xid, r) = c.exchange(&[0, 1, 32, 0, 1, 0, 1, 64, 0, 0, 0, 0, 0, 0, 0], STEP_MS)?;
+            Ok(is_err_chunk(&r, xid))
+        })?);
+        Ok(())
+    }
+
+    #[test]
+    fn rdma_msgp_gets_err_chunk() -> Result {
+        assert!(with_client(|c| {
+            let (xid, r) = c.exchange(&[0, 1, 32, 2, 4, 1024, 0, 0, 0, 0, 0], STEP_MS)?;
+            Ok(is_err_chunk(&r, xid))
+        })?);
+        Ok(())
+    }
+
+    #[test]
     fn rdma_done_is_dropped() -> Result {
         assert!(with_client(|c| {
             let (_, r) = c.exchange(&[0, 1, 32, 3], SILENCE_MS)?;
