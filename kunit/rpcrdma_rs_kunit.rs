@@ -15,6 +15,7 @@ pub mod rdma;
 #[path = "../src/proto/mod.rs"]
 pub mod proto;
 
+mod client_tests;
 mod proto_tests;
 mod svc_hostile;
 mod verbs;

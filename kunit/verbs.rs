@@ -41,7 +41,7 @@ fn peer(port: u16) -> Addr {
 /// A completion handler that hands the completion back to the test thread
 /// (assertions on the completion workqueue would not be counted by KUnit).
 #[pin_data]
-struct Waiter {
+pub(crate) struct Waiter {
     #[pin]
     state: SpinLock<Option<WorkCompletion>>,
     #[pin]
@@ -49,7 +49,7 @@ struct Waiter {
 }
 
 impl Waiter {
-    fn new() -> Result<Arc<Self>> {
+    pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock!(None, "rpcrdma_rs_kunit::waiter"),
@@ -59,7 +59,7 @@ impl Waiter {
         )
     }
 
-    fn wait(&self) -> Result<WorkCompletion> {
+    pub(crate) fn wait(&self) -> Result<WorkCompletion> {
         let mut left = msecs_to_jiffies(STEP_TIMEOUT_MS);
         let mut state = self.state.lock();
         loop {
@@ -99,9 +99,9 @@ fn config() -> EndpointConfig {
 }
 
 /// Two connected endpoints on the same device.
-struct Pair {
-    client: Endpoint,
-    server: Endpoint,
+pub(crate) struct Pair {
+    pub(crate) client: Endpoint,
+    pub(crate) server: Endpoint,
     _listener: CmId,
 }
 
@@ -122,7 +122,7 @@ fn expect_event(what: &str, ev: Result<CmEvent>, want: fn(&CmEvent) -> bool) -> 
 const CLIENT_PDATA: &[u8] = b"rpcrdma-rs-kunit";
 const SERVER_PDATA: &[u8] = b"accepted";
 
-fn connect_pair() -> Result<Pair> {
+pub(crate) fn connect_pair() -> Result<Pair> {
     let listener = step("create listener", CmId::new())?;
     step("bind", listener.bind(peer(0)))?;
     step("listen", listener.listen(4))?;
@@ -182,7 +182,7 @@ fn connect_pair() -> Result<Pair> {
     })
 }
 
-fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
+pub(crate) fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
     let mut v = KVec::new();
     v.push(
         Segment {
@@ -195,14 +195,18 @@ fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
     Ok(v)
 }
 
-fn pattern(seed: u8, out: &mut [u8]) {
+pub(crate) fn pattern(seed: u8, out: &mut [u8]) {
     for (i, b) in out.iter_mut().enumerate() {
         *b = seed.wrapping_add((i % 251) as u8).wrapping_mul(7);
     }
 }
 
 /// Posts `op` from the client over `segments` and waits for its completion.
-fn client_op(pair: &Pair, segments: KVec<Segment>, op: SendOp) -> Result<WorkCompletion> {
+pub(crate) fn client_op(
+    pair: &Pair,
+    segments: KVec<Segment>,
+    op: SendOp,
+) -> Result<WorkCompletion> {
     let waiter = Waiter::new()?;
     let wr = WorkRequest::new(waiter.clone(), segments)?;
     step("post_send", pair.client.post_send(wr, op))?;

@@ -96,7 +96,10 @@ u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd)
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 				  int comp_vector)
 {
-	return ib_alloc_cq(device, NULL, nr_cqe, comp_vector, IB_POLL_SOFTIRQ);
+	/* Process context (ib_comp_wq), like the C client and server: handlers
+	 * may allocate, and locks need not disable interrupts.
+	 */
+	return ib_alloc_cq(device, NULL, nr_cqe, comp_vector, IB_POLL_WORKQUEUE);
 }
 
 void rpcrdma_rs_free_cq(struct ib_cq *cq)

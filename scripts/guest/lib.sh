@@ -260,6 +260,11 @@ server_wait_client_done() {
     say "waiting up to ${_t}s for the client"
     if wait_for "$_t" sh -c "[ -e '$EXPORT/.client-done' ]"; then
         pass server-client-finished
+        # The client still unmounts after signalling: stopping nfsd under
+        # it would leave its umount hanging. Wait (bounded) until no NFSv4
+        # client state is left.
+        wait_for 30 sh -c "[ -z \"\$(ls /proc/fs/nfsd/clients 2>/dev/null)\" ]" ||
+            say "client state still present after 30s; stopping anyway"
     else
         fail server-client-finished "no .client-done marker after ${_t}s"
     fi

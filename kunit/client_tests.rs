@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The client's registration pool and planner on a real (soft-RoCE)
+//! device: a fast-registration MR grants exactly the access it was
+//! registered for and LOCAL_INV revokes it; the planner, fed the device's
+//! limits, keeps 1 MiB READ and WRITE payloads in one chunk each.
+
+use crate::proto::planner::{
+    plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
+};
+use crate::rdma::device;
+use crate::rdma::verbs::{DmaDir, SendOp, WorkRequest};
+use crate::rdma::xprt::{post_local_inv, Mr};
+use crate::verbs::{client_op, connect_pair, one_segment, pattern, Waiter};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+
+const LEN: usize = 8192;
+
+fn device_params() -> Option<TransportParams> {
+    let mut caps = None;
+    device::for_each(|d| {
+        caps.get_or_insert(DeviceCaps {
+            max_fast_reg_page_list_len: d.attr.max_fast_reg_page_list_len,
+            max_sge_rd: 0,
+            max_send_sge: d.attr.max_send_sge,
+            sg_gaps: false,
+        });
+    });
+    caps.map(|c| TransportParams::from_device(4096, 4096, &c))
+}
+
+#[kunit_tests(rpcrdma_rs_client)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frwr_grants_access_and_local_inv_revokes_it() -> Result {
+        let pair = connect_pair()?;
+        // The server side registers a buffer the client may write.
+        let target = pair.server.alloc_buf(LEN, DmaDir::FromDevice)?;
+        let mut mr = Mr::new(&pair.server, 4)?;
+        mr.map_buf(&target)?;
+        mr.post_reg(&pair.server, true)?;
+        let seg = mr.segment();
+        assert_eq!(seg.length as usize, LEN);
+
+        let src = pair.client.alloc_buf(LEN, DmaDir::ToDevice)?;
+        let mut data = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+        pattern(0x33, &mut data);
+        src.write(0, &data)?;
+        let op = SendOp::RdmaWrite {
+            remote_addr: seg.offset,
+            rkey: seg.handle,
+        };
+        let wc = client_op(&pair, one_segment(&src, LEN)?, op)?;
+        assert!(wc.is_ok());
+        let mut got = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+        target.read(0, &mut got)?;
+        assert!(got[..] == data[..]);
+
+        // Invalidate, and the same steering tag no longer works.
+        let waiter = Waiter::new()?;
+        post_local_inv(
+            &pair.server,
+            seg.handle,
+            Some(WorkRequest::new(waiter.clone(), KVec::new())?),
+        )?;
+        assert!(waiter.wait()?.is_ok());
+        let wc = client_op(&pair, one_segment(&src, LEN)?, op)?;
+        pr_info!("write after LOCAL_INV: status {}\n", wc.status);
+        assert!(!wc.is_ok());
+        assert!(!wc.is_flush());
+        Ok(())
+    }
+
+    #[test]
+    fn planner_with_device_limits_uses_one_chunk_per_mib() -> Result {
+        let Some(p) = device_params() else {
+            return Err(ENODEV);
+        };
+        // 1 MiB READ: 120-byte head, page data, 4-byte tail (XDR pad).
+        let read = RpcShape {
+            send: XdrBufShape::new(200, 0, 0),
+            send_ddp: false,
+            recv: XdrBufShape::new(120, 1 << 20, 4),
+            recv_ddp: true,
+            ddp_allowed: true,
+            send_buf_len: 4096,
+        };
+        let pr = plan(&read, &p).map_err(|_| EINVAL)?;
+        assert!(matches!(
+            pr.call,
+            CallStrategy::InlinePullup | CallStrategy::InlineMapped
+        ));
+        assert!(matches!(
+            pr.result,
+            ResultStrategy::WriteChunk { segments: 1, .. }
+        ));
+
+        // 1 MiB WRITE with an unaligned page base.
+        let mut send = XdrBufShape::new(180, 1 << 20, 0);
+        send.page_base = 512;
+        let write = RpcShape {
+            send,
+            send_ddp: true,
+            recv: XdrBufShape::new(256, 0, 0),
+            recv_ddp: false,
+            ddp_allowed: true,
+            send_buf_len: 4096,
+        };
+        let pw = plan(&write, &p).map_err(|_| EINVAL)?;
+        assert!(matches!(
+            pw.call,
+            CallStrategy::ReadChunk {
+                position: 180,
+                segments: 1
+            }
+        ));
+        assert!(matches!(pw.result, ResultStrategy::Inline));
+        Ok(())
+    }
+}
