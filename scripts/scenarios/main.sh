@@ -22,9 +22,10 @@ if check rpcrdma_rs-load load_rust_rpcrdma; then
 fi
 
 # Which module provides the "rdma" netid: ours when it registers both the
-# client class (sunrpc logs it) and the server class (listed in transports).
+# client class (sunrpc logs it) and the server class.
+# (With only rpcrdma_rs loaded, /proc/sys/sunrpc/svc_rdma is its server's.)
 if dmesg | grep -q 'RPC: Registered rdma transport module' &&
-    grep -q '^rdma ' /proc/sys/sunrpc/transports 2>/dev/null; then
+    [ -d /proc/sys/sunrpc/svc_rdma ]; then
     info "NFS transport: rpcrdma_rs (client and server)"
 else
     info "NFS transport: in-tree C rpcrdma (rpcrdma_rs does not register both rdma transports)"
