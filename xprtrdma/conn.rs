@@ -266,7 +266,7 @@ impl Conn {
         for _ in 0..pool {
             mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
         }
-        bump_by(&stats.mrs_allocated, u64::from(pool));
+        add(&stats.mrs_allocated, u64::from(pool));
         let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
 
         // The write pad: a 4-byte sink for the XDR pad of unaligned Write
@@ -446,13 +446,10 @@ impl Conn {
             return;
         }
         add_counter(&self.counters().batched_invalidations, mrs.len() as u64);
-        let mut keys = KVec::new();
-        for mr in mrs.iter() {
-            if keys.push(mr.segment().handle, GFP_KERNEL).is_err() {
-                self.xprt.force_disconnect();
-                return;
-            }
-        }
+        let Ok(keys) = rkeys(&mrs) else {
+            self.xprt.force_disconnect();
+            return;
+        };
         let done = Arc::pin_init(
             pin_init!(BatchInvDone {
                 conn: this.clone(),
@@ -460,23 +457,20 @@ impl Conn {
             }),
             GFP_KERNEL,
         );
-        let Ok(done) = done else {
+        // The QP is gone or the batch cannot be tracked: revoke all.
+        if done.and_then(|d| self.post_inv_chain(&keys, d)).is_err() {
             self.xprt.force_disconnect();
-            return;
-        };
-        let last = keys.len() - 1;
-        for (i, key) in keys.iter().enumerate() {
-            let res = if i == last {
-                WorkRequest::new(done.clone(), KVec::new())
-                    .and_then(|wr| post_local_inv(&self.ep, *key, Some(wr)))
-            } else {
-                post_local_inv::<SendDone>(&self.ep, *key, None)
-            };
-            if res.is_err() {
-                self.xprt.force_disconnect();
-                return;
-            }
         }
+    }
+
+    /// Posts LOCAL_INV for every key, unsignaled except the last, whose
+    /// completion runs `done`'s handler.
+    fn post_inv_chain<H: CompletionHandler>(&self, keys: &[u32], done: H) -> Result {
+        let (last, rest) = keys.split_last().ok_or(EINVAL)?;
+        for key in rest {
+            post_local_inv::<SendDone>(&self.ep, *key, None)?;
+        }
+        post_local_inv(&self.ep, *last, Some(WorkRequest::new(done, KVec::new())?))
     }
 
     /// Marshals one call as the planner decides and posts it.
@@ -776,7 +770,7 @@ impl Conn {
                     .map(|c| c.total_length())
                     .fold(0u32, |a, b| a.saturating_add(b));
                 add(&self.stats.total_rdma_reply, u64::from(written));
-                if written > 0 || payload.len() > rqst_head_hint() {
+                if written > 0 {
                     bump(&self.stats.fixup_copy_count);
                 }
                 match rqst.fill_reply(payload, written) {
@@ -872,14 +866,12 @@ impl Conn {
         }
         add(&self.stats.local_inv_needed, n as u64);
         add_counter(&self.counters().invalidations, n as u64);
-        let mut keys = KVec::new();
-        for mr in mrs.iter() {
-            if keys.push(mr.segment().handle, GFP_KERNEL).is_err() {
-                // Cannot track the invalidation: revoke everything instead.
-                self.xprt.force_disconnect();
-                return;
-            }
-        }
+        let Ok(keys) = rkeys(&mrs) else {
+            // Cannot track the invalidation: revoke everything instead
+            // (dropping `rqst` fails the RPC).
+            self.xprt.force_disconnect();
+            return;
+        };
         let done = Arc::pin_init(
             pin_init!(InvDone {
                 conn: this.clone(),
@@ -892,36 +884,26 @@ impl Conn {
             self.xprt.force_disconnect();
             return;
         };
-        let last = keys.len() - 1;
-        for (i, key) in keys.iter().enumerate() {
-            let res = if i == last {
-                WorkRequest::new(done.clone(), KVec::new())
-                    .and_then(|wr| post_local_inv(&self.ep, *key, Some(wr)))
-            } else {
-                post_local_inv::<SendDone>(&self.ep, *key, None)
-            };
-            if res.is_err() {
-                // The QP is gone: the registrations died with it.
-                let taken = done.state.lock().take();
-                if let Some((rqst, status, _mrs)) = taken {
-                    rqst.complete(status);
-                }
-                self.xprt.force_disconnect();
-                return;
+        if self.post_inv_chain(&keys, done.clone()).is_err() {
+            // The QP is gone: the registrations died with it.
+            let taken = done.state.lock().take();
+            if let Some((rqst, status, _mrs)) = taken {
+                rqst.complete(status);
             }
+            self.xprt.force_disconnect();
         }
     }
 }
 
-/// Inline replies up to this size need no fixup beyond the head copy.
-fn rqst_head_hint() -> usize {
-    usize::MAX
+/// The steering tags of `mrs`.
+fn rkeys(mrs: &KVec<Mr>) -> Result<KVec<u32>> {
+    let mut keys = KVec::with_capacity(mrs.len(), GFP_KERNEL)?;
+    for mr in mrs.iter() {
+        keys.push(mr.segment().handle, GFP_KERNEL)?;
+    }
+    Ok(keys)
 }
 
 fn add(c: &Atomic<u64>, n: u64) {
     c.add(n, Relaxed);
-}
-
-fn bump_by(c: &Atomic<u64>, n: u64) {
-    add(c, n);
 }
