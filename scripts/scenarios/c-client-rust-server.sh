@@ -176,6 +176,12 @@ case $ROLE in
             check unload-c-rpcrdma unload_c_rpcrdma
         else
             check unload-rust-rpcrdma unload_rust_rpcrdma
+            # xpo_free released every QP, CQ, PD, CM id and buffer.
+            if dmesg | grep -q 'RDMA objects still live'; then
+                fail server-unload-no-leaks "$(dmesg | grep 'RDMA objects still live' | tail -n 1)"
+            else
+                pass server-unload-no-leaks
+            fi
         fi
         ;;
     client)
