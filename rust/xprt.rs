@@ -268,6 +268,9 @@ impl<T: XprtOps> XprtVTable<T> {
         unsafe { <KBox<T> as ForeignOwnable>::borrow(state.cast()) }
     }
 
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`.
     unsafe extern "C" fn connect(state: *mut kernel::ffi::c_void) -> kernel::ffi::c_int {
         // SAFETY: Called by the C side between setup and destroy.
         let s = unsafe { Self::state(state) };
@@ -277,6 +280,9 @@ impl<T: XprtOps> XprtVTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`.
     unsafe extern "C" fn send_request(
         state: *mut kernel::ffi::c_void,
         rqst: *mut bindings::rpc_rqst,
@@ -295,17 +301,27 @@ impl<T: XprtOps> XprtVTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`.
     unsafe extern "C" fn close(state: *mut kernel::ffi::c_void) {
         // SAFETY: Called by the C side between setup and destroy.
         unsafe { Self::state(state) }.close();
     }
 
+    /// # Safety
+    ///
+    /// Called once by the C side with the state `setup` returned; no other
+    /// callback runs after it.
     unsafe extern "C" fn destroy(state: *mut kernel::ffi::c_void) {
         // SAFETY: `state` came from `into_foreign` in `setup`; the C side
         // calls no other callback after this.
         drop(unsafe { <KBox<T> as ForeignOwnable>::from_foreign(state.cast()) });
     }
 
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`.
     unsafe extern "C" fn buf_free(state: *mut kernel::ffi::c_void, rqst: *mut bindings::rpc_rqst) {
         // SAFETY: Called by the C side between setup and destroy.
         let s = unsafe { Self::state(state) };
@@ -317,6 +333,9 @@ impl<T: XprtOps> XprtVTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`.
     unsafe extern "C" fn stats(state: *mut kernel::ffi::c_void, out: *mut XprtStats) {
         // SAFETY: Called by the C side between setup and destroy; `out`
         // is valid for writes.

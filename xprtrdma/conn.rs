@@ -368,6 +368,7 @@ impl Conn {
 
     /// Registers `[offset, offset + len)` of the request's send or receive
     /// buffer with as many MRs as needed, posting each REG_MR.
+    #[expect(clippy::too_many_arguments)]
     fn register(
         &self,
         rqst: &Rqst<'_>,

@@ -42,7 +42,7 @@ impl ClientTransport {
         // transports use and what each strategy did.
         let dir = Dir::new(c"rpcrdma_rs");
         let file = KBox::pin_init(
-            dir.read_callback_file(c"client_registration", (), &|_: &(), f| reg::show(f)),
+            dir.read_callback_file(c"client_registration", (), &|(): &(), f| reg::show(f)),
             GFP_KERNEL,
         )?;
         let reg = Registration::new().inspect_err(|e| {
