@@ -13,7 +13,8 @@ SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 CLIENT_MOD=${6:-c}        # 'rust': our client too (rust-rust interop)
 MNT=/tmp/mnt
 
-# small_io NAME MNT: small files, a directory listing, a symlink, a rename.
+# small_io NAME MNT: small files, a directory listing, symlinks (one needs a
+# long Call), a rename.
 small_io() {
     _n=$1 _m=$2 _d=$2/small.$$
     mkdir -p "$_d" || { fail "$_n" "mkdir"; return 1; }
@@ -27,8 +28,12 @@ small_io() {
         rm -f "/tmp/.small.$i"
     done
     ln -s f1 "$_d/link" && [ "$(readlink "$_d/link")" = f1 ] || { fail "$_n" "symlink"; return 1; }
+    # A 4000-byte target does not fit a 4 KiB inline Call: the client sends
+    # a long Call (RDMA_NOMSG, position-zero Read chunk) the server pulls.
+    _lt=$(head -c 4000 /dev/zero | tr '\0' 'y')
+    ln -s "$_lt" "$_d/longcall" && [ "$(readlink "$_d/longcall")" = "$_lt" ] || { fail "$_n" "long symlink (long Call)"; return 1; }
     mv "$_d/f2" "$_d/g2" || { fail "$_n" "rename"; return 1; }
-    [ "$(ls "$_d" | wc -l)" = 9 ] || { fail "$_n" "readdir: $(ls "$_d" | wc -l) entries"; return 1; }
+    [ "$(ls "$_d" | wc -l)" = 10 ] || { fail "$_n" "readdir: $(ls "$_d" | wc -l) entries"; return 1; }
     rm -rf "$_d" || { fail "$_n" "remove"; return 1; }
     pass "$_n"
 }
