@@ -5,12 +5,14 @@
 # cannot be loaded together (both register transport "rdma").
 # Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [EXTRA_MOUNT_OPTS, "+" between,
 # '-' for none] [LONG_ENTRIES] [SERVER_MOD rust|c] [CLIENT_MOD c|rust]
+# [SERVER_PARAMS, '+' between, e.g. svc_buf_cache=0+max_requests=32]
 SIZE=${1:-256}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 EXTRA_OPTS=$(echo "${3:--}" | tr '+' ',' | sed 's/^-$//')   # '-': none
 LONG_ENTRIES=${4:-5000}   # files in the READDIR test (0: skip it)
 SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 CLIENT_MOD=${6:-c}        # 'rust': our client too (rust-rust interop)
+SERVER_PARAMS=$(echo "${7:--}" | tr '+' ' ' | sed 's/^-$//')   # rpcrdma_rs.ko params on the server
 MNT=/tmp/mnt
 
 # small_io NAME MNT: small files, a directory listing, symlinks (one needs a
@@ -89,7 +91,8 @@ run_server() {
     if [ "$SERVER_MOD" = c ]; then
         check load-c-rpcrdma load_c_rpcrdma || return 1
     else
-        check load-rust-rpcrdma load_rust_rpcrdma || return 1
+        # shellcheck disable=SC2086
+        check load-rust-rpcrdma load_rust_rpcrdma $SERVER_PARAMS || return 1
     fi
     if [ "$LONG_ENTRIES" -gt 0 ]; then
         check make-long-dir make_long_dir || return 1
