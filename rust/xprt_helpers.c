@@ -524,6 +524,59 @@ u32 rpcrdma_rs_xprt_connect_cookie(struct rpc_xprt *xprt)
 	return xprt->connect_cookie;
 }
 
+/*
+ * Walks [offset, offset + len) of an xdr_buf as head range, page pieces and
+ * tail range, calling add() for each: a page piece passes its page, a head
+ * or tail range its virtual address (page NULL).  add() returns 0 to go on,
+ * 1 to stop before this piece (the caller maps what it has), or a negative
+ * errno.  *done receives the bytes added.
+ */
+typedef int (*rpcrdma_rs_piece_fn)(void *ctx, struct page *page,
+				   const void *virt, u32 off, u32 len);
+
+static int rpcrdma_rs_xdr_walk(const struct xdr_buf *buf, u32 offset, u32 len,
+			       rpcrdma_rs_piece_fn add, void *ctx, u32 *done)
+{
+	u32 head_len = buf->head[0].iov_len, page_len = buf->page_len;
+	u32 end;
+	int rc;
+
+	*done = 0;
+	if (check_add_overflow(offset, len, &end))
+		return -EINVAL;
+	if (offset < head_len) {
+		u32 l = min(head_len - offset, len);
+
+		rc = add(ctx, NULL, (char *)buf->head[0].iov_base + offset, 0, l);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		*done += l;
+	}
+	while (*done < len && offset + *done < head_len + page_len) {
+		u32 in_pages = offset + *done - head_len;
+		u32 pos = buf->page_base + in_pages;
+		u32 off = offset_in_page(pos);
+		u32 l = min3((u32)PAGE_SIZE - off, len - *done, page_len - in_pages);
+
+		rc = add(ctx, buf->pages[pos >> PAGE_SHIFT], NULL, off, l);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		*done += l;
+	}
+	if (*done < len) {
+		u32 in_tail = offset + *done - head_len - page_len;
+		u32 l = len - *done;
+
+		if ((u64)in_tail + l > buf->tail[0].iov_len)
+			return -EINVAL;
+		rc = add(ctx, NULL, (char *)buf->tail[0].iov_base + in_tail, 0, l);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		*done += l;
+	}
+	return 0;
+}
+
 /* ---- FRWR ---- */
 
 struct rpcrdma_rs_mr {
@@ -583,11 +636,22 @@ static bool rpcrdma_rs_sg_add(struct rpcrdma_rs_mr *mr, int *n, u32 *pages,
 	return true;
 }
 
-static bool rpcrdma_rs_sg_add_virt(struct rpcrdma_rs_mr *mr, int *n,
-				   u32 *pages, const char *p, u32 len)
+struct rpcrdma_rs_sg_ctx {
+	struct rpcrdma_rs_mr *mr;
+	int n;
+	u32 pages;
+};
+
+static int rpcrdma_rs_sg_piece(void *ctx, struct page *page, const void *virt,
+			       u32 off, u32 len)
 {
-	return rpcrdma_rs_sg_add(mr, n, pages, virt_to_page(p),
-				 offset_in_page(p), len);
+	struct rpcrdma_rs_sg_ctx *c = ctx;
+
+	if (!page) {
+		page = virt_to_page(virt);
+		off = offset_in_page(virt);
+	}
+	return rpcrdma_rs_sg_add(c->mr, &c->n, &c->pages, page, off, len) ? 0 : 1;
 }
 
 int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
@@ -595,49 +659,18 @@ int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			   u32 len, bool writable, u32 *mapped)
 {
 	const struct xdr_buf *buf = rcv ? &rqst->rq_rcv_buf : &rqst->rq_snd_buf;
-	u32 head_len = buf->head[0].iov_len, page_len = buf->page_len;
-	u32 end, pages = 0, done = 0;
-	int n = 0, rc;
+	struct rpcrdma_rs_sg_ctx ctx = { .mr = mr };
+	u32 done;
+	int n, rc;
 
-	if (check_add_overflow(offset, len, &end))
-		return -EINVAL;
 	if (mr->nents)
 		return -EBUSY;
 	sg_init_table(mr->sg, mr->max_pages);
-	/* Head. */
-	if (offset < head_len && done < len) {
-		u32 l = min(head_len - offset, len);
-
-		if (!rpcrdma_rs_sg_add_virt(mr, &n, &pages,
-					    (char *)buf->head[0].iov_base + offset, l))
-			return -EINVAL;
-		done += l;
-	}
-	/* Pages. */
-	while (done < len && offset + done < head_len + page_len) {
-		u32 in_pages = offset + done - head_len;
-		u32 pos = buf->page_base + in_pages;
-		u32 off = offset_in_page(pos);
-		u32 l = min3((u32)PAGE_SIZE - off, len - done,
-			     page_len - in_pages);
-		struct page *page = buf->pages[pos >> PAGE_SHIFT];
-
-		if (!rpcrdma_rs_sg_add(mr, &n, &pages, page, off, l))
-			goto map;
-		done += l;
-	}
-	/* Tail. */
-	if (done < len) {
-		u32 in_tail = offset + done - head_len - page_len;
-		u32 l = len - done;
-
-		if ((u64)in_tail + l > buf->tail[0].iov_len)
-			return -EINVAL;
-		if (rpcrdma_rs_sg_add_virt(mr, &n, &pages,
-					   (char *)buf->tail[0].iov_base + in_tail, l))
-			done += l;
-	}
-map:
+	/* The walk stops at the MR's depth or at a gap FRWR cannot map. */
+	rc = rpcrdma_rs_xdr_walk(buf, offset, len, rpcrdma_rs_sg_piece, &ctx, &done);
+	if (rc)
+		return rc;
+	n = ctx.n;
 	if (!n)
 		return -EINVAL;
 	sg_mark_end(&mr->sg[n - 1]);
@@ -778,51 +811,34 @@ static int rpcrdma_rs_phys_add(struct ib_device *device,
 	return 0;
 }
 
+struct rpcrdma_rs_phys_ctx {
+	struct ib_device *device;
+	struct rpcrdma_rs_phys *pm;
+};
+
+static int rpcrdma_rs_phys_piece(void *ctx, struct page *page, const void *virt,
+				 u32 off, u32 len)
+{
+	struct rpcrdma_rs_phys_ctx *c = ctx;
+
+	return rpcrdma_rs_phys_add(c->device, c->pm, page, virt, off, len);
+}
+
 int rpcrdma_rs_phys_map_rqst(struct ib_device *device,
 			     struct rpcrdma_rs_phys *pm, struct rpc_rqst *rqst,
 			     bool rcv, u32 offset, u32 len, bool writable)
 {
 	const struct xdr_buf *buf = rcv ? &rqst->rq_rcv_buf : &rqst->rq_snd_buf;
-	u32 head_len = buf->head[0].iov_len, page_len = buf->page_len;
-	u32 end, done = 0;
+	struct rpcrdma_rs_phys_ctx ctx = { .device = device, .pm = pm };
+	u32 done;
 	int rc;
 
-	if (check_add_overflow(offset, len, &end))
-		return -EINVAL;
 	pm->dir = writable ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
-	if (offset < head_len) {
-		u32 l = min(head_len - offset, len);
-
-		rc = rpcrdma_rs_phys_add(device, pm, NULL,
-					 (char *)buf->head[0].iov_base + offset, 0, l);
-		if (rc)
-			return rc;
-		done += l;
-	}
-	while (done < len && offset + done < head_len + page_len) {
-		u32 in_pages = offset + done - head_len;
-		u32 pos = buf->page_base + in_pages;
-		u32 off = offset_in_page(pos);
-		u32 l = min3((u32)PAGE_SIZE - off, len - done, page_len - in_pages);
-
-		rc = rpcrdma_rs_phys_add(device, pm, buf->pages[pos >> PAGE_SHIFT],
-					 NULL, off, l);
-		if (rc)
-			return rc;
-		done += l;
-	}
-	if (done < len) {
-		u32 in_tail = offset + done - head_len - page_len;
-		u32 l = len - done;
-
-		if ((u64)in_tail + l > buf->tail[0].iov_len)
-			return -EINVAL;
-		rc = rpcrdma_rs_phys_add(device, pm, NULL,
-					 (char *)buf->tail[0].iov_base + in_tail, 0, l);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	rc = rpcrdma_rs_xdr_walk(buf, offset, len, rpcrdma_rs_phys_piece, &ctx, &done);
+	if (rc)
+		return rc;
+	/* Every piece is its own segment: running out of them is an error. */
+	return done == len ? 0 : -EMSGSIZE;
 }
 
 u32 rpcrdma_rs_phys_count(const struct rpcrdma_rs_phys *pm)
