@@ -329,30 +329,23 @@ impl Endpoint {
             return Err(EINVAL);
         }
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
-        let raw = Arc::into_raw(wr);
-        live::inc(live::Kind::PostedWr);
-        // SAFETY: `raw` is live (we hold the reference that was turned into
-        // it); its cqe was initialised by `WorkRequest::new` and its sges
-        // name mapped buffers it owns. The QP is live by the type invariant.
-        let rc = unsafe {
-            bindings::rpcrdma_rs_post_send(
-                self.qp.as_ptr(),
-                Opaque::cast_into(&raw const (*raw).cqe),
-                opcode as i32,
-                (*raw).sges.as_ptr(),
-                nsge,
-                remote_addr,
-                rkey,
-                inv,
-            )
-        };
-        if rc != 0 {
-            // SAFETY: The work request was not posted, so no completion will
-            // consume the reference that `into_raw` produced.
-            drop(unsafe { Arc::from_raw(raw) });
-            live::dec(live::Kind::PostedWr);
-        }
-        to_result(rc)
+        WorkRequest::post_with(wr, |wr, cqe| {
+            // SAFETY: The cqe was initialised by `WorkRequest::new` and the
+            // sges name mapped buffers `wr` owns; the QP is live by the type
+            // invariant.
+            unsafe {
+                bindings::rpcrdma_rs_post_send(
+                    self.qp.as_ptr(),
+                    cqe,
+                    opcode as i32,
+                    wr.sges.as_ptr(),
+                    nsge,
+                    remote_addr,
+                    rkey,
+                    inv,
+                )
+            }
+        })
     }
 
     /// Posts a Receive into `wr`'s scatter/gather list.
@@ -361,23 +354,10 @@ impl Endpoint {
             return Err(EINVAL);
         }
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
-        let raw = Arc::into_raw(wr);
-        live::inc(live::Kind::PostedWr);
-        // SAFETY: As in `post_send`.
-        let rc = unsafe {
-            bindings::rpcrdma_rs_post_recv(
-                self.qp.as_ptr(),
-                Opaque::cast_into(&raw const (*raw).cqe),
-                (*raw).sges.as_ptr(),
-                nsge,
-            )
-        };
-        if rc != 0 {
-            // SAFETY: Not posted: reclaim the reference.
-            drop(unsafe { Arc::from_raw(raw) });
-            live::dec(live::Kind::PostedWr);
-        }
-        to_result(rc)
+        WorkRequest::post_with(wr, |wr, cqe| {
+            // SAFETY: As in `post_send`.
+            unsafe { bindings::rpcrdma_rs_post_recv(self.qp.as_ptr(), cqe, wr.sges.as_ptr(), nsge) }
+        })
     }
 }
 
@@ -689,14 +669,27 @@ impl<H: CompletionHandler> WorkRequest<H> {
         )
     }
 
-    /// The completion entry of a request being posted by FFI code.
-    ///
-    /// # Safety
-    ///
-    /// `wr` points to a live `WorkRequest<H>`.
-    pub(crate) unsafe fn cqe_ptr(wr: *const Self) -> *const Opaque<bindings::ib_cqe> {
-        // SAFETY: By the function's safety requirement.
-        unsafe { &raw const (*wr).cqe }
+    /// Hands one reference of `wr` to the queue and calls `post` with the
+    /// request and its completion entry; the completion (`done`) consumes
+    /// that reference, or this function reclaims it when `post` fails
+    /// (non-zero). The one place where posted requests change owner.
+    pub(crate) fn post_with(
+        wr: Arc<Self>,
+        post: impl FnOnce(&Self, *mut bindings::ib_cqe) -> kernel::ffi::c_int,
+    ) -> Result {
+        let raw = Arc::into_raw(wr);
+        live::inc(live::Kind::PostedWr);
+        // SAFETY: `raw` came from `into_raw` above, so it is live until the
+        // reference is consumed below or by the completion.
+        let this = unsafe { &*raw };
+        let rc = post(this, Opaque::cast_into(&this.cqe));
+        if rc != 0 {
+            // SAFETY: The work request was not posted, so no completion will
+            // consume the reference that `into_raw` produced.
+            drop(unsafe { Arc::from_raw(raw) });
+            live::dec(live::Kind::PostedWr);
+        }
+        to_result(rc)
     }
 
     fn dirs_to_device(&self) -> bool {

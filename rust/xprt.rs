@@ -21,7 +21,7 @@ use core::ptr::NonNull;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::types::{ForeignOwnable, Opaque};
+use kernel::types::ForeignOwnable;
 
 /// `XDRBUF_READ`: the page data is the target of a file read (DDP-eligible
 /// reply payload).
@@ -523,25 +523,11 @@ pub fn post_local_inv<H: CompletionHandler>(
                 bindings::rpcrdma_rs_post_local_inv(ep.qp_ptr(), rkey, core::ptr::null_mut())
             })
         }
-        Some(wr) => {
-            let raw = Arc::into_raw(wr);
-            live::inc(live::Kind::PostedWr);
-            // SAFETY: As in `Endpoint::post_send`: the reference turned
-            // into `raw` is consumed by the completion.
-            let rc = unsafe {
-                bindings::rpcrdma_rs_post_local_inv(
-                    ep.qp_ptr(),
-                    rkey,
-                    Opaque::cast_into(WorkRequest::cqe_ptr(raw)),
-                )
-            };
-            if rc != 0 {
-                // SAFETY: Not posted: reclaim the reference.
-                drop(unsafe { Arc::from_raw(raw) });
-                live::dec(live::Kind::PostedWr);
-            }
-            to_result(rc)
-        }
+        Some(wr) => WorkRequest::post_with(wr, |_, cqe| {
+            // SAFETY: The QP is live; the completion consumes the reference
+            // `post_with` handed to the queue.
+            unsafe { bindings::rpcrdma_rs_post_local_inv(ep.qp_ptr(), rkey, cqe) }
+        }),
     }
 }
 
