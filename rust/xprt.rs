@@ -99,6 +99,25 @@ impl Xprt {
         unsafe { bindings::rpcrdma_rs_xprt_force_disconnect(self.ptr.as_ptr()) };
     }
 
+    /// Hands a reverse-direction Call (`call`: the RPC message, xid first)
+    /// to the NFS callback service; the message is copied. Fails with
+    /// `ENOBUFS` when every callback slot is in use, `EMSGSIZE` when the
+    /// message is shorter than an RPC header or longer than a page.
+    pub fn bc_receive_call(&self, call: &[u8]) -> Result {
+        let len = u32::try_from(call.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: Valid by the type invariant; `call` is readable for
+        // `len` bytes and only read during the call.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_bc_receive_call(self.ptr.as_ptr(), call.as_ptr().cast(), len)
+        })
+    }
+
+    /// Sets the largest backchannel message (`bc_maxpayload`).
+    pub fn set_bc_max_payload(&self, bytes: u32) {
+        // SAFETY: Valid by the type invariant; a plain store read by sunrpc.
+        unsafe { bindings::rpcrdma_rs_xprt_set_bc_max_payload(self.ptr.as_ptr(), bytes) };
+    }
+
     /// Notes that the server answered, so the next reconnect is not delayed.
     pub fn data_seen(&self) {
         // SAFETY: Valid by the type invariant.
@@ -226,6 +245,9 @@ pub trait XprtOps: Sized + Send + Sync {
     fn close(&self);
     /// Releases what a request still holds (its reply never came).
     fn buf_free(&self, rqst: &Rqst<'_>);
+    /// Marshals and posts the Reply to a reverse-direction (backchannel)
+    /// Call; the request's send buffer holds the RPC Reply.
+    fn bc_send_reply(&self, rqst: &Rqst<'_>) -> Result;
     /// The mountstats counters.
     fn stats(&self) -> XprtStats;
 }
@@ -240,6 +262,7 @@ impl<T: XprtOps> XprtVTable<T> {
         close: Some(Self::close),
         destroy: Some(Self::destroy),
         buf_free: Some(Self::buf_free),
+        bc_send_reply: Some(Self::bc_send_reply),
         stats: Some(Self::stats),
     };
 
@@ -330,6 +353,28 @@ impl<T: XprtOps> XprtVTable<T> {
                 ptr,
                 _p: PhantomData,
             });
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`,
+    /// and a backchannel request it owns for the duration of the call.
+    unsafe extern "C" fn bc_send_reply(
+        state: *mut kernel::ffi::c_void,
+        rqst: *mut bindings::rpc_rqst,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: Called by the C side between setup and destroy.
+        let s = unsafe { Self::state(state) };
+        let Some(ptr) = NonNull::new(rqst) else {
+            return EINVAL.to_errno();
+        };
+        match s.bc_send_reply(&Rqst {
+            ptr,
+            _p: PhantomData,
+        }) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
         }
     }
 

@@ -8,6 +8,7 @@
  */
 #include "rpcrdma_rs_helper.h"
 #include <linux/sunrpc/addr.h>
+#include <linux/sunrpc/bc_xprt.h>
 #include <linux/sunrpc/clnt.h>
 #include <linux/sunrpc/msg_prot.h>
 #include <linux/scatterlist.h>
@@ -24,9 +25,16 @@ struct rpcrdma_rs_xprt {
 	void *state;		/* Rust state */
 	struct delayed_work connect_worker;
 	bool connect_failed;
+	u32 bc_max_payload;	/* largest backchannel message, set at connect */
 };
 
 static const struct rpcrdma_rs_xprt_cbs *rpcrdma_rs_cbs;
+
+#if defined(CONFIG_SUNRPC_BACKCHANNEL)
+static int rpcrdma_rs_bc_send_reply(struct rpc_rqst *rqst);
+static void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt,
+				       unsigned int max_reqs);
+#endif
 
 static struct rpcrdma_rs_xprt *to_rsx(struct rpc_xprt *xprt)
 {
@@ -124,6 +132,12 @@ static void rpcrdma_rs_op_destroy(struct rpc_xprt *xprt)
 	struct rpcrdma_rs_xprt *rsx = to_rsx(xprt);
 
 	cancel_delayed_work_sync(&rsx->connect_worker);
+#if defined(CONFIG_SUNRPC_BACKCHANNEL)
+	/* Callback rqsts not released by ->bc_destroy (each in-flight one
+	 * holds a transport reference, so none is in use here).
+	 */
+	rpcrdma_rs_xprt_bc_destroy(xprt, 0);
+#endif
 	rpcrdma_rs_cbs->destroy(rsx->state);
 	rsx->state = NULL;
 	rpcrdma_rs_free_addresses(xprt);
@@ -136,6 +150,11 @@ static int rpcrdma_rs_op_send_request(struct rpc_rqst *rqst)
 	struct rpc_xprt *xprt = rqst->rq_xprt;
 	int rc;
 
+#if defined(CONFIG_SUNRPC_BACKCHANNEL)
+	/* Backchannel rqsts have no rq_buffer (no ->buf_alloc). */
+	if (unlikely(!rqst->rq_buffer))
+		return rpcrdma_rs_bc_send_reply(rqst);
+#endif
 	if (!xprt_connected(xprt))
 		return -ENOTCONN;
 	if (!xprt_request_get_cong(xprt, rqst))
@@ -257,11 +276,99 @@ static void rpcrdma_rs_op_disable_swap(struct rpc_xprt *xprt)
 
 #if defined(CONFIG_SUNRPC_BACKCHANNEL)
 /*
- * NFSv4.1+ requires a backchannel-capable transport to mount at all.
- * Reverse-direction calls are not served yet: they are dropped on receipt
- * (see Conn::handle_reply), so the server reports the callback path down
- * (SEQ4_STATUS_CB_PATH_DOWN) and works without delegations.
+ * Reverse-direction (backchannel) calls, NFSv4.1+ callbacks, as
+ * backchannel.c does: a received Call is copied into an rpc_rqst of our own
+ * (kept on xprt->bc_pa_list between uses, at most RPCRDMA_RS_BC_SLOTS of
+ * them, each with a page for the Call and a page for the Reply) and queued
+ * for the NFS callback service with xprt_enqueue_bc_request(); the Reply
+ * comes back through ->send_request() with rq_buffer NULL and goes out
+ * inline (bc_send_reply in Rust).  Copying keeps the receive buffer free
+ * to be reposted at once.
  */
+#define RPCRDMA_RS_BC_SLOTS 16
+
+static void rpcrdma_rs_bc_rqst_free(struct rpc_rqst *rqst)
+{
+	kfree(rqst->rq_rcv_buf.head[0].iov_base);
+	kfree(rqst->rq_snd_buf.head[0].iov_base);
+	kfree(rqst);
+}
+
+static void rpcrdma_rs_bc_rqst_reset(struct rpc_rqst *rqst)
+{
+	void *rcv = rqst->rq_rcv_buf.head[0].iov_base;
+	void *snd = rqst->rq_snd_buf.head[0].iov_base;
+
+	/* svc_process_bc() encodes the Reply into a full page. */
+	xdr_buf_init(&rqst->rq_rcv_buf, rcv, PAGE_SIZE);
+	xdr_buf_init(&rqst->rq_snd_buf, snd, PAGE_SIZE);
+}
+
+static struct rpc_rqst *rpcrdma_rs_bc_rqst_get(struct rpc_xprt *xprt)
+{
+	struct rpc_rqst *rqst;
+
+	spin_lock(&xprt->bc_pa_lock);
+	rqst = list_first_entry_or_null(&xprt->bc_pa_list, struct rpc_rqst,
+					rq_bc_pa_list);
+	if (rqst) {
+		list_del(&rqst->rq_bc_pa_list);
+		spin_unlock(&xprt->bc_pa_lock);
+		return rqst;
+	}
+	/* A peer must not make us allocate without bound. */
+	if (xprt->bc_alloc_count >= RPCRDMA_RS_BC_SLOTS) {
+		spin_unlock(&xprt->bc_pa_lock);
+		return NULL;
+	}
+	xprt->bc_alloc_count++;
+	spin_unlock(&xprt->bc_pa_lock);
+
+	rqst = kzalloc(sizeof(*rqst), GFP_KERNEL);
+	if (!rqst)
+		goto out_uncount;
+	rqst->rq_rcv_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	rqst->rq_snd_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!rqst->rq_rcv_buf.head[0].iov_base ||
+	    !rqst->rq_snd_buf.head[0].iov_base) {
+		rpcrdma_rs_bc_rqst_free(rqst);
+		goto out_uncount;
+	}
+	rqst->rq_xprt = xprt;
+	INIT_LIST_HEAD(&rqst->rq_bc_pa_list);
+	return rqst;
+
+out_uncount:
+	spin_lock(&xprt->bc_pa_lock);
+	xprt->bc_alloc_count--;
+	spin_unlock(&xprt->bc_pa_lock);
+	return NULL;
+}
+
+int rpcrdma_rs_bc_receive_call(struct rpc_xprt *xprt, const void *src, u32 len)
+{
+	struct rpc_rqst *rqst;
+
+	if (len < 8 || len > PAGE_SIZE)
+		return -EMSGSIZE;
+	rqst = rpcrdma_rs_bc_rqst_get(xprt);
+	if (!rqst)
+		return -ENOBUFS;
+	rpcrdma_rs_bc_rqst_reset(rqst);
+	memcpy(rqst->rq_rcv_buf.head[0].iov_base, src, len);
+	rqst->rq_rcv_buf.head[0].iov_len = len;
+	rqst->rq_rcv_buf.len = len;
+	rqst->rq_private_buf = rqst->rq_rcv_buf;
+	rqst->rq_xid = *(const __be32 *)src;
+	rqst->rq_reply_bytes_recvd = 0;
+	rqst->rq_connect_cookie = xprt->connect_cookie;
+	set_bit(RPC_BC_PA_IN_USE, &rqst->rq_bc_pa_state);
+	/* svc_process_bc() and xprt_enqueue_bc_request() decrement it. */
+	atomic_inc(&xprt->bc_slot_count);
+	xprt_enqueue_bc_request(rqst);
+	return 0;
+}
+
 static int rpcrdma_rs_xprt_bc_setup(struct rpc_xprt *xprt, unsigned int min_reqs)
 {
 	return 0;
@@ -269,22 +376,72 @@ static int rpcrdma_rs_xprt_bc_setup(struct rpc_xprt *xprt, unsigned int min_reqs
 
 static size_t rpcrdma_rs_xprt_bc_maxpayload(struct rpc_xprt *xprt)
 {
-	return PAGE_SIZE;
+	return to_rsx(xprt)->bc_max_payload;
 }
 
 static unsigned int rpcrdma_rs_xprt_bc_num_slots(struct rpc_xprt *xprt)
 {
-	return 1;
+	return RPCRDMA_RS_BC_SLOTS;
 }
 
 static void rpcrdma_rs_xprt_bc_free_rqst(struct rpc_rqst *rqst)
 {
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+
+	clear_bit(RPC_BC_PA_IN_USE, &rqst->rq_bc_pa_state);
+	spin_lock(&xprt->bc_pa_lock);
+	list_add_tail(&rqst->rq_bc_pa_list, &xprt->bc_pa_list);
+	spin_unlock(&xprt->bc_pa_lock);
+	/* The reference xprt_enqueue_bc_request() took. */
+	xprt_put(xprt);
 }
 
 static void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs)
 {
+	struct rpc_rqst *rqst, *tmp;
+	LIST_HEAD(free);
+
+	spin_lock(&xprt->bc_pa_lock);
+	list_splice_init(&xprt->bc_pa_list, &free);
+	spin_unlock(&xprt->bc_pa_lock);
+	list_for_each_entry_safe(rqst, tmp, &free, rq_bc_pa_list) {
+		list_del(&rqst->rq_bc_pa_list);
+		spin_lock(&xprt->bc_pa_lock);
+		xprt->bc_alloc_count--;
+		spin_unlock(&xprt->bc_pa_lock);
+		rpcrdma_rs_bc_rqst_free(rqst);
+	}
+}
+
+/* A Reply to a reverse-direction Call (transport.c, backchannel.c). */
+static int rpcrdma_rs_bc_send_reply(struct rpc_rqst *rqst)
+{
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+	int rc;
+
+	if (!xprt_connected(xprt))
+		return -ENOTCONN;
+	/* The Reply consumes one of the server's Receives, as a Call does. */
+	if (!xprt_request_get_cong(xprt, rqst))
+		return -EBADSLT;
+	rc = rpcrdma_rs_cbs->bc_send_reply(to_rsx(xprt)->state, rqst);
+	if (rc == -ENOTCONN) {
+		rpcrdma_rs_op_close(xprt);
+		return -ENOTCONN;
+	}
+	return rc;
+}
+#else
+int rpcrdma_rs_bc_receive_call(struct rpc_xprt *xprt, const void *src, u32 len)
+{
+	return -EPROTONOSUPPORT;
 }
 #endif
+
+void rpcrdma_rs_xprt_set_bc_max_payload(struct rpc_xprt *xprt, u32 bytes)
+{
+	to_rsx(xprt)->bc_max_payload = bytes;
+}
 
 static const struct rpc_xprt_ops rpcrdma_rs_xprt_ops = {
 	.reserve_xprt = xprt_reserve_xprt_cong,
@@ -355,6 +512,8 @@ static struct rpc_xprt *rpcrdma_rs_setup(struct xprt_create *args)
 	INIT_DELAYED_WORK(&rsx->connect_worker, rpcrdma_rs_connect_worker);
 	/* A congestion window of one credit until the server grants more. */
 	xprt->cwnd = RPC_CWNDSCALE;
+	/* RFC 8166's minimum inline size less the header, until connected. */
+	rsx->bc_max_payload = 1024 - 28;
 
 	rsx->state = rpcrdma_rs_cbs->setup(xprt);
 	if (!rsx->state) {

@@ -44,6 +44,10 @@ struct rpcrdma_rs_xprt_cbs {
 	void (*destroy)(void *state);
 	/* Releases what a request still holds (signal, timeout). */
 	void (*buf_free)(void *state, struct rpc_rqst *rqst);
+	/* Marshals and posts the Reply to a reverse-direction Call (its
+	 * RPC message is in rqst->rq_snd_buf); 0 or a negative errno.
+	 */
+	int (*bc_send_reply)(void *state, struct rpc_rqst *rqst);
 	/* Fills the mountstats counters. */
 	void (*stats)(void *state, struct rpcrdma_rs_xprt_stats *out);
 };
@@ -88,6 +92,13 @@ void rpcrdma_rs_xprt_update_cwnd(struct rpc_xprt *xprt, u32 credits);
 void rpcrdma_rs_xprt_force_disconnect(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_data_seen(struct rpc_xprt *xprt);
 u32 rpcrdma_rs_xprt_connect_cookie(struct rpc_xprt *xprt);
+
+/* Backchannel: hands a received reverse-direction Call (the RPC message,
+ * xid first) to the callback service. 0, -ENOBUFS when every callback
+ * slot is busy, -EMSGSIZE for a Call that cannot be a valid one.
+ */
+int rpcrdma_rs_bc_receive_call(struct rpc_xprt *xprt, const void *src, u32 len);
+void rpcrdma_rs_xprt_set_bc_max_payload(struct rpc_xprt *xprt, u32 bytes);
 
 /* Fast registration (FRWR) of xdr_buf ranges. */
 struct rpcrdma_rs_mr;

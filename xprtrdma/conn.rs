@@ -9,6 +9,7 @@
 //! request is posted, so [`Conn::shutdown`] drains the queue pair, after
 //! which no handler reposts and the last reference frees everything.
 
+use super::backchannel::{is_call, max_payload, BC_RECVS, BC_SLOTS};
 use super::reg::{add as add_counter, counters, Reg, Strategy, StrategyCounters};
 use super::transport::{bump, Settings, Stats};
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -30,7 +31,8 @@ use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::workqueue;
 
 /// Address and route resolution timeout (C `RDMA_RESOLVE_TIMEOUT`).
 const RESOLVE_TIMEOUT_MS: u32 = 5000;
@@ -41,6 +43,10 @@ const CONNECT_TIMEOUT_MS: u32 = 30_000;
 const MRS_PER_REQUEST: u32 = 4;
 /// Receives kept beyond the credit limit (C keeps a batch extra).
 const EXTRA_RECVS: u32 = 8;
+/// How long the CM event watcher sleeps between checks of `closing`.
+const WATCH_MS: u32 = 200;
+/// `PAGE_SIZE` as the u32 the wire sizes use.
+const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
 
 /// Registrations of one request, kept until its reply arrives.
 struct Pending {
@@ -69,6 +75,13 @@ pub(super) struct Conn {
     dirty: SpinLock<KVec<Mr>>,
     write_pad: Option<(Mr, Arc<DmaBuf>)>,
     global_rkey: u32,
+    /// Completed by the CM event watcher as its last action.
+    watcher_done: Arc<Completion>,
+    /// Send buffers of the negotiated inline size, DMA-mapped once and
+    /// reused (C `rpcrdma_sendctx`): taken by `send_wr`, given back by the
+    /// Send's completion.
+    #[pin]
+    send_bufs: SpinLock<KVec<Arc<DmaBuf>>>,
 }
 
 fn shape(s: &XdrShape) -> XdrBufShape {
@@ -130,16 +143,20 @@ impl CompletionHandler for RecvDone {
     }
 }
 
-/// Send completion: only errors matter (the connection is then lost).
-struct SendDone {
+/// Send completion: the buffer goes back to the pool; errors lose the
+/// connection.
+pub(super) struct SendDone {
     conn: Arc<Conn>,
 }
 
 impl CompletionHandler for SendDone {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
             pr_warn!("send failed: status {}\n", wc.status);
             self.conn.xprt.force_disconnect();
+        }
+        if let Some(buf) = wr.buf(0) {
+            self.conn.put_send_buf(buf);
         }
     }
 }
@@ -160,6 +177,21 @@ impl CompletionHandler for Arc<BatchInvDone> {
                 self.conn.recycle(mrs);
             }
         }
+    }
+}
+
+/// Completion of a LOCAL_INV chain someone waits for (`release_request`).
+#[pin_data]
+struct SyncInvDone {
+    ok: Atomic<bool>,
+    #[pin]
+    done: Completion,
+}
+
+impl CompletionHandler for Arc<SyncInvDone> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.ok.store(wc.is_ok(), Relaxed);
+        self.done.complete_all();
     }
 }
 
@@ -207,7 +239,7 @@ impl Conn {
             &EndpointConfig {
                 // Per request: registrations, the Send, invalidations.
                 max_send_wr: reqs.saturating_mul(2 * MRS_PER_REQUEST + 2),
-                max_recv_wr: reqs + EXTRA_RECVS,
+                max_recv_wr: reqs + EXTRA_RECVS + BC_RECVS,
                 max_send_sge: 1,
                 max_recv_sge: 1,
                 unsafe_global_rkey: settings.strategy == Strategy::Physical,
@@ -282,6 +314,13 @@ impl Conn {
         };
 
         let recv_len = settings.inline_read as usize;
+        // Enough Send buffers for every credit and callback reply; more are
+        // allocated (and dropped after use) only if they are all in flight.
+        let send_len = params.inline_send as usize;
+        let mut send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
+        for _ in 0..reqs + BC_SLOTS {
+            send_bufs.push(ep.alloc_buf(send_len, DmaDir::ToDevice)?, GFP_KERNEL)?;
+        }
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
         let conn = Arc::pin_init(
             try_pin_init!(Self {
@@ -298,10 +337,12 @@ impl Conn {
                 dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
                 write_pad,
                 global_rkey,
+                watcher_done: Arc::pin_init(Completion::new(), GFP_KERNEL)?,
+                send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
             }),
             GFP_KERNEL,
         )?;
-        for _ in 0..reqs + EXTRA_RECVS {
+        for _ in 0..reqs + EXTRA_RECVS + BC_RECVS {
             let buf = conn.ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
             let mut segs = KVec::new();
             segs.push(
@@ -314,11 +355,24 @@ impl Conn {
             )?;
             let wr = WorkRequest::new(RecvDone { conn: conn.clone() }, segs)?;
             if let Err(e) = conn.ep.post_recv(wr) {
+                // No watcher runs yet.
+                conn.watcher_done.complete_all();
                 conn.shutdown();
                 return Err(e);
             }
         }
+        // Disconnects by the server, device removal and address changes
+        // arrive as CM events: the watcher turns them into a reconnect.
+        let watched = conn.clone();
+        if let Err(e) = workqueue::system_long().try_spawn(GFP_KERNEL, move || watch(watched)) {
+            // The closure (and its reference) was dropped: nothing waits.
+            conn.watcher_done.complete_all();
+            conn.shutdown();
+            return Err(e.into());
+        }
         conn.xprt.update_cwnd(1);
+        conn.xprt
+            .set_bc_max_payload(max_payload(neg.inline_send, neg.inline_recv, PAGE_SIZE_U32));
         pr_info!(
             "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}\n",
             settings.strategy.name(),
@@ -332,9 +386,12 @@ impl Conn {
         Ok(conn)
     }
 
-    /// Disconnects and waits for every posted work request to complete.
+    /// Disconnects and waits for every posted work request to complete and
+    /// for the CM event watcher to stop (so nothing touches the sunrpc
+    /// transport once this returns).
     pub(super) fn shutdown(&self) {
         self.closing.store(true, Relaxed);
+        self.watcher_done.wait_for_completion();
         self.ep.drain();
         // Registrations of requests still waiting are invalid now that the
         // QP is in the error state; drop them with their MRs.
@@ -549,18 +606,7 @@ impl Conn {
             }
         };
         let res = (|| -> Result {
-            let buf = self.ep.alloc_buf(out.len(), DmaDir::ToDevice)?;
-            buf.write(0, &out)?;
-            let mut segs = KVec::new();
-            segs.push(
-                SgSegment {
-                    buf,
-                    offset: 0,
-                    len: out.len(),
-                },
-                GFP_KERNEL,
-            )?;
-            let wr = WorkRequest::new(SendDone { conn: this.clone() }, segs)?;
+            let wr = self.send_wr(this, &out)?;
             if !mrs.is_empty() {
                 let pending = Pending {
                     xid: info.xid,
@@ -596,6 +642,60 @@ impl Conn {
             ResultStrategy::Inline => {}
         }
         Ok(())
+    }
+
+    /// A Send work request carrying a copy of `bytes` (at most the inline
+    /// send size), in a pooled buffer.
+    pub(super) fn send_wr(
+        &self,
+        this: &Arc<Self>,
+        bytes: &[u8],
+    ) -> Result<Arc<WorkRequest<SendDone>>> {
+        let pooled = self.send_bufs.lock().pop();
+        let buf = match pooled {
+            Some(b) if b.len() >= bytes.len() => b,
+            _ => {
+                bump(&self.stats.empty_send_pool);
+                self.ep.alloc_buf(
+                    bytes.len().max(self.params.inline_send as usize),
+                    DmaDir::ToDevice,
+                )?
+            }
+        };
+        buf.write(0, bytes)?;
+        let mut segs = KVec::new();
+        segs.push(
+            SgSegment {
+                buf,
+                offset: 0,
+                len: bytes.len(),
+            },
+            GFP_KERNEL,
+        )?;
+        WorkRequest::new(SendDone { conn: this.clone() }, segs)
+    }
+
+    /// Gives a Send buffer back (from its completion; never allocates).
+    fn put_send_buf(&self, buf: &Arc<DmaBuf>) {
+        if buf.len() == self.params.inline_send as usize {
+            // A full pool drops the extra buffer.
+            let _ = self.send_bufs.lock().push_within_capacity(buf.clone());
+        }
+    }
+
+    /// The sunrpc transport this connection serves.
+    pub(super) fn xprt(&self) -> &Xprt {
+        &self.xprt
+    }
+
+    /// The queue pair's endpoint.
+    pub(super) fn ep(&self) -> &Endpoint {
+        &self.ep
+    }
+
+    /// The negotiated inline send size.
+    pub(super) fn inline_send(&self) -> u32 {
+        self.params.inline_send
     }
 
     #[expect(clippy::too_many_arguments)]
@@ -712,9 +812,10 @@ impl Conn {
 
     /// The request's reply will never be processed (signal, timeout): make
     /// sure the server can no longer reach its buffers before they are
-    /// freed. Without a synchronous invalidation path yet, the connection
-    /// is closed, which revokes every registration at once.
-    pub(super) fn release_request(&self, _this: &Arc<Self>, key: usize) {
+    /// freed. Its MRs are invalidated and this waits for that (C
+    /// `frwr_unmap_sync`); only if that cannot be done is the connection
+    /// closed, which revokes every registration at once.
+    pub(super) fn release_request(&self, key: usize) {
         let found = {
             let mut pending = self.pending.lock();
             pending
@@ -722,12 +823,60 @@ impl Conn {
                 .position(|p| p.key == key)
                 .and_then(|pos| pending.remove(pos).ok())
         };
-        if let Some(p) = found {
-            self.closing.store(true, Relaxed);
-            self.ep.drain();
-            drop(p);
-            self.xprt.force_disconnect();
+        let Some(p) = found else {
+            return;
+        };
+        let mut mrs = KVec::new();
+        for reg in p.regs {
+            // Physical mappings are unmapped when dropped here.
+            if let Reg::Mr(mr) = reg {
+                if mrs.push(mr, GFP_KERNEL).is_err() {
+                    self.revoke_all();
+                    return;
+                }
+            }
         }
+        if mrs.is_empty() {
+            return;
+        }
+        add(&self.stats.local_inv_needed, mrs.len() as u64);
+        add_counter(&self.counters().invalidations, mrs.len() as u64);
+        let done = rkeys(&mrs).and_then(|keys| {
+            let done = Arc::pin_init(
+                pin_init!(SyncInvDone {
+                    ok: Atomic::new(false),
+                    done <- Completion::new(),
+                }),
+                GFP_KERNEL,
+            )?;
+            self.post_inv_chain(&keys, done.clone())?;
+            Ok(done)
+        });
+        match done {
+            Ok(done) => {
+                // Completes even when the queue pair is flushed.
+                done.done.wait_for_completion();
+                if done.ok.load(Relaxed) {
+                    self.recycle(mrs);
+                    return;
+                }
+                drop(mrs);
+                self.revoke_all();
+            }
+            Err(_) => {
+                drop(mrs);
+                self.revoke_all();
+            }
+        }
+    }
+
+    /// Revokes every registration at once, synchronously, for when one
+    /// cannot be invalidated: the queue pair is moved to the error state
+    /// and drained, and sunrpc reconnects.
+    fn revoke_all(&self) {
+        self.closing.store(true, Relaxed);
+        self.ep.drain();
+        self.xprt.force_disconnect();
     }
 
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
@@ -747,12 +896,12 @@ impl Conn {
                 return;
             }
         };
-        // A reverse-direction (backchannel) call: RDMA_MSG whose RPC
-        // message type word is CALL (0). Not served yet: dropped, never
-        // matched against our own xids.
+        // A reverse-direction (backchannel) Call: never matched against
+        // our own xids, and its credit field is the server's backchannel
+        // window, not a grant for our Calls.
         if let Body::Msg { payload, .. } = hdr.body {
-            if payload.get(4..8) == Some(&[0, 0, 0, 0]) {
-                bump(&self.stats.backchannel_dropped);
+            if is_call(payload) {
+                self.bc_call(payload);
                 return;
             }
         }
@@ -894,6 +1043,31 @@ impl Conn {
             self.xprt.force_disconnect();
         }
     }
+}
+
+/// Watches the connection's CM events until it is shut down.
+fn watch(conn: Arc<Conn>) {
+    let done = conn.watcher_done.clone();
+    while !conn.closing.load(Relaxed) {
+        let ev = match conn.ep.wait_event(WATCH_MS) {
+            Ok(ev) => ev,
+            Err(_) => continue,
+        };
+        let why = match ev {
+            CmEvent::Disconnected => "the server disconnected",
+            CmEvent::DeviceRemoval => "the RDMA device is being removed",
+            CmEvent::AddrChange => "the local address changed",
+            _ => continue,
+        };
+        if !conn.closing.load(Relaxed) {
+            pr_info!("{}: closing the connection; it reconnects on demand\n", why);
+            conn.xprt.force_disconnect();
+        }
+    }
+    // The last reference may be this one: drop it before signalling, so
+    // whoever waits may free what it refers to.
+    drop(conn);
+    done.complete_all();
 }
 
 /// The steering tags of `mrs`.

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::rdma::xprt::Registration;
 use kernel::prelude::*;
 
+mod backchannel;
 mod conn;
 mod reg;
 mod transport;
@@ -25,6 +26,7 @@ use kernel::debugfs::{Dir, File};
 pub(crate) struct ClientTransport {
     _reg: Registration<transport::Client>,
     _debugfs: Pin<KBox<File<()>>>,
+    _debugfs_bc: Pin<KBox<File<()>>>,
     _dir: Dir,
 }
 
@@ -45,6 +47,12 @@ impl ClientTransport {
             dir.read_callback_file(c"client_registration", (), &|(): &(), f| reg::show(f)),
             GFP_KERNEL,
         )?;
+        let bc_file = KBox::pin_init(
+            dir.read_callback_file(c"client_backchannel", (), &|(): &(), f| {
+                backchannel::show(f)
+            }),
+            GFP_KERNEL,
+        )?;
         let reg = Registration::new().inspect_err(|e| {
             pr_err!(
                 "cannot register the rdma client transport ({:?}): is the in-tree rpcrdma loaded?\n",
@@ -55,6 +63,7 @@ impl ClientTransport {
         Ok(Self {
             _reg: reg,
             _debugfs: file,
+            _debugfs_bc: bc_file,
             _dir: dir,
         })
     }

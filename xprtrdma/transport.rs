@@ -63,7 +63,8 @@ pub(super) struct Stats {
     pub(super) local_inv_needed: Atomic<u64>,
     pub(super) remote_inv: Atomic<u64>,
     pub(super) mr_pool_empty: Atomic<u64>,
-    pub(super) backchannel_dropped: Atomic<u64>,
+    /// Sends that found every pooled Send buffer in flight.
+    pub(super) empty_send_pool: Atomic<u64>,
 }
 
 impl Stats {
@@ -84,7 +85,7 @@ impl Stats {
             local_inv_needed: z(),
             remote_inv: z(),
             mr_pool_empty: z(),
-            backchannel_dropped: z(),
+            empty_send_pool: z(),
         }
     }
 }
@@ -174,9 +175,14 @@ impl XprtOps for Client {
         }
     }
 
+    fn bc_send_reply(&self, rqst: &Rqst<'_>) -> Result {
+        let conn = self.conn().ok_or(ENOTCONN)?;
+        conn.bc_send_reply(&conn, rqst)
+    }
+
     fn buf_free(&self, rqst: &Rqst<'_>) {
         if let Some(conn) = self.conn() {
-            conn.release_request(&conn, rqst.key());
+            conn.release_request(rqst.key());
         }
     }
 
@@ -199,7 +205,8 @@ impl XprtOps for Client {
             mrs_orphaned: 0,
             mrs_allocated: g(&s.mrs_allocated),
             local_inv_needed: g(&s.local_inv_needed),
-            empty_sendctx_q: g(&s.mr_pool_empty),
+            // C counts Sends that found no send context free.
+            empty_sendctx_q: g(&s.empty_send_pool),
         }
     }
 }

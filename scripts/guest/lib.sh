@@ -126,6 +126,9 @@ start_nfs_server() {
     # NFSv4 grace period: the kernel's minimum is 10 s for both; set before nfsd starts.
     echo "${NFSD_GRACE:-10}" > /proc/fs/nfsd/nfsv4gracetime 2>/dev/null || say "cannot set nfsv4gracetime"
     echo "${NFSD_LEASE:-15}" > /proc/fs/nfsd/nfsv4leasetime 2>/dev/null || say "cannot set nfsv4leasetime"
+    # lockd's grace period (NFSv3 locks) also keeps nfsd from handing out
+    # delegations (locks_in_grace); by default it lasts 50 s.
+    echo "${NFSD_GRACE:-10}" > /proc/sys/fs/nfs/nlm_grace_period 2>/dev/null || say "cannot set nlm_grace_period"
     exportfs -i -o rw,no_root_squash,insecure,no_subtree_check,fsid=0 "*:$EXPORT" || { NFS_ERR="exportfs"; return 1; }
     pidof rpc.mountd >/dev/null || rpc.mountd || { NFS_ERR="rpc.mountd"; return 1; }
     rpc.nfsd -V 3 -V 4 -V 4.1 -V 4.2 "${NFSD_THREADS:-8}" 2>&1 | sed 's/^/vm:   nfsd: /'

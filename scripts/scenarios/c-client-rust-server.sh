@@ -168,9 +168,6 @@ case $ROLE in
                 _w=$(cat "$EXPORT/.deleg-done")
                 if [ "$(cat $S/rdma_stat_bc_calls)" = 0 ]; then
                     info "no delegation was recalled (write took ${_w}s)"
-                elif [ "$CLIENT_MOD" = rust ]; then
-                    # rpcrdma_rs's client drops reverse-direction Calls (for now).
-                    info "backchannel: $(cat $S/rdma_stat_bc_calls) Calls sent, $(cat $S/rdma_stat_bc_replies) answered by our client; write took ${_w}s"
                 elif [ "$(cat $S/rdma_stat_bc_replies)" -gt 0 ] && [ "$_w" -lt 30 ]; then
                     pass backchannel-recall
                 else

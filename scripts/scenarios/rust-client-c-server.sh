@@ -6,19 +6,58 @@
 # chunks; the server creates them locally, since 5000 creates over two TCG
 # VMs take minutes with either client), a 4000-byte symlink target read
 # back, CHURN (200) small files created, read and removed.
-# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [rpcrdma_rs params, ':'-separated, - for none,
+# NFSv4.1+: a delegation the server recalls (CB_RECALL over the RDMA
+# backchannel, answered by our client). Then, once: a mount over IPv6
+# (proto=rdma6), a server restart under a mounted client (the transport
+# reconnects and the data is still there), and the client's RDMA device
+# removed and added back under a mounted client.
+# Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+4.1+4.0+3] [rpcrdma_rs params, ':'-separated, - for none,
 #            c-client to run the in-tree C client instead, for comparison]
-#            [DIR_ENTRIES] [CHURN]
+#            [DIR_ENTRIES] [CHURN] [EXTRAS: ipv6+restart+devremove (default), - for none]
 SIZE=${1:-256}
 ENTRIES=${4:-5000}
 CHURN=${5:-200}
+EXTRAS=$(echo "${6:-ipv6+restart+devremove}" | tr '+' ' ')
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 PARAMS=$(echo "${3:--}" | tr ':' ' ')
 [ "$PARAMS" = - ] && PARAMS=
 MNT=/tmp/mnt
 
+# Server side of the client's requests, through files in the export:
+# .deleg-ready: the client holds deleg.dat open; note whether nfsd granted
+#   a delegation, append to the file locally (nfsd must recall the
+#   delegation first) and report "granted seconds" in .deleg-done.
+# .restart-request: restart nfsd (every transport closes), then listen again.
+server_helper() {
+    while [ ! -e "$EXPORT/.client-done" ]; do
+        if [ -e "$EXPORT/.deleg-ready" ]; then
+            rm -f "$EXPORT/.deleg-ready"
+            sleep 1
+            _g=0
+            cat /proc/fs/nfsd/clients/*/states 2>/dev/null | grep -q 'type: deleg' && _g=1
+            _t0=$(date +%s)
+            timeout 100 sh -c "echo recalled >> '$EXPORT/deleg.dat'"
+            echo "$_g $(( $(date +%s) - _t0 ))" > "$EXPORT/.deleg-done.tmp"
+            mv "$EXPORT/.deleg-done.tmp" "$EXPORT/.deleg-done"
+        fi
+        if [ -e "$EXPORT/.restart-request" ]; then
+            rm -f "$EXPORT/.restart-request"
+            say "restarting nfsd"
+            echo "-rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist 2>/dev/null
+            rpc.nfsd 0
+            sleep 3
+            rpc.nfsd -V 3 -V 4 -V 4.1 -V 4.2 "${NFSD_THREADS:-8}"
+            echo "rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist || say "restart: rdma listener refused"
+            say "nfsd restarted: $(tr '\n' ' ' < /proc/fs/nfsd/portlist)"
+        fi
+        sleep 1
+    done
+}
+
 run_server() {
     check load-c-rpcrdma load_c_rpcrdma || return 1
+    echo "delegate me" > "$EXPORT/deleg.dat" 2>/dev/null || { mkdir -p "$EXPORT" && echo "delegate me" > "$EXPORT/deleg.dat"; }
+    server_helper &
     mkdir -p "$EXPORT/dir$ENTRIES"
     (cd "$EXPORT/dir$ENTRIES" && i=0 && while [ $i -lt "$ENTRIES" ]; do
         : > entry-with-a-longish-name-$i; i=$((i + 1)); done)
@@ -60,6 +99,134 @@ tree_checks() {  # Reply chunks (READDIR, READLINK) and small-file churn
     [ $_ok = 1 ] && pass "nfs$_v-small-file-churn-$CHURN" || fail "nfs$_v-small-file-churn-$CHURN" "content or removal failed"
 }
 
+bc_counter() {  # bc_counter FIELD: from our client's debugfs (0 for the C client)
+    awk -v f="$1" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i } NR == 2 { print $col[f] + 0 }' \
+        /sys/kernel/debug/rpcrdma_rs/client_backchannel 2>/dev/null || echo 0
+}
+
+# deleg_recall VERS: hold deleg.dat open for reading (a read delegation)
+# while the server appends to it locally; the server recalls the
+# delegation with CB_RECALL, our client answers and returns it.
+deleg_recall() {
+    _n="nfs$1-deleg-recall" _c0=$(bc_counter calls) _r0=$(bc_counter replies)
+    # nfsd grants no delegation during a grace period (its own or lockd's):
+    # try again a few times.
+    for _try in 1 2 3 4 5 6; do
+        rm -f $MNT/.deleg-done
+        exec 3< $MNT/deleg.dat || { fail "$_n" "open"; return 1; }
+        cat <&3 >/dev/null
+        touch $MNT/.deleg-ready
+        if ! wait_for 120 sh -c "ls -a $MNT | grep -q '^.deleg-done$'"; then
+            exec 3<&-
+            fail "$_n" "the server's write did not complete"; return 1
+        fi
+        exec 3<&-
+        read -r _g _w < $MNT/.deleg-done
+        [ "$_g" = 1 ] && break
+        say "no delegation granted (try $_try); retrying in 10s"
+        sleep 10
+    done
+    _c=$(( $(bc_counter calls) - _c0 )) _r=$(( $(bc_counter replies) - _r0 ))
+    info "backchannel nfs$1: delegation granted=$_g, server write waited ${_w}s, $_c callback calls, $_r replies"
+    if [ "$_g" != 1 ]; then
+        fail "$_n" "the server granted no delegation (callback path down?)"
+    elif [ "$PARAMS" = c-client ]; then
+        [ "$_w" -lt 30 ] && pass "$_n" || fail "$_n" "write waited ${_w}s"
+    elif [ "$_c" -ge 1 ] && [ "$_r" -ge 1 ] && [ "$_w" -lt 30 ]; then
+        pass "$_n"
+    else
+        fail "$_n" "write waited ${_w}s, $_c calls, $_r replies"
+    fi
+}
+
+xprt_field() {  # xprt_field N: field N of the mount's "xprt: rdma" line
+    awk -v m="$MNT" -v n="$1" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $(n + 2); exit }' /proc/self/mountstats
+}
+
+# server_restart: nfsd restarts under a mounted NFSv4.2 client; what was
+# written before is read back afterwards through a new connection.
+server_restart() {
+    _n=server-restart-reconnect
+    nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
+    head -c 8388608 /dev/urandom > /tmp/.restart-src
+    cp /tmp/.restart-src $MNT/restart.dat && sync || { fail $_n "write before restart"; return 1; }
+    _s1=$(sha256sum < /tmp/.restart-src | cut -d' ' -f1)
+    _cc0=$(xprt_field 3)
+    touch $MNT/.restart-request && sync
+    sleep 12
+    echo 3 > /proc/sys/vm/drop_caches
+    _s2=$(timeout 240 sha256sum < $MNT/restart.dat | cut -d' ' -f1)
+    echo after > $MNT/restart-after.txt && sync
+    _cc1=$(xprt_field 3)
+    info "server restart: connect_count $_cc0 -> $_cc1"
+    if [ "$_s1" != "$_s2" ]; then
+        fail $_n "data differs after the restart ($_s2)"
+    elif [ "$(cat $MNT/restart-after.txt 2>/dev/null)" != after ]; then
+        fail $_n "cannot write after the restart"
+    elif [ "${_cc1:-0}" -le "${_cc0:-0}" ]; then
+        fail $_n "no reconnect counted (connect_count $_cc0 -> $_cc1)"
+    else
+        pass $_n
+    fi
+    rm -f /tmp/.restart-src $MNT/restart.dat $MNT/restart-after.txt
+    nfs_umount $MNT
+}
+
+# device_removal: the client's RDMA device goes away under a mounted
+# NFSv4.2 client (rdma link delete must not hang: the transport releases
+# everything it holds on the device), then comes back; I/O resumes on a
+# new connection and what was written before reads back.
+device_removal() {
+    _n=client-device-removal
+    nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
+    head -c 4194304 /dev/urandom > /tmp/.devrm-src
+    cp /tmp/.devrm-src $MNT/devrm.dat && sync || { fail $_n "write before removal"; return 1; }
+    _cc0=$(xprt_field 3)
+    _t0=$(now_ms)
+    if ! timeout 60 rdma link delete rxe0; then
+        fail $_n "rdma link delete rxe0 failed or hung"; return 1
+    fi
+    info "device removal: rdma link delete took $(( $(now_ms) - _t0 )) ms"
+    dmesg | grep -i 'device.*remov' | tail -n 3 | sed 's/^/vm:   dmesg: /'
+    sleep 2
+    rdma link add rxe0 type rxe netdev "$NETIF" || { fail $_n "rdma link add rxe0"; return 1; }
+    echo 3 > /proc/sys/vm/drop_caches
+    _ok=1
+    timeout 300 cmp -s /tmp/.devrm-src $MNT/devrm.dat || _ok=0
+    echo again > $MNT/devrm-after.txt && sync || _ok=0
+    _cc1=$(xprt_field 3)
+    info "device removal: connect_count $_cc0 -> $_cc1"
+    if [ $_ok = 0 ]; then
+        fail $_n "I/O after the device came back failed"
+    elif [ "${_cc1:-0}" -le "${_cc0:-0}" ]; then
+        fail $_n "no reconnect counted (connect_count $_cc0 -> $_cc1)"
+    else
+        pass $_n
+    fi
+    rm -f /tmp/.devrm-src $MNT/devrm.dat $MNT/devrm-after.txt
+    nfs_umount $MNT
+}
+
+ipv6_mount() {
+    _n=nfs4.2-mount-rdma6
+    [ -n "$SERVER_IP6" ] || { fail $_n "no IPv6 address"; return 1; }
+    mkdir -p $MNT
+    if timeout 90 mount -t nfs -o "vers=4.2,proto=rdma6,port=$NFS_RDMA_PORT,retry=0" "[$SERVER_IP6]:/" $MNT 2>&1; then
+        _line=$(awk -v m="$MNT" '$2 == m && $3 ~ /^nfs/' /proc/mounts | tail -n 1)
+        case $_line in
+            *proto=rdma6*) ;;
+            *) fail $_n "not proto=rdma6: $_line"; umount $MNT; return 1 ;;
+        esac
+        head -c 1048576 /dev/urandom > /tmp/.v6
+        cp /tmp/.v6 $MNT/v6.dat && echo 3 > /proc/sys/vm/drop_caches
+        if cmp -s /tmp/.v6 $MNT/v6.dat; then pass $_n; else fail $_n "data differs"; fi
+        rm -f /tmp/.v6 $MNT/v6.dat
+        nfs_umount $MNT || umount $MNT
+    else
+        fail $_n "mount [$SERVER_IP6]:/ failed"
+    fi
+}
+
 run_client() {
     if [ "$PARAMS" = c-client ]; then
         # Reference run: the in-tree C client with the same workload.
@@ -87,6 +254,7 @@ run_client() {
                     fail "nfs$v-memreg-$_s-in-debugfs" "no $_s transport in $_f"
                 fi
             fi
+            case $v in 4.[12]) deleg_recall "$v" ;; esac
             data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             direct_check "nfs$v-direct-${SIZE}M"
             tree_checks "$v"
@@ -95,6 +263,15 @@ run_client() {
         else
             fail "nfs$v-mount-rdma" "$NFS_ERR"
         fi
+    done
+    for x in $EXTRAS; do
+        case $x in
+            ipv6) ipv6_mount ;;
+            restart) server_restart ;;
+            devremove) device_removal ;;
+            -) ;;
+            *) fail "extra-$x" "unknown extra" ;;
+        esac
     done
 }
 

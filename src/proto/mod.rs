@@ -13,6 +13,7 @@
 //!   [`msg::DecodeError`].
 //! - [`decode`]: the validating header decoders.
 //! - [`encode`]: header encoders, including `RDMA_ERROR` replies.
+//! - [`backchannel`]: reverse-direction Call detection and sizes.
 //! - [`cm`]: RDMA-CM private data (RFC 8797).
 //! - [`pcl`]: parsed chunk lists for the server.
 //! - [`planner`]: the client's chunk planner.
@@ -33,6 +34,7 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod backchannel;
 pub mod cm;
 pub mod credits;
 pub mod decode;

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reverse-direction RPC (the NFSv4.1+ backchannel) on the client, as
+//! `net/sunrpc/xprtrdma/backchannel.c` does it: the server sends callback
+//! Calls (CB_NULL, CB_SEQUENCE + CB_RECALL, ...) as `RDMA_MSG` messages on
+//! the forward connection; the client hands each to the NFS callback
+//! service and sends the Reply inline, without chunks.
+//!
+//! The rpc_rqst bookkeeping (a bounded set of callback slots, queueing to
+//! `xprt->bc_serv`) lives in `rust/xprt_helpers.c`; this file decides what
+//! is a Call, bounds it, and marshals the Reply.
+
+use super::conn::Conn;
+use super::transport::bump;
+pub(super) use crate::proto::backchannel::{is_call, max_payload};
+use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
+use crate::proto::msg::RPCRDMA_VERSION;
+use crate::rdma::verbs::SendOp;
+use crate::rdma::xprt::Rqst;
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::Arc;
+
+/// Callback slots per transport (C `RPCRDMA_BACKWARD_WRS >> 1`); the C
+/// side (`RPCRDMA_RS_BC_SLOTS`) enforces the same number.
+pub(super) const BC_SLOTS: u32 = 16;
+
+/// Receives posted for reverse-direction Calls beyond the forward credits
+/// (C `RPCRDMA_BACKWARD_WRS`): a Call may arrive while every forward
+/// Receive waits for a reply.
+pub(super) const BC_RECVS: u32 = 2 * BC_SLOTS;
+
+/// Module-wide backchannel counters (debugfs `client_backchannel`).
+pub(super) struct BcCounters {
+    /// Calls handed to the callback service.
+    pub(super) calls: Atomic<u64>,
+    /// Replies sent.
+    pub(super) replies: Atomic<u64>,
+    /// Calls that found every slot busy (the connection is reset, as C does).
+    pub(super) overflows: Atomic<u64>,
+    /// Calls dropped as malformed (shorter than an RPC header, longer
+    /// than a slot).
+    pub(super) malformed: Atomic<u64>,
+}
+
+pub(super) static BC: BcCounters = BcCounters {
+    calls: Atomic::new(0),
+    replies: Atomic::new(0),
+    overflows: Atomic::new(0),
+    malformed: Atomic::new(0),
+};
+
+/// Writes the debugfs view.
+pub(super) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    writeln!(f, "calls replies overflows malformed")?;
+    writeln!(
+        f,
+        "{} {} {} {}",
+        BC.calls.load(Relaxed),
+        BC.replies.load(Relaxed),
+        BC.overflows.load(Relaxed),
+        BC.malformed.load(Relaxed)
+    )
+}
+
+impl Conn {
+    /// A reverse-direction Call arrived (`payload`: the RPC message).
+    pub(super) fn bc_call(&self, payload: &[u8]) {
+        match self.xprt().bc_receive_call(payload) {
+            Ok(()) => bump(&BC.calls),
+            Err(e) if e == ENOBUFS => {
+                // C resets the connection too: the server then retries on
+                // a fresh one, after its slots were released.
+                bump(&BC.overflows);
+                pr_warn!(
+                    "backchannel overflow: more than {} callbacks in flight; reconnecting\n",
+                    BC_SLOTS
+                );
+                self.xprt().force_disconnect();
+            }
+            Err(_) => {
+                bump(&BC.malformed);
+                pr_warn!(
+                    "dropped a malformed backchannel call of {} bytes\n",
+                    payload.len()
+                );
+            }
+        }
+    }
+
+    /// Sends the Reply to a reverse-direction Call: an `RDMA_MSG` header
+    /// without chunks, then the RPC Reply, inline.
+    pub(super) fn bc_send_reply(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+        let info = rqst.info();
+        let len = info.snd.len;
+        let max = self.inline_send();
+        let hdr = HeaderRef {
+            xid: info.xid,
+            vers: RPCRDMA_VERSION,
+            credits: BC_SLOTS,
+            body: BodyRef::Msg(ChunkListsRef {
+                read: &[],
+                write: &[],
+                reply: None,
+            }),
+        };
+        let mut out = KVec::from_elem(0u8, max as usize, GFP_KERNEL)?;
+        let hlen = encode_header(&hdr, &mut out).map_err(|_| EIO)?;
+        let end = hlen.checked_add(len as usize).ok_or(EIO)?;
+        let Some(dst) = out.get_mut(hlen..end) else {
+            pr_warn!(
+                "backchannel reply xid {:#x} of {} bytes exceeds the inline size {}\n",
+                info.xid,
+                len,
+                max
+            );
+            return Err(EIO);
+        };
+        rqst.read(0, dst)?;
+        out.truncate(end);
+        let wr = self.send_wr(this, &out)?;
+        rqst.mark_sent();
+        self.ep()
+            .post_send(wr, SendOp::Send)
+            .map_err(|_| ENOTCONN)?;
+        bump(&BC.replies);
+        Ok(())
+    }
+}
