@@ -355,6 +355,32 @@ int rpcrdma_rs_post_recv(struct ib_qp *qp, struct ib_cqe *cqe,
 	return ib_post_recv(qp, &wr, &bad);
 }
 
+int rpcrdma_rs_post_recv_list(struct ib_qp *qp, u32 n, struct ib_cqe *const *cqes,
+			      const struct ib_sge *const *sges, const int *nsges,
+			      u32 *posted)
+{
+	struct ib_recv_wr wrs[RPCRDMA_RS_RECV_BATCH_MAX];
+	const struct ib_recv_wr *bad = NULL;
+	u32 i;
+	int rc;
+
+	*posted = 0;
+	if (!n || n > RPCRDMA_RS_RECV_BATCH_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		wrs[i] = (struct ib_recv_wr){
+			.next = i + 1 < n ? &wrs[i + 1] : NULL,
+			.wr_cqe = cqes[i],
+			.sg_list = (struct ib_sge *)sges[i],
+			.num_sge = nsges[i],
+		};
+	}
+	rc = ib_post_recv(qp, wrs, &bad);
+	/* Those before the one that failed were posted. */
+	*posted = rc ? (bad ? (u32)(bad - wrs) : 0) : n;
+	return rc;
+}
+
 void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out)
 {
 	out->cqe = wc->wr_cqe;

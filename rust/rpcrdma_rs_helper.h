@@ -114,6 +114,13 @@ int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 			 u64 remote_addr, u32 rkey, u32 invalidate_rkey);
 int rpcrdma_rs_post_recv(struct ib_qp *qp, struct ib_cqe *cqe,
 			 const struct ib_sge *sge, int num_sge);
+/* Posts n (1..RPCRDMA_RS_RECV_BATCH_MAX) Receives with one ib_post_recv();
+ * *posted receives how many were posted (the first ones) even on error.
+ */
+#define RPCRDMA_RS_RECV_BATCH_MAX 16
+int rpcrdma_rs_post_recv_list(struct ib_qp *qp, u32 n, struct ib_cqe *const *cqes,
+			      const struct ib_sge *const *sges, const int *nsges,
+			      u32 *posted);
 
 /* Operation codes for rpcrdma_rs_post_send. */
 enum rpcrdma_rs_send_op {

@@ -361,6 +361,69 @@ impl Endpoint {
     }
 }
 
+/// Most Receives [`Endpoint::post_recv_batch`] posts with one call.
+pub const RECV_BATCH_MAX: usize = bindings::RPCRDMA_RS_RECV_BATCH_MAX as usize;
+
+impl Endpoint {
+    /// Posts several Receives with one `ib_post_recv` call (one doorbell).
+    /// On failure the ones after the first that failed were not posted
+    /// and their references are released here.
+    pub fn post_recv_batch<H: CompletionHandler>(&self, wrs: &[Arc<WorkRequest<H>>]) -> Result {
+        let n = wrs.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if n > RECV_BATCH_MAX || wrs.iter().any(|wr| wr.dirs_to_device()) {
+            return Err(EINVAL);
+        }
+        let mut raws = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
+        let mut cqes = [core::ptr::null_mut::<bindings::ib_cqe>(); RECV_BATCH_MAX];
+        let mut sges = [core::ptr::null::<bindings::ib_sge>(); RECV_BATCH_MAX];
+        let mut nsges = [0i32; RECV_BATCH_MAX];
+        for (i, wr) in wrs.iter().enumerate() {
+            let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
+            let raw = Arc::into_raw(wr.clone());
+            live::inc(live::Kind::PostedWr);
+            // SAFETY: `raw` came from `into_raw` above: live until the
+            // reference is consumed by the completion or reclaimed below.
+            let this = unsafe { &*raw };
+            // `i < n <= RECV_BATCH_MAX`: every index is in bounds.
+            if let (Some(r), Some(c), Some(s), Some(g)) = (
+                raws.get_mut(i),
+                cqes.get_mut(i),
+                sges.get_mut(i),
+                nsges.get_mut(i),
+            ) {
+                *r = raw;
+                *c = Opaque::cast_into(&this.cqe);
+                *s = this.sges.as_ptr();
+                *g = nsge;
+            }
+        }
+        let mut posted = 0u32;
+        // SAFETY: The QP is live (type invariant); the first `n` entries of
+        // each array describe work requests whose buffers they own and
+        // which stay alive through the references handed over above.
+        let rc = unsafe {
+            bindings::rpcrdma_rs_post_recv_list(
+                self.qp.as_ptr(),
+                n as u32,
+                cqes.as_ptr(),
+                sges.as_ptr(),
+                nsges.as_ptr(),
+                &mut posted,
+            )
+        };
+        for raw in raws.iter().take(n).skip(posted as usize) {
+            // SAFETY: This work request was not posted, so no completion
+            // consumes the reference `into_raw` produced above.
+            drop(unsafe { Arc::from_raw(*raw) });
+            live::dec(live::Kind::PostedWr);
+        }
+        to_result(rc)
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
         // Tell the peer first; an error only means we were not connected.

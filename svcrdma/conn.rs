@@ -29,6 +29,7 @@ use crate::rdma::cm::{CmEvent, CmId};
 use crate::rdma::svc::{stat_add, BcCall, Rqst, Stat, XprtLink};
 use crate::rdma::verbs::{
     CompletionHandler, DmaDir, Endpoint, EndpointConfig, WorkCompletion, WorkRequest,
+    RECV_BATCH_MAX,
 };
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
@@ -51,6 +52,8 @@ struct Ring {
     slots: KVec<(usize, u32)>,
     head: usize,
     len: usize,
+    /// Slots consumed by `recvfrom`, waiting to be reposted as one batch.
+    repost: KVec<usize>,
 }
 
 impl Ring {
@@ -261,6 +264,7 @@ impl Conn {
         );
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
         let ring_slots = KVec::from_elem((0, 0), nrecv, GFP_KERNEL)?;
+        let repost = KVec::with_capacity(RECV_BATCH as usize, GFP_KERNEL)?;
         let rq_link = link.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
@@ -269,6 +273,7 @@ impl Conn {
                         slots: ring_slots,
                         head: 0,
                         len: 0,
+                        repost,
                     },
                     "svcrdma::rq"
                 ),
@@ -296,8 +301,11 @@ impl Conn {
                 },
                 segs,
             )?;
-            ep.post_recv(wr.clone())?;
             recvs.push(wr, GFP_KERNEL)?;
+        }
+        // Posted in chains, one doorbell each.
+        for batch in recvs.chunks(RECV_BATCH_MAX) {
+            ep.post_recv_batch(batch)?;
         }
         let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
         ep.accept(&pdata, 0, ird)?;
@@ -345,6 +353,47 @@ impl Conn {
         let _ = s.ep.cm_id().disconnect();
     }
 
+    /// Queues a consumed Receive for reposting and posts the queue as one
+    /// chain once it holds [`RECV_BATCH`] (C `svc_rdma_refresh_recvs`).
+    /// The queue is never longer than the batch, and the receive queue
+    /// holds the credits, the backchannel's Receives and one batch more,
+    /// so the client never finds fewer posted Receives than it may use.
+    fn repost(&self, slot: usize) {
+        let s = &self.shared;
+        let mut batch = [0usize; RECV_BATCH as usize];
+        let n = {
+            let mut r = s.rq.ring.lock();
+            let q = &mut r.repost;
+            if q.push_within_capacity(slot).is_err() {
+                // Cannot happen (capacity is the batch): post what we have.
+                0
+            } else if q.len() < RECV_BATCH as usize {
+                return;
+            } else {
+                let n = q.len().min(batch.len());
+                for (dst, src) in batch.iter_mut().zip(q.drain_all()) {
+                    *dst = src;
+                }
+                n
+            }
+        };
+        let mut wrs = KVec::new();
+        for slot in batch.iter().take(n) {
+            if let Some(wr) = s.recvs.get(*slot) {
+                if wrs.push(wr.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+        }
+        if wrs.len() != n || s.ep.post_recv_batch(&wrs).is_err() {
+            pr_warn!(
+                "svcrdma: cannot repost {} receives; closing the connection\n",
+                n
+            );
+            s.link.close();
+        }
+    }
+
     /// `xpo_recvfrom`: the next received Call, if any.
     pub(super) fn recvfrom(&self, rqst: &mut Rqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
@@ -366,10 +415,7 @@ impl Conn {
             buf.read(0, &mut v).ok()?;
             Some(v)
         });
-        if let Err(e) = s.ep.post_recv(wr.clone()) {
-            pr_warn!("svcrdma: cannot repost a receive: {:?}\n", e);
-            s.link.close();
-        }
+        self.repost(slot);
         match self.process(rqst, msg?) {
             Ok(ctxt) => ctxt,
             Err(e) => {
