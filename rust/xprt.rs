@@ -311,14 +311,32 @@ impl<T: XprtOps> XprtVTable<T> {
         rqst: *mut bindings::rpc_rqst,
     ) -> kernel::ffi::c_int {
         // SAFETY: Called by the C side between setup and destroy.
+        unsafe { Self::with_rqst(state, rqst, T::send_request) }
+    }
+
+    /// Runs `op` on the state and a request the C side lends for the call.
+    ///
+    /// # Safety
+    ///
+    /// `state` came from `setup` and `destroy` has not run; `rqst` is null
+    /// or a request valid for the duration of the call.
+    unsafe fn with_rqst(
+        state: *mut kernel::ffi::c_void,
+        rqst: *mut bindings::rpc_rqst,
+        op: fn(&T, &Rqst<'_>) -> Result,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: By the function's safety requirement.
         let s = unsafe { Self::state(state) };
         let Some(ptr) = NonNull::new(rqst) else {
             return EINVAL.to_errno();
         };
-        match s.send_request(&Rqst {
-            ptr,
-            _p: PhantomData,
-        }) {
+        match op(
+            s,
+            &Rqst {
+                ptr,
+                _p: PhantomData,
+            },
+        ) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
@@ -364,18 +382,9 @@ impl<T: XprtOps> XprtVTable<T> {
         state: *mut kernel::ffi::c_void,
         rqst: *mut bindings::rpc_rqst,
     ) -> kernel::ffi::c_int {
-        // SAFETY: Called by the C side between setup and destroy.
-        let s = unsafe { Self::state(state) };
-        let Some(ptr) = NonNull::new(rqst) else {
-            return EINVAL.to_errno();
-        };
-        match s.bc_send_reply(&Rqst {
-            ptr,
-            _p: PhantomData,
-        }) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
+        // SAFETY: Called by the C side between setup and destroy, with a
+        // request it owns for the duration of the call.
+        unsafe { Self::with_rqst(state, rqst, T::bc_send_reply) }
     }
 
     /// # Safety
