@@ -25,12 +25,12 @@ use kernel::debugfs::{Dir, File};
 pub(crate) struct ClientTransport {
     _reg: Registration<transport::Client>,
     _debugfs: Pin<KBox<File<()>>>,
-    _dir: Dir,
 }
 
 impl ClientTransport {
     /// Registers the client transport class "rdma".
-    pub(crate) fn register(cfg: &Config) -> Result<Self> {
+    /// `dir` is the module's debugfs directory.
+    pub(crate) fn register(cfg: &Config, dir: &Dir) -> Result<Self> {
         let strategy = reg::Strategy::from_param()?;
         if strategy == reg::Strategy::Physical {
             pr_warn!(
@@ -40,7 +40,6 @@ impl ClientTransport {
         transport::set_config(cfg, strategy);
         // /sys/kernel/debug/rpcrdma_rs/client_registration: which strategy
         // transports use and what each strategy did.
-        let dir = Dir::new(c"rpcrdma_rs");
         let file = KBox::pin_init(
             dir.read_callback_file(c"client_registration", (), &|(): &(), f| reg::show(f)),
             GFP_KERNEL,
@@ -55,7 +54,6 @@ impl ClientTransport {
         Ok(Self {
             _reg: reg,
             _debugfs: file,
-            _dir: dir,
         })
     }
 }
