@@ -143,6 +143,34 @@ run_client() {
     fi
 }
 
+# The registration cache's debugfs view: hits when the cache is on; RDMA
+# Read sinks registered (once per buffer, never per hit) on siw or with
+# force_mr, never on rxe otherwise.
+check_regcache() {
+    _f=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
+    [ -r $_f ] || { fail svc-regcache "no $_f"; return; }
+    sed 's/^/vm:   regcache: /' $_f
+    info "regcache: $(tr '\n' ';' < $_f)"
+    _en=$(awk '$1 == "enabled" { print $2 }' $_f)
+    _fm=$(awk '$1 == "enabled" { print $4 }' $_f)
+    _hits=$(awk 'NR > 2 { h += $3 } END { print h + 0 }' $_f)
+    _rdmiss=$(awk '$1 ~ /_rd/ { print $4 }' $_f)
+    _rdreg=$(awk '$1 ~ /_rd/ { print $5 }' $_f)
+    [ "$SIZE" -gt 0 ] || return
+    if [ "$_en" = 1 ]; then
+        if [ "$_hits" -gt 0 ]; then pass svc-regcache-hits; else fail svc-regcache-hits "no hits"; fi
+    fi
+    if [ "${RDMA_DEV:-rxe}" = siw ] || [ "$_fm" = 1 ]; then
+        if [ "$_rdreg" -gt 0 ] && [ "$_rdreg" -le "$_rdmiss" ]; then
+            pass svc-regcache-sink-mr
+        else
+            fail svc-regcache-sink-mr "registrations $_rdreg, misses $_rdmiss"
+        fi
+    elif [ "$_rdreg" != 0 ]; then
+        fail svc-regcache-sink-mr "registrations $_rdreg on ${RDMA_DEV:-rxe} without force_mr"
+    fi
+}
+
 case $ROLE in
     single)
         fail c-client-rust-server "needs two VMs (scripts/vm --two-vm c-client-rust-server)"
@@ -162,6 +190,7 @@ case $ROLE in
             else
                 pass svc-rdma-stats
             fi
+            check_regcache
             # A recalled delegation: the CB_RECALL went out on our backchannel
             # and the local write waited only for the client's DELEGRETURN.
             if [ -e "$EXPORT/.deleg-done" ]; then
@@ -185,8 +214,9 @@ case $ROLE in
         else
             check unload-rust-rpcrdma unload_rust_rpcrdma
             # xpo_free released every QP, CQ, PD, CM id and buffer.
-            if dmesg | grep -q 'RDMA objects still live'; then
-                fail server-unload-no-leaks "$(dmesg | grep 'RDMA objects still live' | tail -n 1)"
+            _leak='RDMA objects still live|still live at unload|still in use at unload'
+            if dmesg | grep -Eq "$_leak"; then
+                fail server-unload-no-leaks "$(dmesg | grep -E "$_leak" | tail -n 1)"
             else
                 pass server-unload-no-leaks
             fi
