@@ -8,6 +8,7 @@
 use crate::rdma::cm::{Addr, CmEvent, CmId};
 use crate::rdma::device;
 use crate::rdma::live;
+use crate::rdma::slab::SlabCache;
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
     WorkRequest,
@@ -314,6 +315,45 @@ mod tests {
         let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
         sink.read(0, &mut got)?;
         assert!(got[..] == expect[..]);
+        Ok(())
+    }
+
+    /// The server registration cache's sink path on this device: a slab
+    /// object mapped and given an MR (REG_MR with remote write access, as
+    /// iWARP requires), registered once and then used by two RDMA Reads.
+    #[test]
+    fn rdma_read_into_registered_slab_sink() -> Result {
+        let pair = connect_pair()?;
+        let slab = SlabCache::new(c"rpcrdma_rs_kunit_sink", BULK_LEN, 4096)?;
+        let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
+        let Some((addr, rkey)) = source.remote_handle() else {
+            return Err(EINVAL);
+        };
+        let sink = DmaBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
+        assert!(sink.has_sink_mr());
+        sink.post_sink_registration(&pair.client)?;
+        for seed in [0x11u8, 0x77] {
+            let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+            pattern(seed, &mut expect);
+            source.write(0, &expect)?;
+            let wc = client_op(
+                &pair,
+                one_segment(&sink, BULK_LEN)?,
+                SendOp::RdmaRead {
+                    remote_addr: addr,
+                    rkey,
+                },
+            )?;
+            assert!(wc.is_ok());
+            let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+            sink.read(0, &mut got)?;
+            assert!(got[..] == expect[..]);
+        }
+        assert_eq!(slab.registrations(), 1);
+        assert_eq!(slab.live(), 1);
+        drop(sink);
+        assert_eq!(slab.live(), 0);
+        assert_eq!(slab.deregistrations(), 1);
         Ok(())
     }
 
