@@ -203,6 +203,13 @@ impl DevCache {
         self.idle.lock().iter().map(|l| l.len() as u64).sum()
     }
 
+    fn idle_in(&self, class: usize) -> u64 {
+        self.idle
+            .lock()
+            .get(class)
+            .map_or(0, |l| l.len() as u64)
+    }
+
     /// Takes up to `nr` idle buffers off the lists: frees those without an
     /// MR, queues the others for the work item. Returns how many.
     fn shrink(self: &Arc<Self>, nr: u64) -> u64 {
@@ -548,14 +555,15 @@ pub fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     )?;
     writeln!(
         f,
-        "class size hits misses registrations deregistrations evictions overflows entries bytes"
+        "class size hits misses registrations deregistrations evictions overflows entries bytes idle"
     )?;
     for (i, c) in root.classes.iter().enumerate() {
         let Some(s) = STATS.get(i) else { break };
         let live = c.slab.live().max(0);
+        let idle: u64 = root.devs.iter().map(|e| e.cache.idle_in(i)).sum();
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {}",
             c.spec.name.to_str().unwrap_or("?"),
             c.spec.size,
             s.hits.load(Relaxed),
@@ -565,7 +573,8 @@ pub fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             s.evictions.load(Relaxed),
             s.overflows.load(Relaxed),
             live,
-            (live as u64).saturating_mul(c.spec.size as u64)
+            (live as u64).saturating_mul(c.spec.size as u64),
+            idle
         )?;
     }
     Ok(())

@@ -171,12 +171,42 @@ check_regcache() {
     fi
 }
 
+# While the client works, once the server holds idle cached buffers, ask
+# every shrinker to free what it can (drop_caches mode 2 runs drop_slab):
+# the cache's shrinker must evict some (deferred MR deregistration on siw).
+shrink_probe() {
+    _f=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
+    for _i in $(seq 1 150); do
+        sleep 2
+        [ -e "$EXPORT/.client-done" ] && return
+        _idle=$(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f 2>/dev/null)
+        if [ "${_idle:-0}" -ge 8 ]; then
+            echo 2 > /proc/sys/vm/drop_caches
+            sleep 1
+            echo "$_idle $(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f)" > /tmp/.shrink-probe
+            return
+        fi
+    done
+}
+
 case $ROLE in
     single)
         fail c-client-rust-server "needs two VMs (scripts/vm --two-vm c-client-rust-server)"
         ;;
     server)
+        _probe=
+        if [ "$SERVER_MOD" = rust ]; then shrink_probe & _probe=$!; fi
         run_server && server_wait_client_done "${CLIENT_WAIT:-900}"
+        [ -n "$_probe" ] && wait $_probe
+        if [ -s /tmp/.shrink-probe ]; then
+            read -r _idle _ev < /tmp/.shrink-probe
+            if [ "$_ev" -gt 0 ]; then
+                pass svc-regcache-shrinker
+                info "shrinker: $_ev buffers evicted of $_idle idle"
+            else
+                fail svc-regcache-shrinker "drop_caches with $_idle idle buffers evicted none"
+            fi
+        fi
         if [ "$SERVER_MOD" = rust ]; then
             S=/proc/sys/sunrpc/svc_rdma
             _st=""
