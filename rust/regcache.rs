@@ -204,10 +204,7 @@ impl DevCache {
     }
 
     fn idle_in(&self, class: usize) -> u64 {
-        self.idle
-            .lock()
-            .get(class)
-            .map_or(0, |l| l.len() as u64)
+        self.idle.lock().get(class).map_or(0, |l| l.len() as u64)
     }
 
     /// Takes up to `nr` idle buffers off the lists: frees those without an
