@@ -168,7 +168,7 @@ static struct xprt_class rpcrdma_rs_bc_class = {
 static bool svc_buf_cache = true;
 module_param(svc_buf_cache, bool, 0444);
 MODULE_PARM_DESC(svc_buf_cache,
-		 "Server: keep RDMA bounce and Send buffers mapped for reuse (default Y)");
+		 "Server: keep RDMA bounce and Send buffers mapped, and RDMA Read sinks registered where the device needs it, for reuse (default Y)");
 
 bool rpcrdma_rs_svc_buf_cache(void)
 {
