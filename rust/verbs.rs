@@ -10,8 +10,13 @@
 //!   a flush error if need be) before the queues go away;
 //! - a posted [`WorkRequest`] owns a reference to itself and to every
 //!   [`DmaBuf`] its scatter/gather list names until its completion has run;
-//! - every `DmaBuf` keeps the [`Anchor`] (protection domain and CM
-//!   identifier, hence the device) alive until it is unmapped.
+//! - every `DmaBuf` keeps its [`Pd`] alive until it is unmapped (and its
+//!   sink MR, if any, deregistered), and a `Pd` holds a reference on its
+//!   device, so the device stays registered (its removal waits) until the
+//!   last buffer and queue pair on it are gone; an [`Endpoint`]'s
+//!   [`Anchor`] (protection domain and CM identifier) may share its `Pd`
+//!   with other connections ([`Endpoint::with_pd`], the server's
+//!   registration cache).
 //!
 //! Completions run from the RDMA core's workqueue (`IB_POLL_WORKQUEUE`), in
 //! process context, like the C client's.
