@@ -536,6 +536,51 @@ impl Drop for RegCache {
     }
 }
 
+/// Counters of one class (module-wide).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounters {
+    /// Buffers taken from an idle list.
+    pub hits: u64,
+    /// Buffers created (slab object allocated and mapped).
+    pub misses: u64,
+    /// Sink MRs registered.
+    pub registrations: u64,
+    /// Sink MRs deregistered.
+    pub deregistrations: u64,
+    /// Idle buffers freed by the shrinker.
+    pub evictions: u64,
+    /// Buffers of the class alive (idle or in use).
+    pub entries: i64,
+}
+
+/// The counters of class `class`, if it exists.
+pub fn class_counters(class: usize) -> Option<ClassCounters> {
+    if !INITED.load(Relaxed) {
+        return None;
+    }
+    let root = ROOT.lock();
+    let c = root.classes.get(class)?;
+    let s = STATS.get(class)?;
+    Some(ClassCounters {
+        hits: s.hits.load(Relaxed),
+        misses: s.misses.load(Relaxed),
+        registrations: c.slab.registrations(),
+        deregistrations: c.slab.deregistrations(),
+        evictions: s.evictions.load(Relaxed),
+        entries: c.slab.live(),
+    })
+}
+
+/// Runs the shrinker's scan for up to `nr` idle buffers, as memory pressure
+/// would; returns how many were taken (those with an MR are freed shortly
+/// after, by a work item).
+pub fn shrink_now(nr: u64) -> u64 {
+    if !INITED.load(Relaxed) {
+        return 0;
+    }
+    Reclaim::scan(nr).unwrap_or(0)
+}
+
 /// Writes the debugfs view: one line per class.
 pub fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     if !INITED.load(Relaxed) {
