@@ -8,6 +8,8 @@
 use crate::rdma::cm::{Addr, CmEvent, CmId};
 use crate::rdma::device;
 use crate::rdma::live;
+use crate::rdma::regcache::{self, CacheUser, ClassSpec, RegCache};
+use crate::rdma::slab::SlabCache;
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
     WorkRequest,
@@ -123,6 +125,12 @@ const CLIENT_PDATA: &[u8] = b"rpcrdma-rs-kunit";
 const SERVER_PDATA: &[u8] = b"accepted";
 
 pub(crate) fn connect_pair() -> Result<Pair> {
+    connect_pair_on(false).map(|(p, _)| p)
+}
+
+/// Like [`connect_pair`], with the client endpoint on its device's
+/// registration cache's shared protection domain (the server's set-up).
+fn connect_pair_on(cached: bool) -> Result<(Pair, Option<CacheUser>)> {
     let listener = step("create listener", CmId::new())?;
     step("bind", listener.bind(peer(0)))?;
     step("listen", listener.listen(4))?;
@@ -137,7 +145,16 @@ pub(crate) fn connect_pair() -> Result<Pair> {
     expect_event("route resolution", id.wait_event(STEP_TIMEOUT_MS), |e| {
         matches!(e, CmEvent::RouteResolved)
     })?;
-    let client = step("client endpoint", Endpoint::new(id, &config()))?;
+    let (client, user) = if cached {
+        let user = step("cache attach", CacheUser::attach(&id))?;
+        let ep = step(
+            "client endpoint",
+            Endpoint::with_pd(id, &config(), user.pd().clone()),
+        )?;
+        (ep, Some(user))
+    } else {
+        (step("client endpoint", Endpoint::new(id, &config()))?, None)
+    };
     step("connect", client.connect(CLIENT_PDATA, 4, 4))?;
 
     let req = expect_event(
@@ -175,11 +192,14 @@ pub(crate) fn connect_pair() -> Result<Pair> {
             return Err(EPROTO);
         }
     }
-    Ok(Pair {
-        client,
-        server,
-        _listener: listener,
-    })
+    Ok((
+        Pair {
+            client,
+            server,
+            _listener: listener,
+        },
+        user,
+    ))
 }
 
 pub(crate) fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
@@ -314,6 +334,107 @@ mod tests {
         let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
         sink.read(0, &mut got)?;
         assert!(got[..] == expect[..]);
+        Ok(())
+    }
+
+    /// The server registration cache's sink path on this device: a slab
+    /// object mapped and given an MR (REG_MR with remote write access, as
+    /// iWARP requires), registered once and then used by two RDMA Reads.
+    #[test]
+    fn rdma_read_into_registered_slab_sink() -> Result {
+        let pair = connect_pair()?;
+        let slab = SlabCache::new(c"rpcrdma_rs_kunit_sink", BULK_LEN, 4096)?;
+        let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
+        let Some((addr, rkey)) = source.remote_handle() else {
+            return Err(EINVAL);
+        };
+        let sink = DmaBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
+        assert!(sink.has_sink_mr());
+        sink.post_sink_registration(&pair.client)?;
+        for seed in [0x11u8, 0x77] {
+            let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+            pattern(seed, &mut expect);
+            source.write(0, &expect)?;
+            let wc = client_op(
+                &pair,
+                one_segment(&sink, BULK_LEN)?,
+                SendOp::RdmaRead {
+                    remote_addr: addr,
+                    rkey,
+                },
+            )?;
+            assert!(wc.is_ok());
+            let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+            sink.read(0, &mut got)?;
+            assert!(got[..] == expect[..]);
+        }
+        assert_eq!(slab.registrations(), 1);
+        assert_eq!(slab.live(), 1);
+        drop(sink);
+        assert_eq!(slab.live(), 0);
+        assert_eq!(slab.deregistrations(), 1);
+        Ok(())
+    }
+
+    /// The registration cache on this device with `force_mr`: a miss
+    /// creates a sink that is registered once, a hit reuses it without a
+    /// registration, and the shrinker frees the idle sink (deregistering it
+    /// from its work item). The only case that creates the kunit module's
+    /// cache (it can be initialised once per module).
+    #[test]
+    fn registration_cache_registers_once_and_shrinks() -> Result {
+        const SPECS: [ClassSpec; 1] = [ClassSpec {
+            name: c"rpcrdma_rs_kunit_rc",
+            size: BULK_LEN,
+            dir: DmaDir::FromDevice,
+            read_sink: true,
+        }];
+        let rc = RegCache::new(&SPECS, true, true, 4)?;
+        let (pair, user) = connect_pair_on(true)?;
+        let user = user.ok_or(EINVAL)?;
+        let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
+        let Some((addr, rkey)) = source.remote_handle() else {
+            return Err(EINVAL);
+        };
+        for (round, seed) in [0x21u8, 0x42].into_iter().enumerate() {
+            let got = user.get(0, &pair.client)?;
+            assert_eq!(got.hit, round == 1);
+            assert_eq!(got.needs_registration, round == 0);
+            if got.needs_registration {
+                got.buf.post_sink_registration(&pair.client)?;
+            }
+            let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+            pattern(seed, &mut expect);
+            source.write(0, &expect)?;
+            let wc = client_op(
+                &pair,
+                one_segment(&got.buf, BULK_LEN)?,
+                SendOp::RdmaRead {
+                    remote_addr: addr,
+                    rkey,
+                },
+            )?;
+            assert!(wc.is_ok());
+            let mut back = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+            got.buf.read(0, &mut back)?;
+            assert!(back[..] == expect[..]);
+            user.put(0, &got.buf);
+        }
+        let c = regcache::class_counters(0).ok_or(EINVAL)?;
+        assert_eq!((c.hits, c.misses, c.registrations), (1, 1, 1));
+        assert_eq!(c.entries, 1);
+        assert_eq!(regcache::shrink_now(8), 1);
+        // The sink's MR is deregistered by the cache's work item.
+        let mut waited = 0;
+        while regcache::class_counters(0).is_some_and(|c| c.entries != 0) && waited < 200 {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+            waited += 1;
+        }
+        let c = regcache::class_counters(0).ok_or(EINVAL)?;
+        assert_eq!((c.evictions, c.deregistrations, c.entries), (1, 1, 0));
+        drop(pair);
+        drop(user);
+        drop(rc);
         Ok(())
     }
 

@@ -83,6 +83,21 @@ void rpcrdma_rs_dealloc_pd(struct ib_pd *pd)
 	ib_dealloc_pd(pd);
 }
 
+bool rpcrdma_rs_device_get(struct ib_device *device)
+{
+	return ib_device_try_get(device);
+}
+
+void rpcrdma_rs_device_put(struct ib_device *device)
+{
+	ib_device_put(device);
+}
+
+bool rpcrdma_rs_device_is_iwarp(struct ib_device *device)
+{
+	return rdma_protocol_iwarp(device, rdma_start_port(device));
+}
+
 u32 rpcrdma_rs_pd_local_dma_lkey(struct ib_pd *pd)
 {
 	return pd->local_dma_lkey;
@@ -395,4 +410,66 @@ void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out)
 void *rpcrdma_rs_cm_context(struct rdma_cm_id *id)
 {
 	return id->context;
+}
+
+/* ---- slab caches ---- */
+
+struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,
+					  unsigned int align)
+{
+	return kmem_cache_create(name, size, align, SLAB_HWCACHE_ALIGN, NULL);
+}
+
+void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache)
+{
+	return kmem_cache_alloc(cache, GFP_KERNEL);
+}
+
+void rpcrdma_rs_slab_free(struct kmem_cache *cache, void *obj)
+{
+	kmem_cache_free(cache, obj);
+}
+
+void rpcrdma_rs_slab_destroy(struct kmem_cache *cache)
+{
+	kmem_cache_destroy(cache);
+}
+
+/* ---- shrinkers ---- */
+
+static unsigned long rpcrdma_rs_shrink_count(struct shrinker *s,
+					     struct shrink_control *sc)
+{
+	const struct rpcrdma_rs_shrink_ops *ops = s->private_data;
+
+	return ops->count();
+}
+
+static unsigned long rpcrdma_rs_shrink_scan(struct shrinker *s,
+					    struct shrink_control *sc)
+{
+	const struct rpcrdma_rs_shrink_ops *ops = s->private_data;
+
+	return ops->scan(sc->nr_to_scan);
+}
+
+struct shrinker *rpcrdma_rs_shrinker_register(const char *name,
+					      const struct rpcrdma_rs_shrink_ops *ops)
+{
+	struct shrinker *s = shrinker_alloc(0, "%s", name);
+
+	if (!s)
+		return NULL;
+	s->count_objects = rpcrdma_rs_shrink_count;
+	s->scan_objects = rpcrdma_rs_shrink_scan;
+	s->seeks = DEFAULT_SEEKS;
+	s->private_data = (void *)ops;
+	shrinker_register(s);
+	return s;
+}
+
+void rpcrdma_rs_shrinker_free(struct shrinker *s)
+{
+	/* Waits for running callbacks before it returns. */
+	shrinker_free(s);
 }

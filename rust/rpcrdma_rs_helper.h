@@ -14,6 +14,7 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/inet.h>
+#include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/socket.h>
 #include <linux/sunrpc/svc.h>
@@ -66,6 +67,9 @@ void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
 u32 rpcrdma_rs_pd_local_dma_lkey(struct ib_pd *pd);
+bool rpcrdma_rs_device_get(struct ib_device *device);
+void rpcrdma_rs_device_put(struct ib_device *device);
+bool rpcrdma_rs_device_is_iwarp(struct ib_device *device);
 u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd);
 
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
@@ -142,6 +146,22 @@ struct rpcrdma_rs_wc {
 
 void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out);
 void *rpcrdma_rs_cm_context(struct rdma_cm_id *id);
+
+/* Slab caches (kmem_cache_alloc is a macro). */
+struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,
+					  unsigned int align);
+void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
+void rpcrdma_rs_slab_free(struct kmem_cache *cache, void *obj);
+void rpcrdma_rs_slab_destroy(struct kmem_cache *cache);
+
+/* A shrinker whose callbacks take no arguments but the scan count. */
+struct rpcrdma_rs_shrink_ops {
+	unsigned long (*count)(void);
+	unsigned long (*scan)(unsigned long nr_to_scan);
+};
+struct shrinker *rpcrdma_rs_shrinker_register(const char *name,
+					      const struct rpcrdma_rs_shrink_ops *ops);
+void rpcrdma_rs_shrinker_free(struct shrinker *s);
 
 #include "xprt_helpers.h"
 #include "svc_helpers.h"

@@ -377,7 +377,14 @@ pub enum Stat {
     CacheMiss,
 }
 
-/// Whether the server keeps bounce and Send buffers mapped for reuse
+/// Whether the server registers RDMA Read sinks on every device, not only
+/// where the device needs it (module parameter `force_mr`).
+pub fn force_mr() -> bool {
+    // SAFETY: Reads a module parameter (0444: written only at load).
+    unsafe { bindings::rpcrdma_rs_svc_force_mr() }
+}
+
+/// Whether the server keeps bounce buffers for reuse
 /// (module parameter `svc_buf_cache`).
 pub fn buf_cache_enabled() -> bool {
     // SAFETY: Reads a module parameter; no preconditions.

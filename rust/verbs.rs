@@ -10,8 +10,13 @@
 //!   a flush error if need be) before the queues go away;
 //! - a posted [`WorkRequest`] owns a reference to itself and to every
 //!   [`DmaBuf`] its scatter/gather list names until its completion has run;
-//! - every `DmaBuf` keeps the [`Anchor`] (protection domain and CM
-//!   identifier, hence the device) alive until it is unmapped.
+//! - every `DmaBuf` keeps its [`Pd`] alive until it is unmapped (and its
+//!   sink MR, if any, deregistered), and a `Pd` holds a reference on its
+//!   device, so the device stays registered (its removal waits) until the
+//!   last buffer and queue pair on it are gone; an [`Endpoint`]'s
+//!   [`Anchor`] (protection domain and CM identifier) may share its `Pd`
+//!   with other connections ([`Endpoint::with_pd`], the server's
+//!   registration cache).
 //!
 //! Completions run from the RDMA core's workqueue (`IB_POLL_WORKQUEUE`), in
 //! process context, like the C client's.
@@ -22,6 +27,7 @@ use super::bindings;
 use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
+use super::slab::SlabObj;
 use core::ptr::NonNull;
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
@@ -32,49 +38,132 @@ use kernel::types::Opaque;
 /// Most scatter/gather entries in one work request built by this layer.
 pub const MAX_SGE: usize = 4;
 
-/// Protection domain, CM identifier and device of one connection.
+/// A protection domain and the device it was allocated on.
+///
+/// A domain is either a connection's own (the client: one per connection)
+/// or shared by every connection on a device (the server, so memory
+/// registrations of its buffer cache are valid on all of them: an MR can
+/// only be used by queue pairs of its own protection domain).
 ///
 /// # Invariants
 ///
-/// `pd` was allocated on `device`, the device `id` is bound to, and is
-/// deallocated exactly once in `drop`, before `id` is destroyed (field order).
-pub struct Anchor {
+/// `pd` was allocated on `device`, and `device` is held with
+/// `ib_device_try_get`, so the device stays registered (its removal waits)
+/// until `drop` deallocates `pd` and then releases the device.
+pub struct Pd {
     pd: NonNull<bindings::ib_pd>,
     device: NonNull<bindings::ib_device>,
     global_rkey: Option<u32>,
-    id: CmId,
 }
 
 // SAFETY: The PD and device pointers are only used for calls the RDMA core
-// allows from any context; the CM identifier is `Send`.
-unsafe impl Send for Anchor {}
-// SAFETY: See `Send`; no interior state is mutated through `&Anchor`.
-unsafe impl Sync for Anchor {}
+// allows from any context.
+unsafe impl Send for Pd {}
+// SAFETY: See `Send`; no interior state is mutated through `&Pd`.
+unsafe impl Sync for Pd {}
 
-impl Drop for Anchor {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant `pd` is live, every object created on
-        // it (queue pair, buffers' users) is gone because they hold the anchor.
-        unsafe { bindings::rpcrdma_rs_dealloc_pd(self.pd.as_ptr()) };
-        live::dec(live::Kind::Pd);
+impl Pd {
+    /// Allocates a protection domain on the device `id` is bound to (after
+    /// address resolution or a connection request). `unsafe_global_rkey`:
+    /// see [`EndpointConfig::unsafe_global_rkey`].
+    pub fn new(id: &CmId, unsafe_global_rkey: bool) -> Result<Arc<Self>> {
+        // SAFETY: `id` is live by its type invariant.
+        let device =
+            NonNull::new(unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) }).ok_or(ENODEV)?;
+        // SAFETY: The device is live while `id` is bound to it; the
+        // reference taken here keeps it registered beyond `id`.
+        if !unsafe { bindings::rpcrdma_rs_device_get(device.as_ptr()) } {
+            return Err(ENODEV);
+        }
+        // SAFETY: `device` is live (reference held).
+        let raw = from_err_ptr(unsafe {
+            bindings::rpcrdma_rs_alloc_pd(device.as_ptr(), unsafe_global_rkey)
+        })
+        .and_then(|p| NonNull::new(p).ok_or(ENOMEM));
+        let pd = match raw {
+            Ok(pd) => pd,
+            Err(e) => {
+                // SAFETY: Taken above and not yet handed to a `Pd`.
+                unsafe { bindings::rpcrdma_rs_device_put(device.as_ptr()) };
+                return Err(e);
+            }
+        };
+        live::inc(live::Kind::Pd);
+        let global_rkey = if unsafe_global_rkey {
+            // SAFETY: `pd` is live.
+            Some(unsafe { bindings::rpcrdma_rs_pd_global_rkey(pd.as_ptr()) })
+        } else {
+            None
+        };
+        // INVARIANT: `pd` was allocated on `device`, which is held.
+        Ok(Arc::new(
+            Self {
+                pd,
+                device,
+                global_rkey,
+            },
+            GFP_KERNEL,
+        )?)
     }
-}
 
-impl Anchor {
-    /// The protection domain.
-    pub(crate) fn pd_ptr(&self) -> *mut bindings::ib_pd {
-        self.pd.as_ptr()
+    /// Whether this domain's device is the device `id` is bound to.
+    pub fn same_device(&self, id: &CmId) -> bool {
+        // SAFETY: `id` is live by its type invariant.
+        let dev = unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) };
+        dev == self.device.as_ptr()
     }
 
-    /// The device.
-    pub(crate) fn device_ptr(&self) -> *mut bindings::ib_device {
-        self.device.as_ptr()
+    /// Whether the device speaks iWARP, where the sink of an RDMA Read must
+    /// be registered with remote write access (C `rdma_rw_io_needs_mr`).
+    pub fn is_iwarp(&self) -> bool {
+        // SAFETY: By the type invariant the device is held.
+        unsafe { bindings::rpcrdma_rs_device_is_iwarp(self.device.as_ptr()) }
+    }
+
+    /// The device's limits.
+    pub fn device_attr(&self) -> DeviceAttr {
+        // SAFETY: By the type invariant the device is held, so registered.
+        unsafe { DeviceAttr::query(self.device.as_ptr()) }
     }
 
     /// The local DMA lkey of the protection domain.
     pub(crate) fn lkey(&self) -> u32 {
         // SAFETY: By the type invariant `pd` is live.
         unsafe { bindings::rpcrdma_rs_pd_local_dma_lkey(self.pd.as_ptr()) }
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `pd` is live; every object created on
+        // it (queue pairs, MRs) holds a reference to `self`, so is gone.
+        unsafe { bindings::rpcrdma_rs_dealloc_pd(self.pd.as_ptr()) };
+        live::dec(live::Kind::Pd);
+        // SAFETY: Taken in `new`, released once, after the last use.
+        unsafe { bindings::rpcrdma_rs_device_put(self.device.as_ptr()) };
+    }
+}
+
+/// Protection domain, CM identifier and device of one connection.
+///
+/// # Invariants
+///
+/// `pd` was allocated on the device `id` is bound to. The anchor's reference
+/// to `pd` is dropped before `id` is destroyed (field order).
+pub struct Anchor {
+    pd: Arc<Pd>,
+    id: CmId,
+}
+
+impl Anchor {
+    /// The protection domain.
+    pub(crate) fn pd_ptr(&self) -> *mut bindings::ib_pd {
+        self.pd.pd.as_ptr()
+    }
+
+    /// The device.
+    pub(crate) fn device_ptr(&self) -> *mut bindings::ib_device {
+        self.pd.device.as_ptr()
     }
 }
 
@@ -150,33 +239,22 @@ impl Endpoint {
     /// the device `id` is bound to (after route resolution, or a connection
     /// request). Queue sizes are clamped to what the device supports.
     pub fn new(id: CmId, cfg: &EndpointConfig) -> Result<Self> {
-        // SAFETY: `id` is live by its type invariant.
-        let device =
-            NonNull::new(unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) }).ok_or(ENODEV)?;
-        // SAFETY: The device is bound to `id`, so it is registered.
+        let pd = Pd::new(&id, cfg.unsafe_global_rkey)?;
+        Self::with_pd(id, cfg, pd)
+    }
+
+    /// Like [`Self::new`], on an existing protection domain of the same
+    /// device (shared by several connections); `cfg.unsafe_global_rkey`
+    /// is ignored (the domain has one or not).
+    pub fn with_pd(id: CmId, cfg: &EndpointConfig, pd: Arc<Pd>) -> Result<Self> {
+        if !pd.same_device(&id) {
+            return Err(EINVAL);
+        }
+        let device = pd.device;
+        // SAFETY: The device is held by `pd`, so registered.
         let attr = unsafe { DeviceAttr::query(device.as_ptr()) };
-        // SAFETY: `device` is live while `id` is bound to it.
-        let pd = from_err_ptr(unsafe {
-            bindings::rpcrdma_rs_alloc_pd(device.as_ptr(), cfg.unsafe_global_rkey)
-        })?;
-        let pd = NonNull::new(pd).ok_or(ENOMEM)?;
-        live::inc(live::Kind::Pd);
-        let global_rkey = if cfg.unsafe_global_rkey {
-            // SAFETY: `pd` is live.
-            Some(unsafe { bindings::rpcrdma_rs_pd_global_rkey(pd.as_ptr()) })
-        } else {
-            None
-        };
         // INVARIANT: `pd` was allocated on the device `id` is bound to.
-        let anchor = Arc::new(
-            Anchor {
-                pd,
-                device,
-                global_rkey,
-                id,
-            },
-            GFP_KERNEL,
-        )?;
+        let anchor = Arc::new(Anchor { pd, id }, GFP_KERNEL)?;
         let max_wr = attr.max_qp_wr.max(1);
         let send_wr = cfg.max_send_wr.clamp(1, max_wr);
         let recv_wr = cfg.max_recv_wr.clamp(1, max_wr);
@@ -189,7 +267,7 @@ impl Endpoint {
         to_result(unsafe {
             bindings::rpcrdma_rs_cm_create_qp(
                 anchor.id.as_ptr(),
-                pd.as_ptr(),
+                anchor.pd_ptr(),
                 send_cq.ptr.as_ptr(),
                 recv_cq.ptr.as_ptr(),
                 send_wr,
@@ -224,6 +302,11 @@ impl Endpoint {
         &self.anchor
     }
 
+    /// The protection domain (shared with other connections or not).
+    pub fn pd(&self) -> &Arc<Pd> {
+        &self.anchor.pd
+    }
+
     /// The device's limits.
     pub fn device_attr(&self) -> &DeviceAttr {
         &self.attr
@@ -241,7 +324,7 @@ impl Endpoint {
 
     /// The unsafe global rkey, if the protection domain has one.
     pub fn global_rkey(&self) -> Option<u32> {
-        self.anchor.global_rkey
+        self.anchor.pd.global_rkey
     }
 
     fn conn(&self, private_data: &[u8], resp: u8, init: u8, accept: bool) -> Result {
@@ -295,7 +378,7 @@ impl Endpoint {
     /// Allocates a buffer of `len` bytes and maps it for DMA on this
     /// connection's device.
     pub fn alloc_buf(&self, len: usize, dir: DmaDir) -> Result<Arc<DmaBuf>> {
-        DmaBuf::new(&self.anchor, len, dir)
+        DmaBuf::new(&self.anchor.pd, len, dir)
     }
 
     /// Posts a Send, RDMA Write or RDMA Read described by `op` whose local
@@ -450,22 +533,48 @@ pub enum DmaDir {
     FromDevice,
 }
 
-/// A kernel buffer mapped for DMA on a connection's device.
-///
-/// Its bytes are only reached by copying (`read`/`write`), never through a
-/// long-lived reference, because the device may write them at any time.
+/// Where a [`DmaBuf`]'s bytes live.
+enum Backing {
+    /// A `KVec` taken apart (`ptr`, `len` and this capacity).
+    Vec { cap: usize },
+    /// An object of a slab cache.
+    Slab(SlabObj),
+}
+
+/// A fast-registration MR covering a whole [`DmaBuf`] that is the sink of
+/// RDMA Reads, registered once with local and remote write access.
 ///
 /// # Invariants
 ///
-/// `ptr` points to `len` bytes (capacity `cap`) allocated by `KVec`, mapped
-/// at `dma` on the anchor's device in direction `dir` until `drop`.
+/// `ptr` was allocated on the buffer's protection domain, is mapped on the
+/// buffer's DMA address and length, and is freed in `drop`.
+struct SinkMr {
+    ptr: NonNull<bindings::rpcrdma_rs_mr>,
+    lkey: u32,
+}
+
+/// A kernel buffer mapped for DMA on a device.
+///
+/// Its bytes are only reached by copying (`read`/`write`), never through a
+/// long-lived reference, because the device may write them at any time.
+/// The memory is a `KVec` ([`Endpoint::alloc_buf`]) or a slab object
+/// ([`DmaBuf::from_slab`], the server's registration cache, which keeps
+/// buffers mapped, and for RDMA Read sinks on devices that need it
+/// registered, across requests).
+///
+/// # Invariants
+///
+/// `ptr` points to `len` bytes owned by `backing`, mapped at `dma` on the
+/// protection domain's device in direction `dir` until `drop`. If `mr` is
+/// `Some`, it was allocated on `pd` and maps exactly `[dma, dma + len)`.
 pub struct DmaBuf {
     ptr: *mut u8,
     len: usize,
-    cap: usize,
+    backing: Backing,
     dma: u64,
     dir: DmaDir,
-    anchor: Arc<Anchor>,
+    mr: Option<SinkMr>,
+    pd: Arc<Pd>,
 }
 
 // SAFETY: The buffer is only accessed through copies and DMA syncs; the
@@ -475,43 +584,143 @@ unsafe impl Send for DmaBuf {}
 // a memory-safety one (bytes are copied with raw pointer copies).
 unsafe impl Sync for DmaBuf {}
 
+/// Maps `len` bytes at `ptr` on `pd`'s device.
+///
+/// # Safety
+///
+/// `ptr` must be valid for `len` bytes until the mapping is undone.
+unsafe fn map(pd: &Pd, ptr: *mut u8, len: usize, dir: DmaDir) -> Result<u64> {
+    let mut dma = 0u64;
+    // SAFETY: `ptr` is valid for `len` bytes (caller); the device is held by
+    // `pd`.
+    to_result(unsafe {
+        bindings::rpcrdma_rs_dma_map(
+            pd.device.as_ptr(),
+            ptr.cast(),
+            len,
+            i32::from(dir == DmaDir::ToDevice),
+            &mut dma,
+        )
+    })?;
+    Ok(dma)
+}
+
 impl DmaBuf {
-    fn new(anchor: &Arc<Anchor>, len: usize, dir: DmaDir) -> Result<Arc<Self>> {
+    fn new(pd: &Arc<Pd>, len: usize, dir: DmaDir) -> Result<Arc<Self>> {
         if len == 0 || u32::try_from(len).is_err() {
             return Err(EINVAL);
         }
         let v: KVec<u8> = KVec::from_elem(0u8, len, GFP_KERNEL)?;
         let (ptr, len, cap) = v.into_raw_parts();
-        let mut dma = 0u64;
-        // SAFETY: `ptr` is valid for `len` bytes; the device is live while
-        // the anchor is.
-        let rc = unsafe {
-            bindings::rpcrdma_rs_dma_map(
-                anchor.device.as_ptr(),
-                ptr.cast(),
-                len,
-                i32::from(dir == DmaDir::ToDevice),
-                &mut dma,
-            )
+        // SAFETY: `ptr` holds `len` bytes until `drop`.
+        let dma = match unsafe { map(pd, ptr, len, dir) } {
+            Ok(d) => d,
+            Err(e) => {
+                // SAFETY: Recreate the vector we took apart to free it.
+                drop(unsafe { KVec::from_raw_parts(ptr, len, cap) });
+                return Err(e);
+            }
         };
-        if rc != 0 {
-            // SAFETY: Recreate the vector we took apart to free it.
-            drop(unsafe { KVec::from_raw_parts(ptr, len, cap) });
-            return Err(Error::from_errno(rc));
-        }
         live::inc(live::Kind::DmaBuf);
         // INVARIANT: `ptr` holds `len` bytes from `KVec`, mapped at `dma`.
         Ok(Arc::new(
             Self {
                 ptr,
                 len,
-                cap,
+                backing: Backing::Vec { cap },
                 dma,
                 dir,
-                anchor: anchor.clone(),
+                mr: None,
+                pd: pd.clone(),
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// Maps a whole slab object for DMA on `pd`'s device. With `sink_mr`
+    /// (an RDMA Read sink, direction `FromDevice`) a fast-registration MR
+    /// is also allocated and mapped over it; it becomes usable once
+    /// [`Self::post_sink_registration`] has run on a connection of `pd`.
+    pub fn from_slab(pd: &Arc<Pd>, obj: SlabObj, dir: DmaDir, sink_mr: bool) -> Result<Arc<Self>> {
+        let len = obj.len();
+        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+        if len == 0 || (sink_mr && dir != DmaDir::FromDevice) {
+            return Err(EINVAL);
+        }
+        let ptr = obj.as_ptr();
+        // SAFETY: The object holds `len` bytes while `obj` lives, and it
+        // moves into the buffer, which unmaps before freeing it.
+        let dma = unsafe { map(pd, ptr, len, dir) }?;
+        live::inc(live::Kind::DmaBuf);
+        // INVARIANT: mapped above; the MR, if any, is added below.
+        let mut buf = Self {
+            ptr,
+            len,
+            backing: Backing::Slab(obj),
+            dma,
+            dir,
+            mr: None,
+            pd: pd.clone(),
+        };
+        if sink_mr {
+            // Pages covered: the object may start inside a page.
+            let pages = len32
+                .div_ceil(kernel::page::PAGE_SIZE as u32)
+                .saturating_add(1);
+            // SAFETY: The PD is live while `buf` holds it.
+            let mr = from_err_ptr(unsafe { bindings::rpcrdma_rs_mr_alloc(pd.pd.as_ptr(), pages) })
+                .and_then(|p| NonNull::new(p).ok_or(ENOMEM))?;
+            live::inc(live::Kind::Mr);
+            // Owned by the buffer from here on, so every exit frees it; the
+            // lkey is read once mapped (mapping sets the key).
+            buf.mr = Some(SinkMr { ptr: mr, lkey: 0 });
+            // SAFETY: `mr` and the device are live; `[dma, dma + len)` is
+            // mapped on this device while `buf` lives.
+            to_result(unsafe {
+                bindings::rpcrdma_rs_mr_map_buf(pd.device.as_ptr(), mr.as_ptr(), dma, len32)
+            })?;
+            if let Some(m) = buf.mr.as_mut() {
+                // SAFETY: `mr` is live and mapped (the key was just set).
+                m.lkey = unsafe { bindings::rpcrdma_rs_mr_lkey(mr.as_ptr()) };
+            }
+            // INVARIANT: the MR maps exactly the buffer.
+        }
+        Ok(Arc::new(buf, GFP_KERNEL)?)
+    }
+
+    /// Whether the buffer carries a sink MR (see [`Self::from_slab`]).
+    pub fn has_sink_mr(&self) -> bool {
+        self.mr.is_some()
+    }
+
+    /// Posts the registration (REG_MR with local and remote write access,
+    /// unsignaled: C `rdma_rw_init_mr_wrs` for iWARP) of the buffer's sink
+    /// MR on `ep`, which must use the buffer's protection domain. Posted
+    /// once, when the buffer is created, before the first RDMA Read into
+    /// it on the same queue pair; the MR then stays valid for RDMA Reads on
+    /// any queue pair of the domain until the buffer is freed.
+    pub fn post_sink_registration(&self, ep: &Endpoint) -> Result {
+        let mr = self.mr.as_ref().ok_or(EINVAL)?;
+        if !Arc::ptr_eq(ep.pd(), &self.pd) {
+            return Err(EINVAL);
+        }
+        // SAFETY: The MR and the QP are live; the REG_MR work request lives
+        // inside the MR, which is freed only after every queue pair that
+        // may still execute it was drained (connections drain their queue
+        // pair before they release buffers they reference).
+        to_result(unsafe { bindings::rpcrdma_rs_post_reg_mr(ep.qp_ptr(), mr.ptr.as_ptr(), true) })?;
+        if let Backing::Slab(obj) = &self.backing {
+            obj.cache().count_registration();
+        }
+        Ok(())
+    }
+
+    /// The lkey work requests name this buffer with.
+    fn lkey(&self) -> u32 {
+        match &self.mr {
+            Some(m) => m.lkey,
+            None => self.pd.lkey(),
+        }
     }
 
     /// The DMA address of the first byte.
@@ -552,7 +761,7 @@ impl DmaBuf {
         // SAFETY: The mapping is live by the type invariant.
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_device(
-                self.anchor.device.as_ptr(),
+                self.pd.device.as_ptr(),
                 self.dma,
                 self.len,
                 i32::from(self.dir == DmaDir::ToDevice),
@@ -567,7 +776,7 @@ impl DmaBuf {
         // SAFETY: The mapping is live by the type invariant.
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_cpu(
-                self.anchor.device.as_ptr(),
+                self.pd.device.as_ptr(),
                 self.dma,
                 self.len,
                 i32::from(self.dir == DmaDir::ToDevice),
@@ -584,24 +793,38 @@ impl DmaBuf {
     /// the connection's protection domain has an unsafe global rkey (the
     /// "physical" strategy). `None` otherwise.
     pub fn remote_handle(&self) -> Option<(u64, u32)> {
-        self.anchor.global_rkey.map(|rkey| (self.dma, rkey))
+        self.pd.global_rkey.map(|rkey| (self.dma, rkey))
     }
 }
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
+        if let Some(mr) = self.mr.take() {
+            // SAFETY: By the type invariant the MR is live; no queue pair can
+            // still execute a work request naming it (the buffer is only
+            // dropped once no posted request holds it, and REG_MR is
+            // followed on its queue pair by an RDMA Read that holds it).
+            unsafe { bindings::rpcrdma_rs_mr_free(mr.ptr.as_ptr()) };
+            live::dec(live::Kind::Mr);
+            if let Backing::Slab(obj) = &self.backing {
+                obj.cache().count_deregistration();
+            }
+        }
         // SAFETY: The mapping is live by the type invariant and no posted work
         // request names it (they hold a reference to `self`).
         unsafe {
             bindings::rpcrdma_rs_dma_unmap(
-                self.anchor.device.as_ptr(),
+                self.pd.device.as_ptr(),
                 self.dma,
                 self.len,
                 i32::from(self.dir == DmaDir::ToDevice),
             )
         };
-        // SAFETY: `ptr`, `len`, `cap` came from `KVec::into_raw_parts`.
-        drop(unsafe { KVec::from_raw_parts(self.ptr, self.len, self.cap) });
+        if let Backing::Vec { cap } = self.backing {
+            // SAFETY: `ptr`, `len`, `cap` came from `KVec::into_raw_parts`.
+            drop(unsafe { KVec::from_raw_parts(self.ptr, self.len, cap) });
+        }
+        // A slab object is freed when `backing` is dropped, after this.
         live::dec(live::Kind::DmaBuf);
     }
 }
@@ -713,7 +936,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             };
             sge.addr = seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?;
             sge.length = u32::try_from(seg.len).map_err(|_| EINVAL)?;
-            sge.lkey = seg.buf.anchor.lkey();
+            sge.lkey = seg.buf.lkey();
             *slot = Some(seg.buf);
         }
         Arc::pin_init(

@@ -885,6 +885,11 @@ void rpcrdma_rs_mr_segment(const struct rpcrdma_rs_mr *mr, u32 *handle,
 	*offset = mr->mr->iova;
 }
 
+u32 rpcrdma_rs_mr_lkey(const struct rpcrdma_rs_mr *mr)
+{
+	return mr->mr->lkey;
+}
+
 static void rpcrdma_rs_unsignaled_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	if (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR)

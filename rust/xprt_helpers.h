@@ -110,6 +110,7 @@ int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 void rpcrdma_rs_mr_segment(const struct rpcrdma_rs_mr *mr, u32 *handle,
 			   u32 *length, u64 *offset);
+u32 rpcrdma_rs_mr_lkey(const struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			  u64 dma_addr, u32 len);
 int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,

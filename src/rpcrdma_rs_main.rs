@@ -65,6 +65,9 @@ struct RpcRdmaModule {
     // Dropped in this order: transports first, then the device client.
     _server: svcrdma::ServerTransport,
     _client: xprtrdma::ClientTransport,
+    // /sys/kernel/debug/rpcrdma_rs/, shared by both sides' files (which
+    // hold it too, so the order does not matter).
+    _debugfs: kernel::debugfs::Dir,
     _devices: rdma::device::DeviceClient,
 }
 
@@ -92,11 +95,13 @@ impl kernel::Module for RpcRdmaModule {
             cfg.max_inline_write,
             rdma::device::count()
         );
-        let client = xprtrdma::ClientTransport::register(&cfg)?;
-        let server = svcrdma::ServerTransport::register(&cfg)?;
+        let debugfs = kernel::debugfs::Dir::new(c"rpcrdma_rs");
+        let client = xprtrdma::ClientTransport::register(&cfg, &debugfs)?;
+        let server = svcrdma::ServerTransport::register(&cfg, &debugfs)?;
         Ok(Self {
             _server: server,
             _client: client,
+            _debugfs: debugfs,
             _devices: devices,
         })
     }

@@ -1,31 +1,70 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A per-connection cache of DMA-mapped buffers (the registration cache of
-//! section 4.3 of the NFS/RDMA read/write design notes, for this
-//! transport's bounce buffers).
+//! The server's use of the registration cache ([`crate::rdma::regcache`]:
+//! per device, slab-backed size classes whose buffers keep their DMA
+//! mapping and, for RDMA Read sinks on devices that need it, their memory
+//! registration across requests).
 //!
-//! Every RDMA Read sink, RDMA Write source and Send buffer is a [`DmaBuf`]
-//! allocated and mapped on the connection's device. Instead of unmapping
-//! and freeing each one when its work request completes, up to
-//! [`CACHE_MAX`] buffers per class are kept mapped and handed out again:
-//! Send buffers (the negotiated inline size) and Read/Write pieces
-//! ([`PIECE`] bytes). A buffer comes back from the completion handler of
-//! the work request that used it (softirq context: nothing is allocated
-//! there, a full list simply drops the buffer) or, for RDMA Read sinks,
-//! once their data was copied out. The module parameter `svc_buf_cache=0`
-//! turns the cache off; hits and misses are counted in
-//! `/proc/sys/sunrpc/svc_rdma/rdma_stat_cache_{hit,miss}`.
+//! This file holds the policy: which classes exist and which one a use
+//! takes. Sends use the smallest Send class that fits (4 KiB covers the
+//! default inline size; larger negotiated inline sizes use the 64 KiB
+//! class, shared with RDMA Write sources); RDMA Write sources and Read sinks
+//! are [`PIECE`]-sized. A buffer comes back from the completion handler of
+//! the work request that used it (nothing is allocated there, a full list
+//! simply drops the buffer) or, for RDMA Read sinks, once their data was
+//! copied out. `svc_buf_cache=0` turns reuse off (every use allocates,
+//! maps, registers if needed, and frees); hits and misses are also counted
+//! in `/proc/sys/sunrpc/svc_rdma/rdma_stat_cache_{hit,miss}`.
 
 use super::rw::PIECE;
-use crate::rdma::svc::{buf_cache_enabled, stat_add, Stat};
-use crate::rdma::verbs::{DmaBuf, DmaDir, Endpoint};
-use kernel::alloc::KVec;
-use kernel::new_spinlock_irq;
+use crate::rdma::cm::CmId;
+use crate::rdma::regcache::{CacheUser, ClassSpec, RegCache};
+use crate::rdma::svc::{buf_cache_enabled, force_mr, stat_add, Stat};
+use crate::rdma::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::Arc;
 
-/// Buffers kept per class and connection (at most 4 MiB of pieces).
+/// Idle buffers kept per class and device (at most 4 MiB per 64 KiB class).
 const CACHE_MAX: usize = 64;
+
+/// Small Send buffers: the default inline size.
+const SEND_SMALL: usize = 4096;
+
+/// The classes, in [`Class::index`] order.
+const SPECS: [ClassSpec; 3] = [
+    ClassSpec {
+        name: c"rpcrdma_rs_svc_tx4k",
+        size: SEND_SMALL,
+        dir: DmaDir::ToDevice,
+        read_sink: false,
+    },
+    ClassSpec {
+        name: c"rpcrdma_rs_svc_tx64k",
+        size: PIECE,
+        dir: DmaDir::ToDevice,
+        read_sink: false,
+    },
+    ClassSpec {
+        name: c"rpcrdma_rs_svc_rd64k",
+        size: PIECE,
+        dir: DmaDir::FromDevice,
+        read_sink: true,
+    },
+];
+
+/// Creates the module's registration cache (slab caches and shrinker).
+pub(super) fn module_init() -> Result<RegCache> {
+    let enabled = buf_cache_enabled();
+    let force = force_mr();
+    let rc = RegCache::new(&SPECS, enabled, force, CACHE_MAX)
+        .inspect_err(|e| pr_err!("svcrdma: cannot create the registration cache: {:?}\n", e))?;
+    pr_info!(
+        "svcrdma: registration cache {} (force_mr={})\n",
+        if enabled { "on" } else { "off" },
+        force
+    );
+    Ok(rc)
+}
 
 /// What a buffer is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,88 +77,67 @@ pub(super) enum Class {
     ReadPiece,
 }
 
-struct Lists {
-    send: KVec<Arc<DmaBuf>>,
-    write: KVec<Arc<DmaBuf>>,
-    read: KVec<Arc<DmaBuf>>,
+/// A buffer taken from the cache, with the class it goes back to.
+pub(super) struct Taken {
+    pub(super) buf: Arc<DmaBuf>,
+    pub(super) slot: usize,
+    /// The buffer's sink MR must be registered before its first use.
+    pub(super) needs_registration: bool,
 }
 
-/// The cache of one connection.
-#[pin_data]
+/// One connection's handle on its device's cache.
 pub(super) struct BufCache {
-    enabled: bool,
-    send_len: usize,
-    #[pin]
-    lists: SpinLockIrq<Lists>,
+    user: CacheUser,
 }
 
 impl BufCache {
-    /// A cache for Send buffers of `send_len` bytes and pieces.
-    pub(super) fn new(send_len: usize) -> Result<Arc<Self>> {
-        let enabled = buf_cache_enabled();
-        let cap = if enabled { CACHE_MAX } else { 0 };
-        let lists = Lists {
-            send: KVec::with_capacity(cap, GFP_KERNEL)?,
-            write: KVec::with_capacity(cap, GFP_KERNEL)?,
-            read: KVec::with_capacity(cap, GFP_KERNEL)?,
-        };
-        Arc::pin_init(
-            pin_init!(Self {
-                enabled,
-                send_len: send_len.max(1),
-                lists <- new_spinlock_irq!(lists, "svcrdma::buf_cache"),
-            }),
-            GFP_KERNEL,
-        )
+    /// The cache of the device `id` is bound to.
+    pub(super) fn attach(id: &CmId) -> Result<Arc<Self>> {
+        let user = CacheUser::attach(id)?;
+        Ok(Arc::new(Self { user }, GFP_KERNEL)?)
     }
 
-    fn shape(&self, class: Class) -> (usize, DmaDir) {
-        match class {
-            Class::Send => (self.send_len, DmaDir::ToDevice),
-            Class::WritePiece => (PIECE, DmaDir::ToDevice),
-            Class::ReadPiece => (PIECE, DmaDir::FromDevice),
+    /// The device's shared protection domain.
+    pub(super) fn pd(&self) -> &Arc<Pd> {
+        self.user.pd()
+    }
+
+    fn slot(&self, class: Class, len: usize) -> Result<usize> {
+        let fits = |i: usize| self.user.class_size(i).is_some_and(|s| len <= s);
+        let slot = match class {
+            Class::Send if fits(0) => 0,
+            Class::Send | Class::WritePiece => 1,
+            Class::ReadPiece => 2,
+        };
+        if fits(slot) {
+            Ok(slot)
+        } else {
+            Err(EMSGSIZE)
         }
     }
 
-    /// A buffer of `class` holding at least `len` bytes.
-    pub(super) fn get(&self, ep: &Endpoint, class: Class, len: usize) -> Result<Arc<DmaBuf>> {
-        let (size, dir) = self.shape(class);
-        if !self.enabled || len > size {
-            return ep.alloc_buf(len.max(1), dir);
-        }
-        let hit = {
-            let mut l = self.lists.lock();
-            match class {
-                Class::Send => l.send.pop(),
-                Class::WritePiece => l.write.pop(),
-                Class::ReadPiece => l.read.pop(),
-            }
-        };
-        match hit {
-            Some(b) => {
-                stat_add(Stat::CacheHit, 1);
-                Ok(b)
-            }
-            None => {
-                stat_add(Stat::CacheMiss, 1);
-                ep.alloc_buf(size, dir)
-            }
-        }
+    /// A buffer of `class` holding at least `len` bytes, mapped on `ep`'s
+    /// device.
+    pub(super) fn get(&self, ep: &Endpoint, class: Class, len: usize) -> Result<Taken> {
+        let slot = self.slot(class, len.max(1))?;
+        let got = self.user.get(slot, ep)?;
+        stat_add(
+            if got.hit {
+                Stat::CacheHit
+            } else {
+                Stat::CacheMiss
+            },
+            1,
+        );
+        Ok(Taken {
+            buf: got.buf,
+            slot,
+            needs_registration: got.needs_registration,
+        })
     }
 
     /// Gives a buffer back (any context; never allocates).
-    pub(super) fn put(&self, buf: &Arc<DmaBuf>, class: Class) {
-        let (size, dir) = self.shape(class);
-        if !self.enabled || buf.len() != size || buf.dir() != dir {
-            return;
-        }
-        let mut l = self.lists.lock();
-        let list = match class {
-            Class::Send => &mut l.send,
-            Class::WritePiece => &mut l.write,
-            Class::ReadPiece => &mut l.read,
-        };
-        // A full list drops the buffer (unmapped when its last user goes).
-        let _ = list.push_within_capacity(buf.clone());
+    pub(super) fn put(&self, buf: &Arc<DmaBuf>, slot: usize) {
+        self.user.put(slot, buf);
     }
 }

@@ -237,7 +237,10 @@ impl Conn {
             crate::proto::credits::MAX_SLOT_TABLE * 2,
         );
         let sq_depth = sizing.rq_depth.saturating_mul(4).saturating_add(64);
-        let ep = Endpoint::new(
+        // The device's registration cache, whose protection domain every
+        // server connection on the device shares (see `cache.rs`).
+        let cache = BufCache::attach(&p.id)?;
+        let ep = Endpoint::with_pd(
             p.id,
             &EndpointConfig {
                 max_send_wr: sq_depth,
@@ -246,6 +249,7 @@ impl Conn {
                 max_recv_sge: 1,
                 unsafe_global_rkey: false,
             },
+            cache.pd().clone(),
         )?;
         let attr = *ep.device_attr();
         let max_wr = attr.max_qp_wr.max(1);
@@ -315,7 +319,7 @@ impl Conn {
                 recvs,
                 rq,
                 sq: SqGate::new(sq_depth)?,
-                cache: BufCache::new(usize_of(neg.inline_send)?)?,
+                cache,
                 link,
                 stop: Atomic::new(0),
                 credits: credits.grant(),

@@ -18,7 +18,9 @@
 use crate::config::Config;
 use crate::rdma::cm::Addr;
 use crate::rdma::cm::CmId;
+use crate::rdma::regcache::RegCache;
 use crate::rdma::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
+use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -133,18 +135,36 @@ impl SvcTransport for SvcRdma {
 
 /// The server side's registration with sunrpc, held by the module.
 pub(crate) struct ServerTransport {
+    // Dropped in this order: the class (no transport exists after it), the
+    // debugfs view, then the registration cache.
     _reg: Registration<SvcRdma>,
+    _debugfs: Pin<KBox<File<()>>>,
+    _cache: RegCache,
 }
 
 impl ServerTransport {
-    /// Registers the server transport class "rdma".
-    pub(crate) fn register(cfg: &Config) -> Result<Self> {
+    /// Registers the server transport class "rdma"; `dir` is the module's
+    /// debugfs directory.
+    pub(crate) fn register(cfg: &Config, dir: &Dir) -> Result<Self> {
         MAX_REQUESTS.store(cfg.max_requests, Relaxed);
         INLINE_SEND.store(cfg.max_inline_read, Relaxed);
         INLINE_RECV.store(cfg.max_inline_write, Relaxed);
+        let cache = cache::module_init()?;
+        // /sys/kernel/debug/rpcrdma_rs/svc_registration_cache: per class
+        // hits, misses, registrations, evictions and what is held.
+        let file = KBox::pin_init(
+            dir.read_callback_file(c"svc_registration_cache", (), &|(): &(), f| {
+                crate::rdma::regcache::show(f)
+            }),
+            GFP_KERNEL,
+        )?;
         let reg = Registration::new(cfg.max_requests, cfg.max_inline_write)
             .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
-        Ok(Self { _reg: reg })
+        Ok(Self {
+            _reg: reg,
+            _debugfs: file,
+            _cache: cache,
+        })
     }
 }
 

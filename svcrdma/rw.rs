@@ -143,22 +143,26 @@ impl Waiter {
 }
 
 /// Completion of RDMA Reads, RDMA Writes and Sends: returns the send queue
-/// slot, gives the buffer back to the cache (Writes and Sends), and reports
-/// to the waiter, if any.
+/// slots (two for an RDMA Read whose sink was registered just before it:
+/// the unsignaled REG_MR ahead of it used one), gives the buffer back to
+/// the cache (Writes and Sends), and reports to the waiter, if any.
 pub(super) struct SqHandler {
     sq: Arc<SqGate>,
+    slots: u32,
     waiter: Option<Arc<Waiter>>,
-    cache: Option<(Arc<BufCache>, Class)>,
+    cache: Option<(Arc<BufCache>, usize)>,
 }
 
 impl CompletionHandler for SqHandler {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        self.sq.release();
+        for _ in 0..self.slots {
+            self.sq.release();
+        }
         if !wc.is_ok() && !wc.is_flush() {
             pr_warn!("svcrdma: work request failed, status {}\n", wc.status);
         }
-        if let (Some((cache, class)), Some(buf)) = (&self.cache, wr.buf(0)) {
-            cache.put(buf, *class);
+        if let (Some((cache, slot)), Some(buf)) = (&self.cache, wr.buf(0)) {
+            cache.put(buf, *slot);
         }
         if let Some(w) = &self.waiter {
             w.done(wc.is_ok());
@@ -176,14 +180,18 @@ pub(super) struct Io<'a> {
 
 impl Io<'_> {
     /// Posts one work request over `buf[..len]` with a send queue slot;
-    /// `recycle` gives the buffer back to the cache when it completes.
+    /// `recycle` gives the buffer back to the cache (to that class slot)
+    /// when it completes. With `register`, the buffer's sink MR is
+    /// registered first (REG_MR, taking a second slot), on this queue pair
+    /// so it executes before the RDMA Read that uses it.
     fn post_one(
         &self,
         waiter: Option<&Arc<Waiter>>,
         buf: Arc<DmaBuf>,
         len: usize,
         op: SendOp,
-        recycle: Option<Class>,
+        recycle: Option<usize>,
+        register: bool,
     ) -> Result {
         let mut segs = KVec::new();
         segs.push(
@@ -194,20 +202,41 @@ impl Io<'_> {
             },
             GFP_KERNEL,
         )?;
+        let reg_buf = if register {
+            segs.first().map(|s| s.buf.clone())
+        } else {
+            None
+        };
+        let slots = if reg_buf.is_some() { 2 } else { 1 };
         let wr = WorkRequest::new(
             SqHandler {
                 sq: self.sq.clone(),
+                slots,
                 waiter: waiter.cloned(),
                 cache: recycle.map(|c| (self.cache.clone(), c)),
             },
             segs,
         )?;
         self.sq.acquire()?;
+        if let Some(b) = &reg_buf {
+            if let Err(e) = self.sq.acquire() {
+                self.sq.release();
+                return Err(e);
+            }
+            if let Err(e) = b.post_sink_registration(self.ep) {
+                pr_warn!("svcrdma: cannot post a sink registration: {:?}\n", e);
+                self.sq.release();
+                self.sq.release();
+                return Err(e);
+            }
+        }
         if let Some(w) = waiter {
             w.add();
         }
         if let Err(e) = self.ep.post_send(wr, op) {
-            self.sq.release();
+            for _ in 0..slots {
+                self.sq.release();
+            }
             if let Some(w) = waiter {
                 w.done(false);
             }
@@ -218,13 +247,13 @@ impl Io<'_> {
 
     /// Posts a Send of `bytes` from a cached buffer.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        let buf = self.cache.get(self.ep, Class::Send, bytes.len())?;
-        buf.write(0, bytes)?;
+        let t = self.cache.get(self.ep, Class::Send, bytes.len())?;
+        t.buf.write(0, bytes)?;
         let op = match inv {
             Some(k) => SendOp::SendWithInvalidate(k),
             None => SendOp::Send,
         };
-        self.post_one(None, buf, bytes.len(), op, Some(Class::Send))
+        self.post_one(None, t.buf, bytes.len(), op, Some(t.slot), false)
     }
 
     /// Pulls `total` bytes of a Read chunk with RDMA Read and hands each
@@ -236,36 +265,42 @@ impl Io<'_> {
         mut sink: impl FnMut(usize, &[u8]) -> Result,
     ) -> Result {
         let waiter = Waiter::new()?;
-        let mut pieces: KVec<(usize, usize, Arc<DmaBuf>)> = KVec::new();
+        let mut pieces: KVec<(usize, usize, Arc<DmaBuf>, usize)> = KVec::new();
         let posted = for_each_piece(segs, total, |off, len, addr, rkey| {
-            let buf = self.cache.get(self.ep, Class::ReadPiece, len)?;
-            pieces.push((off, len, buf.clone()), GFP_KERNEL)?;
+            let t = self.cache.get(self.ep, Class::ReadPiece, len)?;
+            pieces.push((off, len, t.buf.clone(), t.slot), GFP_KERNEL)?;
             stat_add(Stat::Read, 1);
             stat_add(Stat::ReadBytes, len as u64);
             self.post_one(
                 Some(&waiter),
-                buf,
+                t.buf,
                 len,
                 SendOp::RdmaRead {
                     remote_addr: addr,
                     rkey,
                 },
                 None,
+                t.needs_registration,
             )
         });
         // Whatever was posted must complete before the buffers are reused.
         let waited = waiter.wait_all();
+        let io_ok = posted.is_ok() && waited.is_ok();
         let res = posted.and(waited).and_then(|()| {
             let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
-            for (off, len, buf) in pieces.iter() {
+            for (off, len, buf, _) in pieces.iter() {
                 let dst = tmp.get_mut(..*len).ok_or(EINVAL)?;
                 buf.read(0, dst)?;
                 sink(*off, dst)?;
             }
             Ok(())
         });
-        for (_, _, buf) in pieces.iter() {
-            self.cache.put(buf, Class::ReadPiece);
+        // Only sinks whose Reads all succeeded are known to be registered
+        // (a flushed REG_MR leaves its MR unusable): the others are freed.
+        if io_ok {
+            for (_, _, buf, slot) in pieces.iter() {
+                self.cache.put(buf, *slot);
+            }
         }
         res
     }
@@ -283,19 +318,20 @@ impl Io<'_> {
         for_each_piece(segs, total, |off, len, addr, rkey| {
             let src = tmp.get_mut(..len).ok_or(EINVAL)?;
             source(off, src)?;
-            let buf = self.cache.get(self.ep, Class::WritePiece, len)?;
-            buf.write(0, src)?;
+            let t = self.cache.get(self.ep, Class::WritePiece, len)?;
+            t.buf.write(0, src)?;
             stat_add(Stat::Write, 1);
             stat_add(Stat::WriteBytes, len as u64);
             self.post_one(
                 None,
-                buf,
+                t.buf,
                 len,
                 SendOp::RdmaWrite {
                     remote_addr: addr,
                     rkey,
                 },
-                Some(Class::WritePiece),
+                Some(t.slot),
+                false,
             )
         })
     }

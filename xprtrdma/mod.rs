@@ -27,12 +27,12 @@ pub(crate) struct ClientTransport {
     _reg: Registration<transport::Client>,
     _debugfs: Pin<KBox<File<()>>>,
     _debugfs_bc: Pin<KBox<File<()>>>,
-    _dir: Dir,
 }
 
 impl ClientTransport {
     /// Registers the client transport class "rdma".
-    pub(crate) fn register(cfg: &Config) -> Result<Self> {
+    /// `dir` is the module's debugfs directory.
+    pub(crate) fn register(cfg: &Config, dir: &Dir) -> Result<Self> {
         let strategy = reg::Strategy::from_param()?;
         if strategy == reg::Strategy::Physical {
             pr_warn!(
@@ -42,7 +42,6 @@ impl ClientTransport {
         transport::set_config(cfg, strategy);
         // /sys/kernel/debug/rpcrdma_rs/client_registration: which strategy
         // transports use and what each strategy did.
-        let dir = Dir::new(c"rpcrdma_rs");
         let file = KBox::pin_init(
             dir.read_callback_file(c"client_registration", (), &|(): &(), f| reg::show(f)),
             GFP_KERNEL,
@@ -64,7 +63,6 @@ impl ClientTransport {
             _reg: reg,
             _debugfs: file,
             _debugfs_bc: bc_file,
-            _dir: dir,
         })
     }
 }

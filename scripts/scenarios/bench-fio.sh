@@ -50,6 +50,14 @@ case $ROLE in
         check "load-$SERVER_MOD-server" load_side "$SERVER_MOD" $SERVER_PARAMS || return 1
         if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
         server_wait_client_done "${CLIENT_WAIT:-1500}"
+        # The registration cache's totals over the run (rpcrdma_rs server).
+        _f=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
+        if [ "$SERVER_MOD" = rust ] && [ -r $_f ]; then
+            sed 's/^/vm:   regcache: /' $_f
+            info "regcache $(awk 'NR == 1 { en = $2 } NR > 2 { h += $3; m += $4; r += $5; e += $7 }
+                END { printf "enabled=%d hits=%d misses=%d registrations=%d evictions=%d hit_ratio=%.3f",
+                      en, h, m, r, e, (h + m > 0) ? h / (h + m) : 0 }' $_f)"
+        fi
         check nfs-server-stop stop_nfs_server
         ;;
     client)
