@@ -87,6 +87,24 @@ deleg_server() {
     fi
 }
 
+# Server side of server_device_removal, in the background: on request,
+# remove the server's RDMA device (rdma link delete must not hang: our
+# connections close and release everything on it, the listener survives),
+# add it back, and report "exit-status milliseconds" in .devremove-done.
+devremove_server() {
+    if wait_for 1500 test -e "$EXPORT/.devremove-request"; then
+        _dev=$(rdma link show | awk '{ split($2, a, "/"); print a[1]; exit }')
+        _t0=$(now_ms)
+        timeout 60 rdma link delete "$_dev"; _rc=$?
+        _ms=$(( $(now_ms) - _t0 ))
+        say "rdma link delete $_dev: exit $_rc after ${_ms} ms"
+        dmesg | grep -i 'svcrdma\|remov' | tail -n 5 | sed 's/^/vm:   dmesg: /'
+        sleep 2
+        rdma link add "$_dev" type "${_dev%%[0-9]*}" netdev "$NETIF" || say "rdma link add $_dev failed"
+        echo "$_rc $_ms" > "$EXPORT/.devremove-done"
+    fi
+}
+
 run_server() {
     if [ "$SERVER_MOD" = c ]; then
         check load-c-rpcrdma load_c_rpcrdma || return 1
@@ -99,8 +117,36 @@ run_server() {
     fi
     mkdir -p "$EXPORT" && echo "delegate me" > "$EXPORT/deleg.dat"
     deleg_server &
+    [ "$SERVER_MOD" = rust ] && devremove_server &
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
     grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass "rdma-listener-$SERVER_MOD" || fail "rdma-listener-$SERVER_MOD" "portlist"
+}
+
+# server_device_removal: the server's RDMA device is removed and added
+# back under a mounted NFSv4.2 client; the client reconnects and what it
+# wrote before reads back.
+server_device_removal() {
+    _n=server-device-removal
+    nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
+    head -c 4194304 /dev/urandom > /tmp/.devrm-src
+    cp /tmp/.devrm-src $MNT/devrm.dat && sync || { fail $_n "write before removal"; return 1; }
+    touch $MNT/.devremove-request && sync
+    # Every look at the export waits until the client has reconnected.
+    if ! wait_for 300 sh -c "ls -a $MNT | grep -q '^.devremove-done$'"; then
+        fail $_n "the server did not report back"; nfs_umount $MNT; return 1
+    fi
+    read -r _rc _ms < $MNT/.devremove-done
+    info "server device removal: rdma link delete exit $_rc after ${_ms} ms"
+    echo 3 > /proc/sys/vm/drop_caches
+    if [ "$_rc" != 0 ]; then
+        fail $_n "rdma link delete on the server: exit $_rc after ${_ms} ms"
+    elif ! timeout 300 cmp -s /tmp/.devrm-src $MNT/devrm.dat; then
+        fail $_n "data differs after the device came back"
+    else
+        pass $_n
+    fi
+    rm -f /tmp/.devrm-src $MNT/devrm.dat $MNT/.devremove-done
+    nfs_umount $MNT
 }
 
 run_client() {
@@ -124,6 +170,7 @@ run_client() {
             fail "nfs$v-mount-rdma" "$NFS_ERR"
         fi
     done
+    [ "$SERVER_MOD" = rust ] && server_device_removal
     # The IPv6 listener (nfsd creates one per address family). nfs_mount
     # insists on proto=rdma; over IPv6 the netid is rdma6.
     if [ -n "$SERVER_IP6" ]; then
