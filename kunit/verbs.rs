@@ -215,6 +215,34 @@ pub(crate) fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>
     Ok(v)
 }
 
+/// Fills `source` (a server buffer the client may read at `addr`/`rkey`)
+/// with `seed`'s pattern, RDMA-Reads it into `sink` from the client and
+/// checks what arrived.
+fn read_pattern_into(
+    pair: &Pair,
+    source: &Arc<DmaBuf>,
+    (addr, rkey): (u64, u32),
+    sink: &Arc<DmaBuf>,
+    seed: u8,
+) -> Result {
+    let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+    pattern(seed, &mut expect);
+    source.write(0, &expect)?;
+    let wc = client_op(
+        pair,
+        one_segment(sink, BULK_LEN)?,
+        SendOp::RdmaRead {
+            remote_addr: addr,
+            rkey,
+        },
+    )?;
+    assert!(wc.is_ok());
+    let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+    sink.read(0, &mut got)?;
+    assert!(got[..] == expect[..]);
+    Ok(())
+}
+
 pub(crate) fn pattern(seed: u8, out: &mut [u8]) {
     for (i, b) in out.iter_mut().enumerate() {
         *b = seed.wrapping_add((i % 251) as u8).wrapping_mul(7);
@@ -315,26 +343,9 @@ mod tests {
     fn rdma_read_multi_page_buffer() -> Result {
         let pair = connect_pair()?;
         let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
-        pattern(0x5a, &mut expect);
-        source.write(0, &expect)?;
-        let Some((addr, rkey)) = source.remote_handle() else {
-            return Err(EINVAL);
-        };
+        let handle = source.remote_handle().ok_or(EINVAL)?;
         let sink = pair.client.alloc_buf(BULK_LEN, DmaDir::FromDevice)?;
-        let wc = client_op(
-            &pair,
-            one_segment(&sink, BULK_LEN)?,
-            SendOp::RdmaRead {
-                remote_addr: addr,
-                rkey,
-            },
-        )?;
-        assert!(wc.is_ok());
-        let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
-        sink.read(0, &mut got)?;
-        assert!(got[..] == expect[..]);
-        Ok(())
+        read_pattern_into(&pair, &source, handle, &sink, 0x5a)
     }
 
     /// The server registration cache's sink path on this device: a slab
@@ -345,28 +356,12 @@ mod tests {
         let pair = connect_pair()?;
         let slab = SlabCache::new(c"rpcrdma_rs_kunit_sink", BULK_LEN, 4096)?;
         let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let Some((addr, rkey)) = source.remote_handle() else {
-            return Err(EINVAL);
-        };
+        let handle = source.remote_handle().ok_or(EINVAL)?;
         let sink = DmaBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
         assert!(sink.has_sink_mr());
         sink.post_sink_registration(&pair.client)?;
         for seed in [0x11u8, 0x77] {
-            let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
-            pattern(seed, &mut expect);
-            source.write(0, &expect)?;
-            let wc = client_op(
-                &pair,
-                one_segment(&sink, BULK_LEN)?,
-                SendOp::RdmaRead {
-                    remote_addr: addr,
-                    rkey,
-                },
-            )?;
-            assert!(wc.is_ok());
-            let mut got = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
-            sink.read(0, &mut got)?;
-            assert!(got[..] == expect[..]);
+            read_pattern_into(&pair, &source, handle, &sink, seed)?;
         }
         assert_eq!(slab.registrations(), 1);
         assert_eq!(slab.live(), 1);
@@ -393,9 +388,7 @@ mod tests {
         let (pair, user) = connect_pair_on(true)?;
         let user = user.ok_or(EINVAL)?;
         let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let Some((addr, rkey)) = source.remote_handle() else {
-            return Err(EINVAL);
-        };
+        let handle = source.remote_handle().ok_or(EINVAL)?;
         for (round, seed) in [0x21u8, 0x42].into_iter().enumerate() {
             let got = user.get(0, &pair.client)?;
             assert_eq!(got.hit, round == 1);
@@ -403,21 +396,7 @@ mod tests {
             if got.needs_registration {
                 got.buf.post_sink_registration(&pair.client)?;
             }
-            let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
-            pattern(seed, &mut expect);
-            source.write(0, &expect)?;
-            let wc = client_op(
-                &pair,
-                one_segment(&got.buf, BULK_LEN)?,
-                SendOp::RdmaRead {
-                    remote_addr: addr,
-                    rkey,
-                },
-            )?;
-            assert!(wc.is_ok());
-            let mut back = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
-            got.buf.read(0, &mut back)?;
-            assert!(back[..] == expect[..]);
+            read_pattern_into(&pair, &source, handle, &got.buf, seed)?;
             user.put(0, &got.buf);
         }
         let c = regcache::class_counters(0).ok_or(EINVAL)?;
