@@ -5,7 +5,8 @@
 # connects to it with the verbs layer and checks each answer (ERR_VERS,
 # ERR_CHUNK, silence for RDMA_DONE, a NULL call still answered afterwards,
 # a failed RDMA Read closing only its own connection). Then the server must
-# still be running and the module must unload without leaks.
+# still be running; nfsd's netlink listener-set creates an RDMA listener
+# through our class that a mount uses; the module must unload without leaks.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
 KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
 SUITE=rpcrdma_rs_svc_hostile
@@ -45,6 +46,30 @@ else
 fi
 grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass server-still-listening || fail server-still-listening "portlist"
 check kunit-module-unload rmmod rpcrdma_rs_kunit
+
+# nfsd's netlink path (what nfsdctl uses instead of portlist): with the
+# threads stopped, listener-set asks for a TCP and an RDMA listener, which
+# nfsd creates through our class; then a mount over it (our client, this
+# VM) writes and reads a file.
+netlink_listener() {
+    NL_ERR=
+    echo 0 > /proc/fs/nfsd/threads || { NL_ERR="stop threads"; return 1; }
+    _out=$(python3 "$REPO_ROOT/scripts/guest/nfsd-listener-set.py" "tcp:0.0.0.0:2049" "rdma:0.0.0.0:$NFS_RDMA_PORT" 2>&1) ||
+        { NL_ERR="listener-set: $_out"; return 1; }
+    echo 4 > /proc/fs/nfsd/threads || { NL_ERR="start threads"; return 1; }
+    say "portlist after listener-set: $(tr '\n' ' ' < /proc/fs/nfsd/portlist)"
+    grep -q "^rdma $NFS_RDMA_PORT" /proc/fs/nfsd/portlist || { NL_ERR="no rdma listener in portlist"; return 1; }
+    _save=$NFS_MOUNT_WAIT; NFS_MOUNT_WAIT=60
+    nfs_mount 4.2 "$MYIP" /tmp/mnt-nl; _rc=$?; NFS_MOUNT_WAIT=$_save
+    [ $_rc = 0 ] || { NL_ERR="mount: $NFS_ERR"; return 1; }
+    head -c 1048576 /dev/urandom > /tmp/.nl-src
+    cp /tmp/.nl-src /tmp/mnt-nl/nl.dat && echo 3 > /proc/sys/vm/drop_caches
+    cmp -s /tmp/.nl-src /tmp/mnt-nl/nl.dat || NL_ERR="data differs"
+    rm -f /tmp/.nl-src /tmp/mnt-nl/nl.dat
+    nfs_umount /tmp/mnt-nl
+    [ -z "$NL_ERR" ]
+}
+if netlink_listener; then pass nfsd-netlink-rdma-listener; else fail nfsd-netlink-rdma-listener "$NL_ERR"; fi
 check nfs-server-stop stop_nfs_server
 check rpcrdma_rs-unload unload_rust_rpcrdma
 if dmesg | grep -q 'RDMA objects still live'; then
