@@ -14,6 +14,8 @@ SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 CLIENT_MOD=${6:-c}        # 'rust': our client too (rust-rust interop)
 SERVER_PARAMS=$(echo "${7:--}" | tr '+' ' ' | sed 's/^-$//')   # rpcrdma_rs.ko params on the server
 MNT=/tmp/mnt
+# The address the server adds while listening (server_device_removal).
+NEW_SERVER_IP=${SERVER_IP%.*}.10
 
 # small_io NAME MNT: small files, a directory listing, symlinks (one needs a
 # long Call), a rename.
@@ -90,7 +92,8 @@ deleg_server() {
 # Server side of server_device_removal, in the background: on request,
 # remove the server's RDMA device (rdma link delete must not hang: our
 # connections close and release everything on it, the listener survives),
-# add it back, and report "exit-status milliseconds" in .devremove-done.
+# add it back, add NEW_SERVER_IP to the interface, and report
+# "exit-status milliseconds" in .devremove-done.
 devremove_server() {
     if wait_for 1500 test -e "$EXPORT/.devremove-request"; then
         _dev=$(rdma link show | awk '{ split($2, a, "/"); print a[1]; exit }')
@@ -101,6 +104,9 @@ devremove_server() {
         dmesg | grep -i 'svcrdma\|remov' | tail -n 5 | sed 's/^/vm:   dmesg: /'
         sleep 2
         rdma link add "$_dev" type "${_dev%%[0-9]*}" netdev "$NETIF" || say "rdma link add $_dev failed"
+        # An address change under the listener: a new address on the
+        # interface, which the (wildcard) listener must serve too.
+        ip addr add "$NEW_SERVER_IP/24" dev "$NETIF" || say "ip addr add $NEW_SERVER_IP failed"
         echo "$_rc $_ms" > "$EXPORT/.devremove-done"
     fi
 }
@@ -147,6 +153,18 @@ server_device_removal() {
     fi
     rm -f /tmp/.devrm-src $MNT/devrm.dat $MNT/.devremove-done
     nfs_umount $MNT
+    # The server gained an address while its listener was up: a mount
+    # through it is served by the same listener. (NFSv3: an NFSv4.1 client
+    # would find the server it already knows and reuse that connection.)
+    _n=listener-after-address-change
+    if nfs_mount 3 "$NEW_SERVER_IP" $MNT; then
+        echo "new address" > $MNT/addr.txt && echo 3 > /proc/sys/vm/drop_caches
+        if [ "$(cat $MNT/addr.txt)" = "new address" ]; then pass $_n; else fail $_n "I/O through $NEW_SERVER_IP"; fi
+        rm -f $MNT/addr.txt
+        nfs_umount $MNT
+    else
+        fail $_n "mount through $NEW_SERVER_IP: $NFS_ERR"
+    fi
 }
 
 run_client() {
