@@ -10,7 +10,7 @@
 //! which no handler reposts and the last reference frees everything.
 
 use super::backchannel::{is_call, max_payload, BC_RECVS, BC_SLOTS};
-use super::reg::{add as add_counter, counters, Reg, Strategy, StrategyCounters};
+use super::reg::{add, counters, Reg, Strategy, StrategyCounters};
 use super::transport::{bump, Settings, Stats};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::decode::decode_reply;
@@ -403,7 +403,7 @@ impl Conn {
         match self.mrs.lock().pop() {
             Some(mr) => Ok(mr),
             None => {
-                add_counter(&self.counters().pool_empty_waits, 1);
+                add(&self.counters().pool_empty_waits, 1);
                 if self.stats.mr_pool_empty.fetch_add(1, Relaxed) == 0 {
                     pr_warn!("MR pool empty: calls wait for registrations to be released\n");
                 }
@@ -436,7 +436,7 @@ impl Conn {
         regs: &mut KVec<Reg>,
         segs: &mut KVec<Segment>,
     ) -> Result {
-        add_counter(&self.counters().registrations, 1);
+        add(&self.counters().registrations, 1);
         if self.settings.strategy == Strategy::Physical {
             let max = self.params.max_rdma_segs;
             let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, offset, len, writable, max)?;
@@ -503,7 +503,7 @@ impl Conn {
         if mrs.is_empty() {
             return;
         }
-        add_counter(&self.counters().batched_invalidations, mrs.len() as u64);
+        add(&self.counters().batched_invalidations, mrs.len() as u64);
         let Ok(keys) = rkeys(&mrs) else {
             self.xprt.force_disconnect();
             return;
@@ -826,21 +826,16 @@ impl Conn {
         let Some(p) = found else {
             return;
         };
-        let mut mrs = KVec::new();
-        for reg in p.regs {
-            // Physical mappings are unmapped when dropped here.
-            if let Reg::Mr(mr) = reg {
-                if mrs.push(mr, GFP_KERNEL).is_err() {
-                    self.revoke_all();
-                    return;
-                }
-            }
+        let (mrs, lost) = mrs_of(p.regs);
+        if lost {
+            self.revoke_all();
+            return;
         }
         if mrs.is_empty() {
             return;
         }
         add(&self.stats.local_inv_needed, mrs.len() as u64);
-        add_counter(&self.counters().invalidations, mrs.len() as u64);
+        add(&self.counters().invalidations, mrs.len() as u64);
         let done = rkeys(&mrs).and_then(|keys| {
             let done = Arc::pin_init(
                 pin_init!(SyncInvDone {
@@ -852,22 +847,16 @@ impl Conn {
             self.post_inv_chain(&keys, done.clone())?;
             Ok(done)
         });
-        match done {
-            Ok(done) => {
-                // Completes even when the queue pair is flushed.
-                done.done.wait_for_completion();
-                if done.ok.load(Relaxed) {
-                    self.recycle(mrs);
-                    return;
-                }
-                drop(mrs);
-                self.revoke_all();
-            }
-            Err(_) => {
-                drop(mrs);
-                self.revoke_all();
+        if let Ok(done) = done {
+            // Completes even when the queue pair is flushed.
+            done.done.wait_for_completion();
+            if done.ok.load(Relaxed) {
+                self.recycle(mrs);
+                return;
             }
         }
+        drop(mrs);
+        self.revoke_all();
     }
 
     /// Revokes every registration at once, synchronously, for when one
@@ -972,14 +961,10 @@ impl Conn {
             return;
         };
         // Physical mappings are simply unmapped; MRs need invalidation.
-        let mut mrs = KVec::new();
-        for reg in p.regs {
-            if let Reg::Mr(mr) = reg {
-                if mrs.push(mr, GFP_KERNEL).is_err() {
-                    // That MR was freed without invalidation: revoke all.
-                    self.xprt.force_disconnect();
-                }
-            }
+        let (mut mrs, lost) = mrs_of(p.regs);
+        if lost {
+            // An MR was freed without invalidation: revoke all.
+            self.xprt.force_disconnect();
         }
         // An MR the server invalidated remotely needs no LOCAL_INV.
         // We always offer Send With Invalidate (RFC 8797 flag).
@@ -987,7 +972,7 @@ impl Conn {
             if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
                 if let Ok(mr) = mrs.remove(pos) {
                     bump(&self.stats.remote_inv);
-                    add_counter(&self.counters().remote_invalidations, 1);
+                    add(&self.counters().remote_invalidations, 1);
                     self.recycle_one(mr);
                 }
             }
@@ -1015,7 +1000,7 @@ impl Conn {
             return;
         }
         add(&self.stats.local_inv_needed, n as u64);
-        add_counter(&self.counters().invalidations, n as u64);
+        add(&self.counters().invalidations, n as u64);
         let Ok(keys) = rkeys(&mrs) else {
             // Cannot track the invalidation: revoke everything instead
             // (dropping `rqst` fails the RPC).
@@ -1070,6 +1055,20 @@ fn watch(conn: Arc<Conn>) {
     done.complete_all();
 }
 
+/// The MRs among `regs` (physical mappings are unmapped as they drop
+/// here), and whether any MR had to be dropped because there was no
+/// memory to keep it.
+fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, bool) {
+    let mut mrs = KVec::new();
+    let mut lost = false;
+    for reg in regs {
+        if let Reg::Mr(mr) = reg {
+            lost |= mrs.push(mr, GFP_KERNEL).is_err();
+        }
+    }
+    (mrs, lost)
+}
+
 /// The steering tags of `mrs`.
 fn rkeys(mrs: &KVec<Mr>) -> Result<KVec<u32>> {
     let mut keys = KVec::with_capacity(mrs.len(), GFP_KERNEL)?;
@@ -1077,8 +1076,4 @@ fn rkeys(mrs: &KVec<Mr>) -> Result<KVec<u32>> {
         keys.push(mr.segment().handle, GFP_KERNEL)?;
     }
     Ok(keys)
-}
-
-fn add(c: &Atomic<u64>, n: u64) {
-    c.add(n, Relaxed);
 }
