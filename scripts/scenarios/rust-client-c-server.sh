@@ -143,45 +143,49 @@ xprt_field() {  # xprt_field N: field N of the mount's "xprt: rdma" line
     awk -v m="$MNT" -v n="$1" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $(n + 2); exit }' /proc/self/mountstats
 }
 
-# server_restart: nfsd restarts under a mounted NFSv4.2 client; what was
-# written before is read back afterwards through a new connection.
-server_restart() {
-    _n=server-restart-reconnect
+# reconnect_check NAME WHAT DISRUPT SIZE: under a mounted NFSv4.2 client,
+# write SIZE bytes, run DISRUPT (a function that fails the check itself
+# and returns non-zero if it cannot do its part), then read the file back
+# through a new connection and write another one; mountstats must count a
+# reconnect.
+reconnect_check() {
+    _n=$1 _what=$2 _disrupt=$3 _size=$4
     nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
-    head -c 8388608 /dev/urandom > /tmp/.restart-src
-    cp /tmp/.restart-src $MNT/restart.dat && sync || { fail $_n "write before restart"; return 1; }
-    _s1=$(sha256sum < /tmp/.restart-src | cut -d' ' -f1)
-    _cc0=$(xprt_field 3)
-    touch $MNT/.restart-request && sync
-    sleep 12
-    echo 3 > /proc/sys/vm/drop_caches
-    _s2=$(timeout 240 sha256sum < $MNT/restart.dat | cut -d' ' -f1)
-    echo after > $MNT/restart-after.txt && sync
-    _cc1=$(xprt_field 3)
-    info "server restart: connect_count $_cc0 -> $_cc1"
-    if [ "$_s1" != "$_s2" ]; then
-        fail $_n "data differs after the restart ($_s2)"
-    elif [ "$(cat $MNT/restart-after.txt 2>/dev/null)" != after ]; then
-        fail $_n "cannot write after the restart"
-    elif [ "${_cc1:-0}" -le "${_cc0:-0}" ]; then
-        fail $_n "no reconnect counted (connect_count $_cc0 -> $_cc1)"
+    head -c "$_size" /dev/urandom > /tmp/.rc-src
+    if cp /tmp/.rc-src $MNT/rc.dat && sync; then
+        _cc0=$(xprt_field 3)
+        if $_disrupt; then
+            echo 3 > /proc/sys/vm/drop_caches
+            _ok=1
+            timeout 300 cmp -s /tmp/.rc-src $MNT/rc.dat || _ok=0
+            { echo after > $MNT/rc-after.txt && sync &&
+                [ "$(cat $MNT/rc-after.txt 2>/dev/null)" = after ]; } || _ok=0
+            _cc1=$(xprt_field 3)
+            info "$_what: connect_count $_cc0 -> $_cc1"
+            if [ $_ok = 0 ]; then
+                fail $_n "I/O after the $_what failed (data read back or a new write)"
+            elif [ "${_cc1:-0}" -le "${_cc0:-0}" ]; then
+                fail $_n "no reconnect counted (connect_count $_cc0 -> $_cc1)"
+            else
+                pass $_n
+            fi
+        fi
     else
-        pass $_n
+        fail $_n "write before the $_what"
     fi
-    rm -f /tmp/.restart-src $MNT/restart.dat $MNT/restart-after.txt
+    rm -f /tmp/.rc-src $MNT/rc.dat $MNT/rc-after.txt
     nfs_umount $MNT
 }
 
-# device_removal: the client's RDMA device goes away under a mounted
-# NFSv4.2 client (rdma link delete must not hang: the transport releases
-# everything it holds on the device), then comes back; I/O resumes on a
-# new connection and what was written before reads back.
-device_removal() {
-    _n=client-device-removal
-    nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
-    head -c 4194304 /dev/urandom > /tmp/.devrm-src
-    cp /tmp/.devrm-src $MNT/devrm.dat && sync || { fail $_n "write before removal"; return 1; }
-    _cc0=$(xprt_field 3)
+# nfsd restarts under the mount (server_helper does it on request).
+restart_server() {
+    touch $MNT/.restart-request && sync
+    sleep 12
+}
+
+# The client's RDMA device goes away (rdma link delete must not hang: the
+# transport releases everything it holds on the device) and comes back.
+remove_client_device() {
     _t0=$(now_ms)
     if ! timeout 60 rdma link delete rxe0; then
         fail $_n "rdma link delete rxe0 failed or hung"; return 1
@@ -190,21 +194,6 @@ device_removal() {
     dmesg | grep -i 'device.*remov' | tail -n 3 | sed 's/^/vm:   dmesg: /'
     sleep 2
     rdma link add rxe0 type rxe netdev "$NETIF" || { fail $_n "rdma link add rxe0"; return 1; }
-    echo 3 > /proc/sys/vm/drop_caches
-    _ok=1
-    timeout 300 cmp -s /tmp/.devrm-src $MNT/devrm.dat || _ok=0
-    echo again > $MNT/devrm-after.txt && sync || _ok=0
-    _cc1=$(xprt_field 3)
-    info "device removal: connect_count $_cc0 -> $_cc1"
-    if [ $_ok = 0 ]; then
-        fail $_n "I/O after the device came back failed"
-    elif [ "${_cc1:-0}" -le "${_cc0:-0}" ]; then
-        fail $_n "no reconnect counted (connect_count $_cc0 -> $_cc1)"
-    else
-        pass $_n
-    fi
-    rm -f /tmp/.devrm-src $MNT/devrm.dat $MNT/devrm-after.txt
-    nfs_umount $MNT
 }
 
 ipv6_mount() {
@@ -267,8 +256,8 @@ run_client() {
     for x in $EXTRAS; do
         case $x in
             ipv6) ipv6_mount ;;
-            restart) server_restart ;;
-            devremove) device_removal ;;
+            restart) reconnect_check server-restart-reconnect "server restart" restart_server 8388608 ;;
+            devremove) reconnect_check client-device-removal "device removal" remove_client_device 4194304 ;;
             -) ;;
             *) fail "extra-$x" "unknown extra" ;;
         esac
