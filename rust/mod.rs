@@ -21,6 +21,7 @@ mod bindings;
 pub mod cm;
 pub mod device;
 pub mod live;
+pub mod ratelimit;
 pub mod regcache;
 pub mod shrinker;
 pub mod slab;
