@@ -255,10 +255,56 @@ pub(crate) fn client_op(
     segments: KVec<Segment>,
     op: SendOp,
 ) -> Result<WorkCompletion> {
+    op_on(&pair.client, segments, op)
+}
+
+/// Posts `op` on `ep` over `segments` and waits for its completion.
+fn op_on(ep: &Endpoint, segments: KVec<Segment>, op: SendOp) -> Result<WorkCompletion> {
     let waiter = Waiter::new()?;
     let wr = WorkRequest::new(waiter.clone(), segments)?;
-    step("post_send", pair.client.post_send(wr, op))?;
+    step("post_send", ep.post_send(wr, op))?;
     waiter.wait()
+}
+
+/// Client `who` (its own queue pair `ep`) RDMA-Writes a foreign pattern to
+/// a server sink at `addr` with `key`: the write must fail. On IB/RoCE the
+/// responder's NAK fails the Write's completion; on iWARP a Write completes
+/// at the requester once sent, and the responder's refusal (a Terminate)
+/// moves the queue pair to error, so a Write posted after it completes in
+/// error (flush): repeated for up to a few seconds until one does.
+fn foreign_write_fails(who: &str, ep: &Endpoint, addr: u64, key: u32) -> Result {
+    let src = ep.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
+    let mut bytes = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+    pattern(0xee, &mut bytes);
+    src.write(0, &bytes)?;
+    for attempt in 0..100 {
+        let wc = op_on(
+            ep,
+            one_segment(&src, BULK_LEN)?,
+            SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey: key,
+            },
+        )?;
+        if !wc.is_ok() {
+            pr_info!(
+                "client {} RDMA Write to sink key {:#x}: attempt {} status {}\n",
+                who,
+                key,
+                attempt,
+                wc.status
+            );
+            return Ok(());
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(20));
+    }
+    pr_err!(
+        "client {}: RDMA Write to sink key {:#x} never failed\n",
+        who,
+        key
+    );
+    assert!(false);
+    Err(EIO)
 }
 
 #[kunit_tests(rpcrdma_rs_verbs)]
@@ -349,8 +395,9 @@ mod tests {
     }
 
     /// The server registration cache's sink path on this device: a slab
-    /// object mapped and given an MR (REG_MR with remote write access, as
-    /// iWARP requires), registered once and then used by two RDMA Reads.
+    /// object mapped and given an MR, used by two RDMA Reads: on iWARP
+    /// (remote write access) registered before each Read, which invalidates
+    /// it; elsewhere (local write only) registered once.
     #[test]
     fn rdma_read_into_registered_slab_sink() -> Result {
         let pair = connect_pair()?;
@@ -359,11 +406,16 @@ mod tests {
         let handle = source.remote_handle().ok_or(EINVAL)?;
         let sink = DmaBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
         assert!(sink.has_sink_mr());
+        let per_use = sink.sink_registers_per_use();
+        assert_eq!(per_use, pair.client.pd().is_iwarp());
         sink.post_sink_registration(&pair.client)?;
-        for seed in [0x11u8, 0x77] {
+        for (i, seed) in [0x11u8, 0x77].into_iter().enumerate() {
+            if i > 0 && per_use {
+                sink.post_sink_registration(&pair.client)?;
+            }
             read_pattern_into(&pair, &source, handle, &sink, seed)?;
         }
-        assert_eq!(slab.registrations(), 1);
+        assert_eq!(slab.registrations(), if per_use { 2 } else { 1 });
         assert_eq!(slab.live(), 1);
         drop(sink);
         assert_eq!(slab.live(), 0);
@@ -371,13 +423,20 @@ mod tests {
         Ok(())
     }
 
-    /// The registration cache on this device with `force_mr`: a miss
-    /// creates a sink that is registered once, a hit reuses it without a
-    /// registration, and the shrinker frees the idle sink (deregistering it
-    /// from its work item). The only case that creates the kunit module's
-    /// cache (it can be initialised once per module).
+    /// The registration cache on this device with `force_mr`, shared by two
+    /// server connections (A's and B's) on the device's one PD: a miss
+    /// creates a sink for client A's Read (A learns its key and address: an
+    /// iWARP Read Request carries them), a hit hands the same sink to client
+    /// B's Read. A's RDMA Write (its own QP) to the key it saw, after B's
+    /// registration and before B's Read, fails, and B's data verifies; once
+    /// B's Read completed, B's own key no longer writes the sink either
+    /// (audit finding 2). On iWARP each use registers (new key, remote
+    /// write, invalidated by the Read), elsewhere the sink is registered
+    /// once with local write only. Then the shrinker frees the idle sink
+    /// (deregistering it from its work item). The only case that creates
+    /// the kunit module's cache (it can be initialised once per module).
     #[test]
-    fn registration_cache_registers_once_and_shrinks() -> Result {
+    fn registration_cache_keeps_clients_apart_and_shrinks() -> Result {
         const SPECS: [ClassSpec; 1] = [ClassSpec {
             name: c"rpcrdma_rs_kunit_rc",
             size: BULK_LEN,
@@ -385,22 +444,50 @@ mod tests {
             read_sink: true,
         }];
         let rc = RegCache::new(&SPECS, true, true, 4)?;
-        let (pair, user) = connect_pair_on(true)?;
-        let user = user.ok_or(EINVAL)?;
-        let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let handle = source.remote_handle().ok_or(EINVAL)?;
-        for (round, seed) in [0x21u8, 0x42].into_iter().enumerate() {
-            let got = user.get(0, &pair.client)?;
-            assert_eq!(got.hit, round == 1);
-            assert_eq!(got.needs_registration, round == 0);
-            if got.needs_registration {
-                got.buf.post_sink_registration(&pair.client)?;
-            }
-            read_pattern_into(&pair, &source, handle, &got.buf, seed)?;
-            user.put(0, &got.buf);
+        let (pair_a, user_a) = connect_pair_on(true)?;
+        let user_a = user_a.ok_or(EINVAL)?;
+        let (pair_b, user_b) = connect_pair_on(true)?;
+        let user_b = user_b.ok_or(EINVAL)?;
+        let per_use = pair_a.client.pd().is_iwarp();
+        // Client A's Read: a miss.
+        let src_a = pair_a.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
+        let handle_a = src_a.remote_handle().ok_or(EINVAL)?;
+        let got = user_a.get(0, &pair_a.client)?;
+        assert!(!got.hit);
+        assert!(got.needs_registration);
+        got.buf.post_sink_registration(&pair_a.client)?;
+        read_pattern_into(&pair_a, &src_a, handle_a, &got.buf, 0x21)?;
+        // What A's Read Request carried (iWARP Data Sink STag and TO).
+        let seen = (got.buf.dma_addr(), got.buf.sink_key().ok_or(EINVAL)?);
+        user_a.put(0, &got.buf);
+        let sink = got.buf;
+        // Client B's Read: a hit on the same sink.
+        let src_b = pair_b.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
+        let handle_b = src_b.remote_handle().ok_or(EINVAL)?;
+        let got = user_b.get(0, &pair_b.client)?;
+        assert!(got.hit);
+        assert!(Arc::ptr_eq(&got.buf, &sink));
+        assert_eq!(got.needs_registration, per_use);
+        if got.needs_registration {
+            got.buf.post_sink_registration(&pair_b.client)?;
+            assert!(got.buf.sink_key() != Some(seen.1));
         }
+        foreign_write_fails("A", &pair_a.server, seen.0, seen.1)?;
+        read_pattern_into(&pair_b, &src_b, handle_b, &got.buf, 0x42)?;
+        // B's key does not outlive B's Read.
+        let key_b = got.buf.sink_key().ok_or(EINVAL)?;
+        foreign_write_fails("B", &pair_b.server, seen.0, key_b)?;
+        let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+        pattern(0x42, &mut expect);
+        let mut now = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
+        got.buf.read(0, &mut now)?;
+        assert!(now[..] == expect[..]);
+        user_b.put(0, &got.buf);
+        drop(got);
+        drop(sink);
         let c = regcache::class_counters(0).ok_or(EINVAL)?;
-        assert_eq!((c.hits, c.misses, c.registrations), (1, 1, 1));
+        let regs = if per_use { 2 } else { 1 };
+        assert_eq!((c.hits, c.misses, c.registrations), (1, 1, regs));
         assert_eq!(c.entries, 1);
         assert_eq!(regcache::shrink_now(8), 1);
         // The sink's MR is deregistered by the cache's work item.
@@ -411,8 +498,10 @@ mod tests {
         }
         let c = regcache::class_counters(0).ok_or(EINVAL)?;
         assert_eq!((c.evictions, c.deregistrations, c.entries), (1, 1, 0));
-        drop(pair);
-        drop(user);
+        drop(pair_a);
+        drop(pair_b);
+        drop(user_a);
+        drop(user_b);
         drop(rc);
         Ok(())
     }

@@ -328,6 +328,7 @@ int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 {
 	struct ib_rdma_wr wr = {};
 	const struct ib_send_wr *bad;
+	struct ib_sge inv_sge;
 
 	wr.wr.wr_cqe = cqe;
 	wr.wr.sg_list = (struct ib_sge *)sge;
@@ -348,6 +349,20 @@ int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 		break;
 	case RPCRDMA_RS_OP_RDMA_READ:
 		wr.wr.opcode = IB_WR_RDMA_READ;
+		wr.remote_addr = remote_addr;
+		wr.rkey = rkey;
+		break;
+	case RPCRDMA_RS_OP_RDMA_READ_WITH_INV:
+		/* One sink, named by the key its REG_MR just made (the caller's
+		 * SGE may predate it); providers copy the SGE at post time.
+		 */
+		if (num_sge != 1)
+			return -EINVAL;
+		inv_sge = sge[0];
+		inv_sge.lkey = invalidate_rkey;
+		wr.wr.sg_list = &inv_sge;
+		wr.wr.opcode = IB_WR_RDMA_READ_WITH_INV;
+		wr.wr.ex.invalidate_rkey = invalidate_rkey;
 		wr.remote_addr = remote_addr;
 		wr.rkey = rkey;
 		break;

@@ -15,13 +15,21 @@
 //!   down when the last one goes (and the device's removal, which closes
 //!   every connection, therefore also releases it).
 //! - A buffer is a [`DmaBuf`] handed out and returned as an owned handle
-//!   (`Arc<DmaBuf>`): it is never looked up by address, and nothing about it
-//!   (address, key) is ever sent to a peer; the server only names the
-//!   client's memory (its rkeys) in RDMA Reads and Writes.
-//! - Sink MRs (iWARP, or `force_mr`) are registered once, when the buffer is
-//!   created on a miss (REG_MR posted ahead of the first RDMA Read into it),
-//!   with local and remote write access as C `rdma_rw_ctx_init` does for
-//!   iWARP; a hit posts no registration.
+//!   (`Arc<DmaBuf>`): it is never looked up by address. The server only
+//!   names the client's memory (its rkeys) in RDMA Reads and Writes, but on
+//!   iWARP an RDMA Read Request carries the sink's STag and address to the
+//!   client, so every client learns the keys of the sinks its Reads used.
+//! - Sink MRs (audit finding 2): on iWARP, where a Read sink needs remote
+//!   write access and the PD is shared by every connection on the device,
+//!   a sink is registered (REG_MR with a new key) before every RDMA Read
+//!   into it and invalidated by that Read (RDMA_READ_WITH_INV, C
+//!   `rdma_rw_init_mr_wrs`), so its key is valid only from its REG_MR until
+//!   its Read completes and a key a client saw never names it again: a
+//!   client cannot write into the sink while it serves another client. The
+//!   buffer still keeps its DMA mapping and MR object across uses (no
+//!   `ib_alloc_mr`/`ib_map_mr_sg`/`ib_dereg_mr` per I/O). With `force_mr`
+//!   on IB/RoCE the sink MR gets local write only and is registered once,
+//!   when created on a miss; a hit posts no registration there.
 //! - A shrinker gives idle buffers back under memory pressure. Buffers
 //!   without an MR are freed at once; buffers with one are handed to a work
 //!   item, because `ib_dereg_mr` may sleep and wait for the device.
@@ -262,8 +270,9 @@ impl DevCache {
 pub struct Got {
     /// The buffer, mapped on the device (whole class size).
     pub buf: Arc<DmaBuf>,
-    /// Its sink MR was just created: post [`DmaBuf::post_sink_registration`]
-    /// on the connection before the first RDMA Read into it.
+    /// Post [`DmaBuf::post_sink_registration`] on the connection before the
+    /// RDMA Read into it: its sink MR was just created, or (iWARP) the sink
+    /// is registered for each use.
     pub needs_registration: bool,
     /// Whether it came from the cache.
     pub hit: bool,
@@ -336,9 +345,11 @@ impl CacheUser {
             let hit = c.idle.lock().get_mut(class).and_then(|l| l.pop());
             if let Some(buf) = hit {
                 stats.hits.add(1, Relaxed);
+                // The last Read invalidated a remotely writable sink.
+                let needs_registration = buf.sink_registers_per_use();
                 return Ok(Got {
                     buf,
-                    needs_registration: false,
+                    needs_registration,
                     hit: true,
                 });
             }
@@ -597,26 +608,34 @@ pub fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     )?;
     writeln!(
         f,
-        "class size hits misses registrations deregistrations evictions overflows entries bytes idle"
+        "class size hits misses registrations deregistrations evictions overflows entries bytes idle reg_per_use"
     )?;
     for (i, c) in root.classes.iter().enumerate() {
         let Some(s) = STATS.get(i) else { break };
         let live = c.slab.live().max(0);
         let idle: u64 = root.devs.iter().map(|e| e.cache.idle_in(i)).sum();
+        let hits = s.hits.load(Relaxed);
+        let misses = s.misses.load(Relaxed);
+        // Registrations per use (hundredths): 1.00 for iWARP sinks (one
+        // REG_MR per Read, each Read invalidating it), ~0 elsewhere.
+        let uses = hits.saturating_add(misses).max(1);
+        let per = c.slab.registrations().saturating_mul(100) / uses;
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {}.{:02}",
             c.spec.name.to_str().unwrap_or("?"),
             c.spec.size,
-            s.hits.load(Relaxed),
-            s.misses.load(Relaxed),
+            hits,
+            misses,
             c.slab.registrations(),
             c.slab.deregistrations(),
             s.evictions.load(Relaxed),
             s.overflows.load(Relaxed),
             live,
             (live as u64).saturating_mul(c.spec.size as u64),
-            idle
+            idle,
+            per / 100,
+            per % 100
         )?;
     }
     Ok(())

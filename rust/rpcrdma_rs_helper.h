@@ -132,6 +132,10 @@ enum rpcrdma_rs_send_op {
 	RPCRDMA_RS_OP_SEND_WITH_INV = 1,
 	RPCRDMA_RS_OP_RDMA_WRITE = 2,
 	RPCRDMA_RS_OP_RDMA_READ = 3,
+	/* RDMA Read that invalidates its (single) sink's key, invalidate_rkey,
+	 * when it completes (iWARP: IB_WR_RDMA_READ_WITH_INV).
+	 */
+	RPCRDMA_RS_OP_RDMA_READ_WITH_INV = 4,
 };
 
 /* The parts of a work completion the safe layer reports. */

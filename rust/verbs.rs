@@ -32,6 +32,7 @@ use core::ptr::NonNull;
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 use kernel::types::Opaque;
 
@@ -400,12 +401,21 @@ impl Endpoint {
                 rkey,
                 0,
             ),
-            SendOp::RdmaRead { remote_addr, rkey } => (
-                bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ,
-                remote_addr,
-                rkey,
-                0,
-            ),
+            SendOp::RdmaRead { remote_addr, rkey } => match wr.remote_sink()? {
+                // The sink's remotely writable key dies with this Read.
+                Some(inv) => (
+                    bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ_WITH_INV,
+                    remote_addr,
+                    rkey,
+                    inv,
+                ),
+                None => (
+                    bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ,
+                    remote_addr,
+                    rkey,
+                    0,
+                ),
+            },
         };
         if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
             // An RDMA Read writes into the local buffers.
@@ -542,7 +552,16 @@ enum Backing {
 }
 
 /// A fast-registration MR covering a whole [`DmaBuf`] that is the sink of
-/// RDMA Reads, registered once with local and remote write access.
+/// RDMA Reads (audit finding 2: no remotely writable key outlives its I/O).
+///
+/// - `remote` (iWARP, where the Read Request carries the sink's key to the
+///   peer and the sink needs remote write access): registered for each
+///   Read with a new key ([`DmaBuf::post_sink_registration`]) and
+///   invalidated by that Read (RDMA_READ_WITH_INV), so the key is valid
+///   only from its REG_MR until its Read completes, and a key a client saw
+///   never names the MR again.
+/// - otherwise (`force_mr` on IB/RoCE): registered once, local write only;
+///   the key never leaves the host and no peer can write through it.
 ///
 /// # Invariants
 ///
@@ -550,7 +569,9 @@ enum Backing {
 /// buffer's DMA address and length, and is freed in `drop`.
 struct SinkMr {
     ptr: NonNull<bindings::rpcrdma_rs_mr>,
-    lkey: u32,
+    remote: bool,
+    /// A registration was posted and no Read that invalidates it yet.
+    armed: Atomic<bool>,
 }
 
 /// A kernel buffer mapped for DMA on a device.
@@ -671,18 +692,18 @@ impl DmaBuf {
             let mr = from_err_ptr(unsafe { bindings::rpcrdma_rs_mr_alloc(pd.pd.as_ptr(), pages) })
                 .and_then(|p| NonNull::new(p).ok_or(ENOMEM))?;
             live::inc(live::Kind::Mr);
-            // Owned by the buffer from here on, so every exit frees it; the
-            // lkey is read once mapped (mapping sets the key).
-            buf.mr = Some(SinkMr { ptr: mr, lkey: 0 });
+            // Owned by the buffer from here on, so every exit frees it.
+            // Remote write only where the device needs it for a Read sink.
+            buf.mr = Some(SinkMr {
+                ptr: mr,
+                remote: pd.is_iwarp(),
+                armed: Atomic::new(false),
+            });
             // SAFETY: `mr` and the device are live; `[dma, dma + len)` is
             // mapped on this device while `buf` lives.
             to_result(unsafe {
                 bindings::rpcrdma_rs_mr_map_buf(pd.device.as_ptr(), mr.as_ptr(), dma, len32)
             })?;
-            if let Some(m) = buf.mr.as_mut() {
-                // SAFETY: `mr` is live and mapped (the key was just set).
-                m.lkey = unsafe { bindings::rpcrdma_rs_mr_lkey(mr.as_ptr()) };
-            }
             // INVARIANT: the MR maps exactly the buffer.
         }
         Ok(Arc::new(buf, GFP_KERNEL)?)
@@ -693,12 +714,19 @@ impl DmaBuf {
         self.mr.is_some()
     }
 
-    /// Posts the registration (REG_MR with local and remote write access,
-    /// unsignaled: C `rdma_rw_init_mr_wrs` for iWARP) of the buffer's sink
-    /// MR on `ep`, which must use the buffer's protection domain. Posted
-    /// once, when the buffer is created, before the first RDMA Read into
-    /// it on the same queue pair; the MR then stays valid for RDMA Reads on
-    /// any queue pair of the domain until the buffer is freed.
+    /// Whether the sink MR must be registered again before each RDMA Read
+    /// into the buffer (iWARP: the Read that uses it invalidates it).
+    pub fn sink_registers_per_use(&self) -> bool {
+        self.mr.as_ref().is_some_and(|m| m.remote)
+    }
+
+    /// Posts the registration (REG_MR, unsignaled, with a new key: C
+    /// `rdma_rw_init_mr_wrs`/`rdma_rw_update_lkey`) of the buffer's sink MR
+    /// on `ep`, which must use the buffer's protection domain, before an
+    /// RDMA Read into it on the same queue pair. On iWARP (remote write
+    /// access) it is posted before every Read, each of which invalidates
+    /// it ([`Endpoint::post_send`] uses RDMA_READ_WITH_INV); elsewhere
+    /// (local write only) once, when the buffer is created.
     pub fn post_sink_registration(&self, ep: &Endpoint) -> Result {
         let mr = self.mr.as_ref().ok_or(EINVAL)?;
         if !Arc::ptr_eq(ep.pd(), &self.pd) {
@@ -707,20 +735,32 @@ impl DmaBuf {
         // SAFETY: The MR and the QP are live; the REG_MR work request lives
         // inside the MR, which is freed only after every queue pair that
         // may still execute it was drained (connections drain their queue
-        // pair before they release buffers they reference).
-        to_result(unsafe { bindings::rpcrdma_rs_post_reg_mr(ep.qp_ptr(), mr.ptr.as_ptr(), true) })?;
+        // pair before they release buffers they reference). The previous
+        // REG_MR of this MR completed: the Read posted after it on its
+        // queue pair completed before the buffer was used again.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_post_sink_reg(ep.qp_ptr(), mr.ptr.as_ptr(), mr.remote)
+        })?;
+        mr.armed.store(true, Relaxed);
         if let Backing::Slab(obj) = &self.backing {
             obj.cache().count_registration();
         }
         Ok(())
     }
 
-    /// The lkey work requests name this buffer with.
+    /// The sink MR's current key (its lkey; on iWARP also the Data Sink
+    /// STag an RDMA Read Request carries to the peer), if it has one.
+    pub(crate) fn sink_key(&self) -> Option<u32> {
+        // SAFETY: The MR is live by the type invariant.
+        self.mr
+            .as_ref()
+            .map(|m| unsafe { bindings::rpcrdma_rs_mr_lkey(m.ptr.as_ptr()) })
+    }
+
+    /// The lkey work requests name this buffer with (read each time: every
+    /// registration re-makes the key).
     fn lkey(&self) -> u32 {
-        match &self.mr {
-            Some(m) => m.lkey,
-            None => self.pd.lkey(),
-        }
+        self.sink_key().unwrap_or_else(|| self.pd.lkey())
     }
 
     /// The DMA address of the first byte.
@@ -983,6 +1023,30 @@ impl<H: CompletionHandler> WorkRequest<H> {
             .iter()
             .flatten()
             .any(|b| b.dir == DmaDir::ToDevice)
+    }
+
+    /// For an RDMA Read into a remotely writable sink: the key to
+    /// invalidate when it completes, consuming the sink's registration.
+    /// Such a Read must have exactly one segment (one key to invalidate;
+    /// iWARP allows one sink STag per Read anyway) and follow a
+    /// registration, so the key is never used twice.
+    fn remote_sink(&self) -> Result<Option<u32>> {
+        let mut remote = self
+            .bufs
+            .iter()
+            .flatten()
+            .filter(|b| b.sink_registers_per_use());
+        let Some(b) = remote.next() else {
+            return Ok(None);
+        };
+        if remote.next().is_some() || self.nsge != 1 {
+            return Err(EINVAL);
+        }
+        let m = b.mr.as_ref().ok_or(EINVAL)?;
+        if !m.armed.xchg(false, Relaxed) {
+            return Err(EINVAL);
+        }
+        Ok(b.sink_key())
     }
 
     /// The `i`th buffer of the scatter/gather list.

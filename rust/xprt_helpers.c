@@ -11,6 +11,7 @@
 #include <linux/sunrpc/bc_xprt.h>
 #include <linux/sunrpc/clnt.h>
 #include <linux/sunrpc/msg_prot.h>
+#include <linux/random.h>
 #include <linux/scatterlist.h>
 #include <linux/workqueue.h>
 
@@ -913,6 +914,36 @@ int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
 	reg->key = mr->mr->rkey;
 	reg->access = writable ? IB_ACCESS_REMOTE_WRITE | IB_ACCESS_LOCAL_WRITE :
 				 IB_ACCESS_REMOTE_READ;
+	return ib_post_send(qp, &reg->wr, NULL);
+}
+
+/* Registers a server RDMA Read sink for one use (audit finding 2).  The key
+ * byte is re-made on every registration, at random and never equal to the
+ * previous one, so a key a client saw in an earlier iWARP Read Request (the
+ * Data Sink STag) does not name the MR again.  Remote write is granted only
+ * when the device needs it for a Read sink (iWARP); such an MR is then
+ * invalidated by the RDMA_READ_WITH_INV that uses it, so it is valid only
+ * from this REG_MR until that Read completes.  On IB/RoCE (force_mr) the
+ * sink gets local write only.  Unsignaled, like rpcrdma_rs_post_reg_mr.
+ */
+int rpcrdma_rs_post_sink_reg(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
+			     bool remote_write)
+{
+	struct ib_reg_wr *reg = &mr->reg_wr;
+
+	/* Local-only sinks keep the key rpcrdma_rs_mr_map_buf gave them: it is
+	 * never sent, and the Read's SGE may already name it.
+	 */
+	if (remote_write)
+		ib_update_fast_reg_key(mr->mr, (u8)(mr->mr->rkey + 1 +
+						    get_random_u32_below(255)));
+	memset(reg, 0, sizeof(*reg));
+	reg->wr.opcode = IB_WR_REG_MR;
+	reg->wr.wr_cqe = &rpcrdma_rs_unsignaled_cqe;
+	reg->mr = mr->mr;
+	reg->key = mr->mr->rkey;
+	reg->access = IB_ACCESS_LOCAL_WRITE |
+		      (remote_write ? IB_ACCESS_REMOTE_WRITE : 0);
 	return ib_post_send(qp, &reg->wr, NULL);
 }
 

@@ -115,6 +115,11 @@ int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			  u64 dma_addr, u32 len);
 int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
 			   bool writable);
+/* A server RDMA Read sink's registration for one use: new key byte;
+ * remote write only with remote_write (iWARP).
+ */
+int rpcrdma_rs_post_sink_reg(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
+			     bool remote_write);
 int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey,
 			      struct ib_cqe *cqe);
 
