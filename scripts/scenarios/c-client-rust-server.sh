@@ -209,8 +209,9 @@ run_client() {
 }
 
 # The registration cache's debugfs view: hits when the cache is on; RDMA
-# Read sinks registered (once per buffer, never per hit) on siw or with
-# force_mr, never on rxe otherwise.
+# Read sinks registered on siw once per use (a new key per Read, invalidated
+# by it: audit finding 2), with force_mr on rxe once per buffer (local write
+# only, never per hit), never on rxe otherwise.
 check_regcache() {
     _f=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
     [ -r $_f ] || { fail svc-regcache "no $_f"; return; }
@@ -221,11 +222,22 @@ check_regcache() {
     _hits=$(awk 'NR > 2 { h += $3 } END { print h + 0 }' $_f)
     _rdmiss=$(awk '$1 ~ /_rd/ { print $4 }' $_f)
     _rdreg=$(awk '$1 ~ /_rd/ { print $5 }' $_f)
+    _rduse=$(awk '$1 ~ /_rd/ { print $3 + $4 }' $_f)
     [ "$SIZE" -gt 0 ] || return
     if [ "$_en" = 1 ]; then
         if [ "$_hits" -gt 0 ]; then pass svc-regcache-hits; else fail svc-regcache-hits "no hits"; fi
     fi
-    if [ "${RDMA_DEV:-rxe}" = siw ] || [ "$_fm" = 1 ]; then
+    if [ "${RDMA_DEV:-rxe}" = siw ]; then
+        # Every Read registers (a Read that failed to post may not): at
+        # most one per use, and hits register too (more than the misses).
+        _rdhit=$((_rduse - _rdmiss))
+        if [ "$_rdreg" -gt 0 ] && [ "$_rdreg" -le "$_rduse" ] &&
+            { [ "$_rdhit" = 0 ] || [ "$_rdreg" -gt "$_rdmiss" ]; }; then
+            pass svc-regcache-sink-mr
+        else
+            fail svc-regcache-sink-mr "registrations $_rdreg, misses $_rdmiss, uses $_rduse (siw: one per use)"
+        fi
+    elif [ "$_fm" = 1 ]; then
         if [ "$_rdreg" -gt 0 ] && [ "$_rdreg" -le "$_rdmiss" ]; then
             pass svc-regcache-sink-mr
         else
