@@ -513,6 +513,11 @@ mod tests {
         let Some((addr, rkey)) = target.remote_handle() else {
             return Err(EINVAL);
         };
+        if pair.client.pd().is_iwarp() {
+            // An iWARP Write completes at the requester once sent; the
+            // responder's refusal terminates the connection instead.
+            return foreign_write_fails("bad-rkey", &pair.client, addr, rkey ^ 0x00ff_ff00);
+        }
         let src = pair.client.alloc_buf(4096, DmaDir::ToDevice)?;
         let wc = client_op(
             &pair,

@@ -376,7 +376,9 @@ impl CacheUser {
         let Some((spec, _)) = c.classes.get(class) else {
             return;
         };
-        if buf.len() != spec.size || buf.dir() != spec.dir {
+        // A sink still registered for a Read that never ran would keep a
+        // remotely writable key while idle or in another client's use.
+        if buf.len() != spec.size || buf.dir() != spec.dir || buf.sink_armed() {
             return;
         }
         let mut idle = c.idle.lock();

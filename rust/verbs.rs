@@ -720,6 +720,15 @@ impl DmaBuf {
         self.mr.as_ref().is_some_and(|m| m.remote)
     }
 
+    /// Whether a registration of the sink MR was posted and no RDMA Read
+    /// consumed (invalidates) it yet: on iWARP its key is then remotely
+    /// writable, so the buffer must not go back to a cache.
+    pub fn sink_armed(&self) -> bool {
+        self.mr
+            .as_ref()
+            .is_some_and(|m| m.remote && m.armed.load(Relaxed))
+    }
+
     /// Posts the registration (REG_MR, unsignaled, with a new key: C
     /// `rdma_rw_init_mr_wrs`/`rdma_rw_update_lkey`) of the buffer's sink MR
     /// on `ep`, which must use the buffer's protection domain, before an

@@ -5,8 +5,17 @@
 # over the rxe device), collect each suite's KTAP from debugfs into
 # $RESULTS/ktap/<suite>.ktap (dmesg is the fallback), then unload both and
 # check the unload left no RDMA object behind.
-# Arguments: module parameters for the test module's insmod.
+# Arguments: module parameters for the test module's insmod; a first
+# argument filter_glob=GLOB runs only the matching suites/cases (KUnit's
+# filter, applied when a test module loads), e.g. on siw, where only
+# rpcrdma_rs_verbs is written for both rxe and iWARP.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
+case ${1:-} in
+    filter_glob=*)
+        echo "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
+        say "kunit filter_glob $(cat /sys/module/kunit/parameters/filter_glob)"
+        shift ;;
+esac
 
 KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
 for ko in "$RUST_RPCRDMA_KO" "$KUNIT_KO"; do
