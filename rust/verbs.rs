@@ -387,6 +387,7 @@ impl Endpoint {
     ///
     /// On success `wr` is owned by the queue until its completion has run.
     pub fn post_send<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
+        let mut invalidates = false;
         let (opcode, remote_addr, rkey, inv) = match op {
             SendOp::Send => (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND, 0, 0, 0),
             SendOp::SendWithInvalidate(key) => (
@@ -403,12 +404,15 @@ impl Endpoint {
             ),
             SendOp::RdmaRead { remote_addr, rkey } => match wr.remote_sink()? {
                 // The sink's remotely writable key dies with this Read.
-                Some(inv) => (
-                    bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ_WITH_INV,
-                    remote_addr,
-                    rkey,
-                    inv,
-                ),
+                Some(inv) => {
+                    invalidates = true;
+                    (
+                        bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ_WITH_INV,
+                        remote_addr,
+                        rkey,
+                        inv,
+                    )
+                }
                 None => (
                     bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ,
                     remote_addr,
@@ -423,10 +427,17 @@ impl Endpoint {
         }
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
         WorkRequest::post_with(wr, |wr, cqe| {
+            // The Read consumes the sink's registration (before posting: its
+            // completion may give the buffer back at once); a Read that was
+            // not posted leaves the key valid, so the sink stays armed and
+            // is never cached.
+            if invalidates {
+                wr.set_sink_armed(false);
+            }
             // SAFETY: The cqe was initialised by `WorkRequest::new` and the
             // sges name mapped buffers `wr` owns; the QP is live by the type
             // invariant.
-            unsafe {
+            let rc = unsafe {
                 bindings::rpcrdma_rs_post_send(
                     self.qp.as_ptr(),
                     cqe,
@@ -437,7 +448,11 @@ impl Endpoint {
                     rkey,
                     inv,
                 )
+            };
+            if rc != 0 && invalidates {
+                wr.set_sink_armed(true);
             }
+            rc
         })
     }
 
@@ -1035,10 +1050,10 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     /// For an RDMA Read into a remotely writable sink: the key to
-    /// invalidate when it completes, consuming the sink's registration.
-    /// Such a Read must have exactly one segment (one key to invalidate;
-    /// iWARP allows one sink STag per Read anyway) and follow a
-    /// registration, so the key is never used twice.
+    /// invalidate when it completes. Such a Read must have exactly one
+    /// segment (one key to invalidate; iWARP allows one sink STag per Read
+    /// anyway) and follow a registration (the Read consumes it), so a key
+    /// is never used twice.
     fn remote_sink(&self) -> Result<Option<u32>> {
         let mut remote = self
             .bufs
@@ -1051,11 +1066,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
         if remote.next().is_some() || self.nsge != 1 {
             return Err(EINVAL);
         }
-        let m = b.mr.as_ref().ok_or(EINVAL)?;
-        if !m.armed.xchg(false, Relaxed) {
+        if !b.sink_armed() {
             return Err(EINVAL);
         }
         Ok(b.sink_key())
+    }
+
+    /// Marks the remotely writable sink of this work request registered
+    /// (`true`) or its registration consumed by the Read (`false`).
+    fn set_sink_armed(&self, armed: bool) {
+        for b in self.bufs.iter().flatten() {
+            if let Some(m) = b.mr.as_ref().filter(|m| m.remote) {
+                m.armed.store(armed, Relaxed);
+            }
+        }
     }
 
     /// The `i`th buffer of the scatter/gather list.
