@@ -12,7 +12,8 @@
 TIMEOUT=${KUNIT_TIMEOUT:-300}
 case ${1:-} in
     filter_glob=*)
-        echo "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
+        # No newline: a charp parameter keeps it, and the glob would not match.
+        printf %s "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
         say "kunit filter_glob $(cat /sys/module/kunit/parameters/filter_glob)"
         shift ;;
 esac
