@@ -17,7 +17,7 @@
 //! Each `struct svc_xprt` is allocated by a C shim next to a private pointer
 //! that owns a [`KBox`] of the transport's state ([`SvcTransport::Data`]) and
 //! its [`XprtLink`]. The state is dropped in `xpo_free`, after the link was
-//! severed, so completion handlers and CM watchers that still hold the link
+//! severed, so completion handlers and CM event handlers that still hold the link
 //! never touch a freed `svc_xprt`. Per-request state ([`SvcTransport::Ctxt`])
 //! travels in `rqstp->rq_xprt_ctxt` as a [`KBox`] and is dropped in
 //! `xpo_release_ctxt`.
@@ -58,7 +58,7 @@ struct LinkState {
 }
 
 /// The link from a transport's state to its `svc_xprt`, for code that runs
-/// outside sunrpc's calls (completion handlers, CM event watchers).
+/// outside sunrpc's calls (completion handlers, CM event handlers).
 ///
 /// Before the `svc_xprt` exists, requests are remembered and applied when it
 /// is attached; after `xpo_free` severed the link they are ignored.
