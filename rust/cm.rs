@@ -2,15 +2,26 @@
 
 //! RDMA connection manager identifiers and their events.
 //!
-//! The connection manager calls an identifier's event handler from its own
-//! work context, with a mutex of that identifier held, so the handler must
-//! not destroy the identifier and should not do long work. The safe layer
-//! therefore only copies each event into a small per-identifier queue and
-//! wakes a waiter; transports consume events from process context with
-//! [`CmId::wait_event`]. A connection request carries a new identifier: it is
-//! queued on the listener as an owned [`CmId`] and accepted (or dropped, which
-//! rejects it) later, the same way the C server queues new connections for
-//! `svc_rdma_accept`.
+//! The connection manager calls an identifier's event handler (the C
+//! `cm_handler` below) from its own context, in process context, with the
+//! identifier's `handler_mutex` held. Events are delivered in one of two
+//! ways:
+//!
+//! - to a [`CmHandler`] object installed with [`CmId::set_handler`]: it is
+//!   called directly from the CM's callback, under a spinlock, so it may only
+//!   do non-blocking things (mark a transport, queue a connection request,
+//!   ask sunrpc to close). This is how transports follow their connections:
+//!   no work item or thread waits for events on their behalf;
+//! - otherwise into a small per-identifier queue, from which process context
+//!   takes them with [`CmId::wait_event`] (the client's synchronous address
+//!   and route resolution and connect, and the KUnit suites).
+//!
+//! A handler never destroys an identifier: `rdma_destroy_id` takes the
+//! identifier's `handler_mutex`, which the CM holds while the handler runs.
+//! A connection request carries a new identifier: the handler keeps it as an
+//! owned [`CmId`] (the listener queues it for `xpo_accept`, the same way the
+//! C server queues new connections for `svc_rdma_accept`) or gives it back,
+//! and the CM then destroys it itself (rejecting the peer).
 //!
 //! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h).
 
@@ -23,6 +34,7 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::{Arc, CondVar, SpinLock};
 use kernel::time::msecs_to_jiffies;
+use kernel::types::Opaque;
 
 /// Most private data bytes a CM message carries that we keep (RFC 8797 uses 8).
 pub const PRIVATE_DATA_MAX: usize = 56;
@@ -155,30 +167,100 @@ impl EventQueue {
     }
 }
 
-/// The event queue of one identifier, referenced by its C `context`.
+/// What receives the events of an identifier once installed with
+/// [`CmId::set_handler`].
+///
+/// [`CmHandler::handle`] runs in the RDMA CM's event callback, with the
+/// identifier's `handler_mutex` and a spinlock of this layer held: it must
+/// not sleep, must not destroy any identifier (dropping a [`CmId`] does) and
+/// should only mark state and wake or queue others (C
+/// `svc_xprt_deferred_close`, `xprt_force_disconnect`, setting
+/// `XPT_CONN`/`XPT_DATA`).
+pub trait CmHandler: Send + Sync {
+    /// Handles `ev`. Returning `Err(ev)` for a
+    /// [`CmEvent::ConnectRequest`] refuses the request: the CM destroys the
+    /// new identifier and rejects the peer. Other events given back are
+    /// dropped.
+    fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent>;
+}
+
+struct CtxState {
+    queue: EventQueue,
+    handler: Option<Arc<dyn CmHandler>>,
+}
+
+/// The event state of one identifier, referenced by its C `context`.
 #[pin_data]
-struct Events {
+struct Ctx {
     #[pin]
-    queue: SpinLock<EventQueue>,
+    state: SpinLock<CtxState>,
     #[pin]
     wait: CondVar,
 }
 
-impl Events {
+impl Ctx {
     fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                queue <- new_spinlock!(EventQueue::new(), "rpcrdma_rs::cm::queue"),
+                state <- new_spinlock!(
+                    CtxState {
+                        queue: EventQueue::new(),
+                        handler: None,
+                    },
+                    "rpcrdma_rs::cm::state"
+                ),
                 wait <- new_condvar!("rpcrdma_rs::cm::wait"),
             }),
             GFP_KERNEL,
         )
     }
 
-    fn push(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
-        let res = self.queue.lock().push(ev);
+    /// Delivers `ev` to the handler, or queues it for `wait_event`. Gives a
+    /// refused or unqueued event back.
+    fn deliver(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        let mut st = self.state.lock();
+        if let Some(h) = &st.handler {
+            // Under the lock: `clear_handler` waits for this call.
+            return h.handle(ev);
+        }
+        let res = st.queue.push(ev);
+        drop(st);
         self.wait.notify_all();
         res
+    }
+}
+
+/// A network namespace (`struct net`).
+///
+/// Only ever borrowed: whoever hands one out keeps the namespace alive for
+/// the borrow (sunrpc during `xpo_create`, an `rpc_xprt` through its
+/// `xprt_net` reference). An identifier created in it takes its own
+/// reference (`rdma_create_id` calls `get_net`, `rdma_destroy_id` drops it),
+/// as the C module relies on too.
+#[repr(transparent)]
+pub struct Net(Opaque<bindings::net>);
+
+impl Net {
+    /// Borrows the namespace at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to a live `struct net` that stays alive for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::net) -> &'a Net {
+        // SAFETY: `Net` is a transparent wrapper of `struct net`; the
+        // caller guarantees the pointer is live for `'a`.
+        unsafe { &*ptr.cast::<Net>() }
+    }
+
+    fn as_ptr(&self) -> *mut bindings::net {
+        self.0.get()
+    }
+
+    /// The initial network namespace: for the KUnit suites only. Transports
+    /// use the namespace of their sunrpc transport, as C does.
+    pub fn init_ns() -> &'static Net {
+        // SAFETY: `init_net` is static and never freed.
+        unsafe { Self::from_raw(bindings::rpcrdma_rs_init_net()) }
     }
 }
 
@@ -187,16 +269,16 @@ impl Events {
 /// # Invariants
 ///
 /// `ptr` is a live identifier created by `rdma_create_id` (or handed to us by
-/// a connection request) whose `context` points to `events`, which this
-/// object keeps alive until `rdma_destroy_id` has returned. It is destroyed
-/// exactly once, in `drop`, never from its own event handler.
+/// a connection request) whose `context` points to `ctx`, which this object
+/// keeps alive until `rdma_destroy_id` has returned. It is destroyed exactly
+/// once, in `drop`, never from an event handler.
 pub struct CmId {
     ptr: NonNull<bindings::rdma_cm_id>,
-    events: Arc<Events>,
+    ctx: Arc<Ctx>,
 }
 
 // SAFETY: The RDMA CM serialises operations on an identifier internally; the
-// event queue is protected by a spinlock.
+// event state is protected by a spinlock.
 unsafe impl Send for CmId {}
 // SAFETY: See `Send`; shared references only wait for events or read state.
 unsafe impl Sync for CmId {}
@@ -206,7 +288,7 @@ unsafe impl Sync for CmId {}
 /// # Safety
 ///
 /// Called by the RDMA CM with a live identifier whose context was set by this
-/// layer to an `Events` kept alive by its `CmId`, and a valid event.
+/// layer to a `Ctx` kept alive by its `CmId` (or null), and a valid event.
 unsafe extern "C" fn cm_handler(
     id: *mut bindings::rdma_cm_id,
     event: *mut bindings::rdma_cm_event,
@@ -215,13 +297,14 @@ unsafe extern "C" fn cm_handler(
     // SAFETY: `event` is valid for the duration of the callback.
     unsafe { bindings::rpcrdma_rs_cm_event_copy(event, &mut raw) };
     // SAFETY: `id` is live during the callback.
-    let ctx = unsafe { bindings::rpcrdma_rs_cm_context(id) }.cast::<Events>();
+    let ctx = unsafe { bindings::rpcrdma_rs_cm_context(id) }.cast::<Ctx>();
     if ctx.is_null() {
         return 0;
     }
-    // SAFETY: By the function's safety requirement `ctx` points to an
-    // `Events` that outlives this callback.
-    let events = unsafe { &*ctx };
+    // SAFETY: By the function's safety requirement `ctx` points to a `Ctx`
+    // that outlives this callback: its `CmId` releases it only after
+    // `rdma_destroy_id` returned, and no callback runs after that.
+    let ctx = unsafe { &*ctx };
     let len = usize::from(raw.private_data_len).min(PRIVATE_DATA_MAX);
     let private_data = PrivateData {
         bytes: raw.private_data,
@@ -235,29 +318,27 @@ unsafe extern "C" fn cm_handler(
         e if e == T::RDMA_CM_EVENT_ROUTE_RESOLVED as i32 => CmEvent::RouteResolved,
         e if e == T::RDMA_CM_EVENT_ROUTE_ERROR as i32 => CmEvent::RouteError(raw.status),
         e if e == T::RDMA_CM_EVENT_CONNECT_REQUEST as i32 => {
-            // A new identifier: give it its own queue before queuing it on
-            // the listener. Returning non-zero makes the CM destroy it.
-            let Ok(child_events) = Events::new() else {
+            // A new identifier (its handler is this function, inherited
+            // from the listener): give it its own context before handing it
+            // on. Returning non-zero makes the CM destroy it.
+            let Ok(child_ctx) = Ctx::new() else {
                 return ENOMEM.to_errno();
             };
             // SAFETY: `id` is the new identifier, live; its context is
-            // switched to its own queue, kept alive by the `CmId` below.
+            // switched to its own, kept alive by the `CmId` below.
             unsafe {
-                bindings::rpcrdma_rs_cm_set_context(
-                    id,
-                    Arc::as_ptr(&child_events).cast_mut().cast(),
-                )
+                bindings::rpcrdma_rs_cm_set_context(id, Arc::as_ptr(&child_ctx).cast_mut().cast())
             };
             live::inc(live::Kind::CmId);
             let Some(ptr) = NonNull::new(id) else {
                 return EINVAL.to_errno();
             };
-            // INVARIANT: `id` is live, its context is `child_events`, and it
-            // is only destroyed by this `CmId`'s drop, outside this callback.
+            // INVARIANT: `id` is live, its context is `child_ctx`, and it is
+            // only destroyed by this `CmId`'s drop, outside any handler.
             CmEvent::ConnectRequest {
                 id: CmId {
                     ptr,
-                    events: child_events,
+                    ctx: child_ctx,
                 },
                 private_data,
                 initiator_depth: raw.initiator_depth,
@@ -277,40 +358,49 @@ unsafe extern "C" fn cm_handler(
         e if e == T::RDMA_CM_EVENT_TIMEWAIT_EXIT as i32 => CmEvent::TimewaitExit,
         e => CmEvent::Other(e, raw.status),
     };
-    match events.push(ev) {
+    match ctx.deliver(ev) {
         Ok(()) => 0,
         Err(CmEvent::ConnectRequest { id, .. }) => {
-            // The listener's queue is full: the CM destroys the new
-            // identifier when we return non-zero, so it must not be
-            // destroyed here (that would deadlock on its handler mutex).
+            // Refused (the listener's queue is full, or nobody listens):
+            // the CM destroys the new identifier when we return non-zero,
+            // so it must not be destroyed here (that would deadlock on its
+            // handler mutex, which the CM holds now).
             id.release_to_cm();
             ENOMEM.to_errno()
         }
+        // Dropped: no identifier in it.
         Err(_) => 0,
     }
 }
 
 impl CmId {
-    /// Creates an identifier for a reliable connection in the initial network
-    /// namespace.
+    /// Creates an identifier for a reliable connection in the initial
+    /// network namespace: for the KUnit suites only (see [`Self::new_in`]).
     pub fn new() -> Result<Self> {
-        let events = Events::new()?;
-        // SAFETY: `rpcrdma_rs_init_net` has no preconditions.
-        let net = unsafe { bindings::rpcrdma_rs_init_net() };
-        // SAFETY: `cm_handler` matches the handler type; the context points
-        // to `events`, which the returned `CmId` keeps alive until the
-        // identifier is destroyed.
+        Self::new_in(Net::init_ns())
+    }
+
+    /// Creates an identifier for a reliable connection in the network
+    /// namespace `net` (C: `svc_rdma_create_listen_id(net, ..)` for a
+    /// listener, `rdma_create_id(xprt->xprt_net, ..)` for a client): it binds,
+    /// resolves and listens on that namespace's addresses only.
+    pub fn new_in(net: &Net) -> Result<Self> {
+        let ctx = Ctx::new()?;
+        // SAFETY: `net` is live for the call (borrowed) and referenced by
+        // the identifier from here on; `cm_handler` matches the handler
+        // type; the context points to `ctx`, which the returned `CmId`
+        // keeps alive until the identifier is destroyed.
         let ptr = from_err_ptr(unsafe {
             bindings::rpcrdma_rs_cm_create_id(
-                net,
+                net.as_ptr(),
                 Some(cm_handler),
-                Arc::as_ptr(&events).cast_mut().cast(),
+                Arc::as_ptr(&ctx).cast_mut().cast(),
             )
         })?;
         let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
         live::inc(live::Kind::CmId);
-        // INVARIANT: Created by `rdma_create_id` with `events` as context.
-        Ok(Self { ptr, events })
+        // INVARIANT: Created by `rdma_create_id` with `ctx` as context.
+        Ok(Self { ptr, ctx })
     }
 
     /// Gives up ownership of an identifier the CM is about to destroy
@@ -320,10 +410,38 @@ impl CmId {
         // SAFETY: The identifier is live; after this its handler sees a null
         // context and ignores any event.
         unsafe { bindings::rpcrdma_rs_cm_set_context(this.as_ptr(), core::ptr::null_mut()) };
-        // SAFETY: `this.events` is read exactly once and never used again;
+        // SAFETY: `this.ctx` is read exactly once and never used again;
         // `this` is not dropped.
-        drop(unsafe { core::ptr::read(&this.events) });
+        drop(unsafe { core::ptr::read(&this.ctx) });
         live::dec(live::Kind::CmId);
+    }
+
+    /// Sends the identifier's events to `handler` from now on, after the
+    /// events queued so far (in order). Events the handler refuses while
+    /// being replayed here are dropped (a refused connection request's
+    /// identifier is destroyed here, in process context).
+    pub fn set_handler(&self, handler: Arc<dyn CmHandler>) {
+        loop {
+            let mut st = self.ctx.state.lock();
+            let Some(ev) = st.queue.pop() else {
+                // Installed only once the queue is empty, so nothing
+                // overtakes a queued event.
+                st.handler = Some(handler);
+                return;
+            };
+            let res = handler.handle(ev);
+            drop(st);
+            // Outside the lock: may destroy a refused request's identifier.
+            drop(res);
+        }
+    }
+
+    /// Stops delivering events to the handler (later ones are queued) and
+    /// returns it. When this returns, the handler is not running and will
+    /// not run again for this identifier, so whatever it refers to may go.
+    pub fn clear_handler(&self) -> Option<Arc<dyn CmHandler>> {
+        // The handler only runs under this lock (`Ctx::deliver`).
+        self.ctx.state.lock().handler.take()
     }
 
     pub(crate) fn as_ptr(&self) -> *mut bindings::rdma_cm_id {
@@ -400,27 +518,24 @@ impl CmId {
 
     /// Takes the next queued event without waiting.
     pub fn try_event(&self) -> Option<CmEvent> {
-        self.events.queue.lock().pop()
+        self.ctx.state.lock().queue.pop()
     }
 
-    /// Waits up to `timeout_ms` for the next event.
+    /// Waits up to `timeout_ms` for the next event (while no handler is
+    /// installed: events then go to the handler instead).
     ///
     /// Returns `ETIMEDOUT` when none arrived, `EINTR` when a signal is pending.
     pub fn wait_event(&self, timeout_ms: u32) -> Result<CmEvent> {
         let mut remaining = msecs_to_jiffies(timeout_ms);
-        let mut queue = self.events.queue.lock();
+        let mut st = self.ctx.state.lock();
         loop {
-            if let Some(ev) = queue.pop() {
+            if let Some(ev) = st.queue.pop() {
                 return Ok(ev);
             }
             if remaining == 0 {
                 return Err(ETIMEDOUT);
             }
-            match self
-                .events
-                .wait
-                .wait_interruptible_timeout(&mut queue, remaining)
-            {
+            match self.ctx.wait.wait_interruptible_timeout(&mut st, remaining) {
                 kernel::sync::CondVarTimeoutResult::Timeout => remaining = 0,
                 kernel::sync::CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
                 kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
@@ -430,15 +545,27 @@ impl CmId {
 
     /// Events that were dropped because the queue was full.
     pub fn dropped_events(&self) -> u64 {
-        self.events.queue.lock().dropped
+        self.ctx.state.lock().queue.dropped
     }
 }
 
 impl Drop for CmId {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the identifier is live and this is
-        // the only place it is destroyed; no handler of it runs after this
-        // returns, so `events` may be released afterwards.
+        // the only place it is destroyed.
+        //
+        // No event handler of it runs after `rdma_destroy_id` returns, so
+        // `ctx` (and the handler object it holds) may be released after it
+        // and this module's text may go once every identifier is destroyed:
+        // `rdma_destroy_id` takes the identifier's `handler_mutex`, which
+        // every handler call holds, and marks it `RDMA_CM_DESTROYING` under
+        // it, which stops later deliveries; it then destroys the IB/iWARP
+        // CM identifier (waiting for its callbacks), cancels the CM's work
+        // and waits for every reference the CM's work items hold
+        // (`cma_id_put` + `wait_for_completion(&id_priv->comp)` in C
+        // `_destroy_id`). Identifiers the CM creates for connection
+        // requests are either ours (a `CmId`) or destroyed by the CM before
+        // the listener's handler call returns.
         unsafe { bindings::rdma_destroy_id(self.as_ptr()) };
         live::dec(live::Kind::CmId);
     }

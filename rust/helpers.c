@@ -177,6 +177,24 @@ struct net *rpcrdma_rs_init_net(void)
 	return &init_net;
 }
 
+/* A workqueue of this module (alloc_workqueue is a variadic macro). */
+void *rpcrdma_rs_alloc_wq(const char *name)
+{
+	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
+}
+
+/* Drains the queue (every queued item runs and returns), then frees it. */
+void rpcrdma_rs_destroy_wq(void *wq)
+{
+	destroy_workqueue(wq);
+}
+
+/* The namespace a client transport lives in (held by xprt_alloc). */
+struct net *rpcrdma_rs_xprt_net(struct rpc_xprt *xprt)
+{
+	return xprt->xprt_net;
+}
+
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 			      struct rpcrdma_rs_cm_event *out)
 {

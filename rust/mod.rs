@@ -27,4 +27,5 @@ pub mod shrinker;
 pub mod slab;
 pub mod svc;
 pub mod verbs;
+pub mod wq;
 pub mod xprt;

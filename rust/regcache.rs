@@ -32,7 +32,10 @@
 //!   when created on a miss; a hit posts no registration there.
 //! - A shrinker gives idle buffers back under memory pressure. Buffers
 //!   without an MR are freed at once; buffers with one are handed to a work
-//!   item, because `ib_dereg_mr` may sleep and wait for the device.
+//!   item, because `ib_dereg_mr` may sleep and wait for the device. The work
+//!   runs on the cache's own workqueue, which [`RegCache`]'s drop drains and
+//!   destroys (after the shrinker, the only producer, is gone) before the
+//!   slab caches and this module's text go.
 //!
 //! Counters are global per class (they outlive device caches, so a run's
 //! totals can be read after its connections are gone) and shown by [`show`]
@@ -42,13 +45,14 @@ use super::cm::CmId;
 use super::shrinker::{Shrink, Shrinker};
 use super::slab::SlabCache;
 use super::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
+use super::wq::OwnedQueue;
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::new_work;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, SpinLockIrq};
-use kernel::workqueue::{self, impl_has_work, Work, WorkItem};
+use kernel::workqueue::{impl_has_work, Queue, Work, WorkItem};
 
 /// Most size classes a cache can have.
 pub const MAX_CLASSES: usize = 4;
@@ -92,8 +96,6 @@ static STATS: [ClassStats; MAX_CLASSES] = [
     ClassStats::new(),
 ];
 
-/// Deferred frees (work items) queued and not finished.
-static REAPS: Atomic<i64> = Atomic::new(0);
 static INITED: Atomic<bool> = Atomic::new(false);
 
 struct Class {
@@ -112,6 +114,8 @@ struct Root {
     enabled: bool,
     force_mr: bool,
     max_idle: usize,
+    /// Where deferred deregistrations run (from `RegCache::new` to its drop).
+    reap_wq: Option<OwnedQueue>,
 }
 
 kernel::sync::global_lock! {
@@ -123,6 +127,7 @@ kernel::sync::global_lock! {
         enabled: true,
         force_mr: false,
         max_idle: 0,
+        reap_wq: None,
     };
 }
 
@@ -162,7 +167,6 @@ impl WorkItem for DevCache {
             }
         }
         drop(this);
-        REAPS.add(-1, Relaxed);
     }
 }
 
@@ -216,8 +220,9 @@ impl DevCache {
     }
 
     /// Takes up to `nr` idle buffers off the lists: frees those without an
-    /// MR, queues the others for the work item. Returns how many.
-    fn shrink(self: &Arc<Self>, nr: u64) -> u64 {
+    /// MR, queues the others for the work item on `wq` (kept when there is
+    /// none). Returns how many.
+    fn shrink(self: &Arc<Self>, nr: u64, wq: Option<&Queue>) -> u64 {
         let mut done = 0u64;
         let mut queued = false;
         for (i, with_mr) in self.mr.iter().enumerate().take(self.classes.len()) {
@@ -226,6 +231,9 @@ impl DevCache {
                     let mut idle = self.idle.lock();
                     let Some(list) = idle.get_mut(i) else { break };
                     if *with_mr {
+                        if wq.is_none() {
+                            break;
+                        }
                         // Moved under both locks so a buffer is never lost
                         // when the reap list is full.
                         let mut reap = self.reap.lock();
@@ -255,12 +263,9 @@ impl DevCache {
                 }
             }
         }
-        if queued {
-            REAPS.add(1, Relaxed);
-            if workqueue::system().enqueue(self.clone()).is_err() {
-                // Already queued: that run frees these too.
-                REAPS.add(-1, Relaxed);
-            }
+        if let (true, Some(wq)) = (queued, wq) {
+            // Already queued (an error): that run frees these too.
+            let _ = wq.enqueue(self.clone());
         }
         done
     }
@@ -440,12 +445,13 @@ impl Shrink for Reclaim {
 
     fn scan(nr: u64) -> Option<u64> {
         let root = ROOT.try_lock()?;
+        let wq = root.reap_wq.as_ref().map(OwnedQueue::queue);
         let mut done = 0u64;
         for e in root.devs.iter() {
             if done >= nr {
                 break;
             }
-            done += e.cache.shrink(nr - done);
+            done += e.cache.shrink(nr - done, wq);
         }
         Some(done)
     }
@@ -487,6 +493,7 @@ impl RegCache {
         root.force_mr = force_mr;
         root.max_idle = max_idle;
         let res = (|| -> Result<Shrinker<Reclaim>> {
+            root.reap_wq = Some(OwnedQueue::new(c"rpcrdma_rs_reap")?);
             for s in specs {
                 // Page alignment: a sink MR then maps whole pages.
                 let align = s.size.min(kernel::page::PAGE_SIZE);
@@ -501,8 +508,10 @@ impl RegCache {
                 shrinker: Some(shrinker),
             }),
             Err(e) => {
-                // Destroys the slab caches created so far (no object exists).
+                // Destroys the slab caches created so far (no object exists)
+                // and the (idle) queue.
                 root.classes.clear();
+                root.reap_wq = None;
                 Err(e)
             }
         }
@@ -529,13 +538,12 @@ impl Drop for RegCache {
             );
         }
         drop(devs);
-        // Deferred frees still running hold device caches; wait for them
-        // before the slab caches and this module's text go.
-        let mut waited = 0;
-        while REAPS.load(Relaxed) > 0 && waited < 500 {
-            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
-            waited += 1;
-        }
+        // Deferred frees still queued or running hold device caches and
+        // buffers of the slab caches: destroying the queue runs them all to
+        // completion (no new one is queued: the shrinker is gone), before
+        // the slab caches and this module's text go.
+        let wq = ROOT.lock().reap_wq.take();
+        drop(wq);
         for c in classes.iter() {
             if c.slab.live() != 0 {
                 pr_err!(

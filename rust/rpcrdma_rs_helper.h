@@ -92,6 +92,9 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 					   rdma_cm_event_handler handler,
 					   void *context);
 struct net *rpcrdma_rs_init_net(void);
+struct net *rpcrdma_rs_xprt_net(struct rpc_xprt *xprt);
+void *rpcrdma_rs_alloc_wq(const char *name);
+void rpcrdma_rs_destroy_wq(void *wq);
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 			      struct rpcrdma_rs_cm_event *out);
 void rpcrdma_rs_cm_set_context(struct rdma_cm_id *id, void *context);

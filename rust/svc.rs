@@ -17,7 +17,7 @@
 //! Each `struct svc_xprt` is allocated by a C shim next to a private pointer
 //! that owns a [`KBox`] of the transport's state ([`SvcTransport::Data`]) and
 //! its [`XprtLink`]. The state is dropped in `xpo_free`, after the link was
-//! severed, so completion handlers and CM watchers that still hold the link
+//! severed, so completion handlers and CM event handlers that still hold the link
 //! never touch a freed `svc_xprt`. Per-request state ([`SvcTransport::Ctxt`])
 //! travels in `rqstp->rq_xprt_ctxt` as a [`KBox`] and is dropped in
 //! `xpo_release_ctxt`.
@@ -26,7 +26,9 @@
 
 use super::bindings;
 use super::cm::Addr;
+use super::cm::CmHandler;
 use super::cm::CmId;
+use super::cm::Net;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -56,7 +58,7 @@ struct LinkState {
 }
 
 /// The link from a transport's state to its `svc_xprt`, for code that runs
-/// outside sunrpc's calls (completion handlers, CM event watchers).
+/// outside sunrpc's calls (completion handlers, CM event handlers).
 ///
 /// Before the `svc_xprt` exists, requests are remembered and applied when it
 /// is attached; after `xpo_free` severed the link they are ignored.
@@ -411,10 +413,13 @@ pub fn stat_add(stat: Stat, n: u64) {
     unsafe { bindings::rpcrdma_rs_svc_stat_add(idx as c_int, n) };
 }
 
-/// Creates a CM identifier listening on `addr` (IPv4 or IPv6 only, so both
-/// families can share a port, as C `svc_rdma_create_listen_id`).
-pub fn listen(addr: Addr, backlog: i32) -> Result<CmId> {
-    let id = CmId::new()?;
+/// Creates a CM identifier in the network namespace `net` listening on
+/// `addr` (IPv4 or IPv6 only, so both families can share a port, as C
+/// `svc_rdma_create_listen_id`), whose events (connection requests) go to
+/// `handler` from the start.
+pub fn listen(net: &Net, addr: Addr, backlog: i32, handler: Arc<dyn CmHandler>) -> Result<CmId> {
+    let id = CmId::new_in(net)?;
+    id.set_handler(handler);
     // SAFETY: `id` is live by its type invariant.
     to_result(unsafe { bindings::rpcrdma_rs_svc_set_afonly(id.as_ptr()) })?;
     id.bind(addr)?;
@@ -430,8 +435,9 @@ pub trait SvcTransport: Sized + 'static {
     /// State of one request, from `xpo_recvfrom` to `xpo_release_ctxt`.
     type Ctxt: Send;
 
-    /// Creates a listener on `addr` (`xpo_create`).
-    fn create(addr: Addr, link: &Arc<XprtLink>) -> Result<Self::Data>;
+    /// Creates a listener on `addr` in the network namespace `net`, the
+    /// one nfsd asked for (`xpo_create`).
+    fn create(net: &Net, addr: Addr, link: &Arc<XprtLink>) -> Result<Self::Data>;
 
     /// Accepts the next pending connection of `listener` (`xpo_accept`).
     fn accept(listener: &Self::Data, link: &Arc<XprtLink>) -> Option<Self::Data>;
@@ -576,8 +582,12 @@ impl<T: SvcTransport> OpsTable<T> {
         } else {
             Addr::V4([bytes[0], bytes[1], bytes[2], bytes[3]], port)
         };
+        // SAFETY: sunrpc holds the namespace for the whole call (function
+        // safety requirement); the listener's CM identifier takes its own
+        // reference.
+        let ns = unsafe { Net::from_raw(net) };
         let res = XprtLink::new().and_then(|link| {
-            let data = T::create(addr, &link)?;
+            let data = T::create(ns, addr, &link)?;
             // SAFETY: `serv` and `net` are live (function safety requirement).
             unsafe { Self::install(serv, net, link, data, true) }
         });

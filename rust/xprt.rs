@@ -14,6 +14,7 @@
 
 use super::bindings;
 use super::cm::Addr;
+use super::cm::Net;
 use super::live;
 use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, WorkRequest};
 use core::marker::PhantomData;
@@ -77,6 +78,15 @@ impl Xprt {
         } else {
             Ok(Addr::V6(bytes, port))
         }
+    }
+
+    /// The network namespace of the transport (`xprt_net`), where its
+    /// connections are resolved and made (C `rpcrdma_create_id`).
+    pub fn net(&self) -> &Net {
+        // SAFETY: Valid by the type invariant; `xprt_alloc` took a
+        // reference on `xprt_net`, dropped only when the transport is freed,
+        // after every `Xprt` is gone.
+        unsafe { Net::from_raw(bindings::rpcrdma_rs_xprt_net(self.ptr.as_ptr())) }
     }
 
     /// Finds the request waiting for `xid` and pins it so it stays valid

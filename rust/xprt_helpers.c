@@ -30,6 +30,13 @@ struct rpcrdma_rs_xprt {
 };
 
 static const struct rpcrdma_rs_xprt_cbs *rpcrdma_rs_cbs;
+/*
+ * Where connect workers run: the module's own queue (C uses sunrpc's
+ * xprtiod_workqueue), WQ_MEM_RECLAIM so a reconnect makes progress under
+ * memory pressure. Allocated before the class is registered, destroyed
+ * (drained) after it is unregistered, when no transport is left.
+ */
+static struct workqueue_struct *rpcrdma_rs_connect_wq;
 
 #if defined(CONFIG_SUNRPC_BACKCHANNEL)
 static int rpcrdma_rs_bc_send_reply(struct rpc_rqst *rqst);
@@ -117,7 +124,7 @@ static void rpcrdma_rs_op_connect(struct rpc_xprt *xprt, struct rpc_task *task)
 		delay = xprt_reconnect_delay(xprt);
 		xprt_reconnect_backoff(xprt, RPCRDMA_RS_INIT_REEST_TO);
 	}
-	queue_delayed_work(system_long_wq, &rsx->connect_worker, delay);
+	queue_delayed_work(rpcrdma_rs_connect_wq, &rsx->connect_worker, delay);
 }
 
 static void rpcrdma_rs_op_close(struct rpc_xprt *xprt)
@@ -537,13 +544,31 @@ static struct xprt_class rpcrdma_rs_xprt_class = {
 
 int rpcrdma_rs_xprt_register(const struct rpcrdma_rs_xprt_cbs *cbs)
 {
+	int rc;
+
+	rpcrdma_rs_connect_wq = alloc_workqueue("rpcrdma_rs_connect",
+						WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!rpcrdma_rs_connect_wq)
+		return -ENOMEM;
 	rpcrdma_rs_cbs = cbs;
-	return xprt_register_transport(&rpcrdma_rs_xprt_class);
+	rc = xprt_register_transport(&rpcrdma_rs_xprt_class);
+	if (rc) {
+		destroy_workqueue(rpcrdma_rs_connect_wq);
+		rpcrdma_rs_connect_wq = NULL;
+	}
+	return rc;
 }
 
 void rpcrdma_rs_xprt_unregister(void)
 {
 	xprt_unregister_transport(&rpcrdma_rs_xprt_class);
+	/*
+	 * Every transport was destroyed (each held a module reference) and
+	 * cancelled its connect worker; draining makes sure none returns
+	 * through this module after unload.
+	 */
+	destroy_workqueue(rpcrdma_rs_connect_wq);
+	rpcrdma_rs_connect_wq = NULL;
 }
 
 int rpcrdma_rs_xprt_addr(struct rpc_xprt *xprt, int *family, u8 *addr,

@@ -15,7 +15,7 @@
 //! inline or through the Reply chunk.
 
 use super::cache::BufCache;
-use super::listener::{Pending, WATCH_MS};
+use super::listener::Pending;
 use super::rw::{Io, SqGate};
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -25,7 +25,7 @@ use crate::proto::encode::{encode_error_for, ErrorReply};
 use crate::proto::msg::{Body, ChunkLists, DecodeError, DecodeLimits, ErrorBody, Segment};
 use crate::proto::pcl::{ParsedChunks, PclChunk, ReadRegion, Region};
 use crate::proto::xdr::align_up_u32;
-use crate::rdma::cm::{CmEvent, CmId};
+use crate::rdma::cm::{CmEvent, CmHandler, CmId};
 use crate::rdma::svc::{stat_add, BcCall, Rqst, Stat, XprtLink};
 use crate::rdma::verbs::{
     CompletionHandler, DmaDir, Endpoint, EndpointConfig, WorkCompletion, WorkRequest,
@@ -34,9 +34,7 @@ use crate::rdma::verbs::{
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion, SpinLockIrq};
-use kernel::workqueue;
+use kernel::sync::{Arc, SpinLockIrq};
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
 /// a batch of 7 in flight while being refilled).
@@ -122,7 +120,6 @@ struct Shared {
     sq: Arc<SqGate>,
     cache: Arc<BufCache>,
     link: Arc<XprtLink>,
-    stop: Atomic<i32>,
     credits: u32,
     inline_send: u32,
     snd_w_inv: bool,
@@ -132,7 +129,6 @@ struct Shared {
 /// An accepted connection.
 pub(super) struct Conn {
     shared: Arc<Shared>,
-    done: Arc<Completion>,
 }
 
 /// Per-request state, from `xpo_recvfrom` to `xpo_release_ctxt`.
@@ -321,7 +317,6 @@ impl Conn {
                 sq: SqGate::new(sq_depth)?,
                 cache,
                 link,
-                stop: Atomic::new(0),
                 credits: credits.grant(),
                 inline_send: neg.inline_send,
                 snd_w_inv: neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
@@ -329,14 +324,16 @@ impl Conn {
             },
             GFP_KERNEL,
         )?;
-        let done = Arc::pin_init(Completion::new(), GFP_KERNEL)?;
-        let (s, d) = (shared.clone(), done.clone());
-        if let Err(e) = workqueue::system_long().try_spawn(GFP_KERNEL, move || watch(s, d)) {
-            // The closure (and its references) was dropped: nothing waits.
-            done.complete_all();
-            return Err(e.into());
-        }
-        Ok(Self { shared, done })
+        // From here on the connection's CM events (those queued since the
+        // request arrived first) mark the transport from the CM's callback.
+        let events = Arc::new(
+            ConnEvents {
+                link: shared.link.clone(),
+            },
+            GFP_KERNEL,
+        )?;
+        shared.ep.cm_id().set_handler(events);
+        Ok(Self { shared })
     }
 
     pub(super) fn cm_id(&self) -> &CmId {
@@ -352,7 +349,6 @@ impl Conn {
 
     pub(super) fn detach(&self) {
         let s = &self.shared;
-        s.stop.store(1, Relaxed);
         s.sq.close();
         let _ = s.ep.cm_id().disconnect();
     }
@@ -740,27 +736,26 @@ fn copy_regions(rqst: &Rqst, regions: &[Region], off: usize, dst: &mut [u8]) -> 
     Ok(())
 }
 
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.shared.stop.store(1, Relaxed);
-        self.done.wait_for_completion();
-        // The watcher dropped its reference before completing: the queue
-        // pair is drained and everything released here, synchronously.
-    }
+/// The CM event handler of a connection. It holds only the link, which
+/// `xpo_free` severs before the connection is dropped, so it never reaches a
+/// freed `svc_xprt`; the connection's identifier is destroyed when the
+/// connection is dropped (in `xpo_free`), and no handler runs after that.
+struct ConnEvents {
+    link: Arc<XprtLink>,
 }
 
-fn watch(shared: Arc<Shared>, done: Arc<Completion>) {
-    while shared.stop.load(Relaxed) == 0 {
-        match shared.ep.wait_event(WATCH_MS) {
-            Ok(CmEvent::Disconnected)
-            | Ok(CmEvent::DeviceRemoval)
-            | Ok(CmEvent::ConnectError(_))
-            | Ok(CmEvent::Unreachable(_))
-            | Ok(CmEvent::Rejected { .. }) => shared.link.close(),
-            Ok(CmEvent::Established { .. }) => shared.link.data_ready(),
-            Ok(_) | Err(_) => {}
+impl CmHandler for ConnEvents {
+    fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        match ev {
+            // C `svc_rdma_cma_handler`: `svc_xprt_deferred_close`.
+            CmEvent::Disconnected
+            | CmEvent::DeviceRemoval
+            | CmEvent::ConnectError(_)
+            | CmEvent::Unreachable(_)
+            | CmEvent::Rejected { .. } => self.link.close(),
+            CmEvent::Established { .. } => self.link.data_ready(),
+            _ => {}
         }
+        Ok(())
     }
-    drop(shared);
-    done.complete_all();
 }

@@ -2,26 +2,25 @@
 
 //! Listening endpoints (C `svc_rdma_create`, `handle_connect_req`).
 //!
-//! A listener owns an RDMA CM identifier bound to nfsd's address. A watcher
-//! on the long-running system workqueue takes its CM events: each connection
-//! request is queued (at most [`BACKLOG`]) and the listener is marked
-//! `XPT_CONN`, so a server thread calls `xpo_accept`, which takes the
-//! request off the queue.
+//! A listener owns an RDMA CM identifier bound to nfsd's address in nfsd's
+//! network namespace. Its CM events go straight to an [`AcceptQueue`] from
+//! the CM's event callback: each connection request is queued (at most
+//! [`BACKLOG`], in space allocated with the listener, so the callback never
+//! allocates) and the listener is marked `XPT_CONN`, so a server thread
+//! calls `xpo_accept`, which takes the request off the queue. A request that
+//! does not fit is given back to the CM, which destroys its identifier and
+//! rejects the peer: no identifier is ever destroyed from the callback or
+//! under the queue's lock.
 
-use crate::rdma::cm::{Addr, CmEvent, CmId, PrivateData};
+use crate::rdma::cm::{Addr, CmEvent, CmHandler, CmId, Net, PrivateData};
 use crate::rdma::svc::{self, XprtLink};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion, SpinLock};
-use kernel::workqueue;
+use kernel::sync::{Arc, SpinLock};
 
 /// Connection requests queued before new ones are refused.
 const BACKLOG: usize = 16;
-
-/// How long a watcher sleeps between checks of its stop flag.
-pub(super) const WATCH_MS: u32 = 200;
 
 /// A connection request waiting for `xpo_accept`.
 pub(super) struct Pending {
@@ -31,105 +30,105 @@ pub(super) struct Pending {
     pub(super) initiator_depth: u8,
 }
 
+/// The connection requests of a listener, filled by its CM event handler.
 #[pin_data]
-struct Shared {
-    id: CmId,
+struct AcceptQueue {
+    /// Allocated for [`BACKLOG`] entries up front and never grown.
     #[pin]
     queue: SpinLock<KVec<Pending>>,
-    stop: Atomic<i32>,
     link: Arc<XprtLink>,
+}
+
+impl CmHandler for AcceptQueue {
+    fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        let CmEvent::ConnectRequest {
+            id,
+            private_data,
+            initiator_depth,
+            responder_resources,
+        } = ev
+        else {
+            // Nothing else concerns a wildcard listener.
+            return Ok(());
+        };
+        let p = Pending {
+            id,
+            private_data,
+            initiator_depth,
+        };
+        let refused = self.queue.lock().push_within_capacity(p);
+        match refused {
+            Ok(()) => {
+                self.link.conn_ready();
+                Ok(())
+            }
+            Err(kernel::alloc::kvec::PushError(p)) => {
+                crate::pr_warn_ratelimited!("svcrdma: accept queue full, refusing a connection\n");
+                // The CM destroys the identifier and rejects the peer.
+                Err(CmEvent::ConnectRequest {
+                    id: p.id,
+                    private_data: p.private_data,
+                    initiator_depth: p.initiator_depth,
+                    responder_resources,
+                })
+            }
+        }
+    }
 }
 
 /// A listening endpoint.
 pub(super) struct Listener {
-    shared: Arc<Shared>,
-    done: Arc<Completion>,
+    // Dropped first: once the identifier is destroyed its handler never
+    // runs again, and the requests still queued are destroyed after it.
+    id: CmId,
+    accept_q: Arc<AcceptQueue>,
 }
 
 impl Listener {
-    pub(super) fn new(addr: Addr, link: Arc<XprtLink>) -> Result<Self> {
-        let id = svc::listen(addr, 10).inspect_err(|e| {
-            pr_warn!("svcrdma: cannot listen on {:?}: {:?}\n", addr, e);
-        })?;
-        let shared = Arc::pin_init(
-            pin_init!(Shared {
-                id,
-                queue <- new_spinlock!(KVec::new(), "svcrdma::accept_q"),
-                stop: Atomic::new(0),
+    pub(super) fn new(net: &Net, addr: Addr, link: Arc<XprtLink>) -> Result<Self> {
+        let backlog = KVec::with_capacity(BACKLOG, GFP_KERNEL)?;
+        let accept_q = Arc::pin_init(
+            pin_init!(AcceptQueue {
+                queue <- new_spinlock!(backlog, "svcrdma::accept_q"),
                 link,
             }),
             GFP_KERNEL,
         )?;
-        let done = Arc::pin_init(Completion::new(), GFP_KERNEL)?;
-        let (s, d) = (shared.clone(), done.clone());
-        workqueue::system_long().try_spawn(GFP_KERNEL, move || watch(s, d))?;
-        Ok(Self { shared, done })
+        let id = svc::listen(net, addr, 10, accept_q.clone()).inspect_err(|e| {
+            pr_warn!("svcrdma: cannot listen on {:?}: {:?}\n", addr, e);
+        })?;
+        Ok(Self { id, accept_q })
     }
 
     pub(super) fn cm_id(&self) -> &CmId {
-        &self.shared.id
+        &self.id
     }
 
     /// Takes the next connection request (C `svc_rdma_accept`'s queue).
     pub(super) fn next(&self) -> Option<Pending> {
-        self.shared.link.clear_conn();
-        let mut q = self.shared.queue.lock();
-        let p = if q.is_empty() {
-            None
-        } else {
-            Some(q.remove(0).ok()?)
-        };
+        let aq = &self.accept_q;
+        aq.link.clear_conn();
+        let mut q = aq.queue.lock();
+        let p = if q.is_empty() { None } else { q.remove(0).ok() };
         let more = !q.is_empty();
         drop(q);
         if more {
-            self.shared.link.conn_ready();
+            aq.link.conn_ready();
         }
         p
     }
 
-    pub(super) fn detach(&self) {
-        self.shared.stop.store(1, Relaxed);
-    }
+    /// `xpo_detach`: nothing to stop; the identifier goes in `xpo_free`.
+    pub(super) fn detach(&self) {}
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.shared.stop.store(1, Relaxed);
-        self.done.wait_for_completion();
-        // The watcher dropped its reference before completing: the CM
-        // identifier is destroyed here, synchronously.
+        // Requests nobody accepted: taken out under the lock, destroyed
+        // (rejected) after it is released, since `rdma_destroy_id` sleeps.
+        // The handler may still queue more until `id` is destroyed; those
+        // go with the queue's last reference, after `id`.
+        let pending = core::mem::take(&mut *self.accept_q.queue.lock());
+        drop(pending);
     }
-}
-
-fn watch(shared: Arc<Shared>, done: Arc<Completion>) {
-    while shared.stop.load(Relaxed) == 0 {
-        if let Ok(CmEvent::ConnectRequest {
-            id,
-            private_data,
-            initiator_depth,
-            ..
-        }) = shared.id.wait_event(WATCH_MS)
-        {
-            let mut q = shared.queue.lock();
-            if q.len() >= BACKLOG {
-                drop(q);
-                pr_warn!("svcrdma: accept queue full, refusing a connection\n");
-                // Dropping the identifier destroys it, rejecting the peer.
-                drop(id);
-                continue;
-            }
-            let p = Pending {
-                id,
-                private_data,
-                initiator_depth,
-            };
-            if q.push(p, GFP_ATOMIC).is_err() {
-                continue;
-            }
-            drop(q);
-            shared.link.conn_ready();
-        }
-    }
-    drop(shared);
-    done.complete_all();
 }

@@ -18,6 +18,7 @@
 use crate::config::Config;
 use crate::rdma::cm::Addr;
 use crate::rdma::cm::CmId;
+use crate::rdma::cm::Net;
 use crate::rdma::regcache::RegCache;
 use crate::rdma::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
@@ -66,8 +67,8 @@ impl SvcTransport for SvcRdma {
     type Data = Xprt;
     type Ctxt = conn::CallCtxt;
 
-    fn create(addr: Addr, link: &Arc<XprtLink>) -> Result<Xprt> {
-        listener::Listener::new(addr, link.clone()).map(Xprt::Listener)
+    fn create(net: &Net, addr: Addr, link: &Arc<XprtLink>) -> Result<Xprt> {
+        listener::Listener::new(net, addr, link.clone()).map(Xprt::Listener)
     }
 
     fn accept(listener: &Xprt, link: &Arc<XprtLink>) -> Option<Xprt> {
@@ -135,8 +136,11 @@ impl SvcTransport for SvcRdma {
 
 /// The server side's registration with sunrpc, held by the module.
 pub(crate) struct ServerTransport {
-    // Dropped in this order: the class (no transport exists after it), the
-    // debugfs view, then the registration cache.
+    // Dropped in this order: the class (no transport exists after it, so
+    // no CM identifier either, and no CM event handler runs), the debugfs
+    // view, then the registration cache (which flushes and destroys its
+    // workqueue). Nothing of the server runs on a system workqueue, so no
+    // sleep is needed for code to leave this module's text.
     _reg: Registration<SvcRdma>,
     _debugfs: Pin<KBox<File<()>>>,
     _cache: RegCache,
@@ -165,14 +169,5 @@ impl ServerTransport {
             _debugfs: file,
             _cache: cache,
         })
-    }
-}
-
-impl Drop for ServerTransport {
-    fn drop(&mut self) {
-        // CM watchers signal their owner as their last action and then
-        // return from the workqueue function: give them time to leave this
-        // module's text before it is unmapped.
-        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(50));
     }
 }

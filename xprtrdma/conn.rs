@@ -19,7 +19,7 @@ use crate::proto::msg::{Body, DecodeLimits, ReadSegment, Segment, RPCRDMA_VERSIO
 use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
-use crate::rdma::cm::{CmEvent, CmId};
+use crate::rdma::cm::{CmEvent, CmHandler, CmId};
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment as SgSegment, SendOp,
     WorkCompletion, WorkRequest,
@@ -32,7 +32,6 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Completion, SpinLock};
-use kernel::workqueue;
 
 /// Address and route resolution timeout (C `RDMA_RESOLVE_TIMEOUT`).
 const RESOLVE_TIMEOUT_MS: u32 = 5000;
@@ -43,8 +42,6 @@ const CONNECT_TIMEOUT_MS: u32 = 30_000;
 const MRS_PER_REQUEST: u32 = 4;
 /// Receives kept beyond the credit limit (C keeps a batch extra).
 const EXTRA_RECVS: u32 = 8;
-/// How long the CM event watcher sleeps between checks of `closing`.
-const WATCH_MS: u32 = 200;
 /// `PAGE_SIZE` as the u32 the wire sizes use.
 const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
 
@@ -75,8 +72,6 @@ pub(super) struct Conn {
     dirty: SpinLock<KVec<Mr>>,
     write_pad: Option<(Mr, Arc<DmaBuf>)>,
     global_rkey: u32,
-    /// Completed by the CM event watcher as its last action.
-    watcher_done: Arc<Completion>,
     /// Send buffers of the negotiated inline size, DMA-mapped once and
     /// reused (C `rpcrdma_sendctx`): taken by `send_wr`, given back by the
     /// Send's completion.
@@ -223,7 +218,8 @@ impl Conn {
     /// Resolves, creates the queue pair and MR pool, and connects.
     pub(super) fn connect(xprt: Xprt, settings: Settings, stats: Arc<Stats>) -> Result<Arc<Self>> {
         let addr = xprt.addr()?;
-        let id = CmId::new()?;
+        // In the transport's network namespace, as C `rpcrdma_create_id`.
+        let id = CmId::new_in(xprt.net())?;
         id.resolve_addr(addr, RESOLVE_TIMEOUT_MS as i32)?;
         wait_for(&id, "address resolution", |e| {
             matches!(e, CmEvent::AddrResolved)
@@ -337,7 +333,6 @@ impl Conn {
                 dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
                 write_pad,
                 global_rkey,
-                watcher_done: Arc::pin_init(Completion::new(), GFP_KERNEL)?,
                 send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
             }),
             GFP_KERNEL,
@@ -355,20 +350,19 @@ impl Conn {
             )?;
             let wr = WorkRequest::new(RecvDone { conn: conn.clone() }, segs)?;
             if let Err(e) = conn.ep.post_recv(wr) {
-                // No watcher runs yet.
-                conn.watcher_done.complete_all();
                 conn.shutdown();
                 return Err(e);
             }
         }
         // Disconnects by the server, device removal and address changes
-        // arrive as CM events: the watcher turns them into a reconnect.
-        let watched = conn.clone();
-        if let Err(e) = workqueue::system_long().try_spawn(GFP_KERNEL, move || watch(watched)) {
-            // The closure (and its reference) was dropped: nothing waits.
-            conn.watcher_done.complete_all();
-            conn.shutdown();
-            return Err(e.into());
+        // arrive as CM events: the handler turns them into a reconnect,
+        // from the CM's callback (events since ESTABLISHED first).
+        match Arc::new(ConnEvents { xprt }, GFP_KERNEL) {
+            Ok(events) => conn.ep.cm_id().set_handler(events),
+            Err(e) => {
+                conn.shutdown();
+                return Err(e.into());
+            }
         }
         conn.xprt.update_cwnd(1);
         conn.xprt
@@ -386,12 +380,13 @@ impl Conn {
         Ok(conn)
     }
 
-    /// Disconnects and waits for every posted work request to complete and
-    /// for the CM event watcher to stop (so nothing touches the sunrpc
-    /// transport once this returns).
+    /// Disconnects and waits for every posted work request to complete;
+    /// the CM event handler is removed first (so nothing touches the sunrpc
+    /// transport once this returns). Removing it waits only for a handler
+    /// call in progress, which never blocks.
     pub(super) fn shutdown(&self) {
         self.closing.store(true, Relaxed);
-        self.watcher_done.wait_for_completion();
+        drop(self.ep.cm_id().clear_handler());
         self.ep.drain();
         // Registrations of requests still waiting are invalid now that the
         // QP is in the error state; drop them with their MRs.
@@ -1030,29 +1025,28 @@ impl Conn {
     }
 }
 
-/// Watches the connection's CM events until it is shut down.
-fn watch(conn: Arc<Conn>) {
-    let done = conn.watcher_done.clone();
-    while !conn.closing.load(Relaxed) {
-        let ev = match conn.ep.wait_event(WATCH_MS) {
-            Ok(ev) => ev,
-            Err(_) => continue,
-        };
+/// The CM event handler of a connection. It holds the sunrpc transport
+/// (not the connection: a handler must never drop the last reference to the
+/// identifier it serves) and is removed by [`Conn::shutdown`] before the
+/// transport can go away.
+struct ConnEvents {
+    xprt: Xprt,
+}
+
+impl CmHandler for ConnEvents {
+    fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
         let why = match ev {
             CmEvent::Disconnected => "the server disconnected",
             CmEvent::DeviceRemoval => "the RDMA device is being removed",
             CmEvent::AddrChange => "the local address changed",
-            _ => continue,
+            _ => return Ok(()),
         };
-        if !conn.closing.load(Relaxed) {
-            pr_info!("{}: closing the connection; it reconnects on demand\n", why);
-            conn.xprt.force_disconnect();
-        }
+        crate::pr_warn_ratelimited!("{}: closing the connection; it reconnects on demand\n", why);
+        // C `rpcrdma_cm_event_handler`: `xprt_force_disconnect`, which only
+        // takes a spinlock and queues the transport's close.
+        self.xprt.force_disconnect();
+        Ok(())
     }
-    // The last reference may be this one: drop it before signalling, so
-    // whoever waits may free what it refers to.
-    drop(conn);
-    done.complete_all();
 }
 
 /// The MRs among `regs` (physical mappings are unmapped as they drop
