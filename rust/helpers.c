@@ -65,6 +65,7 @@ void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 	out->max_recv_sge = a->max_recv_sge;
 	out->max_cqe = a->max_cqe;
 	out->max_qp_rd_atom = a->max_qp_rd_atom;
+	out->max_qp_init_rd_atom = a->max_qp_init_rd_atom;
 	out->max_fast_reg_page_list_len = a->max_fast_reg_page_list_len;
 	out->num_comp_vectors = device->num_comp_vectors;
 	out->phys_port_cnt = device->phys_port_cnt;

@@ -35,6 +35,7 @@ struct rpcrdma_rs_dev_attr {
 	u32 max_recv_sge;
 	u32 max_cqe;
 	u32 max_qp_rd_atom;
+	u32 max_qp_init_rd_atom;
 	u32 max_fast_reg_page_list_len;
 	u32 num_comp_vectors;
 	u32 phys_port_cnt;
