@@ -164,6 +164,10 @@ struct shrinker *rpcrdma_rs_shrinker_register(const char *name,
 					      const struct rpcrdma_rs_shrink_ops *ops);
 void rpcrdma_rs_shrinker_free(struct shrinker *s);
 
+/* Fault injection for tests (see helpers.c). */
+int rpcrdma_rs_cm_set_ack_timeout(struct rdma_cm_id *id, u8 timeout);
+int rpcrdma_rs_qp_to_error(struct ib_qp *qp);
+
 #include "xprt_helpers.h"
 #include "svc_helpers.h"
 
