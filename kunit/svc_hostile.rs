@@ -10,6 +10,13 @@
 //! broken chunk lists, nothing for `RDMA_DONE`; and after every bad call a
 //! valid NFS `NULL` call on the same connection still gets its Reply.
 //!
+//! One case plays clients that never answer the server's RDMA Reads (a
+//! long ACK timeout and their own queue pair in the error state): more of
+//! them than nfsd has threads (the scenario sets 4) each send a Call with a
+//! Read chunk, and another connection's NULL call must still be answered
+//! within 2 s, and again once they are gone (audit finding 1). The
+//! latencies are logged ("svc_hostile: NULL latency ...").
+//!
 //! Without a server (the `kunit` scenario) the connection is refused and
 //! every case passes without checking anything; it logs
 //! "svc_hostile: no server" so the scenario can tell.
@@ -25,7 +32,7 @@ use kernel::new_condvar;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLockIrq};
-use kernel::time::msecs_to_jiffies;
+use kernel::time::{msecs_to_jiffies, Delta, Instant, Monotonic};
 
 /// nfsd's RDMA port.
 const NFS_RDMA_PORT: u16 = 20049;
@@ -68,17 +75,50 @@ impl CompletionHandler for RecvDone {
     }
 }
 
-struct SendDone;
+/// Completed Sends, counted for the test thread.
+#[pin_data]
+struct Sent {
+    #[pin]
+    n: SpinLockIrq<u32>,
+    #[pin]
+    cv: CondVar,
+}
+
+struct SendDone {
+    sent: Arc<Sent>,
+}
 
 impl CompletionHandler for SendDone {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {}
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {
+        *self.sent.n.lock() += 1;
+        self.sent.cv.notify_all();
+    }
 }
+
+/// How a test client connects.
+#[derive(Clone, Copy)]
+struct Opts {
+    /// RDMA Reads the server may have outstanding against us.
+    responder_resources: u8,
+    /// Local ACK timeout asked for (see `CmId::set_ack_timeout`).
+    ack_timeout: Option<u8>,
+    /// A protection domain with a global rkey, so Read chunks can name
+    /// any mapped buffer.
+    global_rkey: bool,
+}
+
+const NORMAL: Opts = Opts {
+    responder_resources: 4,
+    ack_timeout: None,
+    global_rkey: false,
+};
 
 /// A client connection to the server under test.
 struct Client {
     ep: Endpoint,
     recvs: KVec<Arc<WorkRequest<RecvDone>>>,
     inbox: Arc<Inbox>,
+    sent: Arc<Sent>,
     next_xid: u32,
 }
 
@@ -98,11 +138,18 @@ fn segs(buf: Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
 impl Client {
     /// Connects; `Ok(None)` when no server listens.
     fn connect() -> Result<Option<Self>> {
+        Self::connect_with(NORMAL)
+    }
+
+    fn connect_with(opts: Opts) -> Result<Option<Self>> {
         let addr = Addr::V4(PEER_IPV4.to_be_bytes(), NFS_RDMA_PORT);
         let id = CmId::new()?;
         id.resolve_addr(addr, 5000)?;
         if !matches!(id.wait_event(STEP_MS)?, CmEvent::AddrResolved) {
             return Ok(None);
+        }
+        if let Some(t) = opts.ack_timeout {
+            id.set_ack_timeout(t)?;
         }
         id.resolve_route(5000)?;
         if !matches!(id.wait_event(STEP_MS)?, CmEvent::RouteResolved) {
@@ -115,8 +162,15 @@ impl Client {
                 max_recv_wr: 16,
                 max_send_sge: 1,
                 max_recv_sge: 1,
-                unsafe_global_rkey: false,
+                unsafe_global_rkey: opts.global_rkey,
             },
+        )?;
+        let sent = Arc::pin_init(
+            pin_init!(Sent {
+                n <- new_spinlock_irq!(0, "svc_hostile::sent"),
+                cv <- new_condvar!("svc_hostile::sent"),
+            }),
+            GFP_KERNEL,
         )?;
         let inbox = Arc::pin_init(
             pin_init!(Inbox {
@@ -139,7 +193,7 @@ impl Client {
             recvs.push(wr, GFP_KERNEL)?;
         }
         let pdata = ConnectPrivate::client(4096, 4096).to_bytes();
-        ep.connect(&pdata, 4, 0)?;
+        ep.connect(&pdata, opts.responder_resources, 0)?;
         match ep.wait_event(STEP_MS)? {
             CmEvent::Established { .. } => {}
             _ => return Ok(None),
@@ -149,6 +203,7 @@ impl Client {
             ep,
             recvs,
             inbox,
+            sent,
             next_xid: 0x5eed_0000,
         }))
     }
@@ -161,8 +216,30 @@ impl Client {
     fn send(&self, msg: &[u8]) -> Result {
         let buf = self.ep.alloc_buf(msg.len(), DmaDir::ToDevice)?;
         buf.write(0, msg)?;
-        let wr = WorkRequest::new(SendDone, segs(buf, msg.len())?)?;
+        let wr = WorkRequest::new(
+            SendDone {
+                sent: self.sent.clone(),
+            },
+            segs(buf, msg.len())?,
+        )?;
         self.ep.post_send(wr, SendOp::Send)
+    }
+
+    /// Waits until `n` Sends in all have completed; `false` after `ms`.
+    fn wait_sent(&self, n: u32, ms: u32) -> Result<bool> {
+        let mut left = msecs_to_jiffies(ms);
+        let mut got = self.sent.n.lock();
+        while *got < n {
+            if left == 0 {
+                return Ok(false);
+            }
+            match self.sent.cv.wait_interruptible_timeout(&mut got, left) {
+                CondVarTimeoutResult::Timeout => left = 0,
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+            }
+        }
+        Ok(true)
     }
 
     /// The next received message, or `None` after `ms`.
@@ -193,6 +270,11 @@ impl Client {
 
     /// A valid NFSv3 NULL call in an RDMA_MSG; checks its Reply.
     fn null_call_works(&mut self) -> Result<bool> {
+        self.null_call_within(STEP_MS)
+    }
+
+    /// Like [`Self::null_call_works`], with the Reply due within `ms`.
+    fn null_call_within(&mut self, ms: u32) -> Result<bool> {
         let xid = self.xid();
         let mut m = KVec::new();
         for w in [
@@ -203,8 +285,8 @@ impl Client {
             m.extend_from_slice(&u32::to_be_bytes(w), GFP_KERNEL)?;
         }
         self.send(&m)?;
-        let Some(r) = self.recv(STEP_MS)? else {
-            pr_err!("svc_hostile: no reply to NULL\n");
+        let Some(r) = self.recv(ms)? else {
+            pr_err!("svc_hostile: no reply to NULL within {} ms\n", ms);
             return Ok(false);
         };
         // xid, vers 1, credits, RDMA_MSG, 3 empty lists, then the RPC reply
@@ -233,6 +315,72 @@ impl Client {
         self.send(&m)?;
         Ok((xid, self.recv(ms)?))
     }
+}
+
+/// Connections that never answer the server's RDMA Reads: more than the
+/// nfsd threads the scenario starts (4).
+const STALLED: usize = 6;
+
+/// A stalled call's Read chunk: this many segments of [`STALL_SEG_LEN`]
+/// bytes, all naming one buffer (256 KiB in all: nfsd's largest Call in a
+/// 2 GiB VM is 512 KiB). The server issues them one at a time (we grant it
+/// one outstanding Read), so at most the first can be answered before our
+/// queue pair is in the error state.
+const STALL_SEGS: u32 = 4;
+const STALL_SEG_LEN: u32 = 64 * 1024;
+
+/// How a stalling client connects: one outstanding Read, and an ACK
+/// timeout of 4.096 us * 2^24 = 69 s, which the server's queue pair
+/// inherits: it would retransmit an unanswered Read only after a minute,
+/// and give up after 7 tries.
+const STALLER: Opts = Opts {
+    responder_resources: 1,
+    ack_timeout: Some(24),
+    global_rkey: true,
+};
+
+/// Longest a NULL call may take on a connection of its own while other
+/// connections' Reads are stalled.
+const NULL_DUE_MS: u32 = 2_000;
+
+impl Client {
+    /// Sends an NFSv3 NULL Call carrying a 256 KiB Read chunk (position 40,
+    /// after the RPC header) that names `src`, then stops answering: once
+    /// the Send completed, the queue pair goes to the error state, where
+    /// the server's Read Requests are dropped without a reply.
+    fn send_stalled_call(&mut self, src: &DmaBuf) -> Result<bool> {
+        let (addr, rkey) = src.remote_handle().ok_or(EINVAL)?;
+        let hi = u32::try_from(addr >> 32).map_err(|_| EINVAL)?;
+        let lo = u32::try_from(addr & 0xffff_ffff).map_err(|_| EINVAL)?;
+        let xid = self.xid();
+        let mut words = KVec::new();
+        // Transport header: RDMA_MSG, then the Read list.
+        words.extend_from_slice(&[xid, 1, 32, 0], GFP_KERNEL)?;
+        for _ in 0..STALL_SEGS {
+            words.extend_from_slice(&[1, 40, rkey, STALL_SEG_LEN, hi, lo], GFP_KERNEL)?;
+        }
+        // End of the Read list, no Write list, no Reply chunk; the RPC
+        // Call: NFSv3 NULL, AUTH_NONE.
+        words.extend_from_slice(&[0, 0, 0, xid, 0, 2, 100003, 3, 0, 0, 0, 0, 0], GFP_KERNEL)?;
+        let mut m = KVec::new();
+        for w in words.iter() {
+            m.extend_from_slice(&w.to_be_bytes(), GFP_KERNEL)?;
+        }
+        self.send(&m)?;
+        if !self.wait_sent(1, STEP_MS)? {
+            pr_err!("svc_hostile: stalled call not sent\n");
+            return Ok(false);
+        }
+        self.ep.force_error()?;
+        Ok(true)
+    }
+}
+
+/// Times a NULL call due within [`NULL_DUE_MS`]: (answered, milliseconds).
+fn timed_null(c: &mut Client) -> Result<(bool, i64)> {
+    let t = Instant::<Monotonic>::now();
+    let ok = c.null_call_within(NULL_DUE_MS)?;
+    Ok((ok, t.elapsed().as_millis()))
 }
 
 fn word(b: &[u8], i: usize) -> Option<u32> {
@@ -387,6 +535,45 @@ mod tests {
             let (_, r) = c.exchange(&[0, 1, 32, 3], SILENCE_MS)?;
             Ok(r.is_none())
         })?);
+        Ok(())
+    }
+
+    #[test]
+    fn stalled_reads_leave_other_connections_served() -> Result {
+        let Some(mut normal) = Client::connect()? else {
+            pr_info!("svc_hostile: no server\n");
+            return Ok(());
+        };
+        assert!(normal.null_call_works()?);
+        let mut stalled = KVec::new();
+        for i in 0..STALLED {
+            let Some(mut c) = Client::connect_with(STALLER)? else {
+                pr_err!("svc_hostile: stalled connection {} not accepted\n", i);
+                return Err(ENOTCONN);
+            };
+            let src = c.ep.alloc_buf(STALL_SEG_LEN as usize, DmaDir::ToDevice)?;
+            let sent = c.send_stalled_call(&src)?;
+            stalled.push((c, src), GFP_KERNEL)?;
+            assert!(sent);
+        }
+        // Time for the server to take every call and post its Reads.
+        kernel::time::delay::fsleep(Delta::from_millis(500));
+        let (during_ok, during_ms) = timed_null(&mut normal)?;
+        pr_info!(
+            "svc_hostile: NULL latency with {} stalled connections: {} ms\n",
+            STALLED,
+            during_ms
+        );
+        // Closing them must flush their Reads and free what they held.
+        drop(stalled);
+        kernel::time::delay::fsleep(Delta::from_millis(500));
+        let (after_ok, after_ms) = timed_null(&mut normal)?;
+        pr_info!(
+            "svc_hostile: NULL latency after the stalled connections closed: {} ms\n",
+            after_ms
+        );
+        assert!(during_ok);
+        assert!(after_ok);
         Ok(())
     }
 

@@ -33,6 +33,8 @@ pub struct DeviceAttr {
     pub max_cqe: u32,
     /// Maximum outstanding RDMA Reads a queue pair can be the target of.
     pub max_qp_rd_atom: u32,
+    /// Maximum outstanding RDMA Reads a queue pair can issue.
+    pub max_qp_init_rd_atom: u32,
     /// Maximum pages in one fast registration.
     pub max_fast_reg_page_list_len: u32,
     /// Number of completion vectors.
@@ -51,6 +53,7 @@ impl DeviceAttr {
             max_recv_sge: a.max_recv_sge,
             max_cqe: a.max_cqe,
             max_qp_rd_atom: a.max_qp_rd_atom,
+            max_qp_init_rd_atom: a.max_qp_init_rd_atom,
             max_fast_reg_page_list_len: a.max_fast_reg_page_list_len,
             num_comp_vectors: a.num_comp_vectors,
             mem_mgt_extensions: a.mem_mgt_extensions,

@@ -65,6 +65,7 @@ void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 	out->max_recv_sge = a->max_recv_sge;
 	out->max_cqe = a->max_cqe;
 	out->max_qp_rd_atom = a->max_qp_rd_atom;
+	out->max_qp_init_rd_atom = a->max_qp_init_rd_atom;
 	out->max_fast_reg_page_list_len = a->max_fast_reg_page_list_len;
 	out->num_comp_vectors = device->num_comp_vectors;
 	out->phys_port_cnt = device->phys_port_cnt;
@@ -505,4 +506,23 @@ void rpcrdma_rs_shrinker_free(struct shrinker *s)
 {
 	/* Waits for running callbacks before it returns. */
 	shrinker_free(s);
+}
+
+/*
+ * Fault injection for the hostile-peer tests (kunit/svc_hostile.rs): a
+ * client that asks for a long ACK timeout (set before route resolution, it
+ * becomes the packet lifetime of the path, so the peer's QP inherits it
+ * through the CM REQ) and then stops answering by moving its own QP to the
+ * error state, where rxe silently drops incoming requests.
+ */
+int rpcrdma_rs_cm_set_ack_timeout(struct rdma_cm_id *id, u8 timeout)
+{
+	return rdma_set_ack_timeout(id, timeout);
+}
+
+int rpcrdma_rs_qp_to_error(struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	return ib_modify_qp(qp, &attr, IB_QP_STATE);
 }

@@ -20,6 +20,7 @@
 mod bindings;
 pub mod cm;
 pub mod device;
+pub mod fault;
 pub mod live;
 pub mod ratelimit;
 pub mod regcache;

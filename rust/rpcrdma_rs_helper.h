@@ -35,6 +35,7 @@ struct rpcrdma_rs_dev_attr {
 	u32 max_recv_sge;
 	u32 max_cqe;
 	u32 max_qp_rd_atom;
+	u32 max_qp_init_rd_atom;
 	u32 max_fast_reg_page_list_len;
 	u32 num_comp_vectors;
 	u32 phys_port_cnt;
@@ -169,6 +170,10 @@ struct rpcrdma_rs_shrink_ops {
 struct shrinker *rpcrdma_rs_shrinker_register(const char *name,
 					      const struct rpcrdma_rs_shrink_ops *ops);
 void rpcrdma_rs_shrinker_free(struct shrinker *s);
+
+/* Fault injection for tests (see helpers.c). */
+int rpcrdma_rs_cm_set_ack_timeout(struct rdma_cm_id *id, u8 timeout);
+int rpcrdma_rs_qp_to_error(struct ib_qp *qp);
 
 #include "xprt_helpers.h"
 #include "svc_helpers.h"

@@ -29,6 +29,7 @@ use super::cm::Addr;
 use super::cm::CmHandler;
 use super::cm::CmId;
 use super::cm::Net;
+use super::verbs::DmaBuf;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -269,6 +270,25 @@ impl Rqst {
         })
     }
 
+    /// Copies `len` bytes at `buf_off` of `buf` (data an RDMA Read put
+    /// there) into the Call at `offset` (after [`Self::set_arg`]), with no
+    /// intermediate copy.
+    pub fn write_arg_from_buf(
+        &mut self,
+        offset: u32,
+        buf: &DmaBuf,
+        buf_off: usize,
+        len: usize,
+    ) -> Result {
+        let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+        let src = buf.cpu_range(buf_off, len)?;
+        // SAFETY: `src` is valid for `len` bytes while `buf` is borrowed;
+        // the shim checks the range against `rq_arg`.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_svc_arg_write(self.ptr.as_ptr(), offset, src.cast(), len32)
+        })
+    }
+
     /// Whether nfsd set up a backchannel on this connection.
     pub fn has_backchannel(&self) -> bool {
         // SAFETY: The transport is live during the call (type invariant).
@@ -304,6 +324,26 @@ impl Rqst {
                 len,
             )
         })
+    }
+
+    /// Copies `len` Reply bytes at `offset` into `buf` at `buf_off` (the
+    /// source of an RDMA Write or a Send), with no intermediate copy.
+    pub fn read_res_into_buf(
+        &self,
+        offset: u32,
+        buf: &DmaBuf,
+        buf_off: usize,
+        len: usize,
+    ) -> Result {
+        let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+        let dst = buf.cpu_range_mut(buf_off, len)?;
+        // SAFETY: `dst` is valid for `len` bytes while `buf` is borrowed;
+        // the shim checks the range against `rq_res`.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_svc_res_read(self.ptr.as_ptr(), offset, dst.cast(), len32)
+        })?;
+        buf.sync_for_device();
+        Ok(())
     }
 }
 

@@ -219,7 +219,9 @@ pub struct EndpointConfig {
 /// # Invariants
 ///
 /// A queue pair was created on `anchor.id` with `send_cq` and `recv_cq`; it
-/// is drained and destroyed in `drop` before the CQs are freed.
+/// is drained and destroyed in `drop` before the CQs are freed. Its send
+/// queue has room for `send_depth + 1` work requests, the last for the
+/// drain.
 pub struct Endpoint {
     qp: NonNull<bindings::ib_qp>,
     // Only held so they are freed after the QP and before the anchor.
@@ -227,6 +229,7 @@ pub struct Endpoint {
     _recv_cq: Cq,
     anchor: Arc<Anchor>,
     attr: DeviceAttr,
+    send_depth: u32,
 }
 
 // SAFETY: Posting to a queue pair is thread-safe in the RDMA core; the other
@@ -256,13 +259,20 @@ impl Endpoint {
         let attr = unsafe { DeviceAttr::query(device.as_ptr()) };
         // INVARIANT: `pd` was allocated on the device `id` is bound to.
         let anchor = Arc::new(Anchor { pd, id }, GFP_KERNEL)?;
-        let max_wr = attr.max_qp_wr.max(1);
-        let send_wr = cfg.max_send_wr.clamp(1, max_wr);
+        let max_wr = attr.max_qp_wr.max(2);
+        // One send queue entry more than the user may fill: `ib_drain_qp`
+        // posts its drain work request there even when the queue is full
+        // (a peer that stopped acknowledging), so the drain always waits
+        // for every posted request (C `max_send_wr += 1 /* for
+        // ib_drain_sq */`). `send_depth` excludes it.
+        let send_depth = cfg.max_send_wr.clamp(1, max_wr - 1);
+        let send_wr = send_depth + 1;
         let recv_wr = cfg.max_recv_wr.clamp(1, max_wr);
         let send_sge = cfg.max_send_sge.clamp(1, attr.max_send_sge.max(1));
         let recv_sge = cfg.max_recv_sge.clamp(1, attr.max_recv_sge.max(1));
         let cqe_max = attr.max_cqe.max(1);
-        let send_cq = Cq::new(device, send_wr.saturating_add(1).min(cqe_max))?;
+        // Every send queue entry, the drain's included, may complete.
+        let send_cq = Cq::new(device, send_wr.min(cqe_max))?;
         let recv_cq = Cq::new(device, recv_wr.saturating_add(1).min(cqe_max))?;
         // SAFETY: All pointers are live; the QP is attached to `anchor.id`.
         to_result(unsafe {
@@ -288,7 +298,14 @@ impl Endpoint {
             _recv_cq: recv_cq,
             anchor,
             attr,
+            send_depth,
         })
+    }
+
+    /// Send queue entries the user may have posted at once (the queue's
+    /// spare entry for the drain is not counted).
+    pub fn send_depth(&self) -> u32 {
+        self.send_depth
     }
 
     /// The queue pair, for FFI code in `rust/` that extends the layer
@@ -851,6 +868,49 @@ impl DmaBuf {
             core::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len())
         };
         Ok(())
+    }
+
+    /// Makes what the device wrote visible to the CPU and returns a pointer
+    /// to bytes `[offset, offset + len)`, for FFI code in `rust/` that
+    /// copies them straight into kernel structures (no bounce copy). The
+    /// pointer is valid for `len` bytes while `self` is borrowed.
+    pub(crate) fn cpu_range(&self, offset: usize, len: usize) -> Result<*const u8> {
+        self.range(offset, len)?;
+        // SAFETY: The mapping is live by the type invariant.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_cpu(
+                self.pd.device.as_ptr(),
+                self.dma,
+                self.len,
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
+        // SAFETY: `offset + len <= self.len` was checked, so the result
+        // stays inside the allocation `ptr` points to.
+        Ok(unsafe { self.ptr.add(offset) }.cast_const())
+    }
+
+    /// A pointer to bytes `[offset, offset + len)` for FFI code in `rust/`
+    /// to fill; [`Self::sync_for_device`] must follow before the device
+    /// reads them. Valid for `len` bytes while `self` is borrowed.
+    pub(crate) fn cpu_range_mut(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        self.range(offset, len)?;
+        // SAFETY: `offset + len <= self.len` was checked.
+        Ok(unsafe { self.ptr.add(offset) })
+    }
+
+    /// Makes what the CPU wrote through [`Self::cpu_range_mut`] visible to
+    /// the device.
+    pub(crate) fn sync_for_device(&self) {
+        // SAFETY: The mapping is live by the type invariant.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_device(
+                self.pd.device.as_ptr(),
+                self.dma,
+                self.len,
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
     }
 
     /// The address and rkey a peer uses to reach this buffer with RDMA, when

@@ -9,14 +9,17 @@
 //! reposts the Receive at once and then works on the copy: the header is
 //! decoded by the protocol core, errors are answered with `RDMA_ERROR`, and
 //! the Call is assembled in the request's pages from the inline body and any
-//! Read chunks (pulled with RDMA Read). The received message stays with the
-//! request ([`CallCtxt`]) so `xpo_sendto` can decode its chunk lists again
-//! and place the Reply: result payloads through Write chunks, the rest
-//! inline or through the Reply chunk.
+//! Read chunks. Read chunks are pulled with RDMA Reads that no thread waits
+//! for (see `rw.rs`): the Call is finished by a later `xpo_recvfrom`, which
+//! looks at the read-complete queue before the receive ring (C
+//! `svc_rdma_recvfrom`). The received message stays with the request
+//! ([`CallCtxt`]) so `xpo_sendto` can decode its chunk lists again and place
+//! the Reply: result payloads through Write chunks, the rest inline or
+//! through the Reply chunk.
 
 use super::cache::BufCache;
 use super::listener::Pending;
-use super::rw::{Io, SqGate};
+use super::rw::{Io, ReadOp, ReadWork, SqGate, Taken};
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
@@ -45,13 +48,60 @@ const RECV_BATCH: u32 = 7;
 /// request's pages bound it further.
 const MAX_PAYLOAD: u32 = 4 * 1024 * 1024;
 
-/// Ring of completed Receives (slot, byte length) in arrival order.
+/// Ring of completed Receives (slot, byte length) in arrival order, and
+/// the Calls being read.
+///
+/// # Invariants
+///
+/// `ready`, `sq_wait` and `dead` hold distinct operations, at most `reads`
+/// of them together, and `reads <= max_reads`, each list's capacity: so
+/// pushing (from completion handlers too) never allocates and never fails.
 struct Ring {
     slots: KVec<(usize, u32)>,
     head: usize,
     len: usize,
     /// Slots consumed by `recvfrom`, waiting to be reposted as one batch.
     repost: KVec<usize>,
+    /// Calls whose Reads all completed, or that may post more (C
+    /// `sc_read_complete_q`).
+    ready: KVec<Arc<ReadOp>>,
+    /// Calls with Reads left to post and no send queue room for them.
+    sq_wait: KVec<Arc<ReadOp>>,
+    /// Calls given up on that must outlive the queue pair's drain.
+    dead: KVec<Arc<ReadOp>>,
+    /// Calls being read (counted from the first post to assembly).
+    reads: u32,
+    /// At most this many Calls are read at once: the credit grant, which
+    /// a client never exceeds (a Call being read has no Reply yet).
+    max_reads: u32,
+}
+
+/// Takes the oldest operation of `list`.
+fn pop_front(list: &mut KVec<Arc<ReadOp>>) -> Option<Arc<ReadOp>> {
+    if list.is_empty() {
+        None
+    } else {
+        list.remove(0).ok()
+    }
+}
+
+/// Takes the oldest operation of `list` if there is one and `ok()`.
+fn pop_front_if(list: &mut KVec<Arc<ReadOp>>, ok: impl FnOnce() -> bool) -> Option<Arc<ReadOp>> {
+    if list.is_empty() || !ok() {
+        None
+    } else {
+        pop_front(list)
+    }
+}
+
+/// What `xpo_recvfrom` found to work on.
+enum Next {
+    /// A Call being read.
+    Op(Arc<ReadOp>),
+    /// A received message: its receive slot and length.
+    Recv(usize, u32),
+    /// Nothing.
+    Idle,
 }
 
 impl Ring {
@@ -83,11 +133,75 @@ impl Ring {
     }
 }
 
+/// A connection's queues of work for `xpo_recvfrom`, under one lock so
+/// that `XPT_DATA` is cleared only when all are empty (C `sc_rq_dto_lock`).
 #[pin_data]
-struct RecvQ {
+pub(super) struct RecvQ {
     #[pin]
     ring: SpinLockIrq<Ring>,
     link: Arc<XprtLink>,
+}
+
+impl RecvQ {
+    pub(super) fn link(&self) -> &Arc<XprtLink> {
+        &self.link
+    }
+
+    /// Queues an operation whose Reads have all completed (C
+    /// `svc_rdma_wc_read_done`) and marks the transport `XPT_DATA`.
+    pub(super) fn read_done(&self, op: Arc<ReadOp>) {
+        let lost = {
+            let mut r = self.ring.lock();
+            match r.ready.push_within_capacity(op) {
+                Ok(()) => {
+                    // Under the ring lock, like a Receive's completion.
+                    self.link.data_ready();
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        };
+        // Unreachable by the type invariant of `Ring`; dropped outside the
+        // lock in any case (dropping may free buffers).
+        if lost.is_some() {
+            self.link.close();
+        }
+    }
+
+    /// Leaves an operation waiting for send queue room; the release that
+    /// makes room marks the transport `XPT_DATA` ([`SqGate::starve`]).
+    fn wait_for_room(&self, op: Arc<ReadOp>, sq: &SqGate) {
+        let lost = {
+            let mut r = self.ring.lock();
+            match r.sq_wait.push_within_capacity(op) {
+                Ok(()) => {
+                    if !sq.starve() {
+                        // Room appeared meanwhile.
+                        self.link.data_ready();
+                    }
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        };
+        if lost.is_some() {
+            self.link.close();
+        }
+    }
+
+    /// Keeps an operation given up on until the connection is freed,
+    /// after its queue pair was drained (see [`Io::post_reads`]).
+    fn hold(&self, op: Arc<ReadOp>) {
+        let lost = self.ring.lock().dead.push_within_capacity(op).err();
+        // Unreachable by the type invariant of `Ring`.
+        drop(lost);
+    }
+
+    /// A Call being read was assembled or given up on.
+    fn read_finished(&self) {
+        let mut r = self.ring.lock();
+        r.reads = r.reads.saturating_sub(1);
+    }
 }
 
 /// Completion of one posted Receive.
@@ -106,14 +220,17 @@ impl CompletionHandler for RecvHandler {
                 self.q.link.data_ready();
             }
         } else if !wc.is_flush() {
-            pr_warn!("svcrdma: receive failed, status {}\n", wc.status);
+            crate::pr_warn_ratelimited!("svcrdma: receive failed, status {}\n", wc.status);
             self.q.link.close();
         }
     }
 }
 
 struct Shared {
-    // Dropped first: draining completes every posted work request.
+    // Dropped first: draining completes every posted work request, RDMA
+    // Reads included (their operations land in `rq`'s queues). `rq` goes
+    // after it, so the sinks of Calls still being read, and any sink a
+    // queued REG_MR named, are freed only once nothing can touch them.
     ep: Endpoint,
     recvs: KVec<Arc<WorkRequest<RecvHandler>>>,
     rq: Arc<RecvQ>,
@@ -142,6 +259,17 @@ pub(crate) struct CallCtxt {
 }
 
 impl CallCtxt {
+    fn new(msg: KVec<u8>, write_lens: KVec<u32>) -> Result<KBox<Self>> {
+        Ok(KBox::new(
+            Self {
+                msg,
+                write_lens,
+                payloads: KVec::new(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
     /// Records a result payload for the next Write chunk (C
     /// `svc_rdma_result_payload`); without a Write chunk it stays inline.
     pub(super) fn result_payload(&mut self, offset: u32, length: u32) -> Result {
@@ -217,6 +345,45 @@ fn usize_of(v: u32) -> Result<usize> {
     usize::try_from(v).map_err(|_| EINVAL)
 }
 
+/// Length of the Call `pcl` describes over an inline body of
+/// `inline_len` bytes: the inline body or the call chunk, plus each Read
+/// chunk rounded up to XDR alignment. `None` if it is empty, overflows or
+/// its regions are inconsistent.
+fn call_len(pcl: &ParsedChunks<'_>, inline_len: usize) -> Option<u32> {
+    let base = match pcl.call_chunk() {
+        Some(cc) if cc.length == 0 => return None,
+        Some(cc) => cc.length,
+        None => u32::try_from(inline_len).ok()?,
+    };
+    let mut total = base;
+    for c in pcl.read_chunks() {
+        total = total.checked_add(align_up_u32(c.length)?)?;
+    }
+    if total == 0 || pcl.read_regions(base).any(|r| r.is_err()) {
+        return None;
+    }
+    Some(total)
+}
+
+/// Copies `len` bytes at `start` of chunk `src` of `work` (0: the call
+/// chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
+fn copy_read(
+    rqst: &mut Rqst,
+    work: Option<&ReadWork>,
+    src: usize,
+    start: u32,
+    len: u32,
+    at: u32,
+) -> Result {
+    let work = work.ok_or(EINVAL)?;
+    work.copy_out(src, usize_of(start)?, usize_of(len)?, |rel, buf, off, n| {
+        let to = at
+            .checked_add(u32::try_from(rel).map_err(|_| EINVAL)?)
+            .ok_or(EINVAL)?;
+        rqst.write_arg_from_buf(to, buf, off, n)
+    })
+}
+
 impl Conn {
     /// Sets up a connection for a request taken off a listener and accepts
     /// it (C `svc_rdma_accept`).
@@ -251,11 +418,18 @@ impl Conn {
         let max_wr = attr.max_qp_wr.max(1);
         let sizing =
             ServerCredits::fit_to_device(set.max_requests, RECV_EXTRA_BC, RECV_BATCH, max_wr);
-        let sq_depth = sq_depth.min(max_wr);
-        let ird = u32::from(p.initiator_depth).min(attr.max_qp_rd_atom);
+        // What the gate hands out: the queue pair's spare entry for the
+        // drain is not included (see `Endpoint::send_depth`).
+        let sq_depth = ep.send_depth();
+        // How many RDMA Reads we issue at once: what the client accepts,
+        // within what the device can initiate (C `svc_rdma_accept` clamps
+        // to `max_qp_init_rd_atom`).
+        let ird = u32::from(p.initiator_depth).min(attr.max_qp_init_rd_atom);
         let ird = u8::try_from(ird).unwrap_or(u8::MAX);
         if ird == 0 {
-            pr_warn!("svcrdma: client allows no RDMA Reads, refusing connection\n");
+            crate::pr_warn_ratelimited!(
+                "svcrdma: client allows no RDMA Reads, refusing connection\n"
+            );
             return Err(EINVAL);
         }
         let credits = ServerCredits::new(
@@ -265,6 +439,11 @@ impl Conn {
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
         let ring_slots = KVec::from_elem((0, 0), nrecv, GFP_KERNEL)?;
         let repost = KVec::with_capacity(RECV_BATCH as usize, GFP_KERNEL)?;
+        let max_reads = credits.grant().max(1);
+        let reads_cap = usize_of(max_reads)?;
+        let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let dead = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
@@ -274,6 +453,11 @@ impl Conn {
                         head: 0,
                         len: 0,
                         repost,
+                        ready,
+                        sq_wait,
+                        dead,
+                        reads: 0,
+                        max_reads,
                     },
                     "svcrdma::rq"
                 ),
@@ -314,7 +498,10 @@ impl Conn {
                 ep,
                 recvs,
                 rq,
-                sq: SqGate::new(sq_depth)?,
+                // A quarter of the send queue (at least one entry per
+                // credit: it is 4 times the receive queue) is left to
+                // Sends and Writes by RDMA Reads.
+                sq: SqGate::new(sq_depth, sq_depth / 4, link.clone())?,
                 cache,
                 link,
                 credits: credits.grant(),
@@ -386,7 +573,7 @@ impl Conn {
             }
         }
         if wrs.len() != n || s.ep.post_recv_batch(&wrs).is_err() {
-            pr_warn!(
+            crate::pr_warn_ratelimited!(
                 "svcrdma: cannot repost {} receives; closing the connection\n",
                 n
             );
@@ -394,19 +581,35 @@ impl Conn {
         }
     }
 
-    /// `xpo_recvfrom`: the next received Call, if any.
+    /// `xpo_recvfrom`: the next Call, if any (C `svc_rdma_recvfrom`).
+    /// Calls whose Reads completed come first, then Calls waiting for send
+    /// queue room if there is room, then the receive ring.
     pub(super) fn recvfrom(&self, rqst: &mut Rqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
-        let item = {
+        let next = {
             let mut r = s.rq.ring.lock();
-            let it = r.pop();
-            if it.is_none() {
+            if let Some(op) = pop_front(&mut r.ready) {
+                Next::Op(op)
+            } else if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
+                Next::Op(op)
+            } else if let Some((slot, len)) = r.pop() {
+                Next::Recv(slot, len)
+            } else {
                 rqst.clear_data();
+                // Cleared before the gate notes the starvation, so the
+                // release that makes room sets `XPT_DATA` after this.
+                if !r.sq_wait.is_empty() && !s.sq.starve() {
+                    s.link.data_ready();
+                }
+                Next::Idle
             }
-            it
         };
         rqst.received();
-        let (slot, byte_len) = item?;
+        let (slot, byte_len) = match next {
+            Next::Idle => return None,
+            Next::Op(op) => return self.resume(rqst, op),
+            Next::Recv(slot, len) => (slot, len),
+        };
         stat_add(Stat::Recv, 1);
         let wr = s.recvs.get(slot)?;
         let msg = wr.buf(0).and_then(|buf| {
@@ -419,7 +622,7 @@ impl Conn {
         match self.process(rqst, msg?) {
             Ok(ctxt) => ctxt,
             Err(e) => {
-                pr_warn!("svcrdma: dropping a call: {:?}\n", e);
+                crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
                 None
             }
         }
@@ -428,7 +631,7 @@ impl Conn {
     /// Sends `RDMA_ERROR` for a call that failed to decode.
     fn send_decode_error(&self, msg: &[u8], err: &DecodeError) {
         let s = &self.shared;
-        pr_warn!("svcrdma: bad call header ({})\n", err.name());
+        crate::pr_warn_ratelimited!("svcrdma: bad call header ({})\n", err.name());
         let mut out = [0u8; 32];
         if let Ok(Some(n)) = encode_error_for(msg, err, s.credits, &mut out) {
             stat_add(Stat::ErrSent, 1);
@@ -465,6 +668,8 @@ impl Conn {
         self.io().send(bytes, inv)
     }
 
+    /// Works on a received message: answers what is wrong with it,
+    /// assembles an inline Call, or starts the RDMA Reads of its chunks.
     fn process(&self, rqst: &mut Rqst, msg: KVec<u8>) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
         let hdr = match decode_call(&msg, &s.limits) {
@@ -482,7 +687,7 @@ impl Conn {
             // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
             stat_add(Stat::BcReplies, 1);
             if let Err(e) = rqst.backchannel_reply(xid, inline, hdr.credits) {
-                pr_warn!("svcrdma: backchannel reply dropped: {:?}\n", e);
+                crate::pr_warn_ratelimited!("svcrdma: backchannel reply dropped: {:?}\n", e);
             }
             return Ok(None);
         }
@@ -491,46 +696,154 @@ impl Conn {
             self.send_err_chunk(xid);
             return Ok(None);
         };
-        let arg_max = rqst.arg_max();
-
-        // The base of the Call: the inline body, or the call chunk.
-        let mut call_buf = KVec::new();
-        let base: &[u8] = match pcl.call_chunk() {
-            Some(cc) => {
-                if cc.length > arg_max || cc.length == 0 {
-                    self.send_err_chunk(xid);
-                    return Ok(None);
-                }
-                let total = usize_of(cc.length)?;
-                call_buf = KVec::from_elem(0u8, total, GFP_KERNEL)?;
-                let res = self.io().read_chunk(pcl.segments(cc), total, |off, bytes| {
-                    let end = off.checked_add(bytes.len()).ok_or(EINVAL)?;
-                    call_buf
-                        .get_mut(off..end)
-                        .ok_or(EINVAL)?
-                        .copy_from_slice(bytes);
-                    Ok(())
-                });
-                if let Err(e) = res {
-                    pr_warn!("svcrdma: RDMA Read of a call chunk failed: {:?}\n", e);
-                    s.link.close();
-                    return Ok(None);
-                }
-                &call_buf
-            }
-            None => inline,
-        };
-        let base_len = u32::try_from(base.len()).map_err(|_| EINVAL)?;
-        let mut total = base_len;
-        for c in pcl.read_chunks() {
-            total = align_up_u32(c.length)
-                .and_then(|l| total.checked_add(l))
-                .ok_or(EINVAL)?;
-        }
-        if total == 0 || total > arg_max {
+        // Checked before anything is read: the request's pages must hold
+        // the Call (a call chunk of 4 MiB and more is refused here, never
+        // allocated), and its regions must be consistent.
+        if call_len(&pcl, inline.len()).is_none_or(|len| len > rqst.arg_max()) {
             self.send_err_chunk(xid);
             return Ok(None);
         }
+        if pcl.call_chunk().is_none() && pcl.read_chunks().is_empty() {
+            let Some(write_lens) = self.assemble(rqst, xid, &pcl, inline, None)? else {
+                return Ok(None);
+            };
+            return Ok(Some(CallCtxt::new(msg, write_lens)?));
+        }
+        let work = ReadWork::new(msg, &pcl)?;
+        self.start_reads(work)?;
+        Ok(None)
+    }
+
+    /// Counts a new Call being read and posts its first Reads.
+    fn start_reads(&self, work: ReadWork) -> Result {
+        let s = &self.shared;
+        let op = ReadOp::new()?;
+        let admitted = {
+            let mut r = s.rq.ring.lock();
+            if r.reads < r.max_reads {
+                r.reads += 1;
+                true
+            } else {
+                false
+            }
+        };
+        if !admitted {
+            // More Calls in flight than credits granted: a protocol
+            // violation that would otherwise let a client tie up
+            // unbounded buffers.
+            crate::pr_warn_ratelimited!(
+                "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
+            );
+            s.link.close();
+            return Ok(());
+        }
+        self.continue_reads(op, work);
+        Ok(())
+    }
+
+    /// Posts what fits of the rest of `op`'s Reads (`work` taken out of
+    /// it) and leaves the operation where it will be found again.
+    fn continue_reads(&self, op: Arc<ReadOp>, mut work: ReadWork) {
+        let s = &self.shared;
+        match self.io().post_reads(&op, &s.rq, &mut work) {
+            Err(e) => {
+                if e != ENOTCONN {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: cannot post RDMA Reads ({:?}); closing the connection\n",
+                        e
+                    );
+                }
+                s.link.close();
+                op.hold(work);
+                s.rq.hold(op);
+            }
+            Ok(posted) => {
+                let more = !work.all_posted();
+                if op.put_back(work) {
+                    // Nothing is pending: no completion will queue it.
+                    if posted == 0 && more {
+                        s.rq.wait_for_room(op, &s.sq);
+                    } else {
+                        s.rq.read_done(op);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Continues a Call being read, taken off the read-complete queue or
+    /// the queue of Calls waiting for send queue room (C
+    /// `svc_rdma_read_complete`): posts more Reads, or assembles the Call
+    /// into this request's pages.
+    fn resume(&self, rqst: &mut Rqst, op: Arc<ReadOp>) -> Option<KBox<CallCtxt>> {
+        let s = &self.shared;
+        match op.take() {
+            Taken::Nothing => None,
+            Taken::Failed(work) => {
+                // Only this connection (C `svc_rdma_wc_read_done`). Every
+                // Read of the work completed, so nothing queued names its
+                // sinks: they are freed with it, not cached.
+                s.link.close();
+                s.rq.read_finished();
+                drop(work);
+                None
+            }
+            Taken::Work(work) if !work.all_posted() => {
+                self.continue_reads(op, work);
+                None
+            }
+            Taken::Work(work) => {
+                s.rq.read_finished();
+                match self.finish_read(rqst, work) {
+                    Ok(ctxt) => ctxt,
+                    Err(e) => {
+                        crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Assembles a Call whose Reads all completed.
+    fn finish_read(&self, rqst: &mut Rqst, mut work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
+        let s = &self.shared;
+        let msg = core::mem::replace(&mut work.msg, KVec::new());
+        let write_lens = {
+            let hdr = decode_call(&msg, &s.limits).map_err(|_| EINVAL)?;
+            let (lists, inline) = chunk_lists(&hdr.body).ok_or(EINVAL)?;
+            let mut store = PclStore::for_lists(lists)?;
+            let pcl = ParsedChunks::build(lists, &mut store.chunks, &mut store.segs)
+                .map_err(|_| EINVAL)?;
+            self.assemble(rqst, hdr.xid, &pcl, inline, Some(&work))?
+        };
+        work.recycle(&s.cache);
+        match write_lens {
+            Some(w) => Ok(Some(CallCtxt::new(msg, w)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Lays the Call out in `rqst`'s pages: the inline body (`inline`) or
+    /// the call chunk, and the Read chunks, copied from `work`'s sinks
+    /// straight into the pages. Returns the Write chunk lengths, or `None`
+    /// when the Call was answered with `ERR_CHUNK`.
+    fn assemble(
+        &self,
+        rqst: &mut Rqst,
+        xid: u32,
+        pcl: &ParsedChunks<'_>,
+        inline: &[u8],
+        work: Option<&ReadWork>,
+    ) -> Result<Option<KVec<u32>>> {
+        let (base_len, base_read) = match pcl.call_chunk() {
+            Some(cc) => (cc.length, true),
+            None => (u32::try_from(inline.len()).map_err(|_| EINVAL)?, false),
+        };
+        let Some(total) = call_len(pcl, inline.len()).filter(|&t| t <= rqst.arg_max()) else {
+            self.send_err_chunk(xid);
+            return Ok(None);
+        };
         rqst.set_arg(total)?;
         let mut at: u32 = 0;
         for region in pcl.read_regions(base_len) {
@@ -539,27 +852,20 @@ impl Conn {
                 return Ok(None);
             };
             match region {
+                ReadRegion::Base { offset, len } if base_read => {
+                    copy_read(rqst, work, 0, offset, len, at)?;
+                    at = at.checked_add(len).ok_or(EINVAL)?;
+                }
                 ReadRegion::Base { offset, len } => {
                     let start = usize_of(offset)?;
                     let end = start.checked_add(usize_of(len)?).ok_or(EINVAL)?;
-                    rqst.write_arg(at, base.get(start..end).ok_or(EINVAL)?)?;
+                    rqst.write_arg(at, inline.get(start..end).ok_or(EINVAL)?)?;
                     at = at.checked_add(len).ok_or(EINVAL)?;
                 }
                 ReadRegion::Chunk(i) => {
                     let c = *pcl.read_chunks().get(i).ok_or(EINVAL)?;
-                    let res = self.io().read_chunk(
-                        pcl.segments(&c),
-                        usize_of(c.length)?,
-                        |off, bytes| {
-                            let off = u32::try_from(off).map_err(|_| EINVAL)?;
-                            rqst.write_arg(at.checked_add(off).ok_or(EINVAL)?, bytes)
-                        },
-                    );
-                    if let Err(e) = res {
-                        pr_warn!("svcrdma: RDMA Read of a read chunk failed: {:?}\n", e);
-                        s.link.close();
-                        return Ok(None);
-                    }
+                    let src = i.checked_add(1).ok_or(EINVAL)?;
+                    copy_read(rqst, work, src, 0, c.length, at)?;
                     at = at.checked_add(c.length).ok_or(EINVAL)?;
                     // XDR roundup the client does not send (RFC 8166 s. 3.4.5.2).
                     let padded = align_up_u32(c.length).ok_or(EINVAL)?;
@@ -575,15 +881,7 @@ impl Conn {
         for c in pcl.write_chunks() {
             write_lens.push(c.length, GFP_KERNEL)?;
         }
-        drop(call_buf);
-        Ok(Some(KBox::new(
-            CallCtxt {
-                msg,
-                write_lens,
-                payloads: KVec::new(),
-            },
-            GFP_KERNEL,
-        )?))
+        Ok(Some(write_lens))
     }
 
     /// Sends a backchannel Call (C `rpcrdma_bc_send_request`): an
@@ -622,7 +920,7 @@ impl Conn {
         let res = self.send_reply(rqst, ctxt);
         if let Err(e) = res {
             if e != ENOTCONN {
-                pr_warn!("svcrdma: cannot send a reply: {:?}\n", e);
+                crate::pr_warn_ratelimited!("svcrdma: cannot send a reply: {:?}\n", e);
                 // Like C: drop the connection so the client retransmits.
                 self.shared.link.close();
             }
@@ -655,11 +953,15 @@ impl Conn {
             if end > xdr_len {
                 return Err(EINVAL);
             }
-            self.io()
-                .write_chunk(pcl.segments(c), usize_of(c.payload_length)?, |off, dst| {
+            self.io().write_chunk(
+                pcl.segments(c),
+                usize_of(c.payload_length)?,
+                |off, buf, len| {
                     let off = u32::try_from(off).map_err(|_| EINVAL)?;
-                    rqst.read_res(c.position.checked_add(off).ok_or(EINVAL)?, dst)
-                })?;
+                    let at = c.position.checked_add(off).ok_or(EINVAL)?;
+                    rqst.read_res_into_buf(at, buf, 0, len)
+                },
+            )?;
         }
 
         // Everything else, inline or through the Reply chunk.
@@ -678,8 +980,10 @@ impl Conn {
                 return Ok(());
             }
             self.io()
-                .write_chunk(pcl.segments(rc), usize_of(rest)?, |off, dst| {
-                    copy_regions(rqst, &regions, off, dst)
+                .write_chunk(pcl.segments(rc), usize_of(rest)?, |off, buf, len| {
+                    copy_regions(&regions, off, len, |at, dst_off, n| {
+                        rqst.read_res_into_buf(at, buf, dst_off, n)
+                    })
                 })?;
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
@@ -700,18 +1004,28 @@ impl Conn {
         out.get_mut(..n)
             .ok_or(EINVAL)?
             .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
-        copy_regions(rqst, &regions, 0, out.get_mut(n..).ok_or(EINVAL)?)?;
+        let body = out.get_mut(n..).ok_or(EINVAL)?;
+        copy_regions(&regions, 0, body.len(), |at, dst_off, len| {
+            let end = dst_off.checked_add(len).ok_or(EINVAL)?;
+            rqst.read_res(at, body.get_mut(dst_off..end).ok_or(EINVAL)?)
+        })?;
         self.send_bytes(&out, inv)
     }
 }
 
-/// Copies bytes `[off, off + dst.len())` of the concatenation of `regions`
-/// of the Reply into `dst`.
-fn copy_regions(rqst: &Rqst, regions: &[Region], off: usize, dst: &mut [u8]) -> Result {
+/// Copies bytes `[off, off + len)` of the concatenation of `regions` of
+/// the Reply: calls `put(reply_offset, dst_offset, n)` for each run of
+/// `n` bytes, `dst_offset` counting from `off`.
+fn copy_regions(
+    regions: &[Region],
+    off: usize,
+    len: usize,
+    mut put: impl FnMut(u32, usize, usize) -> Result,
+) -> Result {
     let mut stream: usize = 0;
     let mut filled: usize = 0;
     for r in regions {
-        if filled >= dst.len() {
+        if filled >= len {
             break;
         }
         let rlen = usize_of(r.len)?;
@@ -719,18 +1033,17 @@ fn copy_regions(rqst: &Rqst, regions: &[Region], off: usize, dst: &mut [u8]) -> 
         let want = off.checked_add(filled).ok_or(EINVAL)?;
         if want < rend {
             let in_r = want.saturating_sub(stream);
-            let n = (rlen - in_r).min(dst.len() - filled);
+            let n = (rlen - in_r).min(len - filled);
             let xoff = r
                 .offset
                 .checked_add(u32::try_from(in_r).map_err(|_| EINVAL)?)
                 .ok_or(EINVAL)?;
-            let end = filled.checked_add(n).ok_or(EINVAL)?;
-            rqst.read_res(xoff, dst.get_mut(filled..end).ok_or(EINVAL)?)?;
-            filled = end;
+            put(xoff, filled, n)?;
+            filled = filled.checked_add(n).ok_or(EINVAL)?;
         }
         stream = rend;
     }
-    if filled < dst.len() {
+    if filled < len {
         return Err(EINVAL);
     }
     Ok(())

@@ -9,7 +9,7 @@
 //!   with [`crate::proto::decode::decode_call`], building `rq_arg`, and
 //!   sending Replies (inline, through Write chunks, or a Reply chunk);
 //! - `rw`: RDMA Read and Write of chunks, the send queue gate and the
-//!   waiter for RDMA Read completions.
+//!   Calls whose RDMA Reads run while no thread waits for them.
 //!
 //! Everything here is safe Rust over [`crate::rdma::svc`] and
 //! [`crate::rdma::verbs`]; peer input is validated by the protocol core
@@ -78,7 +78,7 @@ impl SvcTransport for SvcRdma {
                 match conn::Conn::accept(pending, link.clone(), &settings()) {
                     Ok(c) => Some(Xprt::Conn(c)),
                     Err(e) => {
-                        pr_warn!("svcrdma: accept failed: {:?}\n", e);
+                        crate::pr_warn_ratelimited!("svcrdma: accept failed: {:?}\n", e);
                         None
                     }
                 }

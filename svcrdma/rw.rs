@@ -1,19 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA Read and Write of chunks (C `svc_rdma_rw.c`), the send queue gate
-//! (C `sc_sq_avail`) and the waiter a server thread sleeps on while its
-//! RDMA Reads run.
+//! RDMA Read and Write of chunks (C `svc_rdma_rw.c`) and the send queue
+//! gate (C `sc_sq_avail`).
 //!
-//! Data moves through bounce buffers of at most [`PIECE`] bytes mapped on
-//! the connection's device: a Read chunk is pulled into them and copied into
-//! the request's pages; a Write or Reply chunk is copied out of `rq_res`
-//! into them and pushed. The client's segments are addressed piecewise, so
-//! one segment may take several work requests and one piece never spans
-//! two segments.
+//! Data moves through buffers of at most [`PIECE`] bytes mapped on the
+//! connection's device, taken from the registration cache: a Write or
+//! Reply chunk is copied out of `rq_res` into them and pushed; a Read chunk
+//! is pulled into them and later copied into the pages of whichever
+//! request finishes the Call. Nothing is allocated per byte of a chunk.
+//! The client's segments are addressed piecewise, so one segment may take
+//! several work requests and one piece never spans two segments.
+//!
+//! RDMA Reads are asynchronous (C `svc_rdma_process_read_list`,
+//! `svc_rdma_wc_read_done`): a Call with Read chunks becomes a [`ReadOp`]
+//! whose Reads are posted without waiting. When the last one completes,
+//! the operation is queued on its connection's read-complete queue
+//! ([`RecvQ::read_done`]) and the transport marked `XPT_DATA`; a later
+//! `xpo_recvfrom`, on any server thread, takes it from there and either
+//! posts the Reads that did not fit in the send queue yet or assembles the
+//! Call. No server thread ever waits for a peer to answer a Read.
 
 use super::cache::{BufCache, Class};
+use super::conn::RecvQ;
 use crate::proto::msg::Segment;
-use crate::rdma::svc::{stat_add, Stat};
+use crate::proto::pcl::ParsedChunks;
+use crate::rdma::svc::{stat_add, Stat, XprtLink};
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
 };
@@ -24,36 +35,58 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, CondVar, SpinLockIrq};
 use kernel::time::msecs_to_jiffies;
 
-/// Largest bounce buffer (order-4 allocation).
+/// Largest buffer of one RDMA Read or Write (order-4 slab object).
 pub(super) const PIECE: usize = 64 * 1024;
 
 struct GateState {
     avail: u32,
     closed: bool,
+    /// A Read operation waits for room ([`SqGate::starve`]).
+    starved: bool,
 }
 
 /// Send queue slots: a work request is posted only with a slot, and its
-/// completion returns the slot, so the send queue never overflows.
+/// completion returns the slot, so the send queue never overflows. The
+/// queue pair's spare entry for the drain (see
+/// [`Endpoint::send_depth`]) is not among them.
+///
+/// RDMA Reads never wait for a slot ([`Self::try_acquire_read`]) and never
+/// take the last [`Self::read_keep`] slots: a peer that stops answering
+/// Reads can fill at most the rest of the queue, so Replies on its
+/// connection still find room for at least one Send per credit.
 #[pin_data]
 pub(super) struct SqGate {
     #[pin]
     state: SpinLockIrq<GateState>,
     #[pin]
     wait: CondVar,
+    read_keep: u32,
+    /// Told when room appears for a starved Read operation.
+    link: Arc<XprtLink>,
 }
 
 impl SqGate {
-    pub(super) fn new(depth: u32) -> Result<Arc<Self>> {
+    /// A gate of `depth` slots whose Reads leave `read_keep` of them to
+    /// Sends and Writes.
+    pub(super) fn new(depth: u32, read_keep: u32, link: Arc<XprtLink>) -> Result<Arc<Self>> {
+        let depth = depth.max(2);
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock_irq!(GateState { avail: depth.max(1), closed: false }, "svcrdma::sq"),
+                state <- new_spinlock_irq!(
+                    GateState { avail: depth, closed: false, starved: false },
+                    "svcrdma::sq"
+                ),
                 wait <- new_condvar!("svcrdma::sq_wait"),
+                read_keep: read_keep.min(depth - 1),
+                link,
             }),
             GFP_KERNEL,
         )
     }
 
-    /// Takes a slot, sleeping while none is free; `ENOTCONN` once closed.
+    /// Takes a slot for a Send or an RDMA Write, sleeping while none is
+    /// free; `ENOTCONN` once closed. Like C `svc_rdma_send`, a Reply waits
+    /// for room; closing the connection ([`Self::close`]) ends the wait.
     pub(super) fn acquire(&self) -> Result {
         let mut st = self.state.lock();
         loop {
@@ -71,102 +104,320 @@ impl SqGate {
         }
     }
 
-    /// Returns a slot.
-    pub(super) fn release(&self) {
-        self.state.lock().avail += 1;
-        self.wait.notify_one();
+    /// Takes `n` slots for RDMA Reads (and their registrations) if they
+    /// are free beyond the reserve, without waiting: `Ok(false)` if not.
+    pub(super) fn try_acquire_read(&self, n: u32) -> Result<bool> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Err(ENOTCONN);
+        }
+        match n.checked_add(self.read_keep) {
+            Some(need) if st.avail >= need => {
+                st.avail -= n;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
-    /// Fails every current and later [`Self::acquire`].
+    /// Whether a Read could take a slot now.
+    pub(super) fn read_room(&self) -> bool {
+        let st = self.state.lock();
+        !st.closed && st.avail > self.read_keep
+    }
+
+    /// Called by a thread about to leave a Read operation waiting for
+    /// room: `false` if there is room now (the caller must see to it),
+    /// `true` if there is none, in which case the release that makes room
+    /// marks the transport `XPT_DATA` (checking and noting under one lock,
+    /// so that release cannot be missed).
+    pub(super) fn starve(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.closed {
+            // Nothing will be posted again: nothing to wake.
+            return true;
+        }
+        if st.avail > self.read_keep {
+            return false;
+        }
+        stat_add(Stat::SqStarve, 1);
+        st.starved = true;
+        true
+    }
+
+    /// Returns `n` slots.
+    pub(super) fn release(&self, n: u32) {
+        let wake_reads = {
+            let mut st = self.state.lock();
+            st.avail = st.avail.saturating_add(n);
+            let wake = st.starved && st.avail > self.read_keep;
+            if wake {
+                st.starved = false;
+            }
+            wake
+        };
+        self.wait.notify_all();
+        if wake_reads {
+            self.link.data_ready();
+        }
+    }
+
+    /// Fails every current and later [`Self::acquire`] and
+    /// [`Self::try_acquire_read`].
     pub(super) fn close(&self) {
         self.state.lock().closed = true;
         self.wait.notify_all();
     }
 }
 
-struct WaitState {
-    pending: u32,
-    failed: bool,
-}
-
-/// Counts outstanding work requests of one operation and wakes its thread
-/// when all have completed.
-#[pin_data]
-pub(super) struct Waiter {
-    #[pin]
-    state: SpinLockIrq<WaitState>,
-    #[pin]
-    wait: CondVar,
-}
-
-impl Waiter {
-    pub(super) fn new() -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                state <- new_spinlock_irq!(WaitState { pending: 0, failed: false }, "svcrdma::rw"),
-                wait <- new_condvar!("svcrdma::rw_wait"),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    fn add(&self) {
-        self.state.lock().pending += 1;
-    }
-
-    fn done(&self, ok: bool) {
-        let mut st = self.state.lock();
-        st.pending = st.pending.saturating_sub(1);
-        if !ok {
-            st.failed = true;
-        }
-        drop(st);
-        self.wait.notify_all();
-    }
-
-    /// Waits until every added work request has completed; `EIO` if one
-    /// failed. The queue pair completes every posted request (flushing them
-    /// when the connection dies), so this always returns.
-    pub(super) fn wait_all(&self) -> Result {
-        let mut st = self.state.lock();
-        while st.pending > 0 {
-            let _ = self
-                .wait
-                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
-        }
-        if st.failed {
-            Err(EIO)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// Completion of RDMA Reads, RDMA Writes and Sends: returns the send queue
-/// slots (two for an RDMA Read whose sink was registered just before it:
-/// the unsignaled REG_MR ahead of it used one), gives the buffer back to
-/// the cache (Writes and Sends), and reports to the waiter, if any.
+/// Completion of RDMA Writes and Sends: returns the send queue slot and
+/// gives the buffer back to the cache.
 pub(super) struct SqHandler {
     sq: Arc<SqGate>,
-    slots: u32,
-    waiter: Option<Arc<Waiter>>,
     cache: Option<(Arc<BufCache>, usize)>,
 }
 
 impl CompletionHandler for SqHandler {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        for _ in 0..self.slots {
-            self.sq.release();
-        }
+        self.sq.release(1);
         if !wc.is_ok() && !wc.is_flush() {
-            pr_warn!("svcrdma: work request failed, status {}\n", wc.status);
+            crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
         }
         if let (Some((cache, slot)), Some(buf)) = (&self.cache, wr.buf(0)) {
             cache.put(buf, *slot);
         }
-        if let Some(w) = &self.waiter {
-            w.done(wc.is_ok());
+    }
+}
+
+/// One piece of a Read chunk: where it is read from and, once posted, the
+/// buffer it lands in.
+struct Piece {
+    /// The chunk: 0 for the call chunk, `i + 1` for Read chunk `i` (in
+    /// the order of [`crate::proto::pcl::ParsedChunks::read_chunks`]).
+    src: usize,
+    /// Offset of the piece in its chunk.
+    off: usize,
+    len: usize,
+    addr: u64,
+    rkey: u32,
+    /// The sink buffer and its cache class, once the Read was posted.
+    sink: Option<(Arc<DmaBuf>, usize)>,
+}
+
+/// A Call whose Read chunks are being pulled (C `svc_rdma_recv_ctxt`
+/// with its `rc_readlist`).
+pub(super) struct ReadWork {
+    /// The received transport header and inline body.
+    pub(super) msg: KVec<u8>,
+    pieces: KVec<Piece>,
+    /// Pieces `[..next]` were posted.
+    next: usize,
+}
+
+impl ReadWork {
+    /// Plans the Reads of the call chunk and Read chunks of `pcl`, parsed
+    /// from `msg`.
+    pub(super) fn new(msg: KVec<u8>, pcl: &ParsedChunks<'_>) -> Result<Self> {
+        let mut pieces = KVec::new();
+        let mut add = |src: usize, segs: &[Segment], total: u32| {
+            let total = usize::try_from(total).map_err(|_| EINVAL)?;
+            for_each_piece(segs, total, |off, len, addr, rkey| {
+                pieces.push(
+                    Piece {
+                        src,
+                        off,
+                        len,
+                        addr,
+                        rkey,
+                        sink: None,
+                    },
+                    GFP_KERNEL,
+                )?;
+                Ok(())
+            })
+        };
+        if let Some(c) = pcl.call_chunk() {
+            add(0, pcl.segments(c), c.length)?;
         }
+        for (i, c) in pcl.read_chunks().iter().enumerate() {
+            add(i.checked_add(1).ok_or(EINVAL)?, pcl.segments(c), c.length)?;
+        }
+        Ok(Self {
+            msg,
+            pieces,
+            next: 0,
+        })
+    }
+
+    /// Whether every Read was posted.
+    pub(super) fn all_posted(&self) -> bool {
+        self.next >= self.pieces.len()
+    }
+
+    /// Calls `put(at, buf, buf_off, len)` for the bytes `[start, start +
+    /// len)` of chunk `src`, in order, `at` counting from `start`. Fails if
+    /// the pieces do not cover the range.
+    pub(super) fn copy_out(
+        &self,
+        src: usize,
+        start: usize,
+        len: usize,
+        mut put: impl FnMut(usize, &DmaBuf, usize, usize) -> Result,
+    ) -> Result {
+        let end = start.checked_add(len).ok_or(EINVAL)?;
+        let mut done: usize = 0;
+        for p in self.pieces.iter().filter(|p| p.src == src) {
+            let p_end = p.off.checked_add(p.len).ok_or(EINVAL)?;
+            let lo = p.off.max(start);
+            let hi = p_end.min(end);
+            if lo >= hi {
+                continue;
+            }
+            let (buf, _) = p.sink.as_ref().ok_or(EINVAL)?;
+            put(lo - start, buf, lo - p.off, hi - lo)?;
+            done = done.checked_add(hi - lo).ok_or(EINVAL)?;
+        }
+        if done != len {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// Gives the sink buffers back to the cache: their Reads all
+    /// succeeded, so their registration, if any, is known to be good (a
+    /// work that failed is dropped instead, which frees its buffers).
+    pub(super) fn recycle(self, cache: &BufCache) {
+        for p in self.pieces.iter() {
+            if let Some((buf, slot)) = &p.sink {
+                cache.put(buf, *slot);
+            }
+        }
+    }
+}
+
+struct OpState {
+    /// Posted Reads whose completion has not run yet.
+    pending: u32,
+    /// A Read failed (or was flushed).
+    failed: bool,
+    /// Kept as is until the connection is freed: a registration posted
+    /// for a Read that could not be posted still names one of its sinks
+    /// (see [`Io::post_reads`]).
+    hold: bool,
+    /// The work, while no thread has it.
+    work: Option<ReadWork>,
+}
+
+/// A Call being read: shared by the completion handlers of its Reads,
+/// the connection's queues and the thread that works on it.
+///
+/// # Invariants
+///
+/// When `pending` drops to zero while the work is parked here (and not
+/// held), the operation is queued on its connection's read-complete queue
+/// exactly once; a thread that takes the work puts it back and queues the
+/// operation itself if nothing is pending by then.
+#[pin_data]
+pub(super) struct ReadOp {
+    #[pin]
+    state: SpinLockIrq<OpState>,
+}
+
+/// What a thread finds in an operation it took off a queue.
+pub(super) enum Taken {
+    /// A Read failed: the connection is being closed.
+    Failed(ReadWork),
+    /// Work to continue (post the rest, or assemble the Call).
+    Work(ReadWork),
+    /// Nothing (a held operation, or one already taken).
+    Nothing,
+}
+
+impl ReadOp {
+    pub(super) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_spinlock_irq!(
+                    OpState { pending: 0, failed: false, hold: false, work: None },
+                    "svcrdma::read_op"
+                ),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Takes the work out (after the operation came off a queue).
+    pub(super) fn take(&self) -> Taken {
+        let mut st = self.state.lock();
+        if st.hold || st.pending > 0 {
+            return Taken::Nothing;
+        }
+        match st.work.take() {
+            Some(w) if st.failed => Taken::Failed(w),
+            Some(w) => Taken::Work(w),
+            None => Taken::Nothing,
+        }
+    }
+
+    /// Puts the work back; `true` if no Read is pending, so the caller
+    /// must queue the operation again.
+    pub(super) fn put_back(&self, work: ReadWork) -> bool {
+        let mut st = self.state.lock();
+        st.work = Some(work);
+        st.pending == 0
+    }
+
+    /// Puts the work back for good: it is freed with the connection, after
+    /// its queue pair was drained.
+    pub(super) fn hold(&self, work: ReadWork) {
+        let mut st = self.state.lock();
+        st.failed = true;
+        st.hold = true;
+        st.work = Some(work);
+    }
+
+    fn add_pending(&self) {
+        let mut st = self.state.lock();
+        st.pending = st.pending.saturating_add(1);
+    }
+
+    /// One Read completed (or was not posted after all); `true` if the
+    /// operation must now be queued.
+    fn done(&self, ok: bool) -> bool {
+        let mut st = self.state.lock();
+        st.pending = st.pending.saturating_sub(1);
+        if !ok {
+            st.failed = true;
+        }
+        st.pending == 0 && st.work.is_some() && !st.hold
+    }
+}
+
+/// Completion of one RDMA Read (C `svc_rdma_wc_read_done`): returns its
+/// send queue slots (two when its sink was registered just before it: the
+/// unsignaled REG_MR ahead of it used one) and, for the operation's last
+/// Read, queues the operation on the connection's read-complete queue.
+pub(super) struct ReadHandler {
+    sq: Arc<SqGate>,
+    slots: u32,
+    op: Arc<ReadOp>,
+    q: Arc<RecvQ>,
+}
+
+impl CompletionHandler for ReadHandler {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        if !wc.is_ok() && !wc.is_flush() {
+            crate::pr_warn_ratelimited!(
+                "svcrdma: RDMA Read failed, status {}; closing the connection\n",
+                wc.status
+            );
+            // Only this connection (C `svc_rdma_wc_read_done`).
+            self.q.link().close();
+        }
+        if self.op.done(wc.is_ok()) {
+            self.q.read_done(self.op.clone());
+        }
+        self.sq.release(self.slots);
     }
 }
 
@@ -178,68 +429,34 @@ pub(super) struct Io<'a> {
     pub(super) cache: &'a Arc<BufCache>,
 }
 
+fn one_segment(buf: Arc<DmaBuf>, len: usize) -> Result<KVec<crate::rdma::verbs::Segment>> {
+    let mut segs = KVec::new();
+    segs.push(
+        crate::rdma::verbs::Segment {
+            buf,
+            offset: 0,
+            len,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(segs)
+}
+
 impl Io<'_> {
-    /// Posts one work request over `buf[..len]` with a send queue slot;
-    /// `recycle` gives the buffer back to the cache (to that class slot)
-    /// when it completes. With `register`, the buffer's sink MR is
-    /// registered first (REG_MR, taking a second slot), on this queue pair
-    /// so it executes before the RDMA Read that uses it.
-    fn post_one(
-        &self,
-        waiter: Option<&Arc<Waiter>>,
-        buf: Arc<DmaBuf>,
-        len: usize,
-        op: SendOp,
-        recycle: Option<usize>,
-        register: bool,
-    ) -> Result {
-        let mut segs = KVec::new();
-        segs.push(
-            crate::rdma::verbs::Segment {
-                buf,
-                offset: 0,
-                len,
-            },
-            GFP_KERNEL,
-        )?;
-        let reg_buf = if register {
-            segs.first().map(|s| s.buf.clone())
-        } else {
-            None
-        };
-        let slots = if reg_buf.is_some() { 2 } else { 1 };
+    /// Posts a Send or RDMA Write over `buf[..len]` with a send queue
+    /// slot; the buffer goes back to the cache (class `slot`) when it
+    /// completes.
+    fn post_one(&self, buf: Arc<DmaBuf>, len: usize, op: SendOp, slot: usize) -> Result {
         let wr = WorkRequest::new(
             SqHandler {
                 sq: self.sq.clone(),
-                slots,
-                waiter: waiter.cloned(),
-                cache: recycle.map(|c| (self.cache.clone(), c)),
+                cache: Some((self.cache.clone(), slot)),
             },
-            segs,
+            one_segment(buf, len)?,
         )?;
         self.sq.acquire()?;
-        if let Some(b) = &reg_buf {
-            if let Err(e) = self.sq.acquire() {
-                self.sq.release();
-                return Err(e);
-            }
-            if let Err(e) = b.post_sink_registration(self.ep) {
-                pr_warn!("svcrdma: cannot post a sink registration: {:?}\n", e);
-                self.sq.release();
-                self.sq.release();
-                return Err(e);
-            }
-        }
-        if let Some(w) = waiter {
-            w.add();
-        }
         if let Err(e) = self.ep.post_send(wr, op) {
-            for _ in 0..slots {
-                self.sq.release();
-            }
-            if let Some(w) = waiter {
-                w.done(false);
-            }
+            self.sq.release(1);
             return Err(e);
         }
         Ok(())
@@ -253,85 +470,108 @@ impl Io<'_> {
             Some(k) => SendOp::SendWithInvalidate(k),
             None => SendOp::Send,
         };
-        self.post_one(None, t.buf, bytes.len(), op, Some(t.slot), false)
+        self.post_one(t.buf, bytes.len(), op, t.slot)
     }
 
-    /// Pulls `total` bytes of a Read chunk with RDMA Read and hands each
-    /// piece to `sink(stream_offset, bytes)` in order.
-    pub(super) fn read_chunk(
+    /// Posts the next Reads of `work` (taken out of `op`) that the send
+    /// queue has room for now, without waiting (C posts them all and
+    /// waits for room; a thread here never waits on a peer). Returns how
+    /// many were posted; the rest are posted by a later `xpo_recvfrom`,
+    /// when completions have made room.
+    ///
+    /// On an error the connection must be closed and `work` held with
+    /// [`ReadOp::hold`]: if a sink's registration was posted but its Read
+    /// was not, the queued REG_MR still names the sink's MR, so the sink
+    /// may only be freed once the queue pair is drained. That REG_MR's
+    /// send queue slot stays taken (no completion will return it: the
+    /// entry is retired by the drain), so the gate never counts more free
+    /// slots than the queue has.
+    pub(super) fn post_reads(
         &self,
-        segs: &[Segment],
-        total: usize,
-        mut sink: impl FnMut(usize, &[u8]) -> Result,
-    ) -> Result {
-        let waiter = Waiter::new()?;
-        let mut pieces: KVec<(usize, usize, Arc<DmaBuf>, usize)> = KVec::new();
-        let posted = for_each_piece(segs, total, |off, len, addr, rkey| {
-            let t = self.cache.get(self.ep, Class::ReadPiece, len)?;
-            pieces.push((off, len, t.buf.clone(), t.slot), GFP_KERNEL)?;
-            stat_add(Stat::Read, 1);
-            stat_add(Stat::ReadBytes, len as u64);
-            self.post_one(
-                Some(&waiter),
-                t.buf,
-                len,
-                SendOp::RdmaRead {
-                    remote_addr: addr,
-                    rkey,
+        op: &Arc<ReadOp>,
+        q: &Arc<RecvQ>,
+        work: &mut ReadWork,
+    ) -> Result<usize> {
+        let mut posted = 0;
+        while let Some(p) = work.pieces.get_mut(work.next) {
+            let t = self.cache.get(self.ep, Class::ReadPiece, p.len)?;
+            let slots = if t.needs_registration { 2 } else { 1 };
+            let segs = one_segment(t.buf.clone(), p.len)?;
+            if !self.sq.try_acquire_read(slots)? {
+                // Nothing was posted with it: it goes back as it came.
+                self.cache.put(&t.buf, t.slot);
+                break;
+            }
+            let wr = match WorkRequest::new(
+                ReadHandler {
+                    sq: self.sq.clone(),
+                    slots,
+                    op: op.clone(),
+                    q: q.clone(),
                 },
-                None,
-                t.needs_registration,
-            )
-        });
-        // Whatever was posted must complete before the buffers are reused.
-        let waited = waiter.wait_all();
-        let io_ok = posted.is_ok() && waited.is_ok();
-        let res = posted.and(waited).and_then(|()| {
-            let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
-            for (off, len, buf, _) in pieces.iter() {
-                let dst = tmp.get_mut(..*len).ok_or(EINVAL)?;
-                buf.read(0, dst)?;
-                sink(*off, dst)?;
+                segs,
+            ) {
+                Ok(wr) => wr,
+                Err(e) => {
+                    self.sq.release(slots);
+                    return Err(e);
+                }
+            };
+            if t.needs_registration {
+                if let Err(e) = t.buf.post_sink_registration(self.ep) {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: cannot post a sink registration: {:?}\n",
+                        e
+                    );
+                    self.sq.release(slots);
+                    return Err(e);
+                }
             }
-            Ok(())
-        });
-        // Only sinks whose Reads all succeeded are known to be registered
-        // (a flushed REG_MR leaves its MR unusable): the others are freed.
-        if io_ok {
-            for (_, _, buf, slot) in pieces.iter() {
-                self.cache.put(buf, *slot);
+            // From here the sink stays with the work (see above).
+            p.sink = Some((t.buf, t.slot));
+            op.add_pending();
+            let read = SendOp::RdmaRead {
+                remote_addr: p.addr,
+                rkey: p.rkey,
+            };
+            if let Err(e) = self.ep.post_send(wr, read) {
+                // Not posted: no completion for it. The work is held by
+                // the thread, so this cannot queue the operation.
+                op.done(false);
+                self.sq.release(1);
+                return Err(e);
             }
+            stat_add(Stat::Read, 1);
+            stat_add(Stat::ReadBytes, p.len as u64);
+            work.next += 1;
+            posted += 1;
         }
-        res
+        Ok(posted)
     }
 
-    /// Pushes `total` bytes produced by `source(stream_offset, dst)` into a
-    /// Write or Reply chunk with RDMA Write. The Writes are posted (ordered
+    /// Pushes `total` bytes into a Write or Reply chunk with RDMA Write;
+    /// `fill(stream_offset, buf, len)` puts the bytes at that offset of
+    /// the chunk's data into `buf[..len]`. The Writes are posted (ordered
     /// before any later Send on the queue pair) but not waited for.
     pub(super) fn write_chunk(
         &self,
         segs: &[Segment],
         total: usize,
-        mut source: impl FnMut(usize, &mut [u8]) -> Result,
+        mut fill: impl FnMut(usize, &DmaBuf, usize) -> Result,
     ) -> Result {
-        let mut tmp = KVec::from_elem(0u8, PIECE.min(total.max(1)), GFP_KERNEL)?;
         for_each_piece(segs, total, |off, len, addr, rkey| {
-            let src = tmp.get_mut(..len).ok_or(EINVAL)?;
-            source(off, src)?;
             let t = self.cache.get(self.ep, Class::WritePiece, len)?;
-            t.buf.write(0, src)?;
+            fill(off, &t.buf, len)?;
             stat_add(Stat::Write, 1);
             stat_add(Stat::WriteBytes, len as u64);
             self.post_one(
-                None,
                 t.buf,
                 len,
                 SendOp::RdmaWrite {
                     remote_addr: addr,
                     rkey,
                 },
-                Some(t.slot),
-                false,
+                t.slot,
             )
         })
     }

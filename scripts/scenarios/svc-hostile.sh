@@ -4,15 +4,22 @@
 # KUnit module's suite rpcrdma_rs_svc_hostile (kunit/svc_hostile.rs)
 # connects to it with the verbs layer and checks each answer (ERR_VERS,
 # ERR_CHUNK, silence for RDMA_DONE, a NULL call still answered afterwards,
-# a failed RDMA Read closing only its own connection). Then the server must
-# still be running; nfsd's netlink listener-set creates an RDMA listener
-# through our class that a mount uses; the module must unload without leaks.
+# a failed RDMA Read closing only its own connection). nfsd runs 4 threads:
+# 6 connections whose clients never answer the server's RDMA Reads must not
+# keep a 7th connection's NULL call from being answered within 2 s (audit
+# finding 1; the latencies are echoed). Then the server must still be
+# running; nfsd's netlink listener-set creates an RDMA listener through our
+# class that a mount uses; the module must unload without leaks.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
 KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
 SUITE=rpcrdma_rs_svc_hostile
 
 check load-rust-rpcrdma load_rust_rpcrdma || return 1
+# Fewer nfsd threads than the suite's stalled connections (kunit/svc_hostile.rs).
+NFSD_THREADS=4
 if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+echo 4 > /proc/fs/nfsd/threads
+[ "$(cat /proc/fs/nfsd/threads)" = 4 ] && pass nfsd-4-threads || fail nfsd-4-threads "threads=$(cat /proc/fs/nfsd/threads)"
 dmesg -c > /dev/null 2>&1
 check kunit-load insmod "$KUNIT_KO" || return 1
 
@@ -36,6 +43,17 @@ else
     fail hostile-suite-connected "the suite never reached the server"
 fi
 dmesg | grep -E 'svcrdma|svc_hostile' | sed 's/^/vm:   dmesg: /' | tail -n 40
+# The stalled-Read case's measurements (the case itself asserts < 2 s).
+dmesg | grep -o 'svc_hostile: NULL latency.*' | while read -r _l; do info "$_l"; say "$_l"; done
+if dmesg | grep -q 'svc_hostile: NULL latency after'; then
+    pass stalled-reads-measured
+else
+    fail stalled-reads-measured "no latency line from the stalled-Read case"
+fi
+# The stalled calls were taken (not refused with ERR_CHUNK): each posted
+# RDMA Reads, and so did the failed-Read case.
+_reads=$(cat /proc/sys/sunrpc/svc_rdma/rdma_stat_read 2>/dev/null || echo 0)
+if [ "$_reads" -ge 7 ]; then pass stalled-reads-posted; else fail stalled-reads-posted "rdma_stat_read=$_reads, want >= 7"; fi
 # Our counters in /proc/sys/sunrpc/svc_rdma saw the bad calls.
 S=/proc/sys/sunrpc/svc_rdma
 info "svc_rdma stats: recv=$(cat $S/rdma_stat_recv 2>/dev/null) err_sent=$(cat $S/rdma_stat_err_sent 2>/dev/null) read=$(cat $S/rdma_stat_read 2>/dev/null)"
