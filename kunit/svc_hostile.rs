@@ -192,7 +192,10 @@ impl Client {
             ep.post_recv(wr.clone())?;
             recvs.push(wr, GFP_KERNEL)?;
         }
-        let pdata = ConnectPrivate::client(4096, 4096).to_bytes();
+        // A client whose chunks name the PD's global rkey cannot let the
+        // server invalidate them: it must not accept Send With Invalidate
+        // (the Reply would fail at this end with a remote invalid request).
+        let pdata = ConnectPrivate::new(4096, 4096, !opts.global_rkey).to_bytes();
         ep.connect(&pdata, opts.responder_resources, 0)?;
         match ep.wait_event(STEP_MS)? {
             CmEvent::Established { .. } => {}
@@ -373,6 +376,48 @@ impl Client {
         }
         self.ep.force_error()?;
         Ok(true)
+    }
+}
+
+/// A call chunk of 4 MiB + 4 KiB (nfsd's largest Call with
+/// `max_block_size` 4 MiB is 4 MiB + 12 KiB; above the largest kmalloc):
+/// 64 segments (the most a Read list may have) of this many bytes, all
+/// naming one buffer that holds an NFSv3 NULL Call.
+const BIG_SEG_LEN: u32 = (4 * 1024 * 1024 + 4096) / 64;
+
+const BIG: Opts = Opts {
+    responder_resources: 4,
+    ack_timeout: None,
+    global_rkey: true,
+};
+
+impl Client {
+    /// Sends an RDMA_NOMSG whose call chunk is 4 MiB + 4 KiB; returns its
+    /// XID and the answer.
+    fn send_big_call_chunk(&mut self, src: &DmaBuf) -> Result<(u32, Option<KVec<u8>>)> {
+        let (addr, rkey) = src.remote_handle().ok_or(EINVAL)?;
+        let hi = u32::try_from(addr >> 32).map_err(|_| EINVAL)?;
+        let lo = u32::try_from(addr & 0xffff_ffff).map_err(|_| EINVAL)?;
+        let xid = self.xid();
+        // The Call (NFSv3 NULL, AUTH_NONE) at the start of every segment;
+        // the rest of the message is its (ignored) arguments.
+        let mut call = KVec::new();
+        for w in [xid, 0, 2, 100003, 3, 0, 0, 0, 0, 0] {
+            call.extend_from_slice(&u32::to_be_bytes(w), GFP_KERNEL)?;
+        }
+        src.write(0, &call)?;
+        let mut words = KVec::new();
+        words.extend_from_slice(&[xid, 1, 32, 1], GFP_KERNEL)?;
+        for _ in 0..64 {
+            words.extend_from_slice(&[1, 0, rkey, BIG_SEG_LEN, hi, lo], GFP_KERNEL)?;
+        }
+        words.extend_from_slice(&[0, 0, 0], GFP_KERNEL)?;
+        let mut m = KVec::new();
+        for w in words.iter() {
+            m.extend_from_slice(&w.to_be_bytes(), GFP_KERNEL)?;
+        }
+        self.send(&m)?;
+        Ok((xid, self.recv(STEP_MS)?))
     }
 }
 
@@ -574,6 +619,46 @@ mod tests {
         );
         assert!(during_ok);
         assert!(after_ok);
+        Ok(())
+    }
+
+    #[test]
+    fn call_chunk_above_kmalloc_max_is_served_or_refused() -> Result {
+        assert!(with_client(|_| Ok(true))?);
+        let Some(mut c) = Client::connect_with(BIG)? else {
+            return Ok(());
+        };
+        let src = c.ep.alloc_buf(BIG_SEG_LEN as usize, DmaDir::ToDevice)?;
+        let (xid, r) = c.send_big_call_chunk(&src)?;
+        let refused = is_err_chunk(&r, xid);
+        let served = r.as_ref().is_some_and(|r| {
+            word(r, 0) == Some(xid) && word(r, 7) == Some(xid) && word(r, 8) == Some(1)
+        });
+        let mut words = [0u32; 9];
+        if let Some(r) = &r {
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = word(r, i).unwrap_or(u32::MAX);
+            }
+        }
+        pr_info!(
+            "svc_hostile: 4 MiB + 4 KiB call chunk: {} (answer {}: {:x?})\n",
+            if served {
+                "served"
+            } else if refused {
+                "ERR_CHUNK"
+            } else {
+                "no valid answer"
+            },
+            r.as_ref().map_or(0, |r| r.len()),
+            words
+        );
+        let still_serves = c.null_call_works()?;
+        // Asserted only once the connection and its buffer are gone: a
+        // failed assertion ends the test thread without unwinding.
+        drop(src);
+        drop(c);
+        assert!(served || refused);
+        assert!(still_serves);
         Ok(())
     }
 

@@ -17,10 +17,16 @@ SUITE=rpcrdma_rs_svc_hostile
 check load-rust-rpcrdma load_rust_rpcrdma || return 1
 # Fewer nfsd threads than the suite's stalled connections (kunit/svc_hostile.rs).
 NFSD_THREADS=4
+# nfsd's largest block size (the default on hosts with 16 GiB and more):
+# Calls of up to 4 MiB + 12 KiB, so the suite's 4 MiB + 4 KiB call chunk is
+# served, above the largest kmalloc (audit finding 4). Set before nfsd starts.
+mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
+echo 4194304 > /proc/fs/nfsd/max_block_size 2>/dev/null || say "cannot set max_block_size"
 if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
 echo 4 > /proc/fs/nfsd/threads
 [ "$(cat /proc/fs/nfsd/threads)" = 4 ] && pass nfsd-4-threads || fail nfsd-4-threads "threads=$(cat /proc/fs/nfsd/threads)"
 dmesg -c > /dev/null 2>&1
+info "nfsd max_block_size=$(cat /proc/fs/nfsd/max_block_size 2>/dev/null)"
 check kunit-load insmod "$KUNIT_KO" || return 1
 
 suite_done() {
@@ -49,6 +55,13 @@ if dmesg | grep -q 'svc_hostile: NULL latency after'; then
     pass stalled-reads-measured
 else
     fail stalled-reads-measured "no latency line from the stalled-Read case"
+fi
+dmesg | grep -o 'svc_hostile: 4 MiB + 4 KiB call chunk.*' | while read -r _l; do info "$_l"; done
+# No allocation sized by the peer: no WARN, no page allocation failure.
+if dmesg | grep -qE 'WARNING:|page allocation failure'; then
+    fail no-kernel-warning "$(dmesg | grep -m1 -E 'WARNING:|page allocation failure')"
+else
+    pass no-kernel-warning
 fi
 # The stalled calls were taken (not refused with ERR_CHUNK): each posted
 # RDMA Reads, and so did the failed-Read case.
