@@ -565,10 +565,15 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        self.unmap();
-        // SAFETY: The MR is live; no work request refers to it (the QP was
-        // drained before any MR is dropped).
-        unsafe { bindings::rpcrdma_rs_mr_free(self.ptr.as_ptr()) };
+        // Deregistration comes before the DMA unmapping: an MR dropped
+        // while still valid (its invalidation could not be posted) must not
+        // leave a steering tag naming unmapped addresses, even briefly.
+        // SAFETY: The MR and the device are live (type invariant); no work
+        // request refers to it (the QP was drained before any MR is
+        // dropped). The C side unmaps only if `map_rqst` left a mapping,
+        // and frees the MR: it is not used again.
+        unsafe { bindings::rpcrdma_rs_mr_destroy(self.anchor.device_ptr(), self.ptr.as_ptr()) };
+        self.mapped = false;
         live::dec(live::Kind::Mr);
     }
 }

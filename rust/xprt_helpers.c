@@ -332,11 +332,16 @@ static struct rpc_rqst *rpcrdma_rs_bc_rqst_get(struct rpc_xprt *xprt)
 	xprt->bc_alloc_count++;
 	spin_unlock(&xprt->bc_pa_lock);
 
-	rqst = kzalloc(sizeof(*rqst), GFP_KERNEL);
+	/* Called from the Receive completion, which the transport's swap
+	 * support forbids to wait on reclaim: no reclaim at all (as C
+	 * XPRTRDMA_GFP_FLAGS); a failure is the overflow case, the caller
+	 * resets the connection and the server retries on a fresh one.
+	 */
+	rqst = kzalloc(sizeof(*rqst), GFP_NOWAIT | __GFP_NOWARN);
 	if (!rqst)
 		goto out_uncount;
-	rqst->rq_rcv_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_KERNEL);
-	rqst->rq_snd_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	rqst->rq_rcv_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_NOWAIT | __GFP_NOWARN);
+	rqst->rq_snd_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_NOWAIT | __GFP_NOWARN);
 	if (!rqst->rq_rcv_buf.head[0].iov_base ||
 	    !rqst->rq_snd_buf.head[0].iov_base) {
 		rpcrdma_rs_bc_rqst_free(rqst);
@@ -798,6 +803,20 @@ void rpcrdma_rs_mr_free(struct rpcrdma_rs_mr *mr)
 	kfree(mr);
 }
 
+/*
+ * Deregisters first, then releases the DMA mapping of the last map_rqst:
+ * until ib_dereg_mr() returns the rkey may still be valid (an MR dropped
+ * because its LOCAL_INV could not be posted), and it must never name
+ * unmapped IOVAs (the order DmaBuf's drop uses too).
+ */
+void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr)
+{
+	ib_dereg_mr(mr->mr);
+	if (mr->nents)
+		ib_dma_unmap_sg(device, mr->sg, mr->nents, mr->dir);
+	kfree(mr);
+}
+
 /* Adds [page+off, len) to the scatterlist unless it would leave a gap
  * (FRWR maps page lists: only the first entry may start inside a page and
  * only the last may end inside one).  Returns false when it must stop.
@@ -919,7 +938,7 @@ u32 rpcrdma_rs_mr_lkey(const struct rpcrdma_rs_mr *mr)
 static void rpcrdma_rs_unsignaled_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	if (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR)
-		pr_warn("rpcrdma_rs: registration work request failed: %s (%d)\n",
+		pr_warn_ratelimited("rpcrdma_rs: registration work request failed: %s (%d)\n",
 			ib_wc_status_msg(wc->status), wc->status);
 }
 

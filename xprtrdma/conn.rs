@@ -20,6 +20,7 @@ use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
 use crate::rdma::cm::{CmEvent, CmHandler, CmId};
+use crate::rdma::memalloc::NoIoScope;
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment as SgSegment, SendOp,
     WorkCompletion, WorkRequest,
@@ -96,7 +97,7 @@ fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent
     if want(&ev) {
         return Ok(ev);
     }
-    pr_warn!("{} failed\n", what);
+    crate::pr_warn_ratelimited!("{} failed\n", what);
     Err(match ev {
         CmEvent::AddrError(_) | CmEvent::RouteError(_) | CmEvent::Unreachable(_) => EHOSTUNREACH,
         CmEvent::Rejected { .. } => ECONNREFUSED,
@@ -111,10 +112,14 @@ struct RecvDone {
 
 impl CompletionHandler for RecvDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Reply handling may allocate (the reply copy, invalidation
+        // tracking, a backchannel slot): never by reclaim that could wait
+        // for this very reply (swap over NFS, NFS writeback).
+        let _noio = NoIoScope::new();
         let conn = &self.conn;
         if !wc.is_ok() {
             if !wc.is_flush() {
-                pr_warn!("receive failed: status {}\n", wc.status);
+                crate::pr_warn_ratelimited!("receive failed: status {}\n", wc.status);
             }
             if !conn.closing.load(Relaxed) {
                 conn.xprt.force_disconnect();
@@ -147,7 +152,7 @@ pub(super) struct SendDone {
 impl CompletionHandler for SendDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
-            pr_warn!("send failed: status {}\n", wc.status);
+            crate::pr_warn_ratelimited!("send failed: status {}\n", wc.status);
             self.conn.xprt.force_disconnect();
         }
         if let Some(buf) = wr.buf(0) {
@@ -166,6 +171,8 @@ struct BatchInvDone {
 
 impl CompletionHandler for Arc<BatchInvDone> {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Completion context: nothing here may wait on reclaim.
+        let _noio = NoIoScope::new();
         let taken = self.mrs.lock().take();
         if let Some(mrs) = taken {
             if wc.is_ok() {
@@ -201,6 +208,8 @@ struct InvDone {
 
 impl CompletionHandler for Arc<InvDone> {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Completing the RPC runs sunrpc code: no reclaim from here.
+        let _noio = NoIoScope::new();
         let taken = self.state.lock().take();
         if let Some((rqst, status, mrs)) = taken {
             if wc.is_ok() {
@@ -259,7 +268,7 @@ impl Conn {
         ep.connect(&pdata, rd_atom, 0)?;
         let ev = ep.wait_event(CONNECT_TIMEOUT_MS)?;
         let CmEvent::Established { private_data } = ev else {
-            pr_warn!("connection not established\n");
+            crate::pr_warn_ratelimited!("connection not established\n");
             return Err(match ev {
                 CmEvent::Rejected { .. } => ECONNREFUSED,
                 CmEvent::Unreachable(_) => EHOSTUNREACH,
@@ -408,13 +417,8 @@ impl Conn {
     }
 
     fn recycle(&self, mrs: KVec<Mr>) {
-        let mut pool = self.mrs.lock();
-        for mut mr in mrs {
-            mr.unmap();
-            // Capacity was reserved for every MR at connect time.
-            if let Err(mr) = pool.push_within_capacity(mr) {
-                drop(mr);
-            }
+        for mr in mrs {
+            self.recycle_one(mr);
         }
     }
 
@@ -468,9 +472,11 @@ impl Conn {
 
     fn recycle_one(&self, mut mr: Mr) {
         mr.unmap();
-        if let Err(mr) = self.mrs.lock().push_within_capacity(mr) {
-            drop(mr);
-        }
+        // Capacity was reserved for every MR at connect time. Should the
+        // pool still be full, the MR is dropped (`ib_dereg_mr`, which may
+        // sleep) only after the statement, once the guard is released.
+        let rejected = self.mrs.lock().push_within_capacity(mr).err();
+        drop(rejected);
     }
 
     /// Invalidates registrations that were posted but will not be used
@@ -542,7 +548,7 @@ impl Conn {
         };
         let p = plan(&rpc, &self.params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
-            pr_warn!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
+            crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
             EIO
         })?;
 
@@ -568,7 +574,11 @@ impl Conn {
                 self.flush_dirty(this);
             } else {
                 bump(&self.stats.failed_marshal_count);
-                pr_warn!("cannot register chunks of xid {:#x}: {:?}\n", info.xid, e);
+                crate::pr_warn_ratelimited!(
+                    "cannot register chunks of xid {:#x}: {:?}\n",
+                    info.xid,
+                    e
+                );
             }
             return Err(e);
         }
@@ -869,7 +879,7 @@ impl Conn {
             Ok(h) => h,
             Err(e) => {
                 bump(&self.stats.bad_reply_count);
-                pr_warn!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
+                crate::pr_warn_ratelimited!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
                 // Fail the RPC if its xid can be read, so it is not left waiting.
                 if let Some(x) = bytes.get(..4) {
                     let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
@@ -927,7 +937,7 @@ impl Conn {
             },
             Body::Error(e) => {
                 bump(&self.stats.bad_reply_count);
-                pr_warn!(
+                crate::pr_warn_ratelimited!(
                     "server answered xid {:#x} with RDMA_ERROR {:?}\n",
                     hdr.xid,
                     e
@@ -979,15 +989,19 @@ impl Conn {
         }
         if self.settings.dirty_watermark > 0 {
             // Batched invalidation: complete now, invalidate later.
-            let full = {
-                let mut dirty = self.dirty.lock();
-                for mr in mrs {
-                    if let Err(mr) = dirty.push_within_capacity(mr) {
-                        drop(mr);
-                    }
-                }
-                dirty.len() >= self.settings.dirty_watermark as usize
-            };
+            let mut full = false;
+            for mr in mrs {
+                // An MR that does not fit (capacity is reserved for the
+                // whole pool, so never) is dropped, i.e. deregistered, which
+                // may sleep: only after the guard is released.
+                let rejected = {
+                    let mut dirty = self.dirty.lock();
+                    let r = dirty.push_within_capacity(mr).err();
+                    full = dirty.len() >= self.settings.dirty_watermark as usize;
+                    r
+                };
+                drop(rejected);
+            }
             rqst.complete(status);
             if full {
                 self.flush_dirty(this);
@@ -997,27 +1011,38 @@ impl Conn {
         add(&self.stats.local_inv_needed, n as u64);
         add(&self.counters().invalidations, n as u64);
         let Ok(keys) = rkeys(&mrs) else {
-            // Cannot track the invalidation: revoke everything instead
-            // (dropping `rqst` fails the RPC).
+            // Cannot track the invalidation: deregister the MRs first, then
+            // revoke everything (dropping `rqst` fails the RPC).
+            drop(mrs);
             self.xprt.force_disconnect();
+            drop(rqst);
             return;
         };
+        // Allocated empty and filled afterwards: should the allocation
+        // fail, the MRs must be deregistered before the RPC completes,
+        // which a failed initializer dropping both would not guarantee.
         let done = Arc::pin_init(
             pin_init!(InvDone {
                 conn: this.clone(),
-                state <- new_spinlock!(Some((rqst, status, mrs)), "rpcrdma_rs::xprt::inv"),
+                state <- new_spinlock!(None, "rpcrdma_rs::xprt::inv"),
             }),
             GFP_KERNEL,
         );
         let Ok(done) = done else {
             // Cannot track the invalidation: revoke everything instead.
+            drop(mrs);
             self.xprt.force_disconnect();
+            drop(rqst);
             return;
         };
+        *done.state.lock() = Some((rqst, status, mrs));
         if self.post_inv_chain(&keys, done.clone()).is_err() {
-            // The QP is gone: the registrations died with it.
+            // The QP is gone or its queue refused the chain: deregister the
+            // MRs (which revokes their steering tags) before the RPC
+            // completes and its buffers can go back.
             let taken = done.state.lock().take();
-            if let Some((rqst, status, _mrs)) = taken {
+            if let Some((rqst, status, mrs)) = taken {
+                drop(mrs);
                 rqst.complete(status);
             }
             self.xprt.force_disconnect();

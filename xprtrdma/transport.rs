@@ -156,7 +156,7 @@ impl XprtOps for Client {
             self.inner.settings,
             self.inner.stats.clone(),
         )
-        .inspect_err(|e| pr_warn!("connect failed: {:?}\n", e))?;
+        .inspect_err(|e| crate::pr_warn_ratelimited!("connect failed: {:?}\n", e))?;
         *self.inner.conn.lock() = Some(conn);
         Ok(())
     }
