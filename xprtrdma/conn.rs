@@ -64,6 +64,12 @@ pub(super) struct Conn {
     limits: DecodeLimits,
     credits: Atomic<u32>,
     closing: Atomic<bool>,
+    /// Set by the first caller of [`Conn::drain_once`].
+    drain_started: Atomic<bool>,
+    /// Completed once the queue pair is drained: every registration of the
+    /// connection is then unreachable by the peer.
+    #[pin]
+    drained: Completion,
     #[pin]
     mrs: SpinLock<KVec<Mr>>,
     #[pin]
@@ -337,6 +343,8 @@ impl Conn {
                 limits: DecodeLimits::client_default(),
                 credits: Atomic::new(1),
                 closing: Atomic::new(false),
+                drain_started: Atomic::new(false),
+                drained <- Completion::new(),
                 mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
                 pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
                 dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
@@ -396,7 +404,7 @@ impl Conn {
     pub(super) fn shutdown(&self) {
         self.closing.store(true, Relaxed);
         drop(self.ep.cm_id().clear_handler());
-        self.ep.drain();
+        self.drain_once();
         // Registrations of requests still waiting are invalid now that the
         // QP is in the error state; drop them with their MRs.
         let pending = core::mem::take(&mut *self.pending.lock());
@@ -831,6 +839,15 @@ impl Conn {
         let Some(p) = found else {
             return;
         };
+        if self.closing.load(Relaxed) {
+            // The connection is being closed (or revoked): its drain
+            // revokes every registration at once. Wait for it before the
+            // buffers go back (C `rpcrdma_xprt_disconnect` drains before
+            // anything is freed).
+            self.drain_once();
+            drop(p);
+            return;
+        }
         let (mrs, lost) = mrs_of(p.regs);
         if lost {
             self.revoke_all();
@@ -869,8 +886,21 @@ impl Conn {
     /// and drained, and sunrpc reconnects.
     fn revoke_all(&self) {
         self.closing.store(true, Relaxed);
-        self.ep.drain();
+        self.drain_once();
         self.xprt.force_disconnect();
+    }
+
+    /// Disconnects and drains the queue pair, or waits for the caller that
+    /// does: when this returns no registration of the connection can be
+    /// used by the peer any more (the QP is in the error state and every
+    /// posted work request has completed). Process context only.
+    fn drain_once(&self) {
+        if self.drain_started.xchg(true, Relaxed) {
+            self.drained.wait_for_completion();
+            return;
+        }
+        self.ep.drain();
+        self.drained.complete_all();
     }
 
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {

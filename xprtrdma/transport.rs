@@ -167,11 +167,19 @@ impl XprtOps for Client {
     }
 
     fn close(&self) {
-        // Take the connection out first: draining waits for completion
-        // handlers, which must not find it behind our lock.
-        let old = self.inner.conn.lock().take();
-        if let Some(conn) = old {
-            conn.shutdown();
+        let Some(conn) = self.conn() else {
+            return;
+        };
+        // Drain first, hide the connection afterwards: a `buf_free` that
+        // races with this close must still find the connection, so that it
+        // waits for the drain (which revokes the request's registrations)
+        // before its buffers go back (C `rpcrdma_xprt_disconnect` drains
+        // first, too). No lock is held while draining: completion handlers
+        // may need the transport.
+        conn.shutdown();
+        let mut current = self.inner.conn.lock();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+            *current = None;
         }
     }
 
