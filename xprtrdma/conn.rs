@@ -10,7 +10,7 @@
 //! which no handler reposts and the last reference frees everything.
 
 use super::backchannel::{is_call, max_payload, BC_RECVS, BC_SLOTS};
-use super::reg::{add, counters, Reg, Strategy, StrategyCounters};
+use super::reg::{add, counters, Reg, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
 use super::transport::{bump, Settings, Stats};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::decode::decode_reply;
@@ -409,6 +409,22 @@ impl Conn {
         // QP is in the error state; drop them with their MRs.
         let pending = core::mem::take(&mut *self.pending.lock());
         drop(pending);
+        // So do the MRs awaiting a batched invalidation.
+        let dirty = core::mem::take(&mut *self.dirty.lock());
+        self.counters().dirty.add(-(dirty.len() as i64), Relaxed);
+        drop(dirty);
+    }
+
+    /// The delayed batch of an idle connection (`fmr_dirty_watermark`):
+    /// invalidates whatever is still dirty.
+    pub(super) fn flush_timer(&self, this: &Arc<Self>) {
+        if self.closing.load(Relaxed) {
+            return;
+        }
+        if !self.dirty.lock().is_empty() {
+            add(&self.counters().timer_flushes, 1);
+            self.flush_dirty(this);
+        }
     }
 
     fn get_mr(&self) -> Result<Mr> {
@@ -508,10 +524,20 @@ impl Conn {
     /// Invalidates every dirty MR in one chain; they return to the pool
     /// when the last LOCAL_INV completes.
     fn flush_dirty(&self, this: &Arc<Self>) {
-        let mrs = core::mem::take(&mut *self.dirty.lock());
+        // The list keeps room for the whole pool (so a dirty MR never has
+        // to be dropped): the batch is swapped out for an empty list of
+        // the same capacity, allocated outside the lock.
+        let cap = self.dirty.lock().capacity();
+        let Ok(mut mrs) = KVec::with_capacity(cap, GFP_KERNEL) else {
+            // Revoking every registration is the only safe fallback.
+            self.xprt.force_disconnect();
+            return;
+        };
+        core::mem::swap(&mut *self.dirty.lock(), &mut mrs);
         if mrs.is_empty() {
             return;
         }
+        self.counters().dirty.add(-(mrs.len() as i64), Relaxed);
         add(&self.counters().batched_invalidations, mrs.len() as u64);
         let Ok(keys) = rkeys(&mrs) else {
             self.xprt.force_disconnect();
@@ -1030,11 +1056,19 @@ impl Conn {
                     full = dirty.len() >= self.settings.dirty_watermark as usize;
                     r
                 };
+                if rejected.is_none() {
+                    self.counters().dirty.add(1, Relaxed);
+                }
                 drop(rejected);
             }
             rqst.complete(status);
             if full {
                 self.flush_dirty(this);
+            } else {
+                // An idle connection must not keep them valid for long:
+                // the batch runs within DIRTY_FLUSH_MS whatever happens
+                // (an earlier deadline already scheduled stands).
+                self.xprt.schedule_flush(DIRTY_FLUSH_MS);
             }
             return;
         }

@@ -6,6 +6,7 @@
 use super::conn::Conn;
 use super::reg::{counters, Strategy};
 use crate::config::Config;
+use crate::rdma::memalloc::NoIoScope;
 use crate::rdma::xprt::{Rqst, Xprt, XprtOps, XprtStats};
 use kernel::new_mutex;
 use kernel::prelude::*;
@@ -191,6 +192,15 @@ impl XprtOps for Client {
     fn buf_free(&self, rqst: &Rqst<'_>) {
         if let Some(conn) = self.conn() {
             conn.release_request(rqst.key());
+        }
+    }
+
+    fn flush(&self) {
+        // Runs on a WQ_MEM_RECLAIM queue and frees MRs writeback may be
+        // waiting for: no reclaim from here.
+        let _noio = NoIoScope::new();
+        if let Some(conn) = self.conn() {
+            conn.flush_timer(&conn);
         }
     }
 
