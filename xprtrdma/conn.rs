@@ -60,7 +60,10 @@ pub(super) struct Conn {
     xprt: Xprt,
     stats: Arc<Stats>,
     settings: Settings,
-    params: TransportParams,
+    /// Set before connecting from our own thresholds, then once from the
+    /// negotiation (before any call is sent).
+    #[pin]
+    params: SpinLock<TransportParams>,
     limits: DecodeLimits,
     credits: Atomic<u32>,
     closing: Atomic<bool>,
@@ -248,7 +251,9 @@ impl Conn {
         let ep = Endpoint::new(
             id,
             &EndpointConfig {
-                // Per request: registrations, the Send, invalidations.
+                // Per request: registrations, the Send, invalidations. The
+                // endpoint adds one entry for `ib_drain_sq` (C
+                // `frwr_query_device`: `max_send_wr += 1`).
                 max_send_wr: reqs.saturating_mul(2 * MRS_PER_REQUEST + 2),
                 max_recv_wr: reqs + EXTRA_RECVS + BC_RECVS,
                 max_send_sge: 1,
@@ -263,45 +268,21 @@ impl Conn {
             return Err(EOPNOTSUPP);
         }
         let global_rkey = ep.global_rkey().unwrap_or(0);
-        let mut pdata = [0u8; 8];
-        // Remote invalidation only makes sense for MRs: a server that
-        // tried to invalidate the global rkey would break the connection.
-        ConnectPrivate::new(settings.inline_write, settings.inline_read, fmr)
-            .encode(&mut pdata)
-            .map_err(|_| EINVAL)?;
-        let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
-        // The client never issues RDMA Reads: initiator depth 0.
-        ep.connect(&pdata, rd_atom, 0)?;
-        let ev = ep.wait_event(CONNECT_TIMEOUT_MS)?;
-        let CmEvent::Established { private_data } = ev else {
-            crate::pr_warn_ratelimited!("connection not established\n");
-            return Err(match ev {
-                CmEvent::Rejected { .. } => ECONNREFUSED,
-                CmEvent::Unreachable(_) => EHOSTUNREACH,
-                _ => ECONNABORTED,
-            });
-        };
-        let peer = private_data.as_bytes();
-        let neg = negotiate(
-            settings.inline_write,
-            settings.inline_read,
-            (!peer.is_empty()).then_some(peer),
-        );
-        let params = TransportParams::from_device(
-            neg.inline_send,
-            neg.inline_recv,
-            &DeviceCaps {
-                // "physical" maps one page per segment.
-                max_fast_reg_page_list_len: match (fmr, settings.pages_per_mr) {
-                    (false, _) => 1,
-                    (true, 0) => attr.max_fast_reg_page_list_len,
-                    (true, n) => n.min(attr.max_fast_reg_page_list_len),
-                },
-                max_sge_rd: 0,
-                max_send_sge: attr.max_send_sge,
-                sg_gaps: false,
+        let caps = DeviceCaps {
+            // "physical" maps one page per segment.
+            max_fast_reg_page_list_len: match (fmr, settings.pages_per_mr) {
+                (false, _) => 1,
+                (true, 0) => attr.max_fast_reg_page_list_len,
+                (true, n) => n.min(attr.max_fast_reg_page_list_len),
             },
-        );
+            max_sge_rd: 0,
+            max_send_sge: attr.max_send_sge,
+            sg_gaps: false,
+        };
+        // Our own thresholds until the peer's private data is known; only
+        // the inline sizes change with the negotiation.
+        let params =
+            TransportParams::from_device(settings.inline_write, settings.inline_read, &caps);
 
         // The MR pool: every steering tag exists before the first I/O.
         let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
@@ -313,25 +294,21 @@ impl Conn {
         let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
 
         // The write pad: a 4-byte sink for the XDR pad of unaligned Write
-        // chunks, registered once for the life of the connection.
+        // chunks, registered once for the life of the connection (its
+        // REG_MR is posted once connected: a send queue takes work only
+        // then).
         let write_pad = if fmr {
             let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
             let mut pad_mr = Mr::new(&ep, 1)?;
             pad_mr.map_buf(&pad_buf)?;
-            pad_mr.post_reg(&ep, true)?;
             Some((pad_mr, pad_buf))
         } else {
             None
         };
 
         let recv_len = settings.inline_read as usize;
-        // Enough Send buffers for every credit and callback reply; more are
-        // allocated (and dropped after use) only if they are all in flight.
-        let send_len = params.inline_send as usize;
-        let mut send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
-        for _ in 0..reqs + BC_SLOTS {
-            send_bufs.push(ep.alloc_buf(send_len, DmaDir::ToDevice)?, GFP_KERNEL)?;
-        }
+        // Filled once the negotiated inline send size is known.
+        let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
         let conn = Arc::pin_init(
             try_pin_init!(Self {
@@ -339,7 +316,7 @@ impl Conn {
                 xprt,
                 stats,
                 settings,
-                params,
+                params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
                 limits: DecodeLimits::client_default(),
                 credits: Atomic::new(1),
                 closing: Atomic::new(false),
@@ -354,35 +331,94 @@ impl Conn {
             }),
             GFP_KERNEL,
         )?;
-        for _ in 0..reqs + EXTRA_RECVS + BC_RECVS {
-            let buf = conn.ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
+        // Every Receive is posted before connecting (C
+        // `rpcrdma_xprt_connect` posts before `rdma_connect`): a server that
+        // Sends right after establishment must find one, since our
+        // `rnr_retry_count` of 0 makes a receiver-not-ready fatal. The
+        // queue pair takes Receives from its INIT state on.
+        if let Err(e) = conn.post_initial_recvs(recv_len, reqs + EXTRA_RECVS + BC_RECVS) {
+            conn.shutdown();
+            return Err(e);
+        }
+        let res = conn.establish(settings, &caps, pool, reqs);
+        if res.is_err() {
+            // Flushes the Receives, whose handlers hold the connection.
+            conn.shutdown();
+        }
+        res.map(|()| conn)
+    }
+
+    /// Posts `n` Receives of `len` bytes.
+    fn post_initial_recvs(self: &Arc<Self>, len: usize, n: u32) -> Result {
+        for _ in 0..n {
+            let buf = self.ep.alloc_buf(len, DmaDir::FromDevice)?;
             let mut segs = KVec::new();
             segs.push(
                 SgSegment {
                     buf,
                     offset: 0,
-                    len: recv_len,
+                    len,
                 },
                 GFP_KERNEL,
             )?;
-            let wr = WorkRequest::new(RecvDone { conn: conn.clone() }, segs)?;
-            if let Err(e) = conn.ep.post_recv(wr) {
-                conn.shutdown();
-                return Err(e);
-            }
+            let wr = WorkRequest::new(RecvDone { conn: self.clone() }, segs)?;
+            self.ep.post_recv(wr)?;
+        }
+        Ok(())
+    }
+
+    /// Connects the queue pair, whose Receives are posted, and finishes the
+    /// setup that depends on the peer's private data.
+    fn establish(&self, settings: Settings, caps: &DeviceCaps, pool: u32, reqs: u32) -> Result {
+        let fmr = settings.strategy == Strategy::Fmr;
+        let attr = *self.ep.device_attr();
+        let mut pdata = [0u8; 8];
+        // Remote invalidation only makes sense for MRs: a server that
+        // tried to invalidate the global rkey would break the connection.
+        ConnectPrivate::new(settings.inline_write, settings.inline_read, fmr)
+            .encode(&mut pdata)
+            .map_err(|_| EINVAL)?;
+        let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
+        // The client never issues RDMA Reads: initiator depth 0.
+        self.ep.connect(&pdata, rd_atom, 0)?;
+        let ev = self.ep.wait_event(CONNECT_TIMEOUT_MS)?;
+        let CmEvent::Established { private_data } = ev else {
+            crate::pr_warn_ratelimited!("connection not established\n");
+            return Err(match ev {
+                CmEvent::Rejected { .. } => ECONNREFUSED,
+                CmEvent::Unreachable(_) => EHOSTUNREACH,
+                _ => ECONNABORTED,
+            });
+        };
+        let peer = private_data.as_bytes();
+        let neg = negotiate(
+            settings.inline_write,
+            settings.inline_read,
+            (!peer.is_empty()).then_some(peer),
+        );
+        let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
+        *self.params.lock() = params;
+
+        if let Some((pad_mr, _)) = &self.write_pad {
+            pad_mr.post_reg(&self.ep, true)?;
+        }
+
+        // Enough Send buffers for every credit and callback reply; more are
+        // allocated (and dropped after use) only if they are all in flight.
+        let send_len = params.inline_send as usize;
+        for _ in 0..reqs + BC_SLOTS {
+            let buf = self.ep.alloc_buf(send_len, DmaDir::ToDevice)?;
+            // Capacity for all of them was reserved at allocation.
+            let rejected = self.send_bufs.lock().push_within_capacity(buf).err();
+            drop(rejected);
         }
         // Disconnects by the server, device removal and address changes
         // arrive as CM events: the handler turns them into a reconnect,
         // from the CM's callback (events since ESTABLISHED first).
-        match Arc::new(ConnEvents { xprt }, GFP_KERNEL) {
-            Ok(events) => conn.ep.cm_id().set_handler(events),
-            Err(e) => {
-                conn.shutdown();
-                return Err(e.into());
-            }
-        }
-        conn.xprt.update_cwnd(1);
-        conn.xprt
+        let events = Arc::new(ConnEvents { xprt: self.xprt }, GFP_KERNEL)?;
+        self.ep.cm_id().set_handler(events);
+        self.xprt.update_cwnd(1);
+        self.xprt
             .set_bc_max_payload(max_payload(neg.inline_send, neg.inline_recv, PAGE_SIZE_U32));
         pr_info!(
             "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}\n",
@@ -394,7 +430,7 @@ impl Conn {
             params.max_fr_depth,
             neg.peer_send_w_inv_ok
         );
-        Ok(conn)
+        Ok(())
     }
 
     /// Disconnects and waits for every posted work request to complete;
@@ -461,7 +497,7 @@ impl Conn {
     ) -> Result {
         add(&self.counters().registrations, 1);
         if self.settings.strategy == Strategy::Physical {
-            let max = self.params.max_rdma_segs;
+            let max = self.params().max_rdma_segs;
             let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, offset, len, writable, max)?;
             for i in 0..pm.count() {
                 let (addr, l) = pm.piece(i);
@@ -568,6 +604,7 @@ impl Conn {
 
     /// Marshals one call as the planner decides and posts it.
     pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+        let params = self.params();
         let info = rqst.info();
         let snd = shape(&info.snd);
         let rcv = shape(&info.rcv);
@@ -578,9 +615,9 @@ impl Conn {
             recv_ddp: info.rcv.flags & XDRBUF_READ != 0,
             ddp_allowed: true,
             // Every call is pulled up into one Send buffer.
-            send_buf_len: self.params.inline_send,
+            send_buf_len: params.inline_send,
         };
-        let p = plan(&rpc, &self.params).map_err(|e| {
+        let p = plan(&rpc, &params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
             crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
             EIO
@@ -635,7 +672,7 @@ impl Conn {
             },
         };
 
-        let send_len = self.params.inline_send as usize;
+        let send_len = params.inline_send as usize;
         let out = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
             Ok(v) => v,
             Err(e) => {
@@ -696,7 +733,7 @@ impl Conn {
             _ => {
                 bump(&self.stats.empty_send_pool);
                 self.ep.alloc_buf(
-                    bytes.len().max(self.params.inline_send as usize),
+                    bytes.len().max(self.inline_send() as usize),
                     DmaDir::ToDevice,
                 )?
             }
@@ -716,7 +753,7 @@ impl Conn {
 
     /// Gives a Send buffer back (from its completion; never allocates).
     fn put_send_buf(&self, buf: &Arc<DmaBuf>) {
-        if buf.len() == self.params.inline_send as usize {
+        if buf.len() == self.inline_send() as usize {
             // A full pool drops the extra buffer.
             let _ = self.send_bufs.lock().push_within_capacity(buf.clone());
         }
@@ -734,7 +771,12 @@ impl Conn {
 
     /// The negotiated inline send size.
     pub(super) fn inline_send(&self) -> u32 {
-        self.params.inline_send
+        self.params().inline_send
+    }
+
+    /// The connection's parameters (negotiated once connected).
+    fn params(&self) -> TransportParams {
+        *self.params.lock()
     }
 
     #[expect(clippy::too_many_arguments)]
