@@ -121,11 +121,20 @@ impl Conn {
         };
         rqst.read(0, dst)?;
         out.truncate(end);
-        let wr = self.send_wr(this, &out)?;
+        // A full send queue: sunrpc retries the reply after a delay.
+        self.reserve_send_slot()?;
+        let wr = match self.send_wr(this, &out, 1) {
+            Ok(wr) => wr,
+            Err(e) => {
+                self.unreserve_send_slot();
+                return Err(e);
+            }
+        };
         rqst.mark_sent();
-        self.ep()
-            .post_send(wr, SendOp::Send)
-            .map_err(|_| ENOTCONN)?;
+        if self.ep().post_send(wr, SendOp::Send).is_err() {
+            self.unreserve_send_slot();
+            return Err(ENOTCONN);
+        }
         bump(&BC.replies);
         Ok(())
     }

@@ -46,6 +46,60 @@ const EXTRA_RECVS: u32 = 8;
 /// `PAGE_SIZE` as the u32 the wire sizes use.
 const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
 
+/// The send queue slots of a connection (its gate): every work request
+/// is posted with a slot reserved for it, so the queue never overflows,
+/// and work posted from completion context (LOCAL_INV chains, batched
+/// invalidations) never has to find room: its slots are reserved up front,
+/// when the MR is registered.
+///
+/// A slot of the hardware queue is free again only once a *signaled* work
+/// request posted at or after it has completed. So slots are given back
+/// only from the completion of a signaled request, and only for requests
+/// posted before it: a request's REG_MRs and its Send by the Send's
+/// completion, a LOCAL_INV chain by its last (signaled) LOCAL_INV. Each MR
+/// is registered with two slots, its REG_MR's and the one its later
+/// LOCAL_INV uses (or which is given back if the server invalidates it
+/// remotely). Slots therefore never fall short of what the hardware queue
+/// holds.
+///
+/// A sender that finds too few slots fails with `ENOBUFS`, which sunrpc
+/// retries after a short delay (`call_transmit_status`), as it does when
+/// the MR pool is empty; nothing fails with EIO.
+struct SendSlots {
+    free: Atomic<u32>,
+}
+
+impl SendSlots {
+    fn new(depth: u32) -> Self {
+        Self {
+            free: Atomic::new(depth),
+        }
+    }
+
+    /// Takes `n` slots if that many are free.
+    fn try_take(&self, n: u32) -> bool {
+        let mut cur = self.free.load(Relaxed);
+        loop {
+            let Some(left) = cur.checked_sub(n) else {
+                return false;
+            };
+            match self.free.cmpxchg(cur, left, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken with [`Self::try_take`].
+    fn give(&self, n: u32) {
+        self.free.add(n, Relaxed);
+    }
+}
+
+/// Send queue slots an MR is registered with: its REG_MR's, and its
+/// LOCAL_INV's.
+const SLOTS_PER_MR: u32 = 2;
+
 /// Registrations of one request, kept until its reply arrives.
 struct Pending {
     xid: u32,
@@ -66,6 +120,8 @@ pub(super) struct Conn {
     params: SpinLock<TransportParams>,
     limits: DecodeLimits,
     credits: Atomic<u32>,
+    /// The send queue's gate.
+    slots: SendSlots,
     closing: Atomic<bool>,
     /// Set by the first caller of [`Conn::drain_once`].
     drain_started: Atomic<bool>,
@@ -156,10 +212,15 @@ impl CompletionHandler for RecvDone {
 /// connection.
 pub(super) struct SendDone {
     conn: Arc<Conn>,
+    /// Send queue slots this completion frees: the Send's, and those of
+    /// the REG_MRs posted before it.
+    slots: u32,
 }
 
 impl CompletionHandler for SendDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Flushed or not, the Send and everything before it left the queue.
+        self.conn.slots.give(self.slots);
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
             crate::pr_warn_ratelimited!("send failed: status {}\n", wc.status);
             self.conn.xprt.force_disconnect();
@@ -174,6 +235,9 @@ impl CompletionHandler for SendDone {
 #[pin_data]
 struct BatchInvDone {
     conn: Arc<Conn>,
+    /// Send queue slots its completion frees (the chain's, and for
+    /// abandoned registrations their REG_MRs').
+    slots: u32,
     #[pin]
     mrs: SpinLock<Option<KVec<Mr>>>,
 }
@@ -187,6 +251,7 @@ impl CompletionHandler for Arc<BatchInvDone> {
             if wc.is_ok() {
                 self.conn.recycle(mrs);
             }
+            self.conn.slots.give(self.slots);
         }
     }
 }
@@ -211,6 +276,8 @@ impl CompletionHandler for Arc<SyncInvDone> {
 #[pin_data]
 struct InvDone {
     conn: Arc<Conn>,
+    /// Send queue slots its completion frees (the chain's).
+    slots: u32,
     #[pin]
     state: SpinLock<Option<(PinnedRqst, i32, KVec<Mr>)>>,
 }
@@ -221,6 +288,7 @@ impl CompletionHandler for Arc<InvDone> {
         let _noio = NoIoScope::new();
         let taken = self.state.lock().take();
         if let Some((rqst, status, mrs)) = taken {
+            self.conn.slots.give(self.slots);
             if wc.is_ok() {
                 self.conn.recycle(mrs);
             } else {
@@ -262,6 +330,8 @@ impl Conn {
             },
         )?;
         let attr = *ep.device_attr();
+        // Without the drain's extra entry, which is not ours to use.
+        let send_depth = ep.send_depth();
         let fmr = settings.strategy == Strategy::Fmr;
         if fmr && !attr.mem_mgt_extensions {
             pr_err!("device lacks fast registration (FRWR), needed by memreg=fmr; try memreg=physical\n");
@@ -319,6 +389,7 @@ impl Conn {
                 params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
                 limits: DecodeLimits::client_default(),
                 credits: Atomic::new(1),
+                slots: SendSlots::new(send_depth),
                 closing: Atomic::new(false),
                 drain_started: Atomic::new(false),
                 drained <- Completion::new(),
@@ -400,6 +471,11 @@ impl Conn {
         *self.params.lock() = params;
 
         if let Some((pad_mr, _)) = &self.write_pad {
+            // Its slot is never given back (no completion of ours follows
+            // it for sure); one slot of the whole queue.
+            if !self.slots.try_take(1) {
+                return Err(ENOBUFS);
+            }
             pad_mr.post_reg(&self.ep, true)?;
         }
 
@@ -518,7 +594,15 @@ impl Conn {
                     return Err(EIO);
                 }
             };
+            // The REG_MR's slot and the one of its LOCAL_INV, reserved
+            // now so that the invalidation never waits for room.
+            if !self.slots.try_take(SLOTS_PER_MR) {
+                add(&self.counters().send_queue_full, 1);
+                self.recycle_one(mr);
+                return Err(ENOBUFS);
+            }
             if let Err(e) = mr.post_reg(&self.ep, writable) {
+                self.slots.give(SLOTS_PER_MR);
                 self.recycle_one(mr);
                 return Err(e);
             }
@@ -540,17 +624,45 @@ impl Conn {
     }
 
     /// Invalidates registrations that were posted but will not be used
-    /// (a failed send): unsignaled LOCAL_INV, then back to the pool.
-    fn abandon(&self, regs: KVec<Reg>) {
-        let mut mrs = KVec::new();
-        for reg in regs {
-            if let Reg::Mr(mr) = reg {
-                let _ = post_local_inv::<SendDone>(&self.ep, mr.segment().handle, None);
-                // On allocation failure the MR is freed: the pool shrinks.
-                let _ = mrs.push(mr, GFP_KERNEL);
-            }
+    /// (a failed send): one LOCAL_INV chain; the MRs return to the pool,
+    /// and their slots (REG_MR and LOCAL_INV) to the send queue, when it
+    /// completes.
+    fn abandon(&self, this: &Arc<Self>, regs: KVec<Reg>) {
+        let (mrs, lost) = mrs_of(regs);
+        if lost {
+            // An MR was dropped (deregistered) for lack of memory; its
+            // slots are lost with it, so start afresh.
+            self.xprt.force_disconnect();
         }
-        self.recycle(mrs);
+        if mrs.is_empty() {
+            return;
+        }
+        let n = mrs.len() as u32;
+        let tracked = rkeys(&mrs).and_then(|keys| {
+            let done = Arc::pin_init(
+                pin_init!(BatchInvDone {
+                    conn: this.clone(),
+                    slots: n * SLOTS_PER_MR,
+                    mrs <- new_spinlock!(None, "rpcrdma_rs::xprt::abandon"),
+                }),
+                GFP_KERNEL,
+            )?;
+            Ok((keys, done))
+        });
+        let Ok((keys, done)) = tracked else {
+            // Cannot invalidate: deregister, and revoke the rest.
+            drop(mrs);
+            self.xprt.force_disconnect();
+            return;
+        };
+        *done.mrs.lock() = Some(mrs);
+        if self.post_inv_chain(&keys, done.clone()).is_err() {
+            // The QP is gone: deregister the MRs now.
+            // Taken first: deregistering may sleep, not under the lock.
+            let taken = done.mrs.lock().take();
+            drop(taken);
+            self.xprt.force_disconnect();
+        }
     }
 
     fn counters(&self) -> &'static StrategyCounters {
@@ -579,9 +691,12 @@ impl Conn {
             self.xprt.force_disconnect();
             return;
         };
+        // Each dirty MR kept its LOCAL_INV slot.
+        let slots = keys.len() as u32;
         let done = Arc::pin_init(
             pin_init!(BatchInvDone {
                 conn: this.clone(),
+                slots,
                 mrs <- new_spinlock!(Some(mrs), "rpcrdma_rs::xprt::batch"),
             }),
             GFP_KERNEL,
@@ -623,6 +738,13 @@ impl Conn {
             EIO
         })?;
 
+        // The Send's slot; the MRs take theirs as they are registered.
+        if !self.slots.try_take(1) {
+            add(&self.counters().send_queue_full, 1);
+            // Dirty MRs hold slots for their LOCAL_INV: run the batch.
+            self.flush_dirty(this);
+            return Err(ENOBUFS);
+        }
         let mut mrs = KVec::<Reg>::new();
         let mut reads = KVec::<ReadSegment>::new();
         let mut writes = KVec::<Segment>::new();
@@ -639,7 +761,8 @@ impl Conn {
             &mut reply,
         );
         if let Err(e) = res {
-            self.abandon(mrs);
+            self.slots.give(1);
+            self.abandon(this, mrs);
             if e == ENOBUFS {
                 // Dirty MRs come back only through a batch: run it now.
                 self.flush_dirty(this);
@@ -676,13 +799,15 @@ impl Conn {
         let out = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
             Ok(v) => v,
             Err(e) => {
-                self.abandon(mrs);
+                self.slots.give(1);
+                self.abandon(this, mrs);
                 bump(&self.stats.failed_marshal_count);
                 return Err(e);
             }
         };
+        let reg_slots = mr_count(&mrs);
         let res = (|| -> Result {
-            let wr = self.send_wr(this, &out)?;
+            let wr = self.send_wr(this, &out, 1 + reg_slots)?;
             if !mrs.is_empty() {
                 let pending = Pending {
                     xid: info.xid,
@@ -698,10 +823,13 @@ impl Conn {
             self.ep.post_send(wr, SendOp::Send)
         })();
         if let Err(e) = res {
+            // The Send was not posted; the REG_MRs' slots go back with the
+            // abandoned MRs' invalidation.
+            self.slots.give(1);
             if let Some(p) = self.take_pending(info.xid) {
                 mrs = p.regs;
             }
-            self.abandon(mrs);
+            self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
         match p.call {
@@ -722,10 +850,13 @@ impl Conn {
 
     /// A Send work request carrying a copy of `bytes` (at most the inline
     /// send size), in a pooled buffer.
+    /// Its completion gives back `slots` send queue slots, which the caller
+    /// reserved.
     pub(super) fn send_wr(
         &self,
         this: &Arc<Self>,
         bytes: &[u8],
+        slots: u32,
     ) -> Result<Arc<WorkRequest<SendDone>>> {
         let pooled = self.send_bufs.lock().pop();
         let buf = match pooled {
@@ -748,7 +879,30 @@ impl Conn {
             },
             GFP_KERNEL,
         )?;
-        WorkRequest::new(SendDone { conn: this.clone() }, segs)
+        WorkRequest::new(
+            SendDone {
+                conn: this.clone(),
+                slots,
+            },
+            segs,
+        )
+    }
+
+    /// Reserves the send queue slot of a Send that carries no
+    /// registration (a backchannel reply); `ENOBUFS` when the queue is full.
+    pub(super) fn reserve_send_slot(&self) -> Result {
+        if self.slots.try_take(1) {
+            Ok(())
+        } else {
+            add(&self.counters().send_queue_full, 1);
+            Err(ENOBUFS)
+        }
+    }
+
+    /// Gives back a slot of [`Self::reserve_send_slot`] whose Send was not
+    /// posted.
+    pub(super) fn unreserve_send_slot(&self) {
+        self.slots.give(1);
     }
 
     /// Gives a Send buffer back (from its completion; never allocates).
@@ -940,6 +1094,9 @@ impl Conn {
         if let Ok(done) = done {
             // Completes even when the queue pair is flushed.
             done.done.wait_for_completion();
+            // The chain left the queue: its slots, reserved at
+            // registration, are free again.
+            self.slots.give(mrs.len() as u32);
             if done.ok.load(Relaxed) {
                 self.recycle(mrs);
                 return;
@@ -1077,6 +1234,8 @@ impl Conn {
                     bump(&self.stats.remote_inv);
                     add(&self.counters().remote_invalidations, 1);
                     self.recycle_one(mr);
+                    // The slot reserved for its LOCAL_INV is not needed.
+                    self.slots.give(1);
                 }
             }
         }
@@ -1130,6 +1289,7 @@ impl Conn {
         let done = Arc::pin_init(
             pin_init!(InvDone {
                 conn: this.clone(),
+                slots: n as u32,
                 state <- new_spinlock!(None, "rpcrdma_rs::xprt::inv"),
             }),
             GFP_KERNEL,
@@ -1192,6 +1352,12 @@ fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, bool) {
         }
     }
     (mrs, lost)
+}
+
+/// Send queue slots the MRs among `regs` hold for their REG_MRs.
+fn mr_count(regs: &KVec<Reg>) -> u32 {
+    let n = regs.iter().filter(|r| matches!(r, Reg::Mr(_))).count();
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The steering tags of `mrs`.

@@ -97,6 +97,8 @@ pub(crate) struct StrategyCounters {
     pub(crate) timer_flushes: Atomic<u64>,
     /// MRs whose RPC completed and that await a batched invalidation now.
     pub(crate) dirty: Atomic<i64>,
+    /// Calls that found the send queue full and were retried.
+    pub(crate) send_queue_full: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -110,6 +112,7 @@ impl StrategyCounters {
             pool_empty_waits: Atomic::new(0),
             timer_flushes: Atomic::new(0),
             dirty: Atomic::new(0),
+            send_queue_full: Atomic::new(0),
         }
     }
 }
@@ -131,13 +134,13 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
@@ -146,7 +149,8 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.batched_invalidations.load(Relaxed),
             c.pool_empty_waits.load(Relaxed),
             c.timer_flushes.load(Relaxed),
-            c.dirty.load(Relaxed)
+            c.dirty.load(Relaxed),
+            c.send_queue_full.load(Relaxed)
         )?;
     }
     Ok(())
