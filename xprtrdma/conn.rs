@@ -316,13 +316,24 @@ impl Conn {
         })?;
 
         let reqs = settings.max_requests;
+        let fmr = settings.strategy == Strategy::Fmr;
+        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
+        // Per request: registrations, the Send, invalidations; and at
+        // least room for every MR of the pool with its REG_MR and LOCAL_INV
+        // plus a Send per credit and callback reply and the write pad, so
+        // that the send queue gate (`SendSlots`) only ever makes a call
+        // wait for completions, never for slots that cannot exist. The
+        // endpoint adds one entry for `ib_drain_sq` (C `frwr_query_device`:
+        // `max_send_wr += 1`).
+        let max_send_wr = reqs.saturating_mul(2 * MRS_PER_REQUEST + 2).max(
+            pool.saturating_mul(SLOTS_PER_MR)
+                .saturating_add(reqs)
+                .saturating_add(BC_SLOTS + 1),
+        );
         let ep = Endpoint::new(
             id,
             &EndpointConfig {
-                // Per request: registrations, the Send, invalidations. The
-                // endpoint adds one entry for `ib_drain_sq` (C
-                // `frwr_query_device`: `max_send_wr += 1`).
-                max_send_wr: reqs.saturating_mul(2 * MRS_PER_REQUEST + 2),
+                max_send_wr,
                 max_recv_wr: reqs + EXTRA_RECVS + BC_RECVS,
                 max_send_sge: 1,
                 max_recv_sge: 1,
@@ -332,7 +343,6 @@ impl Conn {
         let attr = *ep.device_attr();
         // Without the drain's extra entry, which is not ours to use.
         let send_depth = ep.send_depth();
-        let fmr = settings.strategy == Strategy::Fmr;
         if fmr && !attr.mem_mgt_extensions {
             pr_err!("device lacks fast registration (FRWR), needed by memreg=fmr; try memreg=physical\n");
             return Err(EOPNOTSUPP);
@@ -355,7 +365,6 @@ impl Conn {
             TransportParams::from_device(settings.inline_write, settings.inline_read, &caps);
 
         // The MR pool: every steering tag exists before the first I/O.
-        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
         let mut mrs = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
         for _ in 0..pool {
             mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
