@@ -6,6 +6,8 @@
  * doing it field by field from Rust.  Every function here is a thin
  * pass-through; policy lives in Rust.
  */
+#include <linux/sched/mm.h>
+
 #include "rpcrdma_rs_helper.h"
 
 #ifndef RPCRDMA_RS_CLIENT_NAME
@@ -121,6 +123,16 @@ struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 void rpcrdma_rs_free_cq(struct ib_cq *cq)
 {
 	ib_free_cq(cq);
+}
+
+unsigned int rpcrdma_rs_memalloc_noio_save(void)
+{
+	return memalloc_noio_save();
+}
+
+void rpcrdma_rs_memalloc_noio_restore(unsigned int flags)
+{
+	memalloc_noio_restore(flags);
 }
 
 void rpcrdma_rs_cqe_init(struct ib_cqe *cqe,

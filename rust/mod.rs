@@ -22,6 +22,7 @@ pub mod cm;
 pub mod device;
 pub mod fault;
 pub mod live;
+pub mod memalloc;
 pub mod ratelimit;
 pub mod regcache;
 pub mod shrinker;

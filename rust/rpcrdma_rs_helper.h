@@ -73,6 +73,11 @@ void rpcrdma_rs_device_put(struct ib_device *device);
 bool rpcrdma_rs_device_is_iwarp(struct ib_device *device);
 u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd);
 
+/* memalloc_noio_save/restore (static inlines): allocations of the current
+ * task neither start I/O nor enter filesystems until restored.
+ */
+unsigned int rpcrdma_rs_memalloc_noio_save(void);
+void rpcrdma_rs_memalloc_noio_restore(unsigned int flags);
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 				  int comp_vector);
 void rpcrdma_rs_free_cq(struct ib_cq *cq);

@@ -133,6 +133,15 @@ impl Xprt {
         // SAFETY: Valid by the type invariant.
         unsafe { bindings::rpcrdma_rs_xprt_data_seen(self.ptr.as_ptr()) };
     }
+
+    /// Makes [`XprtOps::flush`] run within `ms` milliseconds (on the
+    /// module's workqueue), unless it is already scheduled, in which case
+    /// the earlier deadline stands. Callable from any context; the work is
+    /// cancelled when the transport is destroyed, after its `close`.
+    pub fn schedule_flush(&self, ms: u32) {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_xprt_schedule_flush(self.ptr.as_ptr(), ms) };
+    }
 }
 
 /// A request being sent (`struct rpc_rqst`), borrowed for the duration of
@@ -260,6 +269,9 @@ pub trait XprtOps: Sized + Send + Sync {
     fn bc_send_reply(&self, rqst: &Rqst<'_>) -> Result;
     /// The mountstats counters.
     fn stats(&self) -> XprtStats;
+    /// Deferred work requested with [`Xprt::schedule_flush`] (process
+    /// context).
+    fn flush(&self);
 }
 
 struct XprtVTable<T>(PhantomData<T>);
@@ -274,6 +286,7 @@ impl<T: XprtOps> XprtVTable<T> {
         buf_free: Some(Self::buf_free),
         bc_send_reply: Some(Self::bc_send_reply),
         stats: Some(Self::stats),
+        flush: Some(Self::flush),
     };
 
     /// # Safety
@@ -404,6 +417,15 @@ impl<T: XprtOps> XprtVTable<T> {
         // SAFETY: Called by the C side between setup and destroy; `out`
         // is valid for writes.
         unsafe { *out = Self::state(state).stats() };
+    }
+
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`
+    /// (`destroy` closes, then cancels the work synchronously).
+    unsafe extern "C" fn flush(state: *mut kernel::ffi::c_void) {
+        // SAFETY: Called by the C side between setup and destroy.
+        unsafe { Self::state(state) }.flush();
     }
 }
 
@@ -565,10 +587,15 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        self.unmap();
-        // SAFETY: The MR is live; no work request refers to it (the QP was
-        // drained before any MR is dropped).
-        unsafe { bindings::rpcrdma_rs_mr_free(self.ptr.as_ptr()) };
+        // Deregistration comes before the DMA unmapping: an MR dropped
+        // while still valid (its invalidation could not be posted) must not
+        // leave a steering tag naming unmapped addresses, even briefly.
+        // SAFETY: The MR and the device are live (type invariant); no work
+        // request refers to it (the QP was drained before any MR is
+        // dropped). The C side unmaps only if `map_rqst` left a mapping,
+        // and frees the MR: it is not used again.
+        unsafe { bindings::rpcrdma_rs_mr_destroy(self.anchor.device_ptr(), self.ptr.as_ptr()) };
+        self.mapped = false;
         live::dec(live::Kind::Mr);
     }
 }

@@ -25,6 +25,10 @@ struct rpcrdma_rs_xprt {
 	struct rpc_xprt xprt;	/* first: xprt_alloc() sizes the container */
 	void *state;		/* Rust state */
 	struct delayed_work connect_worker;
+	/* Runs the Rust ->flush callback (batched invalidations of an idle
+	 * connection, see rpcrdma_rs_xprt_schedule_flush()).
+	 */
+	struct delayed_work flush_worker;
 	bool connect_failed;
 	u32 bc_max_payload;	/* largest backchannel message, set at connect */
 };
@@ -114,6 +118,25 @@ static void rpcrdma_rs_connect_worker(struct work_struct *work)
 	xprt_wake_pending_tasks(xprt, rc);
 }
 
+static void rpcrdma_rs_flush_worker(struct work_struct *work)
+{
+	struct rpcrdma_rs_xprt *rsx = container_of(work, struct rpcrdma_rs_xprt,
+						   flush_worker.work);
+
+	rpcrdma_rs_cbs->flush(rsx->state);
+}
+
+/*
+ * Runs ->flush within @ms milliseconds, unless it is already scheduled (then
+ * the earlier deadline stands).  Callable from any context.  The module's
+ * queue is WQ_MEM_RECLAIM: the work returns MRs writeback may wait for.
+ */
+void rpcrdma_rs_xprt_schedule_flush(struct rpc_xprt *xprt, u32 ms)
+{
+	queue_delayed_work(rpcrdma_rs_connect_wq, &to_rsx(xprt)->flush_worker,
+			   msecs_to_jiffies(ms));
+}
+
 static void rpcrdma_rs_op_connect(struct rpc_xprt *xprt, struct rpc_task *task)
 {
 	struct rpcrdma_rs_xprt *rsx = to_rsx(xprt);
@@ -140,6 +163,12 @@ static void rpcrdma_rs_op_destroy(struct rpc_xprt *xprt)
 	struct rpcrdma_rs_xprt *rsx = to_rsx(xprt);
 
 	cancel_delayed_work_sync(&rsx->connect_worker);
+	/* Close first: once the connection is drained no completion can
+	 * schedule the flush worker again, so cancelling it then is final and
+	 * ->flush never runs on freed state.
+	 */
+	rpcrdma_rs_cbs->close(rsx->state);
+	cancel_delayed_work_sync(&rsx->flush_worker);
 #if defined(CONFIG_SUNRPC_BACKCHANNEL)
 	/* Callback rqsts not released by ->bc_destroy (each in-flight one
 	 * holds a transport reference, so none is in use here).
@@ -332,11 +361,16 @@ static struct rpc_rqst *rpcrdma_rs_bc_rqst_get(struct rpc_xprt *xprt)
 	xprt->bc_alloc_count++;
 	spin_unlock(&xprt->bc_pa_lock);
 
-	rqst = kzalloc(sizeof(*rqst), GFP_KERNEL);
+	/* Called from the Receive completion, which the transport's swap
+	 * support forbids to wait on reclaim: no reclaim at all (as C
+	 * XPRTRDMA_GFP_FLAGS); a failure is the overflow case, the caller
+	 * resets the connection and the server retries on a fresh one.
+	 */
+	rqst = kzalloc(sizeof(*rqst), GFP_NOWAIT | __GFP_NOWARN);
 	if (!rqst)
 		goto out_uncount;
-	rqst->rq_rcv_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_KERNEL);
-	rqst->rq_snd_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	rqst->rq_rcv_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_NOWAIT | __GFP_NOWARN);
+	rqst->rq_snd_buf.head[0].iov_base = kmalloc(PAGE_SIZE, GFP_NOWAIT | __GFP_NOWARN);
 	if (!rqst->rq_rcv_buf.head[0].iov_base ||
 	    !rqst->rq_snd_buf.head[0].iov_base) {
 		rpcrdma_rs_bc_rqst_free(rqst);
@@ -518,6 +552,7 @@ static struct rpc_xprt *rpcrdma_rs_setup(struct xprt_create *args)
 	rpcrdma_rs_format_addresses(xprt, sap);
 	xprt->max_payload = RPCRDMA_RS_MAX_DATA_SEGS << PAGE_SHIFT;
 	INIT_DELAYED_WORK(&rsx->connect_worker, rpcrdma_rs_connect_worker);
+	INIT_DELAYED_WORK(&rsx->flush_worker, rpcrdma_rs_flush_worker);
 	/* A congestion window of one credit until the server grants more. */
 	xprt->cwnd = RPC_CWNDSCALE;
 	/* RFC 8166's minimum inline size less the header, until connected. */
@@ -798,6 +833,20 @@ void rpcrdma_rs_mr_free(struct rpcrdma_rs_mr *mr)
 	kfree(mr);
 }
 
+/*
+ * Deregisters first, then releases the DMA mapping of the last map_rqst:
+ * until ib_dereg_mr() returns the rkey may still be valid (an MR dropped
+ * because its LOCAL_INV could not be posted), and it must never name
+ * unmapped IOVAs (the order DmaBuf's drop uses too).
+ */
+void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr)
+{
+	ib_dereg_mr(mr->mr);
+	if (mr->nents)
+		ib_dma_unmap_sg(device, mr->sg, mr->nents, mr->dir);
+	kfree(mr);
+}
+
 /* Adds [page+off, len) to the scatterlist unless it would leave a gap
  * (FRWR maps page lists: only the first entry may start inside a page and
  * only the last may end inside one).  Returns false when it must stop.
@@ -919,7 +968,7 @@ u32 rpcrdma_rs_mr_lkey(const struct rpcrdma_rs_mr *mr)
 static void rpcrdma_rs_unsignaled_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	if (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR)
-		pr_warn("rpcrdma_rs: registration work request failed: %s (%d)\n",
+		pr_warn_ratelimited("rpcrdma_rs: registration work request failed: %s (%d)\n",
 			ib_wc_status_msg(wc->status), wc->status);
 }
 

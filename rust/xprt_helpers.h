@@ -50,6 +50,10 @@ struct rpcrdma_rs_xprt_cbs {
 	int (*bc_send_reply)(void *state, struct rpc_rqst *rqst);
 	/* Fills the mountstats counters. */
 	void (*stats)(void *state, struct rpcrdma_rs_xprt_stats *out);
+	/* Deferred work scheduled with rpcrdma_rs_xprt_schedule_flush()
+	 * (process context, the module's connect workqueue).
+	 */
+	void (*flush)(void *state);
 };
 
 /* Shape of an xdr_buf, as the chunk planner needs it. */
@@ -92,6 +96,7 @@ void rpcrdma_rs_xprt_update_cwnd(struct rpc_xprt *xprt, u32 credits);
 void rpcrdma_rs_xprt_force_disconnect(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_data_seen(struct rpc_xprt *xprt);
 u32 rpcrdma_rs_xprt_connect_cookie(struct rpc_xprt *xprt);
+void rpcrdma_rs_xprt_schedule_flush(struct rpc_xprt *xprt, u32 ms);
 
 /* Backchannel: hands a received reverse-direction Call (the RPC message,
  * xid first) to the callback service. 0, -ENOBUFS when every callback
@@ -104,6 +109,7 @@ void rpcrdma_rs_xprt_set_bc_max_payload(struct rpc_xprt *xprt, u32 bytes);
 struct rpcrdma_rs_mr;
 struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages);
 void rpcrdma_rs_mr_free(struct rpcrdma_rs_mr *mr);
+void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			   struct rpc_rqst *rqst, bool rcv, u32 offset,
 			   u32 len, bool writable, u32 *mapped);

@@ -56,7 +56,7 @@ module! {
         },
         fmr_dirty_watermark: u32 {
             default: 0,
-            description: "Client memreg=fmr: MRs left registered after their RPC before a batched invalidation (0: invalidate before every RPC completes; >0 lets the server write into released pages until the batch runs)",
+            description: "Client memreg=fmr: MRs left registered after their RPC before a batched invalidation (0: invalidate before every RPC completes; >0 lets the server read and write the pages and the kmalloc'd reply buffer of completed RPCs, i.e. memory reused by others, until the batch runs, at most 1 s later)",
         },
     },
 }

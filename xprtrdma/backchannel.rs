@@ -70,18 +70,20 @@ impl Conn {
         match self.xprt().bc_receive_call(payload) {
             Ok(()) => bump(&BC.calls),
             Err(e) if e == ENOBUFS => {
-                // C resets the connection too: the server then retries on
-                // a fresh one, after its slots were released.
+                // Every slot busy, or no memory for a new one (allocated
+                // here, in completion context, without reclaim). C resets
+                // the connection too: the server then retries on a fresh
+                // one, after its slots were released.
                 bump(&BC.overflows);
-                pr_warn!(
-                    "backchannel overflow: more than {} callbacks in flight; reconnecting\n",
+                crate::pr_warn_ratelimited!(
+                    "backchannel overflow: more than {} callbacks in flight, or no memory for one; reconnecting\n",
                     BC_SLOTS
                 );
                 self.xprt().force_disconnect();
             }
             Err(_) => {
                 bump(&BC.malformed);
-                pr_warn!(
+                crate::pr_warn_ratelimited!(
                     "dropped a malformed backchannel call of {} bytes\n",
                     payload.len()
                 );
@@ -109,7 +111,7 @@ impl Conn {
         let hlen = encode_header(&hdr, &mut out).map_err(|_| EIO)?;
         let end = hlen.checked_add(len as usize).ok_or(EIO)?;
         let Some(dst) = out.get_mut(hlen..end) else {
-            pr_warn!(
+            crate::pr_warn_ratelimited!(
                 "backchannel reply xid {:#x} of {} bytes exceeds the inline size {}\n",
                 info.xid,
                 len,
@@ -119,11 +121,20 @@ impl Conn {
         };
         rqst.read(0, dst)?;
         out.truncate(end);
-        let wr = self.send_wr(this, &out)?;
+        // A full send queue: sunrpc retries the reply after a delay.
+        self.reserve_send_slot()?;
+        let wr = match self.send_wr(this, &out, 1) {
+            Ok(wr) => wr,
+            Err(e) => {
+                self.unreserve_send_slot();
+                return Err(e);
+            }
+        };
         rqst.mark_sent();
-        self.ep()
-            .post_send(wr, SendOp::Send)
-            .map_err(|_| ENOTCONN)?;
+        if self.ep().post_send(wr, SendOp::Send).is_err() {
+            self.unreserve_send_slot();
+            return Err(ENOTCONN);
+        }
         bump(&BC.replies);
         Ok(())
     }

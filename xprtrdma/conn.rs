@@ -10,7 +10,7 @@
 //! which no handler reposts and the last reference frees everything.
 
 use super::backchannel::{is_call, max_payload, BC_RECVS, BC_SLOTS};
-use super::reg::{add, counters, Reg, Strategy, StrategyCounters};
+use super::reg::{add, counters, Reg, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
 use super::transport::{bump, Settings, Stats};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::decode::decode_reply;
@@ -20,6 +20,7 @@ use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
 use crate::rdma::cm::{CmEvent, CmHandler, CmId};
+use crate::rdma::memalloc::NoIoScope;
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment as SgSegment, SendOp,
     WorkCompletion, WorkRequest,
@@ -45,6 +46,60 @@ const EXTRA_RECVS: u32 = 8;
 /// `PAGE_SIZE` as the u32 the wire sizes use.
 const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
 
+/// The send queue slots of a connection (its gate): every work request
+/// is posted with a slot reserved for it, so the queue never overflows,
+/// and work posted from completion context (LOCAL_INV chains, batched
+/// invalidations) never has to find room: its slots are reserved up front,
+/// when the MR is registered.
+///
+/// A slot of the hardware queue is free again only once a *signaled* work
+/// request posted at or after it has completed. So slots are given back
+/// only from the completion of a signaled request, and only for requests
+/// posted before it: a request's REG_MRs and its Send by the Send's
+/// completion, a LOCAL_INV chain by its last (signaled) LOCAL_INV. Each MR
+/// is registered with two slots, its REG_MR's and the one its later
+/// LOCAL_INV uses (or which is given back if the server invalidates it
+/// remotely). Slots therefore never fall short of what the hardware queue
+/// holds.
+///
+/// A sender that finds too few slots fails with `ENOBUFS`, which sunrpc
+/// retries after a short delay (`call_transmit_status`), as it does when
+/// the MR pool is empty; nothing fails with EIO.
+struct SendSlots {
+    free: Atomic<u32>,
+}
+
+impl SendSlots {
+    fn new(depth: u32) -> Self {
+        Self {
+            free: Atomic::new(depth),
+        }
+    }
+
+    /// Takes `n` slots if that many are free.
+    fn try_take(&self, n: u32) -> bool {
+        let mut cur = self.free.load(Relaxed);
+        loop {
+            let Some(left) = cur.checked_sub(n) else {
+                return false;
+            };
+            match self.free.cmpxchg(cur, left, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken with [`Self::try_take`].
+    fn give(&self, n: u32) {
+        self.free.add(n, Relaxed);
+    }
+}
+
+/// Send queue slots an MR is registered with: its REG_MR's, and its
+/// LOCAL_INV's.
+const SLOTS_PER_MR: u32 = 2;
+
 /// Registrations of one request, kept until its reply arrives.
 struct Pending {
     xid: u32,
@@ -59,10 +114,21 @@ pub(super) struct Conn {
     xprt: Xprt,
     stats: Arc<Stats>,
     settings: Settings,
-    params: TransportParams,
+    /// Set before connecting from our own thresholds, then once from the
+    /// negotiation (before any call is sent).
+    #[pin]
+    params: SpinLock<TransportParams>,
     limits: DecodeLimits,
     credits: Atomic<u32>,
+    /// The send queue's gate.
+    slots: SendSlots,
     closing: Atomic<bool>,
+    /// Set by the first caller of [`Conn::drain_once`].
+    drain_started: Atomic<bool>,
+    /// Completed once the queue pair is drained: every registration of the
+    /// connection is then unreachable by the peer.
+    #[pin]
+    drained: Completion,
     #[pin]
     mrs: SpinLock<KVec<Mr>>,
     #[pin]
@@ -96,7 +162,7 @@ fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent
     if want(&ev) {
         return Ok(ev);
     }
-    pr_warn!("{} failed\n", what);
+    crate::pr_warn_ratelimited!("{} failed\n", what);
     Err(match ev {
         CmEvent::AddrError(_) | CmEvent::RouteError(_) | CmEvent::Unreachable(_) => EHOSTUNREACH,
         CmEvent::Rejected { .. } => ECONNREFUSED,
@@ -111,10 +177,14 @@ struct RecvDone {
 
 impl CompletionHandler for RecvDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Reply handling may allocate (the reply copy, invalidation
+        // tracking, a backchannel slot): never by reclaim that could wait
+        // for this very reply (swap over NFS, NFS writeback).
+        let _noio = NoIoScope::new();
         let conn = &self.conn;
         if !wc.is_ok() {
             if !wc.is_flush() {
-                pr_warn!("receive failed: status {}\n", wc.status);
+                crate::pr_warn_ratelimited!("receive failed: status {}\n", wc.status);
             }
             if !conn.closing.load(Relaxed) {
                 conn.xprt.force_disconnect();
@@ -142,12 +212,17 @@ impl CompletionHandler for RecvDone {
 /// connection.
 pub(super) struct SendDone {
     conn: Arc<Conn>,
+    /// Send queue slots this completion frees: the Send's, and those of
+    /// the REG_MRs posted before it.
+    slots: u32,
 }
 
 impl CompletionHandler for SendDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Flushed or not, the Send and everything before it left the queue.
+        self.conn.slots.give(self.slots);
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
-            pr_warn!("send failed: status {}\n", wc.status);
+            crate::pr_warn_ratelimited!("send failed: status {}\n", wc.status);
             self.conn.xprt.force_disconnect();
         }
         if let Some(buf) = wr.buf(0) {
@@ -160,17 +235,23 @@ impl CompletionHandler for SendDone {
 #[pin_data]
 struct BatchInvDone {
     conn: Arc<Conn>,
+    /// Send queue slots its completion frees (the chain's, and for
+    /// abandoned registrations their REG_MRs').
+    slots: u32,
     #[pin]
     mrs: SpinLock<Option<KVec<Mr>>>,
 }
 
 impl CompletionHandler for Arc<BatchInvDone> {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Completion context: nothing here may wait on reclaim.
+        let _noio = NoIoScope::new();
         let taken = self.mrs.lock().take();
         if let Some(mrs) = taken {
             if wc.is_ok() {
                 self.conn.recycle(mrs);
             }
+            self.conn.slots.give(self.slots);
         }
     }
 }
@@ -195,14 +276,19 @@ impl CompletionHandler for Arc<SyncInvDone> {
 #[pin_data]
 struct InvDone {
     conn: Arc<Conn>,
+    /// Send queue slots its completion frees (the chain's).
+    slots: u32,
     #[pin]
     state: SpinLock<Option<(PinnedRqst, i32, KVec<Mr>)>>,
 }
 
 impl CompletionHandler for Arc<InvDone> {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Completing the RPC runs sunrpc code: no reclaim from here.
+        let _noio = NoIoScope::new();
         let taken = self.state.lock().take();
         if let Some((rqst, status, mrs)) = taken {
+            self.conn.slots.give(self.slots);
             if wc.is_ok() {
                 self.conn.recycle(mrs);
             } else {
@@ -230,11 +316,24 @@ impl Conn {
         })?;
 
         let reqs = settings.max_requests;
+        let fmr = settings.strategy == Strategy::Fmr;
+        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
+        // Per request: registrations, the Send, invalidations; and at
+        // least room for every MR of the pool with its REG_MR and LOCAL_INV
+        // plus a Send per credit and callback reply and the write pad, so
+        // that the send queue gate (`SendSlots`) only ever makes a call
+        // wait for completions, never for slots that cannot exist. The
+        // endpoint adds one entry for `ib_drain_sq` (C `frwr_query_device`:
+        // `max_send_wr += 1`).
+        let max_send_wr = reqs.saturating_mul(2 * MRS_PER_REQUEST + 2).max(
+            pool.saturating_mul(SLOTS_PER_MR)
+                .saturating_add(reqs)
+                .saturating_add(BC_SLOTS + 1),
+        );
         let ep = Endpoint::new(
             id,
             &EndpointConfig {
-                // Per request: registrations, the Send, invalidations.
-                max_send_wr: reqs.saturating_mul(2 * MRS_PER_REQUEST + 2),
+                max_send_wr,
                 max_recv_wr: reqs + EXTRA_RECVS + BC_RECVS,
                 max_send_sge: 1,
                 max_recv_sge: 1,
@@ -242,12 +341,117 @@ impl Conn {
             },
         )?;
         let attr = *ep.device_attr();
-        let fmr = settings.strategy == Strategy::Fmr;
+        // Without the drain's extra entry, which is not ours to use.
+        let send_depth = ep.send_depth();
         if fmr && !attr.mem_mgt_extensions {
             pr_err!("device lacks fast registration (FRWR), needed by memreg=fmr; try memreg=physical\n");
             return Err(EOPNOTSUPP);
         }
         let global_rkey = ep.global_rkey().unwrap_or(0);
+        let caps = DeviceCaps {
+            // "physical" maps one page per segment.
+            max_fast_reg_page_list_len: match (fmr, settings.pages_per_mr) {
+                (false, _) => 1,
+                (true, 0) => attr.max_fast_reg_page_list_len,
+                (true, n) => n.min(attr.max_fast_reg_page_list_len),
+            },
+            max_sge_rd: 0,
+            max_send_sge: attr.max_send_sge,
+            sg_gaps: false,
+        };
+        // Our own thresholds until the peer's private data is known; only
+        // the inline sizes change with the negotiation.
+        let params =
+            TransportParams::from_device(settings.inline_write, settings.inline_read, &caps);
+
+        // The MR pool: every steering tag exists before the first I/O.
+        let mut mrs = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
+        for _ in 0..pool {
+            mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
+        }
+        add(&stats.mrs_allocated, u64::from(pool));
+        let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
+
+        // The write pad: a 4-byte sink for the XDR pad of unaligned Write
+        // chunks, registered once for the life of the connection (its
+        // REG_MR is posted once connected: a send queue takes work only
+        // then).
+        let write_pad = if fmr {
+            let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
+            let mut pad_mr = Mr::new(&ep, 1)?;
+            pad_mr.map_buf(&pad_buf)?;
+            Some((pad_mr, pad_buf))
+        } else {
+            None
+        };
+
+        let recv_len = settings.inline_read as usize;
+        // Filled once the negotiated inline send size is known.
+        let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
+        let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
+        let conn = Arc::pin_init(
+            try_pin_init!(Self {
+                ep,
+                xprt,
+                stats,
+                settings,
+                params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
+                limits: DecodeLimits::client_default(),
+                credits: Atomic::new(1),
+                slots: SendSlots::new(send_depth),
+                closing: Atomic::new(false),
+                drain_started: Atomic::new(false),
+                drained <- Completion::new(),
+                mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
+                pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
+                dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
+                write_pad,
+                global_rkey,
+                send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
+            }),
+            GFP_KERNEL,
+        )?;
+        // Every Receive is posted before connecting (C
+        // `rpcrdma_xprt_connect` posts before `rdma_connect`): a server that
+        // Sends right after establishment must find one, since our
+        // `rnr_retry_count` of 0 makes a receiver-not-ready fatal. The
+        // queue pair takes Receives from its INIT state on.
+        if let Err(e) = conn.post_initial_recvs(recv_len, reqs + EXTRA_RECVS + BC_RECVS) {
+            conn.shutdown();
+            return Err(e);
+        }
+        let res = conn.establish(settings, &caps, pool, reqs);
+        if res.is_err() {
+            // Flushes the Receives, whose handlers hold the connection.
+            conn.shutdown();
+        }
+        res.map(|()| conn)
+    }
+
+    /// Posts `n` Receives of `len` bytes.
+    fn post_initial_recvs(self: &Arc<Self>, len: usize, n: u32) -> Result {
+        for _ in 0..n {
+            let buf = self.ep.alloc_buf(len, DmaDir::FromDevice)?;
+            let mut segs = KVec::new();
+            segs.push(
+                SgSegment {
+                    buf,
+                    offset: 0,
+                    len,
+                },
+                GFP_KERNEL,
+            )?;
+            let wr = WorkRequest::new(RecvDone { conn: self.clone() }, segs)?;
+            self.ep.post_recv(wr)?;
+        }
+        Ok(())
+    }
+
+    /// Connects the queue pair, whose Receives are posted, and finishes the
+    /// setup that depends on the peer's private data.
+    fn establish(&self, settings: Settings, caps: &DeviceCaps, pool: u32, reqs: u32) -> Result {
+        let fmr = settings.strategy == Strategy::Fmr;
+        let attr = *self.ep.device_attr();
         let mut pdata = [0u8; 8];
         // Remote invalidation only makes sense for MRs: a server that
         // tried to invalidate the global rkey would break the connection.
@@ -256,10 +460,10 @@ impl Conn {
             .map_err(|_| EINVAL)?;
         let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
         // The client never issues RDMA Reads: initiator depth 0.
-        ep.connect(&pdata, rd_atom, 0)?;
-        let ev = ep.wait_event(CONNECT_TIMEOUT_MS)?;
+        self.ep.connect(&pdata, rd_atom, 0)?;
+        let ev = self.ep.wait_event(CONNECT_TIMEOUT_MS)?;
         let CmEvent::Established { private_data } = ev else {
-            pr_warn!("connection not established\n");
+            crate::pr_warn_ratelimited!("connection not established\n");
             return Err(match ev {
                 CmEvent::Rejected { .. } => ECONNREFUSED,
                 CmEvent::Unreachable(_) => EHOSTUNREACH,
@@ -272,100 +476,34 @@ impl Conn {
             settings.inline_read,
             (!peer.is_empty()).then_some(peer),
         );
-        let params = TransportParams::from_device(
-            neg.inline_send,
-            neg.inline_recv,
-            &DeviceCaps {
-                // "physical" maps one page per segment.
-                max_fast_reg_page_list_len: match (fmr, settings.pages_per_mr) {
-                    (false, _) => 1,
-                    (true, 0) => attr.max_fast_reg_page_list_len,
-                    (true, n) => n.min(attr.max_fast_reg_page_list_len),
-                },
-                max_sge_rd: 0,
-                max_send_sge: attr.max_send_sge,
-                sg_gaps: false,
-            },
-        );
+        let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
+        *self.params.lock() = params;
 
-        // The MR pool: every steering tag exists before the first I/O.
-        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
-        let mut mrs = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
-        for _ in 0..pool {
-            mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
+        if let Some((pad_mr, _)) = &self.write_pad {
+            // Its slot is never given back (no completion of ours follows
+            // it for sure); one slot of the whole queue.
+            if !self.slots.try_take(1) {
+                return Err(ENOBUFS);
+            }
+            pad_mr.post_reg(&self.ep, true)?;
         }
-        add(&stats.mrs_allocated, u64::from(pool));
-        let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
 
-        // The write pad: a 4-byte sink for the XDR pad of unaligned Write
-        // chunks, registered once for the life of the connection.
-        let write_pad = if fmr {
-            let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
-            let mut pad_mr = Mr::new(&ep, 1)?;
-            pad_mr.map_buf(&pad_buf)?;
-            pad_mr.post_reg(&ep, true)?;
-            Some((pad_mr, pad_buf))
-        } else {
-            None
-        };
-
-        let recv_len = settings.inline_read as usize;
         // Enough Send buffers for every credit and callback reply; more are
         // allocated (and dropped after use) only if they are all in flight.
         let send_len = params.inline_send as usize;
-        let mut send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
         for _ in 0..reqs + BC_SLOTS {
-            send_bufs.push(ep.alloc_buf(send_len, DmaDir::ToDevice)?, GFP_KERNEL)?;
-        }
-        let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
-        let conn = Arc::pin_init(
-            try_pin_init!(Self {
-                ep,
-                xprt,
-                stats,
-                settings,
-                params,
-                limits: DecodeLimits::client_default(),
-                credits: Atomic::new(1),
-                closing: Atomic::new(false),
-                mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
-                pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
-                dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
-                write_pad,
-                global_rkey,
-                send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
-            }),
-            GFP_KERNEL,
-        )?;
-        for _ in 0..reqs + EXTRA_RECVS + BC_RECVS {
-            let buf = conn.ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
-            let mut segs = KVec::new();
-            segs.push(
-                SgSegment {
-                    buf,
-                    offset: 0,
-                    len: recv_len,
-                },
-                GFP_KERNEL,
-            )?;
-            let wr = WorkRequest::new(RecvDone { conn: conn.clone() }, segs)?;
-            if let Err(e) = conn.ep.post_recv(wr) {
-                conn.shutdown();
-                return Err(e);
-            }
+            let buf = self.ep.alloc_buf(send_len, DmaDir::ToDevice)?;
+            // Capacity for all of them was reserved at allocation.
+            let rejected = self.send_bufs.lock().push_within_capacity(buf).err();
+            drop(rejected);
         }
         // Disconnects by the server, device removal and address changes
         // arrive as CM events: the handler turns them into a reconnect,
         // from the CM's callback (events since ESTABLISHED first).
-        match Arc::new(ConnEvents { xprt }, GFP_KERNEL) {
-            Ok(events) => conn.ep.cm_id().set_handler(events),
-            Err(e) => {
-                conn.shutdown();
-                return Err(e.into());
-            }
-        }
-        conn.xprt.update_cwnd(1);
-        conn.xprt
+        let events = Arc::new(ConnEvents { xprt: self.xprt }, GFP_KERNEL)?;
+        self.ep.cm_id().set_handler(events);
+        self.xprt.update_cwnd(1);
+        self.xprt
             .set_bc_max_payload(max_payload(neg.inline_send, neg.inline_recv, PAGE_SIZE_U32));
         pr_info!(
             "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}\n",
@@ -377,7 +515,7 @@ impl Conn {
             params.max_fr_depth,
             neg.peer_send_w_inv_ok
         );
-        Ok(conn)
+        Ok(())
     }
 
     /// Disconnects and waits for every posted work request to complete;
@@ -387,11 +525,27 @@ impl Conn {
     pub(super) fn shutdown(&self) {
         self.closing.store(true, Relaxed);
         drop(self.ep.cm_id().clear_handler());
-        self.ep.drain();
+        self.drain_once();
         // Registrations of requests still waiting are invalid now that the
         // QP is in the error state; drop them with their MRs.
         let pending = core::mem::take(&mut *self.pending.lock());
         drop(pending);
+        // So do the MRs awaiting a batched invalidation.
+        let dirty = core::mem::take(&mut *self.dirty.lock());
+        self.counters().dirty.add(-(dirty.len() as i64), Relaxed);
+        drop(dirty);
+    }
+
+    /// The delayed batch of an idle connection (`fmr_dirty_watermark`):
+    /// invalidates whatever is still dirty.
+    pub(super) fn flush_timer(&self, this: &Arc<Self>) {
+        if self.closing.load(Relaxed) {
+            return;
+        }
+        if !self.dirty.lock().is_empty() {
+            add(&self.counters().timer_flushes, 1);
+            self.flush_dirty(this);
+        }
     }
 
     fn get_mr(&self) -> Result<Mr> {
@@ -408,13 +562,8 @@ impl Conn {
     }
 
     fn recycle(&self, mrs: KVec<Mr>) {
-        let mut pool = self.mrs.lock();
-        for mut mr in mrs {
-            mr.unmap();
-            // Capacity was reserved for every MR at connect time.
-            if let Err(mr) = pool.push_within_capacity(mr) {
-                drop(mr);
-            }
+        for mr in mrs {
+            self.recycle_one(mr);
         }
     }
 
@@ -433,7 +582,7 @@ impl Conn {
     ) -> Result {
         add(&self.counters().registrations, 1);
         if self.settings.strategy == Strategy::Physical {
-            let max = self.params.max_rdma_segs;
+            let max = self.params().max_rdma_segs;
             let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, offset, len, writable, max)?;
             for i in 0..pm.count() {
                 let (addr, l) = pm.piece(i);
@@ -454,7 +603,15 @@ impl Conn {
                     return Err(EIO);
                 }
             };
+            // The REG_MR's slot and the one of its LOCAL_INV, reserved
+            // now so that the invalidation never waits for room.
+            if !self.slots.try_take(SLOTS_PER_MR) {
+                add(&self.counters().send_queue_full, 1);
+                self.recycle_one(mr);
+                return Err(ENOBUFS);
+            }
             if let Err(e) = mr.post_reg(&self.ep, writable) {
+                self.slots.give(SLOTS_PER_MR);
                 self.recycle_one(mr);
                 return Err(e);
             }
@@ -468,23 +625,53 @@ impl Conn {
 
     fn recycle_one(&self, mut mr: Mr) {
         mr.unmap();
-        if let Err(mr) = self.mrs.lock().push_within_capacity(mr) {
-            drop(mr);
-        }
+        // Capacity was reserved for every MR at connect time. Should the
+        // pool still be full, the MR is dropped (`ib_dereg_mr`, which may
+        // sleep) only after the statement, once the guard is released.
+        let rejected = self.mrs.lock().push_within_capacity(mr).err();
+        drop(rejected);
     }
 
     /// Invalidates registrations that were posted but will not be used
-    /// (a failed send): unsignaled LOCAL_INV, then back to the pool.
-    fn abandon(&self, regs: KVec<Reg>) {
-        let mut mrs = KVec::new();
-        for reg in regs {
-            if let Reg::Mr(mr) = reg {
-                let _ = post_local_inv::<SendDone>(&self.ep, mr.segment().handle, None);
-                // On allocation failure the MR is freed: the pool shrinks.
-                let _ = mrs.push(mr, GFP_KERNEL);
-            }
+    /// (a failed send): one LOCAL_INV chain; the MRs return to the pool,
+    /// and their slots (REG_MR and LOCAL_INV) to the send queue, when it
+    /// completes.
+    fn abandon(&self, this: &Arc<Self>, regs: KVec<Reg>) {
+        let (mrs, lost) = mrs_of(regs);
+        if lost {
+            // An MR was dropped (deregistered) for lack of memory; its
+            // slots are lost with it, so start afresh.
+            self.xprt.force_disconnect();
         }
-        self.recycle(mrs);
+        if mrs.is_empty() {
+            return;
+        }
+        let n = mrs.len() as u32;
+        let tracked = rkeys(&mrs).and_then(|keys| {
+            let done = Arc::pin_init(
+                pin_init!(BatchInvDone {
+                    conn: this.clone(),
+                    slots: n * SLOTS_PER_MR,
+                    mrs <- new_spinlock!(None, "rpcrdma_rs::xprt::abandon"),
+                }),
+                GFP_KERNEL,
+            )?;
+            Ok((keys, done))
+        });
+        let Ok((keys, done)) = tracked else {
+            // Cannot invalidate: deregister, and revoke the rest.
+            drop(mrs);
+            self.xprt.force_disconnect();
+            return;
+        };
+        *done.mrs.lock() = Some(mrs);
+        if self.post_inv_chain(&keys, done.clone()).is_err() {
+            // The QP is gone: deregister the MRs now.
+            // Taken first: deregistering may sleep, not under the lock.
+            let taken = done.mrs.lock().take();
+            drop(taken);
+            self.xprt.force_disconnect();
+        }
     }
 
     fn counters(&self) -> &'static StrategyCounters {
@@ -494,18 +681,31 @@ impl Conn {
     /// Invalidates every dirty MR in one chain; they return to the pool
     /// when the last LOCAL_INV completes.
     fn flush_dirty(&self, this: &Arc<Self>) {
-        let mrs = core::mem::take(&mut *self.dirty.lock());
+        // The list keeps room for the whole pool (so a dirty MR never has
+        // to be dropped): the batch is swapped out for an empty list of
+        // the same capacity, allocated outside the lock.
+        let cap = self.dirty.lock().capacity();
+        let Ok(mut mrs) = KVec::with_capacity(cap, GFP_KERNEL) else {
+            // Revoking every registration is the only safe fallback.
+            self.xprt.force_disconnect();
+            return;
+        };
+        core::mem::swap(&mut *self.dirty.lock(), &mut mrs);
         if mrs.is_empty() {
             return;
         }
+        self.counters().dirty.add(-(mrs.len() as i64), Relaxed);
         add(&self.counters().batched_invalidations, mrs.len() as u64);
         let Ok(keys) = rkeys(&mrs) else {
             self.xprt.force_disconnect();
             return;
         };
+        // Each dirty MR kept its LOCAL_INV slot.
+        let slots = keys.len() as u32;
         let done = Arc::pin_init(
             pin_init!(BatchInvDone {
                 conn: this.clone(),
+                slots,
                 mrs <- new_spinlock!(Some(mrs), "rpcrdma_rs::xprt::batch"),
             }),
             GFP_KERNEL,
@@ -528,6 +728,7 @@ impl Conn {
 
     /// Marshals one call as the planner decides and posts it.
     pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+        let params = self.params();
         let info = rqst.info();
         let snd = shape(&info.snd);
         let rcv = shape(&info.rcv);
@@ -538,14 +739,21 @@ impl Conn {
             recv_ddp: info.rcv.flags & XDRBUF_READ != 0,
             ddp_allowed: true,
             // Every call is pulled up into one Send buffer.
-            send_buf_len: self.params.inline_send,
+            send_buf_len: params.inline_send,
         };
-        let p = plan(&rpc, &self.params).map_err(|e| {
+        let p = plan(&rpc, &params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
-            pr_warn!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
+            crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
             EIO
         })?;
 
+        // The Send's slot; the MRs take theirs as they are registered.
+        if !self.slots.try_take(1) {
+            add(&self.counters().send_queue_full, 1);
+            // Dirty MRs hold slots for their LOCAL_INV: run the batch.
+            self.flush_dirty(this);
+            return Err(ENOBUFS);
+        }
         let mut mrs = KVec::<Reg>::new();
         let mut reads = KVec::<ReadSegment>::new();
         let mut writes = KVec::<Segment>::new();
@@ -562,13 +770,18 @@ impl Conn {
             &mut reply,
         );
         if let Err(e) = res {
-            self.abandon(mrs);
+            self.slots.give(1);
+            self.abandon(this, mrs);
             if e == ENOBUFS {
                 // Dirty MRs come back only through a batch: run it now.
                 self.flush_dirty(this);
             } else {
                 bump(&self.stats.failed_marshal_count);
-                pr_warn!("cannot register chunks of xid {:#x}: {:?}\n", info.xid, e);
+                crate::pr_warn_ratelimited!(
+                    "cannot register chunks of xid {:#x}: {:?}\n",
+                    info.xid,
+                    e
+                );
             }
             return Err(e);
         }
@@ -591,17 +804,19 @@ impl Conn {
             },
         };
 
-        let send_len = self.params.inline_send as usize;
+        let send_len = params.inline_send as usize;
         let out = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
             Ok(v) => v,
             Err(e) => {
-                self.abandon(mrs);
+                self.slots.give(1);
+                self.abandon(this, mrs);
                 bump(&self.stats.failed_marshal_count);
                 return Err(e);
             }
         };
+        let reg_slots = mr_count(&mrs);
         let res = (|| -> Result {
-            let wr = self.send_wr(this, &out)?;
+            let wr = self.send_wr(this, &out, 1 + reg_slots)?;
             if !mrs.is_empty() {
                 let pending = Pending {
                     xid: info.xid,
@@ -617,10 +832,13 @@ impl Conn {
             self.ep.post_send(wr, SendOp::Send)
         })();
         if let Err(e) = res {
+            // The Send was not posted; the REG_MRs' slots go back with the
+            // abandoned MRs' invalidation.
+            self.slots.give(1);
             if let Some(p) = self.take_pending(info.xid) {
                 mrs = p.regs;
             }
-            self.abandon(mrs);
+            self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
         match p.call {
@@ -641,10 +859,13 @@ impl Conn {
 
     /// A Send work request carrying a copy of `bytes` (at most the inline
     /// send size), in a pooled buffer.
+    /// Its completion gives back `slots` send queue slots, which the caller
+    /// reserved.
     pub(super) fn send_wr(
         &self,
         this: &Arc<Self>,
         bytes: &[u8],
+        slots: u32,
     ) -> Result<Arc<WorkRequest<SendDone>>> {
         let pooled = self.send_bufs.lock().pop();
         let buf = match pooled {
@@ -652,7 +873,7 @@ impl Conn {
             _ => {
                 bump(&self.stats.empty_send_pool);
                 self.ep.alloc_buf(
-                    bytes.len().max(self.params.inline_send as usize),
+                    bytes.len().max(self.inline_send() as usize),
                     DmaDir::ToDevice,
                 )?
             }
@@ -667,12 +888,35 @@ impl Conn {
             },
             GFP_KERNEL,
         )?;
-        WorkRequest::new(SendDone { conn: this.clone() }, segs)
+        WorkRequest::new(
+            SendDone {
+                conn: this.clone(),
+                slots,
+            },
+            segs,
+        )
+    }
+
+    /// Reserves the send queue slot of a Send that carries no
+    /// registration (a backchannel reply); `ENOBUFS` when the queue is full.
+    pub(super) fn reserve_send_slot(&self) -> Result {
+        if self.slots.try_take(1) {
+            Ok(())
+        } else {
+            add(&self.counters().send_queue_full, 1);
+            Err(ENOBUFS)
+        }
+    }
+
+    /// Gives back a slot of [`Self::reserve_send_slot`] whose Send was not
+    /// posted.
+    pub(super) fn unreserve_send_slot(&self) {
+        self.slots.give(1);
     }
 
     /// Gives a Send buffer back (from its completion; never allocates).
     fn put_send_buf(&self, buf: &Arc<DmaBuf>) {
-        if buf.len() == self.params.inline_send as usize {
+        if buf.len() == self.inline_send() as usize {
             // A full pool drops the extra buffer.
             let _ = self.send_bufs.lock().push_within_capacity(buf.clone());
         }
@@ -690,7 +934,12 @@ impl Conn {
 
     /// The negotiated inline send size.
     pub(super) fn inline_send(&self) -> u32 {
-        self.params.inline_send
+        self.params().inline_send
+    }
+
+    /// The connection's parameters (negotiated once connected).
+    fn params(&self) -> TransportParams {
+        *self.params.lock()
     }
 
     #[expect(clippy::too_many_arguments)]
@@ -821,6 +1070,15 @@ impl Conn {
         let Some(p) = found else {
             return;
         };
+        if self.closing.load(Relaxed) {
+            // The connection is being closed (or revoked): its drain
+            // revokes every registration at once. Wait for it before the
+            // buffers go back (C `rpcrdma_xprt_disconnect` drains before
+            // anything is freed).
+            self.drain_once();
+            drop(p);
+            return;
+        }
         let (mrs, lost) = mrs_of(p.regs);
         if lost {
             self.revoke_all();
@@ -845,6 +1103,9 @@ impl Conn {
         if let Ok(done) = done {
             // Completes even when the queue pair is flushed.
             done.done.wait_for_completion();
+            // The chain left the queue: its slots, reserved at
+            // registration, are free again.
+            self.slots.give(mrs.len() as u32);
             if done.ok.load(Relaxed) {
                 self.recycle(mrs);
                 return;
@@ -859,8 +1120,21 @@ impl Conn {
     /// and drained, and sunrpc reconnects.
     fn revoke_all(&self) {
         self.closing.store(true, Relaxed);
-        self.ep.drain();
+        self.drain_once();
         self.xprt.force_disconnect();
+    }
+
+    /// Disconnects and drains the queue pair, or waits for the caller that
+    /// does: when this returns no registration of the connection can be
+    /// used by the peer any more (the QP is in the error state and every
+    /// posted work request has completed). Process context only.
+    fn drain_once(&self) {
+        if self.drain_started.xchg(true, Relaxed) {
+            self.drained.wait_for_completion();
+            return;
+        }
+        self.ep.drain();
+        self.drained.complete_all();
     }
 
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
@@ -869,7 +1143,7 @@ impl Conn {
             Ok(h) => h,
             Err(e) => {
                 bump(&self.stats.bad_reply_count);
-                pr_warn!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
+                crate::pr_warn_ratelimited!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
                 // Fail the RPC if its xid can be read, so it is not left waiting.
                 if let Some(x) = bytes.get(..4) {
                     let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
@@ -927,7 +1201,7 @@ impl Conn {
             },
             Body::Error(e) => {
                 bump(&self.stats.bad_reply_count);
-                pr_warn!(
+                crate::pr_warn_ratelimited!(
                     "server answered xid {:#x} with RDMA_ERROR {:?}\n",
                     hdr.xid,
                     e
@@ -969,6 +1243,8 @@ impl Conn {
                     bump(&self.stats.remote_inv);
                     add(&self.counters().remote_invalidations, 1);
                     self.recycle_one(mr);
+                    // The slot reserved for its LOCAL_INV is not needed.
+                    self.slots.give(1);
                 }
             }
         }
@@ -979,45 +1255,69 @@ impl Conn {
         }
         if self.settings.dirty_watermark > 0 {
             // Batched invalidation: complete now, invalidate later.
-            let full = {
-                let mut dirty = self.dirty.lock();
-                for mr in mrs {
-                    if let Err(mr) = dirty.push_within_capacity(mr) {
-                        drop(mr);
-                    }
+            let mut full = false;
+            for mr in mrs {
+                // An MR that does not fit (capacity is reserved for the
+                // whole pool, so never) is dropped, i.e. deregistered, which
+                // may sleep: only after the guard is released.
+                let rejected = {
+                    let mut dirty = self.dirty.lock();
+                    let r = dirty.push_within_capacity(mr).err();
+                    full = dirty.len() >= self.settings.dirty_watermark as usize;
+                    r
+                };
+                if rejected.is_none() {
+                    self.counters().dirty.add(1, Relaxed);
                 }
-                dirty.len() >= self.settings.dirty_watermark as usize
-            };
+                drop(rejected);
+            }
             rqst.complete(status);
             if full {
                 self.flush_dirty(this);
+            } else {
+                // An idle connection must not keep them valid for long:
+                // the batch runs within DIRTY_FLUSH_MS whatever happens
+                // (an earlier deadline already scheduled stands).
+                self.xprt.schedule_flush(DIRTY_FLUSH_MS);
             }
             return;
         }
         add(&self.stats.local_inv_needed, n as u64);
         add(&self.counters().invalidations, n as u64);
         let Ok(keys) = rkeys(&mrs) else {
-            // Cannot track the invalidation: revoke everything instead
-            // (dropping `rqst` fails the RPC).
+            // Cannot track the invalidation: deregister the MRs first, then
+            // revoke everything (dropping `rqst` fails the RPC).
+            drop(mrs);
             self.xprt.force_disconnect();
+            drop(rqst);
             return;
         };
+        // Allocated empty and filled afterwards: should the allocation
+        // fail, the MRs must be deregistered before the RPC completes,
+        // which a failed initializer dropping both would not guarantee.
         let done = Arc::pin_init(
             pin_init!(InvDone {
                 conn: this.clone(),
-                state <- new_spinlock!(Some((rqst, status, mrs)), "rpcrdma_rs::xprt::inv"),
+                slots: n as u32,
+                state <- new_spinlock!(None, "rpcrdma_rs::xprt::inv"),
             }),
             GFP_KERNEL,
         );
         let Ok(done) = done else {
             // Cannot track the invalidation: revoke everything instead.
+            drop(mrs);
             self.xprt.force_disconnect();
+            drop(rqst);
             return;
         };
+        *done.state.lock() = Some((rqst, status, mrs));
         if self.post_inv_chain(&keys, done.clone()).is_err() {
-            // The QP is gone: the registrations died with it.
+            // The QP is gone or its queue refused the chain: deregister the
+            // MRs (which revokes their steering tags) before the RPC
+            // completes and its buffers can go back.
             let taken = done.state.lock().take();
-            if let Some((rqst, status, _mrs)) = taken {
+            if let Some((rqst, status, mrs)) = taken {
+                drop(mrs);
                 rqst.complete(status);
             }
             self.xprt.force_disconnect();
@@ -1061,6 +1361,12 @@ fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, bool) {
         }
     }
     (mrs, lost)
+}
+
+/// Send queue slots the MRs among `regs` hold for their REG_MRs.
+fn mr_count(regs: &KVec<Reg>) -> u32 {
+    let n = regs.iter().filter(|r| matches!(r, Reg::Mr(_))).count();
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The steering tags of `mrs`.

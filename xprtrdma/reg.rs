@@ -12,8 +12,11 @@
 //!   mapped into an MR with REG_MR chained in front of the Send and
 //!   invalidated after the reply (LOCAL_INV, or remotely by Send With
 //!   Invalidate). With `fmr_dirty_watermark` > 0, invalidations are batched:
-//!   the RPC completes before its MRs are invalidated, so until the batch
-//!   runs the server can still write into pages the client may have reused.
+//!   the RPC completes before its MRs are invalidated, and until the batch
+//!   runs (at the watermark, or at most [`DIRTY_FLUSH_MS`] after an MR
+//!   became dirty) the server can still read and write whatever the MRs
+//!   cover: pages the client may have reused, and the kmalloc'd `rq_buffer`
+//!   behind Reply chunks (see `Documentation/xprtrdma.md`).
 //! - `physical` (opt-in): the protection domain's unsafe global rkey plus
 //!   DMA addresses; no per-I/O registration work, and the server can read
 //!   and write all client memory at any time. Trusted servers only.
@@ -21,6 +24,11 @@
 use crate::rdma::xprt::{memreg_param, Mr, PhysMap};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// Longest time an MR stays registered after its RPC completed when
+/// invalidations are batched (`fmr_dirty_watermark`): a delayed work runs
+/// the batch of an idle connection this long after an MR became dirty.
+pub(crate) const DIRTY_FLUSH_MS: u32 = 1000;
 
 /// The registration strategy of a transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +93,12 @@ pub(crate) struct StrategyCounters {
     pub(crate) batched_invalidations: Atomic<u64>,
     /// Calls that found the MR pool empty and were retried.
     pub(crate) pool_empty_waits: Atomic<u64>,
+    /// Batches started by the timer rather than the watermark.
+    pub(crate) timer_flushes: Atomic<u64>,
+    /// MRs whose RPC completed and that await a batched invalidation now.
+    pub(crate) dirty: Atomic<i64>,
+    /// Calls that found the send queue full and were retried.
+    pub(crate) send_queue_full: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -96,6 +110,9 @@ impl StrategyCounters {
             remote_invalidations: Atomic::new(0),
             batched_invalidations: Atomic::new(0),
             pool_empty_waits: Atomic::new(0),
+            timer_flushes: Atomic::new(0),
+            dirty: Atomic::new(0),
+            send_queue_full: Atomic::new(0),
         }
     }
 }
@@ -117,20 +134,23 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
             c.invalidations.load(Relaxed),
             c.remote_invalidations.load(Relaxed),
             c.batched_invalidations.load(Relaxed),
-            c.pool_empty_waits.load(Relaxed)
+            c.pool_empty_waits.load(Relaxed),
+            c.timer_flushes.load(Relaxed),
+            c.dirty.load(Relaxed),
+            c.send_queue_full.load(Relaxed)
         )?;
     }
     Ok(())

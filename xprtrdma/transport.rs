@@ -6,6 +6,7 @@
 use super::conn::Conn;
 use super::reg::{counters, Strategy};
 use crate::config::Config;
+use crate::rdma::memalloc::NoIoScope;
 use crate::rdma::xprt::{Rqst, Xprt, XprtOps, XprtStats};
 use kernel::new_mutex;
 use kernel::prelude::*;
@@ -156,7 +157,7 @@ impl XprtOps for Client {
             self.inner.settings,
             self.inner.stats.clone(),
         )
-        .inspect_err(|e| pr_warn!("connect failed: {:?}\n", e))?;
+        .inspect_err(|e| crate::pr_warn_ratelimited!("connect failed: {:?}\n", e))?;
         *self.inner.conn.lock() = Some(conn);
         Ok(())
     }
@@ -167,11 +168,19 @@ impl XprtOps for Client {
     }
 
     fn close(&self) {
-        // Take the connection out first: draining waits for completion
-        // handlers, which must not find it behind our lock.
-        let old = self.inner.conn.lock().take();
-        if let Some(conn) = old {
-            conn.shutdown();
+        let Some(conn) = self.conn() else {
+            return;
+        };
+        // Drain first, hide the connection afterwards: a `buf_free` that
+        // races with this close must still find the connection, so that it
+        // waits for the drain (which revokes the request's registrations)
+        // before its buffers go back (C `rpcrdma_xprt_disconnect` drains
+        // first, too). No lock is held while draining: completion handlers
+        // may need the transport.
+        conn.shutdown();
+        let mut current = self.inner.conn.lock();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+            *current = None;
         }
     }
 
@@ -183,6 +192,15 @@ impl XprtOps for Client {
     fn buf_free(&self, rqst: &Rqst<'_>) {
         if let Some(conn) = self.conn() {
             conn.release_request(rqst.key());
+        }
+    }
+
+    fn flush(&self) {
+        // Runs on a WQ_MEM_RECLAIM queue and frees MRs writeback may be
+        // waiting for: no reclaim from here.
+        let _noio = NoIoScope::new();
+        if let Some(conn) = self.conn() {
+            conn.flush_timer(&conn);
         }
     }
 
