@@ -7,6 +7,12 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE_DIR=${RPCRDMA_CACHE:-/var/cache/rpcrdma-rs}
 KERNEL_SERIES=7.3
 FRAGMENT="$REPO_ROOT/kernel/rpcrdma-rs.config"
+DEBUG_FRAGMENT="$REPO_ROOT/kernel/debug.config"
+# Which kernel: "fast" (kernel/rpcrdma-rs.config) or "debug" (that plus
+# kernel/debug.config: KASAN, lockdep, kmemleak, Rust overflow checks, fault
+# injection). scripts/test runs on the debug kernel, benchmarks on the fast one.
+KERNEL_FLAVOR=${RPCRDMA_KERNEL:-fast}
+case $KERNEL_FLAVOR in fast|debug) ;; *) echo "error: RPCRDMA_KERNEL=$KERNEL_FLAVOR (fast or debug)" >&2; exit 1 ;; esac
 LLVM_SUFFIX=-19
 export LIBCLANG_PATH=/usr/lib/llvm${LLVM_SUFFIX}/lib
 export PATH="$HOME/.cargo/bin:$CACHE_DIR/bin:$PATH"
@@ -17,13 +23,22 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # The kernel source package version that was downloaded (set by setup).
 kernel_pkg_version() { cat "$CACHE_DIR/src/linux-source.version" 2>/dev/null; }
 
-# Build directory keyed by kernel package version + config fragment hash.
+# The config fragments of the selected kernel, base first.
+kernel_fragments() {
+    echo "$FRAGMENT"
+    if [ "$KERNEL_FLAVOR" = debug ]; then echo "$DEBUG_FRAGMENT"; fi
+}
+
+# Build directory keyed by kernel package version + the hash of the fragments
+# (the fast kernel's hash is that of its one fragment, as before).
 kbuild_dir() {
-    local ver hash
+    local ver hash prefix=kbuild
     ver=$(kernel_pkg_version) || return 1
     [ -n "$ver" ] || return 1
-    hash=$(sha256sum "$FRAGMENT" | cut -c1-12)
-    echo "$CACHE_DIR/kbuild-${ver//[^A-Za-z0-9.+-]/_}-$hash"
+    # shellcheck disable=SC2046
+    hash=$(cat $(kernel_fragments) | sha256sum | cut -c1-12)
+    [ "$KERNEL_FLAVOR" = debug ] && prefix=kbuild-debug
+    echo "$CACHE_DIR/$prefix-${ver//[^A-Za-z0-9.+-]/_}-$hash"
 }
 
 ksrc_dir() { echo "$CACHE_DIR/src/linux-source-$KERNEL_SERIES"; }
