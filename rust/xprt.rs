@@ -272,6 +272,10 @@ pub trait XprtOps: Sized + Send + Sync {
     /// Deferred work requested with [`Xprt::schedule_flush`] (process
     /// context).
     fn flush(&self);
+    /// Breaks the connection as a network failure would: sunrpc's
+    /// `fail_sunrpc` fault injection calls it after a transmit, with the
+    /// transport's send lock held (process context).
+    fn inject_disconnect(&self);
 }
 
 struct XprtVTable<T>(PhantomData<T>);
@@ -287,6 +291,7 @@ impl<T: XprtOps> XprtVTable<T> {
         bc_send_reply: Some(Self::bc_send_reply),
         stats: Some(Self::stats),
         flush: Some(Self::flush),
+        inject_disconnect: Some(Self::inject_disconnect),
     };
 
     /// # Safety
@@ -426,6 +431,14 @@ impl<T: XprtOps> XprtVTable<T> {
     unsafe extern "C" fn flush(state: *mut kernel::ffi::c_void) {
         // SAFETY: Called by the C side between setup and destroy.
         unsafe { Self::state(state) }.flush();
+    }
+
+    /// # Safety
+    ///
+    /// Called by the C side with a state `setup` returned, before `destroy`.
+    unsafe extern "C" fn inject_disconnect(state: *mut kernel::ffi::c_void) {
+        // SAFETY: Called by the C side between setup and destroy.
+        unsafe { Self::state(state) }.inject_disconnect();
     }
 }
 

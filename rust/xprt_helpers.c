@@ -158,6 +158,14 @@ static void rpcrdma_rs_op_close(struct rpc_xprt *xprt)
 	xprt_disconnect_done(xprt);
 }
 
+/* fail_sunrpc (CONFIG_FAIL_SUNRPC) calls this after a transmit; without it
+ * sunrpc would call through a NULL pointer once the fault is armed.
+ */
+static void rpcrdma_rs_op_inject_disconnect(struct rpc_xprt *xprt)
+{
+	rpcrdma_rs_cbs->inject_disconnect(to_rsx(xprt)->state);
+}
+
 static void rpcrdma_rs_op_destroy(struct rpc_xprt *xprt)
 {
 	struct rpcrdma_rs_xprt *rsx = to_rsx(xprt);
@@ -500,6 +508,7 @@ static const struct rpc_xprt_ops rpcrdma_rs_xprt_ops = {
 	.buf_free = rpcrdma_rs_op_buf_free,
 	.send_request = rpcrdma_rs_op_send_request,
 	.close = rpcrdma_rs_op_close,
+	.inject_disconnect = rpcrdma_rs_op_inject_disconnect,
 	.destroy = rpcrdma_rs_op_destroy,
 	.set_connect_timeout = rpcrdma_rs_op_set_connect_timeout,
 	.print_stats = rpcrdma_rs_op_print_stats,

@@ -54,6 +54,10 @@ struct rpcrdma_rs_xprt_cbs {
 	 * (process context, the module's connect workqueue).
 	 */
 	void (*flush)(void *state);
+	/* Breaks the connection as a network failure would (sunrpc's
+	 * fail_sunrpc); called with the transport's send lock held.
+	 */
+	void (*inject_disconnect)(void *state);
 };
 
 /* Shape of an xdr_buf, as the chunk planner needs it. */

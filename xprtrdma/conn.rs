@@ -536,6 +536,22 @@ impl Conn {
         drop(dirty);
     }
 
+    /// Disconnects as a network failure would (C
+    /// `xprt_rdma_inject_disconnect`): the CM then reports DISCONNECTED,
+    /// whose handler forces the transport closed, and the next call
+    /// reconnects. Outstanding work requests are flushed on the way, so
+    /// this exercises the same recovery as a lost link.
+    pub(super) fn inject_disconnect(&self) {
+        if self.closing.load(Relaxed) {
+            return;
+        }
+        add(&self.counters().injected_disconnects, 1);
+        if let Err(e) = self.ep.cm_id().disconnect() {
+            crate::pr_warn_ratelimited!("injected disconnect failed ({:?}); closing\n", e);
+            self.xprt.force_disconnect();
+        }
+    }
+
     /// The delayed batch of an idle connection (`fmr_dirty_watermark`):
     /// invalidates whatever is still dirty.
     pub(super) fn flush_timer(&self, this: &Arc<Self>) {

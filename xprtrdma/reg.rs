@@ -99,6 +99,8 @@ pub(crate) struct StrategyCounters {
     pub(crate) dirty: Atomic<i64>,
     /// Calls that found the send queue full and were retried.
     pub(crate) send_queue_full: Atomic<u64>,
+    /// Disconnects injected by sunrpc's `fail_sunrpc`.
+    pub(crate) injected_disconnects: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -113,6 +115,7 @@ impl StrategyCounters {
             timer_flushes: Atomic::new(0),
             dirty: Atomic::new(0),
             send_queue_full: Atomic::new(0),
+            injected_disconnects: Atomic::new(0),
         }
     }
 }
@@ -134,13 +137,13 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
@@ -150,7 +153,8 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.pool_empty_waits.load(Relaxed),
             c.timer_flushes.load(Relaxed),
             c.dirty.load(Relaxed),
-            c.send_queue_full.load(Relaxed)
+            c.send_queue_full.load(Relaxed),
+            c.injected_disconnects.load(Relaxed)
         )?;
     }
     Ok(())

@@ -184,6 +184,12 @@ impl XprtOps for Client {
         }
     }
 
+    fn inject_disconnect(&self) {
+        if let Some(conn) = self.conn() {
+            conn.inject_disconnect();
+        }
+    }
+
     fn bc_send_reply(&self, rqst: &Rqst<'_>) -> Result {
         let conn = self.conn().ok_or(ENOTCONN)?;
         conn.bc_send_reply(&conn, rqst)
