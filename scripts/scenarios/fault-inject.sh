@@ -1,0 +1,287 @@
+# shellcheck shell=sh
+# fault-inject: faults injected under load, two VMs, on the debug kernel
+# (kernel/debug.config: FAILSLAB, FAIL_PAGE_ALLOC, FAIL_SUNRPC).
+#   scripts/vm --two-vm fault-inject CLIENT_MOD SERVER_MOD [SIZE_MIB] [VERS]
+# CLIENT_MOD/SERVER_MOD: rust (rpcrdma_rs.ko) or c (the in-tree rpcrdma.ko).
+# The client runs fio (O_DIRECT writes, then a verifying read pass, over the
+# wire) through each phase:
+#   alloc       failslab and fail_page_alloc fail 5% of the allocations
+#               whose call stack passes through rpcrdma_rs's code (the
+#               stack-trace filter), on each side that runs rpcrdma_rs
+#   disconnect  sunrpc's fail_sunrpc breaks the client's connection every
+#               DISC_INTERVAL RPCs (the transport's inject_disconnect op)
+#   restart     nfsd restarted 5 times while fio runs
+#   devremove   the rxe device removed and added back under I/O, on the
+#               client, then on the server
+#   memcg       buffered writes from a memory cgroup capped at MEMCG_MIB,
+#               read back and verified after the caches are dropped
+# Every phase is bounded in time; the counts of injected faults are INFO
+# lines; at the end the module unloads with no RDMA object live (and the
+# harness fails the run on any kmemleak, KASAN or lockdep report).
+# The two VMs talk through files in the export: the client asks
+# (.fi-req-NAME), the server answers (.fi-ack-NAME).
+CLIENT_MOD=${1:-rust}
+SERVER_MOD=${2:-c}
+SIZE=${3:-16}
+VERS=${4:-4.2}
+MNT=/tmp/mnt
+DISC_INTERVAL=${DISC_INTERVAL:-150}
+MEMCG_MIB=${MEMCG_MIB:-48}
+ALLOC_PERCENT=${ALLOC_PERCENT:-5}
+ALLOC_TIMES=100000
+PHASE_TIMEOUT=${PHASE_TIMEOUT:-600}
+DBG=/sys/kernel/debug
+
+load_mod() {  # load_mod rust|c
+    if [ "$1" = rust ]; then load_rust_rpcrdma; else load_c_rpcrdma; fi
+}
+
+# ---- allocation faults aimed at rpcrdma_rs ---------------------------------
+# Only allocations whose call stack passes through the module's .text fail
+# (require-start/require-end), sleeping ones included, order 0 included.
+alloc_faults_arm() {
+    _start=$(cat /sys/module/rpcrdma_rs/sections/.text 2>/dev/null) || return 1
+    _size=$(readelf -SW "$RUST_RPCRDMA_KO" | awk '$2 == ".text" { print "0x" $6; exit }')
+    [ -n "$_size" ] || return 1
+    _end=$(printf '0x%x' $(( _start + _size )))
+    for _f in failslab fail_page_alloc; do
+        _d=$DBG/$_f
+        [ -d "$_d" ] || return 1
+        echo "$_start" > "$_d/require-start"
+        echo "$_end" > "$_d/require-end"
+        echo 32 > "$_d/stacktrace-depth"
+        echo N > "$_d/ignore-gfp-wait"
+        [ -f "$_d/min-order" ] && echo 0 > "$_d/min-order"
+        echo 0 > "$_d/verbose"
+        echo 1 > "$_d/interval"
+        echo $ALLOC_TIMES > "$_d/times"
+        echo "$ALLOC_PERCENT" > "$_d/probability"
+    done
+    say "allocation faults armed: ${ALLOC_PERCENT}% of rpcrdma_rs allocations in [$_start, $_end)"
+}
+
+# Disarms and prints "failslab=N fail_page_alloc=M" (faults injected).
+alloc_faults_disarm() {
+    _out=
+    for _f in failslab fail_page_alloc; do
+        _d=$DBG/$_f
+        echo 0 > "$_d/probability"
+        _left=$(cat "$_d/times")
+        _out="$_out $_f=$(( ALLOC_TIMES - _left ))"
+    done
+    echo "${_out# }"
+}
+
+# ---- server --------------------------------------------------------------------
+# restart_nfsd: every transport closes, the listener is made again.
+restart_nfsd() {
+    echo "-rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist 2>/dev/null
+    rpc.nfsd 0
+    sleep 2
+    rpc.nfsd -V 3 -V 4 -V 4.1 -V 4.2 "${NFSD_THREADS:-8}"
+    echo "rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist || say "restart: rdma listener refused"
+}
+
+device_cycle() {  # removes this VM's RDMA device and adds it back
+    _dev=$(rdma link show | awk '{ split($2, a, "/"); print a[1]; exit }')
+    _t0=$(now_ms)
+    timeout 60 rdma link delete "$_dev"; _rc=$?
+    _ms=$(( $(now_ms) - _t0 ))
+    sleep 2
+    rdma link add "$_dev" type "${_dev%%[0-9]*}" netdev "$NETIF" || _rc=1
+    echo "$_rc $_ms"
+}
+
+server_requests() {
+    while [ ! -e "$EXPORT/.client-done" ]; do
+        for _r in "$EXPORT"/.fi-req-*; do
+            [ -e "$_r" ] || continue
+            _name=${_r##*/.fi-req-}
+            rm -f "$_r"
+            say "request: $_name"
+            case $_name in
+                alloc-arm)
+                    if [ "$SERVER_MOD" = rust ]; then alloc_faults_arm && _a=armed || _a=failed; else _a=none; fi ;;
+                alloc-disarm)
+                    if [ "$SERVER_MOD" = rust ]; then _a=$(alloc_faults_disarm); else _a=none; fi ;;
+                restart)
+                    _i=0
+                    while [ $_i -lt 5 ]; do
+                        _i=$((_i + 1)); restart_nfsd; say "nfsd restart $_i of 5"; sleep 4
+                    done
+                    _a=5 ;;
+                devremove)
+                    _a=$(device_cycle) ;;
+                *) _a=unknown ;;
+            esac
+            echo "$_a" > "$EXPORT/.fi-ack-$_name.tmp"
+            mv "$EXPORT/.fi-ack-$_name.tmp" "$EXPORT/.fi-ack-$_name"
+        done
+        sleep 1
+    done
+}
+
+run_server() {
+    check "load-$SERVER_MOD-rpcrdma" load_mod "$SERVER_MOD" || return 1
+    if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+    server_requests &
+    _helper=$!
+    server_wait_client_done $(( PHASE_TIMEOUT * 8 ))
+    kill $_helper 2>/dev/null
+    [ "$SERVER_MOD" = rust ] && [ -d $DBG/failslab ] && echo 0 > $DBG/failslab/probability &&
+        echo 0 > $DBG/fail_page_alloc/probability
+    check nfs-server-stop stop_nfs_server
+}
+
+# ---- client --------------------------------------------------------------------
+# ask NAME [SECONDS]: the server's answer to request NAME, or non-zero.
+ask() {
+    _f=$MNT/.fi-ack-$1
+    rm -f "$_f"
+    touch "$MNT/.fi-req-$1" && sync
+    wait_for "${2:-120}" sh -c "ls -a $MNT | grep -q '^.fi-ack-$1$'" || return 1
+    cat "$_f"; rm -f "$_f"
+}
+
+# fio_verify NAME MiB [more fio options]: O_DIRECT sequential writes with
+# crc32c headers, then a verifying read pass; bounded by PHASE_TIMEOUT.
+fio_verify() {
+    _n=$1 _mib=$2; shift 2
+    timeout -k 10 "$PHASE_TIMEOUT" fio --name="$_n" --filename="$MNT/$_n.dat" --rw=write \
+        --bs=64k --size="${_mib}M" --ioengine=psync --direct=1 --verify=crc32c \
+        --verify_fatal=1 --do_verify=1 "$@" > "/tmp/.fio-$_n.log" 2>&1
+    _rc=$?
+    [ $_rc = 0 ] || tail -n 5 "/tmp/.fio-$_n.log" | sed "s/^/vm:   fio $_n: /"
+    rm -f "$MNT/$_n.dat"
+    return $_rc
+}
+
+phase() {  # phase NAME CMD...: PASS/FAIL NAME with the time it took
+    _pn=$1; shift
+    _t0=$(date +%s)
+    if "$@"; then pass "$_pn"; else fail "$_pn" "${PHASE_ERR:-exit $?}"; fi
+    info "phase $_pn took $(( $(date +%s) - _t0 ))s"
+    PHASE_ERR=
+}
+
+alloc_phase() {
+    if [ "$CLIENT_MOD" = rust ]; then alloc_faults_arm || { PHASE_ERR="cannot arm the client"; return 1; }; fi
+    _srv=$(ask alloc-arm) || { PHASE_ERR="server did not arm"; return 1; }
+    fio_verify fi-alloc "$SIZE"; _rc=$?
+    _cli=none
+    [ "$CLIENT_MOD" = rust ] && _cli=$(alloc_faults_disarm)
+    _srv=$(ask alloc-disarm 300) || _srv="no answer"
+    info "injected allocation failures: client $_cli; server $_srv"
+    [ $_rc = 0 ] || { PHASE_ERR="fio failed under allocation faults"; return 1; }
+    # A phase that injected nothing proved nothing.
+    case "$_cli $_srv" in
+        *=[1-9]*) ;;
+        *) PHASE_ERR="no allocation fault was injected (client $_cli, server $_srv)"; return 1 ;;
+    esac
+}
+
+disconnect_phase() {
+    _d=$DBG/fail_sunrpc
+    [ -d $_d ] || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
+    _before=$(awk '/xprt:/ { print $5; exit }' /proc/self/mountstats 2>/dev/null)
+    echo N > $_d/ignore-client-disconnect
+    echo 0 > $_d/verbose
+    echo "$DISC_INTERVAL" > $_d/interval
+    echo 1000 > $_d/times
+    echo 100 > $_d/probability
+    fio_verify fi-disconnect $(( SIZE * 2 )); _rc=$?
+    echo 0 > $_d/probability
+    echo Y > $_d/ignore-client-disconnect
+    _n=$(( 1000 - $(cat $_d/times) ))
+    _after=$(awk '/xprt:/ { print $5; exit }' /proc/self/mountstats 2>/dev/null)
+    info "injected disconnects: $_n (every $DISC_INTERVAL RPCs); transport connects ${_before:-?} -> ${_after:-?}"
+    [ $_rc = 0 ] || { PHASE_ERR="fio failed under injected disconnects"; return 1; }
+    [ "$_n" -gt 0 ] || { PHASE_ERR="no disconnect was injected"; return 1; }
+}
+
+under_load() {  # under_load NAME REQUEST|local-devremove: fio while it happens
+    fio_verify "fi-$1" $(( SIZE * 2 )) &
+    _fio=$!
+    sleep 3
+    if [ "$2" = local-devremove ]; then
+        _a=$(device_cycle)
+    else
+        _a=$(ask "$2" 300) || _a="no answer"
+    fi
+    info "$1: $_a"
+    wait $_fio || { PHASE_ERR="fio failed ($2: $_a)"; return 1; }
+    case $2 in *devremove) [ "${_a%% *}" = 0 ] || { PHASE_ERR="rdma link delete: $_a"; return 1; } ;; esac
+}
+
+memcg_phase() {
+    _cg=/sys/fs/cgroup
+    mountpoint -q $_cg || mount -t cgroup2 none $_cg || { PHASE_ERR="no cgroup2"; return 1; }
+    echo +memory > $_cg/cgroup.subtree_control 2>/dev/null
+    mkdir -p $_cg/fi-writer
+    echo $(( MEMCG_MIB * 1048576 )) > $_cg/fi-writer/memory.max || { PHASE_ERR="no memory controller"; return 1; }
+    _mib=$(( MEMCG_MIB * 3 ))
+    # buffered writes from inside the group: writeback under reclaim
+    timeout -k 10 "$PHASE_TIMEOUT" sh -c "echo \$\$ > $_cg/fi-writer/cgroup.procs && exec fio --name=fi-memcg \
+        --filename=$MNT/fi-memcg.dat --rw=write --bs=256k --size=${_mib}M --ioengine=psync \
+        --verify=crc32c --do_verify=0 --end_fsync=1" > /tmp/.fio-memcg.log 2>&1; _rc=$?
+    _ev=$(awk '$1 == "max" { print $2 }' $_cg/fi-writer/memory.events 2>/dev/null)
+    _hi=$(cat $_cg/fi-writer/memory.peak 2>/dev/null)
+    info "memcg: ${_mib} MiB written from a ${MEMCG_MIB} MiB group; memory.max events ${_ev:-?}, peak ${_hi:-?} bytes"
+    [ $_rc = 0 ] || { tail -n 5 /tmp/.fio-memcg.log | sed 's/^/vm:   fio: /'; PHASE_ERR="buffered write failed"; return 1; }
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    timeout -k 10 "$PHASE_TIMEOUT" fio --name=fi-memcg --filename=$MNT/fi-memcg.dat --rw=write --bs=256k \
+        --size=${_mib}M --ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 > /tmp/.fio-memcg-v.log 2>&1
+    _rc=$?
+    rm -f $MNT/fi-memcg.dat
+    rmdir $_cg/fi-writer 2>/dev/null
+    [ $_rc = 0 ] || { tail -n 5 /tmp/.fio-memcg-v.log | sed 's/^/vm:   fio: /'; PHASE_ERR="verify after memcg pressure failed"; return 1; }
+}
+
+run_client() {
+    check "load-$CLIENT_MOD-rpcrdma" load_mod "$CLIENT_MOD" || return 1
+    NFS_MOUNT_WAIT=${NFS_MOUNT_WAIT:-240}
+    if ! nfs_mount "$VERS" "$SERVER_IP" $MNT; then fail fi-mount "$NFS_ERR"; return 1; fi
+    pass fi-mount
+    # A server's report lands in the export; a directory delegation would
+    # hold it back (see c-client-rust-server, server_device_removal).
+    [ -w /sys/module/nfsv4/parameters/directory_delegations ] &&
+        echo N > /sys/module/nfsv4/parameters/directory_delegations
+    phase fi-baseline fio_verify fi-baseline "$SIZE"
+    phase fi-alloc alloc_phase
+    phase fi-disconnect disconnect_phase
+    phase fi-nfsd-restart under_load nfsd-restart restart
+    phase fi-devremove-client under_load devremove-client local-devremove
+    phase fi-devremove-server under_load devremove-server devremove
+    phase fi-memcg memcg_phase
+    show_xprt
+    touch $MNT/.client-done; sync
+    nfs_umount $MNT || fail fi-umount "umount"
+}
+
+case $ROLE in
+    server)
+        run_server
+        if [ "$SERVER_MOD" = rust ]; then
+            check unload-rust-rpcrdma unload_rust_rpcrdma
+            if dmesg | grep -Eq 'RDMA objects still live|still live at unload|still in use at unload'; then
+                fail server-unload-no-leaks "$(dmesg | grep -E 'still live|still in use' | tail -n 1)"
+            else
+                pass server-unload-no-leaks
+            fi
+        fi
+        ;;
+    client)
+        run_client
+        if [ "$CLIENT_MOD" = rust ]; then
+            check unload-rust-rpcrdma unload_rust_rpcrdma
+            if dmesg | grep -Eq 'RDMA objects still live|still live at unload|still in use at unload'; then
+                fail client-unload-no-leaks "$(dmesg | grep -E 'still live|still in use' | tail -n 1)"
+            else
+                pass client-unload-no-leaks
+            fi
+        fi
+        ;;
+    *)
+        fail fault-inject "needs two VMs (scripts/vm --two-vm fault-inject ...)"
+        ;;
+esac
