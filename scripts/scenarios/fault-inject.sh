@@ -9,7 +9,9 @@
 #               whose call stack passes through rpcrdma_rs's code (the
 #               stack-trace filter), on each side that runs rpcrdma_rs
 #   disconnect  sunrpc's fail_sunrpc breaks the client's connection every
-#               DISC_INTERVAL RPCs (the transport's inject_disconnect op)
+#               DISC_INTERVAL RPCs (the transport's inject_disconnect op),
+#               and with rpcrdma_rs serving, the server closes one every
+#               DISC_INTERVAL calls too
 #   restart     nfsd restarted 5 times while fio runs
 #   devremove   the rxe device removed and added back under I/O, on the
 #               client, then on the server
@@ -104,6 +106,27 @@ server_requests() {
                     if [ "$SERVER_MOD" = rust ]; then alloc_faults_arm && _a=armed || _a=failed; else _a=none; fi ;;
                 alloc-disarm)
                     if [ "$SERVER_MOD" = rust ]; then _a=$(alloc_faults_disarm); else _a=none; fi ;;
+                disc-arm)
+                    # svc_process: the server closes a connection every
+                    # DISC_INTERVAL calls (svc_xprt_deferred_close).
+                    if [ "$SERVER_MOD" = rust ] && [ -d $DBG/fail_sunrpc ]; then
+                        echo N > $DBG/fail_sunrpc/ignore-server-disconnect
+                        echo 0 > $DBG/fail_sunrpc/verbose
+                        echo "$DISC_INTERVAL" > $DBG/fail_sunrpc/interval
+                        echo 1000 > $DBG/fail_sunrpc/times
+                        echo 100 > $DBG/fail_sunrpc/probability
+                        _a=armed
+                    else
+                        _a=none
+                    fi ;;
+                disc-disarm)
+                    if [ "$SERVER_MOD" = rust ] && [ -d $DBG/fail_sunrpc ]; then
+                        echo 0 > $DBG/fail_sunrpc/probability
+                        echo Y > $DBG/fail_sunrpc/ignore-server-disconnect
+                        _a=$(( 1000 - $(cat $DBG/fail_sunrpc/times) ))
+                    else
+                        _a=none
+                    fi ;;
                 restart)
                     _i=0
                     while [ $_i -lt 5 ]; do
@@ -189,12 +212,14 @@ disconnect_phase() {
     echo "$DISC_INTERVAL" > $_d/interval
     echo 1000 > $_d/times
     echo 100 > $_d/probability
+    _srv=$(ask disc-arm) || _srv="no answer"
     fio_verify fi-disconnect $(( SIZE * 2 )); _rc=$?
     echo 0 > $_d/probability
     echo Y > $_d/ignore-client-disconnect
     _n=$(( 1000 - $(cat $_d/times) ))
+    _srv=$(ask disc-disarm 300) || _srv="no answer"
     _after=$(awk '/xprt:/ { print $5; exit }' /proc/self/mountstats 2>/dev/null)
-    info "injected disconnects: $_n (every $DISC_INTERVAL RPCs); transport connects ${_before:-?} -> ${_after:-?}"
+    info "injected disconnects (every $DISC_INTERVAL RPCs): client $_n, server $_srv; transport connects ${_before:-?} -> ${_after:-?}"
     [ $_rc = 0 ] || { PHASE_ERR="fio failed under injected disconnects"; return 1; }
     [ "$_n" -gt 0 ] || { PHASE_ERR="no disconnect was injected"; return 1; }
 }
