@@ -283,28 +283,26 @@ run_client() {
     nfs_umount $MNT || fail fi-umount "umount"
 }
 
+# unload_no_leaks SIDE: rpcrdma_rs unloads, and its live-object counters
+# said nothing was left at unload.
+unload_no_leaks() {
+    check unload-rust-rpcrdma unload_rust_rpcrdma
+    _leak='RDMA objects still live|still live at unload|still in use at unload'
+    if dmesg | grep -Eq "$_leak"; then
+        fail "$1-unload-no-leaks" "$(dmesg | grep -E "$_leak" | tail -n 1)"
+    else
+        pass "$1-unload-no-leaks"
+    fi
+}
+
 case $ROLE in
     server)
         run_server
-        if [ "$SERVER_MOD" = rust ]; then
-            check unload-rust-rpcrdma unload_rust_rpcrdma
-            if dmesg | grep -Eq 'RDMA objects still live|still live at unload|still in use at unload'; then
-                fail server-unload-no-leaks "$(dmesg | grep -E 'still live|still in use' | tail -n 1)"
-            else
-                pass server-unload-no-leaks
-            fi
-        fi
+        [ "$SERVER_MOD" = rust ] && unload_no_leaks server
         ;;
     client)
         run_client
-        if [ "$CLIENT_MOD" = rust ]; then
-            check unload-rust-rpcrdma unload_rust_rpcrdma
-            if dmesg | grep -Eq 'RDMA objects still live|still live at unload|still in use at unload'; then
-                fail client-unload-no-leaks "$(dmesg | grep -E 'still live|still in use' | tail -n 1)"
-            else
-                pass client-unload-no-leaks
-            fi
-        fi
+        [ "$CLIENT_MOD" = rust ] && unload_no_leaks client
         ;;
     *)
         fail fault-inject "needs two VMs (scripts/vm --two-vm fault-inject ...)"
