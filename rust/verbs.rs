@@ -380,7 +380,22 @@ impl Endpoint {
         responder_resources: u8,
         initiator_depth: u8,
     ) -> Result {
-        self.conn(private_data, responder_resources, initiator_depth, true)
+        let id = self.anchor.id.as_ptr();
+        // `rdma_accept` must run under the identifier's handler mutex (it
+        // asserts so under lockdep): the CM must not deliver an event of
+        // this identifier, say a DISCONNECTED, while the accept moves its
+        // QP to RTR/RTS. As `svc_rdma_accept` in C does.
+        //
+        // SAFETY: The identifier is live (held by the anchor). No caller
+        // runs inside this identifier's event handler, which holds the
+        // mutex already: connections are accepted from process context
+        // (the svc `xpo_accept` op, a KUnit test thread), never from a
+        // [`CmHandler`].
+        unsafe { bindings::rdma_lock_handler(id) };
+        let accepted = self.conn(private_data, responder_resources, initiator_depth, true);
+        // SAFETY: Locked just above by this thread.
+        unsafe { bindings::rdma_unlock_handler(id) };
+        accepted
     }
 
     /// Disconnects and waits until every posted work request has completed
