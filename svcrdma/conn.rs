@@ -21,13 +21,17 @@ use super::cache::BufCache;
 use super::listener::Pending;
 use super::rw::{Io, ReadOp, ReadWork, SqGate, Taken};
 use super::Settings;
+use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
 use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
-use crate::proto::msg::{Body, ChunkLists, DecodeError, DecodeLimits, ErrorBody, Segment};
-use crate::proto::pcl::{ParsedChunks, PclChunk, ReadRegion, Region};
-use crate::proto::xdr::align_up_u32;
+use crate::proto::msg::{ChunkLists, DecodeError, DecodeLimits, ErrorBody, Segment};
+use crate::proto::pcl::{ParsedChunks, PclChunk};
+use crate::proto::svc_call::{CallLayout, Source, StepError, MAX_PAYLOAD};
+use crate::proto::svc_reply::{
+    route_result_payload, set_result_payloads, PayloadRoute, PayloadWrites, ReplyBody,
+};
 use crate::rdma::cm::{CmEvent, CmHandler, CmId};
 use crate::rdma::svc::{stat_add, BcCall, Rqst, Stat, XprtLink};
 use crate::rdma::verbs::{
@@ -43,10 +47,6 @@ use kernel::sync::{Arc, SpinLockIrq};
 /// a batch of 7 in flight while being refilled).
 const RECV_EXTRA_BC: u32 = 2;
 const RECV_BATCH: u32 = 7;
-
-/// Largest Call payload accepted (C `RPCSVC_MAXPAYLOAD_RDMA`, 4 MiB); the
-/// request's pages bound it further.
-const MAX_PAYLOAD: u32 = 4 * 1024 * 1024;
 
 /// Ring of completed Receives (slot, byte length) in arrival order, and
 /// the Calls being read.
@@ -273,17 +273,11 @@ impl CallCtxt {
     /// Records a result payload for the next Write chunk (C
     /// `svc_rdma_result_payload`); without a Write chunk it stays inline.
     pub(super) fn result_payload(&mut self, offset: u32, length: u32) -> Result {
-        if length == 0 {
-            return Ok(());
+        match route_result_payload(&self.write_lens, self.payloads.len(), length) {
+            Ok(PayloadRoute::Inline) => Ok(()),
+            Ok(PayloadRoute::WriteChunk) => Ok(self.payloads.push((offset, length), GFP_KERNEL)?),
+            Err(_) => Err(E2BIG),
         }
-        let Some(&max) = self.write_lens.get(self.payloads.len()) else {
-            return Ok(());
-        };
-        if length > max {
-            return Err(E2BIG);
-        }
-        self.payloads.push((offset, length), GFP_KERNEL)?;
-        Ok(())
     }
 }
 
@@ -310,14 +304,6 @@ impl PclStore {
     }
 }
 
-fn chunk_lists<'a>(body: &'a Body<'a>) -> Option<(&'a ChunkLists<'a>, &'a [u8])> {
-    match body {
-        Body::Msg { chunks, payload } => Some((chunks, payload)),
-        Body::NoMsg { chunks, .. } => Some((chunks, &[])),
-        _ => None,
-    }
-}
-
 /// Transport header of a backchannel Call: xid, vers, credits, proc and
 /// three empty chunk lists.
 const BC_HDR_LEN: usize = 28;
@@ -326,43 +312,8 @@ const BC_HDR_LEN: usize = 28;
 /// `RPCRDMA_MAX_BC_REQUESTS`), advertised in backchannel Calls.
 const BC_CREDITS: u32 = 2;
 
-/// Whether an `RDMA_MSG` is a Reply to a backchannel Call (C
-/// `svc_rdma_is_reverse_direction_reply`): no chunks, and an RPC message
-/// with the transport header's XID and message type REPLY.
-fn is_backchannel_reply(xid: u32, lists: &ChunkLists<'_>, payload: &[u8]) -> bool {
-    let word = |i: usize| -> Option<u32> {
-        let b = payload.get(i * 4..i * 4 + 4)?;
-        <[u8; 4]>::try_from(b).ok().map(u32::from_be_bytes)
-    };
-    lists.read.is_empty()
-        && lists.write.is_empty()
-        && lists.reply.is_none()
-        && word(0) == Some(xid)
-        && word(1) == Some(1)
-}
-
 fn usize_of(v: u32) -> Result<usize> {
     usize::try_from(v).map_err(|_| EINVAL)
-}
-
-/// Length of the Call `pcl` describes over an inline body of
-/// `inline_len` bytes: the inline body or the call chunk, plus each Read
-/// chunk rounded up to XDR alignment. `None` if it is empty, overflows or
-/// its regions are inconsistent.
-fn call_len(pcl: &ParsedChunks<'_>, inline_len: usize) -> Option<u32> {
-    let base = match pcl.call_chunk() {
-        Some(cc) if cc.length == 0 => return None,
-        Some(cc) => cc.length,
-        None => u32::try_from(inline_len).ok()?,
-    };
-    let mut total = base;
-    for c in pcl.read_chunks() {
-        total = total.checked_add(align_up_u32(c.length)?)?;
-    }
-    if total == 0 || pcl.read_regions(base).any(|r| r.is_err()) {
-        return None;
-    }
-    Some(total)
 }
 
 /// Copies `len` bytes at `start` of chunk `src` of `work` (0: the call
@@ -680,7 +631,7 @@ impl Conn {
             }
         };
         let xid = hdr.xid;
-        let Some((lists, inline)) = chunk_lists(&hdr.body) else {
+        let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
             return Ok(None);
         };
         if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
@@ -699,11 +650,11 @@ impl Conn {
         // Checked before anything is read: the request's pages must hold
         // the Call (a call chunk of 4 MiB and more is refused here, never
         // allocated), and its regions must be consistent.
-        if call_len(&pcl, inline.len()).is_none_or(|len| len > rqst.arg_max()) {
+        let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
             self.send_err_chunk(xid);
             return Ok(None);
-        }
-        if pcl.call_chunk().is_none() && pcl.read_chunks().is_empty() {
+        };
+        if !layout.needs_reads() {
             let Some(write_lens) = self.assemble(rqst, xid, &pcl, inline, None)? else {
                 return Ok(None);
             };
@@ -811,7 +762,7 @@ impl Conn {
         let msg = core::mem::replace(&mut work.msg, KVec::new());
         let write_lens = {
             let hdr = decode_call(&msg, &s.limits).map_err(|_| EINVAL)?;
-            let (lists, inline) = chunk_lists(&hdr.body).ok_or(EINVAL)?;
+            let (lists, inline) = hdr.body.chunks_and_inline().ok_or(EINVAL)?;
             let mut store = PclStore::for_lists(lists)?;
             let pcl = ParsedChunks::build(lists, &mut store.chunks, &mut store.segs)
                 .map_err(|_| EINVAL)?;
@@ -836,44 +787,32 @@ impl Conn {
         inline: &[u8],
         work: Option<&ReadWork>,
     ) -> Result<Option<KVec<u32>>> {
-        let (base_len, base_read) = match pcl.call_chunk() {
-            Some(cc) => (cc.length, true),
-            None => (u32::try_from(inline.len()).map_err(|_| EINVAL)?, false),
-        };
-        let Some(total) = call_len(pcl, inline.len()).filter(|&t| t <= rqst.arg_max()) else {
+        // The request finishing the Call may have other pages than the one
+        // that started it: checked again.
+        let Some(layout) = CallLayout::new(pcl, inline.len(), rqst.arg_max()) else {
             self.send_err_chunk(xid);
             return Ok(None);
         };
-        rqst.set_arg(total)?;
-        let mut at: u32 = 0;
-        for region in pcl.read_regions(base_len) {
-            let Ok(region) = region else {
-                self.send_err_chunk(xid);
-                return Ok(None);
-            };
-            match region {
-                ReadRegion::Base { offset, len } if base_read => {
-                    copy_read(rqst, work, 0, offset, len, at)?;
-                    at = at.checked_add(len).ok_or(EINVAL)?;
+        rqst.set_arg(layout.total())?;
+        for step in layout.steps() {
+            let step = match step {
+                Ok(step) => step,
+                Err(StepError::BadRegion) => {
+                    self.send_err_chunk(xid);
+                    return Ok(None);
                 }
-                ReadRegion::Base { offset, len } => {
+                Err(StepError::Inconsistent) => return Err(EINVAL),
+            };
+            let at = step.at;
+            match step.source {
+                Source::Inline { offset, len } => {
                     let start = usize_of(offset)?;
                     let end = start.checked_add(usize_of(len)?).ok_or(EINVAL)?;
                     rqst.write_arg(at, inline.get(start..end).ok_or(EINVAL)?)?;
-                    at = at.checked_add(len).ok_or(EINVAL)?;
                 }
-                ReadRegion::Chunk(i) => {
-                    let c = *pcl.read_chunks().get(i).ok_or(EINVAL)?;
-                    let src = i.checked_add(1).ok_or(EINVAL)?;
-                    copy_read(rqst, work, src, 0, c.length, at)?;
-                    at = at.checked_add(c.length).ok_or(EINVAL)?;
-                    // XDR roundup the client does not send (RFC 8166 s. 3.4.5.2).
-                    let padded = align_up_u32(c.length).ok_or(EINVAL)?;
-                    let pad = usize_of(padded - c.length)?;
-                    if pad > 0 {
-                        rqst.write_arg(at, [0u8; 4].get(..pad).unwrap_or(&[]))?;
-                        at = at.checked_add(padded - c.length).ok_or(EINVAL)?;
-                    }
+                Source::Chunk { src, start, len } => copy_read(rqst, work, src, start, len, at)?,
+                Source::Pad { len } => {
+                    rqst.write_arg(at, [0u8; 4].get(..usize_of(len)?).ok_or(EINVAL)?)?;
                 }
             }
         }
@@ -932,58 +871,43 @@ impl Conn {
         let s = &self.shared;
         let hdr = decode_call(&ctxt.msg, &s.limits).map_err(|_| EINVAL)?;
         let xid = hdr.xid;
-        let (lists, _) = chunk_lists(&hdr.body).ok_or(EINVAL)?;
+        let (lists, _) = hdr.body.chunks_and_inline().ok_or(EINVAL)?;
         let mut store = PclStore::for_lists(lists)?;
         let mut pcl =
             ParsedChunks::build(lists, &mut store.chunks, &mut store.segs).map_err(|_| EINVAL)?;
-        for (i, &(pos, len)) in ctxt.payloads.iter().enumerate() {
-            if pcl.set_result_payload(i, pos, len).is_err() {
-                self.send_err_chunk(xid);
-                return Ok(());
-            }
+        if set_result_payloads(&mut pcl, &ctxt.payloads).is_err() {
+            self.send_err_chunk(xid);
+            return Ok(());
         }
         let xdr_len = rqst.res_len();
 
         // Result payloads through the Write chunks.
-        for c in pcl.write_chunks() {
-            if c.payload_length == 0 {
-                continue;
-            }
-            let end = c.position.checked_add(c.payload_length).ok_or(EINVAL)?;
-            if end > xdr_len {
-                return Err(EINVAL);
-            }
-            self.io().write_chunk(
-                pcl.segments(c),
-                usize_of(c.payload_length)?,
-                |off, buf, len| {
-                    let off = u32::try_from(off).map_err(|_| EINVAL)?;
-                    let at = c.position.checked_add(off).ok_or(EINVAL)?;
+        for w in PayloadWrites::new(&pcl, xdr_len) {
+            let w = w.map_err(|_| EINVAL)?;
+            self.io()
+                .write_chunk(pcl.segments(w.chunk), usize_of(w.len)?, |off, buf, len| {
+                    let at = w.reply_offset(off).ok_or(EINVAL)?;
                     rqst.read_res_into_buf(at, buf, 0, len)
-                },
-            )?;
+                })?;
         }
 
         // Everything else, inline or through the Reply chunk.
-        let mut regions: KVec<Region> = KVec::new();
-        let mut rest: u32 = 0;
-        for r in pcl.nonpayload_regions(xdr_len) {
-            let r = r.map_err(|_| EINVAL)?;
-            rest = rest.checked_add(r.len).ok_or(EINVAL)?;
-            regions.push(r, GFP_KERNEL)?;
-        }
+        let body = ReplyBody::new(&pcl, xdr_len).map_err(|_| EINVAL)?;
+        let rest = body.len();
         let inv = if s.snd_w_inv { pcl.inv_rkey() } else { None };
         let mut hbuf = KVec::from_elem(0u8, ctxt.msg.len().saturating_add(16), GFP_KERNEL)?;
         if let Some(rc) = pcl.reply_chunk() {
-            if rest > rc.length {
+            if !body.fits(rc) {
                 self.send_err_chunk(xid);
                 return Ok(());
             }
             self.io()
                 .write_chunk(pcl.segments(rc), usize_of(rest)?, |off, buf, len| {
-                    copy_regions(&regions, off, len, |at, dst_off, n| {
-                        rqst.read_res_into_buf(at, buf, dst_off, n)
-                    })
+                    for run in body.runs(off, len) {
+                        let run = run.map_err(|_| EINVAL)?;
+                        rqst.read_res_into_buf(run.reply_offset, buf, run.at, run.len)?;
+                    }
+                    Ok(())
                 })?;
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
@@ -994,59 +918,23 @@ impl Conn {
         let n = pcl
             .encode_reply_header(xid, s.credits, 0, &mut hbuf)
             .map_err(|_| EINVAL)?;
-        let total = usize_of(rest)?.checked_add(n).ok_or(EINVAL)?;
-        if total > usize_of(s.inline_send)? {
+        let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
             // Too long for inline and the client gave no Reply chunk.
             self.send_err_chunk(xid);
             return Ok(());
-        }
+        };
         let mut out = KVec::from_elem(0u8, total, GFP_KERNEL)?;
         out.get_mut(..n)
             .ok_or(EINVAL)?
             .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
-        let body = out.get_mut(n..).ok_or(EINVAL)?;
-        copy_regions(&regions, 0, body.len(), |at, dst_off, len| {
-            let end = dst_off.checked_add(len).ok_or(EINVAL)?;
-            rqst.read_res(at, body.get_mut(dst_off..end).ok_or(EINVAL)?)
-        })?;
+        let dst = out.get_mut(n..).ok_or(EINVAL)?;
+        for run in body.runs(0, dst.len()) {
+            let run = run.map_err(|_| EINVAL)?;
+            let end = run.at.checked_add(run.len).ok_or(EINVAL)?;
+            rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
+        }
         self.send_bytes(&out, inv)
     }
-}
-
-/// Copies bytes `[off, off + len)` of the concatenation of `regions` of
-/// the Reply: calls `put(reply_offset, dst_offset, n)` for each run of
-/// `n` bytes, `dst_offset` counting from `off`.
-fn copy_regions(
-    regions: &[Region],
-    off: usize,
-    len: usize,
-    mut put: impl FnMut(u32, usize, usize) -> Result,
-) -> Result {
-    let mut stream: usize = 0;
-    let mut filled: usize = 0;
-    for r in regions {
-        if filled >= len {
-            break;
-        }
-        let rlen = usize_of(r.len)?;
-        let rend = stream.checked_add(rlen).ok_or(EINVAL)?;
-        let want = off.checked_add(filled).ok_or(EINVAL)?;
-        if want < rend {
-            let in_r = want.saturating_sub(stream);
-            let n = (rlen - in_r).min(len - filled);
-            let xoff = r
-                .offset
-                .checked_add(u32::try_from(in_r).map_err(|_| EINVAL)?)
-                .ok_or(EINVAL)?;
-            put(xoff, filled, n)?;
-            filled = filled.checked_add(n).ok_or(EINVAL)?;
-        }
-        stream = rend;
-    }
-    if filled < len {
-        return Err(EINVAL);
-    }
-    Ok(())
 }
 
 /// The CM event handler of a connection. It holds only the link, which

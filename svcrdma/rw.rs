@@ -24,6 +24,7 @@ use super::cache::{BufCache, Class};
 use super::conn::RecvQ;
 use crate::proto::msg::Segment;
 use crate::proto::pcl::ParsedChunks;
+use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::rdma::svc::{stat_add, Stat, XprtLink};
 use crate::rdma::verbs::{
     CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
@@ -189,19 +190,23 @@ impl CompletionHandler for SqHandler {
     }
 }
 
-/// One piece of a Read chunk: where it is read from and, once posted, the
+/// One RDMA Read of a Call: where it is read from and, once posted, the
 /// buffer it lands in.
-struct Piece {
-    /// The chunk: 0 for the call chunk, `i + 1` for Read chunk `i` (in
-    /// the order of [`crate::proto::pcl::ParsedChunks::read_chunks`]).
+struct ReadPiece {
+    /// The chunk read from (see [`crate::proto::pieces::CALL_CHUNK`]).
     src: usize,
-    /// Offset of the piece in its chunk.
-    off: usize,
-    len: usize,
-    addr: u64,
-    rkey: u32,
+    piece: Piece,
     /// The sink buffer and its cache class, once the Read was posted.
     sink: Option<(Arc<DmaBuf>, usize)>,
+}
+
+/// The error a failure to cut or find pieces is reported as (C uses the
+/// same codes).
+fn piece_error(e: PieceError) -> Error {
+    match e {
+        PieceError::ShortSegments => EMSGSIZE,
+        PieceError::Overflow | PieceError::NotCovered => EINVAL,
+    }
 }
 
 /// A Call whose Read chunks are being pulled (C `svc_rdma_recv_ctxt`
@@ -209,7 +214,7 @@ struct Piece {
 pub(super) struct ReadWork {
     /// The received transport header and inline body.
     pub(super) msg: KVec<u8>,
-    pieces: KVec<Piece>,
+    pieces: KVec<ReadPiece>,
     /// Pieces `[..next]` were posted.
     next: usize,
 }
@@ -219,28 +224,10 @@ impl ReadWork {
     /// from `msg`.
     pub(super) fn new(msg: KVec<u8>, pcl: &ParsedChunks<'_>) -> Result<Self> {
         let mut pieces = KVec::new();
-        let mut add = |src: usize, segs: &[Segment], total: u32| {
-            let total = usize::try_from(total).map_err(|_| EINVAL)?;
-            for_each_piece(segs, total, |off, len, addr, rkey| {
-                pieces.push(
-                    Piece {
-                        src,
-                        off,
-                        len,
-                        addr,
-                        rkey,
-                        sink: None,
-                    },
-                    GFP_KERNEL,
-                )?;
-                Ok(())
-            })
-        };
-        if let Some(c) = pcl.call_chunk() {
-            add(0, pcl.segments(c), c.length)?;
-        }
-        for (i, c) in pcl.read_chunks().iter().enumerate() {
-            add(i.checked_add(1).ok_or(EINVAL)?, pcl.segments(c), c.length)?;
+        for p in CallReadPieces::new(pcl, PIECE) {
+            let (src, piece) = p.map_err(piece_error)?;
+            let sink = None;
+            pieces.push(ReadPiece { src, piece, sink }, GFP_KERNEL)?;
         }
         Ok(Self {
             msg,
@@ -264,21 +251,11 @@ impl ReadWork {
         len: usize,
         mut put: impl FnMut(usize, &DmaBuf, usize, usize) -> Result,
     ) -> Result {
-        let end = start.checked_add(len).ok_or(EINVAL)?;
-        let mut done: usize = 0;
-        for p in self.pieces.iter().filter(|p| p.src == src) {
-            let p_end = p.off.checked_add(p.len).ok_or(EINVAL)?;
-            let lo = p.off.max(start);
-            let hi = p_end.min(end);
-            if lo >= hi {
-                continue;
-            }
+        let of_src = self.pieces.iter().filter(|p| p.src == src);
+        for found in RangeInPieces::new(of_src.map(|p| (p, p.piece)), start, len) {
+            let (p, run) = found.map_err(piece_error)?;
             let (buf, _) = p.sink.as_ref().ok_or(EINVAL)?;
-            put(lo - start, buf, lo - p.off, hi - lo)?;
-            done = done.checked_add(hi - lo).ok_or(EINVAL)?;
-        }
-        if done != len {
-            return Err(EINVAL);
+            put(run.at, buf, run.in_piece, run.len)?;
         }
         Ok(())
     }
@@ -494,9 +471,9 @@ impl Io<'_> {
     ) -> Result<usize> {
         let mut posted = 0;
         while let Some(p) = work.pieces.get_mut(work.next) {
-            let t = self.cache.get(self.ep, Class::ReadPiece, p.len)?;
+            let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
             let slots = if t.needs_registration { 2 } else { 1 };
-            let segs = one_segment(t.buf.clone(), p.len)?;
+            let segs = one_segment(t.buf.clone(), p.piece.len)?;
             if !self.sq.try_acquire_read(slots)? {
                 // Nothing was posted with it: it goes back as it came.
                 self.cache.put(&t.buf, t.slot);
@@ -531,8 +508,8 @@ impl Io<'_> {
             p.sink = Some((t.buf, t.slot));
             op.add_pending();
             let read = SendOp::RdmaRead {
-                remote_addr: p.addr,
-                rkey: p.rkey,
+                remote_addr: p.piece.addr,
+                rkey: p.piece.rkey,
             };
             if let Err(e) = self.ep.post_send(wr, read) {
                 // Not posted: no completion for it. The work is held by
@@ -542,7 +519,7 @@ impl Io<'_> {
                 return Err(e);
             }
             stat_add(Stat::Read, 1);
-            stat_add(Stat::ReadBytes, p.len as u64);
+            stat_add(Stat::ReadBytes, p.piece.len as u64);
             work.next += 1;
             posted += 1;
         }
@@ -559,52 +536,18 @@ impl Io<'_> {
         total: usize,
         mut fill: impl FnMut(usize, &DmaBuf, usize) -> Result,
     ) -> Result {
-        for_each_piece(segs, total, |off, len, addr, rkey| {
-            let t = self.cache.get(self.ep, Class::WritePiece, len)?;
-            fill(off, &t.buf, len)?;
+        for p in Pieces::new(segs, total, PIECE) {
+            let p = p.map_err(piece_error)?;
+            let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
+            fill(p.off, &t.buf, p.len)?;
             stat_add(Stat::Write, 1);
-            stat_add(Stat::WriteBytes, len as u64);
-            self.post_one(
-                t.buf,
-                len,
-                SendOp::RdmaWrite {
-                    remote_addr: addr,
-                    rkey,
-                },
-                t.slot,
-            )
-        })
-    }
-}
-
-/// Splits `total` bytes over `segs` into pieces of at most [`PIECE`] bytes
-/// that never cross a segment: calls `f(stream_offset, len, remote_addr,
-/// rkey)` for each. Fails if the segments are shorter than `total`.
-fn for_each_piece(
-    segs: &[Segment],
-    total: usize,
-    mut f: impl FnMut(usize, usize, u64, u32) -> Result,
-) -> Result {
-    let mut done: usize = 0;
-    for s in segs {
-        if done >= total {
-            break;
+            stat_add(Stat::WriteBytes, p.len as u64);
+            let write = SendOp::RdmaWrite {
+                remote_addr: p.addr,
+                rkey: p.rkey,
+            };
+            self.post_one(t.buf, p.len, write, t.slot)?;
         }
-        let seg_len = usize::try_from(s.length).map_err(|_| EINVAL)?;
-        let mut in_seg: usize = 0;
-        while in_seg < seg_len && done < total {
-            let len = (seg_len - in_seg).min(total - done).min(PIECE);
-            let addr = s
-                .offset
-                .checked_add(u64::try_from(in_seg).map_err(|_| EINVAL)?)
-                .ok_or(EINVAL)?;
-            f(done, len, addr, s.handle)?;
-            in_seg += len;
-            done += len;
-        }
+        Ok(())
     }
-    if done < total {
-        return Err(EMSGSIZE);
-    }
-    Ok(())
 }

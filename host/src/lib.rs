@@ -6,12 +6,19 @@
 //!
 //! - `cargo test` (in `host/`): golden vectors, every decoder rejection
 //!   class, the planner against a transcription of the C client, credits,
-//!   parsed chunk lists, and proptest round-trip/robustness properties.
-//! - `RUSTC_BOOTSTRAP=1 cargo fuzz run decode_header` (in `host/fuzz/`):
-//!   libFuzzer on the decoders; `scripts/bench-core` runs it for five
-//!   minutes together with the criterion benchmark (`cargo bench`).
+//!   parsed chunk lists, proptest round-trip/robustness properties, and a
+//!   replay of the committed fuzz corpus (`tests/corpus.rs`).
+//! - `RUSTC_BOOTSTRAP=1 cargo fuzz run decode_header` and
+//!   `... server_receive` (in `host/fuzz/`): libFuzzer on the decoders and
+//!   on the server's receive and reply decisions ([`targets`]);
+//!   `scripts/bench-core` runs both to 100 million executions each,
+//!   then the criterion benchmark (`cargo bench`).
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
 #[path = "../../src/proto/mod.rs"]
 pub mod proto;
+
+pub mod targets;

@@ -8,10 +8,9 @@ use rpcrdma_proto::proto::encode::{
     encode_header, error_reply_for, BodyRef, ChunkListsRef, HeaderRef,
 };
 use rpcrdma_proto::proto::golden::compare_header;
-use rpcrdma_proto::proto::msg::{
-    Body, ChunkLists, DecodeLimits, ErrorBody, Header, ReadSegment, Segment,
-};
+use rpcrdma_proto::proto::msg::{Body, DecodeLimits, ErrorBody, Header, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, ReadRegion};
+use rpcrdma_proto::targets::decode_header::reencode;
 
 const LIM: DecodeLimits = DecodeLimits {
     max_segments_per_chunk: 16,
@@ -176,44 +175,6 @@ fn encode(o: &Owned) -> Vec<u8> {
         }
         buf
     })
-}
-
-/// Re-encodes a decoded header from its own fields.
-fn reencode(h: &Header<'_>) -> Vec<u8> {
-    fn own(c: &ChunkLists<'_>) -> (Vec<ReadSegment>, Vec<Vec<Segment>>, Option<Vec<Segment>>) {
-        (
-            c.read.iter().collect(),
-            c.write.iter().map(|w| w.segments().collect()).collect(),
-            c.reply.map(|r| r.segments().collect()),
-        )
-    }
-    let (read, write, reply) = h.chunks().map(own).unwrap_or_default();
-    let wr: Vec<&[Segment]> = write.iter().map(|c| &c[..]).collect();
-    let chunks = ChunkListsRef {
-        read: &read,
-        write: &wr,
-        reply: reply.as_deref(),
-    };
-    let body = match h.body {
-        Body::Msg { .. } => BodyRef::Msg(chunks),
-        Body::NoMsg { .. } => BodyRef::NoMsg(chunks),
-        Body::Msgp { align, thresh, .. } => BodyRef::Msgp {
-            align,
-            thresh,
-            chunks,
-        },
-        Body::Done => BodyRef::Done,
-        Body::Error(e) => BodyRef::Error(e),
-    };
-    let r = HeaderRef {
-        xid: h.xid,
-        vers: h.vers,
-        credits: h.credits,
-        body,
-    };
-    let mut buf = vec![0u8; r.encoded_len().unwrap()];
-    encode_header(&r, &mut buf).unwrap();
-    buf
 }
 
 /// Invariants of any successfully decoded header.

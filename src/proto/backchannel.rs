@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Reverse-direction RPC (RFC 8167) decisions shared by both sides: what
-//! is a reverse-direction Call, and how large a backchannel message may be.
+//! is a reverse-direction Call or Reply, and how large a backchannel
+//! message may be.
+
+use super::msg::ChunkLists;
 
 /// Size of an `RDMA_MSG` header without chunks (C `RPCRDMA_HDRLEN_MIN`).
 pub const HDRLEN_MIN: u32 = 28;
@@ -13,6 +16,24 @@ pub const HDRLEN_MIN: u32 = 28;
 /// server to tell backchannel Replies from Calls.
 pub fn is_call(payload: &[u8]) -> bool {
     payload.get(4..8) == Some(&[0, 0, 0, 0])
+}
+
+/// Is this `RDMA_MSG` (transport XID `xid`, chunk lists `lists`, inline RPC
+/// message `payload`) a Reply to one of the server's backchannel Calls (C
+/// `svc_rdma_is_reverse_direction_reply`)? Backchannel messages carry no
+/// chunks, and the RPC message repeats the transport XID and has message
+/// type REPLY (1).
+pub fn is_backchannel_reply(xid: u32, lists: &ChunkLists<'_>, payload: &[u8]) -> bool {
+    let word = |i: usize| -> Option<u32> {
+        let at = i.checked_mul(4)?;
+        let b = payload.get(at..at.checked_add(4)?)?;
+        <[u8; 4]>::try_from(b).ok().map(u32::from_be_bytes)
+    };
+    lists.read.is_empty()
+        && lists.write.is_empty()
+        && lists.reply.is_none()
+        && word(0) == Some(xid)
+        && word(1) == Some(1)
 }
 
 /// The largest backchannel RPC message: it goes inline in both directions

@@ -16,6 +16,9 @@
 //! - [`backchannel`]: reverse-direction Call detection and sizes.
 //! - [`cm`]: RDMA-CM private data (RFC 8797).
 //! - [`pcl`]: parsed chunk lists for the server.
+//! - [`pieces`]: chunks cut into the server's RDMA Read and Write pieces.
+//! - [`svc_call`]: where the bytes of a received Call go.
+//! - [`svc_reply`]: where the bytes of a Reply go.
 //! - [`planner`]: the client's chunk planner.
 //! - [`credits`]: credit accounting for both sides.
 //! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
@@ -42,5 +45,8 @@ pub mod encode;
 pub mod golden;
 pub mod msg;
 pub mod pcl;
+pub mod pieces;
 pub mod planner;
+pub mod svc_call;
+pub mod svc_reply;
 pub mod xdr;

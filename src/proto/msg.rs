@@ -391,6 +391,20 @@ pub enum Body<'a> {
     Error(ErrorBody),
 }
 
+impl<'a> Body<'a> {
+    /// The chunk lists and inline RPC message of a Call the server works
+    /// on: `RDMA_MSG` carries the message inline, `RDMA_NOMSG` none (it
+    /// comes in the call chunk; trailing bytes are ignored). `None` for
+    /// every other procedure.
+    pub fn chunks_and_inline(&self) -> Option<(&ChunkLists<'a>, &'a [u8])> {
+        match self {
+            Body::Msg { chunks, payload } => Some((chunks, payload)),
+            Body::NoMsg { chunks, .. } => Some((chunks, &[])),
+            _ => None,
+        }
+    }
+}
+
 /// A decoded transport header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header<'a> {

@@ -1,0 +1,190 @@
+//! The server's plans for a Call and its Reply (src/proto/pieces.rs,
+//! svc_call.rs, svc_reply.rs) on small worked examples; the
+//! `server_receive` fuzz target checks them on everything else.
+
+use rpcrdma_proto::proto::decode::decode_call;
+use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
+use rpcrdma_proto::proto::msg::{DecodeLimits, ReadSegment, Segment};
+use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, PclError};
+use rpcrdma_proto::proto::pieces::{Piece, PieceError, PieceRun, Pieces, RangeInPieces};
+use rpcrdma_proto::proto::svc_call::{CallLayout, Source, Step};
+use rpcrdma_proto::proto::svc_reply::{
+    route_result_payload, set_result_payloads, BodyRun, PayloadRoute, PayloadWrites, ReplyBody,
+};
+
+/// An `RDMA_MSG` Call with these chunk lists and `inline` bytes of body.
+fn call(lists: ChunkListsRef<'_>, inline: usize) -> Vec<u8> {
+    let h = HeaderRef {
+        xid: 7,
+        vers: 1,
+        credits: 1,
+        body: BodyRef::Msg(lists),
+    };
+    let mut buf = vec![0u8; 4096];
+    let n = encode_header(&h, &mut buf).unwrap();
+    buf.truncate(n);
+    buf.extend((0..inline).map(|i| i as u8));
+    buf
+}
+
+/// Runs `f` on the parsed chunk lists of `msg` and its inline length.
+fn with_pcl<R>(msg: &[u8], f: impl FnOnce(&mut ParsedChunks<'_>, usize) -> R) -> R {
+    let h = decode_call(msg, &DecodeLimits::server_default()).unwrap();
+    let (lists, inline) = h.body.chunks_and_inline().unwrap();
+    let mut chunks = vec![PclChunk::default(); ParsedChunks::chunks_needed(lists)];
+    let mut segs = vec![Segment::default(); ParsedChunks::segments_needed(lists)];
+    let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+    f(&mut pcl, inline.len())
+}
+
+fn piece(off: usize, len: usize, addr: u64, rkey: u32) -> Piece {
+    Piece {
+        off,
+        len,
+        addr,
+        rkey,
+    }
+}
+
+#[test]
+fn pieces_stay_inside_segments_and_the_piece_size() {
+    let segs = [Segment::new(1, 10, 100), Segment::new(2, 5, 200)];
+    let got: Vec<_> = Pieces::new(&segs, 15, 4).collect();
+    assert_eq!(
+        got,
+        [
+            Ok(piece(0, 4, 100, 1)),
+            Ok(piece(4, 4, 104, 1)),
+            Ok(piece(8, 2, 108, 1)),
+            Ok(piece(10, 4, 200, 2)),
+            Ok(piece(14, 1, 204, 2)),
+        ]
+    );
+    // Fewer bytes wanted than the segments hold: the rest is not cut.
+    let got: Vec<_> = Pieces::new(&segs, 9, 64).collect();
+    assert_eq!(got, [Ok(piece(0, 9, 100, 1))]);
+}
+
+#[test]
+fn pieces_report_short_segments_and_wrapping_addresses() {
+    let segs = [Segment::new(1, 3, 0)];
+    let got: Vec<_> = Pieces::new(&segs, 4, 64).collect();
+    assert_eq!(got, [Ok(piece(0, 3, 0, 1)), Err(PieceError::ShortSegments)]);
+    let segs = [Segment::new(1, 4, u64::MAX - 1)];
+    let got: Vec<_> = Pieces::new(&segs, 4, 1).collect();
+    assert_eq!(
+        got,
+        [
+            Ok(piece(0, 1, u64::MAX - 1, 1)),
+            Ok(piece(1, 1, u64::MAX, 1)),
+            Err(PieceError::Overflow),
+        ]
+    );
+}
+
+#[test]
+fn a_range_is_found_across_pieces_or_reported_uncovered() {
+    let pieces = [piece(0, 4, 0, 1), piece(4, 4, 4, 1), piece(8, 2, 8, 1)];
+    let runs: Vec<_> = RangeInPieces::new(pieces.iter().map(|p| (p.off, *p)), 3, 6)
+        .map(|r| r.map(|(p, run)| (p, run.at, run.in_piece, run.len)))
+        .collect();
+    assert_eq!(runs, [Ok((0, 0, 3, 1)), Ok((4, 1, 0, 4)), Ok((8, 5, 0, 1))]);
+    let short: Vec<_> = RangeInPieces::new(pieces.iter().map(|p| (p.off, *p)), 8, 4).collect();
+    let first = PieceRun {
+        at: 0,
+        in_piece: 0,
+        len: 2,
+    };
+    assert_eq!(short, [Ok((8, first)), Err(PieceError::NotCovered)]);
+}
+
+#[test]
+fn call_steps_splice_read_chunks_with_their_pad() {
+    // 8 inline bytes; a 5-byte Read chunk at XDR position 4.
+    let read = [ReadSegment::new(4, 9, 5, 0x900)];
+    let msg = call(
+        ChunkListsRef {
+            read: &read,
+            write: &[],
+            reply: None,
+        },
+        8,
+    );
+    with_pcl(&msg, |pcl, inline| {
+        let layout = CallLayout::new(pcl, inline, 16).unwrap();
+        assert_eq!(layout.total(), 16);
+        assert!(layout.needs_reads());
+        let steps: Vec<_> = layout.steps().collect();
+        let step = |at, source| Ok(Step { at, source });
+        assert_eq!(
+            steps,
+            [
+                step(0, Source::Inline { offset: 0, len: 4 }),
+                step(
+                    4,
+                    Source::Chunk {
+                        src: 1,
+                        start: 0,
+                        len: 5
+                    }
+                ),
+                step(9, Source::Pad { len: 3 }),
+                step(12, Source::Inline { offset: 4, len: 4 }),
+            ]
+        );
+        // One byte more than the request holds is refused.
+        assert!(CallLayout::new(pcl, inline, 15).is_none());
+    });
+}
+
+#[test]
+fn result_payloads_go_to_write_chunks_in_order() {
+    let lens = [100, 8];
+    assert_eq!(route_result_payload(&lens, 0, 0), Ok(PayloadRoute::Inline));
+    assert_eq!(
+        route_result_payload(&lens, 0, 100),
+        Ok(PayloadRoute::WriteChunk)
+    );
+    assert_eq!(route_result_payload(&lens, 1, 9), Err(PclError::TooBig));
+    assert_eq!(route_result_payload(&lens, 2, 9), Ok(PayloadRoute::Inline));
+}
+
+#[test]
+fn the_reply_body_is_the_reply_without_payloads_and_pads() {
+    let w = [Segment::new(3, 64, 0x300)];
+    let msg = call(
+        ChunkListsRef {
+            read: &[],
+            write: &[&w],
+            reply: None,
+        },
+        0,
+    );
+    with_pcl(&msg, |pcl, _| {
+        // A 5-byte payload at 8 of a 20-byte Reply: its pad ends at 16.
+        set_result_payloads(pcl, &[(8, 5)]).unwrap();
+        let writes: Vec<_> = PayloadWrites::new(pcl, 20)
+            .map(|w| w.map(|w| (w.position, w.len)))
+            .collect();
+        assert_eq!(writes, [Ok((8, 5))]);
+        assert_eq!(
+            PayloadWrites::new(pcl, 12).last(),
+            Some(Err(PclError::BadRegion))
+        );
+        let body = ReplyBody::new(pcl, 20).unwrap();
+        assert_eq!(body.len(), 12);
+        let run = |reply_offset, at, len| {
+            Ok(BodyRun {
+                reply_offset,
+                at,
+                len,
+            })
+        };
+        let runs: Vec<_> = body.runs(6, 4).collect();
+        assert_eq!(runs, [run(6, 0, 2), run(16, 2, 2)]);
+        assert_eq!(body.runs(10, 3).last(), Some(Err(PclError::BadRegion)));
+        assert_eq!(body.inline_len(28, 40), Ok(Some(40)));
+        assert_eq!(body.inline_len(28, 39), Ok(None));
+        assert!(ReplyBody::new(pcl, 14).is_err());
+    });
+}

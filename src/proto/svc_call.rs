@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Where the bytes of a received Call go in the request's argument (C
+//! `svc_rdma_recvfrom.c`: `svc_rdma_read_multiple_chunks`,
+//! `svc_rdma_read_call_chunk`).
+//!
+//! A Call is its inline body (or, for `RDMA_NOMSG`, the call chunk) with
+//! the Read chunks spliced in at their positions, each followed by the XDR
+//! pad the client does not send (RFC 8166 s. 3.4.5.2). [`CallLayout`]
+//! decides whether the server takes a Call at all and lists the
+//! [`Step`]s that build it; the server carries them out with copies from
+//! the Receive buffer and from the RDMA Read sinks.
+
+use super::pcl::ParsedChunks;
+use super::pcl::PclChunk;
+use super::pcl::ReadRegion;
+use super::pcl::ReadRegions;
+use super::pieces::CALL_CHUNK;
+use super::xdr::align_up_u32;
+
+/// Largest Call payload the server accepts (C `RPCSVC_MAXPAYLOAD_RDMA`,
+/// 4 MiB); the request's pages bound it further.
+pub const MAX_PAYLOAD: u32 = 4 * 1024 * 1024;
+
+/// The layout of a Call the server takes.
+///
+/// # Invariants
+///
+/// `total` is the sum of the base and every Read chunk rounded up to XDR
+/// alignment, is not zero, and the Read regions over the base are
+/// consistent.
+#[derive(Clone, Copy, Debug)]
+pub struct CallLayout<'c> {
+    read_chunks: &'c [PclChunk],
+    base_len: u32,
+    base_in_call_chunk: bool,
+    total: u32,
+}
+
+impl<'c> CallLayout<'c> {
+    /// The layout of the Call `pcl` describes over an inline body of
+    /// `inline_len` bytes, if the server takes it: it is not empty, its
+    /// regions are consistent and it fits an argument of `arg_max` bytes.
+    /// `None` is answered with `ERR_CHUNK`; a call chunk too large for the
+    /// request is refused here, before anything is read.
+    pub fn new(pcl: &'c ParsedChunks<'_>, inline_len: usize, arg_max: u32) -> Option<Self> {
+        let (base_len, base_in_call_chunk) = match pcl.call_chunk() {
+            Some(cc) if cc.length == 0 => return None,
+            Some(cc) => (cc.length, true),
+            None => (u32::try_from(inline_len).ok()?, false),
+        };
+        let read_chunks = pcl.read_chunks();
+        let mut total = base_len;
+        for c in read_chunks {
+            total = total.checked_add(align_up_u32(c.length)?)?;
+        }
+        if total == 0 || total > arg_max {
+            return None;
+        }
+        if ReadRegions::new(read_chunks, base_len).any(|r| r.is_err()) {
+            return None;
+        }
+        // INVARIANT: checked just above.
+        Some(Self {
+            read_chunks,
+            base_len,
+            base_in_call_chunk,
+            total,
+        })
+    }
+
+    /// Length of the Call in bytes.
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Whether any of the Call is read with RDMA Read.
+    pub fn needs_reads(&self) -> bool {
+        self.base_in_call_chunk || !self.read_chunks.is_empty()
+    }
+
+    /// The steps that build the Call, in order.
+    pub fn steps(&self) -> CallSteps<'c> {
+        CallSteps {
+            regions: ReadRegions::new(self.read_chunks, self.base_len),
+            read_chunks: self.read_chunks,
+            base_in_call_chunk: self.base_in_call_chunk,
+            at: 0,
+            pad: 0,
+            finished: false,
+        }
+    }
+}
+
+/// Where the bytes of one [`Step`] come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `len` bytes at `offset` of the inline body.
+    Inline {
+        /// Offset in the inline body.
+        offset: u32,
+        /// Length in bytes (never zero).
+        len: u32,
+    },
+    /// `len` bytes at `start` of the Read source `src` (see
+    /// [`CALL_CHUNK`](super::pieces::CALL_CHUNK)).
+    Chunk {
+        /// The Read source.
+        src: usize,
+        /// Offset in the source's bytes.
+        start: u32,
+        /// Length in bytes.
+        len: u32,
+    },
+    /// `len` (1 to 3) zero bytes: the XDR pad after a Read chunk.
+    Pad {
+        /// Length in bytes.
+        len: u32,
+    },
+}
+
+/// One copy into the argument: the bytes of `source` go at offset `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Offset in the argument.
+    pub at: u32,
+    /// Where the bytes come from.
+    pub source: Source,
+}
+
+/// Why the steps of a Call stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepError {
+    /// The Read regions are inconsistent: answered with `ERR_CHUNK`.
+    BadRegion,
+    /// An offset overflowed or named no chunk. [`CallLayout::new`] rules
+    /// this out; the Call is dropped.
+    Inconsistent,
+}
+
+/// Iterator over the [`Step`]s of a Call; they tile `[0, total)` in
+/// order. An error ends the iteration.
+#[derive(Clone, Debug)]
+pub struct CallSteps<'c> {
+    regions: ReadRegions<'c>,
+    read_chunks: &'c [PclChunk],
+    base_in_call_chunk: bool,
+    /// Offset in the argument of the next step.
+    at: u32,
+    /// Pad owed after the Read chunk just yielded.
+    pad: u32,
+    finished: bool,
+}
+
+impl CallSteps<'_> {
+    fn fail(&mut self, e: StepError) -> Option<Result<Step, StepError>> {
+        self.finished = true;
+        Some(Err(e))
+    }
+
+    /// The step of `len` bytes from `source` at the current offset; the
+    /// offset moves past it.
+    fn emit(&mut self, source: Source, len: u32) -> Option<Result<Step, StepError>> {
+        let step = Step {
+            at: self.at,
+            source,
+        };
+        let Some(at) = self.at.checked_add(len) else {
+            return self.fail(StepError::Inconsistent);
+        };
+        self.at = at;
+        Some(Ok(step))
+    }
+}
+
+impl Iterator for CallSteps<'_> {
+    type Item = Result<Step, StepError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        if self.pad > 0 {
+            let len = core::mem::take(&mut self.pad);
+            return self.emit(Source::Pad { len }, len);
+        }
+        let region = match self.regions.next() {
+            None => {
+                self.finished = true;
+                return None;
+            }
+            Some(Err(_)) => return self.fail(StepError::BadRegion),
+            Some(Ok(r)) => r,
+        };
+        match region {
+            ReadRegion::Base { offset, len } if self.base_in_call_chunk => {
+                let src = CALL_CHUNK;
+                let start = offset;
+                self.emit(Source::Chunk { src, start, len }, len)
+            }
+            ReadRegion::Base { offset, len } => self.emit(Source::Inline { offset, len }, len),
+            ReadRegion::Chunk(i) => {
+                let (Some(c), Some(src)) = (self.read_chunks.get(i), i.checked_add(1)) else {
+                    return self.fail(StepError::Inconsistent);
+                };
+                let len = c.length;
+                let Some(padded) = align_up_u32(len) else {
+                    return self.fail(StepError::Inconsistent);
+                };
+                self.pad = padded.saturating_sub(len);
+                self.emit(Source::Chunk { src, start: 0, len }, len)
+            }
+        }
+    }
+}

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Where the bytes of a Reply go (C `svc_rdma_sendto.c`): result payloads
+//! through the client's Write chunks, the rest inline or through its
+//! Reply chunk.
+//!
+//! nfsd names its result payloads as it encodes the Reply
+//! ([`route_result_payload`]); when it sends, [`PayloadWrites`] lists what
+//! goes through the Write chunks and [`ReplyBody`] the rest, with the
+//! runs of the Reply ([`BodyRuns`]) that make up each byte range of it.
+//! Chunk lengths come from the peer, payload positions from nfsd: every
+//! offset is computed checked.
+
+use super::pcl::NonPayloadRegions;
+use super::pcl::ParsedChunks;
+use super::pcl::PclChunk;
+use super::pcl::PclError;
+
+/// Where nfsd's next result payload goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PayloadRoute {
+    /// It stays in the Reply, sent inline or through the Reply chunk.
+    Inline,
+    /// Through the next Write chunk: record it.
+    WriteChunk,
+}
+
+/// Where a result payload of `length` bytes goes when `placed` payloads
+/// already went to the Write chunks of lengths `write_lens` (C
+/// `svc_rdma_result_payload`): an empty payload, or one with no Write
+/// chunk left, stays inline; one larger than its Write chunk is
+/// [`PclError::TooBig`] (`-E2BIG`, which fails the request).
+pub fn route_result_payload(
+    write_lens: &[u32],
+    placed: usize,
+    length: u32,
+) -> Result<PayloadRoute, PclError> {
+    if length == 0 {
+        return Ok(PayloadRoute::Inline);
+    }
+    let Some(&max) = write_lens.get(placed) else {
+        return Ok(PayloadRoute::Inline);
+    };
+    if length > max {
+        return Err(PclError::TooBig);
+    }
+    Ok(PayloadRoute::WriteChunk)
+}
+
+/// Records the result payloads `(position, length)`, one per Write chunk in
+/// order, in `pcl`. An error is answered with `ERR_CHUNK`.
+pub fn set_result_payloads(
+    pcl: &mut ParsedChunks<'_>,
+    payloads: &[(u32, u32)],
+) -> Result<(), PclError> {
+    for (i, &(position, length)) in payloads.iter().enumerate() {
+        pcl.set_result_payload(i, position, length)?;
+    }
+    Ok(())
+}
+
+/// A result payload to push into its Write chunk with RDMA Writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PayloadWrite<'c> {
+    /// The Write chunk.
+    pub chunk: &'c PclChunk,
+    /// Offset of the payload in the Reply.
+    pub position: u32,
+    /// Length in bytes (never zero); `position + len` is inside the Reply.
+    pub len: u32,
+}
+
+impl PayloadWrite<'_> {
+    /// Offset in the Reply of byte `off` of the payload.
+    pub fn reply_offset(&self, off: usize) -> Option<u32> {
+        self.position.checked_add(u32::try_from(off).ok()?)
+    }
+}
+
+/// The result payloads of a Reply of `xdr_len` bytes, one per Write chunk
+/// that has one; a payload outside the Reply ends the iteration with
+/// [`PclError::BadRegion`] (the connection is closed).
+#[derive(Clone, Debug)]
+pub struct PayloadWrites<'c> {
+    chunks: core::slice::Iter<'c, PclChunk>,
+    xdr_len: u32,
+    finished: bool,
+}
+
+impl<'c> PayloadWrites<'c> {
+    /// The payload writes of `pcl` for a Reply of `xdr_len` bytes.
+    pub fn new(pcl: &'c ParsedChunks<'_>, xdr_len: u32) -> Self {
+        Self {
+            chunks: pcl.write_chunks().iter(),
+            xdr_len,
+            finished: false,
+        }
+    }
+}
+
+impl<'c> Iterator for PayloadWrites<'c> {
+    type Item = Result<PayloadWrite<'c>, PclError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        for chunk in self.chunks.by_ref() {
+            if chunk.payload_length == 0 {
+                continue;
+            }
+            let inside = chunk
+                .position
+                .checked_add(chunk.payload_length)
+                .is_some_and(|end| end <= self.xdr_len);
+            if !inside {
+                self.finished = true;
+                return Some(Err(PclError::BadRegion));
+            }
+            return Some(Ok(PayloadWrite {
+                chunk,
+                position: chunk.position,
+                len: chunk.payload_length,
+            }));
+        }
+        self.finished = true;
+        None
+    }
+}
+
+/// What is left of a Reply once the result payloads went through Write
+/// chunks: its non-payload regions, sent inline or through the Reply chunk.
+///
+/// # Invariants
+///
+/// The regions are consistent and their lengths add up to `len`.
+#[derive(Clone, Debug)]
+pub struct ReplyBody<'c> {
+    regions: NonPayloadRegions<'c>,
+    len: u32,
+}
+
+impl<'c> ReplyBody<'c> {
+    /// The rest of a Reply of `xdr_len` bytes around the payloads recorded
+    /// in `pcl`; [`PclError::BadRegion`] if they do not fit in it.
+    pub fn new(pcl: &'c ParsedChunks<'_>, xdr_len: u32) -> Result<Self, PclError> {
+        let regions = pcl.nonpayload_regions(xdr_len);
+        let mut len: u32 = 0;
+        for r in regions.clone() {
+            len = len.checked_add(r?.len).ok_or(PclError::BadRegion)?;
+        }
+        // INVARIANT: every region was checked just above.
+        Ok(Self { regions, len })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether there is nothing left to send.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the client's Reply chunk `reply_chunk` holds it; if not,
+    /// the Reply is answered with `ERR_CHUNK`.
+    pub fn fits(&self, reply_chunk: &PclChunk) -> bool {
+        self.len <= reply_chunk.length
+    }
+
+    /// Length of the inline message after a transport header of
+    /// `header_len` bytes, if it fits the negotiated `inline_send`; `None`
+    /// (without a Reply chunk) is answered with `ERR_CHUNK`.
+    pub fn inline_len(
+        &self,
+        header_len: usize,
+        inline_send: u32,
+    ) -> Result<Option<usize>, PclError> {
+        let body = usize::try_from(self.len).map_err(|_| PclError::BadRegion)?;
+        let total = body.checked_add(header_len).ok_or(PclError::BadRegion)?;
+        let max = usize::try_from(inline_send).map_err(|_| PclError::BadRegion)?;
+        Ok(if total > max { None } else { Some(total) })
+    }
+
+    /// The runs of the Reply that make up bytes `[off, off + len)` of the
+    /// body.
+    pub fn runs(&self, off: usize, len: usize) -> BodyRuns<'c> {
+        BodyRuns {
+            regions: self.regions.clone(),
+            off,
+            len,
+            stream: 0,
+            filled: 0,
+            finished: false,
+        }
+    }
+}
+
+/// A run of the Reply copied into part of a body range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyRun {
+    /// Offset in the Reply.
+    pub reply_offset: u32,
+    /// Offset in the body range.
+    pub at: usize,
+    /// Length in bytes (never zero).
+    pub len: usize,
+}
+
+/// Iterator over the [`BodyRun`]s of a body range, in order; they tile the
+/// range. Ends with [`PclError::BadRegion`] if the body is shorter than
+/// the range.
+#[derive(Clone, Debug)]
+pub struct BodyRuns<'c> {
+    regions: NonPayloadRegions<'c>,
+    off: usize,
+    len: usize,
+    /// Offset in the body of the next region.
+    stream: usize,
+    /// Bytes of the range already yielded.
+    filled: usize,
+    finished: bool,
+}
+
+impl BodyRuns<'_> {
+    fn fail(&mut self) -> Option<Result<BodyRun, PclError>> {
+        self.finished = true;
+        Some(Err(PclError::BadRegion))
+    }
+}
+
+impl Iterator for BodyRuns<'_> {
+    type Item = Result<BodyRun, PclError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.finished && self.filled < self.len {
+            let r = match self.regions.next() {
+                None => break,
+                Some(Err(_)) => return self.fail(),
+                Some(Ok(r)) => r,
+            };
+            let Ok(rlen) = usize::try_from(r.len) else {
+                return self.fail();
+            };
+            let (Some(rend), Some(want)) = (
+                self.stream.checked_add(rlen),
+                self.off.checked_add(self.filled),
+            ) else {
+                return self.fail();
+            };
+            let start = self.stream;
+            self.stream = rend;
+            if want >= rend {
+                continue;
+            }
+            // `start <= want < rend`: the range goes on inside this region.
+            let in_region = want.saturating_sub(start);
+            let n = rlen
+                .saturating_sub(in_region)
+                .min(self.len.saturating_sub(self.filled));
+            let Some(reply_offset) = u32::try_from(in_region)
+                .ok()
+                .and_then(|o| r.offset.checked_add(o))
+            else {
+                return self.fail();
+            };
+            let run = BodyRun {
+                reply_offset,
+                at: self.filled,
+                len: n,
+            };
+            self.filled = self.filled.saturating_add(n);
+            return Some(Ok(run));
+        }
+        if self.finished {
+            return None;
+        }
+        self.finished = true;
+        if self.filled < self.len {
+            return Some(Err(PclError::BadRegion));
+        }
+        None
+    }
+}
