@@ -28,7 +28,7 @@ SIZE=${3:-16}
 VERS=${4:-4.2}
 MNT=/tmp/mnt
 DISC_INTERVAL=${DISC_INTERVAL:-150}
-MEMCG_MIB=${MEMCG_MIB:-48}
+MEMCG_MIB=${MEMCG_MIB:-32}
 ALLOC_PERCENT=${ALLOC_PERCENT:-5}
 ALLOC_TIMES=100000
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-600}
@@ -43,7 +43,9 @@ load_mod() {  # load_mod rust|c
 # (require-start/require-end), sleeping ones included, order 0 included.
 alloc_faults_arm() {
     _start=$(cat /sys/module/rpcrdma_rs/sections/.text 2>/dev/null) || return 1
-    _size=$(readelf -SW "$RUST_RPCRDMA_KO" | awk '$2 == ".text" { print "0x" $6; exit }')
+    # "  [ 3] .text  PROGBITS  addr off size ...": drop the index first (a
+    # one-digit one is two fields).
+    _size=$(readelf -SW "$RUST_RPCRDMA_KO" | sed 's/^ *\[ *[0-9]*\] *//' | awk '$1 == ".text" { print "0x" $5; exit }')
     [ -n "$_size" ] || return 1
     _end=$(printf '0x%x' $(( _start + _size )))
     for _f in failslab fail_page_alloc; do
@@ -244,7 +246,7 @@ memcg_phase() {
     echo +memory > $_cg/cgroup.subtree_control 2>/dev/null
     mkdir -p $_cg/fi-writer
     echo $(( MEMCG_MIB * 1048576 )) > $_cg/fi-writer/memory.max || { PHASE_ERR="no memory controller"; return 1; }
-    _mib=$(( MEMCG_MIB * 3 ))
+    _mib=$(( MEMCG_MIB * 2 ))
     # buffered writes from inside the group: writeback under reclaim
     timeout -k 10 "$PHASE_TIMEOUT" sh -c "echo \$\$ > $_cg/fi-writer/cgroup.procs && exec fio --name=fi-memcg \
         --filename=$MNT/fi-memcg.dat --rw=write --bs=256k --size=${_mib}M --ioengine=psync \
