@@ -24,7 +24,7 @@
 # (.fi-req-NAME), the server answers (.fi-ack-NAME).
 CLIENT_MOD=${1:-rust}
 SERVER_MOD=${2:-c}
-SIZE=${3:-16}
+SIZE=${3:-8}
 VERS=${4:-4.2}
 MNT=/tmp/mnt
 DISC_INTERVAL=${DISC_INTERVAL:-150}
@@ -47,12 +47,14 @@ alloc_faults_arm() {
     # one-digit one is two fields).
     _size=$(readelf -SW "$RUST_RPCRDMA_KO" | sed 's/^ *\[ *[0-9]*\] *//' | awk '$1 == ".text" { print "0x" $5; exit }')
     [ -n "$_size" ] || return 1
-    _end=$(printf '0x%x' $(( _start + _size )))
+    # Module addresses are above 2^63: shell arithmetic would overflow.
+    _end=$(python3 -c "import sys; print(hex(int(sys.argv[1], 16) + int(sys.argv[2], 16)))" "$_start" "$_size") &&
+        [ -n "$_end" ] || return 1
     for _f in failslab fail_page_alloc; do
         _d=$DBG/$_f
         [ -d "$_d" ] || return 1
-        echo "$_start" > "$_d/require-start"
-        echo "$_end" > "$_d/require-end"
+        echo "$_start" > "$_d/require-start" || return 1
+        echo "$_end" > "$_d/require-end" || return 1
         echo 32 > "$_d/stacktrace-depth"
         echo N > "$_d/ignore-gfp-wait"
         [ -f "$_d/min-order" ] && echo 0 > "$_d/min-order"
