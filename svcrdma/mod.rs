@@ -78,7 +78,10 @@ impl SvcTransport for SvcRdma {
                 match conn::Conn::accept(pending, link.clone(), &settings()) {
                     Ok(c) => Some(Xprt::Conn(c)),
                     Err(e) => {
-                        crate::pr_warn_ratelimited!("svcrdma: accept failed: {:?}\n", e);
+                        crate::pr_warn_ratelimited!(
+                            "svcrdma: cannot accept a connection: error {}\n",
+                            e.to_errno()
+                        );
                         None
                     }
                 }
