@@ -19,6 +19,7 @@ expect kmemleak "kmemleak " 1 clean.log leaks.kmemleak
 # An upstream rdma_rxe bug (kernel-log-scan's KNOWN list) does not fail the
 # scan, unless one of the report's frames is in rpcrdma_rs.
 expect known-rxe "" 0 known-rxe.log
+expect known-rxe-receiver "" 0 known-rxe-receiver.log
 expect known-rxe-through-ours "WARNING " 1 known-rxe-ours.log
 expect missing-files "" 0 no-such.log no-such.kmemleak
 exit $bad
