@@ -97,7 +97,10 @@ restart_nfsd() {
 device_cycle() {  # removes this VM's RDMA device and adds it back
     _dev=$(rdma link show | awk '{ split($2, a, "/"); print a[1]; exit }')
     _t0=$(now_ms)
-    timeout 60 rdma link delete "$_dev"; _rc=$?
+    # Bounded, but generously: under I/O the C client's removal takes over
+    # 60 s on the debug kernel (every transport on the device is torn down
+    # before ib_unregister_device returns).
+    timeout "${DEVREMOVE_TIMEOUT:-240}" rdma link delete "$_dev"; _rc=$?
     _ms=$(( $(now_ms) - _t0 ))
     sleep 2
     rdma link add "$_dev" type "${_dev%%[0-9]*}" netdev "$NETIF" || _rc=1
