@@ -25,10 +25,10 @@
 # (.fi-req-NAME), the server answers (.fi-ack-NAME).
 CLIENT_MOD=${1:-rust}
 SERVER_MOD=${2:-c}
-SIZE=${3:-8}
+SIZE=${3:-4}
 VERS=${4:-4.2}
 MNT=/tmp/mnt
-DISC_INTERVAL=${DISC_INTERVAL:-150}
+DISC_INTERVAL=${DISC_INTERVAL:-60}
 MEMCG_MIB=${MEMCG_MIB:-32}
 # A connection's setup makes hundreds of allocations (a Receive buffer and
 # its work request per credit), so any steady rate fails nearly every
@@ -257,7 +257,7 @@ memcg_phase() {
     echo +memory > $_cg/cgroup.subtree_control 2>/dev/null
     mkdir -p $_cg/fi-writer
     echo $(( MEMCG_MIB * 1048576 )) > $_cg/fi-writer/memory.max || { PHASE_ERR="no memory controller"; return 1; }
-    _mib=$(( MEMCG_MIB * 2 ))
+    _mib=$(( MEMCG_MIB * 3 / 2 ))
     # buffered writes from inside the group: writeback under reclaim
     timeout -k 10 "$PHASE_TIMEOUT" sh -c "echo \$\$ > $_cg/fi-writer/cgroup.procs && exec fio --name=fi-memcg \
         --filename=$MNT/fi-memcg.dat --rw=write --bs=256k --size=${_mib}M --ioengine=psync \
