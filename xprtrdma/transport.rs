@@ -157,7 +157,10 @@ impl XprtOps for Client {
             self.inner.settings,
             self.inner.stats.clone(),
         )
-        .inspect_err(|e| crate::pr_warn_ratelimited!("connect failed: {:?}\n", e))?;
+        .map_err(|e| {
+            crate::pr_warn_ratelimited!("connect failed: error {}\n", e.to_errno());
+            transient_as_not_connected(e)
+        })?;
         *self.inner.conn.lock() = Some(conn);
         Ok(())
     }
@@ -241,5 +244,20 @@ impl Drop for Client {
         counters(self.inner.settings.strategy)
             .transports
             .add(-1, Relaxed);
+    }
+}
+
+/// What the connect worker reports to the waiting RPCs for a failed connect.
+///
+/// sunrpc's `call_connect_status` retries a task after -ENOTCONN (and the
+/// like) but fails the RPC on any errno it does not list: a memory shortage
+/// while building the connection would reach the application (an NFS
+/// `open()` returning ENOMEM under fault injection). Shortages pass, so they
+/// become -ENOTCONN: the task waits and the connect worker tries again.
+fn transient_as_not_connected(e: Error) -> Error {
+    if e == ENOMEM || e == ENOBUFS || e == EAGAIN {
+        ENOTCONN
+    } else {
+        e
     }
 }
