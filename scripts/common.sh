@@ -29,14 +29,21 @@ kernel_fragments() {
     if [ "$KERNEL_FLAVOR" = debug ]; then echo "$DEBUG_FRAGMENT"; fi
 }
 
+# The fixes scripts/setup applies to the kernel source (kernel/patches), in
+# order.
+kernel_patches() {
+    local p
+    for p in "$REPO_ROOT"/kernel/patches/*.patch; do [ -e "$p" ] && echo "$p"; done
+}
+
 # Build directory keyed by kernel package version + the hash of the fragments
-# (the fast kernel's hash is that of its one fragment, as before).
+# and the patches.
 kbuild_dir() {
     local ver hash prefix=kbuild
     ver=$(kernel_pkg_version) || return 1
     [ -n "$ver" ] || return 1
     # shellcheck disable=SC2046
-    hash=$(cat $(kernel_fragments) | sha256sum | cut -c1-12)
+    hash=$(cat $(kernel_fragments) $(kernel_patches) | sha256sum | cut -c1-12)
     [ "$KERNEL_FLAVOR" = debug ] && prefix=kbuild-debug
     echo "$CACHE_DIR/$prefix-${ver//[^A-Za-z0-9.+-]/_}-$hash"
 }
