@@ -1,8 +1,13 @@
 # shellcheck shell=sh
 # fault-inject: faults injected under load, two VMs, on the debug kernel
 # (kernel/debug.config: FAILSLAB, FAIL_PAGE_ALLOC, FAIL_SUNRPC).
-#   scripts/vm --two-vm fault-inject CLIENT_MOD SERVER_MOD [SIZE_MIB] [VERS]
-# CLIENT_MOD/SERVER_MOD: rust (rpcrdma_rs.ko) or c (the in-tree rpcrdma.ko).
+#   scripts/vm --two-vm fault-inject DIRECTIONS [SIZE_MIB]
+# DIRECTIONS: one or more CLIENT-SERVER[:VERS] joined by "+", run one after
+# the other in the same two VMs, e.g. rust-c:3+c-rust+rust-rust:4.1.
+# CLIENT and SERVER: rust (rpcrdma_rs.ko) or c (the in-tree rpcrdma.ko);
+# VERS defaults to 4.2. Between directions the client unmounts and the
+# server stops nfsd, and each side swaps its transport module (a rust
+# module must unload with nothing live).
 # The client runs fio (O_DIRECT writes, then a verifying read pass, over the
 # wire) through each phase:
 #   alloc       failslab and fail_page_alloc fail 1% of the allocations
@@ -18,26 +23,28 @@
 #               client, then on the server
 #   memcg       buffered writes from a memory cgroup capped at MEMCG_MIB,
 #               read back and verified after the caches are dropped
-# Every phase is bounded in time; the counts of injected faults are INFO
-# lines; at the end the module unloads with no RDMA object live (and the
-# harness fails the run on any kmemleak, KASAN or lockdep report).
+# Under load means fio passes of SIZE MiB one after the other until the
+# fault's action has finished (each pass verified). Every phase is bounded
+# in time; the counts of injected faults are INFO lines; a rust module
+# unloads with no RDMA object live (and the harness fails the run on any
+# kmemleak, KASAN or lockdep report). Case names carry the direction.
 # The two VMs talk through files in the export: the client asks
 # (.fi-req-NAME), the server answers (.fi-ack-NAME).
-CLIENT_MOD=${1:-rust}
-SERVER_MOD=${2:-c}
-SIZE=${3:-4}
-VERS=${4:-4.2}
+case ${1:-} in
+    rust|c) DIRECTIONS="$1-${2:-c}"; SIZE=${3:-2} ;;   # the old form: CLIENT SERVER [SIZE]
+    *) DIRECTIONS=${1:-rust-c}; SIZE=${2:-2} ;;
+esac
 MNT=/tmp/mnt
 DISC_INTERVAL=${DISC_INTERVAL:-60}
-MEMCG_MIB=${MEMCG_MIB:-32}
+MEMCG_MIB=${MEMCG_MIB:-16}
 # A connection's setup makes hundreds of allocations (a Receive buffer and
 # its work request per credit), so any steady rate fails nearly every
 # accept and connect. A budget of faults per side instead: each one lands
 # on a data-path or a setup path, costs a reconnect at worst, and the run
 # goes on once it is spent.
 ALLOC_PERCENT=${ALLOC_PERCENT:-1}
-ALLOC_TIMES=${ALLOC_TIMES:-20}
-PHASE_TIMEOUT=${PHASE_TIMEOUT:-600}
+ALLOC_TIMES=${ALLOC_TIMES:-10}
+PHASE_TIMEOUT=${PHASE_TIMEOUT:-420}
 DBG=/sys/kernel/debug
 
 load_mod() {  # load_mod rust|c
@@ -157,16 +164,19 @@ server_requests() {
     done
 }
 
-run_server() {
-    check "load-$SERVER_MOD-rpcrdma" load_mod "$SERVER_MOD" || return 1
-    if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+# serve_direction N: one direction's server side, nfsd started and stopped.
+serve_direction() {
+    check "$DIR_TAG:load-$SERVER_MOD-rpcrdma" load_mod "$SERVER_MOD" || return 1
+    if start_nfs_server; then pass "$DIR_TAG:nfs-server-start"
+    else fail "$DIR_TAG:nfs-server-start" "$NFS_ERR"; return 1; fi
     server_requests &
     _helper=$!
     server_wait_client_done $(( PHASE_TIMEOUT * 8 ))
     kill $_helper 2>/dev/null
     [ "$SERVER_MOD" = rust ] && [ -d $DBG/failslab ] && echo 0 > $DBG/failslab/probability &&
         echo 0 > $DBG/fail_page_alloc/probability
-    check nfs-server-stop stop_nfs_server
+    rm -f "$EXPORT"/.client-done "$EXPORT"/.fi-*
+    check "$DIR_TAG:nfs-server-stop" stop_nfs_server
 }
 
 # ---- client --------------------------------------------------------------------
@@ -192,8 +202,8 @@ fio_verify() {
     return $_rc
 }
 
-phase() {  # phase NAME CMD...: PASS/FAIL NAME with the time it took
-    _pn=$1; shift
+phase() {  # phase NAME CMD...: PASS/FAIL DIRECTION:NAME with the time it took
+    _pn=$DIR_TAG:$1; shift
     _t0=$(date +%s)
     if "$@"; then pass "$_pn"; else fail "$_pn" "${PHASE_ERR:-exit $?}"; fi
     info "phase $_pn took $(( $(date +%s) - _t0 ))s"
@@ -207,7 +217,7 @@ alloc_phase() {
     _cli=none
     [ "$CLIENT_MOD" = rust ] && _cli=$(alloc_faults_disarm)
     _srv=$(ask alloc-disarm 300) || _srv="no answer"
-    info "injected allocation failures: client $_cli; server $_srv"
+    info "$DIR_TAG injected allocation failures: client $_cli; server $_srv"
     [ $_rc = 0 ] || { PHASE_ERR="fio failed under allocation faults"; return 1; }
     # A phase that injected nothing proved nothing.
     case "$_cli $_srv" in
@@ -232,13 +242,25 @@ disconnect_phase() {
     _n=$(( 1000 - $(cat $_d/times) ))
     _srv=$(ask disc-disarm 300) || _srv="no answer"
     _after=$(awk '/xprt:/ { print $5; exit }' /proc/self/mountstats 2>/dev/null)
-    info "injected disconnects (every $DISC_INTERVAL RPCs): client $_n, server $_srv; transport connects ${_before:-?} -> ${_after:-?}"
+    info "$DIR_TAG injected disconnects (every $DISC_INTERVAL RPCs): client $_n, server $_srv; transport connects ${_before:-?} -> ${_after:-?}"
     [ $_rc = 0 ] || { PHASE_ERR="fio failed under injected disconnects"; return 1; }
     [ "$_n" -gt 0 ] || { PHASE_ERR="no disconnect was injected"; return 1; }
 }
 
+# fio_passes NAME: verified fio passes of SIZE MiB, one after the other,
+# until /tmp/.fi-stop exists; prints the count, fails on the first bad pass.
+fio_passes() {
+    _i=0
+    while [ ! -e /tmp/.fi-stop ]; do
+        fio_verify "$1" "$SIZE" || { echo "$_i"; return 1; }
+        _i=$((_i + 1))
+    done
+    echo "$_i"
+}
+
 under_load() {  # under_load NAME REQUEST|local-devremove: fio while it happens
-    fio_verify "fi-$1" $(( SIZE * 2 )) &
+    rm -f /tmp/.fi-stop
+    fio_passes "fi-$1" > /tmp/.fi-passes &
     _fio=$!
     sleep 3
     if [ "$2" = local-devremove ]; then
@@ -246,8 +268,11 @@ under_load() {  # under_load NAME REQUEST|local-devremove: fio while it happens
     else
         _a=$(ask "$2" 300) || _a="no answer"
     fi
-    info "$1: $_a"
-    wait $_fio || { PHASE_ERR="fio failed ($2: $_a)"; return 1; }
+    # one more pass after the fault: I/O goes on once it is over
+    sleep 1; touch /tmp/.fi-stop
+    wait $_fio; _rc=$?
+    info "$DIR_TAG $1: $_a; $(cat /tmp/.fi-passes) verified fio passes of $SIZE MiB"
+    [ $_rc = 0 ] || { PHASE_ERR="fio failed ($2: $_a)"; return 1; }
     case $2 in *devremove) [ "${_a%% *}" = 0 ] || { PHASE_ERR="rdma link delete: $_a"; return 1; } ;; esac
 }
 
@@ -264,7 +289,7 @@ memcg_phase() {
         --verify=crc32c --do_verify=0 --end_fsync=1" > /tmp/.fio-memcg.log 2>&1; _rc=$?
     _ev=$(awk '$1 == "max" { print $2 }' $_cg/fi-writer/memory.events 2>/dev/null)
     _hi=$(cat $_cg/fi-writer/memory.peak 2>/dev/null)
-    info "memcg: ${_mib} MiB written from a ${MEMCG_MIB} MiB group; memory.max events ${_ev:-?}, peak ${_hi:-?} bytes"
+    info "$DIR_TAG memcg: ${_mib} MiB written from a ${MEMCG_MIB} MiB group; memory.max events ${_ev:-?}, peak ${_hi:-?} bytes"
     [ $_rc = 0 ] || { tail -n 5 /tmp/.fio-memcg.log | sed 's/^/vm:   fio: /'; PHASE_ERR="buffered write failed"; return 1; }
     sync; echo 3 > /proc/sys/vm/drop_caches
     timeout -k 10 "$PHASE_TIMEOUT" fio --name=fi-memcg --filename=$MNT/fi-memcg.dat --rw=write --bs=256k \
@@ -275,11 +300,11 @@ memcg_phase() {
     [ $_rc = 0 ] || { tail -n 5 /tmp/.fio-memcg-v.log | sed 's/^/vm:   fio: /'; PHASE_ERR="verify after memcg pressure failed"; return 1; }
 }
 
-run_client() {
-    check "load-$CLIENT_MOD-rpcrdma" load_mod "$CLIENT_MOD" || return 1
-    NFS_MOUNT_WAIT=${NFS_MOUNT_WAIT:-240}
-    if ! nfs_mount "$VERS" "$SERVER_IP" $MNT; then fail fi-mount "$NFS_ERR"; return 1; fi
-    pass fi-mount
+# client_direction: one direction's client side, mounted to unmounted.
+client_direction() {
+    check "$DIR_TAG:load-$CLIENT_MOD-rpcrdma" load_mod "$CLIENT_MOD" || return 1
+    if ! nfs_mount "$VERS" "$SERVER_IP" $MNT; then fail "$DIR_TAG:fi-mount" "$NFS_ERR"; return 1; fi
+    pass "$DIR_TAG:fi-mount"
     # A server's report lands in the export; a directory delegation would
     # hold it back (see c-client-rust-server, server_device_removal).
     [ -w /sys/module/nfsv4/parameters/directory_delegations ] &&
@@ -293,31 +318,59 @@ run_client() {
     phase fi-memcg memcg_phase
     show_xprt
     touch $MNT/.client-done; sync
-    nfs_umount $MNT || fail fi-umount "umount"
+    nfs_umount $MNT || fail "$DIR_TAG:fi-umount" "umount"
 }
 
-# unload_no_leaks SIDE: rpcrdma_rs unloads, and its live-object counters
-# said nothing was left at unload.
+# unload_no_leaks: rpcrdma_rs unloads, and its live-object counters said
+# nothing was left at unload.
 unload_no_leaks() {
-    check unload-rust-rpcrdma unload_rust_rpcrdma
+    check "$DIR_TAG:unload-rust-rpcrdma" unload_rust_rpcrdma
     _leak='RDMA objects still live|still live at unload|still in use at unload'
     if dmesg | grep -Eq "$_leak"; then
-        fail "$1-unload-no-leaks" "$(dmesg | grep -E "$_leak" | tail -n 1)"
+        fail "$DIR_TAG:$ROLE-unload-no-leaks" "$(dmesg | grep -E "$_leak" | tail -n 1)"
     else
-        pass "$1-unload-no-leaks"
+        pass "$DIR_TAG:$ROLE-unload-no-leaks"
     fi
 }
 
-case $ROLE in
-    server)
-        run_server
-        [ "$SERVER_MOD" = rust ] && unload_no_leaks server
-        ;;
-    client)
-        run_client
-        [ "$CLIENT_MOD" = rust ] && unload_no_leaks client
-        ;;
-    *)
-        fail fault-inject "needs two VMs (scripts/vm --two-vm fault-inject ...)"
-        ;;
-esac
+server_nfsd_down() { ! tcp_probe "$SERVER_IP" 2049; }
+
+# set_direction SPEC: CLIENT_MOD, SERVER_MOD, VERS and DIR_TAG from
+# CLIENT-SERVER[:VERS].
+set_direction() {
+    VERS=${1#*:}; [ "$VERS" = "$1" ] && VERS=4.2
+    _pair=${1%%:*}
+    CLIENT_MOD=${_pair%-*} SERVER_MOD=${_pair#*-}
+    DIR_TAG="$CLIENT_MOD-$SERVER_MOD-v$VERS"
+    case "$CLIENT_MOD $SERVER_MOD" in
+        rust\ rust|rust\ c|c\ rust|c\ c) ;;
+        *) fail fault-inject "bad direction $1 (CLIENT-SERVER[:VERS], each rust or c)"; return 1 ;;
+    esac
+}
+
+_dirs=$(echo "$DIRECTIONS" | tr '+' ' ')
+_first=1
+for _d in $_dirs; do
+    set_direction "$_d" || break
+    say "---- direction $DIR_TAG ----"
+    case $ROLE in
+        server)
+            serve_direction
+            [ "$SERVER_MOD" = rust ] && unload_no_leaks
+            ;;
+        client)
+            # The next direction's server is up once its nfsd went down
+            # and came back: wait until the previous one stopped.
+            if [ $_first = 0 ]; then
+                wait_for 180 server_nfsd_down || say "the server's nfsd did not stop within 180s"
+            fi
+            client_direction
+            [ "$CLIENT_MOD" = rust ] && unload_no_leaks
+            ;;
+        *)
+            fail fault-inject "needs two VMs (scripts/vm --two-vm fault-inject ...)"
+            break
+            ;;
+    esac
+    _first=0
+done
