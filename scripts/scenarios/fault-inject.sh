@@ -43,6 +43,7 @@ MEMCG_MIB=${MEMCG_MIB:-16}
 # on a data-path or a setup path and costs a reconnect at worst, and the
 # run goes on once it is spent. Each failed connect doubles sunrpc's
 # reconnect delay (up to a minute here), so the budget is small.
+ALLOC_PERCENT=${ALLOC_PERCENT:-1}
 ALLOC_TIMES=${ALLOC_TIMES:-3}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-420}
 DBG=/sys/kernel/debug
@@ -213,7 +214,7 @@ phase() {  # phase NAME CMD...: PASS/FAIL DIRECTION:NAME with the time it took
 alloc_phase() {
     if [ "$CLIENT_MOD" = rust ]; then alloc_faults_arm || { PHASE_ERR="cannot arm the client"; return 1; }; fi
     _srv=$(ask alloc-arm) || { PHASE_ERR="server did not arm"; return 1; }
-    fio_verify fi-alloc "$SIZE"; _rc=$?
+    fio_verify fi-alloc $(( SIZE * 2 )); _rc=$?
     _cli=none
     [ "$CLIENT_MOD" = rust ] && _cli=$(alloc_faults_disarm)
     _srv=$(ask alloc-disarm 300) || _srv="no answer"
