@@ -36,7 +36,7 @@ case ${1:-} in
 esac
 MNT=/tmp/mnt
 DISC_INTERVAL=${DISC_INTERVAL:-60}
-MEMCG_MIB=${MEMCG_MIB:-16}
+MEMCG_MIB=${MEMCG_MIB:-8}
 # A connection's setup makes hundreds of allocations (a Receive buffer and
 # its work request per credit), so any steady rate fails nearly every
 # accept and connect. A budget of faults per side instead: each one lands
@@ -310,7 +310,6 @@ client_direction() {
     # hold it back (see c-client-rust-server, server_device_removal).
     [ -w /sys/module/nfsv4/parameters/directory_delegations ] &&
         echo N > /sys/module/nfsv4/parameters/directory_delegations
-    phase fi-baseline fio_verify fi-baseline "$SIZE"
     phase fi-alloc alloc_phase
     phase fi-disconnect disconnect_phase
     phase fi-nfsd-restart under_load nfsd-restart restart
