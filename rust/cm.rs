@@ -127,7 +127,6 @@ struct EventQueue {
     slots: [Option<CmEvent>; QUEUE_LEN],
     head: usize,
     len: usize,
-    dropped: u64,
 }
 
 impl EventQueue {
@@ -136,7 +135,6 @@ impl EventQueue {
             slots: core::array::from_fn(|_| None),
             head: 0,
             len: 0,
-            dropped: 0,
         }
     }
 
@@ -149,10 +147,7 @@ impl EventQueue {
                 self.len += 1;
                 Ok(())
             }
-            _ => {
-                self.dropped += 1;
-                Err(ev)
-            }
+            _ => Err(ev),
         }
     }
 
@@ -444,7 +439,7 @@ impl CmId {
         self.ctx.state.lock().handler.take()
     }
 
-    pub(crate) fn as_ptr(&self) -> *mut bindings::rdma_cm_id {
+    pub(in crate::rdma) fn as_ptr(&self) -> *mut bindings::rdma_cm_id {
         self.ptr.as_ptr()
     }
 
@@ -516,11 +511,6 @@ impl CmId {
         })
     }
 
-    /// Takes the next queued event without waiting.
-    pub fn try_event(&self) -> Option<CmEvent> {
-        self.ctx.state.lock().queue.pop()
-    }
-
     /// Waits up to `timeout_ms` for the next event (while no handler is
     /// installed: events then go to the handler instead).
     ///
@@ -541,11 +531,6 @@ impl CmId {
                 kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
             }
         }
-    }
-
-    /// Events that were dropped because the queue was full.
-    pub fn dropped_events(&self) -> u64 {
-        self.ctx.state.lock().queue.dropped
     }
 }
 

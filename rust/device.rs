@@ -6,8 +6,7 @@
 //! the client registers and for every device that appears later, and `remove`
 //! before a device goes away. The registry keeps a snapshot of each device's
 //! name and limits so transports can size their resources and report what
-//! they run on, and a removal generation count that transports compare to
-//! notice that a device went away.
+//! they run on.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 
@@ -100,7 +99,6 @@ kernel::sync::global_lock! {
     unsafe(uninit) static DEVICES: Mutex<KVec<DeviceInfo>> = KVec::new();
 }
 
-static REMOVALS: Atomic<u64> = Atomic::new(0);
 static REGISTERED: Atomic<bool> = Atomic::new(false);
 
 /// Calls `f` for every RDMA device currently present.
@@ -118,12 +116,6 @@ pub fn count() -> usize {
     let mut n = 0;
     for_each(|_| n += 1);
     n
-}
-
-/// How many devices have been removed since the client registered; a
-/// transport that sees this change re-checks its device.
-pub fn removal_generation() -> u64 {
-    REMOVALS.load(Relaxed)
 }
 
 /// Called by the RDMA core for each device, in process context.
@@ -181,7 +173,6 @@ unsafe extern "C" fn device_remove(
             pr_info!("device {} removed\n", info.name());
         }
     }
-    REMOVALS.add(1, Relaxed);
 }
 
 /// The module's registration as an `ib_client`.

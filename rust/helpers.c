@@ -46,11 +46,6 @@ void rpcrdma_rs_ib_client_unregister(void)
 	ib_unregister_client(&rpcrdma_rs_ib_client);
 }
 
-void rpcrdma_rs_ib_set_client_data(struct ib_device *device, void *data)
-{
-	ib_set_client_data(device, &rpcrdma_rs_ib_client, data);
-}
-
 const char *rpcrdma_rs_ib_device_name(struct ib_device *device)
 {
 	return dev_name(&device->dev);

@@ -60,7 +60,6 @@ typedef void (*rpcrdma_rs_device_remove_fn)(struct ib_device *device,
 int rpcrdma_rs_ib_client_register(rpcrdma_rs_device_add_fn add,
 				  rpcrdma_rs_device_remove_fn remove);
 void rpcrdma_rs_ib_client_unregister(void);
-void rpcrdma_rs_ib_set_client_data(struct ib_device *device, void *data);
 const char *rpcrdma_rs_ib_device_name(struct ib_device *device);
 void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 			       struct rpcrdma_rs_dev_attr *out);

@@ -390,11 +390,6 @@ struct net *rpcrdma_rs_svc_xprt_net(struct svc_xprt *xprt)
 	return xprt->xpt_net;
 }
 
-void rpcrdma_rs_svc_xprt_set_priv(struct svc_xprt *xprt, void *priv)
-{
-	container_of(xprt, struct rpcrdma_rs_svc_xprt, xprt)->priv = priv;
-}
-
 void rpcrdma_rs_svc_xprt_kfree(struct svc_xprt *xprt)
 {
 	kfree(container_of(xprt, struct rpcrdma_rs_svc_xprt, xprt));

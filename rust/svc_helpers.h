@@ -67,7 +67,6 @@ struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,
 void *rpcrdma_rs_svc_xprt_priv(struct svc_xprt *xprt);
 struct svc_serv *rpcrdma_rs_svc_xprt_serv(struct svc_xprt *xprt);
 struct net *rpcrdma_rs_svc_xprt_net(struct svc_xprt *xprt);
-void rpcrdma_rs_svc_xprt_set_priv(struct svc_xprt *xprt, void *priv);
 void rpcrdma_rs_svc_xprt_kfree(struct svc_xprt *xprt);
 void rpcrdma_rs_svc_xprt_set_addrs(struct svc_xprt *xprt,
 				   struct rdma_cm_id *id, bool listener);

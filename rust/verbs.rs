@@ -158,12 +158,12 @@ pub struct Anchor {
 
 impl Anchor {
     /// The protection domain.
-    pub(crate) fn pd_ptr(&self) -> *mut bindings::ib_pd {
+    pub(in crate::rdma) fn pd_ptr(&self) -> *mut bindings::ib_pd {
         self.pd.pd.as_ptr()
     }
 
     /// The device.
-    pub(crate) fn device_ptr(&self) -> *mut bindings::ib_device {
+    pub(in crate::rdma) fn device_ptr(&self) -> *mut bindings::ib_device {
         self.pd.device.as_ptr()
     }
 }
@@ -310,7 +310,7 @@ impl Endpoint {
 
     /// The queue pair, for FFI code in `rust/` that extends the layer
     /// (chained work requests, registrations).
-    pub(crate) fn qp_ptr(&self) -> *mut bindings::ib_qp {
+    pub(in crate::rdma) fn qp_ptr(&self) -> *mut bindings::ib_qp {
         self.qp.as_ptr()
     }
 

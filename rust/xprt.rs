@@ -103,6 +103,21 @@ impl Xprt {
         unsafe { bindings::rpcrdma_rs_xprt_update_cwnd(self.ptr.as_ptr(), credits) };
     }
 
+    /// Whether sunrpc considers the transport connected.
+    pub fn is_connected(&self) -> bool {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_xprt_is_connected(self.ptr.as_ptr()) }
+    }
+
+    /// Closes the connection now, from the send path (process context, the
+    /// transport's send lock held): [`XprtOps::close`], then sunrpc's own
+    /// bookkeeping of a disconnect (C `xprt_rdma_close`). The next call
+    /// reconnects.
+    pub fn drop_connection(&self) {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_xprt_drop_connection(self.ptr.as_ptr()) };
+    }
+
     /// Asks sunrpc to close the connection (from any context).
     pub fn force_disconnect(&self) {
         // SAFETY: Valid by the type invariant.
@@ -146,6 +161,12 @@ impl Xprt {
 
 /// A request being sent (`struct rpc_rqst`), borrowed for the duration of
 /// `send_request`.
+///
+/// # Invariants
+///
+/// `ptr` points to a live `rpc_rqst` of this transport for `'a`: sunrpc
+/// holds the request (and its buffers) for the duration of the call that
+/// lent it.
 pub struct Rqst<'a> {
     ptr: NonNull<bindings::rpc_rqst>,
     _p: PhantomData<&'a ()>,
@@ -174,6 +195,40 @@ impl Rqst<'_> {
     pub fn mark_sent(&self) {
         // SAFETY: The request is valid while borrowed.
         unsafe { bindings::rpcrdma_rs_rqst_mark_sent(self.ptr.as_ptr()) };
+    }
+
+    /// Whether this is the Reply to a reverse-direction (backchannel) Call
+    /// rather than a call of ours.
+    pub fn is_backchannel(&self) -> bool {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_rqst_is_bc(self.ptr.as_ptr()) }
+    }
+
+    /// Takes a congestion window slot for the request
+    /// (`xprt_request_get_cong`); false when the window is full.
+    pub fn take_cong_slot(&self) -> bool {
+        // SAFETY: Valid by the type invariant; called with the transport's
+        // send lock held, as sunrpc requires.
+        unsafe { bindings::rpcrdma_rs_rqst_get_cong(self.ptr.as_ptr()) }
+    }
+
+    /// Whether the request was already sent on the current connection (a
+    /// retransmission).
+    pub fn sent_on_this_connection(&self) -> bool {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_rqst_same_connection(self.ptr.as_ptr()) }
+    }
+
+    /// Counts the send buffer as transmitted (`rq_xmit_bytes_sent`).
+    pub fn count_sent(&self) {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_rqst_count_sent(self.ptr.as_ptr()) };
+    }
+
+    /// Whether the RPC expects a reply (`rpc_reply_expected`).
+    pub fn reply_expected(&self) -> bool {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::rpcrdma_rs_rqst_reply_expected(self.ptr.as_ptr()) }
     }
 
     /// Identity of the request (for per-request state), never dereferenced.
@@ -258,15 +313,14 @@ pub trait XprtOps: Sized + Send + Sync {
     fn setup(xprt: Xprt) -> Result<Self>;
     /// Connects; blocks (process context). Called with the connect lock.
     fn connect(&self) -> Result;
-    /// Marshals and posts one call.
+    /// Sends one request: a call, or the Reply to a backchannel Call
+    /// ([`Rqst::is_backchannel`]). Admission and reconnection are the
+    /// transport's to decide (sunrpc's `->send_request`).
     fn send_request(&self, rqst: &Rqst<'_>) -> Result;
     /// Tears the connection down.
     fn close(&self);
     /// Releases what a request still holds (its reply never came).
     fn buf_free(&self, rqst: &Rqst<'_>);
-    /// Marshals and posts the Reply to a reverse-direction (backchannel)
-    /// Call; the request's send buffer holds the RPC Reply.
-    fn bc_send_reply(&self, rqst: &Rqst<'_>) -> Result;
     /// The mountstats counters.
     fn stats(&self) -> XprtStats;
     /// Deferred work requested with [`Xprt::schedule_flush`] (process
@@ -288,7 +342,6 @@ impl<T: XprtOps> XprtVTable<T> {
         close: Some(Self::close),
         destroy: Some(Self::destroy),
         buf_free: Some(Self::buf_free),
-        bc_send_reply: Some(Self::bc_send_reply),
         stats: Some(Self::stats),
         flush: Some(Self::flush),
         inject_disconnect: Some(Self::inject_disconnect),
@@ -400,19 +453,6 @@ impl<T: XprtOps> XprtVTable<T> {
                 _p: PhantomData,
             });
         }
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`,
-    /// and a backchannel request it owns for the duration of the call.
-    unsafe extern "C" fn bc_send_reply(
-        state: *mut kernel::ffi::c_void,
-        rqst: *mut bindings::rpc_rqst,
-    ) -> kernel::ffi::c_int {
-        // SAFETY: Called by the C side between setup and destroy, with a
-        // request it owns for the duration of the call.
-        unsafe { Self::with_rqst(state, rqst, T::bc_send_reply) }
     }
 
     /// # Safety

@@ -43,7 +43,6 @@ static const struct rpcrdma_rs_xprt_cbs *rpcrdma_rs_cbs;
 static struct workqueue_struct *rpcrdma_rs_connect_wq;
 
 #if defined(CONFIG_SUNRPC_BACKCHANNEL)
-static int rpcrdma_rs_bc_send_reply(struct rpc_rqst *rqst);
 static void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt,
 				       unsigned int max_reqs);
 #endif
@@ -190,39 +189,53 @@ static void rpcrdma_rs_op_destroy(struct rpc_xprt *xprt)
 	module_put(THIS_MODULE);
 }
 
+/* The send policy (admission, reconnecting instead of retransmitting on
+ * the same connection) is Client::send_request in xprtrdma/transport.rs.
+ */
 static int rpcrdma_rs_op_send_request(struct rpc_rqst *rqst)
 {
-	struct rpc_xprt *xprt = rqst->rq_xprt;
-	int rc;
+	return rpcrdma_rs_cbs->send_request(to_rsx(rqst->rq_xprt)->state, rqst);
+}
 
+/* Static inlines and fields the send policy reads. */
+bool rpcrdma_rs_rqst_is_bc(const struct rpc_rqst *rqst)
+{
 #if defined(CONFIG_SUNRPC_BACKCHANNEL)
 	/* Backchannel rqsts have no rq_buffer (no ->buf_alloc). */
-	if (unlikely(!rqst->rq_buffer))
-		return rpcrdma_rs_bc_send_reply(rqst);
+	return !rqst->rq_buffer;
+#else
+	return false;
 #endif
-	if (!xprt_connected(xprt))
-		return -ENOTCONN;
-	if (!xprt_request_get_cong(xprt, rqst))
-		return -EBADSLT;
-	/* A retransmission on the same connection would consume a credit
-	 * the server never granted: reconnect instead (transport.c).
-	 */
-	if (rqst->rq_connect_cookie == xprt->connect_cookie)
-		goto drop_connection;
-	rc = rpcrdma_rs_cbs->send_request(to_rsx(xprt)->state, rqst);
-	if (rc == -ENOTCONN)
-		goto drop_connection;
-	if (rc)
-		return rc;
-	rqst->rq_xmit_bytes_sent += rqst->rq_snd_buf.len;
-	/* An RPC with no reply throws off credit accounting. */
-	if (!rpc_reply_expected(rqst->rq_task))
-		goto drop_connection;
-	return 0;
+}
 
-drop_connection:
+bool rpcrdma_rs_xprt_is_connected(struct rpc_xprt *xprt)
+{
+	return xprt_connected(xprt);
+}
+
+bool rpcrdma_rs_rqst_get_cong(struct rpc_rqst *rqst)
+{
+	return xprt_request_get_cong(rqst->rq_xprt, rqst);
+}
+
+bool rpcrdma_rs_rqst_same_connection(const struct rpc_rqst *rqst)
+{
+	return rqst->rq_connect_cookie == rqst->rq_xprt->connect_cookie;
+}
+
+void rpcrdma_rs_rqst_count_sent(struct rpc_rqst *rqst)
+{
+	rqst->rq_xmit_bytes_sent += rqst->rq_snd_buf.len;
+}
+
+bool rpcrdma_rs_rqst_reply_expected(const struct rpc_rqst *rqst)
+{
+	return rpc_reply_expected(rqst->rq_task);
+}
+
+void rpcrdma_rs_xprt_drop_connection(struct rpc_xprt *xprt)
+{
 	rpcrdma_rs_op_close(xprt);
-	return -ENOTCONN;
 }
 
 static int rpcrdma_rs_op_buf_alloc(struct rpc_task *task)
@@ -463,24 +476,6 @@ static void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int max_r
 	}
 }
 
-/* A Reply to a reverse-direction Call (transport.c, backchannel.c). */
-static int rpcrdma_rs_bc_send_reply(struct rpc_rqst *rqst)
-{
-	struct rpc_xprt *xprt = rqst->rq_xprt;
-	int rc;
-
-	if (!xprt_connected(xprt))
-		return -ENOTCONN;
-	/* The Reply consumes one of the server's Receives, as a Call does. */
-	if (!xprt_request_get_cong(xprt, rqst))
-		return -EBADSLT;
-	rc = rpcrdma_rs_cbs->bc_send_reply(to_rsx(xprt)->state, rqst);
-	if (rc == -ENOTCONN) {
-		rpcrdma_rs_op_close(xprt);
-		return -ENOTCONN;
-	}
-	return rc;
-}
 #else
 int rpcrdma_rs_bc_receive_call(struct rpc_xprt *xprt, const void *src, u32 len)
 {
@@ -651,9 +646,6 @@ void rpcrdma_rs_rqst_info(struct rpc_rqst *rqst,
 			  struct rpcrdma_rs_rqst_info *out)
 {
 	out->xid = be32_to_cpu(rqst->rq_xid);
-	out->reply_expected = rpc_reply_expected(rqst->rq_task);
-	out->retransmit = rqst->rq_connect_cookie ==
-			  rqst->rq_xprt->connect_cookie;
 	rpcrdma_rs_shape(&rqst->rq_snd_buf, &out->snd);
 	rpcrdma_rs_shape(&rqst->rq_rcv_buf, &out->rcv);
 }
@@ -746,11 +738,6 @@ void rpcrdma_rs_xprt_data_seen(struct rpc_xprt *xprt)
 {
 	if (xprt->reestablish_timeout)
 		xprt->reestablish_timeout = 0;
-}
-
-u32 rpcrdma_rs_xprt_connect_cookie(struct rpc_xprt *xprt)
-{
-	return xprt->connect_cookie;
 }
 
 /*
@@ -1149,7 +1136,7 @@ void rpcrdma_rs_phys_free(struct ib_device *device, struct rpcrdma_rs_phys *pm)
 static char rpcrdma_rs_memreg[16] = "fmr";
 module_param_string(memreg, rpcrdma_rs_memreg, sizeof(rpcrdma_rs_memreg), 0444);
 MODULE_PARM_DESC(memreg,
-		 "Client memory registration: fmr (default; a pool of fast-registration MRs per connection, mapped per I/O) or physical (global steering tag: the server can read and write ALL client memory; trusted servers only)");
+		 "Client memory registration: fmr (default; FMR-style pool semantics built on FRWR work requests, since the kernel removed the FMR verbs in 5.8: MRs allocated per connection at connect time, mapped per I/O with REG_MR, invalidated with LOCAL_INV, optionally in batches) or physical (global steering tag: the server can read and write ALL client memory; trusted servers only)");
 
 const char *rpcrdma_rs_param_memreg(void)
 {

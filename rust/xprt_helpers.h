@@ -36,7 +36,9 @@ struct rpcrdma_rs_xprt_cbs {
 	void *(*setup)(struct rpc_xprt *xprt);
 	/* Connects (blocking, process context); 0 or a negative errno. */
 	int (*connect)(void *state);
-	/* Marshals and posts one RPC call; 0 or a negative errno. */
+	/* Sends one request (a call, or the Reply to a backchannel Call):
+	 * sunrpc's ->send_request; 0 or a negative errno.
+	 */
 	int (*send_request)(void *state, struct rpc_rqst *rqst);
 	/* Tears the connection down (the transport may reconnect later). */
 	void (*close)(void *state);
@@ -44,10 +46,6 @@ struct rpcrdma_rs_xprt_cbs {
 	void (*destroy)(void *state);
 	/* Releases what a request still holds (signal, timeout). */
 	void (*buf_free)(void *state, struct rpc_rqst *rqst);
-	/* Marshals and posts the Reply to a reverse-direction Call (its
-	 * RPC message is in rqst->rq_snd_buf); 0 or a negative errno.
-	 */
-	int (*bc_send_reply)(void *state, struct rpc_rqst *rqst);
 	/* Fills the mountstats counters. */
 	void (*stats)(void *state, struct rpcrdma_rs_xprt_stats *out);
 	/* Deferred work scheduled with rpcrdma_rs_xprt_schedule_flush()
@@ -75,8 +73,6 @@ struct rpcrdma_rs_xdr_shape {
 
 struct rpcrdma_rs_rqst_info {
 	u32 xid;		/* host order */
-	bool reply_expected;
-	bool retransmit;	/* sent before on this connection */
 	struct rpcrdma_rs_xdr_shape snd;
 	struct rpcrdma_rs_xdr_shape rcv;
 };
@@ -87,6 +83,13 @@ int rpcrdma_rs_xprt_addr(struct rpc_xprt *xprt, int *family, u8 *addr,
 			 u16 *port);
 void rpcrdma_rs_rqst_info(struct rpc_rqst *rqst,
 			  struct rpcrdma_rs_rqst_info *out);
+bool rpcrdma_rs_rqst_is_bc(const struct rpc_rqst *rqst);
+bool rpcrdma_rs_xprt_is_connected(struct rpc_xprt *xprt);
+bool rpcrdma_rs_rqst_get_cong(struct rpc_rqst *rqst);
+bool rpcrdma_rs_rqst_same_connection(const struct rpc_rqst *rqst);
+void rpcrdma_rs_rqst_count_sent(struct rpc_rqst *rqst);
+bool rpcrdma_rs_rqst_reply_expected(const struct rpc_rqst *rqst);
+void rpcrdma_rs_xprt_drop_connection(struct rpc_xprt *xprt);
 void rpcrdma_rs_rqst_mark_sent(struct rpc_rqst *rqst);
 int rpcrdma_rs_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
 			 u32 len);
@@ -99,7 +102,6 @@ void rpcrdma_rs_xprt_complete(struct rpc_xprt *xprt, struct rpc_rqst *rqst,
 void rpcrdma_rs_xprt_update_cwnd(struct rpc_xprt *xprt, u32 credits);
 void rpcrdma_rs_xprt_force_disconnect(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_data_seen(struct rpc_xprt *xprt);
-u32 rpcrdma_rs_xprt_connect_cookie(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_schedule_flush(struct rpc_xprt *xprt, u32 ms);
 
 /* Backchannel: hands a received reverse-direction Call (the RPC message,

@@ -48,7 +48,7 @@ module! {
         },
         fmr_pool_size: u32 {
             default: 0,
-            description: "Client memreg=fmr: MRs allocated per connection at connect time (0: 4 per credit)",
+            description: "Client memreg=fmr (FMR-style pool on FRWR work requests): MRs allocated per connection at connect time (0: 4 per credit)",
         },
         fmr_pages_per_mr: u32 {
             default: 0,

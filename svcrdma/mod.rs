@@ -5,9 +5,12 @@
 //!
 //! - `listener`: `xpo_create` (an RDMA CM listener) and the queue of
 //!   connection requests `xpo_accept` takes from;
-//! - `conn`: one connection: endpoint sizing, receives, decoding each Call
-//!   with [`crate::proto::decode::decode_call`], building `rq_arg`, and
-//!   sending Replies (inline, through Write chunks, or a Reply chunk);
+//! - `conn`: the state of one connection, and the files that act on it,
+//!   named like their C counterparts: `accept` (sizing, Receives, CM
+//!   events), `recv_queue`, `recvfrom` (decoding each Call with
+//!   [`crate::proto::decode::decode_call`], building `rq_arg`), `sendto`
+//!   (Replies inline, through Write chunks, or a Reply chunk),
+//!   `backchannel`;
 //! - `rw`: RDMA Read and Write of chunks, the send queue gate and the
 //!   Calls whose RDMA Reads run while no thread waits for them.
 //!
@@ -23,13 +26,18 @@ use crate::rdma::regcache::RegCache;
 use crate::rdma::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Arc;
+use kernel::sync::{Arc, SetOnce};
 
+mod accept;
+mod backchannel;
 mod cache;
 mod conn;
 mod listener;
+mod recv_queue;
+mod recvfrom;
 mod rw;
+mod sendto;
+mod sq_gate;
 
 /// Settings of the server transport, from the module parameters.
 #[derive(Clone, Copy)]
@@ -41,17 +49,11 @@ struct Settings {
     inline_recv: u32,
 }
 
-static MAX_REQUESTS: Atomic<u32> = Atomic::new(128);
-static INLINE_SEND: Atomic<u32> = Atomic::new(4096);
-static INLINE_RECV: Atomic<u32> = Atomic::new(4096);
-
-fn settings() -> Settings {
-    Settings {
-        max_requests: MAX_REQUESTS.load(Relaxed),
-        inline_send: INLINE_SEND.load(Relaxed),
-        inline_recv: INLINE_RECV.load(Relaxed),
-    }
-}
+/// The module's validated configuration, handed over once by
+/// [`ServerTransport::register`] before the class is registered (sunrpc's
+/// `xpo_create` and `xpo_accept` carry no class-private pointer); no
+/// defaults of its own.
+static SETTINGS: SetOnce<Settings> = SetOnce::new();
 
 /// A transport of the class: a listener or a connection.
 enum Xprt {
@@ -75,7 +77,9 @@ impl SvcTransport for SvcRdma {
         match listener {
             Xprt::Listener(l) => {
                 let pending = l.next()?;
-                match conn::Conn::accept(pending, link.clone(), &settings()) {
+                // Set before the class was registered.
+                let settings = SETTINGS.as_ref()?;
+                match conn::Conn::accept(pending, link.clone(), settings) {
                     Ok(c) => Some(Xprt::Conn(c)),
                     Err(e) => {
                         crate::pr_warn_ratelimited!(
@@ -153,9 +157,14 @@ impl ServerTransport {
     /// Registers the server transport class "rdma"; `dir` is the module's
     /// debugfs directory.
     pub(crate) fn register(cfg: &Config, dir: &Dir) -> Result<Self> {
-        MAX_REQUESTS.store(cfg.max_requests, Relaxed);
-        INLINE_SEND.store(cfg.max_inline_read, Relaxed);
-        INLINE_RECV.store(cfg.max_inline_write, Relaxed);
+        let settings = Settings {
+            max_requests: cfg.max_requests,
+            inline_send: cfg.max_inline_read,
+            inline_recv: cfg.max_inline_write,
+        };
+        if !SETTINGS.populate(settings) {
+            return Err(EBUSY);
+        }
         let cache = cache::module_init()?;
         // /sys/kernel/debug/rpcrdma_rs/svc_registration_cache: per class
         // hits, misses, registrations, evictions and what is held.

@@ -12,9 +12,8 @@
 
 use super::conn::Conn;
 use super::transport::bump;
+use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
-use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
-use crate::proto::msg::RPCRDMA_VERSION;
 use crate::rdma::verbs::SendOp;
 use crate::rdma::xprt::Rqst;
 use kernel::alloc::KVec;
@@ -97,18 +96,8 @@ impl Conn {
         let info = rqst.info();
         let len = info.snd.len;
         let max = self.inline_send();
-        let hdr = HeaderRef {
-            xid: info.xid,
-            vers: RPCRDMA_VERSION,
-            credits: BC_SLOTS,
-            body: BodyRef::Msg(ChunkListsRef {
-                read: &[],
-                write: &[],
-                reply: None,
-            }),
-        };
         let mut out = KVec::from_elem(0u8, max as usize, GFP_KERNEL)?;
-        let hlen = encode_header(&hdr, &mut out).map_err(|_| EIO)?;
+        let hlen = encode_header(info.xid, BC_SLOTS, &mut out).map_err(|_| EIO)?;
         let end = hlen.checked_add(len as usize).ok_or(EIO)?;
         let Some(dst) = out.get_mut(hlen..end) else {
             crate::pr_warn_ratelimited!(

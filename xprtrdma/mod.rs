@@ -5,9 +5,10 @@
 //!
 //! - `transport`: the sunrpc side ([`XprtOps`](crate::rdma::xprt::XprtOps)):
 //!   connect, send, close, statistics;
-//! - `conn`: one connection: queue pair, receives, the FRWR pool ("fmr"
-//!   strategy: steering tags allocated at connect, mapped per I/O), and
-//!   reply handling;
+//! - `conn`: the state of one connection, and the files that act on it,
+//!   named like their C counterparts: `connect`, `marshal`, `reply`,
+//!   `frwr`, `physical`, `send_buf`, `backchannel`;
+//! - `reg`: the registration strategy chosen by `memreg` and its counters;
 //! - marshaling decisions come from the protocol core's planner
 //!   ([`crate::proto::planner`]).
 
@@ -17,7 +18,13 @@ use kernel::prelude::*;
 
 mod backchannel;
 mod conn;
+mod connect;
+mod frwr;
+mod marshal;
+mod physical;
 mod reg;
+mod reply;
+mod send_buf;
 mod transport;
 
 use kernel::debugfs::{Dir, File};
@@ -39,7 +46,7 @@ impl ClientTransport {
                 "memreg=physical: every NFS server this host mounts from over RDMA can read and write ALL of its memory through a global steering tag; use only with trusted servers\n"
             );
         }
-        transport::set_config(cfg, strategy);
+        transport::set_config(cfg, strategy)?;
         // /sys/kernel/debug/rpcrdma_rs/client_registration: which strategy
         // transports use and what each strategy did.
         let file = KBox::pin_init(

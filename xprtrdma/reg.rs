@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Memory registration strategies of the client, behind one small
-//! interface: marshaling asks for a range of a request's buffer to be
-//! registered and gets RDMA segments back, plus a [`Reg`] it keeps until
-//! the reply; reply handling releases each [`Reg`] as its kind requires. A
-//! third strategy adds a variant here and a branch in `Conn::register` and
-//! `Conn::finish`, nothing in marshaling.
+//! Memory registration strategies of the client: marshaling asks for a
+//! range of a request's buffer to be registered and gets RDMA segments
+//! back, plus a [`Reg`] it keeps until the reply; reply handling releases
+//! each [`Reg`] as its kind requires. The strategies live in `frwr.rs` and
+//! `physical.rs`; a third adds a variant here and a branch in
+//! `Conn::register` and `Conn::finish`, nothing in marshaling.
 //!
-//! - `fmr` (default): a pool of fast-registration MRs allocated at connect
-//!   time, so every steering tag exists before any I/O; each chunk is
+//! - `fmr` (default): FMR-style pool semantics, as in the design papers,
+//!   built on FRWR work requests (`ib_alloc_mr`, `IB_WR_REG_MR`,
+//!   `IB_WR_LOCAL_INV`). It is not the kernel's FMR API (`ib_fmr_pool`,
+//!   removed in Linux 5.8); the name is the pool's behaviour: a pool of MRs
+//!   allocated at connect time, so every steering tag exists before any
+//!   I/O, and optionally batched invalidation. Each chunk is
 //!   mapped into an MR with REG_MR chained in front of the Send and
 //!   invalidated after the reply (LOCAL_INV, or remotely by Send With
 //!   Invalidate). With `fmr_dirty_watermark` > 0, invalidations are batched:
@@ -33,7 +37,8 @@ pub(crate) const DIRTY_FLUSH_MS: u32 = 1000;
 /// The registration strategy of a transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Strategy {
-    /// Pre-allocated fast-registration MRs mapped per I/O.
+    /// FMR-style pool semantics on FRWR: MRs allocated at connect,
+    /// mapped per I/O with REG_MR, invalidated with LOCAL_INV.
     Fmr,
     /// Global steering tag and DMA addresses.
     Physical,

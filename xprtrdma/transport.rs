@@ -11,29 +11,35 @@ use crate::rdma::xprt::{Rqst, Xprt, XprtOps, XprtStats};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Mutex};
+use kernel::sync::{Arc, Mutex, SetOnce};
 
-static MAX_REQUESTS: Atomic<u32> = Atomic::new(128);
-static INLINE_READ: Atomic<u32> = Atomic::new(4096);
-static INLINE_WRITE: Atomic<u32> = Atomic::new(4096);
-static POOL_SIZE: Atomic<u32> = Atomic::new(512);
-static PAGES_PER_MR: Atomic<u32> = Atomic::new(0);
-static DIRTY_WATERMARK: Atomic<u32> = Atomic::new(0);
-static PHYSICAL: Atomic<bool> = Atomic::new(false);
+/// The module's validated configuration, handed over once by
+/// [`set_config`] before the class is registered. sunrpc's `setup` callback
+/// carries no class-private pointer, so this is where transports find it;
+/// it has no defaults of its own.
+static SETTINGS: SetOnce<Settings> = SetOnce::new();
 
 /// Largest payload of the "physical" strategy: one segment per page and
 /// at most 16 segments per chunk (two for misaligned head and tail).
 const PHYSICAL_MAX_PAYLOAD: u32 = 14 * 4096;
 
-/// Records the module's settings for transports created later.
-pub(super) fn set_config(cfg: &Config, strategy: Strategy) {
-    MAX_REQUESTS.store(cfg.max_requests, Relaxed);
-    INLINE_READ.store(cfg.max_inline_read, Relaxed);
-    INLINE_WRITE.store(cfg.max_inline_write, Relaxed);
-    POOL_SIZE.store(cfg.fmr_pool_size, Relaxed);
-    PAGES_PER_MR.store(cfg.fmr_pages_per_mr, Relaxed);
-    DIRTY_WATERMARK.store(cfg.fmr_dirty_watermark, Relaxed);
-    PHYSICAL.store(strategy == Strategy::Physical, Relaxed);
+/// Hands the module's configuration to the transports created later
+/// (once, before the class is registered).
+pub(super) fn set_config(cfg: &Config, strategy: Strategy) -> Result {
+    let settings = Settings {
+        max_requests: cfg.max_requests,
+        inline_read: cfg.max_inline_read,
+        inline_write: cfg.max_inline_write,
+        strategy,
+        pool_size: cfg.fmr_pool_size,
+        pages_per_mr: cfg.fmr_pages_per_mr,
+        dirty_watermark: cfg.fmr_dirty_watermark,
+    };
+    if SETTINGS.populate(settings) {
+        Ok(())
+    } else {
+        Err(EBUSY)
+    }
 }
 
 /// Settings of one transport, fixed at setup.
@@ -119,20 +125,9 @@ impl Client {
 
 impl XprtOps for Client {
     fn setup(xprt: Xprt) -> Result<Self> {
-        let strategy = if PHYSICAL.load(Relaxed) {
-            Strategy::Physical
-        } else {
-            Strategy::Fmr
-        };
-        let settings = Settings {
-            max_requests: MAX_REQUESTS.load(Relaxed),
-            inline_read: INLINE_READ.load(Relaxed),
-            inline_write: INLINE_WRITE.load(Relaxed),
-            strategy,
-            pool_size: POOL_SIZE.load(Relaxed),
-            pages_per_mr: PAGES_PER_MR.load(Relaxed),
-            dirty_watermark: DIRTY_WATERMARK.load(Relaxed),
-        };
+        // Set before the class was registered, so before any setup.
+        let settings = SETTINGS.copy().ok_or(EINVAL)?;
+        let strategy = settings.strategy;
         if strategy == Strategy::Physical {
             xprt.set_max_payload(PHYSICAL_MAX_PAYLOAD);
         }
@@ -165,9 +160,48 @@ impl XprtOps for Client {
         Ok(())
     }
 
+    /// The send policy of C `xprt_rdma_send_request`.
     fn send_request(&self, rqst: &Rqst<'_>) -> Result {
-        let conn = self.conn().ok_or(ENOTCONN)?;
-        conn.send(&conn, rqst)
+        let xprt = &self.inner.xprt;
+        if !xprt.is_connected() {
+            return Err(ENOTCONN);
+        }
+        // A call, and equally a backchannel Reply, consumes one of the
+        // server's Receives: both wait for a congestion window slot.
+        if !rqst.take_cong_slot() {
+            return Err(EBADSLT);
+        }
+        if rqst.is_backchannel() {
+            let res = self
+                .conn()
+                .ok_or(ENOTCONN)
+                .and_then(|c| c.bc_send_reply(&c, rqst));
+            if res == Err(ENOTCONN) {
+                xprt.drop_connection();
+            }
+            return res;
+        }
+        // A retransmission on the same connection would consume a credit
+        // the server never granted: reconnect instead.
+        if rqst.sent_on_this_connection() {
+            xprt.drop_connection();
+            return Err(ENOTCONN);
+        }
+        match self.conn().ok_or(ENOTCONN).and_then(|c| c.send(&c, rqst)) {
+            Ok(()) => {}
+            Err(e) if e == ENOTCONN => {
+                xprt.drop_connection();
+                return Err(ENOTCONN);
+            }
+            Err(e) => return Err(e),
+        }
+        rqst.count_sent();
+        // An RPC without a reply throws the credit accounting off.
+        if !rqst.reply_expected() {
+            xprt.drop_connection();
+            return Err(ENOTCONN);
+        }
+        Ok(())
     }
 
     fn close(&self) {
@@ -191,11 +225,6 @@ impl XprtOps for Client {
         if let Some(conn) = self.conn() {
             conn.inject_disconnect();
         }
-    }
-
-    fn bc_send_reply(&self, rqst: &Rqst<'_>) -> Result {
-        let conn = self.conn().ok_or(ENOTCONN)?;
-        conn.bc_send_reply(&conn, rqst)
     }
 
     fn buf_free(&self, rqst: &Rqst<'_>) {

@@ -34,3 +34,25 @@ fn max_payload_is_the_smallest_inline_size_less_the_header() {
     assert_eq!(max_payload(0, 4096, 4096), 0);
     assert_eq!(max_payload(27, 27, 4096), 0);
 }
+
+/// The backchannel header is the chunkless `RDMA_MSG` header both sides
+/// decode as such.
+#[test]
+fn backchannel_header_is_a_chunkless_msg() {
+    use rpcrdma_proto::proto::backchannel::encode_header;
+    use rpcrdma_proto::proto::decode::decode_reply;
+    use rpcrdma_proto::proto::msg::{Body, DecodeLimits};
+    let mut out = [0u8; 64];
+    let n = encode_header(0x1234_5678, 2, &mut out).unwrap();
+    assert_eq!(n, HDRLEN_MIN as usize);
+    let h = decode_reply(&out[..n], &DecodeLimits::client_default()).unwrap();
+    assert_eq!((h.xid, h.vers, h.credits), (0x1234_5678, 1, 2));
+    match h.body {
+        Body::Msg { chunks, payload } => {
+            assert!(chunks.read.is_empty() && chunks.write.is_empty() && chunks.reply.is_none());
+            assert!(payload.is_empty());
+        }
+        other => panic!("not RDMA_MSG: {other:?}"),
+    }
+    assert!(encode_header(1, 2, &mut out[..27]).is_err());
+}

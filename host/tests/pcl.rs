@@ -4,7 +4,8 @@ use rpcrdma_proto::proto::decode::decode_call;
 use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use rpcrdma_proto::proto::msg::{DecodeLimits, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{
-    NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion, ReadRegions, Region,
+    ChunkLayout, NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion, ReadRegions,
+    Region,
 };
 
 fn build(body: BodyRef<'_>, payload: usize) -> Vec<u8> {
@@ -69,6 +70,86 @@ fn groups_and_sorts_read_chunks() {
     assert_eq!(pcl.segments(&wc[1]), &[s(50, 10)]);
     assert_eq!(pcl.reply_chunk().unwrap().length, 1000);
     assert_eq!(pcl.inv_rkey(), None);
+}
+
+/// The server keeps a Call's layout and storage and rebuilds the lists for
+/// the Reply from them, without decoding again.
+#[test]
+fn layout_rebuilds_the_same_lists() {
+    let read = [
+        ReadSegment::new(0, 1, 100, 1),
+        ReadSegment::new(8, 10, 4, 10),
+    ];
+    let w0 = [s(40, 4096), s(41, 4)];
+    let reply = [s(60, 1000)];
+    let b = build(
+        BodyRef::NoMsg(ChunkListsRef {
+            read: &read,
+            write: &[&w0],
+            reply: Some(&reply),
+        }),
+        0,
+    );
+    let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
+    let lists = h.chunks().unwrap();
+    let mut chunks = [PclChunk::default(); 4];
+    let mut segs = [Segment::default(); 5];
+    let layout = {
+        let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+        pcl.set_result_payload(0, 100, 4000).unwrap();
+        pcl.layout()
+    };
+    let again = ParsedChunks::from_layout(&layout, &mut chunks, &segs).unwrap();
+    assert_eq!(again.call_chunk().unwrap().length, 100);
+    assert_eq!(again.read_chunks().len(), 1);
+    assert_eq!(again.read_chunks()[0].position, 8);
+    assert_eq!(again.write_chunks().len(), 1);
+    // What was set through the first view is seen through the second.
+    assert_eq!(again.write_chunks()[0].payload_length, 4000);
+    assert_eq!(
+        again.segments(&again.write_chunks()[0]),
+        &[s(40, 4096), s(41, 4)]
+    );
+    assert_eq!(again.reply_chunk().unwrap().length, 1000);
+}
+
+#[test]
+fn layout_not_matching_its_storage_is_an_error() {
+    let w0 = [s(40, 4096), s(41, 4)];
+    let b = build(
+        BodyRef::Msg(ChunkListsRef {
+            read: &[],
+            write: &[&w0],
+            reply: None,
+        }),
+        8,
+    );
+    let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
+    let lists = h.chunks().unwrap();
+    let mut chunks = [PclChunk::default(); 1];
+    let mut segs = [Segment::default(); 2];
+    let layout = ParsedChunks::build(lists, &mut chunks, &mut segs)
+        .unwrap()
+        .layout();
+    // Storage shorter than the layout.
+    let mut few: [PclChunk; 0] = [];
+    assert_eq!(
+        ParsedChunks::from_layout(&layout, &mut few, &segs).unwrap_err(),
+        PclError::Inconsistent
+    );
+    assert_eq!(
+        ParsedChunks::from_layout(&layout, &mut chunks, &segs[..1]).unwrap_err(),
+        PclError::Inconsistent
+    );
+    // A default layout describes empty lists: valid over any storage.
+    let empty = ParsedChunks::from_layout(&ChunkLayout::default(), &mut chunks, &segs).unwrap();
+    assert!(empty.write_chunks().is_empty());
+    // A chunk naming segments beyond the storage.
+    chunks[0].segcount = 3;
+    assert_eq!(
+        ParsedChunks::from_layout(&layout, &mut chunks, &segs).unwrap_err(),
+        PclError::Inconsistent
+    );
 }
 
 #[test]

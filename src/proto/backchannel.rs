@@ -1,19 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Reverse-direction RPC (RFC 8167) decisions shared by both sides: what
-//! is a reverse-direction Call or Reply, and how large a backchannel
-//! message may be.
+//! Reverse-direction RPC (RFC 8167) shared by both sides: the transport
+//! header of a backchannel message, what is a reverse-direction Call or
+//! Reply, and how large a backchannel message may be.
 
-use super::msg::ChunkLists;
+use super::encode::{self, BodyRef, ChunkListsRef, EncodeError, HeaderRef};
+use super::msg::{ChunkLists, RPCRDMA_VERSION};
 
-/// Size of an `RDMA_MSG` header without chunks (C `RPCRDMA_HDRLEN_MIN`).
-pub const HDRLEN_MIN: u32 = 28;
+/// Size of an `RDMA_MSG` header without chunks (C `RPCRDMA_HDRLEN_MIN`),
+/// the header of every backchannel message.
+pub const HDRLEN_MIN: u32 = super::msg::HDRLEN_MIN as u32;
+
+/// Encodes the transport header of a backchannel Call or Reply into
+/// `out`: `RDMA_MSG` with empty chunk lists (backchannel messages always
+/// go inline), transport XID `xid` (the RPC message's own) and `credits`
+/// (the sender's backchannel window). Returns its length,
+/// [`HDRLEN_MIN`].
+pub fn encode_header(xid: u32, credits: u32, out: &mut [u8]) -> Result<usize, EncodeError> {
+    let hdr = HeaderRef {
+        xid,
+        vers: RPCRDMA_VERSION,
+        credits,
+        body: BodyRef::Msg(ChunkListsRef {
+            read: &[],
+            write: &[],
+            reply: None,
+        }),
+    };
+    encode::encode_header(&hdr, out)
+}
 
 /// Is this `RDMA_MSG` payload (an RPC message, xid first) a Call? Its
 /// message type word after the xid is CALL (0); replies carry REPLY (1).
-/// A peer's forward-direction Reply is never a Call, so a client uses this
-/// to tell reverse-direction Calls from replies to its own Calls, and a
-/// server to tell backchannel Replies from Calls.
+/// A peer's forward-direction Reply is never a Call, so the client uses
+/// this to tell reverse-direction Calls from replies to its own Calls (the
+/// server uses [`is_backchannel_reply`], which also checks the XID).
 pub fn is_call(payload: &[u8]) -> bool {
     payload.get(4..8) == Some(&[0, 0, 0, 0])
 }

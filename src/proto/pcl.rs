@@ -61,6 +61,8 @@ pub enum PclError {
     TooBig,
     /// No such chunk.
     NoChunk,
+    /// A [`ChunkLayout`] that does not describe the storage it is given.
+    Inconsistent,
 }
 
 /// Server-side parsed chunk lists backed by caller storage.
@@ -68,6 +70,19 @@ pub enum PclError {
 pub struct ParsedChunks<'s> {
     chunks: &'s mut [PclChunk],
     segments: &'s [Segment],
+    call: Range<usize>,
+    read: Range<usize>,
+    write: Range<usize>,
+    reply: Range<usize>,
+}
+
+/// Where [`ParsedChunks`] put each list in its storage: what the server
+/// keeps of a decoded Call so that its Reply is placed without decoding
+/// the header again ([`ParsedChunks::layout`], [`ParsedChunks::from_layout`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkLayout {
+    chunks: usize,
+    segments: usize,
     call: Range<usize>,
     read: Range<usize>,
     write: Range<usize>,
@@ -226,6 +241,63 @@ impl<'s> ParsedChunks<'s> {
             read,
             write,
             reply,
+        })
+    }
+
+    /// Where the lists are in the storage, for [`Self::from_layout`].
+    pub fn layout(&self) -> ChunkLayout {
+        ChunkLayout {
+            chunks: self.chunks.len(),
+            segments: self.segments.len(),
+            call: self.call.clone(),
+            read: self.read.clone(),
+            write: self.write.clone(),
+            reply: self.reply.clone(),
+        }
+    }
+
+    /// Parsed chunk lists again over the storage [`Self::build`] filled,
+    /// as `layout` (from [`Self::layout`]) describes it. Storage or a
+    /// layout that do not match (lists out of order or beyond the storage,
+    /// a chunk whose segments are not stored) give `Inconsistent`.
+    pub fn from_layout(
+        layout: &ChunkLayout,
+        chunk_store: &'s mut [PclChunk],
+        seg_store: &'s [Segment],
+    ) -> Result<Self, PclError> {
+        let l = layout;
+        let ordered = l.call.start == 0
+            && l.call.start <= l.call.end
+            && l.call.end == l.read.start
+            && l.read.start <= l.read.end
+            && l.read.end == l.write.start
+            && l.write.start <= l.write.end
+            && l.write.end == l.reply.start
+            && l.reply.start <= l.reply.end
+            && l.reply.end == l.chunks
+            && l.call.len() <= 1
+            && l.reply.len() <= 1;
+        if !ordered {
+            return Err(PclError::Inconsistent);
+        }
+        let chunks = chunk_store
+            .get_mut(..l.chunks)
+            .ok_or(PclError::Inconsistent)?;
+        let segments = seg_store.get(..l.segments).ok_or(PclError::Inconsistent)?;
+        for c in chunks.iter() {
+            let end = c.first_segment.checked_add(c.segcount);
+            match end.and_then(|e| usize::try_from(e).ok()) {
+                Some(e) if e <= segments.len() => {}
+                _ => return Err(PclError::Inconsistent),
+            }
+        }
+        Ok(Self {
+            chunks,
+            segments,
+            call: l.call.clone(),
+            read: l.read.clone(),
+            write: l.write.clone(),
+            reply: l.reply.clone(),
         })
     }
 

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Accepting a connection (C `svc_rdma_accept` in
+//! `svc_rdma_transport.c`): the negotiation of inline sizes and credits,
+//! queue pair sizing, the Receives posted before the accept, and the CM
+//! events of an accepted connection.
+
+use super::cache::BufCache;
+use super::conn::{usize_of, Conn, Shared};
+use super::listener::Pending;
+use super::recv_queue::{RecvHandler, RecvQ, Ring, RECV_BATCH, RECV_EXTRA_BC};
+use super::sq_gate::SqGate;
+use super::Settings;
+use crate::proto::cm::{negotiate, ConnectPrivate};
+use crate::proto::credits::ServerCredits;
+use crate::proto::msg::DecodeLimits;
+use crate::proto::svc_call::MAX_PAYLOAD;
+use crate::rdma::cm::{CmEvent, CmHandler};
+use crate::rdma::svc::XprtLink;
+use crate::rdma::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, RECV_BATCH_MAX};
+use kernel::alloc::KVec;
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+impl Conn {
+    /// Sets up a connection for a request taken off a listener and accepts
+    /// it (C `svc_rdma_accept`).
+    pub(super) fn accept(p: Pending, link: Arc<XprtLink>, set: &Settings) -> Result<Self> {
+        let neg = negotiate(
+            set.inline_send,
+            set.inline_recv,
+            Some(p.private_data.as_bytes()),
+        );
+        let sizing = ServerCredits::fit_to_device(
+            set.max_requests,
+            RECV_EXTRA_BC,
+            RECV_BATCH,
+            crate::proto::credits::MAX_SLOT_TABLE * 2,
+        );
+        let sq_depth = sizing.rq_depth.saturating_mul(4).saturating_add(64);
+        // The device's registration cache, whose protection domain every
+        // server connection on the device shares (see `cache.rs`).
+        let cache = BufCache::attach(&p.id)?;
+        let ep = Endpoint::with_pd(
+            p.id,
+            &EndpointConfig {
+                max_send_wr: sq_depth,
+                max_recv_wr: sizing.rq_depth,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                unsafe_global_rkey: false,
+            },
+            cache.pd().clone(),
+        )?;
+        let attr = *ep.device_attr();
+        let max_wr = attr.max_qp_wr.max(1);
+        let sizing =
+            ServerCredits::fit_to_device(set.max_requests, RECV_EXTRA_BC, RECV_BATCH, max_wr);
+        // What the gate hands out: the queue pair's spare entry for the
+        // drain is not included (see `Endpoint::send_depth`).
+        let sq_depth = ep.send_depth();
+        // How many RDMA Reads we issue at once: what the client accepts,
+        // within what the device can initiate (C `svc_rdma_accept` clamps
+        // to `max_qp_init_rd_atom`).
+        let ird = u32::from(p.initiator_depth).min(attr.max_qp_init_rd_atom);
+        let ird = u8::try_from(ird).unwrap_or(u8::MAX);
+        if ird == 0 {
+            crate::pr_warn_ratelimited!(
+                "svcrdma: client allows no RDMA Reads, refusing connection\n"
+            );
+            return Err(EINVAL);
+        }
+        let credits = ServerCredits::new(
+            sizing.max_requests,
+            crate::proto::credits::GrantPolicy::Fixed,
+        );
+        let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
+        let ring_slots = KVec::from_elem((0, 0), nrecv, GFP_KERNEL)?;
+        let repost = KVec::with_capacity(RECV_BATCH as usize, GFP_KERNEL)?;
+        let max_reads = credits.grant().max(1);
+        let reads_cap = usize_of(max_reads)?;
+        let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let dead = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let rq_link = link.clone();
+        let rq = Arc::pin_init(
+            pin_init!(RecvQ {
+                ring <- new_spinlock_irq!(
+                    Ring {
+                        slots: ring_slots,
+                        head: 0,
+                        len: 0,
+                        repost,
+                        ready,
+                        sq_wait,
+                        dead,
+                        reads: 0,
+                        max_reads,
+                    },
+                    "svcrdma::rq"
+                ),
+                link: rq_link,
+            }),
+            GFP_KERNEL,
+        )?;
+        let recv_len = usize_of(neg.inline_recv)?;
+        let mut recvs = KVec::with_capacity(nrecv, GFP_KERNEL)?;
+        for slot in 0..nrecv {
+            let buf = ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
+            let mut segs = KVec::new();
+            segs.push(
+                crate::rdma::verbs::Segment {
+                    buf,
+                    offset: 0,
+                    len: recv_len,
+                },
+                GFP_KERNEL,
+            )?;
+            let wr = WorkRequest::new(
+                RecvHandler {
+                    slot,
+                    q: rq.clone(),
+                },
+                segs,
+            )?;
+            recvs.push(wr, GFP_KERNEL)?;
+        }
+        // Posted in chains, one doorbell each.
+        for batch in recvs.chunks(RECV_BATCH_MAX) {
+            ep.post_recv_batch(batch)?;
+        }
+        let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
+        ep.accept(&pdata, 0, ird)?;
+        let shared = Arc::new(
+            Shared {
+                ep,
+                recvs,
+                rq,
+                // A quarter of the send queue (at least one entry per
+                // credit: it is 4 times the receive queue) is left to
+                // Sends and Writes by RDMA Reads.
+                sq: SqGate::new(sq_depth, sq_depth / 4, link.clone())?,
+                cache,
+                link,
+                credits: credits.grant(),
+                inline_send: neg.inline_send,
+                snd_w_inv: neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
+                limits: DecodeLimits::server(MAX_PAYLOAD, neg.inline_recv),
+            },
+            GFP_KERNEL,
+        )?;
+        // From here on the connection's CM events (those queued since the
+        // request arrived first) mark the transport from the CM's callback.
+        let events = Arc::new(
+            ConnEvents {
+                link: shared.link.clone(),
+            },
+            GFP_KERNEL,
+        )?;
+        shared.ep.cm_id().set_handler(events);
+        Ok(Self { shared })
+    }
+}
+
+/// The CM event handler of a connection. It holds only the link, which
+/// `xpo_free` severs before the connection is dropped, so it never reaches a
+/// freed `svc_xprt`; the connection's identifier is destroyed when the
+/// connection is dropped (in `xpo_free`), and no handler runs after that.
+struct ConnEvents {
+    link: Arc<XprtLink>,
+}
+
+impl CmHandler for ConnEvents {
+    fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        match ev {
+            // C `svc_rdma_cma_handler`: `svc_xprt_deferred_close`.
+            CmEvent::Disconnected
+            | CmEvent::DeviceRemoval
+            | CmEvent::ConnectError(_)
+            | CmEvent::Unreachable(_)
+            | CmEvent::Rejected { .. } => self.link.close(),
+            CmEvent::Established { .. } => self.link.data_ready(),
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive side's queues of one connection (C `sc_rq_dto_q`,
+//! `sc_read_complete_q` and `svc_rdma_refresh_recvs`): completed Receives
+//! in arrival order, Calls whose RDMA Reads completed or wait for send
+//! queue room, and the batched repost of consumed Receives.
+
+use super::conn::Conn;
+use super::rw::ReadOp;
+use super::sq_gate::SqGate;
+use crate::rdma::svc::XprtLink;
+use crate::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::{Arc, SpinLockIrq};
+
+/// Receives posted beyond the credit grant (C: 2 backchannel requests and
+/// a batch of 7 in flight while being refilled).
+pub(super) const RECV_EXTRA_BC: u32 = 2;
+pub(super) const RECV_BATCH: u32 = 7;
+
+/// Ring of completed Receives (slot, byte length) in arrival order, and
+/// the Calls being read.
+///
+/// # Invariants
+///
+/// `ready`, `sq_wait` and `dead` hold distinct operations, at most `reads`
+/// of them together, and `reads <= max_reads`, each list's capacity: so
+/// pushing (from completion handlers too) never allocates and never fails.
+pub(super) struct Ring {
+    pub(super) slots: KVec<(usize, u32)>,
+    pub(super) head: usize,
+    pub(super) len: usize,
+    /// Slots consumed by `recvfrom`, waiting to be reposted as one batch.
+    pub(super) repost: KVec<usize>,
+    /// Calls whose Reads all completed, or that may post more (C
+    /// `sc_read_complete_q`).
+    pub(super) ready: KVec<Arc<ReadOp>>,
+    /// Calls with Reads left to post and no send queue room for them.
+    pub(super) sq_wait: KVec<Arc<ReadOp>>,
+    /// Calls given up on that must outlive the queue pair's drain.
+    pub(super) dead: KVec<Arc<ReadOp>>,
+    /// Calls being read (counted from the first post to assembly).
+    pub(super) reads: u32,
+    /// At most this many Calls are read at once: the credit grant, which
+    /// a client never exceeds (a Call being read has no Reply yet).
+    pub(super) max_reads: u32,
+}
+
+/// Takes the oldest operation of `list`.
+pub(super) fn pop_front(list: &mut KVec<Arc<ReadOp>>) -> Option<Arc<ReadOp>> {
+    if list.is_empty() {
+        None
+    } else {
+        list.remove(0).ok()
+    }
+}
+
+/// Takes the oldest operation of `list` if there is one and `ok()`.
+pub(super) fn pop_front_if(
+    list: &mut KVec<Arc<ReadOp>>,
+    ok: impl FnOnce() -> bool,
+) -> Option<Arc<ReadOp>> {
+    if list.is_empty() || !ok() {
+        None
+    } else {
+        pop_front(list)
+    }
+}
+
+/// What `xpo_recvfrom` found to work on.
+pub(super) enum Next {
+    /// A Call being read.
+    Op(Arc<ReadOp>),
+    /// A received message: its receive slot and length.
+    Recv(usize, u32),
+    /// Nothing.
+    Idle,
+}
+
+impl Ring {
+    pub(super) fn push(&mut self, v: (usize, u32)) -> bool {
+        let cap = self.slots.len();
+        if cap == 0 || self.len >= cap {
+            return false;
+        }
+        let idx = (self.head + self.len) % cap;
+        match self.slots.get_mut(idx) {
+            Some(s) => {
+                *s = v;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn pop(&mut self) -> Option<(usize, u32)> {
+        let cap = self.slots.len();
+        if self.len == 0 || cap == 0 {
+            return None;
+        }
+        let v = *self.slots.get(self.head)?;
+        self.head = (self.head + 1) % cap;
+        self.len -= 1;
+        Some(v)
+    }
+}
+
+/// A connection's queues of work for `xpo_recvfrom`, under one lock so
+/// that `XPT_DATA` is cleared only when all are empty (C `sc_rq_dto_lock`).
+#[pin_data]
+pub(super) struct RecvQ {
+    #[pin]
+    pub(super) ring: SpinLockIrq<Ring>,
+    pub(super) link: Arc<XprtLink>,
+}
+
+impl RecvQ {
+    pub(super) fn link(&self) -> &Arc<XprtLink> {
+        &self.link
+    }
+
+    /// Queues an operation whose Reads have all completed (C
+    /// `svc_rdma_wc_read_done`) and marks the transport `XPT_DATA`.
+    pub(super) fn read_done(&self, op: Arc<ReadOp>) {
+        let lost = {
+            let mut r = self.ring.lock();
+            match r.ready.push_within_capacity(op) {
+                Ok(()) => {
+                    // Under the ring lock, like a Receive's completion.
+                    self.link.data_ready();
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        };
+        // Unreachable by the type invariant of `Ring`; dropped outside the
+        // lock in any case (dropping may free buffers).
+        if lost.is_some() {
+            self.link.close();
+        }
+    }
+
+    /// Leaves an operation waiting for send queue room; the release that
+    /// makes room marks the transport `XPT_DATA` ([`SqGate::starve`]).
+    pub(super) fn wait_for_room(&self, op: Arc<ReadOp>, sq: &SqGate) {
+        let lost = {
+            let mut r = self.ring.lock();
+            match r.sq_wait.push_within_capacity(op) {
+                Ok(()) => {
+                    if !sq.starve() {
+                        // Room appeared meanwhile.
+                        self.link.data_ready();
+                    }
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        };
+        if lost.is_some() {
+            self.link.close();
+        }
+    }
+
+    /// Keeps an operation given up on until the connection is freed,
+    /// after its queue pair was drained (see [`Io::post_reads`]).
+    pub(super) fn hold(&self, op: Arc<ReadOp>) {
+        let lost = self.ring.lock().dead.push_within_capacity(op).err();
+        // Unreachable by the type invariant of `Ring`.
+        drop(lost);
+    }
+
+    /// A Call being read was assembled or given up on.
+    pub(super) fn read_finished(&self) {
+        let mut r = self.ring.lock();
+        r.reads = r.reads.saturating_sub(1);
+    }
+}
+
+/// Completion of one posted Receive.
+pub(super) struct RecvHandler {
+    pub(super) slot: usize,
+    pub(super) q: Arc<RecvQ>,
+}
+
+impl CompletionHandler for RecvHandler {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        if wc.is_ok() {
+            let mut r = self.q.ring.lock();
+            if r.push((self.slot, wc.byte_len)) {
+                // Under the ring lock, pairing with `recvfrom` clearing
+                // XPT_DATA under it (C `sc_rq_dto_lock`).
+                self.q.link.data_ready();
+            }
+        } else if !wc.is_flush() {
+            crate::pr_warn_ratelimited!("svcrdma: receive failed, status {}\n", wc.status);
+            self.q.link.close();
+        }
+    }
+}
+
+impl Conn {
+    /// Queues a consumed Receive for reposting and posts the queue as one
+    /// chain once it holds [`RECV_BATCH`] (C `svc_rdma_refresh_recvs`).
+    /// The queue is never longer than the batch, and the receive queue
+    /// holds the credits, the backchannel's Receives and one batch more,
+    /// so the client never finds fewer posted Receives than it may use.
+    pub(super) fn repost(&self, slot: usize) {
+        let s = &self.shared;
+        let mut batch = [0usize; RECV_BATCH as usize];
+        let n = {
+            let mut r = s.rq.ring.lock();
+            let q = &mut r.repost;
+            if q.push_within_capacity(slot).is_err() {
+                // Cannot happen (capacity is the batch): post what we have.
+                0
+            } else if q.len() < RECV_BATCH as usize {
+                return;
+            } else {
+                let n = q.len().min(batch.len());
+                for (dst, src) in batch.iter_mut().zip(q.drain_all()) {
+                    *dst = src;
+                }
+                n
+            }
+        };
+        let mut wrs = KVec::new();
+        for slot in batch.iter().take(n) {
+            if let Some(wr) = s.recvs.get(*slot) {
+                if wrs.push(wr.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+        }
+        if wrs.len() != n || s.ep.post_recv_batch(&wrs).is_err() {
+            crate::pr_warn_ratelimited!(
+                "svcrdma: cannot repost {} receives; closing the connection\n",
+                n
+            );
+            s.link.close();
+        }
+    }
+}

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `xpo_recvfrom` (C `svc_rdma_recvfrom.c`): takes the next completed
+//! Receive or Call being read, decodes the transport header with the
+//! protocol core, answers what is wrong with `RDMA_ERROR`, and lays the
+//! Call out in the request's pages from the inline body and any Read
+//! chunks. Read chunks are pulled with RDMA Reads no thread waits for (see
+//! `rw.rs`); a later `xpo_recvfrom` finishes the Call.
+
+use super::conn::{usize_of, CallCtxt, Conn, DecodedCall, PclStore};
+use super::recv_queue::{pop_front, pop_front_if, Next};
+use super::rw::{ReadOp, ReadWork, Taken};
+use crate::proto::backchannel::is_backchannel_reply;
+use crate::proto::decode::decode_call;
+use crate::proto::encode::{encode_error_for, ErrorReply};
+use crate::proto::msg::{DecodeError, ErrorBody};
+use crate::proto::pcl::ParsedChunks;
+use crate::proto::svc_call::{CallLayout, Source, StepError};
+use crate::rdma::svc::{stat_add, Rqst, Stat};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// Copies `len` bytes at `start` of chunk `src` of `work` (0: the call
+/// chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
+fn copy_read(
+    rqst: &mut Rqst,
+    work: Option<&ReadWork>,
+    src: usize,
+    start: u32,
+    len: u32,
+    at: u32,
+) -> Result {
+    let work = work.ok_or(EINVAL)?;
+    work.copy_out(src, usize_of(start)?, usize_of(len)?, |rel, buf, off, n| {
+        let to = at
+            .checked_add(u32::try_from(rel).map_err(|_| EINVAL)?)
+            .ok_or(EINVAL)?;
+        rqst.write_arg_from_buf(to, buf, off, n)
+    })
+}
+
+impl Conn {
+    /// `xpo_recvfrom`: the next Call, if any (C `svc_rdma_recvfrom`).
+    /// Calls whose Reads completed come first, then Calls waiting for send
+    /// queue room if there is room, then the receive ring.
+    pub(super) fn recvfrom(&self, rqst: &mut Rqst) -> Option<KBox<CallCtxt>> {
+        let s = &self.shared;
+        let next = {
+            let mut r = s.rq.ring.lock();
+            if let Some(op) = pop_front(&mut r.ready) {
+                Next::Op(op)
+            } else if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
+                Next::Op(op)
+            } else if let Some((slot, len)) = r.pop() {
+                Next::Recv(slot, len)
+            } else {
+                rqst.clear_data();
+                // Cleared before the gate notes the starvation, so the
+                // release that makes room sets `XPT_DATA` after this.
+                if !r.sq_wait.is_empty() && !s.sq.starve() {
+                    s.link.data_ready();
+                }
+                Next::Idle
+            }
+        };
+        rqst.received();
+        let (slot, byte_len) = match next {
+            Next::Idle => return None,
+            Next::Op(op) => return self.resume(rqst, op),
+            Next::Recv(slot, len) => (slot, len),
+        };
+        stat_add(Stat::Recv, 1);
+        let wr = s.recvs.get(slot)?;
+        let msg = wr.buf(0).and_then(|buf| {
+            let n = usize_of(byte_len).ok()?.min(buf.len());
+            let mut v = KVec::from_elem(0u8, n, GFP_KERNEL).ok()?;
+            buf.read(0, &mut v).ok()?;
+            Some(v)
+        });
+        self.repost(slot);
+        match self.process(rqst, msg?) {
+            Ok(ctxt) => ctxt,
+            Err(e) => {
+                crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+                None
+            }
+        }
+    }
+
+    /// Sends `RDMA_ERROR` for a call that failed to decode.
+    fn send_decode_error(&self, msg: &[u8], err: &DecodeError) {
+        let s = &self.shared;
+        crate::pr_warn_ratelimited!("svcrdma: bad call header ({})\n", err.name());
+        let mut out = [0u8; 32];
+        if let Ok(Some(n)) = encode_error_for(msg, err, s.credits, &mut out) {
+            stat_add(Stat::ErrSent, 1);
+            let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
+        }
+    }
+
+    /// Sends `RDMA_ERROR`/`ERR_CHUNK` for the call with this XID.
+    pub(super) fn send_err_chunk(&self, xid: u32) {
+        let reply = ErrorReply {
+            xid,
+            vers: crate::proto::msg::RPCRDMA_VERSION,
+            credits: self.shared.credits,
+            body: ErrorBody::Chunk,
+        };
+        let mut out = [0u8; 32];
+        if let Ok(n) = reply.encode(&mut out) {
+            stat_add(Stat::ErrSent, 1);
+            let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
+        }
+    }
+
+    /// Works on a received message: answers what is wrong with it,
+    /// assembles an inline Call, or starts the RDMA Reads of its chunks.
+    fn process(&self, rqst: &mut Rqst, msg: KVec<u8>) -> Result<Option<KBox<CallCtxt>>> {
+        let s = &self.shared;
+        let hdr = match decode_call(&msg, &s.limits) {
+            Ok(h) => h,
+            Err(e) => {
+                self.send_decode_error(&msg, &e);
+                return Ok(None);
+            }
+        };
+        let xid = hdr.xid;
+        let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
+            return Ok(None);
+        };
+        if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
+            // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
+            stat_add(Stat::BcReplies, 1);
+            if let Err(e) = rqst.backchannel_reply(xid, inline, hdr.credits) {
+                crate::pr_warn_ratelimited!("svcrdma: backchannel reply dropped: {:?}\n", e);
+            }
+            return Ok(None);
+        }
+        let mut store = PclStore::for_lists(lists)?;
+        let Ok(pcl) = ParsedChunks::build(lists, &mut store.chunks, &mut store.segs) else {
+            self.send_err_chunk(xid);
+            return Ok(None);
+        };
+        // Checked before anything is read: the request's pages must hold
+        // the Call (a call chunk of 4 MiB and more is refused here, never
+        // allocated), and its regions must be consistent.
+        let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
+            self.send_err_chunk(xid);
+            return Ok(None);
+        };
+        if !layout.needs_reads() {
+            let Some(write_lens) = self.assemble(rqst, xid, &pcl, inline, None)? else {
+                return Ok(None);
+            };
+            let layout = pcl.layout();
+            let call = DecodedCall::new(&msg, &hdr, inline, store, layout);
+            return Ok(Some(CallCtxt::new(call, write_lens)?));
+        }
+        let layout = pcl.layout();
+        let call = DecodedCall::new(&msg, &hdr, inline, store, layout);
+        self.start_reads(ReadWork::new(msg, call)?)?;
+        Ok(None)
+    }
+
+    /// Counts a new Call being read and posts its first Reads.
+    fn start_reads(&self, work: ReadWork) -> Result {
+        let s = &self.shared;
+        let op = ReadOp::new()?;
+        let admitted = {
+            let mut r = s.rq.ring.lock();
+            if r.reads < r.max_reads {
+                r.reads += 1;
+                true
+            } else {
+                false
+            }
+        };
+        if !admitted {
+            // More Calls in flight than credits granted: a protocol
+            // violation that would otherwise let a client tie up
+            // unbounded buffers.
+            crate::pr_warn_ratelimited!(
+                "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
+            );
+            s.link.close();
+            return Ok(());
+        }
+        self.continue_reads(op, work);
+        Ok(())
+    }
+
+    /// Posts what fits of the rest of `op`'s Reads (`work` taken out of
+    /// it) and leaves the operation where it will be found again.
+    fn continue_reads(&self, op: Arc<ReadOp>, mut work: ReadWork) {
+        let s = &self.shared;
+        match self.io().post_reads(&op, &s.rq, &mut work) {
+            Err(e) => {
+                if e != ENOTCONN {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: cannot post RDMA Reads ({:?}); closing the connection\n",
+                        e
+                    );
+                }
+                s.link.close();
+                op.hold(work);
+                s.rq.hold(op);
+            }
+            Ok(posted) => {
+                let more = !work.all_posted();
+                if op.put_back(work) {
+                    // Nothing is pending: no completion will queue it.
+                    if posted == 0 && more {
+                        s.rq.wait_for_room(op, &s.sq);
+                    } else {
+                        s.rq.read_done(op);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Continues a Call being read, taken off the read-complete queue or
+    /// the queue of Calls waiting for send queue room (C
+    /// `svc_rdma_read_complete`): posts more Reads, or assembles the Call
+    /// into this request's pages.
+    fn resume(&self, rqst: &mut Rqst, op: Arc<ReadOp>) -> Option<KBox<CallCtxt>> {
+        let s = &self.shared;
+        match op.take() {
+            Taken::Nothing => None,
+            Taken::Failed(work) => {
+                // Only this connection (C `svc_rdma_wc_read_done`). Every
+                // Read of the work completed, so nothing queued names its
+                // sinks: they are freed with it, not cached.
+                s.link.close();
+                s.rq.read_finished();
+                drop(work);
+                None
+            }
+            Taken::Work(work) if !work.all_posted() => {
+                self.continue_reads(op, work);
+                None
+            }
+            Taken::Work(work) => {
+                s.rq.read_finished();
+                match self.finish_read(rqst, work) {
+                    Ok(ctxt) => ctxt,
+                    Err(e) => {
+                        crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Assembles a Call whose Reads all completed.
+    fn finish_read(&self, rqst: &mut Rqst, mut work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
+        let s = &self.shared;
+        let msg = core::mem::replace(&mut work.msg, KVec::new());
+        let mut call = work.take_call().ok_or(EINVAL)?;
+        let write_lens = {
+            let xid = call.xid;
+            let inline = call.inline(&msg);
+            let pcl = call.pcl()?;
+            self.assemble(rqst, xid, &pcl, inline, Some(&work))?
+        };
+        work.recycle(&s.cache);
+        match write_lens {
+            Some(w) => Ok(Some(CallCtxt::new(call, w)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Lays the Call out in `rqst`'s pages: the inline body (`inline`) or
+    /// the call chunk, and the Read chunks, copied from `work`'s sinks
+    /// straight into the pages. Returns the Write chunk lengths, or `None`
+    /// when the Call was answered with `ERR_CHUNK`.
+    fn assemble(
+        &self,
+        rqst: &mut Rqst,
+        xid: u32,
+        pcl: &ParsedChunks<'_>,
+        inline: &[u8],
+        work: Option<&ReadWork>,
+    ) -> Result<Option<KVec<u32>>> {
+        // The request finishing the Call may have other pages than the one
+        // that started it: checked again.
+        let Some(layout) = CallLayout::new(pcl, inline.len(), rqst.arg_max()) else {
+            self.send_err_chunk(xid);
+            return Ok(None);
+        };
+        rqst.set_arg(layout.total())?;
+        for step in layout.steps() {
+            let step = match step {
+                Ok(step) => step,
+                Err(StepError::BadRegion) => {
+                    self.send_err_chunk(xid);
+                    return Ok(None);
+                }
+                Err(StepError::Inconsistent) => return Err(EINVAL),
+            };
+            let at = step.at;
+            match step.source {
+                Source::Inline { offset, len } => {
+                    let start = usize_of(offset)?;
+                    let end = start.checked_add(usize_of(len)?).ok_or(EINVAL)?;
+                    rqst.write_arg(at, inline.get(start..end).ok_or(EINVAL)?)?;
+                }
+                Source::Chunk { src, start, len } => copy_read(rqst, work, src, start, len, at)?,
+                Source::Pad { len } => {
+                    rqst.write_arg(at, [0u8; 4].get(..usize_of(len)?).ok_or(EINVAL)?)?;
+                }
+            }
+        }
+        let mut write_lens = KVec::new();
+        for c in pcl.write_chunks() {
+            write_lens.push(c.length, GFP_KERNEL)?;
+        }
+        Ok(Some(write_lens))
+    }
+}

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `xpo_sendto` (C `svc_rdma_sendto.c`): places the Reply in `rq_res` as
+//! the client's chunk lists allow: result payloads through Write chunks,
+//! the rest inline or through the Reply chunk, sent with Send or Send With
+//! Invalidate.
+
+use super::conn::{usize_of, CallCtxt, Conn};
+use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
+use crate::rdma::svc::{stat_add, Rqst, Stat};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+
+impl Conn {
+    /// `xpo_sendto`: sends the Reply in `rq_res`.
+    pub(super) fn sendto(&self, rqst: &mut Rqst, ctxt: Option<&mut CallCtxt>) -> Result {
+        let ctxt = ctxt.ok_or(EINVAL)?;
+        let res = self.send_reply(rqst, ctxt);
+        if let Err(e) = res {
+            if e != ENOTCONN {
+                crate::pr_warn_ratelimited!("svcrdma: cannot send a reply: {:?}\n", e);
+                // Like C: drop the connection so the client retransmits.
+                self.shared.link.close();
+            }
+        }
+        res
+    }
+
+    fn send_reply(&self, rqst: &mut Rqst, ctxt: &mut CallCtxt) -> Result {
+        let s = &self.shared;
+        let xid = ctxt.call.xid;
+        let hroom = ctxt.call.reply_header_room();
+        // The chunk lists `xpo_recvfrom` decoded; not decoded again.
+        let mut pcl = ctxt.call.pcl()?;
+        if set_result_payloads(&mut pcl, &ctxt.payloads).is_err() {
+            self.send_err_chunk(xid);
+            return Ok(());
+        }
+        let xdr_len = rqst.res_len();
+
+        // Result payloads through the Write chunks.
+        for w in PayloadWrites::new(&pcl, xdr_len) {
+            let w = w.map_err(|_| EINVAL)?;
+            self.io()
+                .write_chunk(pcl.segments(w.chunk), usize_of(w.len)?, |off, buf, len| {
+                    let at = w.reply_offset(off).ok_or(EINVAL)?;
+                    rqst.read_res_into_buf(at, buf, 0, len)
+                })?;
+        }
+
+        // Everything else, inline or through the Reply chunk.
+        let body = ReplyBody::new(&pcl, xdr_len).map_err(|_| EINVAL)?;
+        let rest = body.len();
+        let inv = if s.snd_w_inv { pcl.inv_rkey() } else { None };
+        let mut hbuf = KVec::from_elem(0u8, hroom, GFP_KERNEL)?;
+        if let Some(rc) = pcl.reply_chunk() {
+            if !body.fits(rc) {
+                self.send_err_chunk(xid);
+                return Ok(());
+            }
+            self.io()
+                .write_chunk(pcl.segments(rc), usize_of(rest)?, |off, buf, len| {
+                    for run in body.runs(off, len) {
+                        let run = run.map_err(|_| EINVAL)?;
+                        rqst.read_res_into_buf(run.reply_offset, buf, run.at, run.len)?;
+                    }
+                    Ok(())
+                })?;
+            let n = pcl
+                .encode_reply_header(xid, s.credits, rest, &mut hbuf)
+                .map_err(|_| EINVAL)?;
+            stat_add(Stat::ReplyChunk, 1);
+            return self.send_bytes(hbuf.get(..n).ok_or(EINVAL)?, inv);
+        }
+        let n = pcl
+            .encode_reply_header(xid, s.credits, 0, &mut hbuf)
+            .map_err(|_| EINVAL)?;
+        let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
+            // Too long for inline and the client gave no Reply chunk.
+            self.send_err_chunk(xid);
+            return Ok(());
+        };
+        let mut out = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+        out.get_mut(..n)
+            .ok_or(EINVAL)?
+            .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
+        let dst = out.get_mut(n..).ok_or(EINVAL)?;
+        for run in body.runs(0, dst.len()) {
+            let run = run.map_err(|_| EINVAL)?;
+            let end = run.at.checked_add(run.len).ok_or(EINVAL)?;
+            rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
+        }
+        self.send_bytes(&out, inv)
+    }
+}

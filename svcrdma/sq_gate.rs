@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The send queue gate of a server connection (C `sc_sq_avail` and
+//! `svc_rdma_sq_wait`): every Send, RDMA Write and RDMA Read is posted with
+//! a slot, and its completion gives the slot back.
+
+use super::cache::BufCache;
+use crate::rdma::svc::{stat_add, Stat, XprtLink};
+use crate::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use kernel::new_condvar;
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::{Arc, CondVar, SpinLockIrq};
+use kernel::time::msecs_to_jiffies;
+
+struct GateState {
+    avail: u32,
+    closed: bool,
+    /// A Read operation waits for room ([`SqGate::starve`]).
+    starved: bool,
+}
+
+/// Send queue slots: a work request is posted only with a slot, and its
+/// completion returns the slot, so the send queue never overflows. The
+/// queue pair's spare entry for the drain (see
+/// [`Endpoint::send_depth`]) is not among them.
+///
+/// RDMA Reads never wait for a slot ([`Self::try_acquire_read`]) and never
+/// take the last [`Self::read_keep`] slots: a peer that stops answering
+/// Reads can fill at most the rest of the queue, so Replies on its
+/// connection still find room for at least one Send per credit.
+#[pin_data]
+pub(super) struct SqGate {
+    #[pin]
+    state: SpinLockIrq<GateState>,
+    #[pin]
+    wait: CondVar,
+    read_keep: u32,
+    /// Told when room appears for a starved Read operation.
+    link: Arc<XprtLink>,
+}
+
+impl SqGate {
+    /// A gate of `depth` slots whose Reads leave `read_keep` of them to
+    /// Sends and Writes.
+    pub(super) fn new(depth: u32, read_keep: u32, link: Arc<XprtLink>) -> Result<Arc<Self>> {
+        let depth = depth.max(2);
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_spinlock_irq!(
+                    GateState { avail: depth, closed: false, starved: false },
+                    "svcrdma::sq"
+                ),
+                wait <- new_condvar!("svcrdma::sq_wait"),
+                read_keep: read_keep.min(depth - 1),
+                link,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Takes a slot for a Send or an RDMA Write, sleeping while none is
+    /// free; `ENOTCONN` once closed. Like C `svc_rdma_send`, a Reply waits
+    /// for room; closing the connection ([`Self::close`]) ends the wait.
+    pub(super) fn acquire(&self) -> Result {
+        let mut st = self.state.lock();
+        loop {
+            if st.closed {
+                return Err(ENOTCONN);
+            }
+            if st.avail > 0 {
+                st.avail -= 1;
+                return Ok(());
+            }
+            stat_add(Stat::SqStarve, 1);
+            let _ = self
+                .wait
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
+        }
+    }
+
+    /// Takes `n` slots for RDMA Reads (and their registrations) if they
+    /// are free beyond the reserve, without waiting: `Ok(false)` if not.
+    pub(super) fn try_acquire_read(&self, n: u32) -> Result<bool> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Err(ENOTCONN);
+        }
+        match n.checked_add(self.read_keep) {
+            Some(need) if st.avail >= need => {
+                st.avail -= n;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Whether a Read could take a slot now.
+    pub(super) fn read_room(&self) -> bool {
+        let st = self.state.lock();
+        !st.closed && st.avail > self.read_keep
+    }
+
+    /// Called by a thread about to leave a Read operation waiting for
+    /// room: `false` if there is room now (the caller must see to it),
+    /// `true` if there is none, in which case the release that makes room
+    /// marks the transport `XPT_DATA` (checking and noting under one lock,
+    /// so that release cannot be missed).
+    pub(super) fn starve(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.closed {
+            // Nothing will be posted again: nothing to wake.
+            return true;
+        }
+        if st.avail > self.read_keep {
+            return false;
+        }
+        stat_add(Stat::SqStarve, 1);
+        st.starved = true;
+        true
+    }
+
+    /// Returns `n` slots.
+    pub(super) fn release(&self, n: u32) {
+        let wake_reads = {
+            let mut st = self.state.lock();
+            st.avail = st.avail.saturating_add(n);
+            let wake = st.starved && st.avail > self.read_keep;
+            if wake {
+                st.starved = false;
+            }
+            wake
+        };
+        self.wait.notify_all();
+        if wake_reads {
+            self.link.data_ready();
+        }
+    }
+
+    /// Fails every current and later [`Self::acquire`] and
+    /// [`Self::try_acquire_read`].
+    pub(super) fn close(&self) {
+        self.state.lock().closed = true;
+        self.wait.notify_all();
+    }
+}
+
+/// Completion of RDMA Writes and Sends: returns the send queue slot and
+/// gives the buffer back to the cache.
+pub(super) struct SqHandler {
+    pub(super) sq: Arc<SqGate>,
+    pub(super) cache: Option<(Arc<BufCache>, usize)>,
+}
+
+impl CompletionHandler for SqHandler {
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.sq.release(1);
+        if !wc.is_ok() && !wc.is_flush() {
+            crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
+        }
+        if let (Some((cache, slot)), Some(buf)) = (&self.cache, wr.buf(0)) {
+            cache.put(buf, *slot);
+        }
+    }
+}

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Making and breaking a client connection (C `verbs.c`:
+//! `rpcrdma_xprt_connect`, `rpcrdma_ep_create`, `rpcrdma_xprt_disconnect`,
+//! `rpcrdma_cm_event_handler`): address and route resolution, the queue
+//! pair and its Receives, the MR pool and write pad, the negotiation of
+//! inline sizes, and the drain that revokes every registration.
+
+use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
+use super::conn::Conn;
+use super::reg::{add, Strategy};
+use super::reply::RecvDone;
+use super::send_buf::{SendSlots, SLOTS_PER_MR};
+use super::transport::{Settings, Stats};
+use crate::proto::cm::{negotiate, ConnectPrivate};
+use crate::proto::msg::DecodeLimits;
+use crate::proto::planner::{DeviceCaps, TransportParams};
+use crate::rdma::cm::{CmEvent, CmHandler, CmId};
+use crate::rdma::verbs::{DmaDir, Endpoint, EndpointConfig, Segment as SgSegment, WorkRequest};
+use crate::rdma::xprt::{Mr, Xprt};
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, Completion};
+
+/// Address and route resolution timeout (C `RDMA_RESOLVE_TIMEOUT`).
+const RESOLVE_TIMEOUT_MS: u32 = 5000;
+/// How long connection establishment may take.
+const CONNECT_TIMEOUT_MS: u32 = 30_000;
+/// MRs per request in the pool: Read or Write chunk plus Reply chunk, each
+/// possibly split at head/pages/tail boundaries.
+const MRS_PER_REQUEST: u32 = 4;
+/// Receives kept beyond the credit limit (C keeps a batch extra).
+const EXTRA_RECVS: u32 = 8;
+/// `PAGE_SIZE` as the u32 the wire sizes use.
+const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
+
+fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent> {
+    let ev = id.wait_event(RESOLVE_TIMEOUT_MS * 2)?;
+    if want(&ev) {
+        return Ok(ev);
+    }
+    crate::pr_warn_ratelimited!("{} failed\n", what);
+    Err(match ev {
+        CmEvent::AddrError(_) | CmEvent::RouteError(_) | CmEvent::Unreachable(_) => EHOSTUNREACH,
+        CmEvent::Rejected { .. } => ECONNREFUSED,
+        _ => EIO,
+    })
+}
+
+impl Conn {
+    /// Resolves, creates the queue pair and MR pool, and connects.
+    pub(super) fn connect(xprt: Xprt, settings: Settings, stats: Arc<Stats>) -> Result<Arc<Self>> {
+        let addr = xprt.addr()?;
+        // In the transport's network namespace, as C `rpcrdma_create_id`.
+        let id = CmId::new_in(xprt.net())?;
+        id.resolve_addr(addr, RESOLVE_TIMEOUT_MS as i32)?;
+        wait_for(&id, "address resolution", |e| {
+            matches!(e, CmEvent::AddrResolved)
+        })?;
+        id.resolve_route(RESOLVE_TIMEOUT_MS)?;
+        wait_for(&id, "route resolution", |e| {
+            matches!(e, CmEvent::RouteResolved)
+        })?;
+
+        let reqs = settings.max_requests;
+        let fmr = settings.strategy == Strategy::Fmr;
+        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
+        // Per request: registrations, the Send, invalidations; and at
+        // least room for every MR of the pool with its REG_MR and LOCAL_INV
+        // plus a Send per credit and callback reply and the write pad, so
+        // that the send queue gate (`SendSlots`) only ever makes a call
+        // wait for completions, never for slots that cannot exist. The
+        // endpoint adds one entry for `ib_drain_sq` (C `frwr_query_device`:
+        // `max_send_wr += 1`).
+        let max_send_wr = reqs.saturating_mul(2 * MRS_PER_REQUEST + 2).max(
+            pool.saturating_mul(SLOTS_PER_MR)
+                .saturating_add(reqs)
+                .saturating_add(BC_SLOTS + 1),
+        );
+        let ep = Endpoint::new(
+            id,
+            &EndpointConfig {
+                max_send_wr,
+                max_recv_wr: reqs + EXTRA_RECVS + BC_RECVS,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                unsafe_global_rkey: settings.strategy == Strategy::Physical,
+            },
+        )?;
+        let attr = *ep.device_attr();
+        // Without the drain's extra entry, which is not ours to use.
+        let send_depth = ep.send_depth();
+        if fmr && !attr.mem_mgt_extensions {
+            pr_err!("device lacks fast registration (FRWR), needed by memreg=fmr; try memreg=physical\n");
+            return Err(EOPNOTSUPP);
+        }
+        let global_rkey = ep.global_rkey().unwrap_or(0);
+        let caps = DeviceCaps {
+            // "physical" maps one page per segment.
+            max_fast_reg_page_list_len: match (fmr, settings.pages_per_mr) {
+                (false, _) => 1,
+                (true, 0) => attr.max_fast_reg_page_list_len,
+                (true, n) => n.min(attr.max_fast_reg_page_list_len),
+            },
+            max_sge_rd: 0,
+            max_send_sge: attr.max_send_sge,
+            sg_gaps: false,
+        };
+        // Our own thresholds until the peer's private data is known; only
+        // the inline sizes change with the negotiation.
+        let params =
+            TransportParams::from_device(settings.inline_write, settings.inline_read, &caps);
+
+        // The MR pool: every steering tag exists before the first I/O.
+        let mut mrs = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
+        for _ in 0..pool {
+            mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
+        }
+        add(&stats.mrs_allocated, u64::from(pool));
+        let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
+
+        // The write pad: a 4-byte sink for the XDR pad of unaligned Write
+        // chunks, registered once for the life of the connection (its
+        // REG_MR is posted once connected: a send queue takes work only
+        // then).
+        let write_pad = if fmr {
+            let pad_buf = ep.alloc_buf(4, DmaDir::FromDevice)?;
+            let mut pad_mr = Mr::new(&ep, 1)?;
+            pad_mr.map_buf(&pad_buf)?;
+            Some((pad_mr, pad_buf))
+        } else {
+            None
+        };
+
+        let recv_len = settings.inline_read as usize;
+        // Filled once the negotiated inline send size is known.
+        let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
+        let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
+        let conn = Arc::pin_init(
+            try_pin_init!(Self {
+                ep,
+                xprt,
+                stats,
+                settings,
+                params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
+                limits: DecodeLimits::client_default(),
+                credits: Atomic::new(1),
+                slots: SendSlots::new(send_depth),
+                closing: Atomic::new(false),
+                drain_started: Atomic::new(false),
+                drained <- Completion::new(),
+                mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
+                pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
+                dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
+                write_pad,
+                global_rkey,
+                send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
+            }),
+            GFP_KERNEL,
+        )?;
+        // Every Receive is posted before connecting (C
+        // `rpcrdma_xprt_connect` posts before `rdma_connect`): a server that
+        // Sends right after establishment must find one, since our
+        // `rnr_retry_count` of 0 makes a receiver-not-ready fatal. The
+        // queue pair takes Receives from its INIT state on.
+        if let Err(e) = conn.post_initial_recvs(recv_len, reqs + EXTRA_RECVS + BC_RECVS) {
+            conn.shutdown();
+            return Err(e);
+        }
+        let res = conn.establish(settings, &caps, pool, reqs);
+        if res.is_err() {
+            // Flushes the Receives, whose handlers hold the connection.
+            conn.shutdown();
+        }
+        res.map(|()| conn)
+    }
+
+    /// Posts `n` Receives of `len` bytes.
+    fn post_initial_recvs(self: &Arc<Self>, len: usize, n: u32) -> Result {
+        for _ in 0..n {
+            let buf = self.ep.alloc_buf(len, DmaDir::FromDevice)?;
+            let mut segs = KVec::new();
+            segs.push(
+                SgSegment {
+                    buf,
+                    offset: 0,
+                    len,
+                },
+                GFP_KERNEL,
+            )?;
+            let wr = WorkRequest::new(RecvDone { conn: self.clone() }, segs)?;
+            self.ep.post_recv(wr)?;
+        }
+        Ok(())
+    }
+
+    /// Connects the queue pair, whose Receives are posted, and finishes the
+    /// setup that depends on the peer's private data.
+    fn establish(&self, settings: Settings, caps: &DeviceCaps, pool: u32, reqs: u32) -> Result {
+        let fmr = settings.strategy == Strategy::Fmr;
+        let attr = *self.ep.device_attr();
+        let mut pdata = [0u8; 8];
+        // Remote invalidation only makes sense for MRs: a server that
+        // tried to invalidate the global rkey would break the connection.
+        ConnectPrivate::new(settings.inline_write, settings.inline_read, fmr)
+            .encode(&mut pdata)
+            .map_err(|_| EINVAL)?;
+        let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
+        // The client never issues RDMA Reads: initiator depth 0.
+        self.ep.connect(&pdata, rd_atom, 0)?;
+        let ev = self.ep.wait_event(CONNECT_TIMEOUT_MS)?;
+        let CmEvent::Established { private_data } = ev else {
+            crate::pr_warn_ratelimited!("connection not established\n");
+            return Err(match ev {
+                CmEvent::Rejected { .. } => ECONNREFUSED,
+                CmEvent::Unreachable(_) => EHOSTUNREACH,
+                _ => ECONNABORTED,
+            });
+        };
+        let peer = private_data.as_bytes();
+        let neg = negotiate(
+            settings.inline_write,
+            settings.inline_read,
+            (!peer.is_empty()).then_some(peer),
+        );
+        let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
+        *self.params.lock() = params;
+
+        if let Some((pad_mr, _)) = &self.write_pad {
+            // Its slot is never given back (no completion of ours follows
+            // it for sure); one slot of the whole queue.
+            if !self.slots.try_take(1) {
+                return Err(ENOBUFS);
+            }
+            pad_mr.post_reg(&self.ep, true)?;
+        }
+
+        // Enough Send buffers for every credit and callback reply; more are
+        // allocated (and dropped after use) only if they are all in flight.
+        let send_len = params.inline_send as usize;
+        for _ in 0..reqs + BC_SLOTS {
+            let buf = self.ep.alloc_buf(send_len, DmaDir::ToDevice)?;
+            // Capacity for all of them was reserved at allocation.
+            let rejected = self.send_bufs.lock().push_within_capacity(buf).err();
+            drop(rejected);
+        }
+        // Disconnects by the server, device removal and address changes
+        // arrive as CM events: the handler turns them into a reconnect,
+        // from the CM's callback (events since ESTABLISHED first).
+        let events = Arc::new(ConnEvents { xprt: self.xprt }, GFP_KERNEL)?;
+        self.ep.cm_id().set_handler(events);
+        self.xprt.update_cwnd(1);
+        self.xprt
+            .set_bc_max_payload(max_payload(neg.inline_send, neg.inline_recv, PAGE_SIZE_U32));
+        pr_info!(
+            "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}\n",
+            settings.strategy.name(),
+            neg.inline_send,
+            neg.inline_recv,
+            reqs,
+            pool,
+            params.max_fr_depth,
+            neg.peer_send_w_inv_ok
+        );
+        Ok(())
+    }
+
+    /// Disconnects and waits for every posted work request to complete;
+    /// the CM event handler is removed first (so nothing touches the sunrpc
+    /// transport once this returns). Removing it waits only for a handler
+    /// call in progress, which never blocks.
+    pub(super) fn shutdown(&self) {
+        self.closing.store(true, Relaxed);
+        drop(self.ep.cm_id().clear_handler());
+        self.drain_once();
+        // Registrations of requests still waiting are invalid now that the
+        // QP is in the error state; drop them with their MRs.
+        let pending = core::mem::take(&mut *self.pending.lock());
+        drop(pending);
+        // So do the MRs awaiting a batched invalidation.
+        let dirty = core::mem::take(&mut *self.dirty.lock());
+        self.counters().dirty.add(-(dirty.len() as i64), Relaxed);
+        drop(dirty);
+    }
+
+    /// Disconnects as a network failure would (C
+    /// `xprt_rdma_inject_disconnect`): the CM then reports DISCONNECTED,
+    /// whose handler forces the transport closed, and the next call
+    /// reconnects. Outstanding work requests are flushed on the way, so
+    /// this exercises the same recovery as a lost link.
+    pub(super) fn inject_disconnect(&self) {
+        if self.closing.load(Relaxed) {
+            return;
+        }
+        add(&self.counters().injected_disconnects, 1);
+        if let Err(e) = self.ep.cm_id().disconnect() {
+            crate::pr_warn_ratelimited!("injected disconnect failed ({:?}); closing\n", e);
+            self.xprt.force_disconnect();
+        }
+    }
+
+    /// Revokes every registration at once, synchronously, for when one
+    /// cannot be invalidated: the queue pair is moved to the error state
+    /// and drained, and sunrpc reconnects.
+    pub(super) fn revoke_all(&self) {
+        self.closing.store(true, Relaxed);
+        self.drain_once();
+        self.xprt.force_disconnect();
+    }
+
+    /// Disconnects and drains the queue pair, or waits for the caller that
+    /// does: when this returns no registration of the connection can be
+    /// used by the peer any more (the QP is in the error state and every
+    /// posted work request has completed). Process context only.
+    pub(super) fn drain_once(&self) {
+        if self.drain_started.xchg(true, Relaxed) {
+            self.drained.wait_for_completion();
+            return;
+        }
+        self.ep.drain();
+        self.drained.complete_all();
+    }
+}
+
+/// The CM event handler of a connection. It holds the sunrpc transport
+/// (not the connection: a handler must never drop the last reference to the
+/// identifier it serves) and is removed by [`Conn::shutdown`] before the
+/// transport can go away.
+struct ConnEvents {
+    xprt: Xprt,
+}
+
+impl CmHandler for ConnEvents {
+    fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
+        let why = match ev {
+            CmEvent::Disconnected => "the server disconnected",
+            CmEvent::DeviceRemoval => "the RDMA device is being removed",
+            CmEvent::AddrChange => "the local address changed",
+            _ => return Ok(()),
+        };
+        crate::pr_warn_ratelimited!("{}: closing the connection; it reconnects on demand\n", why);
+        // C `rpcrdma_cm_event_handler`: `xprt_force_disconnect`, which only
+        // takes a spinlock and queues the transport's close.
+        self.xprt.force_disconnect();
+        Ok(())
+    }
+}

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The FRWR side of client registration (C `frwr_ops.c`): the pool of MRs
+//! whose steering tags exist from connect time ("fmr" pool semantics),
+//! REG_MR per chunk, and invalidation after the reply: one LOCAL_INV chain
+//! per request, remote invalidation by the server, or a batch when
+//! `fmr_dirty_watermark` is set; revocation of everything when an MR
+//! cannot be invalidated.
+
+use super::conn::Conn;
+use super::reg::{add, counters, Reg, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
+use super::send_buf::{SendDone, SLOTS_PER_MR};
+use super::transport::bump;
+use crate::proto::msg::Segment;
+use crate::rdma::memalloc::NoIoScope;
+use crate::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rdma::xprt::{post_local_inv, Mr, PinnedRqst, Rqst};
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, Completion, SpinLock};
+
+/// Completion of a batched invalidation: the MRs return to the pool.
+#[pin_data]
+struct BatchInvDone {
+    conn: Arc<Conn>,
+    /// Send queue slots its completion frees (the chain's, and for
+    /// abandoned registrations their REG_MRs').
+    slots: u32,
+    #[pin]
+    mrs: SpinLock<Option<KVec<Mr>>>,
+}
+
+impl CompletionHandler for Arc<BatchInvDone> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Completion context: nothing here may wait on reclaim.
+        let _noio = NoIoScope::new();
+        let taken = self.mrs.lock().take();
+        if let Some(mrs) = taken {
+            if wc.is_ok() {
+                self.conn.recycle(mrs);
+            }
+            self.conn.slots.give(self.slots);
+        }
+    }
+}
+
+/// Completion of a LOCAL_INV chain someone waits for (`release_request`).
+#[pin_data]
+struct SyncInvDone {
+    ok: Atomic<bool>,
+    #[pin]
+    done: Completion,
+}
+
+impl CompletionHandler for Arc<SyncInvDone> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.ok.store(wc.is_ok(), Relaxed);
+        self.done.complete_all();
+    }
+}
+
+/// LOCAL_INV completion: the request's registrations are gone, so its
+/// reply may be handed to the RPC layer.
+#[pin_data]
+struct InvDone {
+    conn: Arc<Conn>,
+    /// Send queue slots its completion frees (the chain's).
+    slots: u32,
+    #[pin]
+    state: SpinLock<Option<(PinnedRqst, i32, KVec<Mr>)>>,
+}
+
+impl CompletionHandler for Arc<InvDone> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Completing the RPC runs sunrpc code: no reclaim from here.
+        let _noio = NoIoScope::new();
+        let taken = self.state.lock().take();
+        if let Some((rqst, status, mrs)) = taken {
+            self.conn.slots.give(self.slots);
+            if wc.is_ok() {
+                self.conn.recycle(mrs);
+            } else {
+                // The MRs' state is unknown: drop them with the connection.
+                drop(mrs);
+            }
+            rqst.complete(status);
+        }
+    }
+}
+
+impl Conn {
+    /// The delayed batch of an idle connection (`fmr_dirty_watermark`):
+    /// invalidates whatever is still dirty.
+    pub(super) fn flush_timer(&self, this: &Arc<Self>) {
+        if self.closing.load(Relaxed) {
+            return;
+        }
+        if !self.dirty.lock().is_empty() {
+            add(&self.counters().timer_flushes, 1);
+            self.flush_dirty(this);
+        }
+    }
+
+    fn get_mr(&self) -> Result<Mr> {
+        match self.mrs.lock().pop() {
+            Some(mr) => Ok(mr),
+            None => {
+                add(&self.counters().pool_empty_waits, 1);
+                if self.stats.mr_pool_empty.fetch_add(1, Relaxed) == 0 {
+                    pr_warn!("MR pool empty: calls wait for registrations to be released\n");
+                }
+                Err(ENOBUFS)
+            }
+        }
+    }
+
+    fn recycle(&self, mrs: KVec<Mr>) {
+        for mr in mrs {
+            self.recycle_one(mr);
+        }
+    }
+
+    /// Registers `[offset, offset + len)` of the request's send or receive
+    /// buffer with as many MRs as needed, posting each REG_MR.
+    #[expect(clippy::too_many_arguments)]
+    pub(super) fn register(
+        &self,
+        rqst: &Rqst<'_>,
+        rcv: bool,
+        offset: u32,
+        len: u32,
+        writable: bool,
+        regs: &mut KVec<Reg>,
+        segs: &mut KVec<Segment>,
+    ) -> Result {
+        add(&self.counters().registrations, 1);
+        if self.settings.strategy == Strategy::Physical {
+            return self.register_physical(rqst, rcv, offset, len, writable, regs, segs);
+        }
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        let mut at = offset;
+        while at < end {
+            let mut mr = self.get_mr()?;
+            let res = mr.map_rqst(rqst, rcv, at, end - at, writable);
+            let n = match res {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    self.recycle_one(mr);
+                    return Err(EIO);
+                }
+            };
+            // The REG_MR's slot and the one of its LOCAL_INV, reserved
+            // now so that the invalidation never waits for room.
+            if !self.slots.try_take(SLOTS_PER_MR) {
+                add(&self.counters().send_queue_full, 1);
+                self.recycle_one(mr);
+                return Err(ENOBUFS);
+            }
+            if let Err(e) = mr.post_reg(&self.ep, writable) {
+                self.slots.give(SLOTS_PER_MR);
+                self.recycle_one(mr);
+                return Err(e);
+            }
+            let s = mr.segment();
+            segs.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
+            regs.push(Reg::Mr(mr), GFP_KERNEL)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    pub(super) fn recycle_one(&self, mut mr: Mr) {
+        mr.unmap();
+        // Capacity was reserved for every MR at connect time. Should the
+        // pool still be full, the MR is dropped (`ib_dereg_mr`, which may
+        // sleep) only after the statement, once the guard is released.
+        let rejected = self.mrs.lock().push_within_capacity(mr).err();
+        drop(rejected);
+    }
+
+    /// Invalidates registrations that were posted but will not be used
+    /// (a failed send): one LOCAL_INV chain; the MRs return to the pool,
+    /// and their slots (REG_MR and LOCAL_INV) to the send queue, when it
+    /// completes.
+    pub(super) fn abandon(&self, this: &Arc<Self>, regs: KVec<Reg>) {
+        let (mrs, lost) = mrs_of(regs);
+        if lost {
+            // An MR was dropped (deregistered) for lack of memory; its
+            // slots are lost with it, so start afresh.
+            self.xprt.force_disconnect();
+        }
+        if mrs.is_empty() {
+            return;
+        }
+        let n = mrs.len() as u32;
+        let tracked = rkeys(&mrs).and_then(|keys| {
+            let done = Arc::pin_init(
+                pin_init!(BatchInvDone {
+                    conn: this.clone(),
+                    slots: n * SLOTS_PER_MR,
+                    mrs <- new_spinlock!(None, "rpcrdma_rs::xprt::abandon"),
+                }),
+                GFP_KERNEL,
+            )?;
+            Ok((keys, done))
+        });
+        let Ok((keys, done)) = tracked else {
+            // Cannot invalidate: deregister, and revoke the rest.
+            drop(mrs);
+            self.xprt.force_disconnect();
+            return;
+        };
+        *done.mrs.lock() = Some(mrs);
+        if self.post_inv_chain(&keys, done.clone()).is_err() {
+            // The QP is gone: deregister the MRs now.
+            // Taken first: deregistering may sleep, not under the lock.
+            let taken = done.mrs.lock().take();
+            drop(taken);
+            self.xprt.force_disconnect();
+        }
+    }
+
+    pub(super) fn counters(&self) -> &'static StrategyCounters {
+        counters(self.settings.strategy)
+    }
+
+    /// Invalidates every dirty MR in one chain; they return to the pool
+    /// when the last LOCAL_INV completes.
+    pub(super) fn flush_dirty(&self, this: &Arc<Self>) {
+        // The list keeps room for the whole pool (so a dirty MR never has
+        // to be dropped): the batch is swapped out for an empty list of
+        // the same capacity, allocated outside the lock.
+        let cap = self.dirty.lock().capacity();
+        let Ok(mut mrs) = KVec::with_capacity(cap, GFP_KERNEL) else {
+            // Revoking every registration is the only safe fallback.
+            self.xprt.force_disconnect();
+            return;
+        };
+        core::mem::swap(&mut *self.dirty.lock(), &mut mrs);
+        if mrs.is_empty() {
+            return;
+        }
+        self.counters().dirty.add(-(mrs.len() as i64), Relaxed);
+        add(&self.counters().batched_invalidations, mrs.len() as u64);
+        let Ok(keys) = rkeys(&mrs) else {
+            self.xprt.force_disconnect();
+            return;
+        };
+        // Each dirty MR kept its LOCAL_INV slot.
+        let slots = keys.len() as u32;
+        let done = Arc::pin_init(
+            pin_init!(BatchInvDone {
+                conn: this.clone(),
+                slots,
+                mrs <- new_spinlock!(Some(mrs), "rpcrdma_rs::xprt::batch"),
+            }),
+            GFP_KERNEL,
+        );
+        // The QP is gone or the batch cannot be tracked: revoke all.
+        if done.and_then(|d| self.post_inv_chain(&keys, d)).is_err() {
+            self.xprt.force_disconnect();
+        }
+    }
+
+    /// Posts LOCAL_INV for every key, unsignaled except the last, whose
+    /// completion runs `done`'s handler.
+    fn post_inv_chain<H: CompletionHandler>(&self, keys: &[u32], done: H) -> Result {
+        let (last, rest) = keys.split_last().ok_or(EINVAL)?;
+        for key in rest {
+            post_local_inv::<SendDone>(&self.ep, *key, None)?;
+        }
+        post_local_inv(&self.ep, *last, Some(WorkRequest::new(done, KVec::new())?))
+    }
+
+    /// The request's reply will never be processed (signal, timeout): make
+    /// sure the server can no longer reach its buffers before they are
+    /// freed. Its MRs are invalidated and this waits for that (C
+    /// `frwr_unmap_sync`); only if that cannot be done is the connection
+    /// closed, which revokes every registration at once.
+    pub(super) fn release_request(&self, key: usize) {
+        let found = {
+            let mut pending = self.pending.lock();
+            pending
+                .iter()
+                .position(|p| p.key == key)
+                .and_then(|pos| pending.remove(pos).ok())
+        };
+        let Some(p) = found else {
+            return;
+        };
+        if self.closing.load(Relaxed) {
+            // The connection is being closed (or revoked): its drain
+            // revokes every registration at once. Wait for it before the
+            // buffers go back (C `rpcrdma_xprt_disconnect` drains before
+            // anything is freed).
+            self.drain_once();
+            drop(p);
+            return;
+        }
+        let (mrs, lost) = mrs_of(p.regs);
+        if lost {
+            self.revoke_all();
+            return;
+        }
+        if mrs.is_empty() {
+            return;
+        }
+        add(&self.stats.local_inv_needed, mrs.len() as u64);
+        add(&self.counters().invalidations, mrs.len() as u64);
+        let done = rkeys(&mrs).and_then(|keys| {
+            let done = Arc::pin_init(
+                pin_init!(SyncInvDone {
+                    ok: Atomic::new(false),
+                    done <- Completion::new(),
+                }),
+                GFP_KERNEL,
+            )?;
+            self.post_inv_chain(&keys, done.clone())?;
+            Ok(done)
+        });
+        if let Ok(done) = done {
+            // Completes even when the queue pair is flushed.
+            done.done.wait_for_completion();
+            // The chain left the queue: its slots, reserved at
+            // registration, are free again.
+            self.slots.give(mrs.len() as u32);
+            if done.ok.load(Relaxed) {
+                self.recycle(mrs);
+                return;
+            }
+        }
+        drop(mrs);
+        self.revoke_all();
+    }
+
+    /// Invalidates what the request registered, then completes it.
+    pub(super) fn finish(
+        &self,
+        this: &Arc<Self>,
+        rqst: PinnedRqst,
+        xid: u32,
+        status: i32,
+        inv_rkey: Option<u32>,
+    ) {
+        let Some(p) = self.take_pending(xid) else {
+            rqst.complete(status);
+            return;
+        };
+        // Physical mappings are simply unmapped; MRs need invalidation.
+        let (mut mrs, lost) = mrs_of(p.regs);
+        if lost {
+            // An MR was freed without invalidation: revoke all.
+            self.xprt.force_disconnect();
+        }
+        // An MR the server invalidated remotely needs no LOCAL_INV.
+        // We always offer Send With Invalidate (RFC 8797 flag).
+        if let Some(rkey) = inv_rkey {
+            if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
+                if let Ok(mr) = mrs.remove(pos) {
+                    bump(&self.stats.remote_inv);
+                    add(&self.counters().remote_invalidations, 1);
+                    self.recycle_one(mr);
+                    // The slot reserved for its LOCAL_INV is not needed.
+                    self.slots.give(1);
+                }
+            }
+        }
+        let n = mrs.len();
+        if n == 0 {
+            rqst.complete(status);
+            return;
+        }
+        if self.settings.dirty_watermark > 0 {
+            // Batched invalidation: complete now, invalidate later.
+            let mut full = false;
+            for mr in mrs {
+                // An MR that does not fit (capacity is reserved for the
+                // whole pool, so never) is dropped, i.e. deregistered, which
+                // may sleep: only after the guard is released.
+                let rejected = {
+                    let mut dirty = self.dirty.lock();
+                    let r = dirty.push_within_capacity(mr).err();
+                    full = dirty.len() >= self.settings.dirty_watermark as usize;
+                    r
+                };
+                if rejected.is_none() {
+                    self.counters().dirty.add(1, Relaxed);
+                }
+                drop(rejected);
+            }
+            rqst.complete(status);
+            if full {
+                self.flush_dirty(this);
+            } else {
+                // An idle connection must not keep them valid for long:
+                // the batch runs within DIRTY_FLUSH_MS whatever happens
+                // (an earlier deadline already scheduled stands).
+                self.xprt.schedule_flush(DIRTY_FLUSH_MS);
+            }
+            return;
+        }
+        add(&self.stats.local_inv_needed, n as u64);
+        add(&self.counters().invalidations, n as u64);
+        let Ok(keys) = rkeys(&mrs) else {
+            // Cannot track the invalidation: deregister the MRs first, then
+            // revoke everything (dropping `rqst` fails the RPC).
+            drop(mrs);
+            self.xprt.force_disconnect();
+            drop(rqst);
+            return;
+        };
+        // Allocated empty and filled afterwards: should the allocation
+        // fail, the MRs must be deregistered before the RPC completes,
+        // which a failed initializer dropping both would not guarantee.
+        let done = Arc::pin_init(
+            pin_init!(InvDone {
+                conn: this.clone(),
+                slots: n as u32,
+                state <- new_spinlock!(None, "rpcrdma_rs::xprt::inv"),
+            }),
+            GFP_KERNEL,
+        );
+        let Ok(done) = done else {
+            // Cannot track the invalidation: revoke everything instead.
+            drop(mrs);
+            self.xprt.force_disconnect();
+            drop(rqst);
+            return;
+        };
+        *done.state.lock() = Some((rqst, status, mrs));
+        if self.post_inv_chain(&keys, done.clone()).is_err() {
+            // The QP is gone or its queue refused the chain: deregister the
+            // MRs (which revokes their steering tags) before the RPC
+            // completes and its buffers can go back.
+            let taken = done.state.lock().take();
+            if let Some((rqst, status, mrs)) = taken {
+                drop(mrs);
+                rqst.complete(status);
+            }
+            self.xprt.force_disconnect();
+        }
+    }
+}
+
+/// The MRs among `regs` (physical mappings are unmapped as they drop
+/// here), and whether any MR had to be dropped because there was no
+/// memory to keep it.
+pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, bool) {
+    let mut mrs = KVec::new();
+    let mut lost = false;
+    for reg in regs {
+        if let Reg::Mr(mr) = reg {
+            lost |= mrs.push(mr, GFP_KERNEL).is_err();
+        }
+    }
+    (mrs, lost)
+}
+
+/// Send queue slots the MRs among `regs` hold for their REG_MRs.
+pub(super) fn mr_count(regs: &KVec<Reg>) -> u32 {
+    let n = regs.iter().filter(|r| matches!(r, Reg::Mr(_))).count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The steering tags of `mrs`.
+fn rkeys(mrs: &KVec<Mr>) -> Result<KVec<u32>> {
+    let mut keys = KVec::with_capacity(mrs.len(), GFP_KERNEL)?;
+    for mr in mrs.iter() {
+        keys.push(mr.segment().handle, GFP_KERNEL)?;
+    }
+    Ok(keys)
+}

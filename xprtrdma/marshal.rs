@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Marshaling a call (C `rpc_rdma.c`, `rpcrdma_marshal_req`): the planner
+//! chooses inline, Read chunk or long call for the call and inline, Write
+//! chunk or Reply chunk for the result; this registers the chunks, encodes
+//! the transport header, pulls the inline part into the Send buffer and
+//! posts it.
+
+use super::conn::{Conn, Pending};
+use super::frwr::mr_count;
+use super::reg::{add, Reg};
+use super::transport::bump;
+use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
+use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
+use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
+use crate::rdma::verbs::SendOp;
+use crate::rdma::xprt::{Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+fn shape(s: &XdrShape) -> XdrBufShape {
+    XdrBufShape {
+        head_len: s.head_len,
+        head_page_offset: s.head_page_offset,
+        page_base: s.page_base,
+        page_len: s.page_len,
+        tail_len: s.tail_len,
+        tail_page_offset: s.tail_page_offset,
+        buflen: s.buflen,
+    }
+}
+
+impl Conn {
+    /// Marshals one call as the planner decides and posts it.
+    pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+        let params = self.params();
+        let info = rqst.info();
+        let snd = shape(&info.snd);
+        let rcv = shape(&info.rcv);
+        let rpc = RpcShape {
+            send: snd,
+            send_ddp: info.snd.flags & XDRBUF_WRITE != 0,
+            recv: rcv,
+            recv_ddp: info.rcv.flags & XDRBUF_READ != 0,
+            ddp_allowed: true,
+            // Every call is pulled up into one Send buffer.
+            send_buf_len: params.inline_send,
+        };
+        let p = plan(&rpc, &params).map_err(|e| {
+            bump(&self.stats.failed_marshal_count);
+            crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
+            EIO
+        })?;
+
+        // The Send's slot; the MRs take theirs as they are registered.
+        if !self.slots.try_take(1) {
+            add(&self.counters().send_queue_full, 1);
+            // Dirty MRs hold slots for their LOCAL_INV: run the batch.
+            self.flush_dirty(this);
+            return Err(ENOBUFS);
+        }
+        let mut mrs = KVec::<Reg>::new();
+        let mut reads = KVec::<ReadSegment>::new();
+        let mut writes = KVec::<Segment>::new();
+        let mut reply = KVec::<Segment>::new();
+        let res = self.register_chunks(
+            rqst,
+            &p.call,
+            &p.result,
+            &snd,
+            &rcv,
+            &mut mrs,
+            &mut reads,
+            &mut writes,
+            &mut reply,
+        );
+        if let Err(e) = res {
+            self.slots.give(1);
+            self.abandon(this, mrs);
+            if e == ENOBUFS {
+                // Dirty MRs come back only through a batch: run it now.
+                self.flush_dirty(this);
+            } else {
+                bump(&self.stats.failed_marshal_count);
+                crate::pr_warn_ratelimited!(
+                    "cannot register chunks of xid {:#x}: {:?}\n",
+                    info.xid,
+                    e
+                );
+            }
+            return Err(e);
+        }
+
+        let write_list: [&[Segment]; 1] = [&writes];
+        let chunks = ChunkListsRef {
+            read: &reads,
+            write: if writes.is_empty() { &[] } else { &write_list },
+            reply: if reply.is_empty() { None } else { Some(&reply) },
+        };
+        let long_call = matches!(p.call, CallStrategy::LongCall { .. });
+        let hdr = HeaderRef {
+            xid: info.xid,
+            vers: RPCRDMA_VERSION,
+            credits: self.settings.max_requests,
+            body: if long_call {
+                BodyRef::NoMsg(chunks)
+            } else {
+                BodyRef::Msg(chunks)
+            },
+        };
+
+        let send_len = params.inline_send as usize;
+        let out = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
+            Ok(v) => v,
+            Err(e) => {
+                self.slots.give(1);
+                self.abandon(this, mrs);
+                bump(&self.stats.failed_marshal_count);
+                return Err(e);
+            }
+        };
+        let reg_slots = mr_count(&mrs);
+        let res = (|| -> Result {
+            let wr = self.send_wr(this, &out, 1 + reg_slots)?;
+            if !mrs.is_empty() {
+                let pending = Pending {
+                    xid: info.xid,
+                    key: rqst.key(),
+                    regs: core::mem::take(&mut mrs),
+                };
+                if let Err(p) = self.pending.lock().push_within_capacity(pending) {
+                    mrs = p.0.regs;
+                    return Err(ENOBUFS);
+                }
+            }
+            rqst.mark_sent();
+            self.ep.post_send(wr, SendOp::Send)
+        })();
+        if let Err(e) = res {
+            // The Send was not posted; the REG_MRs' slots go back with the
+            // abandoned MRs' invalidation.
+            self.slots.give(1);
+            if let Some(p) = self.take_pending(info.xid) {
+                mrs = p.regs;
+            }
+            self.abandon(this, mrs);
+            return Err(if e == ENOBUFS { e } else { ENOTCONN });
+        }
+        match p.call {
+            CallStrategy::ReadChunk { .. } => bump(&self.stats.read_chunk_count),
+            CallStrategy::LongCall { .. } => {
+                bump(&self.stats.read_chunk_count);
+                bump(&self.stats.nomsg_call_count);
+            }
+            _ => bump(&self.stats.pullup_copy_count),
+        }
+        match p.result {
+            ResultStrategy::WriteChunk { .. } => bump(&self.stats.write_chunk_count),
+            ResultStrategy::ReplyChunk { .. } => bump(&self.stats.reply_chunk_count),
+            ResultStrategy::Inline => {}
+        }
+        Ok(())
+    }
+
+    #[expect(clippy::too_many_arguments)]
+    fn register_chunks(
+        &self,
+        rqst: &Rqst<'_>,
+        call: &CallStrategy,
+        result: &ResultStrategy,
+        snd: &XdrBufShape,
+        rcv: &XdrBufShape,
+        mrs: &mut KVec<Reg>,
+        reads: &mut KVec<ReadSegment>,
+        writes: &mut KVec<Segment>,
+        reply: &mut KVec<Segment>,
+    ) -> Result {
+        let mut segs = KVec::new();
+        let position = match call {
+            CallStrategy::ReadChunk { position, .. } => {
+                self.register(
+                    rqst,
+                    false,
+                    snd.head_len,
+                    snd.page_len,
+                    false,
+                    mrs,
+                    &mut segs,
+                )?;
+                Some(*position)
+            }
+            CallStrategy::LongCall { .. } => {
+                let len = snd.len().ok_or(EINVAL)?;
+                self.register(rqst, false, 0, len, false, mrs, &mut segs)?;
+                Some(0)
+            }
+            _ => None,
+        };
+        if let Some(position) = position {
+            for s in segs.iter() {
+                reads.push(
+                    ReadSegment {
+                        position,
+                        segment: *s,
+                    },
+                    GFP_KERNEL,
+                )?;
+                add(&self.stats.total_rdma_request, u64::from(s.length));
+            }
+        }
+        match result {
+            ResultStrategy::Inline => {}
+            ResultStrategy::WriteChunk { write_pad, .. } => {
+                self.register(rqst, true, rcv.head_len, rcv.page_len, true, mrs, writes)?;
+                if *write_pad {
+                    if let Some((mr, _)) = &self.write_pad {
+                        let s = mr.segment();
+                        writes.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
+                    }
+                }
+            }
+            ResultStrategy::ReplyChunk { .. } => {
+                // The whole receive buffer as head, pages and tail describe
+                // it (C rpcrdma_convert_iovs), not its allocation size.
+                let len = rcv.len().ok_or(EINVAL)?;
+                self.register(rqst, true, 0, len, true, mrs, reply)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Send: transport header, then the inline part of the call.
+    fn build_send(
+        &self,
+        rqst: &Rqst<'_>,
+        hdr: &HeaderRef<'_>,
+        call: &CallStrategy,
+        snd: &XdrBufShape,
+        max: usize,
+    ) -> Result<KVec<u8>> {
+        let mut out = KVec::from_elem(0u8, max, GFP_KERNEL)?;
+        let hlen = encode_header(hdr, &mut out).map_err(|_| EMSGSIZE)?;
+        let mut at = hlen;
+        let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
+            let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
+            let dst = out.get_mut(*at..end).ok_or(EMSGSIZE)?;
+            rqst.read(from, dst)?;
+            *at = end;
+            Ok(())
+        };
+        match call {
+            CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+                copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
+            }
+            CallStrategy::ReadChunk { .. } => {
+                copy(0, snd.head_len, &mut at)?;
+                // A tail that is only the XDR pad of the pages is not sent;
+                // otherwise skip that pad so the rest lands XDR-aligned.
+                if snd.tail_len > 3 {
+                    let skip = snd.tail_len & 3;
+                    let from = snd.head_len + snd.page_len + skip;
+                    copy(from, snd.tail_len - skip, &mut at)?;
+                }
+            }
+            CallStrategy::LongCall { .. } => {}
+        }
+        out.truncate(at);
+        Ok(out)
+    }
+}

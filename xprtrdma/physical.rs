@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The "physical" registration strategy (`memreg=physical`, opt-in, for
+//! trusted servers only): no MR per I/O; each page of a chunk is
+//! DMA-mapped and advertised under the device's global steering tag
+//! (`IB_PD_UNSAFE_GLOBAL_RKEY`), so the server can reach all of this
+//! host's memory. Mappings are undone when their `Reg::Phys` drops; there
+//! is nothing to invalidate.
+
+use super::conn::Conn;
+use super::reg::Reg;
+use crate::proto::msg::Segment;
+use crate::rdma::xprt::{PhysMap, Rqst};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+
+impl Conn {
+    /// Maps `[offset, offset + len)` of the request's send or receive
+    /// buffer page by page, one segment per page under the global rkey.
+    #[expect(clippy::too_many_arguments)]
+    pub(super) fn register_physical(
+        &self,
+        rqst: &Rqst<'_>,
+        rcv: bool,
+        offset: u32,
+        len: u32,
+        writable: bool,
+        regs: &mut KVec<Reg>,
+        segs: &mut KVec<Segment>,
+    ) -> Result {
+        let max = self.params().max_rdma_segs;
+        let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, offset, len, writable, max)?;
+        for i in 0..pm.count() {
+            let (addr, l) = pm.piece(i);
+            segs.push(Segment::new(self.global_rkey, l, addr), GFP_KERNEL)?;
+        }
+        regs.push(Reg::Phys(pm), GFP_KERNEL)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Receiving replies (C `rpc_rdma.c`, `rpcrdma_reply_handler`): the
+//! Receive completion, decoding, credits, backchannel Calls, placing the
+//! reply in the request's buffer and handing it to invalidation.
+
+use super::backchannel::is_call;
+use super::conn::{Conn, Pending};
+use super::reg::add;
+use super::transport::bump;
+use crate::proto::decode::decode_reply;
+use crate::proto::msg::Body;
+use crate::rdma::memalloc::NoIoScope;
+use crate::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::atomic::Relaxed;
+use kernel::sync::Arc;
+
+/// Receive completion: a reply (or a flush when the connection goes away).
+pub(super) struct RecvDone {
+    pub(super) conn: Arc<Conn>,
+}
+
+impl CompletionHandler for RecvDone {
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Reply handling may allocate (the reply copy, invalidation
+        // tracking, a backchannel slot): never by reclaim that could wait
+        // for this very reply (swap over NFS, NFS writeback).
+        let _noio = NoIoScope::new();
+        let conn = &self.conn;
+        if !wc.is_ok() {
+            if !wc.is_flush() {
+                crate::pr_warn_ratelimited!("receive failed: status {}\n", wc.status);
+            }
+            if !conn.closing.load(Relaxed) {
+                conn.xprt.force_disconnect();
+            }
+            return;
+        }
+        if let Some(buf) = wr.buf(0) {
+            let len = (wc.byte_len as usize).min(buf.len());
+            match KVec::from_elem(0u8, len, GFP_KERNEL) {
+                Ok(mut bytes) => {
+                    if buf.read(0, &mut bytes).is_ok() {
+                        conn.handle_reply(&self.conn, &bytes, wc.invalidated_rkey);
+                    }
+                }
+                Err(_) => conn.xprt.force_disconnect(),
+            }
+        }
+        if !conn.closing.load(Relaxed) && conn.ep.post_recv(wr.clone()).is_err() {
+            conn.xprt.force_disconnect();
+        }
+    }
+}
+
+impl Conn {
+    pub(super) fn take_pending(&self, xid: u32) -> Option<Pending> {
+        let mut pending = self.pending.lock();
+        let pos = pending.iter().position(|p| p.xid == xid)?;
+        pending.remove(pos).ok()
+    }
+
+    fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
+        self.xprt.data_seen();
+        let hdr = match decode_reply(bytes, &self.limits) {
+            Ok(h) => h,
+            Err(e) => {
+                bump(&self.stats.bad_reply_count);
+                crate::pr_warn_ratelimited!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
+                // Fail the RPC if its xid can be read, so it is not left waiting.
+                if let Some(x) = bytes.get(..4) {
+                    let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
+                    if let Some(rqst) = self.xprt.lookup(xid) {
+                        self.finish(this, rqst, xid, EIO.to_errno(), inv_rkey);
+                    }
+                }
+                return;
+            }
+        };
+        // A reverse-direction (backchannel) Call: never matched against
+        // our own xids, and its credit field is the server's backchannel
+        // window, not a grant for our Calls.
+        if let Body::Msg { payload, .. } = hdr.body {
+            if is_call(payload) {
+                self.bc_call(payload);
+                return;
+            }
+        }
+        let credits = hdr.credits.clamp(1, self.settings.max_requests);
+        if self.credits.xchg(credits, Relaxed) != credits {
+            self.xprt.update_cwnd(credits);
+        }
+        let Some(rqst) = self.xprt.lookup(hdr.xid) else {
+            return;
+        };
+        let status = match hdr.body {
+            Body::Msg { chunks, payload } => {
+                let written = chunks
+                    .write
+                    .iter()
+                    .map(|c| c.total_length())
+                    .fold(0u32, |a, b| a.saturating_add(b));
+                add(&self.stats.total_rdma_reply, u64::from(written));
+                if written > 0 {
+                    bump(&self.stats.fixup_copy_count);
+                }
+                match rqst.fill_reply(payload, written) {
+                    Ok(n) => i32::try_from(n).unwrap_or(EIO.to_errno()),
+                    Err(_) => {
+                        bump(&self.stats.bad_reply_count);
+                        EIO.to_errno()
+                    }
+                }
+            }
+            Body::NoMsg { chunks, .. } => match chunks.reply {
+                Some(r) => {
+                    add(&self.stats.total_rdma_reply, u64::from(r.total_length()));
+                    i32::try_from(rqst.reply_chunk_len(r.total_length())).unwrap_or(EIO.to_errno())
+                }
+                None => {
+                    bump(&self.stats.bad_reply_count);
+                    EIO.to_errno()
+                }
+            },
+            Body::Error(e) => {
+                bump(&self.stats.bad_reply_count);
+                crate::pr_warn_ratelimited!(
+                    "server answered xid {:#x} with RDMA_ERROR {:?}\n",
+                    hdr.xid,
+                    e
+                );
+                EIO.to_errno()
+            }
+            _ => {
+                bump(&self.stats.bad_reply_count);
+                EIO.to_errno()
+            }
+        };
+        self.finish(this, rqst, hdr.xid, status, inv_rkey);
+    }
+}

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The send queue gate and the pooled Send buffers of a client connection
+//! (C `rpcrdma_sendctx` and the `sc_*` accounting of `verbs.c`).
+
+use super::conn::Conn;
+use super::reg::add;
+use super::transport::bump;
+use crate::rdma::verbs::{
+    CompletionHandler, DmaBuf, DmaDir, Segment as SgSegment, WorkCompletion, WorkRequest,
+};
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::Arc;
+
+/// The send queue slots of a connection (its gate): every work request
+/// is posted with a slot reserved for it, so the queue never overflows,
+/// and work posted from completion context (LOCAL_INV chains, batched
+/// invalidations) never has to find room: its slots are reserved up front,
+/// when the MR is registered.
+///
+/// A slot of the hardware queue is free again only once a *signaled* work
+/// request posted at or after it has completed. So slots are given back
+/// only from the completion of a signaled request, and only for requests
+/// posted before it: a request's REG_MRs and its Send by the Send's
+/// completion, a LOCAL_INV chain by its last (signaled) LOCAL_INV. Each MR
+/// is registered with two slots, its REG_MR's and the one its later
+/// LOCAL_INV uses (or which is given back if the server invalidates it
+/// remotely). Slots therefore never fall short of what the hardware queue
+/// holds.
+///
+/// A sender that finds too few slots fails with `ENOBUFS`, which sunrpc
+/// retries after a short delay (`call_transmit_status`), as it does when
+/// the MR pool is empty; nothing fails with EIO.
+pub(super) struct SendSlots {
+    free: Atomic<u32>,
+}
+
+impl SendSlots {
+    pub(super) fn new(depth: u32) -> Self {
+        Self {
+            free: Atomic::new(depth),
+        }
+    }
+
+    /// Takes `n` slots if that many are free.
+    pub(super) fn try_take(&self, n: u32) -> bool {
+        let mut cur = self.free.load(Relaxed);
+        loop {
+            let Some(left) = cur.checked_sub(n) else {
+                return false;
+            };
+            match self.free.cmpxchg(cur, left, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken with [`Self::try_take`].
+    pub(super) fn give(&self, n: u32) {
+        self.free.add(n, Relaxed);
+    }
+}
+
+/// Send queue slots an MR is registered with: its REG_MR's, and its
+/// LOCAL_INV's.
+pub(super) const SLOTS_PER_MR: u32 = 2;
+
+/// Send completion: the buffer goes back to the pool; errors lose the
+/// connection.
+pub(super) struct SendDone {
+    conn: Arc<Conn>,
+    /// Send queue slots this completion frees: the Send's, and those of
+    /// the REG_MRs posted before it.
+    slots: u32,
+}
+
+impl CompletionHandler for SendDone {
+    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // Flushed or not, the Send and everything before it left the queue.
+        self.conn.slots.give(self.slots);
+        if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
+            crate::pr_warn_ratelimited!("send failed: status {}\n", wc.status);
+            self.conn.xprt.force_disconnect();
+        }
+        if let Some(buf) = wr.buf(0) {
+            self.conn.put_send_buf(buf);
+        }
+    }
+}
+
+impl Conn {
+    /// A Send work request carrying a copy of `bytes` (at most the inline
+    /// send size), in a pooled buffer.
+    /// Its completion gives back `slots` send queue slots, which the caller
+    /// reserved.
+    pub(super) fn send_wr(
+        &self,
+        this: &Arc<Self>,
+        bytes: &[u8],
+        slots: u32,
+    ) -> Result<Arc<WorkRequest<SendDone>>> {
+        let pooled = self.send_bufs.lock().pop();
+        let buf = match pooled {
+            Some(b) if b.len() >= bytes.len() => b,
+            _ => {
+                bump(&self.stats.empty_send_pool);
+                self.ep.alloc_buf(
+                    bytes.len().max(self.inline_send() as usize),
+                    DmaDir::ToDevice,
+                )?
+            }
+        };
+        buf.write(0, bytes)?;
+        let mut segs = KVec::new();
+        segs.push(
+            SgSegment {
+                buf,
+                offset: 0,
+                len: bytes.len(),
+            },
+            GFP_KERNEL,
+        )?;
+        WorkRequest::new(
+            SendDone {
+                conn: this.clone(),
+                slots,
+            },
+            segs,
+        )
+    }
+
+    /// Reserves the send queue slot of a Send that carries no
+    /// registration (a backchannel reply); `ENOBUFS` when the queue is full.
+    pub(super) fn reserve_send_slot(&self) -> Result {
+        if self.slots.try_take(1) {
+            Ok(())
+        } else {
+            add(&self.counters().send_queue_full, 1);
+            Err(ENOBUFS)
+        }
+    }
+
+    /// Gives back a slot of [`Self::reserve_send_slot`] whose Send was not
+    /// posted.
+    pub(super) fn unreserve_send_slot(&self) {
+        self.slots.give(1);
+    }
+
+    /// Gives a Send buffer back (from its completion; never allocates).
+    fn put_send_buf(&self, buf: &Arc<DmaBuf>) {
+        if buf.len() == self.inline_send() as usize {
+            // A full pool drops the extra buffer.
+            let _ = self.send_bufs.lock().push_within_capacity(buf.clone());
+        }
+    }
+}
