@@ -12,6 +12,10 @@ use kernel::prelude::*;
 #[path = "../rust/mod.rs"]
 pub mod rdma;
 
+/// The name this module's `ib_client` registers under (the transport
+/// module may be loaded beside it).
+const IB_CLIENT_NAME: &core::ffi::CStr = c"rpcrdma_rs_kunit";
+
 #[path = "../src/proto/mod.rs"]
 pub mod proto;
 

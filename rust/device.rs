@@ -15,6 +15,7 @@ use kernel::alloc::KVec;
 use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::types::Opaque;
 
 /// Longest device name kept (IB_DEVICE_NAME_MAX is 64 including the NUL).
 const NAME_MAX: usize = 64;
@@ -175,6 +176,31 @@ unsafe extern "C" fn device_remove(
     }
 }
 
+/// The module's `ib_client` (C `rpcrdma_ib_client`): its name and the two
+/// callbacks above; the RDMA core fills the rest when it is registered.
+///
+/// # Invariants
+///
+/// After construction only the RDMA core reads or writes the C object,
+/// between `ib_register_client` and `ib_unregister_client`.
+struct IbClient(Opaque<bindings::ib_client>);
+
+// SAFETY: Rust never touches the object after it is built (type invariant);
+// the RDMA core serialises its own accesses.
+unsafe impl Sync for IbClient {}
+
+// `CStrExt::as_char_ptr` is a trait method, not callable in a `static`'s
+// initializer; the cast is the same conversion.
+#[expect(clippy::disallowed_methods)]
+static IB_CLIENT: IbClient = IbClient(Opaque::new(bindings::ib_client {
+    name: crate::IB_CLIENT_NAME.as_ptr().cast(),
+    add: Some(device_add),
+    remove: Some(device_remove),
+    // SAFETY: All-zero is the C initializer's value for every other field:
+    // no optional callback, and the counters `ib_register_client` sets.
+    ..unsafe { core::mem::zeroed() }
+}));
+
 /// The module's registration as an `ib_client`.
 ///
 /// # Invariants
@@ -194,11 +220,9 @@ impl DeviceClient {
         // this module instance and `DEVICES` has not been initialised yet.
         unsafe { DEVICES.init() };
         REGISTERED.store(true, Relaxed);
-        // SAFETY: Both callbacks have the signatures the C side expects and
-        // stay valid until `ib_unregister_client` returns (in `drop`).
-        let rc = unsafe {
-            bindings::rpcrdma_rs_ib_client_register(Some(device_add), Some(device_remove))
-        };
+        // SAFETY: `IB_CLIENT` is a static, so it outlives the registration,
+        // which `drop` ends; it is registered once (`REGISTERED`).
+        let rc = unsafe { bindings::ib_register_client(IB_CLIENT.0.get()) };
         to_result(rc)?;
         // INVARIANT: The client is registered and `DEVICES` initialised.
         Ok(Self(()))
@@ -208,7 +232,7 @@ impl DeviceClient {
 impl Drop for DeviceClient {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the client is registered.
-        unsafe { bindings::rpcrdma_rs_ib_client_unregister() };
+        unsafe { bindings::ib_unregister_client(IB_CLIENT.0.get()) };
         DEVICES.lock().clear();
     }
 }

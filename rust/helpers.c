@@ -10,42 +10,6 @@
 
 #include "rpcrdma_rs_helper.h"
 
-#ifndef RPCRDMA_RS_CLIENT_NAME
-#define RPCRDMA_RS_CLIENT_NAME "rpcrdma_rs"
-#endif
-
-static rpcrdma_rs_device_add_fn rpcrdma_rs_add_cb;
-static rpcrdma_rs_device_remove_fn rpcrdma_rs_remove_cb;
-
-static int rpcrdma_rs_client_add(struct ib_device *device)
-{
-	return rpcrdma_rs_add_cb(device);
-}
-
-static void rpcrdma_rs_client_remove(struct ib_device *device, void *data)
-{
-	rpcrdma_rs_remove_cb(device, data);
-}
-
-static struct ib_client rpcrdma_rs_ib_client = {
-	.name = RPCRDMA_RS_CLIENT_NAME,
-	.add = rpcrdma_rs_client_add,
-	.remove = rpcrdma_rs_client_remove,
-};
-
-int rpcrdma_rs_ib_client_register(rpcrdma_rs_device_add_fn add,
-				  rpcrdma_rs_device_remove_fn remove)
-{
-	rpcrdma_rs_add_cb = add;
-	rpcrdma_rs_remove_cb = remove;
-	return ib_register_client(&rpcrdma_rs_ib_client);
-}
-
-void rpcrdma_rs_ib_client_unregister(void)
-{
-	ib_unregister_client(&rpcrdma_rs_ib_client);
-}
-
 const char *rpcrdma_rs_ib_device_name(struct ib_device *device)
 {
 	return dev_name(&device->dev);

@@ -53,13 +53,6 @@ struct rpcrdma_rs_cm_event {
 	u8 private_data[56];
 };
 
-typedef int (*rpcrdma_rs_device_add_fn)(struct ib_device *device);
-typedef void (*rpcrdma_rs_device_remove_fn)(struct ib_device *device,
-					    void *client_data);
-
-int rpcrdma_rs_ib_client_register(rpcrdma_rs_device_add_fn add,
-				  rpcrdma_rs_device_remove_fn remove);
-void rpcrdma_rs_ib_client_unregister(void);
 const char *rpcrdma_rs_ib_device_name(struct ib_device *device);
 void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 			       struct rpcrdma_rs_dev_attr *out);

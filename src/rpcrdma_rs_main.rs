@@ -16,6 +16,9 @@ use kernel::prelude::*;
 #[path = "../rust/mod.rs"]
 pub mod rdma;
 
+/// The name this module's `ib_client` registers under.
+const IB_CLIENT_NAME: &core::ffi::CStr = c"rpcrdma_rs";
+
 #[path = "proto/mod.rs"]
 pub mod proto;
 
