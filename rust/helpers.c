@@ -440,45 +440,6 @@ void rpcrdma_rs_slab_destroy(struct kmem_cache *cache)
 	kmem_cache_destroy(cache);
 }
 
-/* ---- shrinkers ---- */
-
-static unsigned long rpcrdma_rs_shrink_count(struct shrinker *s,
-					     struct shrink_control *sc)
-{
-	const struct rpcrdma_rs_shrink_ops *ops = s->private_data;
-
-	return ops->count();
-}
-
-static unsigned long rpcrdma_rs_shrink_scan(struct shrinker *s,
-					    struct shrink_control *sc)
-{
-	const struct rpcrdma_rs_shrink_ops *ops = s->private_data;
-
-	return ops->scan(sc->nr_to_scan);
-}
-
-struct shrinker *rpcrdma_rs_shrinker_register(const char *name,
-					      const struct rpcrdma_rs_shrink_ops *ops)
-{
-	struct shrinker *s = shrinker_alloc(0, "%s", name);
-
-	if (!s)
-		return NULL;
-	s->count_objects = rpcrdma_rs_shrink_count;
-	s->scan_objects = rpcrdma_rs_shrink_scan;
-	s->seeks = DEFAULT_SEEKS;
-	s->private_data = (void *)ops;
-	shrinker_register(s);
-	return s;
-}
-
-void rpcrdma_rs_shrinker_free(struct shrinker *s)
-{
-	/* Waits for running callbacks before it returns. */
-	shrinker_free(s);
-}
-
 /*
  * Fault injection for the hostile-peer tests (kunit/svc_hostile.rs): a
  * client that asks for a long ACK timeout (set before route resolution, it

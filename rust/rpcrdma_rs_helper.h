@@ -159,15 +159,6 @@ void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
 void rpcrdma_rs_slab_free(struct kmem_cache *cache, void *obj);
 void rpcrdma_rs_slab_destroy(struct kmem_cache *cache);
 
-/* A shrinker whose callbacks take no arguments but the scan count. */
-struct rpcrdma_rs_shrink_ops {
-	unsigned long (*count)(void);
-	unsigned long (*scan)(unsigned long nr_to_scan);
-};
-struct shrinker *rpcrdma_rs_shrinker_register(const char *name,
-					      const struct rpcrdma_rs_shrink_ops *ops);
-void rpcrdma_rs_shrinker_free(struct shrinker *s);
-
 /* Fault injection for tests (see helpers.c). */
 int rpcrdma_rs_cm_set_ack_timeout(struct rdma_cm_id *id, u8 timeout);
 int rpcrdma_rs_qp_to_error(struct ib_qp *qp);

@@ -30,15 +30,16 @@ pub trait Shrink {
 struct Adapter<T: Shrink>(PhantomData<T>);
 
 impl<T: Shrink> Adapter<T> {
-    const OPS: bindings::rpcrdma_rs_shrink_ops = bindings::rpcrdma_rs_shrink_ops {
-        count: Some(Self::count),
-        scan: Some(Self::scan),
-    };
-
+    /// `count_objects` of the shrinker.
+    ///
     /// # Safety
     ///
-    /// Called only by the C shrinker trampoline.
-    unsafe extern "C" fn count() -> kernel::ffi::c_ulong {
+    /// Called only by the memory manager, as a registered shrinker's
+    /// callback.
+    unsafe extern "C" fn count(
+        _s: *mut bindings::shrinker,
+        _sc: *mut bindings::shrink_control,
+    ) -> kernel::ffi::c_ulong {
         match T::count() {
             // SHRINK_EMPTY: nothing cached at all.
             0 => kernel::ffi::c_ulong::MAX - 1,
@@ -46,10 +47,18 @@ impl<T: Shrink> Adapter<T> {
         }
     }
 
+    /// `scan_objects` of the shrinker.
+    ///
     /// # Safety
     ///
-    /// Called only by the C shrinker trampoline.
-    unsafe extern "C" fn scan(nr: kernel::ffi::c_ulong) -> kernel::ffi::c_ulong {
+    /// Called only by the memory manager, as a registered shrinker's
+    /// callback, with a valid `sc`.
+    unsafe extern "C" fn scan(
+        _s: *mut bindings::shrinker,
+        sc: *mut bindings::shrink_control,
+    ) -> kernel::ffi::c_ulong {
+        // SAFETY: The memory manager passes a valid control for the call.
+        let nr = unsafe { (*sc).nr_to_scan };
         match T::scan(u64::try_from(nr).unwrap_or(u64::MAX)) {
             Some(n) => kernel::ffi::c_ulong::try_from(n).unwrap_or(0),
             // SHRINK_STOP.
@@ -79,12 +88,19 @@ impl<T: Shrink> Shrinker<T> {
     /// Registers a shrinker named `name` (shown in debugfs
     /// `shrinker/`).
     pub fn register(name: &CStr) -> Result<Self> {
-        // SAFETY: `name` is copied by `shrinker_alloc`; `Adapter::<T>::OPS`
-        // is a constant promoted to a `'static`, valid until `shrinker_free`.
-        let ptr = unsafe {
-            bindings::rpcrdma_rs_shrinker_register(name.as_char_ptr(), &Adapter::<T>::OPS)
-        };
+        // SAFETY: The format and `name` are NUL-terminated strings;
+        // `shrinker_alloc` copies the name.
+        let ptr = unsafe { bindings::shrinker_alloc(0, c"%s".as_char_ptr(), name.as_char_ptr()) };
         let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        // SAFETY: `ptr` was just allocated (zeroed, `seeks` set) and is not
+        // registered yet: these are the fields a shrinker's owner fills.
+        // The callbacks are functions of `T`, valid as long as the module.
+        unsafe {
+            let s = ptr.as_ptr();
+            (*s).count_objects = Some(Adapter::<T>::count);
+            (*s).scan_objects = Some(Adapter::<T>::scan);
+            bindings::shrinker_register(s);
+        }
         // INVARIANT: allocated and registered above.
         Ok(Self {
             ptr,
@@ -97,6 +113,6 @@ impl<T: Shrink> Drop for Shrinker<T> {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the shrinker is registered; after
         // this returns no callback runs.
-        unsafe { bindings::rpcrdma_rs_shrinker_free(self.ptr.as_ptr()) };
+        unsafe { bindings::shrinker_free(self.ptr.as_ptr()) };
     }
 }
