@@ -419,20 +419,6 @@ pub enum Stat {
     CacheMiss,
 }
 
-/// Whether the server registers RDMA Read sinks on every device, not only
-/// where the device needs it (module parameter `force_mr`).
-pub fn force_mr() -> bool {
-    // SAFETY: Reads a module parameter (0444: written only at load).
-    unsafe { bindings::rpcrdma_rs_svc_force_mr() }
-}
-
-/// Whether the server keeps bounce buffers for reuse
-/// (module parameter `svc_buf_cache`).
-pub fn buf_cache_enabled() -> bool {
-    // SAFETY: Reads a module parameter; no preconditions.
-    unsafe { bindings::rpcrdma_rs_svc_buf_cache() }
-}
-
 /// Adds `n` to a counter.
 pub fn stat_add(stat: Stat, n: u64) {
     let idx = match stat {

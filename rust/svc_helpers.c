@@ -165,26 +165,6 @@ static struct xprt_class rpcrdma_rs_bc_class = {
 	.setup = rpcrdma_rs_bc_setup,
 };
 
-static bool svc_buf_cache = true;
-module_param(svc_buf_cache, bool, 0444);
-MODULE_PARM_DESC(svc_buf_cache,
-		 "Server: keep RDMA bounce and Send buffers mapped, and RDMA Read sinks registered where the device needs it, for reuse (default Y)");
-
-bool rpcrdma_rs_svc_buf_cache(void)
-{
-	return svc_buf_cache;
-}
-
-static bool force_mr;
-module_param(force_mr, bool, 0444);
-MODULE_PARM_DESC(force_mr,
-		 "Server: register RDMA Read sinks with a fast-registration MR even where the device does not need it (RoCE/IB; iWARP always does) (default N)");
-
-bool rpcrdma_rs_svc_force_mr(void)
-{
-	return force_mr;
-}
-
 /* Statistics: /proc/sys/sunrpc/svc_rdma/ (C svc_rdma.c's, plus ours). */
 static unsigned int rpcrdma_rs_svc_max_requests;
 static unsigned int rpcrdma_rs_svc_max_req_size;

@@ -55,9 +55,7 @@ enum rpcrdma_rs_svc_stat {
 void rpcrdma_rs_svc_stat_add(int stat, u64 n);
 
 /* Module parameter svc_buf_cache: keep bounce buffers mapped for reuse. */
-bool rpcrdma_rs_svc_buf_cache(void);
 /* Module parameter force_mr: register RDMA Read sinks on every device. */
-bool rpcrdma_rs_svc_force_mr(void);
 void rpcrdma_rs_svc_unregister(void);
 
 /* A svc_xprt with a Rust-owned private pointer. */

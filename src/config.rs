@@ -34,6 +34,23 @@ pub(crate) struct Config {
     /// MRs left dirty before a batched invalidation; 0 invalidates every
     /// registration before its RPC completes.
     pub(crate) fmr_dirty_watermark: u32,
+    /// Server: reuse mapped buffers and registered sinks.
+    pub(crate) svc_buf_cache: bool,
+    /// Server: register RDMA Read sinks on every device.
+    pub(crate) force_mr: bool,
+}
+
+/// The module parameters as loaded, before they are checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Params {
+    pub(crate) max_requests: u32,
+    pub(crate) max_inline_read: u32,
+    pub(crate) max_inline_write: u32,
+    pub(crate) fmr_pool_size: u32,
+    pub(crate) fmr_pages_per_mr: u32,
+    pub(crate) fmr_dirty_watermark: u32,
+    pub(crate) svc_buf_cache: bool,
+    pub(crate) force_mr: bool,
 }
 
 /// Why a parameter was refused.
@@ -49,13 +66,17 @@ impl ConfigError {
 
 impl Config {
     /// Checks the raw parameter values.
-    pub(crate) fn from_params(
-        max_requests: u32,
-        max_inline_read: u32,
-        max_inline_write: u32,
-        fmr: [u32; 3],
-    ) -> Result<Self, ConfigError> {
-        let [fmr_pool_size, fmr_pages_per_mr, fmr_dirty_watermark] = fmr;
+    pub(crate) fn from_params(p: &Params) -> Result<Self, ConfigError> {
+        let Params {
+            max_requests,
+            max_inline_read,
+            max_inline_write,
+            fmr_pool_size,
+            fmr_pages_per_mr,
+            fmr_dirty_watermark,
+            svc_buf_cache,
+            force_mr,
+        } = *p;
         if !(REQUESTS_MIN..=REQUESTS_MAX).contains(&max_requests) {
             return Err(ConfigError("max_requests must be between 4 and 16384"));
         }
@@ -94,6 +115,8 @@ impl Config {
             fmr_pool_size: pool,
             fmr_pages_per_mr,
             fmr_dirty_watermark,
+            svc_buf_cache,
+            force_mr,
         })
     }
 }

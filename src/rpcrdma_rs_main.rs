@@ -61,6 +61,14 @@ module! {
             default: 0,
             description: "Client memreg=fmr: MRs left registered after their RPC before a batched invalidation (0: invalidate before every RPC completes; >0 lets the server read and write the pages and the kmalloc'd reply buffer of completed RPCs, i.e. memory reused by others, until the batch runs, at most 1 s later)",
         },
+        svc_buf_cache: bool {
+            default: true,
+            description: "Server: keep RDMA bounce and Send buffers mapped, and RDMA Read sinks registered where the device needs it, for reuse (default Y)",
+        },
+        force_mr: bool {
+            default: false,
+            description: "Server: register RDMA Read sinks with a fast-registration MR even where the device does not need it (RoCE/IB; iWARP always does) (default N)",
+        },
     },
 }
 
@@ -76,16 +84,16 @@ struct RpcRdmaModule {
 
 impl kernel::Module for RpcRdmaModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let cfg = config::Config::from_params(
-            module_parameters::max_requests.value(),
-            module_parameters::max_inline_read.value(),
-            module_parameters::max_inline_write.value(),
-            [
-                module_parameters::fmr_pool_size.value(),
-                module_parameters::fmr_pages_per_mr.value(),
-                module_parameters::fmr_dirty_watermark.value(),
-            ],
-        )
+        let cfg = config::Config::from_params(&config::Params {
+            max_requests: module_parameters::max_requests.value(),
+            max_inline_read: module_parameters::max_inline_read.value(),
+            max_inline_write: module_parameters::max_inline_write.value(),
+            fmr_pool_size: module_parameters::fmr_pool_size.value(),
+            fmr_pages_per_mr: module_parameters::fmr_pages_per_mr.value(),
+            fmr_dirty_watermark: module_parameters::fmr_dirty_watermark.value(),
+            svc_buf_cache: module_parameters::svc_buf_cache.value(),
+            force_mr: module_parameters::force_mr.value(),
+        })
         .inspect_err(|e| pr_err!("not loaded: {}\n", e.reason()))
         .map_err(|_| EINVAL)?;
         let devices = rdma::device::DeviceClient::register()

@@ -17,9 +17,10 @@
 //! in `/proc/sys/sunrpc/svc_rdma/rdma_stat_cache_{hit,miss}`.
 
 use super::rw::PIECE;
+use crate::config::Config;
 use crate::rdma::cm::CmId;
 use crate::rdma::regcache::{CacheUser, ClassSpec, RegCache};
-use crate::rdma::svc::{buf_cache_enabled, force_mr, stat_add, Stat};
+use crate::rdma::svc::{stat_add, Stat};
 use crate::rdma::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -53,9 +54,9 @@ const SPECS: [ClassSpec; 3] = [
 ];
 
 /// Creates the module's registration cache (slab caches and shrinker).
-pub(super) fn module_init() -> Result<RegCache> {
-    let enabled = buf_cache_enabled();
-    let force = force_mr();
+pub(super) fn module_init(cfg: &Config) -> Result<RegCache> {
+    let enabled = cfg.svc_buf_cache;
+    let force = cfg.force_mr;
     let rc = RegCache::new(&SPECS, enabled, force, CACHE_MAX)
         .inspect_err(|e| pr_err!("svcrdma: cannot create the registration cache: {:?}\n", e))?;
     pr_info!(

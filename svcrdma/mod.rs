@@ -165,7 +165,7 @@ impl ServerTransport {
         if !SETTINGS.populate(settings) {
             return Err(EBUSY);
         }
-        let cache = cache::module_init()?;
+        let cache = cache::module_init(cfg)?;
         // /sys/kernel/debug/rpcrdma_rs/svc_registration_cache: per class
         // hits, misses, registrations, evictions and what is held.
         let file = KBox::pin_init(
