@@ -34,6 +34,21 @@ fn device_params() -> Option<TransportParams> {
 mod tests {
     use super::*;
 
+    /// The one conversion between `Addr` and C socket addresses (used by
+    /// bind, resolve, the client's server address and the server's
+    /// listener) gives back what it was given.
+    #[test]
+    fn socket_addresses_round_trip() {
+        use crate::rdma::cm::Addr;
+        let v4 = Addr::V4([10, 99, 0, 1], 20049);
+        assert_eq!(v4.to_sockaddr().addr(), Some(v4));
+        let mut a6 = [0u8; 16];
+        a6[0] = 0xfd;
+        a6[15] = 2;
+        let v6 = Addr::V6(a6, 2049);
+        assert_eq!(v6.to_sockaddr().addr(), Some(v6));
+    }
+
     #[test]
     fn frwr_grants_access_and_local_inv_revokes_it() -> Result {
         let pair = connect_pair()?;

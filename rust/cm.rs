@@ -65,12 +65,107 @@ pub enum Addr {
     V6([u8; 16], u16),
 }
 
-impl Addr {
-    fn raw(&self) -> (i32, &[u8], u16) {
-        match self {
-            Addr::V4(a, p) => (bindings::AF_INET as i32, &a[..], *p),
-            Addr::V6(a, p) => (bindings::AF_INET6 as i32, &a[..], *p),
+/// A C socket address (`struct sockaddr_in` or `sockaddr_in6`) in a
+/// buffer as large and as aligned as `struct sockaddr_storage`: the one
+/// conversion between [`Addr`] and what the RDMA CM and sunrpc take and
+/// give.
+#[repr(C, align(8))]
+pub(crate) struct SockAddr {
+    bytes: [u8; SOCKADDR_STORAGE],
+    /// How many of them the C side gave (or we filled).
+    len: usize,
+}
+
+/// `sizeof(struct sockaddr_storage)`.
+const SOCKADDR_STORAGE: usize = 128;
+const FAMILY_AT: usize = core::mem::offset_of!(bindings::sockaddr_in, sin_family);
+const IN_PORT_AT: usize = core::mem::offset_of!(bindings::sockaddr_in, sin_port);
+const IN_ADDR_AT: usize = core::mem::offset_of!(bindings::sockaddr_in, sin_addr);
+const IN_LEN: usize = core::mem::size_of::<bindings::sockaddr_in>();
+const IN6_PORT_AT: usize = core::mem::offset_of!(bindings::sockaddr_in6, sin6_port);
+const IN6_ADDR_AT: usize = core::mem::offset_of!(bindings::sockaddr_in6, sin6_addr);
+const IN6_LEN: usize = core::mem::size_of::<bindings::sockaddr_in6>();
+
+impl SockAddr {
+    /// For C calls that take a `struct sockaddr *` they only read.
+    fn as_ptr(&self) -> *mut bindings::sockaddr {
+        (&raw const self.bytes).cast_mut().cast()
+    }
+
+    /// Copies `len` bytes of a C socket address.
+    ///
+    /// # Safety
+    ///
+    /// `sa` is valid for reads of `len` bytes.
+    pub(in crate::rdma) unsafe fn copy_from(sa: *const bindings::sockaddr, len: usize) -> Self {
+        let mut b = [0u8; SOCKADDR_STORAGE];
+        let n = len.min(SOCKADDR_STORAGE);
+        // SAFETY: `sa` is valid for `len >= n` bytes (the function's safety
+        // requirement) and `b` for `SOCKADDR_STORAGE >= n`; they do not
+        // overlap.
+        unsafe { core::ptr::copy_nonoverlapping(sa.cast::<u8>(), b.as_mut_ptr(), n) };
+        Self { bytes: b, len: n }
+    }
+
+    /// The address, if it is a complete IPv4 or IPv6 one.
+    pub(crate) fn addr(&self) -> Option<Addr> {
+        let b = &self.bytes;
+        let word = |at: usize| -> Option<[u8; 2]> { b.get(at..at + 2)?.try_into().ok() };
+        let family = u32::from(u16::from_ne_bytes(word(FAMILY_AT)?));
+        if family == bindings::AF_INET && self.len >= IN_LEN {
+            let port = u16::from_be_bytes(word(IN_PORT_AT)?);
+            Some(Addr::V4(
+                b.get(IN_ADDR_AT..IN_ADDR_AT + 4)?.try_into().ok()?,
+                port,
+            ))
+        } else if family == bindings::AF_INET6 && self.len >= IN6_LEN {
+            let port = u16::from_be_bytes(word(IN6_PORT_AT)?);
+            Some(Addr::V6(
+                b.get(IN6_ADDR_AT..IN6_ADDR_AT + 16)?.try_into().ok()?,
+                port,
+            ))
+        } else {
+            None
         }
+    }
+}
+
+impl Addr {
+    /// As a C socket address.
+    pub(crate) fn to_sockaddr(self) -> SockAddr {
+        let mut b = [0u8; SOCKADDR_STORAGE];
+        let (family, port_at, addr_at, bytes, port, len) = match &self {
+            Addr::V4(a, p) => (
+                bindings::AF_INET,
+                IN_PORT_AT,
+                IN_ADDR_AT,
+                &a[..],
+                *p,
+                IN_LEN,
+            ),
+            Addr::V6(a, p) => (
+                bindings::AF_INET6,
+                IN6_PORT_AT,
+                IN6_ADDR_AT,
+                &a[..],
+                *p,
+                IN6_LEN,
+            ),
+        };
+        // Every range lies within the first `sizeof(struct sockaddr_in6)`
+        // of the 128 bytes.
+        let family = u16::try_from(family).unwrap_or(0).to_ne_bytes();
+        let parts: [(usize, &[u8]); 3] = [
+            (FAMILY_AT, &family),
+            (port_at, &port.to_be_bytes()),
+            (addr_at, bytes),
+        ];
+        for (at, src) in parts {
+            if let Some(dst) = b.get_mut(at..at + src.len()) {
+                dst.copy_from_slice(src);
+            }
+        }
+        SockAddr { bytes: b, len }
     }
 }
 
@@ -445,12 +540,10 @@ impl CmId {
 
     /// Binds the identifier to a local address (port 0 picks one).
     pub fn bind(&self, addr: Addr) -> Result {
-        let (family, bytes, port) = addr.raw();
-        // SAFETY: By the type invariant the identifier is live; `bytes` is
-        // 4 or 16 bytes long as `family` says.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_cm_bind(self.as_ptr(), family, bytes.as_ptr(), port)
-        })
+        let sa = addr.to_sockaddr();
+        // SAFETY: By the type invariant the identifier is live; `sa` is a
+        // socket address the call only reads.
+        to_result(unsafe { bindings::rdma_bind_addr(self.as_ptr(), sa.as_ptr()) })
     }
 
     /// Listens for connection requests; they arrive as
@@ -462,23 +555,33 @@ impl CmId {
 
     /// The local port the identifier is bound to.
     pub fn local_port(&self) -> u16 {
-        // SAFETY: By the type invariant the identifier is live.
-        unsafe { bindings::rpcrdma_rs_cm_src_port(self.as_ptr()) }
+        // SAFETY: By the type invariant the identifier is live, and so is
+        // its route's source address, a `sockaddr_storage`.
+        let sa = unsafe {
+            SockAddr::copy_from(
+                bindings::rpcrdma_rs_cm_src_addr(self.as_ptr()),
+                SOCKADDR_STORAGE,
+            )
+        };
+        match sa.addr() {
+            Some(Addr::V4(_, port) | Addr::V6(_, port)) => port,
+            None => 0,
+        }
     }
 
     /// Starts resolving the address of a peer; completes with
     /// [`CmEvent::AddrResolved`] or [`CmEvent::AddrError`].
-    pub fn resolve_addr(&self, dst: Addr, timeout_ms: i32) -> Result {
-        let (family, bytes, port) = dst.raw();
-        // SAFETY: By the type invariant the identifier is live; `bytes` is
-        // 4 or 16 bytes long as `family` says.
+    pub fn resolve_addr(&self, dst: Addr, timeout_ms: u32) -> Result {
+        let sa = dst.to_sockaddr();
+        // SAFETY: By the type invariant the identifier is live; `sa` is a
+        // socket address the call only reads (and copies); no source
+        // address is given.
         to_result(unsafe {
-            bindings::rpcrdma_rs_cm_resolve_addr(
+            bindings::rdma_resolve_addr(
                 self.as_ptr(),
-                family,
-                bytes.as_ptr(),
-                port,
-                timeout_ms,
+                core::ptr::null_mut(),
+                sa.as_ptr(),
+                usize::try_from(timeout_ms).unwrap_or(usize::MAX),
             )
         })
     }

@@ -211,61 +211,9 @@ struct ib_qp *rpcrdma_rs_cm_qp(struct rdma_cm_id *id)
 	return id->qp;
 }
 
-static int rpcrdma_rs_sockaddr(struct sockaddr_storage *ss, int family,
-			       const u8 *addr, u16 port)
+const struct sockaddr *rpcrdma_rs_cm_src_addr(struct rdma_cm_id *id)
 {
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-
-		sin->sin_family = AF_INET;
-		memcpy(&sin->sin_addr, addr, 4);
-		sin->sin_port = htons(port);
-		return 0;
-	}
-	if (family == AF_INET6) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-		sin6->sin6_family = AF_INET6;
-		memcpy(&sin6->sin6_addr, addr, 16);
-		sin6->sin6_port = htons(port);
-		return 0;
-	}
-	return -EAFNOSUPPORT;
-}
-
-int rpcrdma_rs_cm_bind(struct rdma_cm_id *id, int family, const u8 *addr,
-		       u16 port)
-{
-	struct sockaddr_storage ss;
-	int rc = rpcrdma_rs_sockaddr(&ss, family, addr, port);
-
-	if (rc)
-		return rc;
-	return rdma_bind_addr(id, (struct sockaddr *)&ss);
-}
-
-int rpcrdma_rs_cm_resolve_addr(struct rdma_cm_id *id, int family,
-			       const u8 *addr, u16 port, int timeout_ms)
-{
-	struct sockaddr_storage ss;
-	int rc = rpcrdma_rs_sockaddr(&ss, family, addr, port);
-
-	if (rc)
-		return rc;
-	return rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
-}
-
-u16 rpcrdma_rs_cm_src_port(struct rdma_cm_id *id)
-{
-	const struct sockaddr *sa =
-		(const struct sockaddr *)&id->route.addr.src_addr;
-
-	if (sa->sa_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
-	if (sa->sa_family == AF_INET6)
-		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
-	return 0;
+	return (const struct sockaddr *)&id->route.addr.src_addr;
 }
 
 int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,

@@ -98,11 +98,8 @@ void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 void rpcrdma_rs_cm_set_context(struct rdma_cm_id *id, void *context);
 struct ib_device *rpcrdma_rs_cm_device(struct rdma_cm_id *id);
 struct ib_qp *rpcrdma_rs_cm_qp(struct rdma_cm_id *id);
-int rpcrdma_rs_cm_bind(struct rdma_cm_id *id, int family, const u8 *addr,
-		       u16 port);
-int rpcrdma_rs_cm_resolve_addr(struct rdma_cm_id *id, int family,
-			       const u8 *addr, u16 port, int timeout_ms);
-u16 rpcrdma_rs_cm_src_port(struct rdma_cm_id *id);
+/* The route's source address, a struct sockaddr_storage. */
+const struct sockaddr *rpcrdma_rs_cm_src_addr(struct rdma_cm_id *id);
 int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
 			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
 			    u32 max_send_wr, u32 max_recv_wr,

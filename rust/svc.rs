@@ -25,10 +25,10 @@
 //! C header: [`include/linux/sunrpc/svc_xprt.h`](srctree/include/linux/sunrpc/svc_xprt.h).
 
 use super::bindings;
-use super::cm::Addr;
 use super::cm::CmHandler;
 use super::cm::CmId;
 use super::cm::Net;
+use super::cm::{Addr, SockAddr};
 use super::verbs::DmaBuf;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -592,21 +592,12 @@ impl<T: SvcTransport> OpsTable<T> {
         salen: c_int,
         _flags: c_int,
     ) -> *mut bindings::svc_xprt {
-        let mut family: c_int = 0;
-        let mut bytes = [0u8; 16];
-        let mut port: u16 = 0;
-        // SAFETY: `sa` is valid for `salen` bytes; the outputs are writable
-        // and `bytes` holds 16 bytes.
-        let rc = unsafe {
-            bindings::rpcrdma_rs_svc_sockaddr(sa, salen, &mut family, bytes.as_mut_ptr(), &mut port)
-        };
-        if rc != 0 {
-            return Error::from_errno(rc).to_ptr();
-        }
-        let addr = if family == bindings::AF_INET6 as c_int {
-            Addr::V6(bytes, port)
-        } else {
-            Addr::V4([bytes[0], bytes[1], bytes[2], bytes[3]], port)
+        let len = usize::try_from(salen).unwrap_or(0);
+        // SAFETY: `sa` is valid for `salen` bytes (function safety
+        // requirement).
+        let sa = unsafe { SockAddr::copy_from(sa, len) };
+        let Some(addr) = sa.addr() else {
+            return EAFNOSUPPORT.to_ptr();
         };
         // SAFETY: sunrpc holds the namespace for the whole call (function
         // safety requirement); the listener's CM identifier takes its own

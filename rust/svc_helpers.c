@@ -422,28 +422,6 @@ void rpcrdma_rs_svc_xprt_received(struct svc_xprt *xprt)
 	svc_xprt_received(xprt);
 }
 
-int rpcrdma_rs_svc_sockaddr(const struct sockaddr *sa, int salen, int *family,
-			    u8 *addr, u16 *port)
-{
-	if (sa->sa_family == AF_INET && salen >= sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
-
-		*family = AF_INET;
-		memcpy(addr, &sin->sin_addr, 4);
-		*port = ntohs(sin->sin_port);
-		return 0;
-	}
-	if (sa->sa_family == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
-
-		*family = AF_INET6;
-		memcpy(addr, &sin6->sin6_addr, 16);
-		*port = ntohs(sin6->sin6_port);
-		return 0;
-	}
-	return -EAFNOSUPPORT;
-}
-
 int rpcrdma_rs_svc_set_afonly(struct rdma_cm_id *id)
 {
 #if IS_ENABLED(CONFIG_IPV6)

@@ -81,8 +81,6 @@ void rpcrdma_rs_svc_xprt_close(struct svc_xprt *xprt);
 void rpcrdma_rs_svc_xprt_received(struct svc_xprt *xprt);
 
 /* Sockaddr from nfsd: family, address (4 or 16 bytes) and port. */
-int rpcrdma_rs_svc_sockaddr(const struct sockaddr *sa, int salen, int *family,
-			    u8 *addr, u16 *port);
 int rpcrdma_rs_svc_set_afonly(struct rdma_cm_id *id);
 
 /* svc_rqst access. */

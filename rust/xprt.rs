@@ -13,8 +13,8 @@
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
 
 use super::bindings;
-use super::cm::Addr;
 use super::cm::Net;
+use super::cm::{Addr, SockAddr};
 use super::live;
 use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, WorkRequest};
 use core::marker::PhantomData;
@@ -59,25 +59,14 @@ unsafe impl Sync for Xprt {}
 impl Xprt {
     /// The server's address.
     pub fn addr(&self) -> Result<Addr> {
-        let mut family = 0;
-        let mut bytes = [0u8; 16];
-        let mut port = 0u16;
-        // SAFETY: Valid by the type invariant; `bytes` holds 16 bytes.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_xprt_addr(
-                self.ptr.as_ptr(),
-                &mut family,
-                bytes.as_mut_ptr(),
-                &mut port,
-            )
-        })?;
-        if family == bindings::AF_INET as i32 {
-            let mut a = [0u8; 4];
-            a.copy_from_slice(bytes.get(..4).ok_or(EINVAL)?);
-            Ok(Addr::V4(a, port))
-        } else {
-            Ok(Addr::V6(bytes, port))
-        }
+        let mut len = 0usize;
+        // SAFETY: Valid by the type invariant: `xprt->addr` is valid for
+        // `xprt->addrlen` bytes, both set at setup.
+        let sa = unsafe {
+            let sa = bindings::rpcrdma_rs_xprt_sockaddr(self.ptr.as_ptr(), &mut len);
+            SockAddr::copy_from(sa, len)
+        };
+        sa.addr().ok_or(EAFNOSUPPORT)
     }
 
     /// The network namespace of the transport (`xprt_net`), where its

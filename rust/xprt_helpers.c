@@ -610,22 +610,11 @@ void rpcrdma_rs_xprt_unregister(void)
 	rpcrdma_rs_connect_wq = NULL;
 }
 
-int rpcrdma_rs_xprt_addr(struct rpc_xprt *xprt, int *family, u8 *addr,
-			 u16 *port)
+const struct sockaddr *rpcrdma_rs_xprt_sockaddr(struct rpc_xprt *xprt,
+						size_t *len)
 {
-	struct sockaddr *sap = (struct sockaddr *)&xprt->addr;
-
-	*family = sap->sa_family;
-	*port = rpc_get_port(sap);
-	if (sap->sa_family == AF_INET) {
-		memcpy(addr, &((struct sockaddr_in *)sap)->sin_addr, 4);
-		return 0;
-	}
-	if (sap->sa_family == AF_INET6) {
-		memcpy(addr, &((struct sockaddr_in6 *)sap)->sin6_addr, 16);
-		return 0;
-	}
-	return -EAFNOSUPPORT;
+	*len = xprt->addrlen;
+	return (const struct sockaddr *)&xprt->addr;
 }
 
 static void rpcrdma_rs_shape(const struct xdr_buf *buf,

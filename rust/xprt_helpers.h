@@ -79,8 +79,8 @@ struct rpcrdma_rs_rqst_info {
 
 int rpcrdma_rs_xprt_register(const struct rpcrdma_rs_xprt_cbs *cbs);
 void rpcrdma_rs_xprt_unregister(void);
-int rpcrdma_rs_xprt_addr(struct rpc_xprt *xprt, int *family, u8 *addr,
-			 u16 *port);
+const struct sockaddr *rpcrdma_rs_xprt_sockaddr(struct rpc_xprt *xprt,
+						size_t *len);
 void rpcrdma_rs_rqst_info(struct rpc_rqst *rqst,
 			  struct rpcrdma_rs_rqst_info *out);
 bool rpcrdma_rs_rqst_is_bc(const struct rpc_rqst *rqst);

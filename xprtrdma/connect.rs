@@ -55,7 +55,7 @@ impl Conn {
         let addr = xprt.addr()?;
         // In the transport's network namespace, as C `rpcrdma_create_id`.
         let id = CmId::new_in(xprt.net())?;
-        id.resolve_addr(addr, RESOLVE_TIMEOUT_MS as i32)?;
+        id.resolve_addr(addr, RESOLVE_TIMEOUT_MS)?;
         wait_for(&id, "address resolution", |e| {
             matches!(e, CmEvent::AddrResolved)
         })?;
