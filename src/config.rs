@@ -40,19 +40,6 @@ pub(crate) struct Config {
     pub(crate) force_mr: bool,
 }
 
-/// The module parameters as loaded, before they are checked.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Params {
-    pub(crate) max_requests: u32,
-    pub(crate) max_inline_read: u32,
-    pub(crate) max_inline_write: u32,
-    pub(crate) fmr_pool_size: u32,
-    pub(crate) fmr_pages_per_mr: u32,
-    pub(crate) fmr_dirty_watermark: u32,
-    pub(crate) svc_buf_cache: bool,
-    pub(crate) force_mr: bool,
-}
-
 /// Why a parameter was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ConfigError(&'static str);
@@ -65,9 +52,10 @@ impl ConfigError {
 }
 
 impl Config {
-    /// Checks the raw parameter values.
-    pub(crate) fn from_params(p: &Params) -> Result<Self, ConfigError> {
-        let Params {
+    /// Checks the parameters as loaded (`raw`); the result is what the
+    /// transports use (`fmr_pool_size` 0 resolved).
+    pub(crate) fn from_params(raw: &Config) -> Result<Self, ConfigError> {
+        let Config {
             max_requests,
             max_inline_read,
             max_inline_write,
@@ -76,7 +64,7 @@ impl Config {
             fmr_dirty_watermark,
             svc_buf_cache,
             force_mr,
-        } = *p;
+        } = *raw;
         if !(REQUESTS_MIN..=REQUESTS_MAX).contains(&max_requests) {
             return Err(ConfigError("max_requests must be between 4 and 16384"));
         }

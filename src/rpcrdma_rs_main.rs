@@ -84,7 +84,7 @@ struct RpcRdmaModule {
 
 impl kernel::Module for RpcRdmaModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let cfg = config::Config::from_params(&config::Params {
+        let cfg = config::Config::from_params(&config::Config {
             max_requests: module_parameters::max_requests.value(),
             max_inline_read: module_parameters::max_inline_read.value(),
             max_inline_write: module_parameters::max_inline_write.value(),

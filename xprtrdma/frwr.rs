@@ -8,7 +8,7 @@
 //! cannot be invalidated.
 
 use super::conn::Conn;
-use super::reg::{add, counters, Reg, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
+use super::reg::{add, counters, Reg, Span, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
 use super::send_buf::{SendDone, SLOTS_PER_MR};
 use super::transport::bump;
 use crate::proto::msg::Segment;
@@ -122,25 +122,23 @@ impl Conn {
         }
     }
 
-    /// Registers `[offset, offset + len)` of the request's send or receive
-    /// buffer with as many MRs as needed, posting each REG_MR.
-    #[expect(clippy::too_many_arguments)]
+    /// Registers `span` of the request's buffers with as many MRs as
+    /// needed, posting each REG_MR; the segments go to `segs`, what must be
+    /// released after the reply to `regs`.
     pub(super) fn register(
         &self,
         rqst: &Rqst<'_>,
-        rcv: bool,
-        offset: u32,
-        len: u32,
-        writable: bool,
+        span: Span,
         regs: &mut KVec<Reg>,
         segs: &mut KVec<Segment>,
     ) -> Result {
         add(&self.counters().registrations, 1);
         if self.settings.strategy == Strategy::Physical {
-            return self.register_physical(rqst, rcv, offset, len, writable, regs, segs);
+            return self.register_physical(rqst, span, regs, segs);
         }
-        let end = offset.checked_add(len).ok_or(EINVAL)?;
-        let mut at = offset;
+        let (rcv, writable) = (span.rcv, span.writable());
+        let end = span.offset.checked_add(span.len).ok_or(EINVAL)?;
+        let mut at = span.offset;
         while at < end {
             let mut mr = self.get_mr()?;
             let res = mr.map_rqst(rqst, rcv, at, end - at, writable);

@@ -8,7 +8,7 @@
 
 use super::conn::{Conn, Pending};
 use super::frwr::mr_count;
-use super::reg::{add, Reg};
+use super::reg::{add, Reg, Span};
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
@@ -179,20 +179,13 @@ impl Conn {
         let mut segs = KVec::new();
         let position = match call {
             CallStrategy::ReadChunk { position, .. } => {
-                self.register(
-                    rqst,
-                    false,
-                    snd.head_len,
-                    snd.page_len,
-                    false,
-                    mrs,
-                    &mut segs,
-                )?;
+                let span = Span::send(snd.head_len, snd.page_len);
+                self.register(rqst, span, mrs, &mut segs)?;
                 Some(*position)
             }
             CallStrategy::LongCall { .. } => {
                 let len = snd.len().ok_or(EINVAL)?;
-                self.register(rqst, false, 0, len, false, mrs, &mut segs)?;
+                self.register(rqst, Span::send(0, len), mrs, &mut segs)?;
                 Some(0)
             }
             _ => None,
@@ -212,7 +205,8 @@ impl Conn {
         match result {
             ResultStrategy::Inline => {}
             ResultStrategy::WriteChunk { write_pad, .. } => {
-                self.register(rqst, true, rcv.head_len, rcv.page_len, true, mrs, writes)?;
+                let span = Span::recv(rcv.head_len, rcv.page_len);
+                self.register(rqst, span, mrs, writes)?;
                 if *write_pad {
                     if let Some((mr, _)) = &self.write_pad {
                         let s = mr.segment();
@@ -224,7 +218,7 @@ impl Conn {
                 // The whole receive buffer as head, pages and tail describe
                 // it (C rpcrdma_convert_iovs), not its allocation size.
                 let len = rcv.len().ok_or(EINVAL)?;
-                self.register(rqst, true, 0, len, true, mrs, reply)?;
+                self.register(rqst, Span::recv(0, len), mrs, reply)?;
             }
         }
         Ok(())

@@ -8,28 +8,25 @@
 //! is nothing to invalidate.
 
 use super::conn::Conn;
-use super::reg::Reg;
+use super::reg::{Reg, Span};
 use crate::proto::msg::Segment;
 use crate::rdma::xprt::{PhysMap, Rqst};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 
 impl Conn {
-    /// Maps `[offset, offset + len)` of the request's send or receive
-    /// buffer page by page, one segment per page under the global rkey.
-    #[expect(clippy::too_many_arguments)]
+    /// Maps `span` of the request's buffers page by page, one segment per
+    /// page under the global rkey.
     pub(super) fn register_physical(
         &self,
         rqst: &Rqst<'_>,
-        rcv: bool,
-        offset: u32,
-        len: u32,
-        writable: bool,
+        span: Span,
         regs: &mut KVec<Reg>,
         segs: &mut KVec<Segment>,
     ) -> Result {
         let max = self.params().max_rdma_segs;
-        let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, offset, len, writable, max)?;
+        let (rcv, writable) = (span.rcv, span.writable());
+        let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, span.offset, span.len, writable, max)?;
         for i in 0..pm.count() {
             let (addr, l) = pm.piece(i);
             segs.push(Segment::new(self.global_rkey, l, addr), GFP_KERNEL)?;

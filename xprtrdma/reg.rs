@@ -29,6 +29,42 @@ use crate::rdma::xprt::{memreg_param, Mr, PhysMap};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
+/// The part of a request's buffer a chunk registers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    /// The receive buffer (the peer writes: Write and Reply chunks), or
+    /// the send buffer (the peer reads: Read chunks and long calls).
+    pub(crate) rcv: bool,
+    /// Byte range within that `xdr_buf`.
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
+}
+
+impl Span {
+    /// Part of the send buffer, for the peer to read.
+    pub(crate) fn send(offset: u32, len: u32) -> Self {
+        Self {
+            rcv: false,
+            offset,
+            len,
+        }
+    }
+
+    /// Part of the receive buffer, for the peer to write.
+    pub(crate) fn recv(offset: u32, len: u32) -> Self {
+        Self {
+            rcv: true,
+            offset,
+            len,
+        }
+    }
+
+    /// Whether the peer writes into it.
+    pub(crate) fn writable(&self) -> bool {
+        self.rcv
+    }
+}
+
 /// Longest time an MR stays registered after its RPC completed when
 /// invalidations are batched (`fmr_dirty_watermark`): a delayed work runs
 /// the batch of an idle connection this long after an MR became dirty.
