@@ -9,8 +9,8 @@
 
 use kernel::prelude::*;
 
-#[path = "../rust/mod.rs"]
-pub mod rdma;
+#[path = "../ffi/mod.rs"]
+pub mod ffi;
 
 /// The name this module's `ib_client` registers under (the transport
 /// module may be loaded beside it).
@@ -39,16 +39,16 @@ module! {
 }
 
 struct RpcRdmaKunit {
-    _devices: rdma::device::DeviceClient,
+    _devices: crate::ffi::device::DeviceClient,
 }
 
 impl kernel::Module for RpcRdmaKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         verbs::set_peer(module_parameters::rxe_ipv4.value());
-        let devices = rdma::device::DeviceClient::register()?;
+        let devices = crate::ffi::device::DeviceClient::register()?;
         pr_info!(
             "rpcrdma_rs_kunit loaded: rdma_devices={}\n",
-            rdma::device::count()
+            crate::ffi::device::count()
         );
         Ok(Self { _devices: devices })
     }

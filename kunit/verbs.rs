@@ -5,12 +5,12 @@
 //! RDMA Read with the data checked, an error completion for a bad rkey, and
 //! teardown that releases every object.
 
-use crate::rdma::cm::{Addr, CmEvent, CmId};
-use crate::rdma::device;
-use crate::rdma::live;
-use crate::rdma::regcache::{self, CacheUser, ClassSpec, RegCache};
-use crate::rdma::slab::SlabCache;
-use crate::rdma::verbs::{
+use crate::ffi::cm::{Addr, CmEvent, CmId};
+use crate::ffi::device;
+use crate::ffi::live;
+use crate::ffi::regcache::{self, CacheUser, ClassSpec, RegCache};
+use crate::ffi::slab::SlabCache;
+use crate::ffi::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
     WorkRequest,
 };

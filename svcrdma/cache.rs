@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The server's use of the registration cache ([`crate::rdma::regcache`]:
+//! The server's use of the registration cache ([`crate::ffi::regcache`]:
 //! per device, slab-backed size classes whose buffers keep their DMA
 //! mapping and, for RDMA Read sinks on devices that need it, their memory
 //! registration across requests).
@@ -18,10 +18,10 @@
 
 use super::rw::PIECE;
 use crate::config::Config;
-use crate::rdma::cm::CmId;
-use crate::rdma::regcache::{CacheUser, ClassSpec, RegCache};
-use crate::rdma::svc::{stat_add, Stat};
-use crate::rdma::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
+use crate::ffi::cm::CmId;
+use crate::ffi::regcache::{CacheUser, ClassSpec, RegCache};
+use crate::ffi::svc::{stat_add, Stat};
+use crate::ffi::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 

@@ -14,16 +14,16 @@
 //! - `rw`: RDMA Read and Write of chunks, the send queue gate and the
 //!   Calls whose RDMA Reads run while no thread waits for them.
 //!
-//! Everything here is safe Rust over [`crate::rdma::svc`] and
-//! [`crate::rdma::verbs`]; peer input is validated by the protocol core
+//! Everything here is safe Rust over [`crate::ffi::svc`] and
+//! [`crate::ffi::verbs`]; peer input is validated by the protocol core
 //! before it is used.
 
 use crate::config::Config;
-use crate::rdma::cm::Addr;
-use crate::rdma::cm::CmId;
-use crate::rdma::cm::Net;
-use crate::rdma::regcache::RegCache;
-use crate::rdma::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
+use crate::ffi::cm::Addr;
+use crate::ffi::cm::CmId;
+use crate::ffi::cm::Net;
+use crate::ffi::regcache::RegCache;
+use crate::ffi::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SetOnce};
@@ -170,7 +170,7 @@ impl ServerTransport {
         // hits, misses, registrations, evictions and what is held.
         let file = KBox::pin_init(
             dir.read_callback_file(c"svc_registration_cache", (), &|(): &(), f| {
-                crate::rdma::regcache::show(f)
+                crate::ffi::regcache::show(f)
             }),
             GFP_KERNEL,
         )?;

@@ -8,8 +8,8 @@
 use super::conn::Conn;
 use super::rw::ReadOp;
 use super::sq_gate::SqGate;
-use crate::rdma::svc::XprtLink;
-use crate::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::ffi::svc::XprtLink;
+use crate::ffi::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};

@@ -6,7 +6,7 @@
 use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
-use crate::rdma::verbs::{
+use crate::ffi::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Segment as SgSegment, WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;
