@@ -5,12 +5,12 @@
 //! registered for and LOCAL_INV revokes it; the planner, fed the device's
 //! limits, keeps 1 MiB READ and WRITE payloads in one chunk each.
 
-use crate::ffi::device;
-use crate::ffi::verbs::{DmaDir, SendOp, WorkRequest};
-use crate::ffi::xprt::{post_local_inv, Mr};
 use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
+use crate::rust::device;
+use crate::rust::verbs::{DmaDir, SendOp, WorkRequest};
+use crate::rust::xprt::{post_local_inv, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, pattern, Waiter};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -39,7 +39,7 @@ mod tests {
     /// listener) gives back what it was given.
     #[test]
     fn socket_addresses_round_trip() {
-        use crate::ffi::cm::Addr;
+        use crate::rust::cm::Addr;
         let v4 = Addr::V4([10, 99, 0, 1], 20049);
         assert_eq!(v4.to_sockaddr().addr(), Some(v4));
         let mut a6 = [0u8; 16];

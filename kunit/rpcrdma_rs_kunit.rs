@@ -9,8 +9,8 @@
 
 use kernel::prelude::*;
 
-#[path = "../ffi/mod.rs"]
-pub mod ffi;
+#[path = "../rust/mod.rs"]
+pub mod rust;
 
 /// The name this module's `ib_client` registers under (the transport
 /// module may be loaded beside it).
@@ -39,16 +39,16 @@ module! {
 }
 
 struct RpcRdmaKunit {
-    _devices: crate::ffi::device::DeviceClient,
+    _devices: crate::rust::device::DeviceClient,
 }
 
 impl kernel::Module for RpcRdmaKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         verbs::set_peer(module_parameters::rxe_ipv4.value());
-        let devices = crate::ffi::device::DeviceClient::register()?;
+        let devices = crate::rust::device::DeviceClient::register()?;
         pr_info!(
             "rpcrdma_rs_kunit loaded: rdma_devices={}\n",
-            crate::ffi::device::count()
+            crate::rust::device::count()
         );
         Ok(Self { _devices: devices })
     }

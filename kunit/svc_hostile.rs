@@ -21,12 +21,12 @@
 //! every case passes without checking anything; it logs
 //! "svc_hostile: no server" so the scenario can tell.
 
-use crate::ffi::cm::{Addr, CmEvent, CmId};
-use crate::ffi::verbs::{
+use crate::proto::cm::ConnectPrivate;
+use crate::rust::cm::{Addr, CmEvent, CmId};
+use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
     WorkRequest,
 };
-use crate::proto::cm::ConnectPrivate;
 use kernel::alloc::KVec;
 use kernel::new_condvar;
 use kernel::new_spinlock_irq;

@@ -5,12 +5,12 @@
 //! RDMA Read with the data checked, an error completion for a bad rkey, and
 //! teardown that releases every object.
 
-use crate::ffi::cm::{Addr, CmEvent, CmId};
-use crate::ffi::device;
-use crate::ffi::live;
-use crate::ffi::regcache::{self, CacheUser, ClassSpec, RegCache};
-use crate::ffi::slab::SlabCache;
-use crate::ffi::verbs::{
+use crate::rust::cm::{Addr, CmEvent, CmId};
+use crate::rust::device;
+use crate::rust::live;
+use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
+use crate::rust::slab::SlabCache;
+use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
     WorkRequest,
 };

@@ -5,7 +5,7 @@
 //!
 //! The module is layered as the kernel's own Rust drivers are:
 //!
-//! - `ffi` (directory `ffi/`): the FFI layer, the only code with `unsafe`;
+//! - `rust` (directory `rust/`): the FFI layer, the only code with `unsafe`;
 //! - `proto` (directory `src/proto/`): the pure protocol core (XDR codec,
 //!   RPC-over-RDMA messages, chunk lists, planning, credits), which a host
 //!   Cargo crate also builds and tests;
@@ -13,8 +13,8 @@
 
 use kernel::prelude::*;
 
-#[path = "../ffi/mod.rs"]
-pub mod ffi;
+#[path = "../rust/mod.rs"]
+pub mod rust;
 
 /// The name this module's `ib_client` registers under.
 const IB_CLIENT_NAME: &core::ffi::CStr = c"rpcrdma_rs";
@@ -79,7 +79,7 @@ struct RpcRdmaModule {
     // /sys/kernel/debug/rpcrdma_rs/, shared by both sides' files (which
     // hold it too, so the order does not matter).
     _debugfs: kernel::debugfs::Dir,
-    _devices: crate::ffi::device::DeviceClient,
+    _devices: crate::rust::device::DeviceClient,
 }
 
 impl kernel::Module for RpcRdmaModule {
@@ -96,7 +96,7 @@ impl kernel::Module for RpcRdmaModule {
         })
         .inspect_err(|e| pr_err!("not loaded: {}\n", e.reason()))
         .map_err(|_| EINVAL)?;
-        let devices = crate::ffi::device::DeviceClient::register()
+        let devices = crate::rust::device::DeviceClient::register()
             .inspect_err(|e| pr_err!("ib_client registration failed: {:?}\n", e))?;
         pr_info!(
             "rpcrdma_rs {} loaded: max_requests={} max_inline_read={} max_inline_write={} rdma_devices={}\n",
@@ -104,7 +104,7 @@ impl kernel::Module for RpcRdmaModule {
             cfg.max_requests,
             cfg.max_inline_read,
             cfg.max_inline_write,
-            crate::ffi::device::count()
+            crate::rust::device::count()
         );
         let debugfs = kernel::debugfs::Dir::new(c"rpcrdma_rs");
         let client = xprtrdma::ClientTransport::register(&cfg, &debugfs)?;
@@ -120,7 +120,7 @@ impl kernel::Module for RpcRdmaModule {
 
 impl Drop for RpcRdmaModule {
     fn drop(&mut self) {
-        let live = crate::ffi::live::total();
+        let live = crate::rust::live::total();
         if live != 0 {
             pr_err!("unloading with {} RDMA objects still live\n", live);
         }

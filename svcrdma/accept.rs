@@ -11,13 +11,13 @@ use super::listener::Pending;
 use super::recv_queue::{RecvHandler, RecvQ, Ring, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
 use super::Settings;
-use crate::ffi::cm::{CmEvent, CmHandler};
-use crate::ffi::svc::XprtLink;
-use crate::ffi::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, RECV_BATCH_MAX};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
+use crate::rust::cm::{CmEvent, CmHandler};
+use crate::rust::svc::XprtLink;
+use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, RECV_BATCH_MAX};
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -110,7 +110,7 @@ impl Conn {
             let buf = ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
             let mut segs = KVec::new();
             segs.push(
-                crate::ffi::verbs::Segment {
+                crate::rust::verbs::Segment {
                     buf,
                     offset: 0,
                     len: recv_len,

@@ -5,8 +5,8 @@
 //! Replies to them arrive as Receives and are told apart in `recvfrom`.
 
 use super::conn::{usize_of, Conn};
-use crate::ffi::svc::{stat_add, BcCall, Stat};
 use crate::proto::backchannel::{encode_header, HDRLEN_MIN};
+use crate::rust::svc::{stat_add, BcCall, Stat};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The server's use of the registration cache ([`crate::ffi::regcache`]:
+//! The server's use of the registration cache ([`crate::rust::regcache`]:
 //! per device, slab-backed size classes whose buffers keep their DMA
 //! mapping and, for RDMA Read sinks on devices that need it, their memory
 //! registration across requests).
@@ -18,10 +18,10 @@
 
 use super::rw::PIECE;
 use crate::config::Config;
-use crate::ffi::cm::CmId;
-use crate::ffi::regcache::{CacheUser, ClassSpec, RegCache};
-use crate::ffi::svc::{stat_add, Stat};
-use crate::ffi::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
+use crate::rust::cm::CmId;
+use crate::rust::regcache::{CacheUser, ClassSpec, RegCache};
+use crate::rust::svc::{stat_add, Stat};
+use crate::rust::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 

@@ -12,8 +12,8 @@
 //! rejects the peer: no identifier is ever destroyed from the callback or
 //! under the queue's lock.
 
-use crate::ffi::cm::{Addr, CmEvent, CmHandler, CmId, Net, PrivateData};
-use crate::ffi::svc::{self, XprtLink};
+use crate::rust::cm::{Addr, CmEvent, CmHandler, CmId, Net, PrivateData};
+use crate::rust::svc::{self, XprtLink};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;

@@ -14,16 +14,16 @@
 //! - `rw`: RDMA Read and Write of chunks, the send queue gate and the
 //!   Calls whose RDMA Reads run while no thread waits for them.
 //!
-//! Everything here is safe Rust over [`crate::ffi::svc`] and
-//! [`crate::ffi::verbs`]; peer input is validated by the protocol core
+//! Everything here is safe Rust over [`crate::rust::svc`] and
+//! [`crate::rust::verbs`]; peer input is validated by the protocol core
 //! before it is used.
 
 use crate::config::Config;
-use crate::ffi::cm::Addr;
-use crate::ffi::cm::CmId;
-use crate::ffi::cm::Net;
-use crate::ffi::regcache::RegCache;
-use crate::ffi::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
+use crate::rust::cm::Addr;
+use crate::rust::cm::CmId;
+use crate::rust::cm::Net;
+use crate::rust::regcache::RegCache;
+use crate::rust::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SetOnce};
@@ -170,7 +170,7 @@ impl ServerTransport {
         // hits, misses, registrations, evictions and what is held.
         let file = KBox::pin_init(
             dir.read_callback_file(c"svc_registration_cache", (), &|(): &(), f| {
-                crate::ffi::regcache::show(f)
+                crate::rust::regcache::show(f)
             }),
             GFP_KERNEL,
         )?;

@@ -8,8 +8,8 @@
 use super::conn::Conn;
 use super::rw::ReadOp;
 use super::sq_gate::SqGate;
-use crate::ffi::svc::XprtLink;
-use crate::ffi::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::svc::XprtLink;
+use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};

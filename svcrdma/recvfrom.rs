@@ -10,13 +10,13 @@
 use super::conn::{usize_of, CallCtxt, Conn, DecodedCall, PclStore};
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::rw::{ReadOp, ReadWork, Taken};
-use crate::ffi::svc::{stat_add, Rqst, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
 use crate::proto::msg::{DecodeError, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::{CallLayout, Source, StepError};
+use crate::rust::svc::{stat_add, Rqst, Stat};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;

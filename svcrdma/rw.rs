@@ -24,10 +24,12 @@ use super::cache::{BufCache, Class};
 use super::conn::DecodedCall;
 use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
-use crate::ffi::svc::{stat_add, Stat};
-use crate::ffi::verbs::{CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
+use crate::rust::svc::{stat_add, Stat};
+use crate::rust::verbs::{
+    CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
+};
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -260,10 +262,10 @@ pub(super) struct Io<'a> {
     pub(super) cache: &'a Arc<BufCache>,
 }
 
-fn one_segment(buf: Arc<DmaBuf>, len: usize) -> Result<KVec<crate::ffi::verbs::Segment>> {
+fn one_segment(buf: Arc<DmaBuf>, len: usize) -> Result<KVec<crate::rust::verbs::Segment>> {
     let mut segs = KVec::new();
     segs.push(
-        crate::ffi::verbs::Segment {
+        crate::rust::verbs::Segment {
             buf,
             offset: 0,
             len,

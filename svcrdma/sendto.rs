@@ -6,8 +6,8 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use crate::ffi::svc::{stat_add, Rqst, Stat};
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
+use crate::rust::svc::{stat_add, Rqst, Stat};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 

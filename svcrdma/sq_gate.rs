@@ -5,8 +5,8 @@
 //! a slot, and its completion gives the slot back.
 
 use super::cache::BufCache;
-use crate::ffi::svc::{stat_add, Stat, XprtLink};
-use crate::ffi::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::svc::{stat_add, Stat, XprtLink};
+use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::new_condvar;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;

@@ -7,15 +7,15 @@
 //! service and sends the Reply inline, without chunks.
 //!
 //! The rpc_rqst bookkeeping (a bounded set of callback slots, queueing to
-//! `xprt->bc_serv`) lives in `ffi/xprt_helpers.c`; this file decides what
+//! `xprt->bc_serv`) lives in `rust/xprt_helpers.c`; this file decides what
 //! is a Call, bounds it, and marshals the Reply.
 
 use super::conn::Conn;
 use super::transport::bump;
-use crate::ffi::verbs::SendOp;
-use crate::ffi::xprt::Rqst;
 use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
+use crate::rust::verbs::SendOp;
+use crate::rust::xprt::Rqst;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};

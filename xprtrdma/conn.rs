@@ -21,10 +21,10 @@
 use super::reg::Reg;
 use super::send_buf::SendSlots;
 use super::transport::{Settings, Stats};
-use crate::ffi::verbs::{DmaBuf, Endpoint};
-use crate::ffi::xprt::{Mr, Xprt};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
+use crate::rust::verbs::{DmaBuf, Endpoint};
+use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;

@@ -3,7 +3,7 @@
 //! The client transport: `mount -o proto=rdma` through rpcrdma-rs (the Rust
 //! counterpart of `net/sunrpc/xprtrdma/{transport,rpc_rdma,verbs,frwr_ops}.c`).
 //!
-//! - `transport`: the sunrpc side ([`XprtOps`](crate::ffi::xprt::XprtOps)):
+//! - `transport`: the sunrpc side ([`XprtOps`](crate::rust::xprt::XprtOps)):
 //!   connect, send, close, statistics;
 //! - `conn`: the state of one connection, and the files that act on it,
 //!   named like their C counterparts: `connect`, `marshal`, `reply`,
@@ -13,7 +13,7 @@
 //!   ([`crate::proto::planner`]).
 
 use crate::config::Config;
-use crate::ffi::xprt::Registration;
+use crate::rust::xprt::Registration;
 use kernel::prelude::*;
 
 mod backchannel;

@@ -9,8 +9,8 @@
 
 use super::conn::Conn;
 use super::reg::{Reg, Span};
-use crate::ffi::xprt::{PhysMap, Rqst};
 use crate::proto::msg::Segment;
+use crate::rust::xprt::{PhysMap, Rqst};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 

@@ -25,7 +25,7 @@
 //!   DMA addresses; no per-I/O registration work, and the server can read
 //!   and write all client memory at any time. Trusted servers only.
 
-use crate::ffi::xprt::{memreg_param, Mr, PhysMap};
+use crate::rust::xprt::{memreg_param, Mr, PhysMap};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 

@@ -6,7 +6,7 @@
 use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
-use crate::ffi::verbs::{
+use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Segment as SgSegment, WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;

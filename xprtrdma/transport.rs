@@ -6,8 +6,8 @@
 use super::conn::Conn;
 use super::reg::{counters, Strategy};
 use crate::config::Config;
-use crate::ffi::memalloc::NoIoScope;
-use crate::ffi::xprt::{Rqst, Xprt, XprtOps, XprtStats};
+use crate::rust::memalloc::NoIoScope;
+use crate::rust::xprt::{Rqst, Xprt, XprtOps, XprtStats};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};

@@ -5,7 +5,7 @@
  * The rpc_xprt_ops table is a static const table here: generic entries
  * point at sunrpc's own functions (congestion control, slots, rpcbind), the
  * transport-specific ones call back into Rust through the table registered
- * with rpcrdma_rs_xprt_register() (see ffi/xprt.rs for the safe trait).
+ * with rpcrdma_rs_xprt_register() (see rust/xprt.rs for the safe trait).
  */
 #ifndef RPCRDMA_RS_XPRT_HELPERS_H
 #define RPCRDMA_RS_XPRT_HELPERS_H

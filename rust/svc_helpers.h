@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * C shims of the sunrpc server side (svc_xprt, svc_rqst, svc_xprt_class),
- * used by ffi/svc.rs.  Included by rpcrdma_rs_helper.h.
+ * used by rust/svc.rs.  Included by rpcrdma_rs_helper.h.
  *
  * Every shim takes scalars or pointers to structures that the Rust side
  * treats as opaque: no sunrpc structure layout is read from Rust.

@@ -158,12 +158,12 @@ pub struct Anchor {
 
 impl Anchor {
     /// The protection domain.
-    pub(in crate::ffi) fn pd_ptr(&self) -> *mut bindings::ib_pd {
+    pub(in crate::rust) fn pd_ptr(&self) -> *mut bindings::ib_pd {
         self.pd.pd.as_ptr()
     }
 
     /// The device.
-    pub(in crate::ffi) fn device_ptr(&self) -> *mut bindings::ib_device {
+    pub(in crate::rust) fn device_ptr(&self) -> *mut bindings::ib_device {
         self.pd.device.as_ptr()
     }
 }
@@ -308,14 +308,14 @@ impl Endpoint {
         self.send_depth
     }
 
-    /// The queue pair, for FFI code in `ffi/` that extends the layer
+    /// The queue pair, for FFI code in `rust/` that extends the layer
     /// (chained work requests, registrations).
-    pub(in crate::ffi) fn qp_ptr(&self) -> *mut bindings::ib_qp {
+    pub(in crate::rust) fn qp_ptr(&self) -> *mut bindings::ib_qp {
         self.qp.as_ptr()
     }
 
     /// The anchor (protection domain, device, CM identifier), for FFI code
-    /// in `ffi/` that extends the layer.
+    /// in `rust/` that extends the layer.
     pub(crate) fn anchor(&self) -> &Arc<Anchor> {
         &self.anchor
     }
@@ -886,7 +886,7 @@ impl DmaBuf {
     }
 
     /// Makes what the device wrote visible to the CPU and returns a pointer
-    /// to bytes `[offset, offset + len)`, for FFI code in `ffi/` that
+    /// to bytes `[offset, offset + len)`, for FFI code in `rust/` that
     /// copies them straight into kernel structures (no bounce copy). The
     /// pointer is valid for `len` bytes while `self` is borrowed.
     pub(crate) fn cpu_range(&self, offset: usize, len: usize) -> Result<*const u8> {
@@ -905,7 +905,7 @@ impl DmaBuf {
         Ok(unsafe { self.ptr.add(offset) }.cast_const())
     }
 
-    /// A pointer to bytes `[offset, offset + len)` for FFI code in `ffi/`
+    /// A pointer to bytes `[offset, offset + len)` for FFI code in `rust/`
     /// to fill; [`Self::sync_for_device`] must follow before the device
     /// reads them. Valid for `len` bytes while `self` is borrowed.
     pub(crate) fn cpu_range_mut(&self, offset: usize, len: usize) -> Result<*mut u8> {

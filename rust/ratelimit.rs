@@ -76,7 +76,7 @@ impl RateLimit {
 #[macro_export]
 macro_rules! pr_warn_ratelimited {
     ($($arg:tt)*) => {{
-        static RL: $crate::ffi::ratelimit::RateLimit = $crate::ffi::ratelimit::RateLimit::new();
+        static RL: $crate::rust::ratelimit::RateLimit = $crate::rust::ratelimit::RateLimit::new();
         if let Some(n) = RL.check() {
             kernel::pr_warn!($($arg)*);
             if n > 0 {
@@ -90,7 +90,7 @@ macro_rules! pr_warn_ratelimited {
 #[macro_export]
 macro_rules! pr_err_ratelimited {
     ($($arg:tt)*) => {{
-        static RL: $crate::ffi::ratelimit::RateLimit = $crate::ffi::ratelimit::RateLimit::new();
+        static RL: $crate::rust::ratelimit::RateLimit = $crate::rust::ratelimit::RateLimit::new();
         if let Some(n) = RL.check() {
             kernel::pr_err!($($arg)*);
             if n > 0 {

@@ -136,7 +136,7 @@ unsafe impl Sync for SlabObj {}
 
 impl SlabObj {
     /// The first byte of the object.
-    pub(in crate::ffi) fn as_ptr(&self) -> *mut u8 {
+    pub(in crate::rust) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 

@@ -97,7 +97,7 @@ impl SockAddr {
     /// # Safety
     ///
     /// `sa` is valid for reads of `len` bytes.
-    pub(in crate::ffi) unsafe fn copy_from(sa: *const bindings::sockaddr, len: usize) -> Self {
+    pub(in crate::rust) unsafe fn copy_from(sa: *const bindings::sockaddr, len: usize) -> Self {
         let mut b = [0u8; SOCKADDR_STORAGE];
         let n = len.min(SOCKADDR_STORAGE);
         // SAFETY: `sa` is valid for `len >= n` bytes (the function's safety
@@ -534,7 +534,7 @@ impl CmId {
         self.ctx.state.lock().handler.take()
     }
 
-    pub(in crate::ffi) fn as_ptr(&self) -> *mut bindings::rdma_cm_id {
+    pub(in crate::rust) fn as_ptr(&self) -> *mut bindings::rdma_cm_id {
         self.ptr.as_ptr()
     }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Kernel headers the rpcrdma-rs FFI layer is generated from.  bindgen reads
- * this file on every build (ffi/Kbuild rule), so the Rust view of every
+ * this file on every build (rust/Kbuild rule), so the Rust view of every
  * structure matches the configured kernel (struct rpc_xprt changes with
  * CONFIG_SUNRPC_BACKCHANNEL and CONFIG_SUNRPC_DEBUG).  Nothing generated is
  * ever checked in.
