@@ -20,7 +20,7 @@ use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
-use crate::proto::svc_reply::{route_result_payload, PayloadRoute};
+use crate::proto::svc_reply::{route_result_payload_in, PayloadRoute};
 use crate::rust::cm::CmId;
 use crate::rust::svc::XprtLink;
 use crate::rust::verbs::{Endpoint, WorkRequest};
@@ -129,18 +129,15 @@ impl DecodedCall {
 pub(crate) struct CallCtxt {
     /// The Call's decoded header.
     pub(super) call: DecodedCall,
-    /// Length of each Write chunk the client offered.
-    pub(super) write_lens: KVec<u32>,
     /// (position, length) of result payloads, one per Write chunk in order.
     pub(super) payloads: KVec<(u32, u32)>,
 }
 
 impl CallCtxt {
-    pub(super) fn new(call: DecodedCall, write_lens: KVec<u32>) -> Result<KBox<Self>> {
+    pub(super) fn new(call: DecodedCall) -> Result<KBox<Self>> {
         Ok(KBox::new(
             Self {
                 call,
-                write_lens,
                 payloads: KVec::new(),
             },
             GFP_KERNEL,
@@ -150,7 +147,9 @@ impl CallCtxt {
     /// Records a result payload for the next Write chunk (C
     /// `svc_rdma_result_payload`); without a Write chunk it stays inline.
     pub(super) fn result_payload(&mut self, offset: u32, length: u32) -> Result {
-        match route_result_payload(&self.write_lens, self.payloads.len(), length) {
+        // The Write chunks the client offered, as `xpo_recvfrom` parsed them.
+        let route = route_result_payload_in(&self.call.pcl()?, self.payloads.len(), length);
+        match route {
             Ok(PayloadRoute::Inline) => Ok(()),
             Ok(PayloadRoute::WriteChunk) => Ok(self.payloads.push((offset, length), GFP_KERNEL)?),
             Err(_) => Err(E2BIG),

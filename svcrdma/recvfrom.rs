@@ -150,12 +150,12 @@ impl Conn {
             return Ok(None);
         };
         if !layout.needs_reads() {
-            let Some(write_lens) = self.assemble(rqst, xid, &pcl, inline, None)? else {
+            if !self.assemble(rqst, xid, &pcl, inline, None)? {
                 return Ok(None);
-            };
+            }
             let layout = pcl.layout();
             let call = DecodedCall::new(&msg, &hdr, inline, store, layout);
-            return Ok(Some(CallCtxt::new(call, write_lens)?));
+            return Ok(Some(CallCtxt::new(call)?));
         }
         let layout = pcl.layout();
         let call = DecodedCall::new(&msg, &hdr, inline, store, layout);
@@ -259,23 +259,24 @@ impl Conn {
         let s = &self.shared;
         let msg = core::mem::replace(&mut work.msg, KVec::new());
         let mut call = work.take_call().ok_or(EINVAL)?;
-        let write_lens = {
+        let assembled = {
             let xid = call.xid;
             let inline = call.inline(&msg);
             let pcl = call.pcl()?;
             self.assemble(rqst, xid, &pcl, inline, Some(&work))?
         };
         work.recycle(&s.cache);
-        match write_lens {
-            Some(w) => Ok(Some(CallCtxt::new(call, w)?)),
-            None => Ok(None),
+        if assembled {
+            Ok(Some(CallCtxt::new(call)?))
+        } else {
+            Ok(None)
         }
     }
 
     /// Lays the Call out in `rqst`'s pages: the inline body (`inline`) or
     /// the call chunk, and the Read chunks, copied from `work`'s sinks
-    /// straight into the pages. Returns the Write chunk lengths, or `None`
-    /// when the Call was answered with `ERR_CHUNK`.
+    /// straight into the pages. Returns false when the Call was answered
+    /// with `ERR_CHUNK` instead.
     fn assemble(
         &self,
         rqst: &mut Rqst,
@@ -283,12 +284,12 @@ impl Conn {
         pcl: &ParsedChunks<'_>,
         inline: &[u8],
         work: Option<&ReadWork>,
-    ) -> Result<Option<KVec<u32>>> {
+    ) -> Result<bool> {
         // The request finishing the Call may have other pages than the one
         // that started it: checked again.
         let Some(layout) = CallLayout::new(pcl, inline.len(), rqst.arg_max()) else {
             self.send_err_chunk(xid);
-            return Ok(None);
+            return Ok(false);
         };
         rqst.set_arg(layout.total())?;
         for step in layout.steps() {
@@ -296,7 +297,7 @@ impl Conn {
                 Ok(step) => step,
                 Err(StepError::BadRegion) => {
                     self.send_err_chunk(xid);
-                    return Ok(None);
+                    return Ok(false);
                 }
                 Err(StepError::Inconsistent) => return Err(EINVAL),
             };
@@ -313,10 +314,6 @@ impl Conn {
                 }
             }
         }
-        let mut write_lens = KVec::new();
-        for c in pcl.write_chunks() {
-            write_lens.push(c.length, GFP_KERNEL)?;
-        }
-        Ok(Some(write_lens))
+        Ok(true)
     }
 }

@@ -9,7 +9,8 @@ use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, PclError};
 use rpcrdma_proto::proto::pieces::{Piece, PieceError, PieceRun, Pieces, RangeInPieces};
 use rpcrdma_proto::proto::svc_call::{CallLayout, Source, Step};
 use rpcrdma_proto::proto::svc_reply::{
-    route_result_payload, set_result_payloads, BodyRun, PayloadRoute, PayloadWrites, ReplyBody,
+    route_result_payload, route_result_payload_in, set_result_payloads, BodyRun, PayloadRoute,
+    PayloadWrites, ReplyBody,
 };
 
 /// An `RDMA_MSG` Call with these chunk lists and `inline` bytes of body.
@@ -147,6 +148,28 @@ fn result_payloads_go_to_write_chunks_in_order() {
     );
     assert_eq!(route_result_payload(&lens, 1, 9), Err(PclError::TooBig));
     assert_eq!(route_result_payload(&lens, 2, 9), Ok(PayloadRoute::Inline));
+}
+
+/// The server routes by the Write chunks it parsed; the same answers.
+#[test]
+fn result_payloads_routed_by_parsed_write_chunks() {
+    let w0 = [Segment::new(1, 60, 0), Segment::new(2, 40, 0)];
+    let w1 = [Segment::new(3, 8, 0)];
+    let msg = call(
+        ChunkListsRef {
+            read: &[],
+            write: &[&w0, &w1],
+            reply: None,
+        },
+        8,
+    );
+    with_pcl(&msg, |pcl, _| {
+        let r = |placed, len| route_result_payload_in(pcl, placed, len);
+        assert_eq!(r(0, 0), Ok(PayloadRoute::Inline));
+        assert_eq!(r(0, 100), Ok(PayloadRoute::WriteChunk));
+        assert_eq!(r(1, 9), Err(PclError::TooBig));
+        assert_eq!(r(2, 9), Ok(PayloadRoute::Inline));
+    });
 }
 
 #[test]

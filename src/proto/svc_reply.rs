@@ -35,10 +35,26 @@ pub fn route_result_payload(
     placed: usize,
     length: u32,
 ) -> Result<PayloadRoute, PclError> {
+    route_to(write_lens.get(placed).copied(), length)
+}
+
+/// [`route_result_payload`] for the Write chunks of `pcl`, which the server
+/// keeps with the request (no separate list of their lengths).
+pub fn route_result_payload_in(
+    pcl: &ParsedChunks<'_>,
+    placed: usize,
+    length: u32,
+) -> Result<PayloadRoute, PclError> {
+    route_to(pcl.write_chunks().get(placed).map(|c| c.length), length)
+}
+
+/// Routes a payload of `length` bytes given the length of the next unused
+/// Write chunk, if there is one.
+fn route_to(next_write_len: Option<u32>, length: u32) -> Result<PayloadRoute, PclError> {
     if length == 0 {
         return Ok(PayloadRoute::Inline);
     }
-    let Some(&max) = write_lens.get(placed) else {
+    let Some(max) = next_write_len else {
         return Ok(PayloadRoute::Inline);
     };
     if length > max {
