@@ -151,7 +151,7 @@ server_requests() {
                 restart)
                     _i=0
                     while [ $_i -lt 5 ]; do
-                        _i=$((_i + 1)); restart_nfsd; say "nfsd restart $_i of 5"; sleep 4
+                        _i=$((_i + 1)); restart_nfsd; say "nfsd restart $_i of 5"; sleep 2
                     done
                     _a=5 ;;
                 devremove)
@@ -237,7 +237,7 @@ disconnect_phase() {
     echo 1000 > $_d/times
     echo 100 > $_d/probability
     _srv=$(ask disc-arm) || _srv="no answer"
-    fio_verify fi-disconnect $(( SIZE * 2 )); _rc=$?
+    fio_verify fi-disconnect "$SIZE"; _rc=$?
     echo 0 > $_d/probability
     echo Y > $_d/ignore-client-disconnect
     _n=$(( 1000 - $(cat $_d/times) ))
