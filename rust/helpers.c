@@ -161,12 +161,6 @@ void rpcrdma_rs_destroy_wq(void *wq)
 	destroy_workqueue(wq);
 }
 
-/* The namespace a client transport lives in (held by xprt_alloc). */
-struct net *rpcrdma_rs_xprt_net(struct rpc_xprt *xprt)
-{
-	return xprt->xprt_net;
-}
-
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 			      struct rpcrdma_rs_cm_event *out)
 {

@@ -17,6 +17,7 @@
 #include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/socket.h>
+#include <linux/sunrpc/addr.h>
 #include <linux/sunrpc/svc.h>
 #include <linux/sunrpc/svc_xprt.h>
 #include <linux/sunrpc/xdr.h>
@@ -90,7 +91,6 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 					   rdma_cm_event_handler handler,
 					   void *context);
 struct net *rpcrdma_rs_init_net(void);
-struct net *rpcrdma_rs_xprt_net(struct rpc_xprt *xprt);
 void *rpcrdma_rs_alloc_wq(const char *name);
 void rpcrdma_rs_destroy_wq(void *wq);
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,

@@ -42,6 +42,11 @@ impl OwnedQueue {
         Ok(Self { ptr })
     }
 
+    /// The C queue, for work items queued through bindings.
+    pub(super) fn as_raw(&self) -> *mut kernel::bindings::workqueue_struct {
+        self.ptr.as_ptr()
+    }
+
     /// The queue, to enqueue work items on.
     pub fn queue(&self) -> &Queue {
         // SAFETY: By the type invariant the queue is valid until `drop`,

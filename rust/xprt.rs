@@ -4,11 +4,7 @@
 //! `rpc_rqst`, `xprt_class`) used by `xprtrdma/`, and fast registration
 //! (FRWR) of request buffers.
 //!
-//! The `struct rpc_xprt_ops` table is static in `xprt_helpers.c`: its
-//! generic entries are sunrpc's own functions (congestion control, slots,
-//! rpcbind); the transport-specific ones call the [`XprtOps`] trait
-//! implementation through the trampolines below. One implementation is
-//! registered per module ([`Registration`]).
+//! The class and its operations table are in [`super::xprt_class`].
 //!
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
 
@@ -17,12 +13,13 @@ use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::live;
 use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, WorkRequest};
+use super::xprt_class;
 use core::marker::PhantomData;
-use core::ptr::NonNull;
+use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::{from_err_ptr, to_result};
+use kernel::ffi::{c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::types::ForeignOwnable;
 
 /// `XDRBUF_READ`: the page data is the target of a file read (DDP-eligible
 /// reply payload).
@@ -31,14 +28,82 @@ pub const XDRBUF_READ: u32 = 1;
 /// (DDP-eligible call payload).
 pub const XDRBUF_WRITE: u32 = 2;
 
-/// Counters of the `xprt: rdma` mountstats line.
-pub type XprtStats = bindings::rpcrdma_rs_xprt_stats;
+/// Counters of the `xprt: rdma` mountstats line, in its order (the C
+/// module's `xprt_rdma_print_stats`).
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XprtStats {
+    pub read_chunk_count: u64,
+    pub write_chunk_count: u64,
+    pub reply_chunk_count: u64,
+    pub total_rdma_request: u64,
+    pub total_rdma_reply: u64,
+    pub pullup_copy_count: u64,
+    pub fixup_copy_count: u64,
+    pub hardway_register_count: u64,
+    pub failed_marshal_count: u64,
+    pub bad_reply_count: u64,
+    pub nomsg_call_count: u64,
+    pub mrs_recycled: u64,
+    pub mrs_orphaned: u64,
+    pub mrs_allocated: u64,
+    pub local_inv_needed: u64,
+    pub empty_sendctx_q: u64,
+}
 
-/// Shape of an `xdr_buf`.
-pub type XdrShape = bindings::rpcrdma_rs_xdr_shape;
+/// Shape of an `xdr_buf`: lengths, and where its head and tail start
+/// within their pages.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdrShape {
+    /// `head[0].iov_len`.
+    pub head_len: u32,
+    /// Offset of `head[0].iov_base` in its page.
+    pub head_page_offset: u32,
+    /// `page_base`.
+    pub page_base: u32,
+    /// `page_len`.
+    pub page_len: u32,
+    /// `tail[0].iov_len`.
+    pub tail_len: u32,
+    /// Offset of `tail[0].iov_base` in its page.
+    pub tail_page_offset: u32,
+    /// `buflen`.
+    pub buflen: u32,
+    /// `flags` (`XDRBUF_READ`, `XDRBUF_WRITE`).
+    pub flags: u32,
+    /// `len`.
+    pub len: u32,
+}
+
+impl XdrShape {
+    fn of(b: &bindings::xdr_buf) -> Self {
+        let in_page = |p: *mut c_void| (p as usize % kernel::page::PAGE_SIZE) as u32;
+        // Lengths of a live xdr_buf fit 32 bits (sunrpc keeps them in
+        // `unsigned int`, `iov_len` is bounded by the buffer's pages).
+        Self {
+            head_len: b.head[0].iov_len as u32,
+            head_page_offset: in_page(b.head[0].iov_base),
+            page_base: b.page_base,
+            page_len: b.page_len,
+            tail_len: b.tail[0].iov_len as u32,
+            tail_page_offset: in_page(b.tail[0].iov_base),
+            buflen: b.buflen,
+            flags: b.flags,
+            len: b.len,
+        }
+    }
+}
 
 /// What a request looks like (xid, send and receive buffer shapes).
-pub type RqstInfo = bindings::rpcrdma_rs_rqst_info;
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RqstInfo {
+    /// The xid, host order.
+    pub xid: u32,
+    /// `rq_snd_buf`.
+    pub snd: XdrShape,
+    /// `rq_rcv_buf`.
+    pub rcv: XdrShape,
+}
 
 /// A client transport (`struct rpc_xprt`) created by our `setup`.
 ///
@@ -57,14 +122,27 @@ unsafe impl Send for Xprt {}
 unsafe impl Sync for Xprt {}
 
 impl Xprt {
+    /// Wraps a transport being set up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` stays valid until the transport's `destroy` returns, and the
+    /// state holding the `Xprt` is dropped by then.
+    pub(super) unsafe fn from_raw(ptr: NonNull<bindings::rpc_xprt>) -> Self {
+        // INVARIANT: By the safety requirement.
+        Self { ptr }
+    }
+
     /// The server's address.
     pub fn addr(&self) -> Result<Addr> {
-        let mut len = 0usize;
-        // SAFETY: Valid by the type invariant: `xprt->addr` is valid for
-        // `xprt->addrlen` bytes, both set at setup.
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant: `addr` holds `addrlen`
+        // bytes, both set at setup.
         let sa = unsafe {
-            let sa = bindings::rpcrdma_rs_xprt_sockaddr(self.ptr.as_ptr(), &mut len);
-            SockAddr::copy_from(sa, len)
+            SockAddr::copy_from(
+                addr_of!((*x).addr).cast::<bindings::sockaddr>(),
+                (*x).addrlen,
+            )
         };
         sa.addr().ok_or(EAFNOSUPPORT)
     }
@@ -75,27 +153,46 @@ impl Xprt {
         // SAFETY: Valid by the type invariant; `xprt_alloc` took a
         // reference on `xprt_net`, dropped only when the transport is freed,
         // after every `Xprt` is gone.
-        unsafe { Net::from_raw(bindings::rpcrdma_rs_xprt_net(self.ptr.as_ptr())) }
+        unsafe { Net::from_raw((*self.ptr.as_ptr()).xprt_net) }
     }
 
     /// Finds the request waiting for `xid` and pins it so it stays valid
     /// until [`PinnedRqst::complete`] or drop.
     pub fn lookup(&self, xid: u32) -> Option<PinnedRqst> {
-        // SAFETY: Valid by the type invariant.
-        let rqst = unsafe { bindings::rpcrdma_rs_xprt_lookup_pin(self.ptr.as_ptr(), xid) };
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant; requests are looked up and
+        // pinned under `queue_lock`, as sunrpc requires.
+        let rqst = unsafe {
+            let lock = addr_of_mut!((*x).queue_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(lock);
+            let rqst = bindings::xprt_lookup_rqst(x, xid.to_be());
+            if !rqst.is_null() {
+                bindings::xprt_pin_rqst(rqst);
+            }
+            kernel::bindings::spin_unlock(lock);
+            rqst
+        };
+        // INVARIANT: Pinned above.
         NonNull::new(rqst).map(|rqst| PinnedRqst { xprt: *self, rqst })
     }
 
     /// Sets the congestion window to `credits` requests.
     pub fn update_cwnd(&self, credits: u32) {
-        // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_xprt_update_cwnd(self.ptr.as_ptr(), credits) };
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant; `cwnd` is under
+        // `transport_lock`.
+        unsafe {
+            let lock = addr_of_mut!((*x).transport_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(lock);
+            (*x).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT;
+            kernel::bindings::spin_unlock(lock);
+        }
     }
 
     /// Whether sunrpc considers the transport connected.
     pub fn is_connected(&self) -> bool {
         // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_xprt_is_connected(self.ptr.as_ptr()) }
+        unsafe { xprt_class::xprt_connected(self.ptr.as_ptr()) }
     }
 
     /// Closes the connection now, from the send path (process context, the
@@ -103,14 +200,20 @@ impl Xprt {
     /// bookkeeping of a disconnect (C `xprt_rdma_close`). The next call
     /// reconnects.
     pub fn drop_connection(&self) {
-        // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_xprt_drop_connection(self.ptr.as_ptr()) };
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant; `ops` is our table, set at
+        // setup, whose `close` is the trampoline of `XprtOps::close`.
+        unsafe {
+            if let Some(close) = (*(*x).ops).close {
+                close(x);
+            }
+        }
     }
 
     /// Asks sunrpc to close the connection (from any context).
     pub fn force_disconnect(&self) {
         // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_xprt_force_disconnect(self.ptr.as_ptr()) };
+        unsafe { bindings::xprt_force_disconnect(self.ptr.as_ptr()) };
     }
 
     /// Hands a reverse-direction Call (`call`: the RPC message, xid first)
@@ -128,14 +231,14 @@ impl Xprt {
 
     /// Sets the largest backchannel message (`bc_maxpayload`).
     pub fn set_bc_max_payload(&self, bytes: u32) {
-        // SAFETY: Valid by the type invariant; a plain store read by sunrpc.
-        unsafe { bindings::rpcrdma_rs_xprt_set_bc_max_payload(self.ptr.as_ptr(), bytes) };
+        // SAFETY: Valid by the type invariant.
+        unsafe { xprt_class::set_bc_max_payload(self.ptr.as_ptr(), bytes) };
     }
 
     /// Notes that the server answered, so the next reconnect is not delayed.
     pub fn data_seen(&self) {
-        // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_xprt_data_seen(self.ptr.as_ptr()) };
+        // SAFETY: Valid by the type invariant; a plain store, as in C.
+        unsafe { (*self.ptr.as_ptr()).reestablish_timeout = 0 };
     }
 
     /// Makes [`XprtOps::flush`] run within `ms` milliseconds (on the
@@ -144,7 +247,7 @@ impl Xprt {
     /// cancelled when the transport is destroyed, after its `close`.
     pub fn schedule_flush(&self, ms: u32) {
         // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_xprt_schedule_flush(self.ptr.as_ptr(), ms) };
+        unsafe { xprt_class::schedule_flush(self.ptr.as_ptr(), ms) };
     }
 }
 
@@ -162,12 +265,29 @@ pub struct Rqst<'a> {
 }
 
 impl Rqst<'_> {
+    /// Borrows a request sunrpc lends for the duration of a call.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live request of a transport of this class for the
+    /// lifetime of the returned value.
+    pub(super) unsafe fn from_raw(ptr: NonNull<bindings::rpc_rqst>) -> Self {
+        Self {
+            ptr,
+            _p: PhantomData,
+        }
+    }
+
     /// Its xid and buffer shapes.
     pub fn info(&self) -> RqstInfo {
-        let mut info = RqstInfo::default();
-        // SAFETY: The request is valid while borrowed.
-        unsafe { bindings::rpcrdma_rs_rqst_info(self.ptr.as_ptr(), &mut info) };
-        info
+        // SAFETY: The request is valid while borrowed, and sunrpc does not
+        // change it while it is lent to the transport.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        RqstInfo {
+            xid: u32::from_be(r.rq_xid),
+            snd: XdrShape::of(&r.rq_snd_buf),
+            rcv: XdrShape::of(&r.rq_rcv_buf),
+        }
     }
 
     /// Copies `dst.len()` bytes of the Call from `offset` into `dst`.
@@ -183,14 +303,15 @@ impl Rqst<'_> {
     /// Records the transmit time.
     pub fn mark_sent(&self) {
         // SAFETY: The request is valid while borrowed.
-        unsafe { bindings::rpcrdma_rs_rqst_mark_sent(self.ptr.as_ptr()) };
+        unsafe { (*self.ptr.as_ptr()).rq_xtime = kernel::bindings::ktime_get() };
     }
 
     /// Whether this is the Reply to a reverse-direction (backchannel) Call
     /// rather than a call of ours.
     pub fn is_backchannel(&self) -> bool {
+        // Backchannel requests have no `rq_buffer` (no `buf_alloc`).
         // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_rqst_is_bc(self.ptr.as_ptr()) }
+        cfg!(CONFIG_SUNRPC_BACKCHANNEL) && unsafe { (*self.ptr.as_ptr()).rq_buffer.is_null() }
     }
 
     /// Takes a congestion window slot for the request
@@ -198,26 +319,39 @@ impl Rqst<'_> {
     pub fn take_cong_slot(&self) -> bool {
         // SAFETY: Valid by the type invariant; called with the transport's
         // send lock held, as sunrpc requires.
-        unsafe { bindings::rpcrdma_rs_rqst_get_cong(self.ptr.as_ptr()) }
+        unsafe { bindings::xprt_request_get_cong((*self.ptr.as_ptr()).rq_xprt, self.ptr.as_ptr()) }
     }
 
     /// Whether the request was already sent on the current connection (a
     /// retransmission).
     pub fn sent_on_this_connection(&self) -> bool {
-        // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_rqst_same_connection(self.ptr.as_ptr()) }
+        // SAFETY: Valid by the type invariant, and so is its transport.
+        unsafe {
+            let r = self.ptr.as_ptr();
+            (*r).rq_connect_cookie == (*(*r).rq_xprt).connect_cookie
+        }
     }
 
     /// Counts the send buffer as transmitted (`rq_xmit_bytes_sent`).
     pub fn count_sent(&self) {
         // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_rqst_count_sent(self.ptr.as_ptr()) };
+        unsafe {
+            let r = self.ptr.as_ptr();
+            (*r).rq_xmit_bytes_sent = (*r)
+                .rq_xmit_bytes_sent
+                .wrapping_add((*r).rq_snd_buf.len as c_ulong);
+        }
     }
 
     /// Whether the RPC expects a reply (`rpc_reply_expected`).
     pub fn reply_expected(&self) -> bool {
-        // SAFETY: Valid by the type invariant.
-        unsafe { bindings::rpcrdma_rs_rqst_reply_expected(self.ptr.as_ptr()) }
+        // SAFETY: Valid by the type invariant, and so is its task
+        // (C `rpc_reply_expected`).
+        unsafe {
+            let task = (*self.ptr.as_ptr()).rq_task;
+            let proc_ = (*task).tk_msg.rpc_proc;
+            !proc_.is_null() && (*proc_).p_decode.is_some()
+        }
     }
 
     /// Identity of the request (for per-request state), never dereferenced.
@@ -263,7 +397,7 @@ impl PinnedRqst {
     /// the Reply chunk (`len` bytes written by the server).
     pub fn reply_chunk_len(&self, len: u32) -> u32 {
         // SAFETY: The request is pinned.
-        unsafe { bindings::rpcrdma_rs_rqst_reply_chunk_done(self.rqst.as_ptr(), len) }
+        len.min(unsafe { (*self.rqst.as_ptr()).rq_rcv_buf.buflen })
     }
 
     /// Identity of the request (matches [`Rqst::key`]).
@@ -275,228 +409,37 @@ impl PinnedRqst {
     /// errno) and unpins it.
     pub fn complete(self, status: i32) {
         let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: Pinned by the type invariant; this consumes the pin.
+        this.finish(status);
+    }
+
+    /// Completes the RPC and drops the pin (C `rpcrdma_complete_rqst`).
+    fn finish(&self, status: i32) {
+        let x = self.xprt.ptr.as_ptr();
+        let r = self.rqst.as_ptr();
+        // SAFETY: Pinned by the type invariant, so the request, its task
+        // and transport are live; completion and unpinning are under
+        // `queue_lock`, as sunrpc requires. Callers use the pin once.
         unsafe {
-            bindings::rpcrdma_rs_xprt_complete(this.xprt.ptr.as_ptr(), this.rqst.as_ptr(), status)
-        };
+            let lock = addr_of_mut!((*x).queue_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(lock);
+            let task = (*r).rq_task;
+            let copied = if status < 0 {
+                (*task).tk_status = status;
+                0
+            } else {
+                status
+            };
+            bindings::xprt_complete_rqst(task, copied);
+            bindings::xprt_unpin_rqst(r);
+            kernel::bindings::spin_unlock(lock);
+        }
     }
 }
 
 impl Drop for PinnedRqst {
     fn drop(&mut self) {
         // Never leave a pinned request behind: fail it.
-        // SAFETY: Pinned by the type invariant; this consumes the pin.
-        unsafe {
-            bindings::rpcrdma_rs_xprt_complete(
-                self.xprt.ptr.as_ptr(),
-                self.rqst.as_ptr(),
-                EIO.to_errno(),
-            )
-        };
-    }
-}
-
-/// The transport-specific client operations.
-pub trait XprtOps: Sized + Send + Sync {
-    /// Creates the state of a new transport.
-    fn setup(xprt: Xprt) -> Result<Self>;
-    /// Connects; blocks (process context). Called with the connect lock.
-    fn connect(&self) -> Result;
-    /// Sends one request: a call, or the Reply to a backchannel Call
-    /// ([`Rqst::is_backchannel`]). Admission and reconnection are the
-    /// transport's to decide (sunrpc's `->send_request`).
-    fn send_request(&self, rqst: &Rqst<'_>) -> Result;
-    /// Tears the connection down.
-    fn close(&self);
-    /// Releases what a request still holds (its reply never came).
-    fn buf_free(&self, rqst: &Rqst<'_>);
-    /// The mountstats counters.
-    fn stats(&self) -> XprtStats;
-    /// Deferred work requested with [`Xprt::schedule_flush`] (process
-    /// context).
-    fn flush(&self);
-    /// Breaks the connection as a network failure would: sunrpc's
-    /// `fail_sunrpc` fault injection calls it after a transmit, with the
-    /// transport's send lock held (process context).
-    fn inject_disconnect(&self);
-}
-
-struct XprtVTable<T>(PhantomData<T>);
-
-impl<T: XprtOps> XprtVTable<T> {
-    const CBS: bindings::rpcrdma_rs_xprt_cbs = bindings::rpcrdma_rs_xprt_cbs {
-        setup: Some(Self::setup),
-        connect: Some(Self::connect),
-        send_request: Some(Self::send_request),
-        close: Some(Self::close),
-        destroy: Some(Self::destroy),
-        buf_free: Some(Self::buf_free),
-        stats: Some(Self::stats),
-        flush: Some(Self::flush),
-        inject_disconnect: Some(Self::inject_disconnect),
-    };
-
-    /// # Safety
-    ///
-    /// `xprt` is a transport being set up by `rpcrdma_rs_setup`.
-    unsafe extern "C" fn setup(xprt: *mut bindings::rpc_xprt) -> *mut kernel::ffi::c_void {
-        let Some(ptr) = NonNull::new(xprt) else {
-            return core::ptr::null_mut();
-        };
-        // INVARIANT: The C side keeps `xprt` valid until `destroy`.
-        match T::setup(Xprt { ptr }).and_then(|s| Ok(KBox::new(s, GFP_KERNEL)?)) {
-            Ok(state) => state.into_foreign().cast(),
-            Err(e) => {
-                pr_err!("client transport setup failed: {:?}\n", e);
-                core::ptr::null_mut()
-            }
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `state` came from `setup` and `destroy` has not run.
-    unsafe fn state<'a>(state: *mut kernel::ffi::c_void) -> &'a T {
-        // SAFETY: By the function's safety requirement.
-        unsafe { <KBox<T> as ForeignOwnable>::borrow(state.cast()) }
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`.
-    unsafe extern "C" fn connect(state: *mut kernel::ffi::c_void) -> kernel::ffi::c_int {
-        // SAFETY: Called by the C side between setup and destroy.
-        let s = unsafe { Self::state(state) };
-        match s.connect() {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`.
-    unsafe extern "C" fn send_request(
-        state: *mut kernel::ffi::c_void,
-        rqst: *mut bindings::rpc_rqst,
-    ) -> kernel::ffi::c_int {
-        // SAFETY: Called by the C side between setup and destroy.
-        unsafe { Self::with_rqst(state, rqst, T::send_request) }
-    }
-
-    /// Runs `op` on the state and a request the C side lends for the call.
-    ///
-    /// # Safety
-    ///
-    /// `state` came from `setup` and `destroy` has not run; `rqst` is null
-    /// or a request valid for the duration of the call.
-    unsafe fn with_rqst(
-        state: *mut kernel::ffi::c_void,
-        rqst: *mut bindings::rpc_rqst,
-        op: fn(&T, &Rqst<'_>) -> Result,
-    ) -> kernel::ffi::c_int {
-        // SAFETY: By the function's safety requirement.
-        let s = unsafe { Self::state(state) };
-        let Some(ptr) = NonNull::new(rqst) else {
-            return EINVAL.to_errno();
-        };
-        match op(
-            s,
-            &Rqst {
-                ptr,
-                _p: PhantomData,
-            },
-        ) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`.
-    unsafe extern "C" fn close(state: *mut kernel::ffi::c_void) {
-        // SAFETY: Called by the C side between setup and destroy.
-        unsafe { Self::state(state) }.close();
-    }
-
-    /// # Safety
-    ///
-    /// Called once by the C side with the state `setup` returned; no other
-    /// callback runs after it.
-    unsafe extern "C" fn destroy(state: *mut kernel::ffi::c_void) {
-        // SAFETY: `state` came from `into_foreign` in `setup`; the C side
-        // calls no other callback after this.
-        drop(unsafe { <KBox<T> as ForeignOwnable>::from_foreign(state.cast()) });
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`.
-    unsafe extern "C" fn buf_free(state: *mut kernel::ffi::c_void, rqst: *mut bindings::rpc_rqst) {
-        // SAFETY: Called by the C side between setup and destroy.
-        let s = unsafe { Self::state(state) };
-        if let Some(ptr) = NonNull::new(rqst) {
-            s.buf_free(&Rqst {
-                ptr,
-                _p: PhantomData,
-            });
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`.
-    unsafe extern "C" fn stats(state: *mut kernel::ffi::c_void, out: *mut XprtStats) {
-        // SAFETY: Called by the C side between setup and destroy; `out`
-        // is valid for writes.
-        unsafe { *out = Self::state(state).stats() };
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`
-    /// (`destroy` closes, then cancels the work synchronously).
-    unsafe extern "C" fn flush(state: *mut kernel::ffi::c_void) {
-        // SAFETY: Called by the C side between setup and destroy.
-        unsafe { Self::state(state) }.flush();
-    }
-
-    /// # Safety
-    ///
-    /// Called by the C side with a state `setup` returned, before `destroy`.
-    unsafe extern "C" fn inject_disconnect(state: *mut kernel::ffi::c_void) {
-        // SAFETY: Called by the C side between setup and destroy.
-        unsafe { Self::state(state) }.inject_disconnect();
-    }
-}
-
-/// The registration of the client transport class "rdma" (ident 256,
-/// netids "rdma" and "rdma6") with sunrpc.
-///
-/// # Invariants
-///
-/// The class is registered while this object exists.
-pub struct Registration<T: XprtOps> {
-    _p: PhantomData<T>,
-}
-
-impl<T: XprtOps> Registration<T> {
-    /// Registers the class; fails with `EEXIST` while the in-tree C
-    /// `rpcrdma` module is loaded.
-    pub fn new() -> Result<Self> {
-        // SAFETY: The callback table is a `'static` constant whose entries
-        // are valid for any state `setup` returned.
-        to_result(unsafe { bindings::rpcrdma_rs_xprt_register(&XprtVTable::<T>::CBS) })?;
-        Ok(Self { _p: PhantomData })
-    }
-}
-
-impl<T: XprtOps> Drop for Registration<T> {
-    fn drop(&mut self) {
-        // SAFETY: Registered by the type invariant. sunrpc holds a module
-        // reference for every transport, so none exists at unload.
-        unsafe { bindings::rpcrdma_rs_xprt_unregister() };
+        self.finish(EIO.to_errno());
     }
 }
 
@@ -676,7 +619,7 @@ impl Xprt {
     /// Sets the largest RPC payload the transport carries (rsize/wsize).
     pub fn set_max_payload(&self, bytes: u32) {
         // SAFETY: Valid by the type invariant; called during setup.
-        unsafe { bindings::rpcrdma_rs_xprt_set_max_payload(self.ptr.as_ptr(), bytes) };
+        unsafe { (*self.ptr.as_ptr()).max_payload = bytes as usize };
     }
 }
 

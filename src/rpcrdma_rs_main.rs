@@ -83,7 +83,7 @@ struct RpcRdmaModule {
 }
 
 impl kernel::Module for RpcRdmaModule {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+    fn init(module: &'static ThisModule) -> Result<Self> {
         let cfg = config::Config::from_params(&config::Config {
             max_requests: module_parameters::max_requests.value(),
             max_inline_read: module_parameters::max_inline_read.value(),
@@ -107,7 +107,7 @@ impl kernel::Module for RpcRdmaModule {
             crate::rust::device::count()
         );
         let debugfs = kernel::debugfs::Dir::new(c"rpcrdma_rs");
-        let client = xprtrdma::ClientTransport::register(&cfg, &debugfs)?;
+        let client = xprtrdma::ClientTransport::register(&cfg, &debugfs, module)?;
         let server = svcrdma::ServerTransport::register(&cfg, &debugfs)?;
         Ok(Self {
             _server: server,

@@ -3,7 +3,7 @@
 //! The client transport: `mount -o proto=rdma` through rpcrdma-rs (the Rust
 //! counterpart of `net/sunrpc/xprtrdma/{transport,rpc_rdma,verbs,frwr_ops}.c`).
 //!
-//! - `transport`: the sunrpc side ([`XprtOps`](crate::rust::xprt::XprtOps)):
+//! - `transport`: the sunrpc side ([`XprtOps`](crate::rust::xprt_class::XprtOps)):
 //!   connect, send, close, statistics;
 //! - `conn`: the state of one connection, and the files that act on it,
 //!   named like their C counterparts: `connect`, `marshal`, `reply`,
@@ -13,7 +13,7 @@
 //!   ([`crate::proto::planner`]).
 
 use crate::config::Config;
-use crate::rust::xprt::Registration;
+use crate::rust::xprt_class::Registration;
 use kernel::prelude::*;
 
 mod backchannel;
@@ -38,8 +38,8 @@ pub(crate) struct ClientTransport {
 
 impl ClientTransport {
     /// Registers the client transport class "rdma".
-    /// `dir` is the module's debugfs directory.
-    pub(crate) fn register(cfg: &Config, dir: &Dir) -> Result<Self> {
+    /// `dir` is the module's debugfs directory, `module` the class's owner.
+    pub(crate) fn register(cfg: &Config, dir: &Dir, module: &'static ThisModule) -> Result<Self> {
         let strategy = reg::Strategy::from_param()?;
         if strategy == reg::Strategy::Physical {
             pr_warn!(
@@ -59,7 +59,7 @@ impl ClientTransport {
             }),
             GFP_KERNEL,
         )?;
-        let reg = Registration::new().inspect_err(|e| {
+        let reg = Registration::new(module).inspect_err(|e| {
             pr_err!(
                 "cannot register the rdma client transport ({:?}): is the in-tree rpcrdma loaded?\n",
                 e

@@ -7,7 +7,8 @@ use super::conn::Conn;
 use super::reg::{counters, Strategy};
 use crate::config::Config;
 use crate::rust::memalloc::NoIoScope;
-use crate::rust::xprt::{Rqst, Xprt, XprtOps, XprtStats};
+use crate::rust::xprt::{Rqst, Xprt, XprtStats};
+use crate::rust::xprt_class::XprtOps;
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -123,6 +124,7 @@ impl Client {
     }
 }
 
+#[vtable]
 impl XprtOps for Client {
     fn setup(xprt: Xprt) -> Result<Self> {
         // Set before the class was registered, so before any setup.
