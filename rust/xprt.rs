@@ -294,9 +294,14 @@ impl Rqst<'_> {
     pub fn read(&self, offset: u32, dst: &mut [u8]) -> Result {
         let len = u32::try_from(dst.len()).map_err(|_| EINVAL)?;
         // SAFETY: The request is valid while borrowed; `dst` is writable
-        // for `len` bytes.
+        // for `len` bytes; the copy is bounded by the buffer's length.
         to_result(unsafe {
-            bindings::rpcrdma_rs_rqst_read(self.ptr.as_ptr(), offset, dst.as_mut_ptr().cast(), len)
+            bindings::read_bytes_from_xdr_buf(
+                addr_of!((*self.ptr.as_ptr()).rq_snd_buf),
+                offset,
+                dst.as_mut_ptr().cast(),
+                len,
+            )
         })
     }
 
@@ -380,16 +385,49 @@ impl PinnedRqst {
     /// the Write chunk. Returns the reply length for [`Self::complete`].
     pub fn fill_reply(&self, src: &[u8], writelist: u32) -> Result<u32> {
         let len = u32::try_from(src.len()).map_err(|_| EINVAL)?;
-        // SAFETY: The request is pinned; `src` is readable for `len` bytes.
-        let rc = unsafe {
-            bindings::rpcrdma_rs_rqst_fill_reply(
-                self.rqst.as_ptr(),
-                src.as_ptr().cast(),
-                len,
-                writelist,
-            )
-        };
-        to_result(rc.min(0))?;
+        // SAFETY: The request is pinned, so its receive buffer is live and
+        // only ours to fill until it is completed.
+        let buf = unsafe { addr_of_mut!((*self.rqst.as_ptr()).rq_rcv_buf) };
+        if writelist == 0 {
+            // The inline reply continues from the head into the pages and
+            // the tail, as sunrpc lays it out.
+            // SAFETY: `buf` is live (above); `src` is readable for `len`
+            // bytes and only read; the copy is bounded by `buflen`.
+            let rc = unsafe {
+                if len > (*buf).buflen {
+                    return Err(EIO);
+                }
+                bindings::write_bytes_to_xdr_buf(buf, 0, src.as_ptr().cast_mut().cast(), len)
+            };
+            return if rc == 0 { Ok(len) } else { Err(EIO) };
+        }
+        // With a Write chunk its data is already in the pages: the part of
+        // the inline reply that does not fit the head goes to the tail,
+        // behind the chunk's XDR pad (C `rpcrdma_inline_fixup`).
+        // SAFETY: `buf` is live (above).
+        let (head, tail) = unsafe { ((*buf).head[0], (*buf).tail[0]) };
+        let (to_head, rest) = src.split_at(src.len().min(head.iov_len));
+        let pad = ((4 - (writelist & 3)) & 3) as usize;
+        if !rest.is_empty() && rest.len().checked_add(pad).is_none_or(|end| end > tail.iov_len) {
+            return Err(EIO);
+        }
+        // SAFETY: The head holds `iov_len` bytes and the tail `iov_len`
+        // bytes (checked above against the pad and the rest); `src` does
+        // not overlap sunrpc's buffers.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                to_head.as_ptr(),
+                head.iov_base.cast::<u8>(),
+                to_head.len(),
+            );
+            if !rest.is_empty() {
+                core::ptr::copy_nonoverlapping(
+                    rest.as_ptr(),
+                    tail.iov_base.cast::<u8>().add(pad),
+                    rest.len(),
+                );
+            }
+        }
         Ok(len.saturating_add((writelist.saturating_add(3)) & !3))
     }
 

@@ -156,43 +156,6 @@ void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs)
 }
 #endif
 
-int rpcrdma_rs_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
-			 u32 len)
-{
-	return read_bytes_from_xdr_buf(&rqst->rq_snd_buf, offset, dst, len);
-}
-
-/*
- * Places an RDMA_MSG reply's inline part in rq_rcv_buf: the part that
- * fits the head goes there; without a Write chunk the rest continues into
- * the pages and the tail; with one (its data already placed in the pages
- * by the server), the rest goes to the tail behind the Write chunk's XDR
- * pad, as rpcrdma_inline_fixup() arranges it.  Returns bytes copied.
- */
-int rpcrdma_rs_rqst_fill_reply(struct rpc_rqst *rqst, const void *src,
-			       u32 len, u32 writelist)
-{
-	struct xdr_buf *buf = &rqst->rq_rcv_buf;
-	u32 head = min_t(u32, len, buf->head[0].iov_len);
-	u32 pad, rest;
-
-	if (!writelist) {
-		if (len > buf->buflen)
-			return -EIO;
-		return write_bytes_to_xdr_buf(buf, 0, (void *)src, len) ? -EIO : len;
-	}
-	memcpy(buf->head[0].iov_base, src, head);
-	rest = len - head;
-	pad = writelist & 3 ? 4 - (writelist & 3) : 0;
-	if (rest) {
-		if ((u64)rest + pad > buf->tail[0].iov_len)
-			return -EIO;
-		memcpy((char *)buf->tail[0].iov_base + pad, (const char *)src + head,
-		       rest);
-	}
-	return len;
-}
-
 /*
  * Walks [offset, offset + len) of an xdr_buf as head range, page pieces and
  * tail range, calling add() for each: a page piece passes its page, a head

@@ -7,11 +7,6 @@
 #ifndef RPCRDMA_RS_XPRT_HELPERS_H
 #define RPCRDMA_RS_XPRT_HELPERS_H
 
-int rpcrdma_rs_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
-			 u32 len);
-int rpcrdma_rs_rqst_fill_reply(struct rpc_rqst *rqst, const void *src,
-			       u32 len, u32 writelist);
-
 int rpcrdma_rs_bc_receive_call(struct rpc_xprt *xprt, const void *src, u32 len);
 void rpcrdma_rs_xprt_bc_free_rqst(struct rpc_rqst *rqst);
 void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs);
