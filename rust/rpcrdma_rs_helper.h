@@ -19,6 +19,7 @@
 #include <linux/socket.h>
 #include <linux/sunrpc/addr.h>
 #include <linux/sunrpc/svc.h>
+#include <linux/sunrpc/svc_rdma.h>
 #include <linux/sunrpc/svc_xprt.h>
 #include <linux/sunrpc/xdr.h>
 #include <linux/sunrpc/xprt.h>

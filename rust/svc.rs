@@ -31,9 +31,9 @@ use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::verbs::DmaBuf;
 use core::marker::PhantomData;
-use core::ptr::NonNull;
+use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
-use kernel::ffi::{c_int, c_uint, c_void};
+use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};
@@ -115,11 +115,8 @@ impl XprtLink {
             |x| {
                 // SAFETY: By the type invariant `x` is live while the lock is held.
                 unsafe {
-                    bindings::rpcrdma_rs_svc_xprt_set_flag(
-                        x.as_ptr(),
-                        bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_DATA as c_int,
-                    );
-                    bindings::rpcrdma_rs_svc_xprt_enqueue(x.as_ptr());
+                    xpt_flag(x.as_ptr(), bindings::XPT_DATA, true);
+                    bindings::svc_xprt_enqueue(x.as_ptr());
                 }
             },
             |st| st.pending_data = true,
@@ -132,11 +129,8 @@ impl XprtLink {
             |x| {
                 // SAFETY: By the type invariant `x` is live while the lock is held.
                 unsafe {
-                    bindings::rpcrdma_rs_svc_xprt_set_flag(
-                        x.as_ptr(),
-                        bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_CONN as c_int,
-                    );
-                    bindings::rpcrdma_rs_svc_xprt_enqueue(x.as_ptr());
+                    xpt_flag(x.as_ptr(), bindings::XPT_CONN, true);
+                    bindings::svc_xprt_enqueue(x.as_ptr());
                 }
             },
             |st| st.pending_conn = true,
@@ -150,12 +144,7 @@ impl XprtLink {
         self.with_xprt(
             |x| {
                 // SAFETY: By the type invariant `x` is live while the lock is held.
-                unsafe {
-                    bindings::rpcrdma_rs_svc_xprt_clear_flag(
-                        x.as_ptr(),
-                        bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_CONN as c_int,
-                    )
-                };
+                unsafe { xpt_flag(x.as_ptr(), bindings::XPT_CONN, false) };
             },
             |st| st.pending_conn = false,
         );
@@ -165,7 +154,7 @@ impl XprtLink {
     pub fn close(&self) {
         self.with_xprt(
             // SAFETY: By the type invariant `x` is live while the lock is held.
-            |x| unsafe { bindings::rpcrdma_rs_svc_xprt_close(x.as_ptr()) },
+            |x| unsafe { bindings::svc_xprt_deferred_close(x.as_ptr()) },
             |st| st.pending_close = true,
         );
     }
@@ -182,19 +171,13 @@ impl XprtLink {
         // SAFETY: `xprt` is live by the function's safety requirement.
         unsafe {
             if st.pending_conn {
-                bindings::rpcrdma_rs_svc_xprt_set_flag(
-                    xprt.as_ptr(),
-                    bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_CONN as c_int,
-                );
+                xpt_flag(xprt.as_ptr(), bindings::XPT_CONN, true);
             }
             if st.pending_data {
-                bindings::rpcrdma_rs_svc_xprt_set_flag(
-                    xprt.as_ptr(),
-                    bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_DATA as c_int,
-                );
+                xpt_flag(xprt.as_ptr(), bindings::XPT_DATA, true);
             }
             if st.pending_close {
-                bindings::rpcrdma_rs_svc_xprt_close(xprt.as_ptr());
+                bindings::svc_xprt_deferred_close(xprt.as_ptr());
             }
         }
         // INVARIANT: `xprt` is live until `sever`, by the safety requirement.
@@ -203,6 +186,24 @@ impl XprtLink {
 
     fn sever(&self) {
         self.state.lock().xprt = None;
+    }
+}
+
+/// Sets (`on`) or clears the `XPT_*` flag `bit` of `xprt`.
+///
+/// # Safety
+///
+/// `xprt` is live.
+unsafe fn xpt_flag(xprt: *mut bindings::svc_xprt, bit: u32, on: bool) {
+    // SAFETY: `xpt_flags` is the transport's bit field, changed only with
+    // atomic bit operations.
+    unsafe {
+        let flags = addr_of_mut!((*xprt).xpt_flags);
+        if on {
+            kernel::bindings::set_bit(bit as c_ulong, flags);
+        } else {
+            kernel::bindings::clear_bit(bit as c_ulong, flags);
+        }
     }
 }
 
@@ -221,19 +222,14 @@ pub struct Rqst {
 impl Rqst {
     fn xprt(&self) -> *mut bindings::svc_xprt {
         // SAFETY: By the type invariant `ptr` is live.
-        unsafe { bindings::rpcrdma_rs_svc_rqst_xprt(self.ptr.as_ptr()) }
+        unsafe { (*self.ptr.as_ptr()).rq_xprt }
     }
 
     /// Clears `XPT_DATA`: no more receives are queued (call with the
     /// transport's receive queue lock held, as C does).
     pub fn clear_data(&self) {
         // SAFETY: The transport is live during the call (type invariant).
-        unsafe {
-            bindings::rpcrdma_rs_svc_xprt_clear_flag(
-                self.xprt(),
-                bindings::rpcrdma_rs_svc_flag_RPCRDMA_RS_XPT_DATA as c_int,
-            )
-        };
+        unsafe { xpt_flag(self.xprt(), bindings::XPT_DATA, false) };
     }
 
     /// Lets another thread receive on this transport
@@ -242,20 +238,46 @@ impl Rqst {
         if !self.received {
             self.received = true;
             // SAFETY: The transport is live and busy for this thread.
-            unsafe { bindings::rpcrdma_rs_svc_xprt_received(self.xprt()) };
+            unsafe { bindings::svc_xprt_received(self.xprt()) };
         }
     }
 
     /// Most bytes of Call the request's argument pages can hold.
     pub fn arg_max(&self) -> u32 {
+        // svc_alloc_arg keeps one page back.
         // SAFETY: By the type invariant `ptr` is live.
-        unsafe { bindings::rpcrdma_rs_svc_arg_max(self.ptr.as_ptr()) }
+        let pages = unsafe { (*self.ptr.as_ptr()).rq_maxpages };
+        let bytes = pages
+            .saturating_sub(1)
+            .saturating_mul(kernel::page::PAGE_SIZE);
+        u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 
     /// Lays out `rq_arg` for a Call of `len` bytes in the request's pages.
+    /// The layout is TCP's: the head is `rq_pages[0]`, the rest follows in
+    /// `rq_pages[1..]`.
     pub fn set_arg(&mut self, len: u32) -> Result {
-        // SAFETY: By the type invariant `ptr` is live; the shim checks `len`.
-        to_result(unsafe { bindings::rpcrdma_rs_svc_arg_setup(self.ptr.as_ptr(), len) })?;
+        if len > self.arg_max() {
+            return Err(EMSGSIZE);
+        }
+        let head = len.min(kernel::page::PAGE_SIZE as u32);
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live; `arg_max` says it has
+        // at least two pages, so `rq_pages[0]` is a page and `rq_pages + 1`
+        // is within the array.
+        unsafe {
+            let pages = addr_of_mut!((*r).rq_pages).cast::<*mut bindings::page>();
+            let arg = &mut (*r).rq_arg;
+            arg.head[0].iov_base = bindings::rpcrdma_rs_page_address(*pages);
+            arg.head[0].iov_len = head as usize;
+            arg.pages = pages.add(1);
+            arg.page_base = 0;
+            arg.page_len = len - head;
+            arg.tail[0].iov_base = core::ptr::null_mut();
+            arg.tail[0].iov_len = 0;
+            arg.len = len;
+            arg.buflen = len;
+        }
         self.arg_len = len;
         Ok(())
     }
@@ -263,11 +285,8 @@ impl Rqst {
     /// Copies `src` into the Call at `offset` (after [`Self::set_arg`]).
     pub fn write_arg(&mut self, offset: u32, src: &[u8]) -> Result {
         let len = u32::try_from(src.len()).map_err(|_| EMSGSIZE)?;
-        // SAFETY: `src` is valid for `len` bytes; the shim checks the range
-        // against `rq_arg`.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_svc_arg_write(self.ptr.as_ptr(), offset, src.as_ptr().cast(), len)
-        })
+        // SAFETY: `src` is valid for `len` bytes and only read.
+        unsafe { self.arg_write(offset, src.as_ptr(), len) }
     }
 
     /// Copies `len` bytes at `buf_off` of `buf` (data an RDMA Read put
@@ -282,48 +301,103 @@ impl Rqst {
     ) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
         let src = buf.cpu_range(buf_off, len)?;
-        // SAFETY: `src` is valid for `len` bytes while `buf` is borrowed;
-        // the shim checks the range against `rq_arg`.
+        // SAFETY: `src` is valid for `len` bytes while `buf` is borrowed.
+        unsafe { self.arg_write(offset, src.cast(), len32) }
+    }
+
+    /// Copies `len` bytes at `src` into the Call at `offset`, within
+    /// `rq_arg`.
+    ///
+    /// # Safety
+    ///
+    /// `src` is readable for `len` bytes.
+    unsafe fn arg_write(&mut self, offset: u32, src: *const u8, len: u32) -> Result {
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live; the range is checked
+        // against `rq_arg.len` first; `src` by the safety requirement.
         to_result(unsafe {
-            bindings::rpcrdma_rs_svc_arg_write(self.ptr.as_ptr(), offset, src.cast(), len32)
+            let arg_len = (*r).rq_arg.len;
+            if offset > arg_len || len > arg_len - offset {
+                return Err(EMSGSIZE);
+            }
+            bindings::write_bytes_to_xdr_buf(
+                addr_of!((*r).rq_arg),
+                offset,
+                src.cast_mut().cast(),
+                len,
+            )
         })
     }
 
     /// Whether nfsd set up a backchannel on this connection.
     pub fn has_backchannel(&self) -> bool {
         // SAFETY: The transport is live during the call (type invariant).
-        unsafe { bindings::rpcrdma_rs_svc_has_bc(self.xprt()) }
+        !unsafe { (*self.xprt()).xpt_bc_xprt }.is_null()
     }
 
     /// Completes the backchannel Call `xid` with the Reply `msg` (an RPC
     /// message) and the client's credit grant; unknown XIDs are ignored.
+    /// (C `svc_rdma_handle_bc_reply`.)
     pub fn backchannel_reply(&self, xid: u32, msg: &[u8], credits: u32) -> Result {
-        let len = u32::try_from(msg.len()).map_err(|_| EMSGSIZE)?;
-        // SAFETY: The transport is live; `msg` is valid for `len` bytes and
-        // copied before the call returns.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_svc_bc_reply(self.xprt(), xid, msg.as_ptr().cast(), len, credits)
-        })
+        let len = i32::try_from(msg.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: The transport is live during the call (type invariant).
+        let xprt = unsafe { (*self.xprt()).xpt_bc_xprt };
+        if xprt.is_null() {
+            return Err(ENOTCONN);
+        }
+        let credits = credits.clamp(1, bindings::RPCRDMA_MAX_BC_REQUESTS);
+        // SAFETY: The backchannel transport lives while the connection
+        // does; requests are looked up, pinned, completed and unpinned
+        // under `queue_lock`, the window is changed under
+        // `transport_lock`, as sunrpc requires. `msg` is copied into the
+        // request's receive head only if it fits.
+        unsafe {
+            let queue = addr_of_mut!((*xprt).queue_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(queue);
+            let req = bindings::xprt_lookup_rqst(xprt, xid.to_be());
+            if req.is_null() {
+                kernel::bindings::spin_unlock(queue);
+                return Ok(());
+            }
+            (*req).rq_private_buf = (*req).rq_rcv_buf;
+            let dst = (*req).rq_private_buf.head[0];
+            if dst.iov_len < msg.len() {
+                kernel::bindings::spin_unlock(queue);
+                return Ok(());
+            }
+            core::ptr::copy_nonoverlapping(msg.as_ptr(), dst.iov_base.cast::<u8>(), msg.len());
+            bindings::xprt_pin_rqst(req);
+            kernel::bindings::spin_unlock(queue);
+
+            let transport =
+                addr_of_mut!((*xprt).transport_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(transport);
+            (*xprt).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT;
+            kernel::bindings::spin_unlock(transport);
+
+            kernel::bindings::spin_lock(queue);
+            bindings::xprt_complete_rqst((*req).rq_task, len);
+            bindings::xprt_unpin_rqst(req);
+            kernel::bindings::spin_unlock(queue);
+        }
+        Ok(())
     }
 
     /// Length of the Reply in `rq_res`.
     pub fn res_len(&self) -> u32 {
         // SAFETY: By the type invariant `ptr` is live.
-        unsafe { bindings::rpcrdma_rs_svc_res_len(self.ptr.as_ptr()) }
+        let res = unsafe { &(*self.ptr.as_ptr()).rq_res };
+        // sunrpc keeps a Reply's parts within its pages (u32 lengths).
+        (res.head[0].iov_len as u32)
+            .saturating_add(res.page_len)
+            .saturating_add(res.tail[0].iov_len as u32)
     }
 
     /// Copies Reply bytes at `offset` into `dst`.
     pub fn read_res(&self, offset: u32, dst: &mut [u8]) -> Result {
         let len = u32::try_from(dst.len()).map_err(|_| EMSGSIZE)?;
-        // SAFETY: `dst` is valid for `len` bytes; the shim checks the range.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_svc_res_read(
-                self.ptr.as_ptr(),
-                offset,
-                dst.as_mut_ptr().cast(),
-                len,
-            )
-        })
+        // SAFETY: `dst` is writable for `len` bytes.
+        unsafe { self.res_read(offset, dst.as_mut_ptr(), len) }
     }
 
     /// Copies `len` Reply bytes at `offset` into `buf` at `buf_off` (the
@@ -337,13 +411,33 @@ impl Rqst {
     ) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
         let dst = buf.cpu_range_mut(buf_off, len)?;
-        // SAFETY: `dst` is valid for `len` bytes while `buf` is borrowed;
-        // the shim checks the range against `rq_res`.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_svc_res_read(self.ptr.as_ptr(), offset, dst.cast(), len32)
-        })?;
+        // SAFETY: `dst` is valid for `len` bytes while `buf` is borrowed.
+        unsafe { self.res_read(offset, dst.cast(), len32) }?;
         buf.sync_for_device();
         Ok(())
+    }
+
+    /// Copies `len` bytes of the Reply at `offset` to `dst`, within the
+    /// Reply's length.
+    ///
+    /// # Safety
+    ///
+    /// `dst` is writable for `len` bytes.
+    unsafe fn res_read(&self, offset: u32, dst: *mut u8, len: u32) -> Result {
+        let total = self.res_len();
+        if offset > total || len > total - offset {
+            return Err(EMSGSIZE);
+        }
+        // SAFETY: By the type invariant `ptr` is live; the range is within
+        // the Reply; `dst` by the safety requirement.
+        to_result(unsafe {
+            bindings::read_bytes_from_xdr_buf(
+                addr_of!((*self.ptr.as_ptr()).rq_res),
+                offset,
+                dst.cast(),
+                len,
+            )
+        })
     }
 }
 
@@ -361,13 +455,13 @@ impl BcCall {
     /// The XID of the Call.
     pub fn xid(&self) -> u32 {
         // SAFETY: By the type invariant `ptr` is live.
-        unsafe { bindings::rpcrdma_rs_bc_rqst_xid(self.ptr.as_ptr()) }
+        u32::from_be(unsafe { (*self.ptr.as_ptr()).rq_xid })
     }
 
     /// Length of the RPC message.
     pub fn len(&self) -> u32 {
         // SAFETY: By the type invariant `ptr` is live.
-        unsafe { bindings::rpcrdma_rs_bc_rqst_len(self.ptr.as_ptr()) }
+        unsafe { (*self.ptr.as_ptr()).rq_snd_buf.len }
     }
 
     /// Whether the message is empty.
@@ -378,10 +472,15 @@ impl BcCall {
     /// Copies message bytes at `offset` into `dst`.
     pub fn read(&self, offset: u32, dst: &mut [u8]) -> Result {
         let len = u32::try_from(dst.len()).map_err(|_| EMSGSIZE)?;
-        // SAFETY: `dst` is valid for `len` bytes; the shim checks the range.
+        let total = self.len();
+        if offset > total || len > total - offset {
+            return Err(EMSGSIZE);
+        }
+        // SAFETY: By the type invariant `ptr` is live; the range is within
+        // the message; `dst` is writable for `len` bytes.
         to_result(unsafe {
-            bindings::rpcrdma_rs_bc_rqst_read(
-                self.ptr.as_ptr(),
+            bindings::read_bytes_from_xdr_buf(
+                addr_of!((*self.ptr.as_ptr()).rq_snd_buf),
                 offset,
                 dst.as_mut_ptr().cast(),
                 len,
@@ -446,8 +545,10 @@ pub fn stat_add(stat: Stat, n: u64) {
 pub fn listen(net: &Net, addr: Addr, backlog: i32, handler: Arc<dyn CmHandler>) -> Result<CmId> {
     let id = CmId::new_in(net)?;
     id.set_handler(handler);
-    // SAFETY: `id` is live by its type invariant.
-    to_result(unsafe { bindings::rpcrdma_rs_svc_set_afonly(id.as_ptr()) })?;
+    if cfg!(CONFIG_IPV6) {
+        // SAFETY: `id` is live by its type invariant.
+        to_result(unsafe { bindings::rdma_set_afonly(id.as_ptr(), 1) })?;
+    }
     id.bind(addr)?;
     id.listen(backlog)?;
     Ok(id)
@@ -627,15 +728,7 @@ impl<T: SvcTransport> OpsTable<T> {
             return core::ptr::null_mut();
         };
         // SAFETY: `xprt` is live, so are its service and namespace.
-        let res = unsafe {
-            Self::install(
-                bindings::rpcrdma_rs_svc_xprt_serv(xprt),
-                bindings::rpcrdma_rs_svc_xprt_net(xprt),
-                link,
-                data,
-                false,
-            )
-        };
+        let res = unsafe { Self::install((*xprt).xpt_server, (*xprt).xpt_net, link, data, false) };
         match res {
             Ok(x) => x.as_ptr(),
             Err(_) => core::ptr::null_mut(),
@@ -662,8 +755,12 @@ impl<T: SvcTransport> OpsTable<T> {
         let Some(ptr) = NonNull::new(rqstp) else {
             return 0;
         };
+        // A zero page count on error makes svc_rqst_release_pages() a no-op.
         // SAFETY: `rqstp` is live (function safety requirement).
-        unsafe { bindings::rpcrdma_rs_svc_rqst_begin(rqstp) };
+        unsafe {
+            (*rqstp).rq_next_page = (*rqstp).rq_respages;
+            (*rqstp).rq_xprt_ctxt = core::ptr::null_mut();
+        }
         // INVARIANT: `ptr` is the live request of this call.
         let mut rqst = Rqst {
             ptr,
@@ -677,8 +774,17 @@ impl<T: SvcTransport> OpsTable<T> {
         match ctxt {
             Some(ctxt) if rqst.arg_len > 0 => {
                 // SAFETY: `rqstp` is live; the context is owned by the
-                // request until `release_ctxt`.
-                unsafe { bindings::rpcrdma_rs_svc_rqst_ready(rqstp, ctxt.into_foreign()) };
+                // request until `release_ctxt`. RDMA is a secure
+                // transport, as C `svc_rdma_recvfrom` says.
+                unsafe {
+                    (*rqstp).rq_xprt_ctxt = ctxt.into_foreign();
+                    (*rqstp).rq_prot = kernel::bindings::IPPROTO_MAX as c_uint;
+                    bindings::svc_xprt_copy_addrs(rqstp, (*rqstp).rq_xprt);
+                    kernel::bindings::set_bit(
+                        bindings::RQ_SECURE as c_ulong,
+                        addr_of_mut!((*rqstp).rq_flags),
+                    );
+                }
                 c_int::try_from(rqst.arg_len).unwrap_or(0)
             }
             _ => 0,
@@ -693,7 +799,7 @@ impl<T: SvcTransport> OpsTable<T> {
     /// null, came from `recvfrom` and is not borrowed elsewhere.
     unsafe fn ctxt<'a>(rqstp: *mut bindings::svc_rqst) -> Option<&'a mut T::Ctxt> {
         // SAFETY: `rqstp` is live.
-        let p = unsafe { bindings::rpcrdma_rs_svc_rqst_ctxt(rqstp) };
+        let p = unsafe { (*rqstp).rq_xprt_ctxt };
         if p.is_null() {
             return None;
         }

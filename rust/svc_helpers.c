@@ -278,64 +278,6 @@ void rpcrdma_rs_svc_unregister(void)
 	xprt_unregister_transport(&rpcrdma_rs_bc_class);
 }
 
-u32 rpcrdma_rs_bc_rqst_xid(struct rpc_rqst *rqst)
-{
-	return be32_to_cpu(rqst->rq_xid);
-}
-
-u32 rpcrdma_rs_bc_rqst_len(struct rpc_rqst *rqst)
-{
-	return rqst->rq_snd_buf.len;
-}
-
-int rpcrdma_rs_bc_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
-			    u32 len)
-{
-	if (offset > rqst->rq_snd_buf.len || len > rqst->rq_snd_buf.len - offset)
-		return -EMSGSIZE;
-	return read_bytes_from_xdr_buf(&rqst->rq_snd_buf, offset, dst, len);
-}
-
-bool rpcrdma_rs_svc_has_bc(struct svc_xprt *sxprt)
-{
-	return sxprt->xpt_bc_xprt != NULL;
-}
-
-/* C svc_rdma_handle_bc_reply: complete the backchannel Call @xid. */
-int rpcrdma_rs_svc_bc_reply(struct svc_xprt *sxprt, u32 xid, const void *msg,
-			    u32 len, u32 credits)
-{
-	struct rpc_xprt *xprt = sxprt->xpt_bc_xprt;
-	struct rpc_rqst *req;
-	struct kvec *dst;
-
-	if (!xprt)
-		return -ENOTCONN;
-	spin_lock(&xprt->queue_lock);
-	req = xprt_lookup_rqst(xprt, cpu_to_be32(xid));
-	if (!req)
-		goto out_unlock;
-	dst = &req->rq_private_buf.head[0];
-	memcpy(&req->rq_private_buf, &req->rq_rcv_buf, sizeof(struct xdr_buf));
-	if (dst->iov_len < len)
-		goto out_unlock;
-	memcpy(dst->iov_base, msg, len);
-	xprt_pin_rqst(req);
-	spin_unlock(&xprt->queue_lock);
-
-	credits = clamp_t(u32, credits, 1, RPCRDMA_MAX_BC_REQUESTS);
-	spin_lock(&xprt->transport_lock);
-	xprt->cwnd = credits << RPC_CWNDSHIFT;
-	spin_unlock(&xprt->transport_lock);
-
-	spin_lock(&xprt->queue_lock);
-	xprt_complete_rqst(req->rq_task, len);
-	xprt_unpin_rqst(req);
-out_unlock:
-	spin_unlock(&xprt->queue_lock);
-	return 0;
-}
-
 struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,
 					   struct net *net, void *priv,
 					   bool listener)
@@ -360,16 +302,6 @@ void *rpcrdma_rs_svc_xprt_priv(struct svc_xprt *xprt)
 	return container_of(xprt, struct rpcrdma_rs_svc_xprt, xprt)->priv;
 }
 
-struct svc_serv *rpcrdma_rs_svc_xprt_serv(struct svc_xprt *xprt)
-{
-	return xprt->xpt_server;
-}
-
-struct net *rpcrdma_rs_svc_xprt_net(struct svc_xprt *xprt)
-{
-	return xprt->xpt_net;
-}
-
 void rpcrdma_rs_svc_xprt_kfree(struct svc_xprt *xprt)
 {
 	kfree(container_of(xprt, struct rpcrdma_rs_svc_xprt, xprt));
@@ -392,119 +324,8 @@ void rpcrdma_rs_svc_xprt_set_addrs(struct svc_xprt *xprt,
 	rpc_set_port((struct sockaddr *)&xprt->xpt_remote, 0);
 }
 
-static int rpcrdma_rs_svc_bit(int flag)
+/* page_address() is a macro or an inline, depending on the configuration. */
+void *rpcrdma_rs_page_address(struct page *page)
 {
-	return flag == RPCRDMA_RS_XPT_CONN ? XPT_CONN : XPT_DATA;
-}
-
-void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, int flag)
-{
-	set_bit(rpcrdma_rs_svc_bit(flag), &xprt->xpt_flags);
-}
-
-void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, int flag)
-{
-	clear_bit(rpcrdma_rs_svc_bit(flag), &xprt->xpt_flags);
-}
-
-void rpcrdma_rs_svc_xprt_enqueue(struct svc_xprt *xprt)
-{
-	svc_xprt_enqueue(xprt);
-}
-
-void rpcrdma_rs_svc_xprt_close(struct svc_xprt *xprt)
-{
-	svc_xprt_deferred_close(xprt);
-}
-
-void rpcrdma_rs_svc_xprt_received(struct svc_xprt *xprt)
-{
-	svc_xprt_received(xprt);
-}
-
-int rpcrdma_rs_svc_set_afonly(struct rdma_cm_id *id)
-{
-#if IS_ENABLED(CONFIG_IPV6)
-	return rdma_set_afonly(id, 1);
-#else
-	return 0;
-#endif
-}
-
-struct svc_xprt *rpcrdma_rs_svc_rqst_xprt(struct svc_rqst *rqstp)
-{
-	return rqstp->rq_xprt;
-}
-
-void rpcrdma_rs_svc_rqst_begin(struct svc_rqst *rqstp)
-{
-	/* A zero page count on error makes svc_rqst_release_pages() a no-op. */
-	rqstp->rq_next_page = rqstp->rq_respages;
-	rqstp->rq_xprt_ctxt = NULL;
-}
-
-/* Bytes of Call the arg pages hold (svc_alloc_arg keeps one page back). */
-u32 rpcrdma_rs_svc_arg_max(struct svc_rqst *rqstp)
-{
-	if (rqstp->rq_maxpages < 2)
-		return 0;
-	return (rqstp->rq_maxpages - 1) * PAGE_SIZE;
-}
-
-/* Lays out rq_arg as TCP does: head = rq_pages[0], then rq_pages[1..]. */
-int rpcrdma_rs_svc_arg_setup(struct svc_rqst *rqstp, u32 len)
-{
-	struct xdr_buf *arg = &rqstp->rq_arg;
-	u32 head;
-
-	if (len > rpcrdma_rs_svc_arg_max(rqstp))
-		return -EMSGSIZE;
-	head = min_t(u32, len, PAGE_SIZE);
-	arg->head[0].iov_base = page_address(rqstp->rq_pages[0]);
-	arg->head[0].iov_len = head;
-	arg->pages = rqstp->rq_pages + 1;
-	arg->page_base = 0;
-	arg->page_len = len - head;
-	arg->tail[0].iov_base = NULL;
-	arg->tail[0].iov_len = 0;
-	arg->len = len;
-	arg->buflen = len;
-	return 0;
-}
-
-int rpcrdma_rs_svc_arg_write(struct svc_rqst *rqstp, u32 offset,
-			     const void *src, u32 len)
-{
-	if (offset > rqstp->rq_arg.len || len > rqstp->rq_arg.len - offset)
-		return -EMSGSIZE;
-	return write_bytes_to_xdr_buf(&rqstp->rq_arg, offset, (void *)src, len);
-}
-
-void rpcrdma_rs_svc_rqst_ready(struct svc_rqst *rqstp, void *ctxt)
-{
-	rqstp->rq_xprt_ctxt = ctxt;
-	rqstp->rq_prot = IPPROTO_MAX;
-	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
-	set_bit(RQ_SECURE, &rqstp->rq_flags);
-}
-
-void *rpcrdma_rs_svc_rqst_ctxt(struct svc_rqst *rqstp)
-{
-	return rqstp->rq_xprt_ctxt;
-}
-
-u32 rpcrdma_rs_svc_res_len(struct svc_rqst *rqstp)
-{
-	const struct xdr_buf *xb = &rqstp->rq_res;
-
-	return xb->head[0].iov_len + xb->page_len + xb->tail[0].iov_len;
-}
-
-int rpcrdma_rs_svc_res_read(struct svc_rqst *rqstp, u32 offset, void *dst,
-			    u32 len)
-{
-	if (offset > rpcrdma_rs_svc_res_len(rqstp) ||
-	    len > rpcrdma_rs_svc_res_len(rqstp) - offset)
-		return -EMSGSIZE;
-	return read_bytes_from_xdr_buf(&rqstp->rq_res, offset, dst, len);
+	return page_address(page);
 }

@@ -63,46 +63,9 @@ struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,
 					   struct net *net, void *priv,
 					   bool listener);
 void *rpcrdma_rs_svc_xprt_priv(struct svc_xprt *xprt);
-struct svc_serv *rpcrdma_rs_svc_xprt_serv(struct svc_xprt *xprt);
-struct net *rpcrdma_rs_svc_xprt_net(struct svc_xprt *xprt);
 void rpcrdma_rs_svc_xprt_kfree(struct svc_xprt *xprt);
 void rpcrdma_rs_svc_xprt_set_addrs(struct svc_xprt *xprt,
 				   struct rdma_cm_id *id, bool listener);
-
-/* Flag bits of struct svc_xprt (enum in svc_xprt.h). */
-enum rpcrdma_rs_svc_flag {
-	RPCRDMA_RS_XPT_CONN = 1,
-	RPCRDMA_RS_XPT_DATA = 2,
-};
-void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, int flag);
-void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, int flag);
-void rpcrdma_rs_svc_xprt_enqueue(struct svc_xprt *xprt);
-void rpcrdma_rs_svc_xprt_close(struct svc_xprt *xprt);
-void rpcrdma_rs_svc_xprt_received(struct svc_xprt *xprt);
-
-/* Sockaddr from nfsd: family, address (4 or 16 bytes) and port. */
-int rpcrdma_rs_svc_set_afonly(struct rdma_cm_id *id);
-
-/* svc_rqst access. */
-struct svc_xprt *rpcrdma_rs_svc_rqst_xprt(struct svc_rqst *rqstp);
-void rpcrdma_rs_svc_rqst_begin(struct svc_rqst *rqstp);
-u32 rpcrdma_rs_svc_arg_max(struct svc_rqst *rqstp);
-int rpcrdma_rs_svc_arg_setup(struct svc_rqst *rqstp, u32 len);
-int rpcrdma_rs_svc_arg_write(struct svc_rqst *rqstp, u32 offset,
-			     const void *src, u32 len);
-void rpcrdma_rs_svc_rqst_ready(struct svc_rqst *rqstp, void *ctxt);
-void *rpcrdma_rs_svc_rqst_ctxt(struct svc_rqst *rqstp);
-u32 rpcrdma_rs_svc_res_len(struct svc_rqst *rqstp);
-int rpcrdma_rs_svc_res_read(struct svc_rqst *rqstp, u32 offset, void *dst,
-			    u32 len);
-
-/* Backchannel Calls and Replies. */
-u32 rpcrdma_rs_bc_rqst_xid(struct rpc_rqst *rqst);
-u32 rpcrdma_rs_bc_rqst_len(struct rpc_rqst *rqst);
-int rpcrdma_rs_bc_rqst_read(struct rpc_rqst *rqst, u32 offset, void *dst,
-			    u32 len);
-bool rpcrdma_rs_svc_has_bc(struct svc_xprt *sxprt);
-int rpcrdma_rs_svc_bc_reply(struct svc_xprt *sxprt, u32 xid, const void *msg,
-			    u32 len, u32 credits);
+void *rpcrdma_rs_page_address(struct page *page);
 
 #endif

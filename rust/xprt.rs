@@ -408,7 +408,12 @@ impl PinnedRqst {
         let (head, tail) = unsafe { ((*buf).head[0], (*buf).tail[0]) };
         let (to_head, rest) = src.split_at(src.len().min(head.iov_len));
         let pad = ((4 - (writelist & 3)) & 3) as usize;
-        if !rest.is_empty() && rest.len().checked_add(pad).is_none_or(|end| end > tail.iov_len) {
+        if !rest.is_empty()
+            && rest
+                .len()
+                .checked_add(pad)
+                .is_none_or(|end| end > tail.iov_len)
+        {
             return Err(EIO);
         }
         // SAFETY: The head holds `iov_len` bytes and the tail `iov_len`
