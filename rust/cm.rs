@@ -387,7 +387,7 @@ unsafe extern "C" fn cm_handler(
     // SAFETY: `event` is valid for the duration of the callback.
     unsafe { bindings::rpcrdma_rs_cm_event_copy(event, &mut raw) };
     // SAFETY: `id` is live during the callback.
-    let ctx = unsafe { bindings::rpcrdma_rs_cm_context(id) }.cast::<Ctx>();
+    let ctx = unsafe { (*id).context }.cast::<Ctx>();
     if ctx.is_null() {
         return 0;
     }
@@ -416,9 +416,7 @@ unsafe extern "C" fn cm_handler(
             };
             // SAFETY: `id` is the new identifier, live; its context is
             // switched to its own, kept alive by the `CmId` below.
-            unsafe {
-                bindings::rpcrdma_rs_cm_set_context(id, Arc::as_ptr(&child_ctx).cast_mut().cast())
-            };
+            unsafe { (*id).context = Arc::as_ptr(&child_ctx).cast_mut().cast() };
             live::inc(live::Kind::CmId);
             let Some(ptr) = NonNull::new(id) else {
                 return EINVAL.to_errno();
@@ -499,7 +497,7 @@ impl CmId {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: The identifier is live; after this its handler sees a null
         // context and ignores any event.
-        unsafe { bindings::rpcrdma_rs_cm_set_context(this.as_ptr(), core::ptr::null_mut()) };
+        unsafe { (*this.as_ptr()).context = core::ptr::null_mut() };
         // SAFETY: `this.ctx` is read exactly once and never used again;
         // `this` is not dropped.
         drop(unsafe { core::ptr::read(&this.ctx) });
@@ -538,6 +536,19 @@ impl CmId {
         self.ptr.as_ptr()
     }
 
+    /// The device the identifier is bound to (`id->device`; null before
+    /// address resolution).
+    pub(in crate::rust) fn device_ptr(&self) -> *mut bindings::ib_device {
+        // SAFETY: By the type invariant the identifier is live.
+        unsafe { (*self.as_ptr()).device }
+    }
+
+    /// Its queue pair (`id->qp`; null until `rdma_create_qp`).
+    pub(in crate::rust) fn qp_ptr(&self) -> *mut bindings::ib_qp {
+        // SAFETY: By the type invariant the identifier is live.
+        unsafe { (*self.as_ptr()).qp }
+    }
+
     /// Binds the identifier to a local address (port 0 picks one).
     pub fn bind(&self, addr: Addr) -> Result {
         let sa = addr.to_sockaddr();
@@ -556,12 +567,11 @@ impl CmId {
     /// The local port the identifier is bound to.
     pub fn local_port(&self) -> u16 {
         // SAFETY: By the type invariant the identifier is live, and so is
-        // its route's source address, a `sockaddr_storage`.
+        // its route's source address: the union at the start of
+        // `route.addr`, as large as a `sockaddr_storage`.
         let sa = unsafe {
-            SockAddr::copy_from(
-                bindings::rpcrdma_rs_cm_src_addr(self.as_ptr()),
-                SOCKADDR_STORAGE,
-            )
+            let src = &raw const (*self.as_ptr()).route.addr;
+            SockAddr::copy_from(src.cast(), SOCKADDR_STORAGE)
         };
         match sa.addr() {
             Some(Addr::V4(_, port) | Addr::V6(_, port)) => port,

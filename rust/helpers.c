@@ -190,26 +190,6 @@ void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 	out->private_data_len = len;
 }
 
-void rpcrdma_rs_cm_set_context(struct rdma_cm_id *id, void *context)
-{
-	id->context = context;
-}
-
-struct ib_device *rpcrdma_rs_cm_device(struct rdma_cm_id *id)
-{
-	return id->device;
-}
-
-struct ib_qp *rpcrdma_rs_cm_qp(struct rdma_cm_id *id)
-{
-	return id->qp;
-}
-
-const struct sockaddr *rpcrdma_rs_cm_src_addr(struct rdma_cm_id *id)
-{
-	return (const struct sockaddr *)&id->route.addr.src_addr;
-}
-
 int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
 			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
 			    u32 max_send_wr, u32 max_recv_wr,
@@ -352,11 +332,6 @@ void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out)
 	out->byte_len = wc->byte_len;
 	out->with_invalidate = !!(wc->wc_flags & IB_WC_WITH_INVALIDATE);
 	out->invalidate_rkey = out->with_invalidate ? wc->ex.invalidate_rkey : 0;
-}
-
-void *rpcrdma_rs_cm_context(struct rdma_cm_id *id)
-{
-	return id->context;
 }
 
 /* ---- slab caches ---- */

@@ -96,11 +96,6 @@ void *rpcrdma_rs_alloc_wq(const char *name);
 void rpcrdma_rs_destroy_wq(void *wq);
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 			      struct rpcrdma_rs_cm_event *out);
-void rpcrdma_rs_cm_set_context(struct rdma_cm_id *id, void *context);
-struct ib_device *rpcrdma_rs_cm_device(struct rdma_cm_id *id);
-struct ib_qp *rpcrdma_rs_cm_qp(struct rdma_cm_id *id);
-/* The route's source address, a struct sockaddr_storage. */
-const struct sockaddr *rpcrdma_rs_cm_src_addr(struct rdma_cm_id *id);
 int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
 			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
 			    u32 max_send_wr, u32 max_recv_wr,
@@ -148,7 +143,6 @@ struct rpcrdma_rs_wc {
 };
 
 void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out);
-void *rpcrdma_rs_cm_context(struct rdma_cm_id *id);
 
 /* Slab caches (kmem_cache_alloc is a macro). */
 struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,

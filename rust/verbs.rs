@@ -68,9 +68,7 @@ impl Pd {
     /// address resolution or a connection request). `unsafe_global_rkey`:
     /// see [`EndpointConfig::unsafe_global_rkey`].
     pub fn new(id: &CmId, unsafe_global_rkey: bool) -> Result<Arc<Self>> {
-        // SAFETY: `id` is live by its type invariant.
-        let device =
-            NonNull::new(unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) }).ok_or(ENODEV)?;
+        let device = NonNull::new(id.device_ptr()).ok_or(ENODEV)?;
         // SAFETY: The device is live while `id` is bound to it; the
         // reference taken here keeps it registered beyond `id`.
         if !unsafe { bindings::rpcrdma_rs_device_get(device.as_ptr()) } {
@@ -109,9 +107,7 @@ impl Pd {
 
     /// Whether this domain's device is the device `id` is bound to.
     pub fn same_device(&self, id: &CmId) -> bool {
-        // SAFETY: `id` is live by its type invariant.
-        let dev = unsafe { bindings::rpcrdma_rs_cm_device(id.as_ptr()) };
-        dev == self.device.as_ptr()
+        id.device_ptr() == self.device.as_ptr()
     }
 
     /// Whether the device speaks iWARP, where the sink of an RDMA Read must
@@ -287,9 +283,8 @@ impl Endpoint {
                 recv_sge,
             )
         })?;
-        // SAFETY: `rdma_create_qp` succeeded, so the identifier has a QP.
-        let qp = NonNull::new(unsafe { bindings::rpcrdma_rs_cm_qp(anchor.id.as_ptr()) })
-            .ok_or(ENOMEM)?;
+        // `rdma_create_qp` succeeded, so the identifier has a QP.
+        let qp = NonNull::new(anchor.id.qp_ptr()).ok_or(ENOMEM)?;
         live::inc(live::Kind::Qp);
         // INVARIANT: The QP was created on `anchor.id` with both CQs.
         Ok(Self {
