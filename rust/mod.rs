@@ -35,4 +35,6 @@ pub mod svc;
 pub mod verbs;
 pub mod wq;
 pub mod xprt;
+#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+mod xprt_bc;
 pub mod xprt_class;

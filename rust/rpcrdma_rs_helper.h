@@ -18,6 +18,7 @@
 #include <linux/slab.h>
 #include <linux/socket.h>
 #include <linux/sunrpc/addr.h>
+#include <linux/sunrpc/bc_xprt.h>
 #include <linux/sunrpc/svc.h>
 #include <linux/sunrpc/svc_rdma.h>
 #include <linux/sunrpc/svc_xprt.h>

@@ -221,12 +221,11 @@ impl Xprt {
     /// `ENOBUFS` when every callback slot is in use, `EMSGSIZE` when the
     /// message is shorter than an RPC header or longer than a page.
     pub fn bc_receive_call(&self, call: &[u8]) -> Result {
-        let len = u32::try_from(call.len()).map_err(|_| EMSGSIZE)?;
-        // SAFETY: Valid by the type invariant; `call` is readable for
-        // `len` bytes and only read during the call.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_bc_receive_call(self.ptr.as_ptr(), call.as_ptr().cast(), len)
-        })
+        #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+        // SAFETY: Valid by the type invariant.
+        return unsafe { super::xprt_bc::receive_call(self.ptr.as_ptr(), call) };
+        #[cfg(not(CONFIG_SUNRPC_BACKCHANNEL))]
+        return Err(EPROTONOSUPPORT);
     }
 
     /// Sets the largest backchannel message (`bc_maxpayload`).

@@ -19,6 +19,8 @@ use super::bindings;
 use super::cm::{Addr, SockAddr};
 use super::wq::OwnedQueue;
 use super::xprt::{Rqst, Xprt, XprtStats};
+#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+use super::xprt_bc::BcPool;
 use core::fmt::Write;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
@@ -47,7 +49,10 @@ const IDLE_DISC_TO_MS: u32 = 5 * 60 * 1000;
 /// backchannel message until a connection says otherwise.
 const BC_MIN_PAYLOAD: u32 = 1024 - 28;
 /// Reverse-direction (callback) requests per transport.
-const BC_SLOTS: c_uint = 16;
+#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+const BC_SLOTS: c_uint = super::xprt_bc::BC_SLOTS as c_uint;
+#[cfg(not(CONFIG_SUNRPC_BACKCHANNEL))]
+const BC_SLOTS: c_uint = 0;
 
 /// The transport-specific client operations.
 #[vtable]
@@ -139,6 +144,8 @@ struct Transport {
     connect_failed: AtomicBool,
     bc_max_payload: AtomicU32,
     names: Opaque<Names>,
+    #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+    bc_pool: Opaque<BcPool>,
 }
 
 impl Transport {
@@ -234,8 +241,8 @@ impl<T: XprtOps> OpsTable<T> {
         bc_setup: Some(Self::bc_setup),
         bc_maxpayload: Some(Self::bc_maxpayload),
         bc_num_slots: Some(Self::bc_num_slots),
-        bc_free_rqst: Some(bindings::rpcrdma_rs_xprt_bc_free_rqst),
-        bc_destroy: Some(bindings::rpcrdma_rs_xprt_bc_destroy),
+        bc_free_rqst: BC_FREE_RQST,
+        bc_destroy: BC_DESTROY,
     };
 
     /// The implementation's state of `xprt`.
@@ -468,8 +475,11 @@ impl<T: XprtOps> OpsTable<T> {
         unsafe { kb::cancel_delayed_work_sync(t.flush_work.get()) };
         // Callback requests not released by `bc_destroy` (each in-flight
         // one holds a transport reference, so none is in use here).
+        #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
         // SAFETY: The transport is live and has no callback in flight.
-        unsafe { bindings::rpcrdma_rs_xprt_bc_destroy(xprt, 0) };
+        unsafe {
+            super::xprt_bc::destroy(xprt, 0)
+        };
         let state = t.state.swap(null_mut(), Ordering::AcqRel);
         // SAFETY: `state` came from `into_foreign` in `setup`; no other
         // operation runs after `destroy`.
@@ -775,6 +785,28 @@ impl<T: XprtOps> OpsTable<T> {
     extern "C" fn bc_num_slots(_xprt: *mut bindings::rpc_xprt) -> c_uint {
         BC_SLOTS
     }
+}
+
+#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+const BC_FREE_RQST: Option<unsafe extern "C" fn(*mut bindings::rpc_rqst)> =
+    Some(super::xprt_bc::free_rqst);
+#[cfg(not(CONFIG_SUNRPC_BACKCHANNEL))]
+const BC_FREE_RQST: Option<unsafe extern "C" fn(*mut bindings::rpc_rqst)> = None;
+#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+const BC_DESTROY: Option<unsafe extern "C" fn(*mut bindings::rpc_xprt, c_uint)> =
+    Some(super::xprt_bc::destroy);
+#[cfg(not(CONFIG_SUNRPC_BACKCHANNEL))]
+const BC_DESTROY: Option<unsafe extern "C" fn(*mut bindings::rpc_xprt, c_uint)> = None;
+
+/// The backchannel request pool of `xprt`.
+///
+/// # Safety
+///
+/// `xprt` is a live transport of this class.
+#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+pub(super) unsafe fn bc_pool(xprt: *mut bindings::rpc_xprt) -> *mut BcPool {
+    // SAFETY: By the safety requirement.
+    unsafe { Transport::from_xprt(xprt) }.bc_pool.get()
 }
 
 /// Initialises a delayed work item (C `INIT_DELAYED_WORK`).

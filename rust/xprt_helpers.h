@@ -7,9 +7,6 @@
 #ifndef RPCRDMA_RS_XPRT_HELPERS_H
 #define RPCRDMA_RS_XPRT_HELPERS_H
 
-int rpcrdma_rs_bc_receive_call(struct rpc_xprt *xprt, const void *src, u32 len);
-void rpcrdma_rs_xprt_bc_free_rqst(struct rpc_rqst *rqst);
-void rpcrdma_rs_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int max_reqs);
 
 /* Fast registration (FRWR) of xdr_buf ranges. */
 struct rpcrdma_rs_mr;

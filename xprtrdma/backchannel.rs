@@ -7,7 +7,7 @@
 //! service and sends the Reply inline, without chunks.
 //!
 //! The rpc_rqst bookkeeping (a bounded set of callback slots, queueing to
-//! `xprt->bc_serv`) lives in `rust/xprt_helpers.c`; this file decides what
+//! `xprt->bc_serv`) lives in `rust/xprt_bc.rs`; this file decides what
 //! is a Call, bounds it, and marshals the Reply.
 
 use super::conn::Conn;
@@ -22,7 +22,7 @@ use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
 /// Callback slots per transport (C `RPCRDMA_BACKWARD_WRS >> 1`); the C
-/// side (`RPCRDMA_RS_BC_SLOTS`) enforces the same number.
+/// FFI pool (`rust/xprt_bc.rs`, `BC_SLOTS`) enforces the same number.
 pub(super) const BC_SLOTS: u32 = 16;
 
 /// Receives posted for reverse-direction Calls beyond the forward credits
