@@ -32,6 +32,7 @@ pub mod regcache;
 pub mod shrinker;
 pub mod slab;
 pub mod svc;
+mod svc_bc;
 pub mod verbs;
 pub mod wq;
 pub mod xprt;

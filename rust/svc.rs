@@ -29,6 +29,7 @@ use super::cm::CmHandler;
 use super::cm::CmId;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
+use super::svc_bc::BcRegistration;
 use super::verbs::DmaBuf;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
@@ -38,6 +39,7 @@ use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLockIrq};
 use kernel::types::ForeignOwnable;
+use kernel::ThisModule;
 
 /// A `struct svc_xprt` pointer that may cross threads.
 ///
@@ -516,6 +518,10 @@ pub enum Stat {
     CacheHit,
     /// Buffers allocated and mapped.
     CacheMiss,
+    /// Backchannel transports set up.
+    BcSetup,
+    /// Backchannel Calls whose Send failed.
+    BcSendErr,
 }
 
 /// Adds `n` to a counter.
@@ -533,6 +539,8 @@ pub fn stat_add(stat: Stat, n: u64) {
         Stat::BcReplies => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_REPLIES,
         Stat::CacheHit => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_CACHE_HIT,
         Stat::CacheMiss => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_CACHE_MISS,
+        Stat::BcSetup => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_SETUP,
+        Stat::BcSendErr => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_SEND_ERR,
     };
     // SAFETY: The shim bounds-checks the index; the counters are atomic.
     unsafe { bindings::rpcrdma_rs_svc_stat_add(idx as c_int, n) };
@@ -607,7 +615,7 @@ struct Holder<T: SvcTransport> {
 }
 
 /// The operations table of `T` and its trampolines.
-struct OpsTable<T: SvcTransport>(PhantomData<T>);
+pub(super) struct OpsTable<T: SvcTransport>(PhantomData<T>);
 
 impl<T: SvcTransport> OpsTable<T> {
     const OPS: bindings::svc_xprt_ops = bindings::svc_xprt_ops {
@@ -895,7 +903,7 @@ impl<T: SvcTransport> OpsTable<T> {
     ///
     /// Called by `rpcrdma_rs_bc_send_request` with a live request and the
     /// live, not dead, transport of this class it belongs to.
-    unsafe extern "C" fn bc_send(
+    pub(super) unsafe extern "C" fn bc_send(
         sxprt: *mut bindings::svc_xprt,
         rqst: *mut bindings::rpc_rqst,
     ) -> c_int {
@@ -922,28 +930,26 @@ impl<T: SvcTransport> OpsTable<T> {
 ///
 /// # Invariants
 ///
-/// The class is registered with `OpsTable::<T>::OPS` from `new` until drop.
+/// The class is registered with `OpsTable::<T>::OPS` from `new` until drop;
+/// the backchannel class is registered for at least as long (`_bc` is
+/// dropped after `drop` unregisters the class).
 pub struct Registration<T: SvcTransport> {
-    _p: PhantomData<T>,
+    _bc: BcRegistration<T>,
 }
 
 impl<T: SvcTransport> Registration<T> {
     /// Registers the class; there is one per module. `max_requests` and
     /// `max_req_size` are shown read-only in `/proc/sys/sunrpc/svc_rdma/`.
-    pub fn new(max_requests: u32, max_req_size: u32) -> Result<Self> {
-        // SAFETY: The ops table is a `'static` constant, the backchannel
-        // trampoline has the C signature; the classes are C statics of this
-        // module.
+    /// `module` owns both classes.
+    pub fn new(module: &ThisModule, max_requests: u32, max_req_size: u32) -> Result<Self> {
+        let bc = BcRegistration::<T>::new(module)?;
+        // SAFETY: The ops table is a `'static` constant; the class is a C
+        // static of this module.
         to_result(unsafe {
-            bindings::rpcrdma_rs_svc_register(
-                &OpsTable::<T>::OPS,
-                Some(OpsTable::<T>::bc_send),
-                max_requests,
-                max_req_size,
-            )
+            bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS, max_requests, max_req_size)
         })?;
         // INVARIANT: Registered above.
-        Ok(Self { _p: PhantomData })
+        Ok(Self { _bc: bc })
     }
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * C shims of the sunrpc server side (see svc_helpers.h): the transport
- * class object, allocation of struct svc_xprt with a private pointer, flag
- * bits, and the parts of struct svc_rqst a transport fills in.
+ * class object, allocation of struct svc_xprt with a private pointer, and
+ * the /proc/sys/sunrpc/svc_rdma table. The backchannel class is Rust
+ * (rust/svc_bc.rs), and so is every read of svc_xprt and svc_rqst.
  */
 #include "rpcrdma_rs_helper.h"
 #include <linux/module.h>
@@ -25,145 +26,7 @@ static struct svc_xprt_class rpcrdma_rs_svc_class = {
 	.xcl_ident = XPRT_TRANSPORT_RDMA,
 };
 
-/*
- * The backchannel: nfsd sends NFSv4.1 callbacks through an rpc_xprt of class
- * "rdma backchannel" (ident XPRT_TRANSPORT_BC_RDMA) bound to the svc_xprt of
- * the client's connection (C svc_rdma_backchannel.c). Everything but the
- * Send is generic sunrpc; the Send is done by the Rust transport.
- */
-static rpcrdma_rs_bc_send_fn rpcrdma_rs_bc_send;
 static atomic_long_t rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_MAX];
-
-static int rpcrdma_rs_bc_buf_alloc(struct rpc_task *task)
-{
-	struct rpc_rqst *rqst = task->tk_rqstp;
-	struct page *page;
-
-	if (rqst->rq_callsize > PAGE_SIZE)
-		return -EINVAL;
-	page = alloc_page(GFP_NOIO | __GFP_NOWARN);
-	if (!page)
-		return -ENOMEM;
-	rqst->rq_buffer = page_address(page);
-	rqst->rq_rbuffer = kmalloc(rqst->rq_rcvsize, GFP_NOIO | __GFP_NOWARN);
-	if (!rqst->rq_rbuffer) {
-		put_page(page);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static void rpcrdma_rs_bc_buf_free(struct rpc_task *task)
-{
-	struct rpc_rqst *rqst = task->tk_rqstp;
-
-	put_page(virt_to_page(rqst->rq_buffer));
-	kfree(rqst->rq_rbuffer);
-}
-
-static int rpcrdma_rs_bc_send_request(struct rpc_rqst *rqst)
-{
-	struct svc_xprt *sxprt = rqst->rq_xprt->bc_xprt;
-	int ret;
-
-	if (!sxprt || test_bit(XPT_DEAD, &sxprt->xpt_flags))
-		return -ENOTCONN;
-	rqst->rq_xtime = ktime_get();
-	ret = rpcrdma_rs_bc_send(sxprt, rqst);
-	if (ret)
-		atomic_long_inc(&rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_BC_SEND_ERR]);
-	if (ret == -ENOTCONN)
-		svc_xprt_close(sxprt);
-	return ret;
-}
-
-static void rpcrdma_rs_bc_close(struct rpc_xprt *xprt)
-{
-	xprt_disconnect_done(xprt);
-	xprt->cwnd = RPC_CWNDSHIFT;
-}
-
-static void rpcrdma_rs_bc_destroy(struct rpc_xprt *xprt)
-{
-	kfree(xprt->address_strings[RPC_DISPLAY_ADDR]);
-	kfree(xprt->address_strings[RPC_DISPLAY_PORT]);
-	xprt_free(xprt);
-}
-
-static void rpcrdma_rs_bc_print_stats(struct rpc_xprt *xprt,
-				      struct seq_file *seq)
-{
-	seq_puts(seq, "\txprt:\trdma-bc\n");
-}
-
-static const struct rpc_xprt_ops rpcrdma_rs_bc_ops = {
-	.reserve_xprt = xprt_reserve_xprt_cong,
-	.release_xprt = xprt_release_xprt_cong,
-	.alloc_slot = xprt_alloc_slot,
-	.free_slot = xprt_free_slot,
-	.release_request = xprt_release_rqst_cong,
-	.buf_alloc = rpcrdma_rs_bc_buf_alloc,
-	.buf_free = rpcrdma_rs_bc_buf_free,
-	.send_request = rpcrdma_rs_bc_send_request,
-	.wait_for_reply_request = xprt_wait_for_reply_request_def,
-	.close = rpcrdma_rs_bc_close,
-	.destroy = rpcrdma_rs_bc_destroy,
-	.print_stats = rpcrdma_rs_bc_print_stats,
-};
-
-static const struct rpc_timeout rpcrdma_rs_bc_timeout = {
-	.to_initval = 60 * HZ,
-	.to_maxval = 60 * HZ,
-};
-
-static struct rpc_xprt *rpcrdma_rs_bc_setup(struct xprt_create *args)
-{
-	struct rpc_xprt *xprt;
-	char buf[128];
-
-	if (args->addrlen > sizeof(xprt->addr) || !args->bc_xprt)
-		return ERR_PTR(-EBADF);
-	xprt = xprt_alloc(args->net, sizeof(*xprt), RPCRDMA_MAX_BC_REQUESTS,
-			  RPCRDMA_MAX_BC_REQUESTS);
-	if (!xprt)
-		return ERR_PTR(-ENOMEM);
-	xprt->timeout = &rpcrdma_rs_bc_timeout;
-	xprt_set_bound(xprt);
-	xprt_set_connected(xprt);
-	xprt->bind_timeout = 0;
-	xprt->reestablish_timeout = 0;
-	xprt->idle_timeout = 0;
-	xprt->prot = XPRT_TRANSPORT_BC_RDMA;
-	xprt->ops = &rpcrdma_rs_bc_ops;
-	memcpy(&xprt->addr, args->dstaddr, args->addrlen);
-	xprt->addrlen = args->addrlen;
-	rpc_ntop((struct sockaddr *)&xprt->addr, buf, sizeof(buf));
-	xprt->address_strings[RPC_DISPLAY_ADDR] = kstrdup(buf, GFP_KERNEL);
-	snprintf(buf, sizeof(buf), "%u",
-		 rpc_get_port((struct sockaddr *)&xprt->addr));
-	xprt->address_strings[RPC_DISPLAY_PORT] = kstrdup(buf, GFP_KERNEL);
-	xprt->address_strings[RPC_DISPLAY_PROTO] = "rdma";
-	xprt->address_strings[RPC_DISPLAY_NETID] =
-		xprt->addr.ss_family == AF_INET6 ? "rdma6" : "rdma";
-	xprt->resvport = 0;
-	xprt->max_payload = PAGE_SIZE;
-
-	/* One reference for the svc_xprt (put by svc_xprt_free), one for the caller. */
-	xprt_get(xprt);
-	args->bc_xprt->xpt_bc_xprt = xprt;
-	xprt->bc_xprt = args->bc_xprt;
-	xprt_get(xprt);
-	atomic_long_inc(&rpcrdma_rs_svc_stats[RPCRDMA_RS_STAT_BC_SETUP]);
-	return xprt;
-}
-
-static struct xprt_class rpcrdma_rs_bc_class = {
-	.list = LIST_HEAD_INIT(rpcrdma_rs_bc_class.list),
-	.name = "rdma backchannel",
-	.owner = THIS_MODULE,
-	.ident = XPRT_TRANSPORT_BC_RDMA,
-	.setup = rpcrdma_rs_bc_setup,
-};
 
 /* Statistics: /proc/sys/sunrpc/svc_rdma/ (C svc_rdma.c's, plus ours). */
 static unsigned int rpcrdma_rs_svc_max_requests;
@@ -243,24 +106,17 @@ static struct ctl_table rpcrdma_rs_svc_table[] = {
 
 static struct ctl_table_header *rpcrdma_rs_svc_sysctl;
 
-int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops,
-			    rpcrdma_rs_bc_send_fn bc_send, u32 max_requests,
+int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops, u32 max_requests,
 			    u32 max_req_size)
 {
 	int ret;
 
 	rpcrdma_rs_svc_class.xcl_ops = ops;
-	rpcrdma_rs_bc_send = bc_send;
 	rpcrdma_rs_svc_max_requests = max_requests;
 	rpcrdma_rs_svc_max_req_size = max_req_size;
-	ret = xprt_register_transport(&rpcrdma_rs_bc_class);
+	ret = svc_reg_xprt_class(&rpcrdma_rs_svc_class);
 	if (ret)
 		return ret;
-	ret = svc_reg_xprt_class(&rpcrdma_rs_svc_class);
-	if (ret) {
-		xprt_unregister_transport(&rpcrdma_rs_bc_class);
-		return ret;
-	}
 	/* Statistics are optional: a failure only costs the proc files. */
 	rpcrdma_rs_svc_sysctl = register_sysctl("sunrpc/svc_rdma",
 						rpcrdma_rs_svc_table);
@@ -275,7 +131,6 @@ void rpcrdma_rs_svc_unregister(void)
 		unregister_sysctl_table(rpcrdma_rs_svc_sysctl);
 	rpcrdma_rs_svc_sysctl = NULL;
 	svc_unreg_xprt_class(&rpcrdma_rs_svc_class);
-	xprt_unregister_transport(&rpcrdma_rs_bc_class);
 }
 
 struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,

@@ -20,18 +20,10 @@ struct sockaddr;
 struct rpc_rqst;
 
 /*
- * Sends a backchannel (server to client) RPC Call of @rqst on the
- * connection @sxprt. Returns 0 or a negative errno (-ENOTCONN closes it).
+ * Registers the "rdma" svc_xprt_class with @ops (owner: this module) and
+ * the /proc/sys/sunrpc/svc_rdma table.
  */
-typedef int (*rpcrdma_rs_bc_send_fn)(struct svc_xprt *sxprt,
-				     struct rpc_rqst *rqst);
-
-/*
- * Registers the "rdma" svc_xprt_class with @ops and the "rdma backchannel"
- * xprt_class whose Calls go out through @bc_send (owner: this module).
- */
-int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops,
-			    rpcrdma_rs_bc_send_fn bc_send, u32 max_requests,
+int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops, u32 max_requests,
 			    u32 max_req_size);
 
 /* Counters shown in /proc/sys/sunrpc/svc_rdma/ (like C svcrdma's). */

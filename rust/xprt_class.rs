@@ -83,12 +83,22 @@ pub trait XprtOps: Sized + Send + Sync {
 /// A NUL-terminated string of at most `N - 1` bytes, in place, for the
 /// `address_strings` sunrpc reads (`rpc_peeraddr2str`, debugfs, sysfs).
 #[repr(C)]
-struct Name<const N: usize>([u8; N]);
+pub(super) struct Name<const N: usize>([u8; N]);
 
 impl<const N: usize> Name<N> {
+    /// The buffer, for C that writes a string into it.
+    pub(super) fn as_mut_ptr(&mut self) -> *mut c_char {
+        self.0.as_mut_ptr().cast()
+    }
+
+    /// The longest string it holds, without its NUL.
+    pub(super) fn capacity(&self) -> usize {
+        N - 1
+    }
+
     /// Replaces the string with `args`, cut to fit. The last byte is never
     /// written, so a reader racing with `set_port` still finds a NUL.
-    fn set(&mut self, args: core::fmt::Arguments<'_>) {
+    pub(super) fn set(&mut self, args: core::fmt::Arguments<'_>) {
         struct Cursor<'a>(&'a mut [u8], usize);
         impl Write for Cursor<'_> {
             fn write_str(&mut self, s: &str) -> core::fmt::Result {
@@ -113,7 +123,7 @@ impl<const N: usize> Name<N> {
         }
     }
 
-    fn as_ptr(&self) -> *const c_char {
+    pub(super) fn as_ptr(&self) -> *const c_char {
         self.0.as_ptr().cast()
     }
 }

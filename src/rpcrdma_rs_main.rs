@@ -108,7 +108,7 @@ impl kernel::Module for RpcRdmaModule {
         );
         let debugfs = kernel::debugfs::Dir::new(c"rpcrdma_rs");
         let client = xprtrdma::ClientTransport::register(&cfg, &debugfs, module)?;
-        let server = svcrdma::ServerTransport::register(&cfg, &debugfs)?;
+        let server = svcrdma::ServerTransport::register(&cfg, &debugfs, module)?;
         Ok(Self {
             _server: server,
             _client: client,

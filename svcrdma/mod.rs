@@ -156,7 +156,7 @@ pub(crate) struct ServerTransport {
 impl ServerTransport {
     /// Registers the server transport class "rdma"; `dir` is the module's
     /// debugfs directory.
-    pub(crate) fn register(cfg: &Config, dir: &Dir) -> Result<Self> {
+    pub(crate) fn register(cfg: &Config, dir: &Dir, module: &'static ThisModule) -> Result<Self> {
         let settings = Settings {
             max_requests: cfg.max_requests,
             inline_send: cfg.max_inline_read,
@@ -174,7 +174,7 @@ impl ServerTransport {
             }),
             GFP_KERNEL,
         )?;
-        let reg = Registration::new(cfg.max_requests, cfg.max_inline_write)
+        let reg = Registration::new(module, cfg.max_requests, cfg.max_inline_write)
             .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
         Ok(Self {
             _reg: reg,
