@@ -27,6 +27,7 @@ pub mod device;
 pub mod fault;
 pub mod live;
 pub mod memalloc;
+pub mod mr;
 pub mod ratelimit;
 pub mod regcache;
 pub mod shrinker;

@@ -27,6 +27,7 @@ use super::bindings;
 use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
+use super::mr::Mr;
 use super::slab::SlabObj;
 use core::ptr::NonNull;
 use kernel::alloc::KVec;
@@ -64,6 +65,16 @@ unsafe impl Send for Pd {}
 unsafe impl Sync for Pd {}
 
 impl Pd {
+    /// The protection domain.
+    pub(in crate::rust) fn pd_ptr(&self) -> *mut bindings::ib_pd {
+        self.pd.as_ptr()
+    }
+
+    /// The device.
+    pub(in crate::rust) fn device_ptr(&self) -> *mut bindings::ib_device {
+        self.device.as_ptr()
+    }
+
     /// Allocates a protection domain on the device `id` is bound to (after
     /// address resolution or a connection request). `unsafe_global_rkey`:
     /// see [`EndpointConfig::unsafe_global_rkey`].
@@ -161,6 +172,11 @@ impl Anchor {
     /// The device.
     pub(in crate::rust) fn device_ptr(&self) -> *mut bindings::ib_device {
         self.pd.device.as_ptr()
+    }
+
+    /// The protection domain object.
+    pub(in crate::rust) fn pd(&self) -> &Arc<Pd> {
+        &self.pd
     }
 }
 
@@ -610,7 +626,7 @@ enum Backing {
 /// `ptr` was allocated on the buffer's protection domain, is mapped on the
 /// buffer's DMA address and length, and is freed in `drop`.
 struct SinkMr {
-    ptr: NonNull<bindings::rpcrdma_rs_mr>,
+    mr: Mr,
     remote: bool,
     /// A registration was posted and no Read that invalidates it yet.
     armed: Atomic<bool>,
@@ -730,22 +746,15 @@ impl DmaBuf {
             let pages = len32
                 .div_ceil(kernel::page::PAGE_SIZE as u32)
                 .saturating_add(1);
-            // SAFETY: The PD is live while `buf` holds it.
-            let mr = from_err_ptr(unsafe { bindings::rpcrdma_rs_mr_alloc(pd.pd.as_ptr(), pages) })
-                .and_then(|p| NonNull::new(p).ok_or(ENOMEM))?;
-            live::inc(live::Kind::Mr);
             // Owned by the buffer from here on, so every exit frees it.
             // Remote write only where the device needs it for a Read sink.
-            buf.mr = Some(SinkMr {
-                ptr: mr,
+            let sink = buf.mr.insert(SinkMr {
+                mr: Mr::new(pd, pages)?,
                 remote: pd.is_iwarp(),
                 armed: Atomic::new(false),
             });
-            // SAFETY: `mr` and the device are live; `[dma, dma + len)` is
-            // mapped on this device while `buf` lives.
-            to_result(unsafe {
-                bindings::rpcrdma_rs_mr_map_buf(pd.device.as_ptr(), mr.as_ptr(), dma, len32)
-            })?;
+            // `[dma, dma + len)` is mapped on this device while `buf` lives.
+            sink.mr.map_dma(dma, len32)?;
             // INVARIANT: the MR maps exactly the buffer.
         }
         Ok(Arc::new(buf, GFP_KERNEL)?)
@@ -789,9 +798,7 @@ impl DmaBuf {
         // pair before they release buffers they reference). The previous
         // REG_MR of this MR completed: the Read posted after it on its
         // queue pair completed before the buffer was used again.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_post_sink_reg(ep.qp_ptr(), mr.ptr.as_ptr(), mr.remote)
-        })?;
+        unsafe { mr.mr.post_sink_reg(ep.qp_ptr(), mr.remote) }?;
         mr.armed.store(true, Relaxed);
         if let Backing::Slab(obj) = &self.backing {
             obj.cache().count_registration();
@@ -802,10 +809,7 @@ impl DmaBuf {
     /// The sink MR's current key (its lkey; on iWARP also the Data Sink
     /// STag an RDMA Read Request carries to the peer), if it has one.
     pub(crate) fn sink_key(&self) -> Option<u32> {
-        // SAFETY: The MR is live by the type invariant.
-        self.mr
-            .as_ref()
-            .map(|m| unsafe { bindings::rpcrdma_rs_mr_lkey(m.ptr.as_ptr()) })
+        self.mr.as_ref().map(|m| m.mr.lkey())
     }
 
     /// The lkey work requests name this buffer with (read each time: every
@@ -933,13 +937,11 @@ impl DmaBuf {
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        if let Some(mr) = self.mr.take() {
-            // SAFETY: By the type invariant the MR is live; no queue pair can
-            // still execute a work request naming it (the buffer is only
-            // dropped once no posted request holds it, and REG_MR is
-            // followed on its queue pair by an RDMA Read that holds it).
-            unsafe { bindings::rpcrdma_rs_mr_free(mr.ptr.as_ptr()) };
-            live::dec(live::Kind::Mr);
+        // No queue pair can still execute a work request naming the MR:
+        // the buffer is only dropped once no posted request holds it, and
+        // REG_MR is followed on its queue pair by an RDMA Read that holds it.
+        if let Some(sink) = self.mr.take() {
+            drop(sink);
             if let Backing::Slab(obj) = &self.backing {
                 obj.cache().count_deregistration();
             }

@@ -485,47 +485,23 @@ impl Drop for PinnedRqst {
     }
 }
 
-/// A fast-registration memory region (FRWR) of one connection.
-///
-/// # Invariants
-///
-/// `ptr` was allocated on `anchor`'s protection domain and is freed in
-/// `drop`; while `mapped`, its scatterlist is DMA-mapped.
+pub use super::mr::MrSegment;
+
+/// A fast-registration memory region (FRWR) of one connection: the
+/// module's MR type ([`super::mr::Mr`]) and the connection's anchor, which
+/// keeps its CM identifier until the MR is gone.
 pub struct Mr {
-    ptr: NonNull<bindings::rpcrdma_rs_mr>,
-    anchor: Arc<Anchor>,
-    mapped: bool,
-}
-
-// SAFETY: An MR is used by one request at a time (the pool hands it out).
-unsafe impl Send for Mr {}
-// SAFETY: Shared references only read the registration's segment.
-unsafe impl Sync for Mr {}
-
-/// A registered segment: what goes on the wire.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MrSegment {
-    /// The steering tag (rkey).
-    pub handle: u32,
-    /// Registered length.
-    pub length: u32,
-    /// Registered address (iova).
-    pub offset: u64,
+    mr: super::mr::Mr,
+    _anchor: Arc<Anchor>,
 }
 
 impl Mr {
     /// Allocates an MR for up to `max_pages` pages on `ep`'s device.
     pub fn new(ep: &Endpoint, max_pages: u32) -> Result<Self> {
         let anchor = ep.anchor().clone();
-        // SAFETY: The PD is live while the anchor is.
-        let ptr =
-            from_err_ptr(unsafe { bindings::rpcrdma_rs_mr_alloc(anchor.pd_ptr(), max_pages) })?;
-        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
-        live::inc(live::Kind::Mr);
         Ok(Self {
-            ptr,
-            anchor,
-            mapped: false,
+            mr: super::mr::Mr::new(anchor.pd(), max_pages)?,
+            _anchor: anchor,
         })
     }
 
@@ -540,90 +516,37 @@ impl Mr {
         len: u32,
         writable: bool,
     ) -> Result<u32> {
-        self.unmap();
-        let mut mapped = 0u32;
-        // SAFETY: The MR and device are live (type invariant); the request
-        // is valid while borrowed, and its buffers stay valid until the
-        // request is released, which unmaps first (`buf_free`).
-        to_result(unsafe {
-            bindings::rpcrdma_rs_mr_map_rqst(
-                self.anchor.device_ptr(),
-                self.ptr.as_ptr(),
-                rqst.ptr.as_ptr(),
-                rcv,
-                offset,
-                len,
-                writable,
-                &mut mapped,
-            )
-        })?;
-        self.mapped = true;
-        Ok(mapped)
+        // SAFETY: The request is valid while borrowed, and its buffers stay
+        // valid until the request is released, which unmaps first
+        // (`buf_free`).
+        unsafe {
+            self.mr
+                .map_rqst(rqst.ptr.as_ptr(), rcv, offset, len, writable)
+        }
     }
 
     /// Maps a whole DMA buffer (the write pad).
     pub fn map_buf(&mut self, buf: &DmaBuf) -> Result {
-        self.unmap();
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
-        // SAFETY: The MR is live; `buf` is mapped on the same device.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_mr_map_buf(
-                self.anchor.device_ptr(),
-                self.ptr.as_ptr(),
-                buf.dma_addr(),
-                len,
-            )
-        })
+        self.mr.map_dma(buf.dma_addr(), len)
     }
 
     /// The registered segment.
     pub fn segment(&self) -> MrSegment {
-        let mut s = MrSegment::default();
-        // SAFETY: The MR is live.
-        unsafe {
-            bindings::rpcrdma_rs_mr_segment(
-                self.ptr.as_ptr(),
-                &mut s.handle,
-                &mut s.length,
-                &mut s.offset,
-            )
-        };
-        s
+        self.mr.segment()
     }
 
     /// Releases the DMA mapping of the last `map_rqst`.
     pub fn unmap(&mut self) {
-        if self.mapped {
-            // SAFETY: The MR is live and mapped.
-            unsafe { bindings::rpcrdma_rs_mr_unmap(self.anchor.device_ptr(), self.ptr.as_ptr()) };
-            self.mapped = false;
-        }
+        self.mr.unmap();
     }
 
     /// Posts the registration (REG_MR, unsignaled) on `ep`, ahead of the
     /// Send that advertises it.
     pub fn post_reg(&self, ep: &Endpoint, writable: bool) -> Result {
-        // SAFETY: The MR and the QP are live; the REG_MR work request lives
-        // inside the MR, which outlives the QP's use of it (drained before
-        // the MR pool is freed).
-        to_result(unsafe {
-            bindings::rpcrdma_rs_post_reg_mr(ep.qp_ptr(), self.ptr.as_ptr(), writable)
-        })
-    }
-}
-
-impl Drop for Mr {
-    fn drop(&mut self) {
-        // Deregistration comes before the DMA unmapping: an MR dropped
-        // while still valid (its invalidation could not be posted) must not
-        // leave a steering tag naming unmapped addresses, even briefly.
-        // SAFETY: The MR and the device are live (type invariant); no work
-        // request refers to it (the QP was drained before any MR is
-        // dropped). The C side unmaps only if `map_rqst` left a mapping,
-        // and frees the MR: it is not used again.
-        unsafe { bindings::rpcrdma_rs_mr_destroy(self.anchor.device_ptr(), self.ptr.as_ptr()) };
-        self.mapped = false;
-        live::dec(live::Kind::Mr);
+        // SAFETY: The QP is live and on the MR's protection domain; it is
+        // drained before the MR pool is freed.
+        unsafe { self.mr.post_reg(ep.qp_ptr(), writable) }
     }
 }
 

@@ -94,12 +94,6 @@ struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages)
 	return mr;
 }
 
-void rpcrdma_rs_mr_free(struct rpcrdma_rs_mr *mr)
-{
-	ib_dereg_mr(mr->mr);
-	kfree(mr);
-}
-
 /*
  * Deregisters first, then releases the DMA mapping of the last map_rqst:
  * until ib_dereg_mr() returns the rkey may still be valid (an MR dropped

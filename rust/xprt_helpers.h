@@ -11,7 +11,6 @@
 /* Fast registration (FRWR) of xdr_buf ranges. */
 struct rpcrdma_rs_mr;
 struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages);
-void rpcrdma_rs_mr_free(struct rpcrdma_rs_mr *mr);
 void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			   struct rpc_rqst *rqst, bool rcv, u32 offset,
