@@ -11,7 +11,7 @@
 use super::bindings;
 use super::cm::{Addr, SockAddr};
 use super::svc::{OpsTable, Stat, SvcTransport};
-use super::xprt_class::Name;
+use super::xprt_class::{Name, DEFAULT_TIMEOUT};
 use core::marker::PhantomData;
 use core::mem::size_of;
 use core::ptr::{addr_of_mut, null_mut};
@@ -57,15 +57,6 @@ unsafe impl Sync for Class {}
 static CLASS: Class = Class {
     storage: Opaque::uninit(),
     registered: AtomicBool::new(false),
-};
-
-/// 60 s, no retries.
-static BC_TIMEOUT: bindings::rpc_timeout = bindings::rpc_timeout {
-    to_initval: 60 * kb::CONFIG_HZ as c_ulong,
-    to_maxval: 60 * kb::CONFIG_HZ as c_ulong,
-    to_increment: 0,
-    to_retries: 0,
-    to_exponential: 0,
 };
 
 /// The backchannel's operations table for `T` and its trampolines.
@@ -136,7 +127,7 @@ impl<T: SvcTransport> BcOpsTable<T> {
         unsafe {
             let t = &*xprt.cast::<BcTransport>();
             let x = &mut *xprt;
-            x.timeout = &raw const BC_TIMEOUT;
+            x.timeout = &raw const DEFAULT_TIMEOUT;
             kb::set_bit(bindings::XPRT_BOUND as c_ulong, addr_of_mut!(x.state));
             kb::set_bit(bindings::XPRT_CONNECTED as c_ulong, addr_of_mut!(x.state));
             x.bind_timeout = 0;

@@ -209,8 +209,9 @@ const NETID_RDMA: &CStr = c"rdma";
 const NETID_RDMA6: &CStr = c"rdma6";
 const NETID_END: &CStr = c"";
 
-/// Default timeouts: 60 s, no retries (C `xprt_rdma_default_timeout`).
-static DEFAULT_TIMEOUT: bindings::rpc_timeout = bindings::rpc_timeout {
+/// Default timeouts: 60 s, no retries (C `xprt_rdma_default_timeout`);
+/// the server's backchannel uses them too.
+pub(super) static DEFAULT_TIMEOUT: bindings::rpc_timeout = bindings::rpc_timeout {
     to_initval: 60 * kb::CONFIG_HZ as c_ulong,
     to_maxval: 60 * kb::CONFIG_HZ as c_ulong,
     to_increment: 0,
