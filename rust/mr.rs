@@ -11,7 +11,8 @@
 use super::bindings;
 use super::live;
 use super::verbs::Pd;
-use core::ptr::NonNull;
+use super::xprt::{walk_xdr_buf, Piece};
+use core::ptr::{addr_of, NonNull};
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -77,24 +78,58 @@ impl Mr {
         writable: bool,
     ) -> Result<u32> {
         self.unmap();
-        let mut mapped = 0u32;
-        // SAFETY: The MR and the device are live (type invariant); `rqst`
-        // by the safety requirement.
+        let mr = self.ptr.as_ptr();
+        // SAFETY: The MR is live (type invariant).
+        let max = unsafe { bindings::rpcrdma_rs_mr_max_pages(mr) };
+        let page_size = kernel::page::PAGE_SIZE as u32;
+        let (mut n, mut pages, mut prev_end) = (0u32, 0u32, 0u32);
+        // SAFETY: `rqst` by the safety requirement.
+        let buf = unsafe {
+            if rcv {
+                addr_of!((*rqst).rq_rcv_buf)
+            } else {
+                addr_of!((*rqst).rq_snd_buf)
+            }
+        };
+        // FRWR maps page lists: only the first entry may start inside a
+        // page and only the last may end inside one. The walk stops at the
+        // MR's depth or at a gap it cannot map (C `frwr_map`).
+        // SAFETY: As above; the MR is live.
+        let done = unsafe {
+            walk_xdr_buf(buf, offset, len, |piece| {
+                let (page, off, l) = match piece {
+                    Piece::Page(p, off, l) => (p, off, l),
+                    Piece::Virt(v, l) => (
+                        bindings::rpcrdma_rs_virt_to_page(v),
+                        (v as usize % kernel::page::PAGE_SIZE) as u32,
+                        l,
+                    ),
+                };
+                if n > 0 && (off != 0 || prev_end % page_size != 0) {
+                    return Ok(false);
+                }
+                let npages = (off + l).div_ceil(page_size);
+                if n >= max || pages.saturating_add(npages) > max {
+                    return Ok(false);
+                }
+                to_result(bindings::rpcrdma_rs_mr_sg_set(mr, n, page, off, l))?;
+                n += 1;
+                pages += npages;
+                prev_end = off + l;
+                Ok(true)
+            })
+        }?;
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: The MR and the device are live; its first `n` entries
+        // name the request's memory, valid until unmapped.
         to_result(unsafe {
-            bindings::rpcrdma_rs_mr_map_rqst(
-                self.pd.device_ptr(),
-                self.ptr.as_ptr(),
-                rqst,
-                rcv,
-                offset,
-                len,
-                writable,
-                &mut mapped,
-            )
+            bindings::rpcrdma_rs_mr_map_sg(self.pd.device_ptr(), mr, n, writable)
         })?;
         // INVARIANT: Mapped above, until `unmap` or drop.
         self.mapped = true;
-        Ok(mapped)
+        Ok(done)
     }
 
     /// Maps `[dma, dma + len)`, already DMA-mapped on the MR's device by its

@@ -105,6 +105,75 @@ pub struct RqstInfo {
     pub rcv: XdrShape,
 }
 
+/// One piece of an `xdr_buf` range: part of a page, or (head and tail)
+/// kernel virtual memory.
+pub(super) enum Piece {
+    /// `len` bytes at `off` in `page`.
+    Page(*mut bindings::page, u32, u32),
+    /// `len` bytes at a kernel virtual address.
+    Virt(*mut c_void, u32),
+}
+
+/// Walks `[offset, offset + len)` of `buf` as head range, page pieces and
+/// tail range, in order, handing each to `add`, which returns `Ok(true)`
+/// to go on, `Ok(false)` to stop before that piece, or an error. Returns
+/// the bytes added (C `rpcrdma_convert_iovs`).
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf` whose head, pages and tail stay valid for the
+/// call.
+pub(super) unsafe fn walk_xdr_buf(
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+    mut add: impl FnMut(Piece) -> Result<bool>,
+) -> Result<u32> {
+    // SAFETY: By the safety requirement.
+    let b = unsafe { &*buf };
+    let (offset, len) = (u64::from(offset), u64::from(len));
+    let head_len = b.head[0].iov_len as u64;
+    let page_len = u64::from(b.page_len);
+    let page_size = kernel::page::PAGE_SIZE as u64;
+    let mut done = 0u64;
+    if offset < head_len {
+        let l = (head_len - offset).min(len);
+        // SAFETY: Within the head (`offset + l <= iov_len`).
+        let at = unsafe { b.head[0].iov_base.cast::<u8>().add(offset as usize) };
+        if !add(Piece::Virt(at.cast(), l as u32))? {
+            return Ok(done as u32);
+        }
+        done += l;
+    }
+    while done < len && offset + done < head_len + page_len {
+        let in_pages = offset + done - head_len;
+        let pos = u64::from(b.page_base) + in_pages;
+        let off = pos % page_size;
+        let l = (page_size - off).min(len - done).min(page_len - in_pages);
+        // SAFETY: `pages` covers `page_base + page_len` bytes and `pos` is
+        // below that.
+        let page = unsafe { *b.pages.add((pos / page_size) as usize) };
+        if !add(Piece::Page(page, off as u32, l as u32))? {
+            return Ok(done as u32);
+        }
+        done += l;
+    }
+    if done < len {
+        let in_tail = offset + done - head_len - page_len;
+        let l = len - done;
+        if in_tail + l > b.tail[0].iov_len as u64 {
+            return Err(EINVAL);
+        }
+        // SAFETY: Within the tail (checked above).
+        let at = unsafe { b.tail[0].iov_base.cast::<u8>().add(in_tail as usize) };
+        if !add(Piece::Virt(at.cast(), l as u32))? {
+            return Ok(done as u32);
+        }
+        done += l;
+    }
+    Ok(done as u32)
+}
+
 /// A client transport (`struct rpc_xprt`) created by our `setup`.
 ///
 /// # Invariants
@@ -618,7 +687,7 @@ impl PhysMap {
         max: u32,
     ) -> Result<Self> {
         // SAFETY: No preconditions.
-        let ptr = from_err_ptr(unsafe { bindings::rpcrdma_rs_phys_alloc(max) })?;
+        let ptr = from_err_ptr(unsafe { bindings::rpcrdma_rs_phys_alloc(max, writable) })?;
         let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
         live::inc(live::Kind::PhysMap);
         // INVARIANT: Mappings made below are released by `drop`, also on error.
@@ -626,19 +695,39 @@ impl PhysMap {
             ptr,
             anchor: ep.anchor().clone(),
         };
-        // SAFETY: The device is live (anchor); the request is borrowed and
-        // its buffers outlive the mapping (released before `buf_free`).
-        to_result(unsafe {
-            bindings::rpcrdma_rs_phys_map_rqst(
-                this.anchor.device_ptr(),
-                this.ptr.as_ptr(),
-                rqst.ptr.as_ptr(),
-                rcv,
-                offset,
-                len,
-                writable,
-            )
-        })?;
+        let r = rqst.ptr.as_ptr();
+        // SAFETY: The request is borrowed and its buffers outlive the
+        // mapping (released before `buf_free`).
+        let buf = unsafe {
+            if rcv {
+                addr_of!((*r).rq_rcv_buf)
+            } else {
+                addr_of!((*r).rq_snd_buf)
+            }
+        };
+        // Every piece is its own segment: running out of them is an error
+        // (`rpcrdma_rs_phys_add` fails with EMSGSIZE).
+        // SAFETY: As above; the device is live (anchor).
+        let done = unsafe {
+            walk_xdr_buf(buf, offset, len, |piece| {
+                let (page, virt, off, l) = match piece {
+                    Piece::Page(p, off, l) => (p, core::ptr::null(), off, l),
+                    Piece::Virt(v, l) => (core::ptr::null_mut(), v.cast_const(), 0, l),
+                };
+                to_result(bindings::rpcrdma_rs_phys_add(
+                    this.anchor.device_ptr(),
+                    this.ptr.as_ptr(),
+                    page,
+                    virt,
+                    off,
+                    l,
+                ))?;
+                Ok(true)
+            })
+        }?;
+        if done != len {
+            return Err(EMSGSIZE);
+        }
         Ok(this)
     }
 

@@ -11,59 +11,6 @@
 #include <linux/random.h>
 #include <linux/scatterlist.h>
 
-/*
- * Walks [offset, offset + len) of an xdr_buf as head range, page pieces and
- * tail range, calling add() for each: a page piece passes its page, a head
- * or tail range its virtual address (page NULL).  add() returns 0 to go on,
- * 1 to stop before this piece (the caller maps what it has), or a negative
- * errno.  *done receives the bytes added.
- */
-typedef int (*rpcrdma_rs_piece_fn)(void *ctx, struct page *page,
-				   const void *virt, u32 off, u32 len);
-
-static int rpcrdma_rs_xdr_walk(const struct xdr_buf *buf, u32 offset, u32 len,
-			       rpcrdma_rs_piece_fn add, void *ctx, u32 *done)
-{
-	u32 head_len = buf->head[0].iov_len, page_len = buf->page_len;
-	u32 end;
-	int rc;
-
-	*done = 0;
-	if (check_add_overflow(offset, len, &end))
-		return -EINVAL;
-	if (offset < head_len) {
-		u32 l = min(head_len - offset, len);
-
-		rc = add(ctx, NULL, (char *)buf->head[0].iov_base + offset, 0, l);
-		if (rc)
-			return rc < 0 ? rc : 0;
-		*done += l;
-	}
-	while (*done < len && offset + *done < head_len + page_len) {
-		u32 in_pages = offset + *done - head_len;
-		u32 pos = buf->page_base + in_pages;
-		u32 off = offset_in_page(pos);
-		u32 l = min3((u32)PAGE_SIZE - off, len - *done, page_len - in_pages);
-
-		rc = add(ctx, buf->pages[pos >> PAGE_SHIFT], NULL, off, l);
-		if (rc)
-			return rc < 0 ? rc : 0;
-		*done += l;
-	}
-	if (*done < len) {
-		u32 in_tail = offset + *done - head_len - page_len;
-		u32 l = len - *done;
-
-		if ((u64)in_tail + l > buf->tail[0].iov_len)
-			return -EINVAL;
-		rc = add(ctx, NULL, (char *)buf->tail[0].iov_base + in_tail, 0, l);
-		if (rc)
-			return rc < 0 ? rc : 0;
-		*done += l;
-	}
-	return 0;
-}
-
 /* ---- FRWR ---- */
 
 struct rpcrdma_rs_mr {
@@ -108,65 +55,38 @@ void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr)
 	kfree(mr);
 }
 
-/* Adds [page+off, len) to the scatterlist unless it would leave a gap
- * (FRWR maps page lists: only the first entry may start inside a page and
- * only the last may end inside one).  Returns false when it must stop.
+/* Sets entry @i of the MR's scatterlist (the walk and its gap rule are
+ * Rust, rust/mr.rs); entry 0 starts a new list.
  */
-static bool rpcrdma_rs_sg_add(struct rpcrdma_rs_mr *mr, int *n, u32 *pages,
-			      struct page *page, u32 off, u32 len)
+int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
+			 u32 off, u32 len)
 {
-	u32 npages = DIV_ROUND_UP(off + len, PAGE_SIZE);
-
-	if (*n > 0) {
-		struct scatterlist *prev = &mr->sg[*n - 1];
-
-		if (off || offset_in_page(prev->offset + prev->length))
-			return false;
-	}
-	if (*n >= mr->max_pages || *pages + npages > mr->max_pages)
-		return false;
-	sg_set_page(&mr->sg[*n], page, len, off);
-	(*n)++;
-	*pages += npages;
-	return true;
+	if (mr->nents)
+		return -EBUSY;
+	if (i >= mr->max_pages)
+		return -EINVAL;
+	if (!i)
+		sg_init_table(mr->sg, mr->max_pages);
+	sg_set_page(&mr->sg[i], page, len, off);
+	return 0;
 }
 
-struct rpcrdma_rs_sg_ctx {
-	struct rpcrdma_rs_mr *mr;
-	int n;
-	u32 pages;
-};
-
-static int rpcrdma_rs_sg_piece(void *ctx, struct page *page, const void *virt,
-			       u32 off, u32 len)
+u32 rpcrdma_rs_mr_max_pages(const struct rpcrdma_rs_mr *mr)
 {
-	struct rpcrdma_rs_sg_ctx *c = ctx;
-
-	if (!page) {
-		page = virt_to_page(virt);
-		off = offset_in_page(virt);
-	}
-	return rpcrdma_rs_sg_add(c->mr, &c->n, &c->pages, page, off, len) ? 0 : 1;
+	return mr->max_pages;
 }
 
-int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
-			   struct rpc_rqst *rqst, bool rcv, u32 offset,
-			   u32 len, bool writable, u32 *mapped)
+/* DMA-maps the first @n scatterlist entries and maps them into the MR with
+ * a new key (C frwr_map).
+ */
+int rpcrdma_rs_mr_map_sg(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			 u32 n, bool writable)
 {
-	const struct xdr_buf *buf = rcv ? &rqst->rq_rcv_buf : &rqst->rq_snd_buf;
-	struct rpcrdma_rs_sg_ctx ctx = { .mr = mr };
-	u32 done;
-	int n, rc;
+	int rc;
 
 	if (mr->nents)
 		return -EBUSY;
-	sg_init_table(mr->sg, mr->max_pages);
-	/* The walk stops at the MR's depth or at a gap FRWR cannot map. */
-	rc = rpcrdma_rs_xdr_walk(buf, offset, len, rpcrdma_rs_sg_piece, &ctx, &done);
-	if (rc)
-		return rc;
-	n = ctx.n;
-	if (!n)
+	if (!n || n > mr->max_pages)
 		return -EINVAL;
 	sg_mark_end(&mr->sg[n - 1]);
 	mr->dir = writable ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
@@ -181,8 +101,13 @@ int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 	}
 	mr->nents = n;
 	ib_update_fast_reg_key(mr->mr, ib_inc_rkey(mr->mr->rkey));
-	*mapped = done;
 	return 0;
+}
+
+/* virt_to_page() is a macro. */
+struct page *rpcrdma_rs_virt_to_page(const void *virt)
+{
+	return virt_to_page(virt);
 }
 
 int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
@@ -309,19 +234,20 @@ struct rpcrdma_rs_phys {
 	struct rpcrdma_rs_phys_ent ent[];
 };
 
-struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max)
+struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max, bool writable)
 {
 	struct rpcrdma_rs_phys *pm = kzalloc(struct_size(pm, ent, max), GFP_KERNEL);
 
 	if (!pm)
 		return ERR_PTR(-ENOMEM);
 	pm->max = max;
+	pm->dir = writable ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
 	return pm;
 }
 
-static int rpcrdma_rs_phys_add(struct ib_device *device,
-			       struct rpcrdma_rs_phys *pm, struct page *page,
-			       const void *virt, u32 off, u32 len)
+/* Maps one piece: a page range, or (page NULL) a kernel virtual range. */
+int rpcrdma_rs_phys_add(struct ib_device *device, struct rpcrdma_rs_phys *pm,
+			struct page *page, const void *virt, u32 off, u32 len)
 {
 	struct rpcrdma_rs_phys_ent *e;
 	u64 addr;
@@ -339,36 +265,6 @@ static int rpcrdma_rs_phys_add(struct ib_device *device,
 	e->len = len;
 	e->page = !!page;
 	return 0;
-}
-
-struct rpcrdma_rs_phys_ctx {
-	struct ib_device *device;
-	struct rpcrdma_rs_phys *pm;
-};
-
-static int rpcrdma_rs_phys_piece(void *ctx, struct page *page, const void *virt,
-				 u32 off, u32 len)
-{
-	struct rpcrdma_rs_phys_ctx *c = ctx;
-
-	return rpcrdma_rs_phys_add(c->device, c->pm, page, virt, off, len);
-}
-
-int rpcrdma_rs_phys_map_rqst(struct ib_device *device,
-			     struct rpcrdma_rs_phys *pm, struct rpc_rqst *rqst,
-			     bool rcv, u32 offset, u32 len, bool writable)
-{
-	const struct xdr_buf *buf = rcv ? &rqst->rq_rcv_buf : &rqst->rq_snd_buf;
-	struct rpcrdma_rs_phys_ctx ctx = { .device = device, .pm = pm };
-	u32 done;
-	int rc;
-
-	pm->dir = writable ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
-	rc = rpcrdma_rs_xdr_walk(buf, offset, len, rpcrdma_rs_phys_piece, &ctx, &done);
-	if (rc)
-		return rc;
-	/* Every piece is its own segment: running out of them is an error. */
-	return done == len ? 0 : -EMSGSIZE;
 }
 
 u32 rpcrdma_rs_phys_count(const struct rpcrdma_rs_phys *pm)

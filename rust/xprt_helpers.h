@@ -12,9 +12,12 @@
 struct rpcrdma_rs_mr;
 struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages);
 void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr);
-int rpcrdma_rs_mr_map_rqst(struct ib_device *device, struct rpcrdma_rs_mr *mr,
-			   struct rpc_rqst *rqst, bool rcv, u32 offset,
-			   u32 len, bool writable, u32 *mapped);
+int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
+			 u32 off, u32 len);
+u32 rpcrdma_rs_mr_max_pages(const struct rpcrdma_rs_mr *mr);
+int rpcrdma_rs_mr_map_sg(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			 u32 n, bool writable);
+struct page *rpcrdma_rs_virt_to_page(const void *virt);
 void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 void rpcrdma_rs_mr_segment(const struct rpcrdma_rs_mr *mr, u32 *handle,
 			   u32 *length, u64 *offset);
@@ -33,10 +36,9 @@ int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey,
 
 /* "physical" registration: DMA addresses under the PD's global rkey. */
 struct rpcrdma_rs_phys;
-struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max);
-int rpcrdma_rs_phys_map_rqst(struct ib_device *device,
-			     struct rpcrdma_rs_phys *pm, struct rpc_rqst *rqst,
-			     bool rcv, u32 offset, u32 len, bool writable);
+struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max, bool writable);
+int rpcrdma_rs_phys_add(struct ib_device *device, struct rpcrdma_rs_phys *pm,
+			struct page *page, const void *virt, u32 off, u32 len);
 u32 rpcrdma_rs_phys_count(const struct rpcrdma_rs_phys *pm);
 void rpcrdma_rs_phys_get(const struct rpcrdma_rs_phys *pm, u32 i, u64 *addr,
 			 u32 *len);
