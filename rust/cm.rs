@@ -350,7 +350,7 @@ impl Net {
     /// use the namespace of their sunrpc transport, as C does.
     pub fn init_ns() -> &'static Net {
         // SAFETY: `init_net` is static and never freed.
-        unsafe { Self::from_raw(bindings::rpcrdma_rs_init_net()) }
+        unsafe { Self::from_raw(&raw mut bindings::init_net) }
     }
 }
 
@@ -620,7 +620,12 @@ impl CmId {
         // SAFETY: By the type invariant the identifier is live; the private
         // data is valid for `len` bytes and copied by the CM.
         to_result(unsafe {
-            bindings::rpcrdma_rs_cm_reject(self.as_ptr(), private_data.as_ptr().cast(), len)
+            bindings::rdma_reject(
+                self.as_ptr(),
+                private_data.as_ptr().cast(),
+                len,
+                bindings::ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED as u8,
+            )
         })
     }
 

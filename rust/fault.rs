@@ -25,7 +25,7 @@ impl CmId {
     /// lifetime, which the CM REQ carries to the peer.
     pub fn set_ack_timeout(&self, timeout: u8) -> Result {
         // SAFETY: By the type invariant the identifier is live.
-        to_result(unsafe { bindings::rpcrdma_rs_cm_set_ack_timeout(self.as_ptr(), timeout) })
+        to_result(unsafe { bindings::rdma_set_ack_timeout(self.as_ptr(), timeout) })
     }
 }
 
@@ -36,6 +36,14 @@ impl Endpoint {
     pub fn force_error(&self) -> Result {
         // SAFETY: The queue pair is live while `self` is (its type
         // invariant); modifying its state is allowed from process context.
-        to_result(unsafe { bindings::rpcrdma_rs_qp_to_error(self.qp_ptr()) })
+        to_result(unsafe {
+            let mut attr: bindings::ib_qp_attr = core::mem::zeroed();
+            attr.qp_state = bindings::ib_qp_state_IB_QPS_ERR;
+            bindings::ib_modify_qp(
+                self.qp_ptr(),
+                &mut attr,
+                bindings::ib_qp_attr_mask_IB_QP_STATE as i32,
+            )
+        })
     }
 }

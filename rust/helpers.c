@@ -60,16 +60,6 @@ bool rpcrdma_rs_device_is_iwarp(struct ib_device *device)
 	return rdma_protocol_iwarp(device, rdma_start_port(device));
 }
 
-u32 rpcrdma_rs_pd_local_dma_lkey(struct ib_pd *pd)
-{
-	return pd->local_dma_lkey;
-}
-
-u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd)
-{
-	return pd->unsafe_global_rkey;
-}
-
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 				  int comp_vector)
 {
@@ -77,11 +67,6 @@ struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 	 * may allocate, and locks need not disable interrupts.
 	 */
 	return ib_alloc_cq(device, NULL, nr_cqe, comp_vector, IB_POLL_WORKQUEUE);
-}
-
-void rpcrdma_rs_free_cq(struct ib_cq *cq)
-{
-	ib_free_cq(cq);
 }
 
 unsigned int rpcrdma_rs_memalloc_noio_save(void)
@@ -144,21 +129,10 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
 }
 
-struct net *rpcrdma_rs_init_net(void)
-{
-	return &init_net;
-}
-
 /* A workqueue of this module (alloc_workqueue is a variadic macro). */
 void *rpcrdma_rs_alloc_wq(const char *name)
 {
 	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
-}
-
-/* Drains the queue (every queued item runs and returns), then frees it. */
-void rpcrdma_rs_destroy_wq(void *wq)
-{
-	destroy_workqueue(wq);
 }
 
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
@@ -188,50 +162,6 @@ void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 		break;
 	}
 	out->private_data_len = len;
-}
-
-int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
-			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
-			    u32 max_send_wr, u32 max_recv_wr,
-			    u32 max_send_sge, u32 max_recv_sge)
-{
-	struct ib_qp_init_attr attr = {
-		.send_cq = send_cq,
-		.recv_cq = recv_cq,
-		.cap = {
-			.max_send_wr = max_send_wr,
-			.max_recv_wr = max_recv_wr,
-			.max_send_sge = max_send_sge,
-			.max_recv_sge = max_recv_sge,
-		},
-		.sq_sig_type = IB_SIGNAL_REQ_WR,
-		.qp_type = IB_QPT_RC,
-	};
-
-	return rdma_create_qp(id, pd, &attr);
-}
-
-int rpcrdma_rs_cm_connect(struct rdma_cm_id *id, const void *pdata,
-			  u8 pdata_len, u8 responder_resources,
-			  u8 initiator_depth, bool accept)
-{
-	struct rdma_conn_param param = {
-		.private_data = pdata,
-		.private_data_len = pdata_len,
-		.responder_resources = responder_resources,
-		.initiator_depth = initiator_depth,
-		.flow_control = 1,
-		.retry_count = 6,
-		.rnr_retry_count = 0,
-	};
-
-	return accept ? rdma_accept(id, &param) : rdma_connect(id, &param);
-}
-
-int rpcrdma_rs_cm_reject(struct rdma_cm_id *id, const void *pdata,
-			 u8 pdata_len)
-{
-	return rdma_reject(id, pdata, pdata_len, IB_CM_REJ_CONSUMER_DEFINED);
 }
 
 int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
@@ -345,33 +275,4 @@ struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,
 void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache)
 {
 	return kmem_cache_alloc(cache, GFP_KERNEL);
-}
-
-void rpcrdma_rs_slab_free(struct kmem_cache *cache, void *obj)
-{
-	kmem_cache_free(cache, obj);
-}
-
-void rpcrdma_rs_slab_destroy(struct kmem_cache *cache)
-{
-	kmem_cache_destroy(cache);
-}
-
-/*
- * Fault injection for the hostile-peer tests (kunit/svc_hostile.rs): a
- * client that asks for a long ACK timeout (set before route resolution, it
- * becomes the packet lifetime of the path, so the peer's QP inherits it
- * through the CM REQ) and then stops answering by moving its own QP to the
- * error state, where rxe silently drops incoming requests.
- */
-int rpcrdma_rs_cm_set_ack_timeout(struct rdma_cm_id *id, u8 timeout)
-{
-	return rdma_set_ack_timeout(id, timeout);
-}
-
-int rpcrdma_rs_qp_to_error(struct ib_qp *qp)
-{
-	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
-
-	return ib_modify_qp(qp, &attr, IB_QP_STATE);
 }

@@ -62,11 +62,9 @@ void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 
 struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
-u32 rpcrdma_rs_pd_local_dma_lkey(struct ib_pd *pd);
 bool rpcrdma_rs_device_get(struct ib_device *device);
 void rpcrdma_rs_device_put(struct ib_device *device);
 bool rpcrdma_rs_device_is_iwarp(struct ib_device *device);
-u32 rpcrdma_rs_pd_global_rkey(struct ib_pd *pd);
 
 /* memalloc_noio_save/restore (static inlines): allocations of the current
  * task neither start I/O nor enter filesystems until restored.
@@ -75,7 +73,6 @@ unsigned int rpcrdma_rs_memalloc_noio_save(void);
 void rpcrdma_rs_memalloc_noio_restore(unsigned int flags);
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 				  int comp_vector);
-void rpcrdma_rs_free_cq(struct ib_cq *cq);
 
 void rpcrdma_rs_cqe_init(struct ib_cqe *cqe,
 			 void (*done)(struct ib_cq *cq, struct ib_wc *wc));
@@ -92,21 +89,9 @@ void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,
 struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 					   rdma_cm_event_handler handler,
 					   void *context);
-struct net *rpcrdma_rs_init_net(void);
 void *rpcrdma_rs_alloc_wq(const char *name);
-void rpcrdma_rs_destroy_wq(void *wq);
 void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
 			      struct rpcrdma_rs_cm_event *out);
-int rpcrdma_rs_cm_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
-			    struct ib_cq *send_cq, struct ib_cq *recv_cq,
-			    u32 max_send_wr, u32 max_recv_wr,
-			    u32 max_send_sge, u32 max_recv_sge);
-int rpcrdma_rs_cm_connect(struct rdma_cm_id *id, const void *pdata,
-			  u8 pdata_len, u8 responder_resources,
-			  u8 initiator_depth, bool accept);
-
-int rpcrdma_rs_cm_reject(struct rdma_cm_id *id, const void *pdata,
-			 u8 pdata_len);
 
 int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 			 const struct ib_sge *sge, int num_sge,
@@ -149,12 +134,6 @@ void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out);
 struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,
 					  unsigned int align);
 void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
-void rpcrdma_rs_slab_free(struct kmem_cache *cache, void *obj);
-void rpcrdma_rs_slab_destroy(struct kmem_cache *cache);
-
-/* Fault injection for tests (see helpers.c). */
-int rpcrdma_rs_cm_set_ack_timeout(struct rdma_cm_id *id, u8 timeout);
-int rpcrdma_rs_qp_to_error(struct ib_qp *qp);
 
 #include "xprt_helpers.h"
 #include "svc_helpers.h"

@@ -64,7 +64,7 @@ impl SlabCache {
         )
         .inspect_err(|_| {
             // SAFETY: Created above, no object allocated from it.
-            unsafe { bindings::rpcrdma_rs_slab_destroy(ptr.as_ptr()) }
+            unsafe { bindings::kmem_cache_destroy(ptr.as_ptr()) }
         })?)
     }
 
@@ -114,7 +114,7 @@ impl Drop for SlabCache {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the cache is live and no object of it
         // is (each holds a reference to `self`).
-        unsafe { bindings::rpcrdma_rs_slab_destroy(self.ptr.as_ptr()) };
+        unsafe { bindings::kmem_cache_destroy(self.ptr.as_ptr()) };
     }
 }
 
@@ -160,9 +160,7 @@ impl Drop for SlabObj {
     fn drop(&mut self) {
         // SAFETY: By the type invariant `ptr` came from `cache` and is freed
         // only here.
-        unsafe {
-            bindings::rpcrdma_rs_slab_free(self.cache.ptr.as_ptr(), self.ptr.as_ptr().cast())
-        };
+        unsafe { bindings::kmem_cache_free(self.cache.ptr.as_ptr(), self.ptr.as_ptr().cast()) };
         self.cache.live.add(-1, Relaxed);
     }
 }

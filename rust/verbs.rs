@@ -101,7 +101,7 @@ impl Pd {
         live::inc(live::Kind::Pd);
         let global_rkey = if unsafe_global_rkey {
             // SAFETY: `pd` is live.
-            Some(unsafe { bindings::rpcrdma_rs_pd_global_rkey(pd.as_ptr()) })
+            Some(unsafe { (*pd.as_ptr()).unsafe_global_rkey })
         } else {
             None
         };
@@ -137,7 +137,7 @@ impl Pd {
     /// The local DMA lkey of the protection domain.
     pub(crate) fn lkey(&self) -> u32 {
         // SAFETY: By the type invariant `pd` is live.
-        unsafe { bindings::rpcrdma_rs_pd_local_dma_lkey(self.pd.as_ptr()) }
+        unsafe { (*self.pd.as_ptr()).local_dma_lkey }
     }
 }
 
@@ -204,7 +204,7 @@ impl Drop for Cq {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the CQ is live; the queue pair using
         // it was destroyed first (field order in `Endpoint`).
-        unsafe { bindings::rpcrdma_rs_free_cq(self.ptr.as_ptr()) };
+        unsafe { bindings::ib_free_cq(self.ptr.as_ptr()) };
         live::dec(live::Kind::Cq);
     }
 }
@@ -288,16 +288,16 @@ impl Endpoint {
         let recv_cq = Cq::new(device, recv_wr.saturating_add(1).min(cqe_max))?;
         // SAFETY: All pointers are live; the QP is attached to `anchor.id`.
         to_result(unsafe {
-            bindings::rpcrdma_rs_cm_create_qp(
-                anchor.id.as_ptr(),
-                anchor.pd_ptr(),
-                send_cq.ptr.as_ptr(),
-                recv_cq.ptr.as_ptr(),
-                send_wr,
-                recv_wr,
-                send_sge,
-                recv_sge,
-            )
+            let mut qp_attr: bindings::ib_qp_init_attr = core::mem::zeroed();
+            qp_attr.send_cq = send_cq.ptr.as_ptr();
+            qp_attr.recv_cq = recv_cq.ptr.as_ptr();
+            qp_attr.cap.max_send_wr = send_wr;
+            qp_attr.cap.max_recv_wr = recv_wr;
+            qp_attr.cap.max_send_sge = send_sge;
+            qp_attr.cap.max_recv_sge = recv_sge;
+            qp_attr.sq_sig_type = bindings::ib_sig_type_IB_SIGNAL_REQ_WR;
+            qp_attr.qp_type = bindings::ib_qp_type_IB_QPT_RC;
+            bindings::rdma_create_qp(anchor.id.as_ptr(), anchor.pd_ptr(), &mut qp_attr)
         })?;
         // `rdma_create_qp` succeeded, so the identifier has a QP.
         let qp = NonNull::new(anchor.id.qp_ptr()).ok_or(ENOMEM)?;
@@ -361,14 +361,19 @@ impl Endpoint {
         // SAFETY: The identifier has a QP; the private data is valid for
         // `len` bytes and copied by the CM before the call returns.
         to_result(unsafe {
-            bindings::rpcrdma_rs_cm_connect(
-                self.anchor.id.as_ptr(),
-                private_data.as_ptr().cast(),
-                len,
-                resp,
-                init,
-                accept,
-            )
+            let mut param: bindings::rdma_conn_param = core::mem::zeroed();
+            param.private_data = private_data.as_ptr().cast();
+            param.private_data_len = len;
+            param.responder_resources = resp;
+            param.initiator_depth = init;
+            param.flow_control = 1;
+            param.retry_count = 6;
+            param.rnr_retry_count = 0;
+            if accept {
+                bindings::rdma_accept(self.anchor.id.as_ptr(), &mut param)
+            } else {
+                bindings::rdma_connect(self.anchor.id.as_ptr(), &mut param)
+            }
         })
     }
 

@@ -61,6 +61,6 @@ impl Drop for OwnedQueue {
         // here. `destroy_workqueue` drains it first: when it returns, every
         // item queued on it has finished, including its return through this
         // module's text.
-        unsafe { bindings::rpcrdma_rs_destroy_wq(self.ptr.as_ptr().cast()) };
+        unsafe { kernel::bindings::destroy_workqueue(self.ptr.as_ptr()) };
     }
 }
