@@ -69,6 +69,62 @@ pub enum Addr {
 /// buffer as large and as aligned as `struct sockaddr_storage`: the one
 /// conversion between [`Addr`] and what the RDMA CM and sunrpc take and
 /// give.
+/// The parts of a `struct rdma_cm_event` the handlers use, copied out of
+/// the event during its callback.
+struct RawEvent {
+    event: i32,
+    status: i32,
+    private_data_len: u8,
+    responder_resources: u8,
+    initiator_depth: u8,
+    private_data: [u8; PRIVATE_DATA_MAX],
+}
+
+impl RawEvent {
+    /// # Safety
+    ///
+    /// `event` is the live event of the current callback.
+    unsafe fn copy(event: *const bindings::rdma_cm_event) -> Self {
+        use bindings::rdma_cm_event_type as T;
+        // SAFETY: By the safety requirement.
+        let e = unsafe { &*event };
+        let mut raw = Self {
+            event: e.event as i32,
+            status: e.status,
+            private_data_len: 0,
+            responder_resources: 0,
+            initiator_depth: 0,
+            private_data: [0; PRIVATE_DATA_MAX],
+        };
+        if matches!(
+            e.event,
+            T::RDMA_CM_EVENT_CONNECT_REQUEST
+                | T::RDMA_CM_EVENT_ESTABLISHED
+                | T::RDMA_CM_EVENT_CONNECT_RESPONSE
+                | T::RDMA_CM_EVENT_REJECTED
+        ) {
+            // SAFETY: These events carry connection parameters (`param.conn`).
+            let conn = unsafe { &e.param.conn };
+            let len = usize::from(conn.private_data_len).min(PRIVATE_DATA_MAX);
+            if !conn.private_data.is_null() && len > 0 {
+                // SAFETY: The CM's private data is valid for
+                // `private_data_len` bytes during the callback.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        conn.private_data.cast::<u8>(),
+                        raw.private_data.as_mut_ptr(),
+                        len,
+                    )
+                };
+                raw.private_data_len = len as u8;
+            }
+            raw.responder_resources = conn.responder_resources;
+            raw.initiator_depth = conn.initiator_depth;
+        }
+        raw
+    }
+}
+
 #[repr(C, align(8))]
 pub(crate) struct SockAddr {
     bytes: [u8; SOCKADDR_STORAGE],
@@ -383,9 +439,8 @@ unsafe extern "C" fn cm_handler(
     id: *mut bindings::rdma_cm_id,
     event: *mut bindings::rdma_cm_event,
 ) -> kernel::ffi::c_int {
-    let mut raw = bindings::rpcrdma_rs_cm_event::default();
     // SAFETY: `event` is valid for the duration of the callback.
-    unsafe { bindings::rpcrdma_rs_cm_event_copy(event, &mut raw) };
+    let raw = unsafe { RawEvent::copy(event) };
     // SAFETY: `id` is live during the callback.
     let ctx = unsafe { (*id).context }.cast::<Ctx>();
     if ctx.is_null() {

@@ -135,35 +135,6 @@ void *rpcrdma_rs_alloc_wq(const char *name)
 	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
 }
 
-void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
-			      struct rpcrdma_rs_cm_event *out)
-{
-	const struct rdma_conn_param *conn = &event->param.conn;
-	u8 len = 0;
-
-	out->event = event->event;
-	out->status = event->status;
-	out->responder_resources = 0;
-	out->initiator_depth = 0;
-	switch (event->event) {
-	case RDMA_CM_EVENT_CONNECT_REQUEST:
-	case RDMA_CM_EVENT_ESTABLISHED:
-	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-	case RDMA_CM_EVENT_REJECTED:
-		if (conn->private_data)
-			len = min_t(u8, conn->private_data_len,
-				    sizeof(out->private_data));
-		if (len)
-			memcpy(out->private_data, conn->private_data, len);
-		out->responder_resources = conn->responder_resources;
-		out->initiator_depth = conn->initiator_depth;
-		break;
-	default:
-		break;
-	}
-	out->private_data_len = len;
-}
-
 int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 			 const struct ib_sge *sge, int num_sge,
 			 u64 remote_addr, u32 rkey, u32 invalidate_rkey)
@@ -251,17 +222,6 @@ int rpcrdma_rs_post_recv_list(struct ib_qp *qp, u32 n, struct ib_cqe *const *cqe
 	/* Those before the one that failed were posted. */
 	*posted = rc ? (bad ? (u32)(bad - wrs) : 0) : n;
 	return rc;
-}
-
-void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out)
-{
-	out->cqe = wc->wr_cqe;
-	out->status = wc->status;
-	/* The opcode is undefined in a completion with an error status. */
-	out->opcode = wc->status == IB_WC_SUCCESS ? wc->opcode : -1;
-	out->byte_len = wc->byte_len;
-	out->with_invalidate = !!(wc->wc_flags & IB_WC_WITH_INVALIDATE);
-	out->invalidate_rkey = out->with_invalidate ? wc->ex.invalidate_rkey : 0;
 }
 
 /* ---- slab caches ---- */

@@ -46,16 +46,6 @@ struct rpcrdma_rs_dev_attr {
 	bool local_dma_lkey;
 };
 
-/* One event of a CM identifier, copied out of struct rdma_cm_event. */
-struct rpcrdma_rs_cm_event {
-	int event;
-	int status;
-	u8 private_data_len;
-	u8 responder_resources;
-	u8 initiator_depth;
-	u8 private_data[56];
-};
-
 const char *rpcrdma_rs_ib_device_name(struct ib_device *device);
 void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 			       struct rpcrdma_rs_dev_attr *out);
@@ -90,8 +80,6 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 					   rdma_cm_event_handler handler,
 					   void *context);
 void *rpcrdma_rs_alloc_wq(const char *name);
-void rpcrdma_rs_cm_event_copy(const struct rdma_cm_event *event,
-			      struct rpcrdma_rs_cm_event *out);
 
 int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
 			 const struct ib_sge *sge, int num_sge,
@@ -117,18 +105,6 @@ enum rpcrdma_rs_send_op {
 	 */
 	RPCRDMA_RS_OP_RDMA_READ_WITH_INV = 4,
 };
-
-/* The parts of a work completion the safe layer reports. */
-struct rpcrdma_rs_wc {
-	struct ib_cqe *cqe;
-	int status;
-	int opcode;
-	u32 byte_len;
-	u32 invalidate_rkey;
-	bool with_invalidate;
-};
-
-void rpcrdma_rs_wc_info(const struct ib_wc *wc, struct rpcrdma_rs_wc *out);
 
 /* Slab caches (kmem_cache_alloc is a macro). */
 struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,

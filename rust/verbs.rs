@@ -1176,10 +1176,13 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     _cq: *mut bindings::ib_cq,
     wc: *mut bindings::ib_wc,
 ) {
-    let mut info = bindings::rpcrdma_rs_wc::default();
-    // SAFETY: `wc` is valid for the duration of the callback.
-    unsafe { bindings::rpcrdma_rs_wc_info(wc, &mut info) };
-    let cqe = info.cqe.cast::<Opaque<bindings::ib_cqe>>();
+    // SAFETY: `wc` is valid for the duration of the callback; posted work
+    // requests carry a `wr_cqe`.
+    let w = unsafe { &*wc };
+    // SAFETY: As above.
+    let cqe = unsafe { w.__bindgen_anon_1.wr_cqe }.cast::<Opaque<bindings::ib_cqe>>();
+    let status = w.status as i32;
+    let with_invalidate = w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0;
     // SAFETY: By the function's safety requirement `cqe` is the `cqe` field
     // of a `WorkRequest<H>`.
     let wr_ptr = unsafe { kernel::container_of!(cqe, WorkRequest<H>, cqe) };
@@ -1188,10 +1191,21 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     let wr = unsafe { Arc::from_raw(wr_ptr.cast_const()) };
     live::dec(live::Kind::PostedWr);
     let completion = WorkCompletion {
-        status: info.status,
-        opcode: info.opcode,
-        byte_len: info.byte_len,
-        invalidated_rkey: info.with_invalidate.then_some(info.invalidate_rkey),
+        status,
+        // The opcode is undefined in a completion with an error status.
+        opcode: if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
+            w.opcode as i32
+        } else {
+            -1
+        },
+        byte_len: w.byte_len,
+        // Read only when set: otherwise `ex` may hold nothing at all.
+        invalidated_rkey: if with_invalidate {
+            // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the invalidated rkey.
+            Some(unsafe { w.ex.invalidate_rkey })
+        } else {
+            None
+        },
     };
     wr.handler.complete(&wr, &completion);
 }
