@@ -135,93 +135,18 @@ void *rpcrdma_rs_alloc_wq(const char *name)
 	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
 }
 
-int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
-			 const struct ib_sge *sge, int num_sge,
-			 u64 remote_addr, u32 rkey, u32 invalidate_rkey)
+/* ib_post_send() and ib_post_recv() are static inlines; the work requests
+ * are built in Rust (rust/verbs.rs).
+ */
+int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
 {
-	struct ib_rdma_wr wr = {};
-	const struct ib_send_wr *bad;
-	struct ib_sge inv_sge;
-
-	wr.wr.wr_cqe = cqe;
-	wr.wr.sg_list = (struct ib_sge *)sge;
-	wr.wr.num_sge = num_sge;
-	wr.wr.send_flags = IB_SEND_SIGNALED;
-	switch (opcode) {
-	case RPCRDMA_RS_OP_SEND:
-		wr.wr.opcode = IB_WR_SEND;
-		break;
-	case RPCRDMA_RS_OP_SEND_WITH_INV:
-		wr.wr.opcode = IB_WR_SEND_WITH_INV;
-		wr.wr.ex.invalidate_rkey = invalidate_rkey;
-		break;
-	case RPCRDMA_RS_OP_RDMA_WRITE:
-		wr.wr.opcode = IB_WR_RDMA_WRITE;
-		wr.remote_addr = remote_addr;
-		wr.rkey = rkey;
-		break;
-	case RPCRDMA_RS_OP_RDMA_READ:
-		wr.wr.opcode = IB_WR_RDMA_READ;
-		wr.remote_addr = remote_addr;
-		wr.rkey = rkey;
-		break;
-	case RPCRDMA_RS_OP_RDMA_READ_WITH_INV:
-		/* One sink, named by the key its REG_MR just made (the caller's
-		 * SGE may predate it); providers copy the SGE at post time.
-		 */
-		if (num_sge != 1)
-			return -EINVAL;
-		inv_sge = sge[0];
-		inv_sge.lkey = invalidate_rkey;
-		wr.wr.sg_list = &inv_sge;
-		wr.wr.opcode = IB_WR_RDMA_READ_WITH_INV;
-		wr.wr.ex.invalidate_rkey = invalidate_rkey;
-		wr.remote_addr = remote_addr;
-		wr.rkey = rkey;
-		break;
-	default:
-		return -EINVAL;
-	}
-	return ib_post_send(qp, &wr.wr, &bad);
+	return ib_post_send(qp, wr, NULL);
 }
 
-int rpcrdma_rs_post_recv(struct ib_qp *qp, struct ib_cqe *cqe,
-			 const struct ib_sge *sge, int num_sge)
+int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad)
 {
-	struct ib_recv_wr wr = {
-		.wr_cqe = cqe,
-		.sg_list = (struct ib_sge *)sge,
-		.num_sge = num_sge,
-	};
-	const struct ib_recv_wr *bad;
-
-	return ib_post_recv(qp, &wr, &bad);
-}
-
-int rpcrdma_rs_post_recv_list(struct ib_qp *qp, u32 n, struct ib_cqe *const *cqes,
-			      const struct ib_sge *const *sges, const int *nsges,
-			      u32 *posted)
-{
-	struct ib_recv_wr wrs[RPCRDMA_RS_RECV_BATCH_MAX];
-	const struct ib_recv_wr *bad = NULL;
-	u32 i;
-	int rc;
-
-	*posted = 0;
-	if (!n || n > RPCRDMA_RS_RECV_BATCH_MAX)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		wrs[i] = (struct ib_recv_wr){
-			.next = i + 1 < n ? &wrs[i + 1] : NULL,
-			.wr_cqe = cqes[i],
-			.sg_list = (struct ib_sge *)sges[i],
-			.num_sge = nsges[i],
-		};
-	}
-	rc = ib_post_recv(qp, wrs, &bad);
-	/* Those before the one that failed were posted. */
-	*posted = rc ? (bad ? (u32)(bad - wrs) : 0) : n;
-	return rc;
+	return ib_post_recv(qp, wr, bad);
 }
 
 /* ---- slab caches ---- */

@@ -81,30 +81,9 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 					   void *context);
 void *rpcrdma_rs_alloc_wq(const char *name);
 
-int rpcrdma_rs_post_send(struct ib_qp *qp, struct ib_cqe *cqe, int opcode,
-			 const struct ib_sge *sge, int num_sge,
-			 u64 remote_addr, u32 rkey, u32 invalidate_rkey);
-int rpcrdma_rs_post_recv(struct ib_qp *qp, struct ib_cqe *cqe,
-			 const struct ib_sge *sge, int num_sge);
-/* Posts n (1..RPCRDMA_RS_RECV_BATCH_MAX) Receives with one ib_post_recv();
- * *posted receives how many were posted (the first ones) even on error.
- */
-#define RPCRDMA_RS_RECV_BATCH_MAX 16
-int rpcrdma_rs_post_recv_list(struct ib_qp *qp, u32 n, struct ib_cqe *const *cqes,
-			      const struct ib_sge *const *sges, const int *nsges,
-			      u32 *posted);
-
-/* Operation codes for rpcrdma_rs_post_send. */
-enum rpcrdma_rs_send_op {
-	RPCRDMA_RS_OP_SEND = 0,
-	RPCRDMA_RS_OP_SEND_WITH_INV = 1,
-	RPCRDMA_RS_OP_RDMA_WRITE = 2,
-	RPCRDMA_RS_OP_RDMA_READ = 3,
-	/* RDMA Read that invalidates its (single) sink's key, invalidate_rkey,
-	 * when it completes (iWARP: IB_WR_RDMA_READ_WITH_INV).
-	 */
-	RPCRDMA_RS_OP_RDMA_READ_WITH_INV = 4,
-};
+int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad);
 
 /* Slab caches (kmem_cache_alloc is a macro). */
 struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,

@@ -437,15 +437,12 @@ impl Endpoint {
     pub fn post_send<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
         let mut invalidates = false;
         let (opcode, remote_addr, rkey, inv) = match op {
-            SendOp::Send => (bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND, 0, 0, 0),
-            SendOp::SendWithInvalidate(key) => (
-                bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_SEND_WITH_INV,
-                0,
-                0,
-                key,
-            ),
+            SendOp::Send => (bindings::ib_wr_opcode_IB_WR_SEND, 0, 0, 0),
+            SendOp::SendWithInvalidate(key) => {
+                (bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV, 0, 0, key)
+            }
             SendOp::RdmaWrite { remote_addr, rkey } => (
-                bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_WRITE,
+                bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
                 remote_addr,
                 rkey,
                 0,
@@ -455,18 +452,13 @@ impl Endpoint {
                 Some(inv) => {
                     invalidates = true;
                     (
-                        bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ_WITH_INV,
+                        bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV,
                         remote_addr,
                         rkey,
                         inv,
                     )
                 }
-                None => (
-                    bindings::rpcrdma_rs_send_op_RPCRDMA_RS_OP_RDMA_READ,
-                    remote_addr,
-                    rkey,
-                    0,
-                ),
+                None => (bindings::ib_wr_opcode_IB_WR_RDMA_READ, remote_addr, rkey, 0),
             },
         };
         if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
@@ -486,16 +478,27 @@ impl Endpoint {
             // sges name mapped buffers `wr` owns; the QP is live by the type
             // invariant.
             let rc = unsafe {
-                bindings::rpcrdma_rs_post_send(
-                    self.qp.as_ptr(),
-                    cqe,
-                    opcode as i32,
-                    wr.sges.as_ptr(),
-                    nsge,
-                    remote_addr,
-                    rkey,
-                    inv,
-                )
+                let mut w: bindings::ib_rdma_wr = core::mem::zeroed();
+                w.wr.__bindgen_anon_1.wr_cqe = cqe;
+                w.wr.sg_list = wr.sges.as_ptr().cast_mut();
+                w.wr.num_sge = nsge;
+                w.wr.opcode = opcode;
+                w.wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+                w.wr.ex.invalidate_rkey = inv;
+                w.remote_addr = remote_addr;
+                w.rkey = rkey;
+                // One sink, named by the key its REG_MR just made (the
+                // SGE may predate it); providers copy the SGE at post time.
+                let mut inv_sge: bindings::ib_sge;
+                if opcode == bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV {
+                    let (1, Some(first)) = (nsge, wr.sges.first()) else {
+                        return EINVAL.to_errno();
+                    };
+                    inv_sge = *first;
+                    inv_sge.lkey = inv;
+                    w.wr.sg_list = &mut inv_sge;
+                }
+                bindings::rpcrdma_rs_ib_post_send(self.qp.as_ptr(), &w.wr)
             };
             if rc != 0 && invalidates {
                 wr.set_sink_armed(true);
@@ -512,13 +515,19 @@ impl Endpoint {
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
         WorkRequest::post_with(wr, |wr, cqe| {
             // SAFETY: As in `post_send`.
-            unsafe { bindings::rpcrdma_rs_post_recv(self.qp.as_ptr(), cqe, wr.sges.as_ptr(), nsge) }
+            unsafe {
+                let mut w: bindings::ib_recv_wr = core::mem::zeroed();
+                w.__bindgen_anon_1.wr_cqe = cqe;
+                w.sg_list = wr.sges.as_ptr().cast_mut();
+                w.num_sge = nsge;
+                bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), &w, core::ptr::null_mut())
+            }
         })
     }
 }
 
 /// Most Receives [`Endpoint::post_recv_batch`] posts with one call.
-pub const RECV_BATCH_MAX: usize = bindings::RPCRDMA_RS_RECV_BATCH_MAX as usize;
+pub const RECV_BATCH_MAX: usize = 16;
 
 impl Endpoint {
     /// Posts several Receives with one `ib_post_recv` call (one doorbell).
@@ -556,21 +565,39 @@ impl Endpoint {
                 *g = nsge;
             }
         }
-        let mut posted = 0u32;
+        // SAFETY: An all-zero `ib_recv_wr` is a valid (empty) one.
+        let mut list: [bindings::ib_recv_wr; RECV_BATCH_MAX] = unsafe { core::mem::zeroed() };
+        let base = list.as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: `i < n <= RECV_BATCH_MAX`: within `list` and the
+            // arrays above; `next` links to the following entry of `list`.
+            unsafe {
+                let w = &mut *base.add(i);
+                w.next = if i + 1 < n {
+                    base.add(i + 1)
+                } else {
+                    core::ptr::null_mut()
+                };
+                w.__bindgen_anon_1.wr_cqe = *cqes.get_unchecked(i);
+                w.sg_list = (*sges.get_unchecked(i)).cast_mut();
+                w.num_sge = *nsges.get_unchecked(i);
+            }
+        }
+        let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
         // SAFETY: The QP is live (type invariant); the first `n` entries of
-        // each array describe work requests whose buffers they own and
-        // which stay alive through the references handed over above.
-        let rc = unsafe {
-            bindings::rpcrdma_rs_post_recv_list(
-                self.qp.as_ptr(),
-                n as u32,
-                cqes.as_ptr(),
-                sges.as_ptr(),
-                nsges.as_ptr(),
-                &mut posted,
-            )
+        // `list` describe work requests whose buffers they own and which
+        // stay alive through the references handed over above.
+        let rc = unsafe { bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), base, &mut bad) };
+        // Those before the one that failed were posted.
+        let posted = if rc == 0 {
+            n
+        } else if bad.is_null() {
+            0
+        } else {
+            // SAFETY: `bad` points into `list`.
+            usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
         };
-        for raw in raws.iter().take(n).skip(posted as usize) {
+        for raw in raws.iter().take(n).skip(posted) {
             // SAFETY: This work request was not posted, so no completion
             // consumes the reference `into_raw` produced above.
             drop(unsafe { Arc::from_raw(*raw) });
