@@ -12,7 +12,7 @@ use super::bindings;
 use super::live;
 use super::verbs::Pd;
 use super::xprt::{walk_xdr_buf, Piece};
-use core::ptr::{addr_of, NonNull};
+use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -80,7 +80,7 @@ impl Mr {
         self.unmap();
         let mr = self.ptr.as_ptr();
         // SAFETY: The MR is live (type invariant).
-        let max = unsafe { bindings::rpcrdma_rs_mr_max_pages(mr) };
+        let max = unsafe { (*mr).max_pages };
         let page_size = kernel::page::PAGE_SIZE as u32;
         let (mut n, mut pages, mut prev_end) = (0u32, 0u32, 0u32);
         // SAFETY: `rqst` by the safety requirement.
@@ -143,25 +143,60 @@ impl Mr {
         })
     }
 
+    /// The `struct ib_mr`.
+    fn ib_mr(&self) -> *mut bindings::ib_mr {
+        // SAFETY: The MR is live (type invariant) and holds its `ib_mr`.
+        unsafe { (*self.ptr.as_ptr()).mr }
+    }
+
     /// The registered segment.
     pub fn segment(&self) -> MrSegment {
-        let mut s = MrSegment::default();
-        // SAFETY: The MR is live.
-        unsafe {
-            bindings::rpcrdma_rs_mr_segment(
-                self.ptr.as_ptr(),
-                &mut s.handle,
-                &mut s.length,
-                &mut s.offset,
-            )
-        };
-        s
+        // SAFETY: The `ib_mr` is live; its keys and mapping change only
+        // through this object's methods, used by one owner at a time.
+        let m = unsafe { &*self.ib_mr() };
+        MrSegment {
+            handle: m.rkey,
+            length: m.length as u32,
+            offset: m.iova,
+        }
     }
 
     /// The current lkey (every registration re-makes the key).
     pub fn lkey(&self) -> u32 {
-        // SAFETY: The MR is live.
-        unsafe { bindings::rpcrdma_rs_mr_lkey(self.ptr.as_ptr()) }
+        // SAFETY: As in `segment`.
+        unsafe { (*self.ib_mr()).lkey }
+    }
+
+    /// Replaces the key byte of both keys (C `ib_update_fast_reg_key`).
+    fn set_key_byte(&self, key: u8) {
+        let m = self.ib_mr();
+        // SAFETY: The `ib_mr` is live; no registration of it is in flight
+        // (callers post one at a time and the previous one completed).
+        unsafe {
+            (*m).lkey = ((*m).lkey & 0xffff_ff00) | u32::from(key);
+            (*m).rkey = ((*m).rkey & 0xffff_ff00) | u32::from(key);
+        }
+    }
+
+    /// Posts the MR's REG_MR (unsignaled) with `access`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::post_reg`].
+    unsafe fn post_reg_access(&self, qp: *mut bindings::ib_qp, access: u32) -> Result {
+        let m = self.ptr.as_ptr();
+        // SAFETY: The MR is live; its work request is only written here,
+        // by the single owner, before it is posted (providers copy it).
+        unsafe {
+            let reg = addr_of_mut!((*m).reg_wr);
+            reg.write_bytes(0, 1);
+            (*reg).wr.opcode = bindings::ib_wr_opcode_IB_WR_REG_MR;
+            (*reg).wr.__bindgen_anon_1.wr_cqe = unsignaled_cqe();
+            (*reg).mr = (*m).mr;
+            (*reg).key = (*(*m).mr).rkey;
+            (*reg).access = access as i32;
+            to_result(bindings::rpcrdma_rs_ib_post_send(qp, &raw const (*reg).wr))
+        }
     }
 
     /// Releases the DMA mapping of the last `map_rqst`.
@@ -185,12 +220,24 @@ impl Mr {
         qp: *mut bindings::ib_qp,
         writable: bool,
     ) -> Result {
-        // SAFETY: By the safety requirement; the MR is live.
-        to_result(unsafe { bindings::rpcrdma_rs_post_reg_mr(qp, self.ptr.as_ptr(), writable) })
+        let access = if writable {
+            bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+        } else {
+            bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+        };
+        // SAFETY: By the safety requirement.
+        unsafe { self.post_reg_access(qp, access) }
     }
 
-    /// Posts the registration of a server RDMA Read sink for one use (a
-    /// new key; remote write only with `remote_write`, iWARP).
+    /// Posts the registration of a server RDMA Read sink for one use
+    /// (audit finding 2). With `remote_write` (iWARP, where a Read sink
+    /// needs it) the key byte is re-made at random and never equal to the
+    /// previous one, so a key a client saw in an earlier Read Request (the
+    /// Data Sink STag) does not name the MR again; such an MR is then
+    /// invalidated by the RDMA_READ_WITH_INV that uses it. Local-only sinks
+    /// (IB/RoCE, `force_mr`) keep their key: it is never sent, and the
+    /// Read's SGE may already name it.
     ///
     /// # Safety
     ///
@@ -201,11 +248,77 @@ impl Mr {
         qp: *mut bindings::ib_qp,
         remote_write: bool,
     ) -> Result {
-        // SAFETY: By the safety requirement; the MR is live.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_post_sink_reg(qp, self.ptr.as_ptr(), remote_write)
-        })
+        let mut access = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+        if remote_write {
+            // SAFETY: No preconditions.
+            let step = unsafe { kernel::bindings::__get_random_u32_below(255) } as u8;
+            let old = self.lkey() as u8;
+            self.set_key_byte(old.wrapping_add(1).wrapping_add(step));
+            access |= bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
+        }
+        // SAFETY: By the safety requirement.
+        unsafe { self.post_reg_access(qp, access) }
     }
+}
+
+/// Posts LOCAL_INV of `rkey` on `qp`: unsignaled (`cqe` null) or signaled
+/// to `cqe`. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `qp` is live; a non-null `cqe` stays valid until its completion runs.
+pub(in crate::rust) unsafe fn post_local_inv(
+    qp: *mut bindings::ib_qp,
+    rkey: u32,
+    cqe: *mut bindings::ib_cqe,
+) -> kernel::ffi::c_int {
+    // SAFETY: A zeroed `ib_send_wr` is an empty one; providers copy it.
+    unsafe {
+        let mut wr: bindings::ib_send_wr = core::mem::zeroed();
+        wr.opcode = bindings::ib_wr_opcode_IB_WR_LOCAL_INV;
+        wr.ex.invalidate_rkey = rkey;
+        if cqe.is_null() {
+            wr.__bindgen_anon_1.wr_cqe = unsignaled_cqe();
+        } else {
+            wr.__bindgen_anon_1.wr_cqe = cqe;
+            wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+        }
+        bindings::rpcrdma_rs_ib_post_send(qp, &wr)
+    }
+}
+
+/// Completion of the unsignaled registration work requests (REG_MR,
+/// LOCAL_INV): only failures reach it.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live work completion.
+unsafe extern "C" fn unsignaled_done(_cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc) {
+    // SAFETY: By the safety requirement.
+    let status = unsafe { (*wc).status };
+    if status != bindings::ib_wc_status_IB_WC_SUCCESS
+        && status != bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    {
+        crate::pr_warn_ratelimited!(
+            "rpcrdma_rs: registration work request failed: status {}\n",
+            status
+        );
+    }
+}
+
+/// The completion entry of every unsignaled registration work request.
+struct Cqe(bindings::ib_cqe);
+
+// SAFETY: Never written after initialisation; the RDMA core only reads it.
+unsafe impl Sync for Cqe {}
+
+static UNSIGNALED_CQE: Cqe = Cqe(bindings::ib_cqe {
+    done: Some(unsignaled_done),
+});
+
+fn unsignaled_cqe() -> *mut bindings::ib_cqe {
+    // The RDMA core takes a mutable pointer but only reads the entry.
+    (&raw const UNSIGNALED_CQE.0).cast_mut()
 }
 
 impl Drop for Mr {

@@ -630,13 +630,13 @@ pub fn post_local_inv<H: CompletionHandler>(
         None => {
             // SAFETY: The QP is live.
             to_result(unsafe {
-                bindings::rpcrdma_rs_post_local_inv(ep.qp_ptr(), rkey, core::ptr::null_mut())
+                super::mr::post_local_inv(ep.qp_ptr(), rkey, core::ptr::null_mut())
             })
         }
         Some(wr) => WorkRequest::post_with(wr, |_, cqe| {
             // SAFETY: The QP is live; the completion consumes the reference
             // `post_with` handed to the queue.
-            unsafe { bindings::rpcrdma_rs_post_local_inv(ep.qp_ptr(), rkey, cqe) }
+            unsafe { super::mr::post_local_inv(ep.qp_ptr(), rkey, cqe) }
         }),
     }
 }

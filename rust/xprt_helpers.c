@@ -13,15 +13,6 @@
 
 /* ---- FRWR ---- */
 
-struct rpcrdma_rs_mr {
-	struct ib_mr *mr;
-	u32 max_pages;
-	int nents;		/* mapped scatterlist entries, 0 if unmapped */
-	enum dma_data_direction dir;
-	struct ib_reg_wr reg_wr;
-	struct scatterlist sg[];
-};
-
 struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages)
 {
 	struct rpcrdma_rs_mr *mr;
@@ -69,11 +60,6 @@ int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
 		sg_init_table(mr->sg, mr->max_pages);
 	sg_set_page(&mr->sg[i], page, len, off);
 	return 0;
-}
-
-u32 rpcrdma_rs_mr_max_pages(const struct rpcrdma_rs_mr *mr)
-{
-	return mr->max_pages;
 }
 
 /* DMA-maps the first @n scatterlist entries and maps them into the MR with
@@ -136,87 +122,6 @@ void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr)
 		ib_dma_unmap_sg(device, mr->sg, mr->nents, mr->dir);
 		mr->nents = 0;
 	}
-}
-
-void rpcrdma_rs_mr_segment(const struct rpcrdma_rs_mr *mr, u32 *handle,
-			   u32 *length, u64 *offset)
-{
-	*handle = mr->mr->rkey;
-	*length = mr->mr->length;
-	*offset = mr->mr->iova;
-}
-
-u32 rpcrdma_rs_mr_lkey(const struct rpcrdma_rs_mr *mr)
-{
-	return mr->mr->lkey;
-}
-
-static void rpcrdma_rs_unsignaled_done(struct ib_cq *cq, struct ib_wc *wc)
-{
-	if (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR)
-		pr_warn_ratelimited("rpcrdma_rs: registration work request failed: %s (%d)\n",
-			ib_wc_status_msg(wc->status), wc->status);
-}
-
-static struct ib_cqe rpcrdma_rs_unsignaled_cqe = {
-	.done = rpcrdma_rs_unsignaled_done,
-};
-
-int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
-			   bool writable)
-{
-	struct ib_reg_wr *reg = &mr->reg_wr;
-
-	memset(reg, 0, sizeof(*reg));
-	reg->wr.opcode = IB_WR_REG_MR;
-	reg->wr.wr_cqe = &rpcrdma_rs_unsignaled_cqe;
-	reg->mr = mr->mr;
-	reg->key = mr->mr->rkey;
-	reg->access = writable ? IB_ACCESS_REMOTE_WRITE | IB_ACCESS_LOCAL_WRITE :
-				 IB_ACCESS_REMOTE_READ;
-	return ib_post_send(qp, &reg->wr, NULL);
-}
-
-/* Registers a server RDMA Read sink for one use (audit finding 2).  The key
- * byte is re-made on every registration, at random and never equal to the
- * previous one, so a key a client saw in an earlier iWARP Read Request (the
- * Data Sink STag) does not name the MR again.  Remote write is granted only
- * when the device needs it for a Read sink (iWARP); such an MR is then
- * invalidated by the RDMA_READ_WITH_INV that uses it, so it is valid only
- * from this REG_MR until that Read completes.  On IB/RoCE (force_mr) the
- * sink gets local write only.  Unsignaled, like rpcrdma_rs_post_reg_mr.
- */
-int rpcrdma_rs_post_sink_reg(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
-			     bool remote_write)
-{
-	struct ib_reg_wr *reg = &mr->reg_wr;
-
-	/* Local-only sinks keep the key rpcrdma_rs_mr_map_buf gave them: it is
-	 * never sent, and the Read's SGE may already name it.
-	 */
-	if (remote_write)
-		ib_update_fast_reg_key(mr->mr, (u8)(mr->mr->rkey + 1 +
-						    get_random_u32_below(255)));
-	memset(reg, 0, sizeof(*reg));
-	reg->wr.opcode = IB_WR_REG_MR;
-	reg->wr.wr_cqe = &rpcrdma_rs_unsignaled_cqe;
-	reg->mr = mr->mr;
-	reg->key = mr->mr->rkey;
-	reg->access = IB_ACCESS_LOCAL_WRITE |
-		      (remote_write ? IB_ACCESS_REMOTE_WRITE : 0);
-	return ib_post_send(qp, &reg->wr, NULL);
-}
-
-int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey, struct ib_cqe *cqe)
-{
-	struct ib_send_wr wr = {
-		.opcode = IB_WR_LOCAL_INV,
-		.ex.invalidate_rkey = rkey,
-		.wr_cqe = cqe ? cqe : &rpcrdma_rs_unsignaled_cqe,
-		.send_flags = cqe ? IB_SEND_SIGNALED : 0,
-	};
-
-	return ib_post_send(qp, &wr, NULL);
 }
 
 /* ---- "physical" registration ---- */

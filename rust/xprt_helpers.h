@@ -7,32 +7,27 @@
 #ifndef RPCRDMA_RS_XPRT_HELPERS_H
 #define RPCRDMA_RS_XPRT_HELPERS_H
 
-
-/* Fast registration (FRWR) of xdr_buf ranges. */
-struct rpcrdma_rs_mr;
+/* A fast-registration MR with its scatterlist and REG_MR work request
+ * (rust/mr.rs reads the keys and fills the work request).
+ */
+struct rpcrdma_rs_mr {
+	struct ib_mr *mr;
+	u32 max_pages;
+	int nents;		/* mapped scatterlist entries, 0 if unmapped */
+	enum dma_data_direction dir;
+	struct ib_reg_wr reg_wr;
+	struct scatterlist sg[];
+};
 struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages);
 void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
 			 u32 off, u32 len);
-u32 rpcrdma_rs_mr_max_pages(const struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_sg(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			 u32 n, bool writable);
 struct page *rpcrdma_rs_virt_to_page(const void *virt);
 void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
-void rpcrdma_rs_mr_segment(const struct rpcrdma_rs_mr *mr, u32 *handle,
-			   u32 *length, u64 *offset);
-u32 rpcrdma_rs_mr_lkey(const struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			  u64 dma_addr, u32 len);
-int rpcrdma_rs_post_reg_mr(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
-			   bool writable);
-/* A server RDMA Read sink's registration for one use: new key byte;
- * remote write only with remote_write (iWARP).
- */
-int rpcrdma_rs_post_sink_reg(struct ib_qp *qp, struct rpcrdma_rs_mr *mr,
-			     bool remote_write);
-int rpcrdma_rs_post_local_inv(struct ib_qp *qp, u32 rkey,
-			      struct ib_cqe *cqe);
 
 /* "physical" registration: DMA addresses under the PD's global rkey. */
 struct rpcrdma_rs_phys;
