@@ -108,6 +108,24 @@ void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t size,
 	ib_dma_unmap_single(device, dma_addr, size, rpcrdma_rs_dir(to_device));
 }
 
+int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
+			    u32 off, u32 len, int to_device, u64 *dma_addr)
+{
+	u64 addr = ib_dma_map_page(device, page, off, len,
+				   rpcrdma_rs_dir(to_device));
+
+	if (ib_dma_mapping_error(device, addr))
+		return -EIO;
+	*dma_addr = addr;
+	return 0;
+}
+
+void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
+			       int to_device)
+{
+	ib_dma_unmap_page(device, dma_addr, len, rpcrdma_rs_dir(to_device));
+}
+
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device)
 {

@@ -71,6 +71,10 @@ int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
 		       int to_device, u64 *dma_addr);
 void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t size,
 			  int to_device);
+int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
+			    u32 off, u32 len, int to_device, u64 *dma_addr);
+void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
+			       int to_device);
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device);
 void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,

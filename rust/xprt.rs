@@ -16,7 +16,7 @@ use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, WorkRequest};
 use super::xprt_class;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
-use kernel::error::{from_err_ptr, to_result};
+use kernel::error::to_result;
 use kernel::ffi::{c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -657,22 +657,28 @@ impl Xprt {
     }
 }
 
+/// One DMA mapping of a [`PhysMap`].
+struct PhysPiece {
+    addr: u64,
+    len: u32,
+    /// Mapped with `ib_dma_map_page` (a page piece) rather than
+    /// `ib_dma_map_single` (head or tail).
+    page: bool,
+}
+
 /// DMA mappings of a request range exposed under the protection domain's
 /// global rkey (the "physical" strategy): one segment per piece (head
 /// range, page, tail range). Unmapped on drop.
 ///
 /// # Invariants
 ///
-/// `ptr` holds `count()` live mappings on the anchor's device until drop.
+/// Every entry of `pieces` is a live mapping on the anchor's device, in the
+/// direction `to_device` says, until drop.
 pub struct PhysMap {
-    ptr: NonNull<bindings::rpcrdma_rs_phys>,
+    pieces: KVec<PhysPiece>,
+    to_device: bool,
     anchor: Arc<Anchor>,
 }
-
-// SAFETY: Owned by one request at a time.
-unsafe impl Send for PhysMap {}
-// SAFETY: Shared references only read the mapped addresses.
-unsafe impl Sync for PhysMap {}
 
 impl PhysMap {
     /// Maps `[offset, offset + len)` of the request's send (`rcv` false)
@@ -686,15 +692,15 @@ impl PhysMap {
         writable: bool,
         max: u32,
     ) -> Result<Self> {
-        // SAFETY: No preconditions.
-        let ptr = from_err_ptr(unsafe { bindings::rpcrdma_rs_phys_alloc(max, writable) })?;
-        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        let max = max as usize;
         live::inc(live::Kind::PhysMap);
         // INVARIANT: Mappings made below are released by `drop`, also on error.
-        let this = Self {
-            ptr,
+        let mut this = Self {
+            pieces: KVec::new(),
+            to_device: !writable,
             anchor: ep.anchor().clone(),
         };
+        this.pieces.reserve(max, GFP_KERNEL)?;
         let r = rqst.ptr.as_ptr();
         // SAFETY: The request is borrowed and its buffers outlive the
         // mapping (released before `buf_free`).
@@ -705,23 +711,33 @@ impl PhysMap {
                 addr_of!((*r).rq_snd_buf)
             }
         };
-        // Every piece is its own segment: running out of them is an error
-        // (`rpcrdma_rs_phys_add` fails with EMSGSIZE).
+        let device = this.anchor.device_ptr();
+        let to_device = c_int::from(this.to_device);
+        // Every piece is its own segment: running out of them is an error.
         // SAFETY: As above; the device is live (anchor).
         let done = unsafe {
             walk_xdr_buf(buf, offset, len, |piece| {
-                let (page, virt, off, l) = match piece {
-                    Piece::Page(p, off, l) => (p, core::ptr::null(), off, l),
-                    Piece::Virt(v, l) => (core::ptr::null_mut(), v.cast_const(), 0, l),
+                if this.pieces.len() >= max {
+                    return Err(EMSGSIZE);
+                }
+                let mut addr = 0u64;
+                let (l, page) = match piece {
+                    Piece::Page(p, off, l) => {
+                        to_result(bindings::rpcrdma_rs_dma_map_page(
+                            device, p, off, l, to_device, &mut addr,
+                        ))?;
+                        (l, true)
+                    }
+                    Piece::Virt(v, l) => {
+                        to_result(bindings::rpcrdma_rs_dma_map(
+                            device, v, l as usize, to_device, &mut addr,
+                        ))?;
+                        (l, false)
+                    }
                 };
-                to_result(bindings::rpcrdma_rs_phys_add(
-                    this.anchor.device_ptr(),
-                    this.ptr.as_ptr(),
-                    page,
-                    virt,
-                    off,
-                    l,
-                ))?;
+                // Capacity was reserved for `max` pieces: no allocation.
+                this.pieces
+                    .push(PhysPiece { addr, len: l, page }, GFP_ATOMIC)?;
                 Ok(true)
             })
         }?;
@@ -733,23 +749,32 @@ impl PhysMap {
 
     /// Number of mapped pieces.
     pub fn count(&self) -> u32 {
-        // SAFETY: Live by the type invariant.
-        unsafe { bindings::rpcrdma_rs_phys_count(self.ptr.as_ptr()) }
+        self.pieces.len() as u32
     }
 
-    /// DMA address and length of piece `i`.
+    /// DMA address and length of piece `i` (zeros past the end).
     pub fn piece(&self, i: u32) -> (u64, u32) {
-        let (mut addr, mut len) = (0u64, 0u32);
-        // SAFETY: Live by the type invariant; out-of-range gives zeros.
-        unsafe { bindings::rpcrdma_rs_phys_get(self.ptr.as_ptr(), i, &mut addr, &mut len) };
-        (addr, len)
+        self.pieces
+            .get(i as usize)
+            .map_or((0, 0), |p| (p.addr, p.len))
     }
 }
 
 impl Drop for PhysMap {
     fn drop(&mut self) {
-        // SAFETY: Live by the type invariant; frees and unmaps everything.
-        unsafe { bindings::rpcrdma_rs_phys_free(self.anchor.device_ptr(), self.ptr.as_ptr()) };
+        let device = self.anchor.device_ptr();
+        let to_device = c_int::from(self.to_device);
+        for p in self.pieces.iter() {
+            // SAFETY: Live mappings on this device (type invariant), made
+            // the same way; no work request names them any more.
+            unsafe {
+                if p.page {
+                    bindings::rpcrdma_rs_dma_unmap_page(device, p.addr, p.len, to_device);
+                } else {
+                    bindings::rpcrdma_rs_dma_unmap(device, p.addr, p.len as usize, to_device);
+                }
+            }
+        }
         live::dec(live::Kind::PhysMap);
     }
 }

@@ -29,16 +29,6 @@ void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			  u64 dma_addr, u32 len);
 
-/* "physical" registration: DMA addresses under the PD's global rkey. */
-struct rpcrdma_rs_phys;
-struct rpcrdma_rs_phys *rpcrdma_rs_phys_alloc(u32 max, bool writable);
-int rpcrdma_rs_phys_add(struct ib_device *device, struct rpcrdma_rs_phys *pm,
-			struct page *page, const void *virt, u32 off, u32 len);
-u32 rpcrdma_rs_phys_count(const struct rpcrdma_rs_phys *pm);
-void rpcrdma_rs_phys_get(const struct rpcrdma_rs_phys *pm, u32 i, u64 *addr,
-			 u32 *len);
-void rpcrdma_rs_phys_free(struct ib_device *device, struct rpcrdma_rs_phys *pm);
-
 /* Module parameters declared on the C side (strings). */
 const char *rpcrdma_rs_param_memreg(void);
 
