@@ -50,11 +50,6 @@ bool rpcrdma_rs_device_get(struct ib_device *device)
 	return ib_device_try_get(device);
 }
 
-void rpcrdma_rs_device_put(struct ib_device *device)
-{
-	ib_device_put(device);
-}
-
 bool rpcrdma_rs_device_is_iwarp(struct ib_device *device)
 {
 	return rdma_protocol_iwarp(device, rdma_start_port(device));
@@ -77,12 +72,6 @@ unsigned int rpcrdma_rs_memalloc_noio_save(void)
 void rpcrdma_rs_memalloc_noio_restore(unsigned int flags)
 {
 	memalloc_noio_restore(flags);
-}
-
-void rpcrdma_rs_cqe_init(struct ib_cqe *cqe,
-			 void (*done)(struct ib_cq *cq, struct ib_wc *wc))
-{
-	cqe->done = done;
 }
 
 static enum dma_data_direction rpcrdma_rs_dir(int to_device)

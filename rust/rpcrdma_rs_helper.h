@@ -53,7 +53,6 @@ void rpcrdma_rs_ib_device_attr(struct ib_device *device,
 struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
 bool rpcrdma_rs_device_get(struct ib_device *device);
-void rpcrdma_rs_device_put(struct ib_device *device);
 bool rpcrdma_rs_device_is_iwarp(struct ib_device *device);
 
 /* memalloc_noio_save/restore (static inlines): allocations of the current
@@ -64,8 +63,6 @@ void rpcrdma_rs_memalloc_noio_restore(unsigned int flags);
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
 				  int comp_vector);
 
-void rpcrdma_rs_cqe_init(struct ib_cqe *cqe,
-			 void (*done)(struct ib_cq *cq, struct ib_wc *wc));
 
 int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
 		       int to_device, u64 *dma_addr);

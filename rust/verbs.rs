@@ -94,7 +94,7 @@ impl Pd {
             Ok(pd) => pd,
             Err(e) => {
                 // SAFETY: Taken above and not yet handed to a `Pd`.
-                unsafe { bindings::rpcrdma_rs_device_put(device.as_ptr()) };
+                unsafe { bindings::ib_device_put(device.as_ptr()) };
                 return Err(e);
             }
         };
@@ -148,7 +148,7 @@ impl Drop for Pd {
         unsafe { bindings::rpcrdma_rs_dealloc_pd(self.pd.as_ptr()) };
         live::dec(live::Kind::Pd);
         // SAFETY: Taken in `new`, released once, after the last use.
-        unsafe { bindings::rpcrdma_rs_device_put(self.device.as_ptr()) };
+        unsafe { bindings::ib_device_put(self.device.as_ptr()) };
     }
 }
 
@@ -1111,8 +1111,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
             pin_init!(Self {
                 // SAFETY: `slot` is valid for writes; `done::<H>` has the
                 // callback signature the RDMA core expects.
-                cqe <- Opaque::ffi_init(|slot| unsafe {
-                    bindings::rpcrdma_rs_cqe_init(slot, Some(done::<H>))
+                cqe <- Opaque::ffi_init(|slot: *mut bindings::ib_cqe| unsafe {
+                    slot.write(bindings::ib_cqe { done: Some(done::<H>) })
                 }),
                 sges,
                 bufs,
