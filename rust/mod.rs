@@ -34,6 +34,7 @@ pub mod shrinker;
 pub mod slab;
 pub mod svc;
 mod svc_bc;
+mod svc_sysctl;
 pub mod verbs;
 pub mod wq;
 pub mod xprt;

@@ -16,6 +16,7 @@
 #include <linux/inet.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
+#include <linux/sysctl.h>
 #include <linux/socket.h>
 #include <linux/sunrpc/addr.h>
 #include <linux/sunrpc/bc_xprt.h>

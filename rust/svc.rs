@@ -30,6 +30,7 @@ use super::cm::CmId;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::svc_bc::BcRegistration;
+use super::svc_sysctl::{self, Sysctl};
 use super::verbs::DmaBuf;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
@@ -491,8 +492,10 @@ impl BcCall {
     }
 }
 
-/// Counters of `/proc/sys/sunrpc/svc_rdma/` (`enum rpcrdma_rs_svc_stat`).
+/// Counters of `/proc/sys/sunrpc/svc_rdma/`, in the order of its table
+/// (`rust/svc_sysctl.rs`).
 #[derive(Clone, Copy, Debug)]
+#[repr(usize)]
 pub enum Stat {
     /// Calls received (`rdma_stat_recv`).
     Recv,
@@ -524,26 +527,9 @@ pub enum Stat {
     BcSendErr,
 }
 
-/// Adds `n` to a counter.
+/// Adds `n` to a counter of `/proc/sys/sunrpc/svc_rdma/`.
 pub fn stat_add(stat: Stat, n: u64) {
-    let idx = match stat {
-        Stat::Recv => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_RECV,
-        Stat::Read => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_READ,
-        Stat::Write => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_WRITE,
-        Stat::SqStarve => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_SQ_STARVE,
-        Stat::ReadBytes => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_READ_BYTES,
-        Stat::WriteBytes => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_WRITE_BYTES,
-        Stat::ReplyChunk => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_REPLY_CHUNK,
-        Stat::ErrSent => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_ERR_SENT,
-        Stat::BcCalls => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_CALLS,
-        Stat::BcReplies => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_REPLIES,
-        Stat::CacheHit => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_CACHE_HIT,
-        Stat::CacheMiss => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_CACHE_MISS,
-        Stat::BcSetup => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_SETUP,
-        Stat::BcSendErr => bindings::rpcrdma_rs_svc_stat_RPCRDMA_RS_STAT_BC_SEND_ERR,
-    };
-    // SAFETY: The shim bounds-checks the index; the counters are atomic.
-    unsafe { bindings::rpcrdma_rs_svc_stat_add(idx as c_int, n) };
+    svc_sysctl::add(stat as usize, n);
 }
 
 /// Creates a CM identifier in the network namespace `net` listening on
@@ -934,6 +920,7 @@ impl<T: SvcTransport> OpsTable<T> {
 /// the backchannel class is registered for at least as long (`_bc` is
 /// dropped after `drop` unregisters the class).
 pub struct Registration<T: SvcTransport> {
+    sysctl: Option<Sysctl>,
     _bc: BcRegistration<T>,
 }
 
@@ -945,16 +932,18 @@ impl<T: SvcTransport> Registration<T> {
         let bc = BcRegistration::<T>::new(module)?;
         // SAFETY: The ops table is a `'static` constant; the class is a C
         // static of this module.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS, max_requests, max_req_size)
-        })?;
+        to_result(unsafe { bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS) })?;
         // INVARIANT: Registered above.
-        Ok(Self { _bc: bc })
+        Ok(Self {
+            sysctl: Sysctl::register(max_requests, max_req_size),
+            _bc: bc,
+        })
     }
 }
 
 impl<T: SvcTransport> Drop for Registration<T> {
     fn drop(&mut self) {
+        drop(self.sysctl.take());
         // SAFETY: By the type invariant the class is registered. sunrpc
         // holds a module reference per transport of the class, so none is
         // left when the module is being unloaded.
