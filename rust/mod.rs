@@ -10,9 +10,9 @@
 //!   build (never checked in) and private to this directory;
 //! - `helpers.c`, `xprt_helpers.c`, `svc_helpers.c`: C for static inline
 //!   functions and macros (`ib_post_send`, `ib_alloc_pd`, `rdma_create_id`,
-//!   ...) and, until they move here, FRWR and physical mapping of
-//!   `xdr_buf`s, the server's class object and its sysctl table (see
-//!   `Documentation/read-path.md`, "Where the C still decides");
+//!   ...), and three C objects with no Rust counterpart yet: the server's
+//!   `svc_xprt_class` static, the `svc_xprt` allocation it is the class of,
+//!   and the `memreg` string parameter;
 //! - the safe types below, which transport code (`src/`, `xprtrdma/`,
 //!   `svcrdma/`) uses without any `unsafe` of its own.
 //!
