@@ -10,9 +10,7 @@
 //!   build (never checked in) and private to this directory;
 //! - `helpers.c`, `xprt_helpers.c`, `svc_helpers.c`: C for static inline
 //!   functions and macros (`ib_post_send`, `ib_alloc_pd`, `rdma_create_id`,
-//!   ...), and three C objects with no Rust counterpart yet: the server's
-//!   `svc_xprt_class` static, the `svc_xprt` allocation it is the class of,
-//!   and the `memreg` string parameter;
+//!   ...), and the `memreg` string parameter (`module_param_string`);
 //! - the safe types below, which transport code (`src/`, `xprtrdma/`,
 //!   `svcrdma/`) uses without any `unsafe` of its own.
 //!
@@ -34,6 +32,7 @@ pub mod shrinker;
 pub mod slab;
 pub mod svc;
 mod svc_bc;
+mod svc_class;
 mod svc_sysctl;
 pub mod verbs;
 pub mod wq;

@@ -30,6 +30,7 @@ use super::cm::CmId;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::svc_bc::BcRegistration;
+use super::svc_class;
 use super::svc_sysctl::{self, Sysctl};
 use super::verbs::DmaBuf;
 use core::marker::PhantomData;
@@ -46,7 +47,7 @@ use kernel::ThisModule;
 ///
 /// # Invariants
 ///
-/// Points to a `struct svc_xprt` allocated by `rpcrdma_rs_svc_xprt_alloc`.
+/// Points to a `struct svc_xprt` allocated by `svc_class::alloc`.
 #[derive(Clone, Copy)]
 struct XprtPtr(NonNull<bindings::svc_xprt>);
 
@@ -641,7 +642,7 @@ impl<T: SvcTransport> OpsTable<T> {
         )?;
         let priv_ = holder.into_foreign();
         // SAFETY: `serv` and `net` are live by the safety requirement.
-        let x = unsafe { bindings::rpcrdma_rs_svc_xprt_alloc(serv, net, priv_, listener) };
+        let x = unsafe { svc_class::alloc(serv, net, priv_, listener) };
         let Some(x) = NonNull::new(x) else {
             // SAFETY: `priv_` came from `into_foreign` above and was not
             // handed to C.
@@ -651,13 +652,7 @@ impl<T: SvcTransport> OpsTable<T> {
         // SAFETY: `priv_` is owned by `x` until `free`; only shared borrows.
         let h = unsafe { KBox::<Holder<T>>::borrow(priv_) };
         // SAFETY: `x` is live; the CM identifier is live while the holder is.
-        unsafe {
-            bindings::rpcrdma_rs_svc_xprt_set_addrs(
-                x.as_ptr(),
-                T::cm_id(&h.data).as_ptr(),
-                listener,
-            )
-        };
+        unsafe { svc_class::set_addrs(x.as_ptr(), T::cm_id(&h.data).as_ptr(), listener) };
         // SAFETY: `x` lives until `free`, which severs the link first.
         unsafe { link.attach(x) };
         Ok(x)
@@ -673,7 +668,7 @@ impl<T: SvcTransport> OpsTable<T> {
         // SAFETY: By the safety requirement the private pointer came from
         // `KBox::<Holder<T>>::into_foreign` in `install` and is still owned
         // by `xprt`.
-        unsafe { KBox::<Holder<T>>::borrow(bindings::rpcrdma_rs_svc_xprt_priv(xprt)) }
+        unsafe { KBox::<Holder<T>>::borrow(svc_class::state(xprt)) }
     }
 
     /// # Safety
@@ -875,14 +870,13 @@ impl<T: SvcTransport> OpsTable<T> {
     unsafe extern "C" fn free(xprt: *mut bindings::svc_xprt) {
         // SAFETY: `xprt` is live until freed below; its private pointer
         // came from `into_foreign` in `install` and is taken back once.
-        let holder =
-            unsafe { KBox::<Holder<T>>::from_foreign(bindings::rpcrdma_rs_svc_xprt_priv(xprt)) };
+        let holder = unsafe { KBox::<Holder<T>>::from_foreign(svc_class::state(xprt)) };
         // Nobody reaches the `svc_xprt` through the link after this.
         holder.link.sever();
         drop(holder);
-        // SAFETY: Allocated by `rpcrdma_rs_svc_xprt_alloc`; no references
+        // SAFETY: Allocated by `svc_class::alloc`; no references
         // to it remain (sunrpc's are gone, the link is severed).
-        unsafe { bindings::rpcrdma_rs_svc_xprt_kfree(xprt) };
+        unsafe { svc_class::free(xprt) };
     }
 
     /// # Safety
@@ -930,9 +924,8 @@ impl<T: SvcTransport> Registration<T> {
     /// `module` owns both classes.
     pub fn new(module: &ThisModule, max_requests: u32, max_req_size: u32) -> Result<Self> {
         let bc = BcRegistration::<T>::new(module)?;
-        // SAFETY: The ops table is a `'static` constant; the class is a C
-        // static of this module.
-        to_result(unsafe { bindings::rpcrdma_rs_svc_register(&OpsTable::<T>::OPS) })?;
+        // The ops table is a `'static` constant.
+        svc_class::register(module, &OpsTable::<T>::OPS)?;
         // INVARIANT: Registered above.
         Ok(Self {
             sysctl: Sysctl::register(max_requests, max_req_size),
@@ -947,6 +940,6 @@ impl<T: SvcTransport> Drop for Registration<T> {
         // SAFETY: By the type invariant the class is registered. sunrpc
         // holds a module reference per transport of the class, so none is
         // left when the module is being unloaded.
-        unsafe { bindings::rpcrdma_rs_svc_unregister() };
+        unsafe { svc_class::unregister() };
     }
 }

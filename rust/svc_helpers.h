@@ -19,18 +19,6 @@ struct sockaddr;
 
 struct rpc_rqst;
 
-/* Registers the "rdma" svc_xprt_class with @ops (owner: this module). */
-int rpcrdma_rs_svc_register(const struct svc_xprt_ops *ops);
-void rpcrdma_rs_svc_unregister(void);
-
-/* A svc_xprt with a Rust-owned private pointer. */
-struct svc_xprt *rpcrdma_rs_svc_xprt_alloc(struct svc_serv *serv,
-					   struct net *net, void *priv,
-					   bool listener);
-void *rpcrdma_rs_svc_xprt_priv(struct svc_xprt *xprt);
-void rpcrdma_rs_svc_xprt_kfree(struct svc_xprt *xprt);
-void rpcrdma_rs_svc_xprt_set_addrs(struct svc_xprt *xprt,
-				   struct rdma_cm_id *id, bool listener);
 void *rpcrdma_rs_page_address(struct page *page);
 
 #endif
