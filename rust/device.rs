@@ -46,7 +46,15 @@ pub struct DeviceAttr {
 }
 
 impl DeviceAttr {
-    fn from_raw(a: &bindings::rpcrdma_rs_dev_attr) -> Self {
+    /// Reads the attributes of `device` (`device->attrs`, fixed once the
+    /// device is registered).
+    ///
+    /// # Safety
+    ///
+    /// `device` must point to a registered `struct ib_device`.
+    pub(crate) unsafe fn query(device: *mut bindings::ib_device) -> Self {
+        // SAFETY: `device` is valid by the function's safety requirement.
+        let (d, a) = unsafe { (&*device, &(*device).attrs) };
         Self {
             max_qp_wr: a.max_qp_wr,
             max_send_sge: a.max_send_sge,
@@ -55,23 +63,14 @@ impl DeviceAttr {
             max_qp_rd_atom: a.max_qp_rd_atom,
             max_qp_init_rd_atom: a.max_qp_init_rd_atom,
             max_fast_reg_page_list_len: a.max_fast_reg_page_list_len,
-            num_comp_vectors: a.num_comp_vectors,
-            mem_mgt_extensions: a.mem_mgt_extensions,
-            local_dma_lkey: a.local_dma_lkey,
+            num_comp_vectors: d.num_comp_vectors as u32,
+            mem_mgt_extensions: a.device_cap_flags
+                & bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64
+                != 0,
+            local_dma_lkey: a.kernel_cap_flags
+                & bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY as u64
+                != 0,
         }
-    }
-
-    /// Reads the attributes of `device`.
-    ///
-    /// # Safety
-    ///
-    /// `device` must point to a registered `struct ib_device`.
-    pub(crate) unsafe fn query(device: *mut bindings::ib_device) -> Self {
-        let mut raw = bindings::rpcrdma_rs_dev_attr::default();
-        // SAFETY: `device` is valid by the function's safety requirement and
-        // `raw` is a valid, writable output structure.
-        unsafe { bindings::rpcrdma_rs_ib_device_attr(device, &mut raw) };
-        Self::from_raw(&raw)
     }
 }
 

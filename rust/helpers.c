@@ -15,26 +15,6 @@ const char *rpcrdma_rs_ib_device_name(struct ib_device *device)
 	return dev_name(&device->dev);
 }
 
-void rpcrdma_rs_ib_device_attr(struct ib_device *device,
-			       struct rpcrdma_rs_dev_attr *out)
-{
-	const struct ib_device_attr *a = &device->attrs;
-
-	out->device_cap_flags = a->device_cap_flags;
-	out->max_qp_wr = a->max_qp_wr;
-	out->max_send_sge = a->max_send_sge;
-	out->max_recv_sge = a->max_recv_sge;
-	out->max_cqe = a->max_cqe;
-	out->max_qp_rd_atom = a->max_qp_rd_atom;
-	out->max_qp_init_rd_atom = a->max_qp_init_rd_atom;
-	out->max_fast_reg_page_list_len = a->max_fast_reg_page_list_len;
-	out->num_comp_vectors = device->num_comp_vectors;
-	out->phys_port_cnt = device->phys_port_cnt;
-	out->mem_mgt_extensions =
-		!!(a->device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS);
-	out->local_dma_lkey = !!(a->kernel_cap_flags & IBK_LOCAL_DMA_LKEY);
-}
-
 struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey)
 {
 	return ib_alloc_pd(device, global_rkey ? IB_PD_UNSAFE_GLOBAL_RKEY : 0);

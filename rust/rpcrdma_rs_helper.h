@@ -31,25 +31,7 @@
 #include <rdma/rdma_cm.h>
 #include <rdma/rw.h>
 
-/* Limits and attributes of an RDMA device, copied out of struct ib_device. */
-struct rpcrdma_rs_dev_attr {
-	u64 device_cap_flags;
-	u32 max_qp_wr;
-	u32 max_send_sge;
-	u32 max_recv_sge;
-	u32 max_cqe;
-	u32 max_qp_rd_atom;
-	u32 max_qp_init_rd_atom;
-	u32 max_fast_reg_page_list_len;
-	u32 num_comp_vectors;
-	u32 phys_port_cnt;
-	bool mem_mgt_extensions;
-	bool local_dma_lkey;
-};
-
 const char *rpcrdma_rs_ib_device_name(struct ib_device *device);
-void rpcrdma_rs_ib_device_attr(struct ib_device *device,
-			       struct rpcrdma_rs_dev_attr *out);
 
 struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
