@@ -68,7 +68,7 @@ impl DeviceAttr {
                 & bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64
                 != 0,
             local_dma_lkey: a.kernel_cap_flags
-                & bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY as u64
+                & u64::from(bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY)
                 != 0,
         }
     }
