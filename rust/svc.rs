@@ -266,11 +266,11 @@ impl Rqst {
         }
         let head = len.min(kernel::page::PAGE_SIZE as u32);
         let r = self.ptr.as_ptr();
-        // SAFETY: By the type invariant `ptr` is live; `arg_max` says it has
-        // at least two pages, so `rq_pages[0]` is a page and `rq_pages + 1`
-        // is within the array.
+        // SAFETY: By the type invariant `ptr` is live; `arg_max` says its
+        // page array (`rq_pages`, `rq_maxpages` entries) has at least two
+        // pages, so `rq_pages[0]` is a page and `rq_pages + 1` is within it.
         unsafe {
-            let pages = addr_of_mut!((*r).rq_pages).cast::<*mut bindings::page>();
+            let pages = (*r).rq_pages;
             let arg = &mut (*r).rq_arg;
             arg.head[0].iov_base = bindings::rpcrdma_rs_page_address(*pages);
             arg.head[0].iov_len = head as usize;
