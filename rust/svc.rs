@@ -881,7 +881,7 @@ impl<T: SvcTransport> OpsTable<T> {
 
     /// # Safety
     ///
-    /// Called by `rpcrdma_rs_bc_send_request` with a live request and the
+    /// Called by the backchannel's `send_request` (`rust/svc_bc.rs`) with a live request and the
     /// live, not dead, transport of this class it belongs to.
     pub(super) unsafe extern "C" fn bc_send(
         sxprt: *mut bindings::svc_xprt,
