@@ -459,11 +459,13 @@ impl<T: XprtOps> OpsTable<T> {
                 Self::connect_worker,
                 c"rpcrdma_rs_connect",
                 kernel::static_lock_class!(),
+                kernel::static_lock_class!(),
             );
             init_delayed_work(
                 t.flush_work.get(),
                 Self::flush_worker,
                 c"rpcrdma_rs_flush",
+                kernel::static_lock_class!(),
                 kernel::static_lock_class!(),
             );
         }
@@ -820,7 +822,10 @@ pub(super) unsafe fn bc_pool(xprt: *mut bindings::rpc_xprt) -> *mut BcPool {
     unsafe { Transport::from_xprt(xprt) }.bc_pool.get()
 }
 
-/// Initialises a delayed work item (C `INIT_DELAYED_WORK`).
+/// Initialises a delayed work item (C `INIT_DELAYED_WORK`). The work and
+/// its timer need lock classes of their own: the timer's runs in softirq
+/// context, the work's in process context with softirqs enabled, and one
+/// class for both is an inconsistent lock state to lockdep.
 ///
 /// # Safety
 ///
@@ -829,7 +834,8 @@ unsafe fn init_delayed_work(
     dwork: *mut kb::delayed_work,
     func: unsafe extern "C" fn(*mut kb::work_struct),
     name: &'static CStr,
-    key: Pin<&'static kernel::sync::LockClassKey>,
+    work_key: Pin<&'static kernel::sync::LockClassKey>,
+    timer_key: Pin<&'static kernel::sync::LockClassKey>,
 ) {
     // SAFETY: By the safety requirement; `delayed_work_timer_fn` is the
     // timer function of every delayed work item.
@@ -839,14 +845,14 @@ unsafe fn init_delayed_work(
             Some(func),
             false,
             name.as_char_ptr(),
-            key.as_ptr(),
+            work_key.as_ptr(),
         );
         kb::timer_init_key(
             addr_of_mut!((*dwork).timer),
             Some(kb::delayed_work_timer_fn),
             kb::TIMER_IRQSAFE,
             name.as_char_ptr(),
-            key.as_ptr(),
+            timer_key.as_ptr(),
         );
     }
 }
