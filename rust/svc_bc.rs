@@ -88,7 +88,7 @@ impl<T: SvcTransport> BcOpsTable<T> {
         print_stats: Some(Self::print_stats),
         enable_swap: None,
         disable_swap: None,
-        inject_disconnect: None,
+        inject_disconnect: Some(Self::inject_disconnect),
         bc_setup: None,
         bc_maxpayload: None,
         bc_num_slots: None,
@@ -255,6 +255,13 @@ impl<T: SvcTransport> BcOpsTable<T> {
             ret
         }
     }
+
+    /// sunrpc's `fail_sunrpc` calls this after every transmit once armed
+    /// for clients, backchannel ones included: a NULL entry would be
+    /// called. The backchannel rides on the forward connection, which the
+    /// server's own fault injection closes; nothing to do here (as
+    /// `xs_inject_disconnect` for TCP's backchannel).
+    extern "C" fn inject_disconnect(_xprt: *mut bindings::rpc_xprt) {}
 
     /// # Safety
     ///
