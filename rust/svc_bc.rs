@@ -9,15 +9,13 @@
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
 
 use super::bindings;
-use super::cm::{Addr, SockAddr};
 use super::svc::{OpsTable, Stat, SvcTransport};
-use super::xprt_class::{Name, DEFAULT_TIMEOUT};
+use super::xprt_class::{set_display_names, ClassSlot, DisplayNames, DEFAULT_TIMEOUT};
 use core::marker::PhantomData;
 use core::mem::size_of;
 use core::ptr::{addr_of_mut, null_mut};
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings as kb;
-use kernel::ffi::{c_char, c_int, c_ulong};
+use kernel::ffi::{c_int, c_ulong};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::seq_file::SeqFile;
@@ -33,31 +31,11 @@ use kernel::ThisModule;
 #[repr(C)]
 struct BcTransport {
     xprt: Opaque<bindings::rpc_xprt>,
-    addr: Opaque<Name<64>>,
-    port: Opaque<Name<8>>,
+    names: Opaque<DisplayNames>,
 }
 
-#[repr(C)]
-struct ClassStorage {
-    class: bindings::xprt_class,
-    /// The flexible array `xprt_class::netid`, empty: only "" (sunrpc's
-    /// lookup by netid reads it up to the first "").
-    netid: [*const c_char; 1],
-}
-
-struct Class {
-    storage: Opaque<ClassStorage>,
-    registered: AtomicBool,
-}
-
-// SAFETY: `storage` is written only by `BcRegistration::new` while no
-// registration exists, then only by sunrpc under its own lock.
-unsafe impl Sync for Class {}
-
-static CLASS: Class = Class {
-    storage: Opaque::uninit(),
-    registered: AtomicBool::new(false),
-};
+/// The class "rdma backchannel".
+static CLASS: ClassSlot<1> = ClassSlot::new();
 
 /// The backchannel's operations table for `T` and its trampolines.
 struct BcOpsTable<T: SvcTransport>(PhantomData<T>);
@@ -114,13 +92,6 @@ impl<T: SvcTransport> BcOpsTable<T> {
         if xprt.is_null() {
             return ENOMEM.to_ptr();
         }
-        // SAFETY: `dstaddr` holds `addrlen` bytes.
-        let sa = unsafe { SockAddr::copy_from(args.dstaddr, args.addrlen) };
-        let (port, netid) = match sa.addr() {
-            Some(Addr::V6(_, p)) => (p, c"rdma6"),
-            Some(Addr::V4(_, p)) => (p, c"rdma"),
-            None => (0, c"rdma"),
-        };
         // SAFETY: `xprt` is new and only ours; it is a `BcTransport`
         // (type invariant); the svc_xprt of the connection is live for the
         // call.
@@ -141,38 +112,7 @@ impl<T: SvcTransport> BcOpsTable<T> {
                 args.addrlen,
             );
             x.addrlen = args.addrlen;
-            let addr = &mut *t.addr.get();
-            bindings::rpc_ntop(
-                addr_of_mut!(x.addr).cast(),
-                addr.as_mut_ptr(),
-                addr.capacity(),
-            );
-            let port_name = &mut *t.port.get();
-            port_name.set(format_args!("{}", port));
-            let strings = [
-                (
-                    bindings::rpc_display_format_t_RPC_DISPLAY_ADDR,
-                    addr.as_ptr(),
-                ),
-                (
-                    bindings::rpc_display_format_t_RPC_DISPLAY_PORT,
-                    port_name.as_ptr(),
-                ),
-                (
-                    bindings::rpc_display_format_t_RPC_DISPLAY_PROTO,
-                    c"rdma".as_char_ptr(),
-                ),
-                (
-                    bindings::rpc_display_format_t_RPC_DISPLAY_NETID,
-                    netid.as_char_ptr(),
-                ),
-            ];
-            for (i, s) in strings {
-                addr_of_mut!(x.address_strings)
-                    .cast::<*const c_char>()
-                    .add(i as usize)
-                    .write(s);
-            }
+            set_display_names(core::ptr::from_mut(x), &mut *t.names.get());
             x.max_payload = PAGE_SIZE;
             // One reference for the svc_xprt (put by svc_xprt_free), one
             // for the caller.
@@ -305,34 +245,13 @@ pub(super) struct BcRegistration<T: SvcTransport> {
 
 impl<T: SvcTransport> BcRegistration<T> {
     pub(super) fn new(module: &ThisModule) -> Result<Self> {
-        if CLASS.registered.swap(true, Ordering::AcqRel) {
-            return Err(EBUSY);
-        }
-        let mut name = [0 as c_char; 32];
-        for (d, s) in name.iter_mut().zip(c"rdma backchannel".to_bytes()) {
-            *d = *s as c_char;
-        }
-        // SAFETY: No registration exists, so sunrpc does not see the class.
-        unsafe {
-            CLASS.storage.get().write(ClassStorage {
-                class: bindings::xprt_class {
-                    list: core::mem::zeroed(),
-                    ident: bindings::xprt_transports_XPRT_TRANSPORT_BC_RDMA as c_int,
-                    setup: Some(BcOpsTable::<T>::setup),
-                    owner: module.as_ptr().cast(),
-                    name,
-                    netid: bindings::__IncompleteArrayField::new(),
-                },
-                netid: [c"".as_char_ptr()],
-            })
-        };
-        // SAFETY: Filled above, in a static; listed until drop.
-        let rc =
-            unsafe { bindings::xprt_register_transport(&raw mut (*CLASS.storage.get()).class) };
-        if rc != 0 {
-            CLASS.registered.store(false, Ordering::Release);
-            return Err(Error::from_errno(rc));
-        }
+        CLASS.register(
+            module,
+            c"rdma backchannel",
+            bindings::xprt_transports_XPRT_TRANSPORT_BC_RDMA,
+            BcOpsTable::<T>::setup,
+            [c""],
+        )?;
         // INVARIANT: Registered above.
         Ok(Self { _p: PhantomData })
     }
@@ -343,7 +262,6 @@ impl<T: SvcTransport> Drop for BcRegistration<T> {
         // SAFETY: Registered by the type invariant; every backchannel
         // transport is gone with the connections of the server, which are
         // gone before the module unloads.
-        unsafe { bindings::xprt_unregister_transport(&raw mut (*CLASS.storage.get()).class) };
-        CLASS.registered.store(false, Ordering::Release);
+        unsafe { CLASS.unregister() };
     }
 }

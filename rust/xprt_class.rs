@@ -86,6 +86,17 @@ pub trait XprtOps: Sized + Send + Sync {
 pub(super) struct Name<const N: usize>([u8; N]);
 
 impl<const N: usize> Name<N> {
+    /// An empty string.
+    pub(super) const fn new() -> Self {
+        Self([0; N])
+    }
+
+    /// The string's bytes, without its NUL.
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        let end = self.0.iter().position(|&b| b == 0).unwrap_or(N);
+        self.0.get(..end).unwrap_or(&[])
+    }
+
     /// The buffer, for C that writes a string into it.
     pub(super) fn as_mut_ptr(&mut self) -> *mut c_char {
         self.0.as_mut_ptr().cast()
@@ -128,13 +139,104 @@ impl<const N: usize> Name<N> {
     }
 }
 
-/// The address strings of one transport.
+/// The address strings every transport of this module displays: its
+/// address and port (protocol and netid are static strings).
 #[repr(C)]
-struct Names {
+pub(super) struct DisplayNames {
     addr: Name<64>,
     port: Name<8>,
+}
+
+/// The address strings of one client transport.
+#[repr(C)]
+struct Names {
+    base: DisplayNames,
     hex_addr: Name<40>,
     hex_port: Name<8>,
+}
+
+/// Points `address_strings[which]` of `xprt` at `s`.
+///
+/// # Safety
+///
+/// `xprt` is live and its address strings are not being read as a whole
+/// elsewhere (setup, or rpcbind's `set_port`); `s` lives as long as it.
+unsafe fn set_display(
+    xprt: *mut bindings::rpc_xprt,
+    which: bindings::rpc_display_format_t,
+    s: *const c_char,
+) {
+    // SAFETY: `address_strings` has `RPC_DISPLAY_MAX` entries, more than
+    // any `rpc_display_format_t` value below it.
+    unsafe {
+        addr_of_mut!((*xprt).address_strings)
+            .cast::<*const c_char>()
+            .add(which as usize)
+            .write(s)
+    };
+}
+
+/// Formats the address and port of `xprt->addr` into `names` and points
+/// the ADDR, PORT, PROTO and NETID strings of `xprt` at them (C
+/// `xprt_rdma_format_addresses`, `xprt_setup_rdma_bc`); returns the
+/// address for the class's further strings.
+///
+/// # Safety
+///
+/// As [`set_display`]; `xprt->addr` holds `addrlen` bytes; `names` is the
+/// transport's and lives as long as it.
+pub(super) unsafe fn set_display_names(
+    xprt: *mut bindings::rpc_xprt,
+    names: &mut DisplayNames,
+) -> Option<Addr> {
+    // SAFETY: `addr` holds `addrlen` (at most its size) bytes.
+    let addr = unsafe {
+        SockAddr::copy_from(
+            addr_of_mut!((*xprt).addr).cast::<bindings::sockaddr>(),
+            (*xprt).addrlen,
+        )
+    }
+    .addr();
+    let (netid, port) = match addr {
+        Some(Addr::V4(_, port)) => (NETID_RDMA, port),
+        Some(Addr::V6(_, port)) => (NETID_RDMA6, port),
+        None => (NETID_RDMA, 0),
+    };
+    // SAFETY: `addr` is a valid socket address; the buffer is writable for
+    // its capacity plus the NUL, and `rpc_ntop` NUL-terminates within it.
+    unsafe {
+        bindings::rpc_ntop(
+            addr_of_mut!((*xprt).addr).cast(),
+            names.addr.as_mut_ptr(),
+            names.addr.capacity(),
+        )
+    };
+    names.port.set(format_args!("{}", port));
+    // SAFETY: By the safety requirement; the strings live as long as the
+    // transport (its names) or forever (static ones).
+    unsafe {
+        set_display(
+            xprt,
+            bindings::rpc_display_format_t_RPC_DISPLAY_ADDR,
+            names.addr.as_ptr(),
+        );
+        set_display(
+            xprt,
+            bindings::rpc_display_format_t_RPC_DISPLAY_PORT,
+            names.port.as_ptr(),
+        );
+        set_display(
+            xprt,
+            bindings::rpc_display_format_t_RPC_DISPLAY_PROTO,
+            PROTO_RDMA.as_char_ptr(),
+        );
+        set_display(
+            xprt,
+            bindings::rpc_display_format_t_RPC_DISPLAY_NETID,
+            netid.as_char_ptr(),
+        );
+    }
+    addr
 }
 
 /// What `xprt_alloc` allocates for one transport.
@@ -171,37 +273,125 @@ impl Transport {
     }
 }
 
-/// The class, in a static because sunrpc's `setup` receives no pointer to
-/// it; it is filled by [`Registration::new`] and is on sunrpc's list until
-/// the registration is dropped.
+/// `xprt_class::setup`.
+pub(super) type SetupFn =
+    unsafe extern "C" fn(*mut bindings::xprt_create) -> *mut bindings::rpc_xprt;
+
 #[repr(C)]
-struct ClassStorage {
+struct ClassStorage<const N: usize> {
     class: bindings::xprt_class,
-    /// The flexible array `xprt_class::netid`, ended by "".
-    netid: [*const c_char; 3],
+    /// The flexible array `xprt_class::netid`, ended by "" (sunrpc's lookup
+    /// by netid reads it up to the first "").
+    netid: [*const c_char; N],
 }
 
 // `netid` must land where the flexible array `xprt_class::netid` starts.
 const _: () = assert!(offset_of!(bindings::xprt_class, netid) == size_of::<bindings::xprt_class>());
 
-struct Class {
-    storage: Opaque<ClassStorage>,
+/// An `xprt_class` in a static, because sunrpc's `setup` receives no
+/// pointer to its class: the client's "rdma" here, the server's
+/// "rdma backchannel" in `rust/svc_bc.rs`.
+///
+/// # Invariants
+///
+/// `storage` is written only by [`Self::register`] while `registered` says
+/// no registration exists, and is on sunrpc's list from a successful
+/// `register` until [`Self::unregister`].
+pub(super) struct ClassSlot<const N: usize> {
+    storage: Opaque<ClassStorage<N>>,
     registered: AtomicBool,
-    /// The connect and flush queue of the registration (module-owned, so
-    /// unload waits for the last item), read by the trampolines.
-    queue: AtomicPtr<kb::workqueue_struct>,
 }
 
-// SAFETY: `storage` is written only by `Registration::new` while
-// `registered` says no registration exists, then only by sunrpc under its
-// own lock; `queue` is atomic.
-unsafe impl Sync for Class {}
+// SAFETY: See the type invariant: otherwise only sunrpc writes the class,
+// under its own lock.
+unsafe impl<const N: usize> Sync for ClassSlot<N> {}
 
-static CLASS: Class = Class {
-    storage: Opaque::uninit(),
-    registered: AtomicBool::new(false),
-    queue: AtomicPtr::new(null_mut()),
-};
+impl<const N: usize> ClassSlot<N> {
+    pub(super) const fn new() -> Self {
+        Self {
+            storage: Opaque::uninit(),
+            registered: AtomicBool::new(false),
+        }
+    }
+
+    /// Fills the class (owned by `module`) and lists it with sunrpc;
+    /// `netid` ends with "". `EBUSY` if it is registered already.
+    pub(super) fn register(
+        &self,
+        module: &ThisModule,
+        name: &CStr,
+        ident: bindings::xprt_transports,
+        setup: SetupFn,
+        netid: [&'static CStr; N],
+    ) -> Result {
+        if self.registered.swap(true, Ordering::AcqRel) {
+            return Err(EBUSY);
+        }
+        // Longer names are cut; one byte stays NUL.
+        let mut class_name = [0 as c_char; 32];
+        for (d, s) in class_name.iter_mut().take(31).zip(name.to_bytes()) {
+            *d = *s as c_char;
+        }
+        // SAFETY: No registration exists (`registered` was false), so
+        // sunrpc does not see the class and nothing reads it.
+        unsafe {
+            self.storage.get().write(ClassStorage {
+                class: bindings::xprt_class {
+                    list: core::mem::zeroed(),
+                    ident,
+                    setup: Some(setup),
+                    owner: module.as_ptr().cast(),
+                    name: class_name,
+                    netid: bindings::__IncompleteArrayField::new(),
+                },
+                netid: netid.map(|n| n.as_char_ptr()),
+            })
+        };
+        // SAFETY: The class is filled and lives in a static; it stays
+        // listed until `unregister`.
+        let rc = unsafe { bindings::xprt_register_transport(self.class()) };
+        if rc != 0 {
+            self.registered.store(false, Ordering::Release);
+            return Err(Error::from_errno(rc));
+        }
+        // INVARIANT: Listed above.
+        Ok(())
+    }
+
+    /// Takes the class off sunrpc's list.
+    ///
+    /// # Safety
+    ///
+    /// `register` succeeded and this is its one `unregister`.
+    pub(super) unsafe fn unregister(&self) {
+        // SAFETY: Listed, by the safety requirement.
+        unsafe { bindings::xprt_unregister_transport(self.class()) };
+        self.registered.store(false, Ordering::Release);
+    }
+
+    /// The class (a transport's `xprt_class`).
+    pub(super) fn class(&self) -> *mut bindings::xprt_class {
+        // SAFETY: Only a place is computed, nothing is read.
+        unsafe { &raw mut (*self.storage.get()).class }
+    }
+
+    /// The module that owns the class.
+    ///
+    /// # Safety
+    ///
+    /// The class is registered.
+    pub(super) unsafe fn owner(&self) -> *mut kb::module {
+        // SAFETY: Filled by `register` (safety requirement), then constant.
+        unsafe { (*self.class()).owner.cast() }
+    }
+}
+
+/// The client class "rdma".
+static CLASS: ClassSlot<3> = ClassSlot::new();
+
+/// The connect and flush queue of the client registration (module-owned,
+/// so unload waits for the last item), read by the trampolines.
+static QUEUE: AtomicPtr<kb::workqueue_struct> = AtomicPtr::new(null_mut());
 
 /// `RPC_DISPLAY_*` protocol and netid strings (static, never freed).
 const PROTO_RDMA: &CStr = c"rdma";
@@ -279,77 +469,39 @@ impl<T: XprtOps> OpsTable<T> {
     unsafe fn format_addresses(xprt: *mut bindings::rpc_xprt) {
         // SAFETY: By the safety requirement.
         let t = unsafe { Transport::from_xprt(xprt) };
-        // SAFETY: `addr` holds `addrlen` (at most its size) bytes.
-        let sa = unsafe {
-            SockAddr::copy_from(
-                addr_of_mut!((*xprt).addr).cast::<bindings::sockaddr>(),
-                (*xprt).addrlen,
-            )
-        };
         // SAFETY: Only `setup` and `set_port` (serialised by sunrpc's
         // rpcbind) write the names; readers find a NUL in every buffer.
         let names = unsafe { &mut *t.names.get() };
-        let (netid, port) = match sa.addr() {
+        // SAFETY: By the safety requirement; the names are the transport's.
+        let addr = unsafe { set_display_names(xprt, &mut names.base) };
+        let port = match addr {
             Some(Addr::V4(a, port)) => {
                 names
                     .hex_addr
                     .set(format_args!("{:08x}", u32::from_be_bytes(a)));
-                (NETID_RDMA, port)
+                port
             }
             Some(Addr::V6(a, port)) => {
                 names
                     .hex_addr
                     .set(format_args!("{:032x}", u128::from_be_bytes(a)));
-                (NETID_RDMA6, port)
+                port
             }
-            None => (NETID_RDMA, 0),
+            None => 0,
         };
-        // SAFETY: `addr` is a valid socket address; the buffer is writable
-        // for its length, and `rpc_ntop` NUL-terminates within it.
-        unsafe {
-            bindings::rpc_ntop(
-                addr_of_mut!((*xprt).addr).cast(),
-                names.addr.0.as_mut_ptr().cast(),
-                names.addr.0.len() - 1,
-            )
-        };
-        names.port.set(format_args!("{}", port));
         names.hex_port.set(format_args!("{:4x}", port));
-        let strings = [
-            (
-                bindings::rpc_display_format_t_RPC_DISPLAY_ADDR,
-                names.addr.as_ptr(),
-            ),
-            (
-                bindings::rpc_display_format_t_RPC_DISPLAY_PORT,
-                names.port.as_ptr(),
-            ),
-            (
-                bindings::rpc_display_format_t_RPC_DISPLAY_PROTO,
-                PROTO_RDMA.as_char_ptr(),
-            ),
-            (
+        // SAFETY: As above.
+        unsafe {
+            set_display(
+                xprt,
                 bindings::rpc_display_format_t_RPC_DISPLAY_HEX_ADDR,
                 names.hex_addr.as_ptr(),
-            ),
-            (
+            );
+            set_display(
+                xprt,
                 bindings::rpc_display_format_t_RPC_DISPLAY_HEX_PORT,
                 names.hex_port.as_ptr(),
-            ),
-            (
-                bindings::rpc_display_format_t_RPC_DISPLAY_NETID,
-                netid.as_char_ptr(),
-            ),
-        ];
-        for (i, s) in strings {
-            // SAFETY: `address_strings` has `RPC_DISPLAY_MAX` entries, more
-            // than any `i` above; the strings live as long as the transport.
-            unsafe {
-                addr_of_mut!((*xprt).address_strings)
-                    .cast::<*const c_char>()
-                    .add(i as usize)
-                    .write(s)
-            };
+            );
         }
     }
 
@@ -367,11 +519,10 @@ impl<T: XprtOps> OpsTable<T> {
         if sa.addr().is_none() {
             return EAFNOSUPPORT.to_ptr();
         }
-        // SAFETY: The class is registered (sunrpc found it), so its owner
-        // was set by `Registration::new`.
-        let owner = unsafe { (*CLASS.storage.get()).class.owner };
+        // SAFETY: The class is registered (sunrpc found it).
+        let owner = unsafe { CLASS.owner() };
         // SAFETY: `owner` is this module, live while the class is listed.
-        if !unsafe { kb::try_module_get(owner.cast()) } {
+        if !unsafe { kb::try_module_get(owner) } {
             return EIO.to_ptr();
         }
         // SAFETY: `net` is the caller's namespace; `xprt_alloc` zeroes the
@@ -380,7 +531,7 @@ impl<T: XprtOps> OpsTable<T> {
             unsafe { bindings::xprt_alloc(args.net, size_of::<Transport>(), MAX_SLOTS, MAX_SLOTS) };
         let Some(xp) = NonNull::new(xprt) else {
             // SAFETY: Taken above.
-            unsafe { kb::module_put(owner.cast()) };
+            unsafe { kb::module_put(owner) };
             return ENOMEM.to_ptr();
         };
         // SAFETY: Freshly allocated and zeroed: every field of `Transport`
@@ -403,7 +554,7 @@ impl<T: XprtOps> OpsTable<T> {
                 // holds the transport: it is freed as allocated.
                 unsafe {
                     bindings::xprt_free(xprt);
-                    kb::module_put(owner.cast());
+                    kb::module_put(owner);
                 }
                 ENOMEM.to_ptr()
             }
@@ -429,7 +580,7 @@ impl<T: XprtOps> OpsTable<T> {
             x.idle_timeout = msecs_to_jiffies(IDLE_DISC_TO_MS);
             x.ops = &Self::OPS;
             x.prot = kb::IPPROTO_TCP as c_int;
-            x.xprt_class = &raw const (*CLASS.storage.get()).class;
+            x.xprt_class = CLASS.class();
             x.addrlen = args.addrlen;
             core::ptr::copy_nonoverlapping(
                 args.dstaddr.cast::<u8>(),
@@ -497,13 +648,13 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: `state` came from `into_foreign` in `setup`; no other
         // operation runs after `destroy`.
         drop(unsafe { <KBox<T> as ForeignOwnable>::from_foreign(state.cast()) });
-        // SAFETY: Set when the class was registered.
-        let owner = unsafe { (*CLASS.storage.get()).class.owner };
+        // SAFETY: The class is registered while a transport exists.
+        let owner = unsafe { CLASS.owner() };
         // SAFETY: Nothing refers to the transport any more; `setup` took
         // the module reference dropped here.
         unsafe {
             bindings::xprt_free(xprt);
-            kb::module_put(owner.cast());
+            kb::module_put(owner);
         }
     }
 
@@ -865,7 +1016,7 @@ unsafe fn init_delayed_work(
 /// `dwork` is an initialised work item of a live transport, cancelled
 /// before the transport is freed.
 unsafe fn queue_delayed(dwork: *mut kb::delayed_work, delay: c_ulong) {
-    let queue = CLASS.queue.load(Ordering::Acquire);
+    let queue = QUEUE.load(Ordering::Acquire);
     // SAFETY: The queue lives while the class is registered, which it is
     // while a transport exists; `dwork` by the safety requirement.
     unsafe {
@@ -954,52 +1105,21 @@ impl<T: XprtOps> Registration<T> {
     /// Registers the class for `module`; fails with `EEXIST` while the
     /// in-tree C `rpcrdma` module is loaded.
     pub fn new(module: &ThisModule) -> Result<Self> {
-        if CLASS.registered.swap(true, Ordering::AcqRel) {
-            return Err(EBUSY);
-        }
         // Connect workers run on the module's own queue (C uses sunrpc's
         // xprtiod_workqueue), WQ_MEM_RECLAIM so a reconnect makes progress
         // under memory pressure; destroyed (drained) after unregistration.
-        let queue = match OwnedQueue::new(c"rpcrdma_rs_connect") {
-            Ok(q) => q,
-            Err(e) => {
-                CLASS.registered.store(false, Ordering::Release);
-                return Err(e);
-            }
-        };
-        CLASS.queue.store(queue.as_raw(), Ordering::Release);
-        let mut name = [0 as c_char; 32];
-        for (d, s) in name.iter_mut().zip(c"rdma".to_bytes()) {
-            *d = *s as c_char;
-        }
-        // SAFETY: No registration exists (`registered` was false), so
-        // sunrpc does not see the class and nothing reads it.
-        unsafe {
-            CLASS.storage.get().write(ClassStorage {
-                class: bindings::xprt_class {
-                    list: core::mem::zeroed(),
-                    ident: bindings::xprt_transports_XPRT_TRANSPORT_RDMA as c_int,
-                    setup: Some(OpsTable::<T>::setup),
-                    owner: module.as_ptr().cast(),
-                    name,
-                    netid: bindings::__IncompleteArrayField::new(),
-                },
-                netid: [
-                    NETID_RDMA.as_char_ptr(),
-                    NETID_RDMA6.as_char_ptr(),
-                    NETID_END.as_char_ptr(),
-                ],
-            });
-        }
-        // SAFETY: The class is filled and lives in a static; it stays
-        // listed until `drop`.
-        let rc =
-            unsafe { bindings::xprt_register_transport(&raw mut (*CLASS.storage.get()).class) };
-        if rc != 0 {
-            CLASS.queue.store(null_mut(), Ordering::Release);
-            drop(queue);
-            CLASS.registered.store(false, Ordering::Release);
-            return Err(Error::from_errno(rc));
+        let queue = OwnedQueue::new(c"rpcrdma_rs_connect")?;
+        QUEUE.store(queue.as_raw(), Ordering::Release);
+        let registered = CLASS.register(
+            module,
+            c"rdma",
+            bindings::xprt_transports_XPRT_TRANSPORT_RDMA,
+            OpsTable::<T>::setup,
+            [NETID_RDMA, NETID_RDMA6, NETID_END],
+        );
+        if let Err(e) = registered {
+            QUEUE.store(null_mut(), Ordering::Release);
+            return Err(e);
         }
         // INVARIANT: Registered above, with this queue.
         Ok(Self {
@@ -1013,12 +1133,11 @@ impl<T: XprtOps> Drop for Registration<T> {
     fn drop(&mut self) {
         // SAFETY: Registered by the type invariant. sunrpc holds a module
         // reference for every transport, so none exists at unload.
-        unsafe { bindings::xprt_unregister_transport(&raw mut (*CLASS.storage.get()).class) };
+        unsafe { CLASS.unregister() };
         // Every transport was destroyed and cancelled its work items;
         // draining the queue makes sure none returns through this module
         // after unload.
         drop(self.queue.take());
-        CLASS.queue.store(null_mut(), Ordering::Release);
-        CLASS.registered.store(false, Ordering::Release);
+        QUEUE.store(null_mut(), Ordering::Release);
     }
 }
