@@ -428,21 +428,38 @@ impl Rqst {
     ///
     /// `dst` is writable for `len` bytes.
     unsafe fn res_read(&self, offset: u32, dst: *mut u8, len: u32) -> Result {
-        let total = self.res_len();
-        if offset > total || len > total - offset {
-            return Err(EMSGSIZE);
-        }
-        // SAFETY: By the type invariant `ptr` is live; the range is within
-        // the Reply; `dst` by the safety requirement.
-        to_result(unsafe {
-            bindings::read_bytes_from_xdr_buf(
+        // SAFETY: By the type invariant `ptr` is live; `dst` by the safety
+        // requirement.
+        unsafe {
+            read_xdr(
                 addr_of!((*self.ptr.as_ptr()).rq_res),
+                self.res_len(),
                 offset,
-                dst.cast(),
+                dst,
                 len,
             )
-        })
+        }
     }
+}
+
+/// Copies `len` bytes at `offset` of `buf`, whose content is `total` bytes
+/// long, to `dst`; `EMSGSIZE` for a range beyond `total`.
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf`; `dst` is writable for `len` bytes.
+unsafe fn read_xdr(
+    buf: *const bindings::xdr_buf,
+    total: u32,
+    offset: u32,
+    dst: *mut u8,
+    len: u32,
+) -> Result {
+    if offset > total || len > total - offset {
+        return Err(EMSGSIZE);
+    }
+    // SAFETY: By the safety requirement; the range is within the content.
+    to_result(unsafe { bindings::read_bytes_from_xdr_buf(buf, offset, dst.cast(), len) })
 }
 
 /// A backchannel (server to client) RPC Call being sent
@@ -476,20 +493,17 @@ impl BcCall {
     /// Copies message bytes at `offset` into `dst`.
     pub fn read(&self, offset: u32, dst: &mut [u8]) -> Result {
         let len = u32::try_from(dst.len()).map_err(|_| EMSGSIZE)?;
-        let total = self.len();
-        if offset > total || len > total - offset {
-            return Err(EMSGSIZE);
-        }
-        // SAFETY: By the type invariant `ptr` is live; the range is within
-        // the message; `dst` is writable for `len` bytes.
-        to_result(unsafe {
-            bindings::read_bytes_from_xdr_buf(
+        // SAFETY: By the type invariant `ptr` is live; `dst` is writable
+        // for `len` bytes.
+        unsafe {
+            read_xdr(
                 addr_of!((*self.ptr.as_ptr()).rq_snd_buf),
+                self.len(),
                 offset,
-                dst.as_mut_ptr().cast(),
+                dst.as_mut_ptr(),
                 len,
             )
-        })
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! C header: [`include/linux/sysctl.h`](srctree/include/linux/sysctl.h).
 
 use super::bindings;
+use super::xprt_class::Name;
 use core::ffi::CStr;
 use core::ptr::{null_mut, NonNull};
 use kernel::ffi::{c_int, c_void};
@@ -63,25 +64,10 @@ unsafe extern "C" fn handler(
         value.store(0, Relaxed);
         return 0;
     }
-    let mut tmp = [0u8; 24];
-    let text = {
-        struct Cursor<'a>(&'a mut [u8], usize);
-        impl core::fmt::Write for Cursor<'_> {
-            fn write_str(&mut self, s: &str) -> core::fmt::Result {
-                let end = self.1 + s.len();
-                self.0
-                    .get_mut(self.1..end)
-                    .ok_or(core::fmt::Error)?
-                    .copy_from_slice(s.as_bytes());
-                self.1 = end;
-                Ok(())
-            }
-        }
-        let mut c = Cursor(&mut tmp, 0);
-        let _ = core::fmt::Write::write_fmt(&mut c, format_args!("{}\n", value.load(Relaxed)));
-        let n = c.1;
-        tmp.get(..n).unwrap_or(&[])
-    };
+    // A u64 and its newline take at most 21 bytes.
+    let mut tmp = Name::<24>::new();
+    tmp.set(format_args!("{}\n", value.load(Relaxed)));
+    let text = tmp.as_bytes();
     // SAFETY: `ppos` and `lenp` are the caller's; `buffer` holds `*lenp`
     // bytes.
     unsafe {
