@@ -163,6 +163,7 @@ impl Client {
                 max_send_sge: 1,
                 max_recv_sge: 1,
                 unsafe_global_rkey: opts.global_rkey,
+                comp_vector: 0,
             },
         )?;
         let sent = Arc::pin_init(

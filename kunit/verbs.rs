@@ -97,6 +97,7 @@ fn config() -> EndpointConfig {
         // The test exposes buffers to its own peer through the global rkey;
         // this is the "physical" strategy, which the test module may use.
         unsafe_global_rkey: true,
+        comp_vector: 0,
     }
 }
 

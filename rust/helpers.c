@@ -35,15 +35,6 @@ bool rpcrdma_rs_device_is_iwarp(struct ib_device *device)
 	return rdma_protocol_iwarp(device, rdma_start_port(device));
 }
 
-struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
-				  int comp_vector)
-{
-	/* Process context (ib_comp_wq), like the C client and server: handlers
-	 * may allocate, and locks need not disable interrupts.
-	 */
-	return ib_alloc_cq(device, NULL, nr_cqe, comp_vector, IB_POLL_WORKQUEUE);
-}
-
 unsigned int rpcrdma_rs_memalloc_noio_save(void)
 {
 	return memalloc_noio_save();

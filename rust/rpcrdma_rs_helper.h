@@ -43,8 +43,6 @@ bool rpcrdma_rs_device_is_iwarp(struct ib_device *device);
  */
 unsigned int rpcrdma_rs_memalloc_noio_save(void);
 void rpcrdma_rs_memalloc_noio_restore(unsigned int flags);
-struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, int nr_cqe,
-				  int comp_vector);
 
 
 int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,

@@ -591,8 +591,16 @@ pub trait SvcTransport: Sized + 'static {
     fn sendto(data: &Self::Data, rqst: &mut Rqst, ctxt: Option<&mut Self::Ctxt>) -> Result;
 
     /// Notes where a result payload (`READ` data) sits in the Reply
-    /// (`xpo_result_payload`).
-    fn result_payload(_ctxt: &mut Self::Ctxt, _offset: u32, _length: u32) -> Result {
+    /// (`xpo_result_payload`). `ddp_allowed` is false when the Call's
+    /// security flavor checksums or encrypts the Reply (krb5i, krb5p): the
+    /// payload is then part of what it protects and must stay in the
+    /// message, not move to a Write chunk.
+    fn result_payload(
+        _ctxt: &mut Self::Ctxt,
+        _offset: u32,
+        _length: u32,
+        _ddp_allowed: bool,
+    ) -> Result {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -613,6 +621,14 @@ pub trait SvcTransport: Sized + 'static {
 struct Holder<T: SvcTransport> {
     link: Arc<XprtLink>,
     data: T::Data,
+}
+
+/// Whether a Call's security flavor (`svc_cred::cr_flavor`, a GSS
+/// pseudoflavor once the credential is accepted) protects the data it
+/// carries: RPCSEC_GSS integrity or privacy of any mechanism the kernel
+/// knows (`RPC_AUTH_GSS_KRB5I` and `KRB5P`, the `LKEY` and `SPKM` ones).
+fn flavor_touches_data(flavor: u32) -> bool {
+    matches!(flavor, 390004 | 390005 | 390007 | 390008 | 390010 | 390011)
 }
 
 /// The operations table of `T` and its trampolines.
@@ -846,9 +862,12 @@ impl<T: SvcTransport> OpsTable<T> {
         if !T::HAS_RESULT_PAYLOAD {
             return 0;
         }
+        // SAFETY: Only this thread uses the request; the flavor was set
+        // when the Call's credential was accepted, before nfsd encodes.
+        let ddp_allowed = !flavor_touches_data(unsafe { (*rqstp).rq_cred.cr_flavor });
         // SAFETY: Only this thread uses the request and its context.
         match unsafe { Self::ctxt(rqstp) } {
-            Some(c) => match T::result_payload(c, offset, length) {
+            Some(c) => match T::result_payload(c, offset, length, ddp_allowed) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             },

@@ -190,10 +190,25 @@ struct Cq {
 }
 
 impl Cq {
-    fn new(device: NonNull<bindings::ib_device>, entries: u32) -> Result<Self> {
+    /// Allocates a CQ polled from process context (`ib_comp_wq`), like the
+    /// C client and server: handlers may allocate, and locks need not
+    /// disable interrupts.
+    fn new(device: NonNull<bindings::ib_device>, entries: u32, vector: u32) -> Result<Self> {
         let n = i32::try_from(entries).map_err(|_| EINVAL)?;
-        // SAFETY: `device` is a live device (the caller holds its anchor).
-        let ptr = from_err_ptr(unsafe { bindings::rpcrdma_rs_alloc_cq(device.as_ptr(), n, 0) })?;
+        let v = i32::try_from(vector).map_err(|_| EINVAL)?;
+        // SAFETY: `device` is a live device (the caller holds its anchor);
+        // `vector` is below its `num_comp_vectors`; the caller name is a
+        // static string (C `ib_alloc_cq` passes `KBUILD_MODNAME`).
+        let ptr = from_err_ptr(unsafe {
+            bindings::__ib_alloc_cq(
+                device.as_ptr(),
+                core::ptr::null_mut(),
+                n,
+                v,
+                bindings::ib_poll_context_IB_POLL_WORKQUEUE,
+                c"rpcrdma_rs".as_char_ptr(),
+            )
+        })?;
         let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
         live::inc(live::Kind::Cq);
         Ok(Self { ptr })
@@ -224,6 +239,11 @@ pub struct EndpointConfig {
     /// the peer read and write all of this host's memory. Only for trusted
     /// peers (the "physical" registration strategy).
     pub unsafe_global_rkey: bool,
+    /// Which completion vector to use, modulo the device's count. Callers
+    /// give each new connection the next one (C `ib_alloc_cq_any` does it
+    /// per CQ), so that nconnect's connections, or many clients, have
+    /// their completions handled on different CPUs.
+    pub comp_vector: u32,
 }
 
 /// The queue pair of one reliable connection and what it needs.
@@ -242,6 +262,7 @@ pub struct Endpoint {
     anchor: Arc<Anchor>,
     attr: DeviceAttr,
     send_depth: u32,
+    comp_vector: u32,
 }
 
 // SAFETY: Posting to a queue pair is thread-safe in the RDMA core; the other
@@ -283,9 +304,11 @@ impl Endpoint {
         let send_sge = cfg.max_send_sge.clamp(1, attr.max_send_sge.max(1));
         let recv_sge = cfg.max_recv_sge.clamp(1, attr.max_recv_sge.max(1));
         let cqe_max = attr.max_cqe.max(1);
+        // Both queues of one connection share its vector.
+        let vector = cfg.comp_vector % attr.num_comp_vectors.max(1);
         // Every send queue entry, the drain's included, may complete.
-        let send_cq = Cq::new(device, send_wr.min(cqe_max))?;
-        let recv_cq = Cq::new(device, recv_wr.saturating_add(1).min(cqe_max))?;
+        let send_cq = Cq::new(device, send_wr.min(cqe_max), vector)?;
+        let recv_cq = Cq::new(device, recv_wr.saturating_add(1).min(cqe_max), vector)?;
         // SAFETY: All pointers are live; the QP is attached to `anchor.id`.
         to_result(unsafe {
             let mut qp_attr: bindings::ib_qp_init_attr = core::mem::zeroed();
@@ -310,7 +333,13 @@ impl Endpoint {
             anchor,
             attr,
             send_depth,
+            comp_vector: vector,
         })
+    }
+
+    /// The completion vector both completion queues are on.
+    pub fn comp_vector(&self) -> u32 {
+        self.comp_vector
     }
 
     /// Send queue entries the user may have posted at once (the queue's

@@ -27,6 +27,12 @@ pub const XDRBUF_READ: u32 = 1;
 /// `XDRBUF_WRITE`: the page data is the source of a file write
 /// (DDP-eligible call payload).
 pub const XDRBUF_WRITE: u32 = 2;
+/// `XDRBUF_SPARSE_PAGES`: the page array may hold NULL entries, which the
+/// transport fills before it receives into them (NFSv3 GETACL).
+const XDRBUF_SPARSE_PAGES: u32 = 4;
+/// `RPCAUTH_AUTH_DATATOUCH`, a bit number of `rpc_auth::au_flags`: the
+/// flavor computes over or transforms the data (krb5i, krb5p).
+const RPCAUTH_AUTH_DATATOUCH: u32 = 1;
 
 /// Counters of the `xprt: rdma` mountstats line, in its order (the C
 /// module's `xprt_rdma_print_stats`).
@@ -103,6 +109,11 @@ pub struct RqstInfo {
     pub snd: XdrShape,
     /// `rq_rcv_buf`.
     pub rcv: XdrShape,
+    /// Whether payloads may be placed directly (Read and Write chunks):
+    /// not when the security flavor checksums or encrypts the data, since
+    /// data moved outside the inline message would escape it (C
+    /// `rpcrdma_marshal_req`, `RPCAUTH_AUTH_DATATOUCH`).
+    pub ddp_allowed: bool,
 }
 
 /// One piece of an `xdr_buf` range: part of a page, or (head and tail)
@@ -351,11 +362,52 @@ impl Rqst<'_> {
         // SAFETY: The request is valid while borrowed, and sunrpc does not
         // change it while it is lent to the transport.
         let r = unsafe { &*self.ptr.as_ptr() };
+        // SAFETY: A request being sent holds its bound credential, and the
+        // credential its auth (C `rpcrdma_marshal_req` reads the same).
+        let data_touch = unsafe {
+            let cred = r.rq_cred;
+            !cred.is_null()
+                && !(*cred).cr_auth.is_null()
+                && (*(*cred).cr_auth).au_flags & (1 << RPCAUTH_AUTH_DATATOUCH) != 0
+        };
         RqstInfo {
             xid: u32::from_be(r.rq_xid),
             snd: XdrShape::of(&r.rq_snd_buf),
             rcv: XdrShape::of(&r.rq_rcv_buf),
+            ddp_allowed: !data_touch,
         }
+    }
+
+    /// Gives every missing page of a sparse receive buffer (NFSv3 GETACL
+    /// leaves them NULL for sockets to fill as data arrives) a page before
+    /// the buffer is registered or written: RDMA must provision receive
+    /// memory up front (C `rpcrdma_alloc_sparse_pages`). The upper layer
+    /// owns and frees them. `ENOBUFS` (sunrpc retries later) when no page
+    /// is free without waiting.
+    pub fn alloc_sparse_pages(&self) -> Result {
+        // SAFETY: The request is valid while borrowed and its receive
+        // buffer is the transport's to prepare until it is sent.
+        let buf = unsafe { &mut (*self.ptr.as_ptr()).rq_rcv_buf };
+        if buf.flags & XDRBUF_SPARSE_PAGES == 0 || buf.page_len == 0 {
+            return Ok(());
+        }
+        let page_size = kernel::page::PAGE_SIZE;
+        let first = buf.page_base as usize / page_size;
+        let count =
+            (buf.page_base as usize % page_size + buf.page_len as usize).div_ceil(page_size);
+        for i in first..first + count {
+            // SAFETY: `pages` covers `page_base + page_len` bytes, so it has
+            // an entry for each page `i` of that range.
+            let slot = unsafe { &mut *buf.pages.add(i) };
+            if !slot.is_null() {
+                continue;
+            }
+            let page = kernel::page::Page::alloc_page(GFP_NOWAIT).map_err(|_| ENOBUFS)?;
+            // The page array owns it from here (the upper layer frees it
+            // with `__free_page`).
+            *slot = core::mem::ManuallyDrop::new(page).as_ptr().cast();
+        }
+        Ok(())
     }
 
     /// Copies `dst.len()` bytes of the Call from `offset` into `dst`.
@@ -474,6 +526,26 @@ impl PinnedRqst {
         // behind the chunk's XDR pad (C `rpcrdma_inline_fixup`).
         // SAFETY: `buf` is live (above).
         let (head, tail) = unsafe { ((*buf).head[0], (*buf).tail[0]) };
+        if src.len() < head.iov_len {
+            // A short READ reply (a server that omits optional fields
+            // before the payload): the head ends where the inline reply
+            // does, so that decoding never moves the directly placed data
+            // in the pages. sunrpc checks that both views of the buffer
+            // agree, so the private copy is trimmed the same way.
+            let delta = (head.iov_len - src.len()) as u32;
+            // SAFETY: The request is pinned (above); the head shrinks
+            // within itself and `buflen` counts it.
+            unsafe {
+                let r = self.rqst.as_ptr();
+                for b in [
+                    addr_of_mut!((*r).rq_rcv_buf),
+                    addr_of_mut!((*r).rq_private_buf),
+                ] {
+                    (*b).head[0].iov_len = src.len();
+                    (*b).buflen = (*b).buflen.saturating_sub(delta);
+                }
+            }
+        }
         let (to_head, rest) = src.split_at(src.len().min(head.iov_len));
         let pad = ((4 - (writelist & 3)) & 3) as usize;
         if !rest.is_empty()

@@ -35,8 +35,9 @@ use kernel::time::msecs_to_jiffies;
 use kernel::types::{ForeignOwnable, Opaque};
 use kernel::ThisModule;
 
-/// Request slots per transport (C `RPCRDMA_MAX_SLOT_TABLE`-like bound).
-const MAX_SLOTS: c_uint = 128;
+/// Request slots allocated with a transport; more, up to
+/// [`XprtOps::max_slots`], are allocated as RPCs need them.
+const PREALLOC_SLOTS: c_uint = 128;
 /// Largest payload before the transport sets its own (1 MiB plus a page).
 const MAX_DATA_SEGS: usize = (1024 * 1024) / kernel::page::PAGE_SIZE + 1;
 /// rpcbind timeout (C `RPCRDMA_BIND_TO`).
@@ -57,6 +58,9 @@ const BC_SLOTS: c_uint = 0;
 /// The transport-specific client operations.
 #[vtable]
 pub trait XprtOps: Sized + Send + Sync {
+    /// Concurrent RPCs a transport admits (its slot table size, C
+    /// `xprt_rdma_slot_table_entries`).
+    fn max_slots() -> u32;
     /// Creates the state of a new transport.
     fn setup(xprt: Xprt) -> Result<Self>;
     /// Connects; blocks (process context). Called with the connect lock.
@@ -525,10 +529,17 @@ impl<T: XprtOps> OpsTable<T> {
         if !unsafe { kb::try_module_get(owner) } {
             return EIO.to_ptr();
         }
+        let max_slots = T::max_slots();
         // SAFETY: `net` is the caller's namespace; `xprt_alloc` zeroes the
         // `Transport`-sized allocation and puts the `rpc_xprt` first.
-        let xprt =
-            unsafe { bindings::xprt_alloc(args.net, size_of::<Transport>(), MAX_SLOTS, MAX_SLOTS) };
+        let xprt = unsafe {
+            bindings::xprt_alloc(
+                args.net,
+                size_of::<Transport>(),
+                PREALLOC_SLOTS.min(max_slots),
+                max_slots,
+            )
+        };
         let Some(xp) = NonNull::new(xprt) else {
             // SAFETY: Taken above.
             unsafe { kb::module_put(owner) };

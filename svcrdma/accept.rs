@@ -21,7 +21,11 @@ use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, RECV_BAT
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
+
+/// Each accepted connection takes the next completion vector of its device.
+static NEXT_COMP_VECTOR: Atomic<u32> = Atomic::new(0);
 
 impl Conn {
     /// Sets up a connection for a request taken off a listener and accepts
@@ -50,6 +54,7 @@ impl Conn {
                 max_send_sge: 1,
                 max_recv_sge: 1,
                 unsafe_global_rkey: false,
+                comp_vector: NEXT_COMP_VECTOR.fetch_add(1, Relaxed),
             },
             cache.pd().clone(),
         )?;

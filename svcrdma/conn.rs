@@ -145,8 +145,15 @@ impl CallCtxt {
     }
 
     /// Records a result payload for the next Write chunk (C
-    /// `svc_rdma_result_payload`); without a Write chunk it stays inline.
-    pub(super) fn result_payload(&mut self, offset: u32, length: u32) -> Result {
+    /// `svc_rdma_result_payload`); without a Write chunk it stays inline,
+    /// and so it does when the Call's flavor protects the data
+    /// (`ddp_allowed` false: krb5i, krb5p): the client's Write chunk is then
+    /// left unused, and the Reply goes inline or in the Reply chunk as a
+    /// client that follows RFC 8166 section 3.5.3 would have asked.
+    pub(super) fn result_payload(&mut self, offset: u32, length: u32, ddp_allowed: bool) -> Result {
+        if !ddp_allowed {
+            return Ok(());
+        }
         // The Write chunks the client offered, as `xpo_recvfrom` parsed them.
         let route = route_result_payload_in(&self.call.pcl()?, self.payloads.len(), length);
         match route {

@@ -115,8 +115,13 @@ impl SvcTransport for SvcRdma {
         }
     }
 
-    fn result_payload(ctxt: &mut conn::CallCtxt, offset: u32, length: u32) -> Result {
-        ctxt.result_payload(offset, length)
+    fn result_payload(
+        ctxt: &mut conn::CallCtxt,
+        offset: u32,
+        length: u32,
+        ddp_allowed: bool,
+    ) -> Result {
+        ctxt.result_payload(offset, length, ddp_allowed)
     }
 
     fn has_wspace(data: &Xprt) -> bool {

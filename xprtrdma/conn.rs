@@ -35,6 +35,16 @@ pub(super) struct Pending {
     pub(super) xid: u32,
     pub(super) key: usize,
     pub(super) regs: KVec<Reg>,
+    /// Bytes offered to the server: the Write chunk and the Reply chunk.
+    /// A reply claiming more was not written where we registered.
+    pub(super) offered: Offered,
+}
+
+/// What a request registered for the server to write into.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Offered {
+    pub(super) write: u32,
+    pub(super) reply: u32,
 }
 
 /// One connection.

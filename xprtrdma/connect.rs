@@ -35,6 +35,8 @@ const MRS_PER_REQUEST: u32 = 4;
 const EXTRA_RECVS: u32 = 8;
 /// `PAGE_SIZE` as the u32 the wire sizes use.
 const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
+/// Each new connection takes the next completion vector of its device.
+static NEXT_COMP_VECTOR: Atomic<u32> = Atomic::new(0);
 
 fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent> {
     let ev = id.wait_event(RESOLVE_TIMEOUT_MS * 2)?;
@@ -87,6 +89,7 @@ impl Conn {
                 max_send_sge: 1,
                 max_recv_sge: 1,
                 unsafe_global_rkey: settings.strategy == Strategy::Physical,
+                comp_vector: NEXT_COMP_VECTOR.fetch_add(1, Relaxed),
             },
         )?;
         let attr = *ep.device_attr();
@@ -145,7 +148,8 @@ impl Conn {
                 stats,
                 settings,
                 params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
-                limits: DecodeLimits::client_default(),
+                // Replies fill at most our receive buffer.
+                limits: DecodeLimits::client(settings.inline_read),
                 credits: Atomic::new(1),
                 slots: SendSlots::new(send_depth),
                 closing: Atomic::new(false),
@@ -255,14 +259,15 @@ impl Conn {
         self.xprt
             .set_bc_max_payload(max_payload(neg.inline_send, neg.inline_recv, PAGE_SIZE_U32));
         pr_info!(
-            "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}\n",
+            "connected: memreg {}, inline send {} recv {}, max_requests {}, {} MRs of {} pages, peer accepts remote invalidation {}, completion vector {}\n",
             settings.strategy.name(),
             neg.inline_send,
             neg.inline_recv,
             reqs,
             pool,
             params.max_fr_depth,
-            neg.peer_send_w_inv_ok
+            neg.peer_send_w_inv_ok,
+            self.ep.comp_vector()
         );
         Ok(())
     }

@@ -6,7 +6,7 @@
 //! the transport header, pulls the inline part into the Send buffer and
 //! posts it.
 
-use super::conn::{Conn, Pending};
+use super::conn::{Conn, Offered, Pending};
 use super::frwr::mr_count;
 use super::reg::{add, Reg, Span};
 use super::transport::bump;
@@ -31,10 +31,16 @@ fn shape(s: &XdrShape) -> XdrBufShape {
     }
 }
 
+/// Bytes the segments of a chunk cover.
+fn total(segs: &[Segment]) -> u32 {
+    segs.iter().fold(0u32, |a, s| a.saturating_add(s.length))
+}
+
 impl Conn {
     /// Marshals one call as the planner decides and posts it.
     pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
         let params = self.params();
+        rqst.alloc_sparse_pages()?;
         let info = rqst.info();
         let snd = shape(&info.snd);
         let rcv = shape(&info.rcv);
@@ -43,7 +49,7 @@ impl Conn {
             send_ddp: info.snd.flags & XDRBUF_WRITE != 0,
             recv: rcv,
             recv_ddp: info.rcv.flags & XDRBUF_READ != 0,
-            ddp_allowed: true,
+            ddp_allowed: info.ddp_allowed,
             // Every call is pulled up into one Send buffer.
             send_buf_len: params.inline_send,
         };
@@ -128,6 +134,10 @@ impl Conn {
                     xid: info.xid,
                     key: rqst.key(),
                     regs: core::mem::take(&mut mrs),
+                    offered: Offered {
+                        write: total(&writes),
+                        reply: total(&reply),
+                    },
                 };
                 if let Err(p) = self.pending.lock().push_within_capacity(pending) {
                     mrs = p.0.regs;

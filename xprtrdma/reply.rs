@@ -5,7 +5,7 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{Conn, Pending};
+use super::conn::{Conn, Offered, Pending};
 use super::reg::add;
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -62,6 +62,35 @@ impl Conn {
         pending.remove(pos).ok()
     }
 
+    /// What the request `xid` registered for the server to write (nothing
+    /// if it registered no chunk).
+    fn offered(&self, xid: u32) -> Offered {
+        self.pending
+            .lock()
+            .iter()
+            .find(|p| p.xid == xid)
+            .map(|p| p.offered)
+            .unwrap_or_default()
+    }
+
+    /// Whether a reply's chunk claims more than the request offered: the
+    /// server would have written past our registration, or the length is
+    /// a lie that would make sunrpc read pages nobody wrote.
+    fn overrun(&self, xid: u32, what: &str, claimed: u32, offered: u32) -> bool {
+        if claimed <= offered {
+            return false;
+        }
+        bump(&self.stats.bad_reply_count);
+        crate::pr_warn_ratelimited!(
+            "reply xid {:#x}: {} chunk of {} bytes, but {} were registered\n",
+            xid,
+            what,
+            claimed,
+            offered
+        );
+        true
+    }
+
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
         self.xprt.data_seen();
         let hdr = match decode_reply(bytes, &self.limits) {
@@ -102,6 +131,10 @@ impl Conn {
                     .iter()
                     .map(|c| c.total_length())
                     .fold(0u32, |a, b| a.saturating_add(b));
+                if self.overrun(hdr.xid, "Write", written, self.offered(hdr.xid).write) {
+                    self.finish(this, rqst, hdr.xid, EIO.to_errno(), inv_rkey);
+                    return;
+                }
                 add(&self.stats.total_rdma_reply, u64::from(written));
                 if written > 0 {
                     bump(&self.stats.fixup_copy_count);
@@ -115,6 +148,16 @@ impl Conn {
                 }
             }
             Body::NoMsg { chunks, .. } => match chunks.reply {
+                Some(r)
+                    if self.overrun(
+                        hdr.xid,
+                        "Reply",
+                        r.total_length(),
+                        self.offered(hdr.xid).reply,
+                    ) =>
+                {
+                    EIO.to_errno()
+                }
                 Some(r) => {
                     add(&self.stats.total_rdma_reply, u64::from(r.total_length()));
                     i32::try_from(rqst.reply_chunk_len(r.total_length())).unwrap_or(EIO.to_errno())

@@ -126,6 +126,12 @@ impl Client {
 
 #[vtable]
 impl XprtOps for Client {
+    fn max_slots() -> u32 {
+        // One slot per credit the transport asks for (before the
+        // configuration is set no transport can be created: `setup` fails).
+        SETTINGS.copy().map_or(1, |s| s.max_requests)
+    }
+
     fn setup(xprt: Xprt) -> Result<Self> {
         // Set before the class was registered, so before any setup.
         let settings = SETTINGS.copy().ok_or(EINVAL)?;

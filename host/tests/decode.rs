@@ -154,6 +154,21 @@ fn reply_decoder_accepts_c_reply_shapes() {
 }
 
 #[test]
+fn client_limits_follow_the_receive_buffer() {
+    // A 64 KiB inline reply fits a client with 64 KiB receive buffers, not
+    // the default 4 KiB ones; one byte more fits neither.
+    let b = msg(&[], &[], None, 60_000);
+    let big = DecodeLimits::client(65536);
+    assert_eq!(decode_reply(&b, &big).unwrap().xid, 0xdead_beef);
+    assert_eq!(
+        decode_reply(&b, &DecodeLimits::client_default()).unwrap_err(),
+        DecodeError::TooLong
+    );
+    let over = msg(&[], &[], None, 65536);
+    assert_eq!(decode_reply(&over, &big).unwrap_err(), DecodeError::TooLong);
+}
+
+#[test]
 fn unknown_error_code_is_decoded_for_xid_retirement() {
     let b = words(&[9, 1, 1, 4, 77]);
     let h = decode_reply(&b, &LIM).unwrap();

@@ -129,7 +129,10 @@ start_nfs_server() {
     # lockd's grace period (NFSv3 locks) also keeps nfsd from handing out
     # delegations (locks_in_grace); by default it lasts 50 s.
     echo "${NFSD_GRACE:-10}" > /proc/sys/fs/nfs/nlm_grace_period 2>/dev/null || say "cannot set nlm_grace_period"
-    exportfs -i -o rw,no_root_squash,insecure,no_subtree_check,fsid=0 "*:$EXPORT" || { NFS_ERR="exportfs"; return 1; }
+    # crossmnt: file systems mounted below (parity.sh's ext4 disk) are
+    # reached through this export too. EXPORT_SEC adds flavors (krb5).
+    exportfs -i -o "rw,no_root_squash,insecure,no_subtree_check,crossmnt,fsid=0${EXPORT_SEC:+,sec=$EXPORT_SEC}" "*:$EXPORT" ||
+        { NFS_ERR="exportfs"; return 1; }
     pidof rpc.mountd >/dev/null || rpc.mountd || { NFS_ERR="rpc.mountd"; return 1; }
     rpc.nfsd -V 3 -V 4 -V 4.1 -V 4.2 "${NFSD_THREADS:-8}" 2>&1 | sed 's/^/vm:   nfsd: /'
     [ "$(cat /proc/fs/nfsd/threads 2>/dev/null)" -gt 0 ] 2>/dev/null || { NFS_ERR="rpc.nfsd did not start threads"; return 1; }
@@ -209,6 +212,11 @@ nfs_mount() {
 }
 
 nfs_umount() {
+    # Submounts the client made where it crossed into another export
+    # (crossmnt) go first.
+    for _sub in $(awk -v m="$1/" 'index($2, m) == 1 { print $2 }' /proc/mounts | sort -r); do
+        umount "$_sub" 2>/dev/null
+    done
     umount "$1" || { sleep 2; umount "$1"; } || umount -l "$1"
     _rc=$?
     rm -f "$(_mntkey "$1")"

@@ -6,6 +6,8 @@
 # Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+3] [EXTRA_MOUNT_OPTS, "+" between,
 # '-' for none] [LONG_ENTRIES] [SERVER_MOD rust|c] [CLIENT_MOD c|rust]
 # [SERVER_PARAMS, '+' between, e.g. svc_buf_cache=0+max_requests=32]
+# [PARITY: phases of scripts/guest/parity.sh, '+' between: acl, nconnect,
+# limits, krb5; '-' for none]
 SIZE=${1:-256}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 EXTRA_OPTS=$(echo "${3:--}" | tr '+' ',' | sed 's/^-$//')   # '-': none
@@ -13,6 +15,8 @@ LONG_ENTRIES=${4:-5000}   # files in the READDIR test (0: skip it)
 SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 CLIENT_MOD=${6:-c}        # 'rust': our client too (rust-rust interop)
 SERVER_PARAMS=$(echo "${7:--}" | tr '+' ' ' | sed 's/^-$//')   # rpcrdma_rs.ko params on the server
+PARITY=$(echo "${8:--}" | tr '+' ' ' | sed 's/^-$//')
+. "$REPO_ROOT/scripts/guest/parity.sh"
 MNT=/tmp/mnt
 # The address the server adds while listening (server_device_removal).
 NEW_SERVER_IP=${SERVER_IP%.*}.10
@@ -137,7 +141,9 @@ run_server() {
     mkdir -p "$EXPORT" && echo "delegate me" > "$EXPORT/deleg.dat"
     deleg_server &
     [ "$SERVER_MOD" = rust ] && devremove_server &
+    parity_server_prepare
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+    parity_server_export
     grep -q '^rdma 20049' /proc/fs/nfsd/portlist && pass "rdma-listener-$SERVER_MOD" || fail "rdma-listener-$SERVER_MOD" "portlist"
 }
 
@@ -199,6 +205,7 @@ run_client() {
         check load-rust-rpcrdma load_rust_rpcrdma || return 1
     else
         check load-c-rpcrdma load_c_rpcrdma || return 1
+        has_phase limits && limits_c_client_setup
     fi
     for v in $VERSIONS; do
         if nfs_mount "$v" "$SERVER_IP" $MNT "$EXTRA_OPTS"; then
@@ -215,6 +222,9 @@ run_client() {
             fail "nfs$v-mount-rdma" "$NFS_ERR"
         fi
     done
+    has_phase acl && { acl_check 3 $MNT; acl_check 4.2 $MNT; }
+    has_phase nconnect && nconnect_check $MNT
+    has_phase limits && limits_check $MNT
     [ "$SERVER_MOD" = rust ] && server_device_removal
     # The IPv6 listener (nfsd creates one per address family). nfs_mount
     # insists on proto=rdma; over IPv6 the netid is rdma6.
@@ -233,6 +243,8 @@ run_client() {
             fail nfs4.2-mount-rdma-ipv6 "mount [$SERVER_IP6]:/ failed"
         fi
     fi
+    # Last: it renames the host and starts rpc.gssd.
+    has_phase krb5 && krb5_check $MNT
 }
 
 # The registration cache's debugfs view: hits when the cache is on; RDMA
@@ -301,6 +313,7 @@ case $ROLE in
         _probe=
         if [ "$SERVER_MOD" = rust ]; then shrink_probe & _probe=$!; fi
         run_server && server_wait_client_done "${CLIENT_WAIT:-900}"
+        parity_server_report
         [ -n "$_probe" ] && wait $_probe
         if [ -s /tmp/.shrink-probe ]; then
             read -r _idle _ev < /tmp/.shrink-probe

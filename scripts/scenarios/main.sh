@@ -7,9 +7,12 @@
 # The mount runs client and server through rpcrdma_rs in one VM; should the
 # module lack either class, it falls back to the in-tree C transport and says
 # so on a line of its own.
-# Arguments: [SIZE_MIB]
+# Arguments: [SIZE_MIB] [PARITY: phases of scripts/guest/parity.sh, '+'
+# between (acl, nconnect, limits); '-' or none for none]
 SIZE=${1:-64}
+PARITY=$(echo "${2:--}" | tr '+' ' ' | sed 's/^-$//')
 MNT=/tmp/mnt
+. "$REPO_ROOT/scripts/guest/parity.sh"
 
 dmesg -c >/dev/null 2>&1
 if check rpcrdma_rs-load load_rust_rpcrdma; then
@@ -33,7 +36,9 @@ else
     check load-c-rpcrdma load_c_rpcrdma || return 1
 fi
 
+parity_server_prepare
 if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+parity_server_export
 if nfs_mount 4.2 "$SERVER_IP" $MNT; then
     pass nfs4.2-mount-rdma
     grep " $MNT " /proc/mounts | sed 's/^/vm:   /'
@@ -43,6 +48,9 @@ if nfs_mount 4.2 "$SERVER_IP" $MNT; then
 else
     fail nfs4.2-mount-rdma "$NFS_ERR"
 fi
+has_phase acl && { acl_check 3 $MNT; acl_check 4.2 $MNT; }
+has_phase nconnect && nconnect_check $MNT
+has_phase limits && limits_check $MNT
 check nfs-server-stop stop_nfs_server
 unload_c_rpcrdma
 if mod_loaded rpcrdma_rs; then check rpcrdma_rs-unload unload_rust_rpcrdma; fi

@@ -13,7 +13,8 @@
 # removed and added back under a mounted client.
 # Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+4.1+4.0+3] [rpcrdma_rs params, ':'-separated, - for none,
 #            c-client to run the in-tree C client instead, for comparison]
-#            [DIR_ENTRIES] [CHURN] [EXTRAS: ipv6+restart+devremove (default), - for none]
+#            [DIR_ENTRIES] [CHURN] [EXTRAS: ipv6+restart+devremove (default), - for none;
+#            also the parity phases of scripts/guest/parity.sh: acl, nconnect, limits, krb5]
 SIZE=${1:-256}
 ENTRIES=${4:-5000}
 CHURN=${5:-200}
@@ -22,6 +23,8 @@ VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 PARAMS=$(echo "${3:--}" | tr ':' ' ')
 [ "$PARAMS" = - ] && PARAMS=
 MNT=/tmp/mnt
+PARITY=$EXTRAS
+. "$REPO_ROOT/scripts/guest/parity.sh"
 
 # Server side of the client's requests, through files in the export:
 # .deleg-ready: the client holds deleg.dat open; note whether nfsd granted
@@ -76,7 +79,9 @@ run_server() {
     mkdir -p "$EXPORT/dir$ENTRIES"
     (cd "$EXPORT/dir$ENTRIES" && i=0 && while [ $i -lt "$ENTRIES" ]; do
         : > entry-with-a-longish-name-$i; i=$((i + 1)); done)
+    parity_server_prepare
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+    parity_server_export
 }
 
 direct_check() {  # O_DIRECT write and read back of SIZE MiB
@@ -274,6 +279,10 @@ run_client() {
             ipv6) ipv6_mount ;;
             restart) reconnect_check server-restart-reconnect "server restart" restart_server 8388608 ;;
             devremove) reconnect_check client-device-removal "device removal" remove_client_device 4194304 ;;
+            acl) acl_check 3 $MNT; acl_check 4.2 $MNT ;;
+            nconnect) nconnect_check $MNT ;;
+            limits) limits_check $MNT ;;
+            krb5) krb5_check $MNT ;;
             -) ;;
             *) fail "extra-$x" "unknown extra" ;;
         esac
@@ -283,6 +292,7 @@ run_client() {
 case $ROLE in
     server)
         run_server && server_wait_client_done "${CLIENT_WAIT:-1500}"
+        parity_server_report
         check nfs-server-stop stop_nfs_server
         ;;
     client)

@@ -487,11 +487,18 @@ impl DecodeLimits {
     /// Defaults for a client decoding replies: the Linux client uses at
     /// most 16 segments per chunk (`RPCRDMA_MAX_HDR_SEGS`) and one chunk.
     pub const fn client_default() -> Self {
+        Self::client(RPCRDMA_DEF_INLINE)
+    }
+
+    /// A client's limits with receive buffers of `max_inline` bytes (its
+    /// `max_inline_read`, up to [`RPCRDMA_MAX_INLINE`]): a Reply may fill
+    /// the whole buffer.
+    pub const fn client(max_inline: u32) -> Self {
         Self {
             max_segments_per_chunk: 16,
             max_chunks: 1,
             max_payload: 1024 * 1024 + 4096,
-            max_inline: RPCRDMA_DEF_INLINE,
+            max_inline,
         }
     }
 }
