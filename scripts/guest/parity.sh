@@ -249,9 +249,16 @@ krb5_check() {
                 timeout 120 mount -t nfs -o "$_o" "$KRB_SRV:$_path" "$_m" && cmp -s /tmp/.krb-src "$_f"; then
                 # The direct-I/O path, which a READ reply places directly
                 # unless the flavor forbids it.
-                _s1=$(dd if="$_f" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
-                _s2=$(sha256sum < /tmp/.krb-src | cut -d' ' -f1)
-                [ "$_s1" = "$_s2" ] && pass "$_n" || fail "$_n" "O_DIRECT read differs"
+                dd if="$_f" of=/tmp/.krb-direct bs=1M iflag=direct 2>/tmp/.krb-dd.err; _dc=$?
+                if cmp -s /tmp/.krb-src /tmp/.krb-direct; then
+                    pass "$_n"
+                else
+                    fail "$_n" "O_DIRECT read differs: dd exit $_dc, $(wc -c < /tmp/.krb-direct) bytes, $(cmp /tmp/.krb-src /tmp/.krb-direct 2>&1 | head -n 1)"
+                    sed 's/^/vm:   dd: /' /tmp/.krb-dd.err
+                    awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && ($1 == "xprt:" || $1 == "READ:")' /proc/self/mountstats | sed 's/^/vm:   /'
+                    dmesg | tail -n 8 | sed 's/^/vm:   dmesg: /'
+                fi
+                rm -f /tmp/.krb-direct
             else
                 fail "$_n" "data written with sec=$_sec does not read back"
             fi
