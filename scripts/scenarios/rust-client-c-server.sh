@@ -24,6 +24,7 @@ PARAMS=$(echo "${3:--}" | tr ':' ' ')
 [ "$PARAMS" = - ] && PARAMS=
 MNT=/tmp/mnt
 PARITY=$EXTRAS
+KRB5_SERVER=c
 . "$REPO_ROOT/scripts/guest/parity.sh"
 
 # Server side of the client's requests, through files in the export:
