@@ -137,6 +137,17 @@ impl Conn {
         }
         let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
         ep.accept(&pdata, 0, ird)?;
+        // One line per connection, like the client's "connected:" line: an
+        // administrator sees what was negotiated and where completions land.
+        pr_info!(
+            "svcrdma: accepted: credits {}, inline send {} recv {}, max RDMA Reads {}, peer accepts remote invalidation {}, completion vector {}\n",
+            credits.grant(),
+            neg.inline_send,
+            neg.inline_recv,
+            ird,
+            neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
+            ep.comp_vector()
+        );
         let shared = Arc::new(
             Shared {
                 ep,

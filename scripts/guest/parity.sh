@@ -168,6 +168,11 @@ parity_server_export() {
 
 # parity_server_report: what the server's helpers logged (krb5).
 parity_server_report() {
+    # The connections the project's server accepted (nconnect's four among
+    # them) spread over the completion vectors.
+    if has_phase nconnect && mod_loaded rpcrdma_rs && dmesg | grep -q 'svcrdma: accepted:'; then
+        vectors_check server-completion-vectors 'svcrdma: accepted:' 4
+    fi
     has_phase krb5 || return 0
     tail -n 20 /tmp/svcgssd.log 2>/dev/null | sed 's/^/vm:   svcgssd: /'
 }
@@ -301,12 +306,23 @@ nconnect_check() {
     else pass $_cn; fi
     # The project's client logs each connection's completion vector: with
     # more than one CPU the four connections must not share one.
-    if mod_loaded rpcrdma_rs && [ "$(nproc)" -gt 1 ] && dmesg | grep -q 'rpcrdma_rs.*connected:'; then
-        _vs=$(dmesg | grep 'rpcrdma_rs.*connected:' | tail -n 4 | sed -n 's/.*completion vector \([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
-        info "nconnect: completion vectors of the last 4 connections: $_vs"
-        [ "$(echo $_vs | wc -w)" -ge 2 ] && pass nconnect-completion-vectors ||
-            fail nconnect-completion-vectors "all on vector(s) $_vs with $(nproc) CPUs"
-    fi
+    mod_loaded rpcrdma_rs && dmesg | grep -q 'rpcrdma_rs.*connected:' &&
+        vectors_check nconnect-client-completion-vectors 'rpcrdma_rs.*connected:' 4
+    # In one VM the project's server accepted the four as well.
+    [ "$ROLE" = single ] && mod_loaded rpcrdma_rs && dmesg | grep -q 'svcrdma: accepted:' &&
+        vectors_check nconnect-server-completion-vectors 'svcrdma: accepted:' 4
+    return 0
+}
+
+# vectors_check NAME PATTERN N: the last N kernel log lines matching PATTERN
+# (a connection's "... completion vector V" line) use more than one vector.
+# Only with more than one CPU: the device has a vector per CPU.
+vectors_check() {
+    [ "$(nproc)" -gt 1 ] || { info "$1: one CPU, one completion vector: not checked"; return 0; }
+    _vs=$(dmesg | grep "$2" | tail -n "$3" | sed -n 's/.*completion vector \([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
+    info "$1: the last $3 connections used vector(s) $_vs ($(nproc) CPUs)"
+    if [ "$(echo $_vs | wc -w)" -ge 2 ]; then pass "$1"
+    else fail "$1" "all on vector(s) $_vs with $(nproc) CPUs"; fi
 }
 
 # limits_client_setup: the C client's limits are sysctls (read when a
