@@ -945,6 +945,29 @@ impl DmaBuf {
         Ok(())
     }
 
+    /// Makes the first `len` bytes the device wrote visible to the CPU and
+    /// lends them to `f` in place, with no copy (C syncs `byte_len` bytes
+    /// of a Receive buffer and decodes it where it is).
+    ///
+    /// Only for a buffer the device writes into (`DmaDir::FromDevice`): the
+    /// CPU never writes one through this type's copying methods. The
+    /// caller holds it between a completed Receive and the next post, when
+    /// the device does not write it either.
+    pub fn with_received<R>(&self, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if self.dir != DmaDir::FromDevice {
+            return Err(EINVAL);
+        }
+        self.range(0, len)?;
+        // SAFETY: The mapping is live by the type invariant; `len` is within
+        // it (checked above).
+        unsafe { bindings::rpcrdma_rs_dma_sync_for_cpu(self.pd.device.as_ptr(), self.dma, len, 0) };
+        // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
+        // invariant and stays so while `self` is borrowed; no CPU writer
+        // exists for a device-written buffer (see above).
+        let bytes = unsafe { core::slice::from_raw_parts(self.ptr.cast_const(), len) };
+        Ok(f(bytes))
+    }
+
     /// Makes what the device wrote visible to the CPU and returns a pointer
     /// to bytes `[offset, offset + len)`, for FFI code in `rust/` that
     /// copies them straight into kernel structures (no bounce copy). The

@@ -19,11 +19,12 @@
 //! which no handler reposts and the last reference frees everything.
 
 use super::reg::Reg;
+use super::reply::RecvDone;
 use super::send_buf::SendSlots;
 use super::transport::{Settings, Stats};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
-use crate::rust::verbs::{DmaBuf, Endpoint};
+use crate::rust::verbs::{DmaBuf, Endpoint, WorkRequest};
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -83,6 +84,11 @@ pub(super) struct Conn {
     /// Send's completion.
     #[pin]
     pub(super) send_bufs: SpinLock<KVec<Arc<DmaBuf>>>,
+    /// Completed Receives waiting to be posted again as one batch
+    /// (`reply::RECV_REPOST_BATCH`); emptied by [`Conn::shutdown`], since
+    /// their handlers hold the connection.
+    #[pin]
+    pub(super) recv_held: SpinLock<KVec<Arc<WorkRequest<RecvDone>>>>,
 }
 
 impl Conn {

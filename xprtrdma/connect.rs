@@ -9,7 +9,7 @@
 use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
 use super::conn::Conn;
 use super::reg::{add, Strategy};
-use super::reply::RecvDone;
+use super::reply::{RecvDone, RECV_REPOST_BATCH};
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -31,8 +31,9 @@ const CONNECT_TIMEOUT_MS: u32 = 30_000;
 /// MRs per request in the pool: Read or Write chunk plus Reply chunk, each
 /// possibly split at head/pages/tail boundaries.
 const MRS_PER_REQUEST: u32 = 4;
-/// Receives kept beyond the credit limit (C keeps a batch extra).
-const EXTRA_RECVS: u32 = 8;
+/// Receives kept beyond the credit limit (C keeps a batch extra): they
+/// cover those held back for a batched repost.
+const EXTRA_RECVS: u32 = RECV_REPOST_BATCH as u32;
 /// `PAGE_SIZE` as the u32 the wire sizes use.
 const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
 /// Each new connection takes the next completion vector of its device.
@@ -141,6 +142,7 @@ impl Conn {
         // Filled once the negotiated inline send size is known.
         let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
+        let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
         let conn = Arc::pin_init(
             try_pin_init!(Self {
                 ep,
@@ -161,6 +163,7 @@ impl Conn {
                 write_pad,
                 global_rkey,
                 send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
+                recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
             }),
             GFP_KERNEL,
         )?;
@@ -288,6 +291,9 @@ impl Conn {
         let dirty = core::mem::take(&mut *self.dirty.lock());
         self.counters().dirty.add(-(dirty.len() as i64), Relaxed);
         drop(dirty);
+        // No Receive completes after the drain, so none is queued again.
+        let held = core::mem::take(&mut *self.recv_held.lock());
+        drop(held);
     }
 
     /// Disconnects as a network failure would (C

@@ -12,7 +12,6 @@ use crate::proto::decode::decode_reply;
 use crate::proto::msg::Body;
 use crate::rust::memalloc::NoIoScope;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
-use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
 use kernel::sync::Arc;
@@ -24,9 +23,9 @@ pub(super) struct RecvDone {
 
 impl CompletionHandler for RecvDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        // Reply handling may allocate (the reply copy, invalidation
-        // tracking, a backchannel slot): never by reclaim that could wait
-        // for this very reply (swap over NFS, NFS writeback).
+        // Reply handling may allocate (invalidation tracking, a
+        // backchannel slot): never by reclaim that could wait for this very
+        // reply (swap over NFS, NFS writeback).
         let _noio = NoIoScope::new();
         let conn = &self.conn;
         if !wc.is_ok() {
@@ -39,19 +38,48 @@ impl CompletionHandler for RecvDone {
             return;
         }
         if let Some(buf) = wr.buf(0) {
+            // Decoded where the device put it; the reply's bytes are copied
+            // once, into the request's receive buffer. The Receive is posted
+            // again only after this.
             let len = (wc.byte_len as usize).min(buf.len());
-            match KVec::from_elem(0u8, len, GFP_KERNEL) {
-                Ok(mut bytes) => {
-                    if buf.read(0, &mut bytes).is_ok() {
-                        conn.handle_reply(&self.conn, &bytes, wc.invalidated_rkey);
-                    }
-                }
-                Err(_) => conn.xprt.force_disconnect(),
+            let inv_rkey = wc.invalidated_rkey;
+            if buf
+                .with_received(len, |bytes| conn.handle_reply(conn, bytes, inv_rkey))
+                .is_err()
+            {
+                conn.xprt.force_disconnect();
             }
         }
-        if !conn.closing.load(Relaxed) && conn.ep.post_recv(wr.clone()).is_err() {
+        if !conn.closing.load(Relaxed) && conn.repost_recv(wr).is_err() {
             conn.xprt.force_disconnect();
         }
+    }
+}
+
+/// Receives given back to the queue pair with one doorbell (C
+/// `rpcrdma_post_recvs` posts its batch as one chain). Until a batch is
+/// full its Receives wait in [`Conn::recv_held`]; the `EXTRA_RECVS` posted
+/// beyond the credit limit cover them, so the server never finds the
+/// receive queue short.
+pub(super) const RECV_REPOST_BATCH: usize = 8;
+
+impl Conn {
+    /// Queues a completed Receive for reposting; posts the batch when full.
+    fn repost_recv(&self, wr: &Arc<WorkRequest<RecvDone>>) -> Result {
+        let mut held = self.recv_held.lock();
+        if held.push_within_capacity(wr.clone()).is_err() {
+            // Never full below the batch size; post this one alone.
+            drop(held);
+            return self.ep.post_recv(wr.clone());
+        }
+        if held.len() < RECV_REPOST_BATCH {
+            return Ok(());
+        }
+        let res = self.ep.post_recv_batch(&held);
+        // Posted ones hold their own reference; receive buffers have no MR,
+        // so dropping one that failed to post does not sleep.
+        held.clear();
+        res
     }
 }
 
