@@ -81,7 +81,10 @@ impl Mr {
         let mr = self.ptr.as_ptr();
         // SAFETY: The MR is live (type invariant).
         let max = unsafe { (*mr).max_pages };
-        let page_size = kernel::page::PAGE_SIZE as u32;
+        // A constant, not a captured variable: the closure below divides by
+        // it with no division-by-zero panic path (objtool took that path's
+        // call for a fall-through into the next function).
+        const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
         let (mut n, mut pages, mut prev_end) = (0u32, 0u32, 0u32);
         // SAFETY: `rqst` by the safety requirement.
         let buf = unsafe {
@@ -105,10 +108,10 @@ impl Mr {
                         l,
                     ),
                 };
-                if n > 0 && (off != 0 || prev_end % page_size != 0) {
+                if n > 0 && (off != 0 || prev_end % PAGE != 0) {
                     return Ok(false);
                 }
-                let npages = (off + l).div_ceil(page_size);
+                let npages = off.saturating_add(l).div_ceil(PAGE);
                 if n >= max || pages.saturating_add(npages) > max {
                     return Ok(false);
                 }
