@@ -8,7 +8,9 @@ CACHE_DIR=${RPCRDMA_CACHE:-/var/cache/rpcrdma-rs}
 KERNEL_SERIES=7.3
 FRAGMENT="$REPO_ROOT/kernel/rpcrdma-rs.config"
 DEBUG_FRAGMENT="$REPO_ROOT/kernel/debug.config"
-# Which kernel: "fast" (kernel/rpcrdma-rs.config) or "debug" (that plus
+FAST_FRAGMENT="$REPO_ROOT/kernel/fast.config"
+# Which kernel: "fast" (kernel/rpcrdma-rs.config plus kernel/fast.config:
+# kallsyms for profiles) or "debug" (kernel/rpcrdma-rs.config plus
 # kernel/debug.config: KASAN, lockdep, kmemleak, Rust overflow checks, fault
 # injection). scripts/test runs on the debug kernel, benchmarks on the fast one.
 KERNEL_FLAVOR=${RPCRDMA_KERNEL:-fast}
@@ -26,7 +28,7 @@ kernel_pkg_version() { cat "$CACHE_DIR/src/linux-source.version" 2>/dev/null; }
 # The config fragments of the selected kernel, base first.
 kernel_fragments() {
     echo "$FRAGMENT"
-    if [ "$KERNEL_FLAVOR" = debug ]; then echo "$DEBUG_FRAGMENT"; fi
+    if [ "$KERNEL_FLAVOR" = debug ]; then echo "$DEBUG_FRAGMENT"; else echo "$FAST_FRAGMENT"; fi
 }
 
 # The fixes scripts/setup applies to the kernel source (kernel/patches), in

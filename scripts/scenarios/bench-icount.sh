@@ -1,0 +1,186 @@
+# shellcheck shell=sh
+# bench-icount: the CPU cost of NFS/RDMA, client and server in one guest
+# (scripts/vm --icount bench-icount CONFIGS REPS SIZE_MIB PROFILE [ALT_KO]).
+#
+# Under -icount shift=0,sleep=off guest time is instructions executed (one
+# nanosecond each), so the MB/s fio reports measures instructions per byte of
+# the whole stack, not the host's load: repetitions agree within a few
+# percent where two-VM runs under TCG spread by 15%.
+#
+# CONFIGS: '+' between names, each one of
+#   c             the in-tree C rpcrdma.ko on both ends
+#   rust          rpcrdma_rs.ko on both ends, default parameters (memreg=fmr,
+#                 the server's registration cache on)
+#   rust-physical rpcrdma_rs.ko, memreg=physical
+#   rust-nocache  rpcrdma_rs.ko, svc_buf_cache=0
+#   alt           ALT_KO on both ends, default parameters (another build of
+#                 the project, for before/after comparisons in one boot)
+# REPS: repetitions, interleaved (every config once, then again).
+# SIZE_MIB: bytes of each 1 MiB job; the 4 KiB random read reads an eighth.
+# PROFILE: 1 runs the 1 MiB jobs once more per config under
+#   perf record -e cpu-clock (guest time, i.e. instructions) and splits the
+#   sampled time by where it lands. Not trustworthy yet: under -icount the
+#   samples cover about 3% of the busy time fio measures (the coverage line
+#   says how much), so it is off by default.
+#
+# One INFO line per job and repetition:
+#   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n>
+# and with PROFILE, per config and category:
+#   icount-profile cfg=<c> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
+# A benchmark, not a test: it passes when every job ran; scripts/bench-icount
+# prints the medians and spreads.
+CONFIGS=$(echo "${1:-c+rust}" | tr '+' ' ')
+REPS=${2:-3}
+SIZE=${3:-64}
+PROFILE=${4:-0}
+ALT_KO=${5:-}
+MNT=/tmp/mnt
+FILE=$MNT/bench.dat
+# perf samples per second of guest time (a sample weighs its period in ns,
+# i.e. instructions).
+FREQ=10000
+
+# use_config NAME: the module of NAME serves and mounts $MNT. nfsd is
+# restarted around the swap: its RDMA listeners (IPv4 and IPv6) hold the
+# module.
+use_config() {
+    NFS_ERR=
+    mountpoint -q $MNT && { nfs_umount $MNT || return 1; }
+    pidof rpc.mountd >/dev/null && { stop_nfs_server || { NFS_ERR="nfsd did not stop"; return 1; }; }
+    case $1 in
+        c) load_c_rpcrdma ;;
+        rust) load_rust_rpcrdma ;;
+        rust-physical) load_rust_rpcrdma memreg=physical ;;
+        rust-nocache) load_rust_rpcrdma svc_buf_cache=0 ;;
+        alt) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
+             _ko=$RUST_RPCRDMA_KO; RUST_RPCRDMA_KO=$ALT_KO
+             load_rust_rpcrdma; _lrc=$?; RUST_RPCRDMA_KO=$_ko; [ $_lrc = 0 ] ;;
+        *) say "unknown config $1"; return 1 ;;
+    esac || { NFS_ERR="module load for $1"; return 1; }
+    start_nfs_server || return 1
+    nfs_mount 4.2 "$SERVER_IP" $MNT "rsize=1048576,wsize=1048576"
+}
+
+# fio_job NAME RW BS IODEPTH SIZE: one fixed-size direct-I/O job on $FILE;
+# prints "MBps IOPS".
+# fio_job NAME RW BS IODEPTH IO_SIZE [fio options...]: one fixed-size
+# direct-I/O job on $FILE; prints "MBps IOPS idle% ms". idle%: the CPU's
+# idle share during the job from /proc/stat. Recorded, not trusted: under
+# -icount it ranged from 45% to 97% between runs whose MB/s agreed to the
+# decimal (Documentation/performance.md).
+fio_job() {
+    _n=$1 _rw=$2 _bs=$3 _qd=$4 _io=$5; shift 5
+    _s0=$(head -n 1 /proc/stat)
+    _out=$(fio --name="$_n" --filename=$FILE --rw="$_rw" --bs="$_bs" --iodepth="$_qd" \
+        --size="${SIZE}m" --io_size="$_io" --direct=1 --ioengine=libaio --thread \
+        --output-format=terse --terse-version=3 "$@" 2>&1)
+    _s1=$(head -n 1 /proc/stat)
+    _l=$(echo "$_out" | grep '^3;' | tail -n 1)
+    [ -n "$_l" ] || { say "fio $_n: $(echo "$_out" | tail -n 2 | tr '\n' ' ')"; return 1; }
+    _idle=$(printf '%s\n%s\n' "$_s0" "$_s1" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; tot[NR] = t; idl[NR] = $5 + $6 }
+        END { d = tot[2] - tot[1]; printf "%.1f", (d > 0 ? 100 * (idl[2] - idl[1]) / d : 0) }')
+    # terse v3: field 7 read KiB/s, 8 read IOPS, 48 write KiB/s, 49 write IOPS
+    # field 9 read runtime (ms), 50 write runtime (ms)
+    echo "$_l" | awk -F';' -v w="$_rw" -v idle="$_idle" '{ k = (w == "write") ? $48 : $7; i = (w == "write") ? $49 : $8;
+        ms = (w == "write") ? $50 : $9; printf "%.1f %d %s %d\n", k / 1024, i, idle, ms }'
+}
+
+# run_jobs CFG REP: the three jobs, writing first (the reads read its file).
+run_jobs() {
+    for _spec in "seq-write-1m:write:1m:8:${SIZE}m" "seq-read-1m:read:1m:8:${SIZE}m" \
+        "rand-read-4k:randread:4k:32:$((SIZE * 128))k"; do
+        IFS=: read -r _j _rw _bs _qd _io <<EOF
+$_spec
+EOF
+        if _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io"); then
+            set -- "$1" "$2" $_res
+            info "icount cfg=$1 rep=$2 job=$_j MBps=$3 IOPS=$4 idle_pct=$5 ms=$6"
+            set -- "$1" "$2"
+        else
+            fail "fio-$1-$_j-rep$2" "fio failed"; return 1
+        fi
+    done
+}
+
+# profile CFG: the 1 MiB write and read once more under perf, sampling only
+# around the two fio runs (perf's own start-up is not counted; fio's is, in
+# "user" and "other_kernel"); the samples split by where they land. The
+# report goes to the results directory.
+profile() {
+    _ctl=/tmp/perf-$1.ctl _data=/tmp/perf-$1.data
+    rm -f $_ctl; mkfifo $_ctl
+    perf record -a -e cpu-clock -F $FREQ -D -1 --control fifo:$_ctl -o $_data -- sleep 100000 \
+        >"$RESULTS/perf-$1.log" 2>&1 &
+    _perf=$!
+    sleep 2
+    _ok=1
+    echo enable > $_ctl
+    _w=$(fio_job prof-w write 1m 8 "${SIZE}m") || _ok=0
+    _rd=$(fio_job prof-r read 1m 8 "${SIZE}m") || _ok=0
+    echo disable > $_ctl
+    # fio's own guest time for the two jobs, against which the busy time
+    # perf sampled is reported (coverage).
+    _fio_ms=$(( ${_w##* } + ${_rd##* } ))
+    kill -INT $_perf 2>/dev/null; pkill -INT -f 'sleep 100000'; wait $_perf
+    ls -la $_data >> "$RESULTS/perf-$1.log" 2>&1
+    [ $_ok = 1 ] || { fail "profile-$1" "fio failed under perf"; return 1; }
+    perf report -i $_data --stdio --no-children -q --sort dso,sym -F overhead,period,dso,sym \
+        > "$RESULTS/perf-$1.txt" 2>>"$RESULTS/perf-$1.log"
+    perf report -i $_data --stats >> "$RESULTS/perf-$1.log" 2>&1
+    # "overhead period dso [k] symbol" per line (period: nanoseconds of
+    # guest time, i.e. instructions); MiB moved: the write and the read.
+    awk -v cfg="$1" -v mib=$((SIZE * 2)) -v fio_ms="$_fio_ms" '
+        NF >= 4 {
+            n = $2; dso = $3; sym = $5
+            if (dso ~ /^\[rpcrdma(_rs)?\]$/) c = "transport"
+            else if (dso == "[rdma_rxe]") c = "rxe"
+            else if ($4 != "[k]") c = "user"
+            else if (sym ~ /^(default_idle|pv_native_safe_halt|native_safe_halt|arch_cpu_idle|do_idle|cpu_idle|default_idle_call)/) c = "idle"
+            else if (sym ~ /(memcpy|memmove|copy_user|copy_page|copy_to_iter|copy_from_iter|rep_movs|copy_mc)/) c = "copy"
+            else if (sym ~ /(crc32|icrc)/) c = "crc"
+            else if (sym ~ /^(ib_|rdma_|cma_|iw_|ucma_|__ib_)/) c = "ib_core"
+            else if (sym ~ /^(nfsd|nfs3svc|nfs4svc|nfssvc|svcxdr)/) c = "nfsd"
+            else if (sym ~ /^(nfs|pnfs)/) c = "nfs"
+            else if (sym ~ /^(rpc_|rpcauth|xprt_|svc_|xdr_|gss_|cache_|auth_|__rpc|__svc|__xprt)/) c = "sunrpc"
+            else c = "other_kernel"
+            s[c] += n; t += n
+        }
+        END {
+            for (c in s) {
+                ki = (c == "idle") ? 0 : s[c] / 1000 / mib
+                printf "icount-profile cfg=%s cat=%s ns=%d pct=%.1f kinstr_per_MiB=%.0f\n",
+                    cfg, c, s[c], 100 * s[c] / (t ? t : 1), ki
+                if (c != "idle") busy += s[c]
+            }
+            printf "icount-profile-coverage cfg=%s busy_sampled_ms=%.1f fio_ms=%d\n", cfg, busy / 1e6, fio_ms
+        }' "$RESULTS/perf-$1.txt" > /tmp/profile-$1.txt
+    [ -s /tmp/profile-$1.txt ] || { fail "profile-$1" "no samples in the report ($(tail -n 1 "$RESULTS/perf-$1.log"))"; return 1; }
+    while read -r _l; do info "$_l"; done < /tmp/profile-$1.txt
+    pass "profile-$1"
+}
+
+case $ROLE in
+    single) ;;
+    *) fail bench-icount "runs in one VM: scripts/vm --icount bench-icount ..."; return 1 ;;
+esac
+say "bench-icount: configs $CONFIGS, $REPS repetitions, ${SIZE} MiB, profile $PROFILE"
+_rep=1
+while [ $_rep -le "$REPS" ]; do
+    for _c in $CONFIGS; do
+        if use_config "$_c"; then
+            run_jobs "$_c" $_rep && pass "jobs-$_c-rep$_rep"
+        else
+            fail "config-$_c-rep$_rep" "${NFS_ERR:-module load or listener failed}"
+        fi
+    done
+    _rep=$((_rep + 1))
+done
+if [ "$PROFILE" = 1 ]; then
+    for _c in $CONFIGS; do
+        use_config "$_c" && profile "$_c"
+    done
+fi
+mountpoint -q $MNT && nfs_umount $MNT
+check nfs-server-stop stop_nfs_server
+unload_c_rpcrdma
+unload_rust_rpcrdma
