@@ -14,7 +14,7 @@
 #   nconnect  nconnect=4: four transports, all carrying traffic
 #   limits    256 slots and 64 KiB inline sizes on both ends (the project's
 #             side takes them as module parameters, the C side through
-#             its sysctls)
+#             its sysctls); a short READ (O_DIRECT across the end of file)
 
 # A directory with an access and a default ACL of 300 named users each:
 # 2 x 300 x 12 bytes of NFSv3 ACL, so GETACL replies and SETACL calls of
@@ -361,5 +361,25 @@ limits_check() {
     if [ "${_max:-0}" != $LIMIT_SLOTS ]; then fail $_ln "max_num_slots=$_max"
     elif [ $(( ${_cwnd:-0} / 256 )) != $LIMIT_SLOTS ]; then fail $_ln "credits granted $(( ${_cwnd:-0} / 256 ))"
     else pass $_ln; fi
+    short_read_check "$_m"
     nfs_umount "$_m"
+}
+
+# short_read_check MNT: an O_DIRECT READ of 1 MiB that meets the end of the
+# file 1000 bytes in. The client offered a Write chunk for 1 MiB and the
+# server fills 1000 bytes of it: a short READ reply, which the client trims
+# (C rpcrdma_inline_fixup); the data must come back exact and a Write chunk
+# must have been used.
+short_read_check() {
+    _m=$1 _sn=short-read-write-chunk
+    head -c 1049576 /dev/urandom > /tmp/.short-src
+    cp /tmp/.short-src "$_m/short.dat" && sync || { fail $_sn "cannot write the file"; return 1; }
+    _w0=$(awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $14; exit }' /proc/self/mountstats)
+    _got=$(dd if="$_m/short.dat" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+    _w1=$(awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $14; exit }' /proc/self/mountstats)
+    info "short read: Write chunks ${_w0:-?} -> ${_w1:-?}"
+    if [ "$_got" != "$(sha256sum < /tmp/.short-src | cut -d' ' -f1)" ]; then fail $_sn "data differs"
+    elif [ "${_w1:-0}" -le "${_w0:-0}" ]; then fail $_sn "no Write chunk counted (${_w0:-?} -> ${_w1:-?})"
+    else pass $_sn; fi
+    rm -f "$_m/short.dat" /tmp/.short-src
 }
