@@ -155,6 +155,8 @@ pub(crate) struct ServerTransport {
     // sleep is needed for code to leave this module's text.
     _reg: Registration<SvcRdma>,
     _debugfs: Pin<KBox<File<()>>>,
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    _fault: Pin<KBox<File<()>>>,
     _cache: RegCache,
 }
 
@@ -179,11 +181,36 @@ impl ServerTransport {
             }),
             GFP_KERNEL,
         )?;
+        // /sys/kernel/debug/rpcrdma_rs/svc_fault_write_overrun: how many
+        // replies with a Write chunk overstate it (tests of the client;
+        // kernels with fault injection only).
+        #[cfg(CONFIG_FAULT_INJECTION)]
+        let fault = KBox::pin_init(
+            dir.write_callback_file(
+                c"svc_fault_write_overrun",
+                (),
+                &|(): &(), r: &mut kernel::uaccess::UserSliceReader| {
+                    let mut buf = [0u8; 12];
+                    let n = r.len().min(buf.len());
+                    let text = buf.get_mut(..n).ok_or(EINVAL)?;
+                    r.read_slice(text)?;
+                    let v = core::str::from_utf8(text)
+                        .ok()
+                        .and_then(|t| t.trim().parse::<u32>().ok())
+                        .ok_or(EINVAL)?;
+                    sendto::WRITE_OVERRUN_FAULTS.store(v, kernel::sync::atomic::Relaxed);
+                    Ok(())
+                },
+            ),
+            GFP_KERNEL,
+        )?;
         let reg = Registration::new(module, cfg.max_requests, cfg.max_inline_write)
             .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
         Ok(Self {
             _reg: reg,
             _debugfs: file,
+            #[cfg(CONFIG_FAULT_INJECTION)]
+            _fault: fault,
             _cache: cache,
         })
     }

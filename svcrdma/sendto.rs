@@ -6,10 +6,31 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
+use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// Replies left whose first Write chunk the server overstates by 4096
+/// bytes: fault injection that lets a test watch the client refuse a
+/// Write chunk longer than it registered. Written through debugfs
+/// `svc_fault_write_overrun` (kernels with `CONFIG_FAULT_INJECTION`); 0,
+/// the default and the only value elsewhere, injects nothing.
+pub(super) static WRITE_OVERRUN_FAULTS: Atomic<u32> = Atomic::new(0);
+
+/// Takes one injected fault, if any is left.
+fn take_write_overrun_fault() -> bool {
+    let mut cur = WRITE_OVERRUN_FAULTS.load(Relaxed);
+    while cur > 0 {
+        match WRITE_OVERRUN_FAULTS.cmpxchg(cur, cur - 1, Relaxed) {
+            Ok(_) => return true,
+            Err(now) => cur = now,
+        }
+    }
+    false
+}
 
 impl Conn {
     /// `xpo_sendto`: sends the Reply in `rq_res`.
@@ -75,6 +96,15 @@ impl Conn {
         let n = pcl
             .encode_reply_header(xid, s.credits, 0, &mut hbuf)
             .map_err(|_| EINVAL)?;
+        if !pcl.write_chunks().is_empty() && take_write_overrun_fault() {
+            let lie = hbuf.get_mut(..n).ok_or(EINVAL)?;
+            if ParsedChunks::overstate_first_write_segment(lie, 4096).is_some() {
+                crate::pr_warn_ratelimited!(
+                    "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
+                    xid
+                );
+            }
+        }
         let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
             // Too long for inline and the client gave no Reply chunk.
             self.send_err_chunk(xid);

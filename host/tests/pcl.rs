@@ -403,6 +403,28 @@ fn reply_header_echoes_trimmed_write_list_like_svc_rdma_sendto() {
         0,                            // no Reply chunk
     ]);
     assert_eq!(&out[..n], &want[..]);
+    // The fault the server injects for the client's overrun check: the
+    // first segment claims 4096 bytes more, and the decoder sees them.
+    let mut lie = out;
+    ParsedChunks::overstate_first_write_segment(&mut lie[..n], 4096).unwrap();
+    let r = rpcrdma_proto::proto::decode::decode_reply(&lie[..n], &DecodeLimits::client_default())
+        .unwrap();
+    match r.body {
+        rpcrdma_proto::proto::msg::Body::Msg { chunks, .. } => {
+            let total: u32 = chunks.write.iter().map(|c| c.total_length()).sum();
+            assert_eq!(total, 4097 + 4096);
+        }
+        _ => panic!("not RDMA_MSG"),
+    }
+    // Only where there is a Write chunk, and never by overflowing.
+    assert_eq!(
+        ParsedChunks::overstate_first_write_segment(&mut lie[..n], u32::MAX),
+        None
+    );
+    assert_eq!(
+        ParsedChunks::overstate_first_write_segment(&mut lie[..16], 1),
+        None
+    );
     // Not enough room.
     assert_eq!(
         pcl.encode_reply_header(0x22, 64, 0, &mut out[..40]),

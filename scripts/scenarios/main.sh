@@ -14,6 +14,28 @@ PARITY=$(echo "${2:--}" | tr '+' ' ' | sed 's/^-$//')
 MNT=/tmp/mnt
 . "$REPO_ROOT/scripts/guest/parity.sh"
 
+# overrun_check MNT: the client refuses a Write chunk longer than it
+# registered. On kernels with fault injection the project's server can
+# overstate one (debugfs svc_fault_write_overrun): that O_DIRECT READ fails
+# with EIO and the client says why; the next one reads the data.
+overrun_check() {
+    _f=/sys/kernel/debug/rpcrdma_rs/svc_fault_write_overrun _on=client-refuses-write-chunk-overrun
+    [ -w $_f ] && mod_loaded rpcrdma_rs && ! mod_loaded rpcrdma || return 0
+    head -c 262144 /dev/urandom > /tmp/.ovr-src
+    cp /tmp/.ovr-src "$1/ovr.dat" && sync || { fail $_on "cannot write the file"; return 1; }
+    echo 1 > $_f
+    if dd if="$1/ovr.dat" of=/dev/null bs=256k iflag=direct 2>/tmp/.ovr-err; then _bad=1; else _bad=0; fi
+    echo 0 > $_f
+    _said=$(dmesg | grep -c 'Write chunk of [0-9]* bytes, but [0-9]* were registered')
+    _again=$(dd if="$1/ovr.dat" bs=256k iflag=direct 2>/dev/null | cmp -s - /tmp/.ovr-src && echo ok)
+    info "overrun: dd $(tail -n 1 /tmp/.ovr-err); client warnings: $_said; read again: ${_again:-failed}"
+    if [ $_bad = 1 ]; then fail $_on "the READ with an overstated Write chunk succeeded"
+    elif [ "$_said" -lt 1 ]; then fail $_on "no warning from the client"
+    elif [ "$_again" != ok ]; then fail $_on "the next READ did not return the data"
+    else pass $_on; fi
+    rm -f "$1/ovr.dat" /tmp/.ovr-src /tmp/.ovr-err
+}
+
 dmesg -c >/dev/null 2>&1
 if check rpcrdma_rs-load load_rust_rpcrdma; then
     line=$(dmesg | grep -m1 'rpcrdma_rs .* loaded:')
@@ -43,6 +65,7 @@ if nfs_mount 4.2 "$SERVER_IP" $MNT; then
     pass nfs4.2-mount-rdma
     grep " $MNT " /proc/mounts | sed 's/^/vm:   /'
     data_check "nfs4.2-data-${SIZE}M" $MNT "$SIZE"
+    overrun_check $MNT
     show_xprt
     nfs_umount $MNT || fail nfs4.2-umount "umount $MNT"
 else

@@ -412,6 +412,28 @@ impl<'s> ParsedChunks<'s> {
         Ok(w.position())
     }
 
+    /// Fault injection (the server plays a lying peer for the client's
+    /// check, debugfs `svc_fault_write_overrun`): adds `extra` bytes to the
+    /// length of the first segment of the first Write chunk in a reply
+    /// header [`Self::encode_reply_header`] wrote into `hdr` (its Read list
+    /// is always empty, so the segment's length is word 8). `None` when
+    /// the header has no Write chunk or the length would overflow.
+    pub fn overstate_first_write_segment(hdr: &mut [u8], extra: u32) -> Option<()> {
+        let word = |h: &[u8], i: usize| -> Option<u32> {
+            let at = i.checked_mul(4)?;
+            let b = h.get(at..at.checked_add(4)?)?;
+            Some(u32::from_be_bytes(<[u8; 4]>::try_from(b).ok()?))
+        };
+        // Word 4: Read list absent; 5: a Write chunk follows; 6: its
+        // segment count; 7..: handle, length, offset (2 words).
+        if word(hdr, 4)? != 0 || word(hdr, 5)? != 1 || word(hdr, 6)? == 0 {
+            return None;
+        }
+        let len = word(hdr, 8)?.checked_add(extra)?;
+        hdr.get_mut(32..36)?.copy_from_slice(&len.to_be_bytes());
+        Some(())
+    }
+
     /// Encodes `chunk` as a counted array with lengths trimmed to `used`
     /// bytes in total (C `svc_rdma_encode_write_chunk()`).
     fn encode_trimmed(
