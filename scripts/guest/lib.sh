@@ -297,6 +297,20 @@ client_signal_done() {
     fi
 }
 
+# xprt_fields MNT N...: fields N... of the "xprt: rdma" line of the NFS
+# mount on MNT, counted after "rdma" (1 source port, 3 connect_count,
+# 6 sends, 7 receives, 11 Read chunks, 12 Write chunks), space-separated.
+# xprt_fields_all: the same for every transport of the mount (nconnect),
+# one line each.
+xprt_fields() { _xf_all=0 _xf_m=$1; shift; _xprt_fields "$@"; }
+xprt_fields_all() { _xf_all=1 _xf_m=$1; shift; _xprt_fields "$@"; }
+_xprt_fields() {
+    awk -v m="$_xf_m" -v f="$*" -v all=$_xf_all '$1 == "device" { on = ($5 == m) }
+        on && $1 == "xprt:" { n = split(f, a, " "); s = ""
+            for (i = 1; i <= n; i++) s = s (i > 1 ? " " : "") $(a[i] + 2)
+            print s; if (!all) exit }' /proc/self/mountstats
+}
+
 # Show where the transport statistics say the traffic went.
 show_xprt() {
     awk '/^device / { nfs = ($0 ~ /fstype nfs4? /); if (nfs) print } nfs && /xprt:/' /proc/self/mountstats 2>/dev/null |

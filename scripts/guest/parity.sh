@@ -294,8 +294,8 @@ nconnect_check() {
     for _i in 1 2 3 4; do cp /tmp/.nc-src "$_m/nc$_i.dat" & done; wait
     echo 3 > /proc/sys/vm/drop_caches
     for _i in 1 2 3 4; do cmp -s /tmp/.nc-src "$_m/nc$_i.dat" || _ok=0; done
-    # "xprt: rdma 0 bind connect conn_time idle sends recvs ...": one line per transport.
-    _x=$(awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $8, $9 }' /proc/self/mountstats)
+    # Sends and receives, one line per transport.
+    _x=$(xprt_fields_all "$_m" 6 7)
     echo "$_x" | sed 's/^/vm:   nconnect xprt sends recvs: /'
     _busy=$(echo "$_x" | awk '$1 > 0 && $2 > 0' | wc -l)
     info "nconnect: $(echo "$_x" | wc -l) transports, $_busy with traffic"
@@ -346,8 +346,8 @@ limits_check() {
     dd if=/tmp/.lim-src of="$_m/lim.dat" bs=32k oflag=direct 2>/dev/null || _ok=0
     _s=$(dd if="$_m/lim.dat" bs=32k iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
     [ "$_s" = "$(sha256sum < /tmp/.lim-src | cut -d' ' -f1)" ] || _ok=0
-    # read_chunk_count and write_chunk_count: fields 11 and 12 after "rdma"
-    _rw=$(awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $13, $14; exit }' /proc/self/mountstats)
+    # read_chunk_count and write_chunk_count
+    _rw=$(xprt_fields "$_m" 11 12)
     info "limits: 32 KiB O_DIRECT I/O counted Read and Write chunks: $_rw"
     if [ $_ok = 0 ]; then fail limits-inline-$LIMIT_INLINE "32 KiB O_DIRECT data differs"
     elif [ "$_rw" != "0 0" ]; then fail limits-inline-$LIMIT_INLINE "chunks used for 32 KiB I/O (read, write chunks: $_rw)"
@@ -374,9 +374,9 @@ short_read_check() {
     _m=$1 _sn=short-read-write-chunk
     head -c 1049576 /dev/urandom > /tmp/.short-src
     cp /tmp/.short-src "$_m/short.dat" && sync || { fail $_sn "cannot write the file"; return 1; }
-    _w0=$(awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $14; exit }' /proc/self/mountstats)
+    _w0=$(xprt_fields "$_m" 12)
     _got=$(dd if="$_m/short.dat" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
-    _w1=$(awk -v m="$_m" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $14; exit }' /proc/self/mountstats)
+    _w1=$(xprt_fields "$_m" 12)
     info "short read: Write chunks ${_w0:-?} -> ${_w1:-?}"
     if [ "$_got" != "$(sha256sum < /tmp/.short-src | cut -d' ' -f1)" ]; then fail $_sn "data differs"
     elif [ "${_w1:-0}" -le "${_w0:-0}" ]; then fail $_sn "no Write chunk counted (${_w0:-?} -> ${_w1:-?})"

@@ -160,10 +160,6 @@ deleg_recall() {
     fi
 }
 
-xprt_field() {  # xprt_field N: field N of the mount's "xprt: rdma" line
-    awk -v m="$MNT" -v n="$1" '$1 == "device" { on = ($5 == m) } on && $1 == "xprt:" { print $(n + 2); exit }' /proc/self/mountstats
-}
-
 # reconnect_check NAME WHAT DISRUPT SIZE: under a mounted NFSv4.2 client,
 # write SIZE bytes, run DISRUPT (a function that fails the check itself
 # and returns non-zero if it cannot do its part), then read the file back
@@ -174,14 +170,14 @@ reconnect_check() {
     nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
     head -c "$_size" /dev/urandom > /tmp/.rc-src
     if cp /tmp/.rc-src $MNT/rc.dat && sync; then
-        _cc0=$(xprt_field 3)
+        _cc0=$(xprt_fields $MNT 3)
         if $_disrupt; then
             echo 3 > /proc/sys/vm/drop_caches
             _ok=1
             timeout 300 cmp -s /tmp/.rc-src $MNT/rc.dat || _ok=0
             { echo after > $MNT/rc-after.txt && sync &&
                 [ "$(cat $MNT/rc-after.txt 2>/dev/null)" = after ]; } || _ok=0
-            _cc1=$(xprt_field 3)
+            _cc1=$(xprt_fields $MNT 3)
             info "$_what: connect_count $_cc0 -> $_cc1"
             if [ $_ok = 0 ]; then
                 fail $_n "I/O after the $_what failed (data read back or a new write)"
