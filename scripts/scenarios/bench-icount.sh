@@ -24,9 +24,10 @@
 #   says how much), so it is off by default.
 #
 # One INFO line per job and repetition:
-#   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n>
-# and with PROFILE, per config and category:
+#   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n> ms=<n>
+# and with PROFILE, per config and category, then its coverage:
 #   icount-profile cfg=<c> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
+#   icount-profile-coverage cfg=<c> busy_sampled_ms=<n> fio_ms=<n>
 # A benchmark, not a test: it passes when every job ran; scripts/bench-icount
 # prints the medians and spreads.
 CONFIGS=$(echo "${1:-c+rust}" | tr '+' ' ')
@@ -61,8 +62,6 @@ use_config() {
     nfs_mount 4.2 "$SERVER_IP" $MNT "rsize=1048576,wsize=1048576"
 }
 
-# fio_job NAME RW BS IODEPTH SIZE: one fixed-size direct-I/O job on $FILE;
-# prints "MBps IOPS".
 # fio_job NAME RW BS IODEPTH IO_SIZE [fio options...]: one fixed-size
 # direct-I/O job on $FILE; prints "MBps IOPS idle% ms". idle%: the CPU's
 # idle share during the job from /proc/stat. Recorded, not trusted: under
