@@ -36,6 +36,12 @@ module! {
     authors: ["rpcrdma-rs developers"],
     description: "RPC-over-RDMA v1 transport (NFS/RDMA) written in Rust",
     license: "GPL",
+    // The in-tree module's names: sunrpc asks for "rpcrdma"/"rpcrdma6" (a
+    // mount with proto=rdma/rdma6) and "svcrdma" (an nfsd RDMA listener);
+    // rdma-core loads "xprtrdma". With the in-tree rpcrdma.ko installed its
+    // name wins over these; packaging/modprobe.d/rpcrdma-rs.conf (make
+    // install) aliases all four to this module.
+    alias: ["rpcrdma", "rpcrdma6", "xprtrdma", "svcrdma"],
     params: {
         max_requests: u32 {
             default: 128,

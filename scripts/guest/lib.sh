@@ -145,7 +145,9 @@ start_nfs_server() {
         say "v4_end_grace write refused; waiting for the grace period to run out"
     wait_for $(( ${NFSD_GRACE:-10} + 20 )) grep -q Y /proc/fs/nfsd/v4_end_grace ||
         say "warning: NFSv4 grace period still on"
-    echo "rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist || { NFS_ERR="portlist: rdma listener refused"; return 1; }
+    # (rpc.nfsd opened it already when nfs.conf says rdma=y: drop-in.sh)
+    grep -q "^rdma $NFS_RDMA_PORT" /proc/fs/nfsd/portlist ||
+        echo "rdma $NFS_RDMA_PORT" > /proc/fs/nfsd/portlist || { NFS_ERR="portlist: rdma listener refused"; return 1; }
     grep -q "^rdma $NFS_RDMA_PORT" /proc/fs/nfsd/portlist || { NFS_ERR="portlist lacks rdma $NFS_RDMA_PORT"; return 1; }
     say "nfsd: versions $(cat /proc/fs/nfsd/versions) ports: $(tr '\n' ' ' < /proc/fs/nfsd/portlist)"
     # one rpcinfo (each exec costs about two seconds under TCG with KASAN)
