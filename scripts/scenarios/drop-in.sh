@@ -9,7 +9,8 @@
 # (guest init points kernel.modprobe at /bin/true for every other scenario).
 # Then:
 #   1. a mount with proto=rdma, with no server yet, autoloads rpcrdma_rs
-#      (sunrpc's request for "rpcrdma"), and modprobe -r unloads it;
+#      (sunrpc's request for "rpcrdma") with the options of a modprobe.d
+#      file, and modprobe -r unloads it;
 #   2. nfsd started from an nfs.conf with rdma=y and rdma-port=20049 opens
 #      its RDMA listener through rpcrdma_rs (the request for "svcrdma");
 #   3. an NFSv4.2 mount over it writes and reads back data;
@@ -70,6 +71,9 @@ for _a in rpcrdma rpcrdma6 xprtrdma svcrdma; do
 done
 if [ -z "$_bad" ]; then pass aliases-resolve-to-rpcrdma_rs; else fail aliases-resolve-to-rpcrdma_rs "$_bad"; fi
 
+# Parameters an administrator sets in modprobe.d apply to autoloads too.
+echo "options rpcrdma_rs max_inline_write=8192" > /etc/modprobe.d/rpcrdma-rs-options.conf
+
 # From here on the kernel's module requests go to the real modprobe.
 echo /sbin/modprobe > /proc/sys/kernel/modprobe
 
@@ -82,7 +86,12 @@ info "mount with no server: rc=$_rc $(echo "$_out" | tail -n 1)"
 [ $_rc = 0 ] && umount $MNT
 if only_rust_loaded; then pass mount-autoloads-rpcrdma_rs
 else fail mount-autoloads-rpcrdma_rs "loaded: $(grep -E '^rpcrdma(_rs)? ' /proc/modules | cut -d' ' -f1 | tr '\n' ' ')"; fi
-say "$(dmesg | grep -m1 'rpcrdma_rs .* loaded:')"
+_line=$(dmesg | grep -m1 'rpcrdma_rs .* loaded:')
+say "$_line"
+case $_line in
+    *max_inline_write=8192*) pass modprobe-d-options-apply ;;
+    *) fail modprobe-d-options-apply "load line: $_line" ;;
+esac
 if _out=$(modprobe -r rpcrdma_rs 2>&1) && neither_loaded; then pass modprobe-r-after-client
 else fail modprobe-r-after-client "$_out"; fi
 
