@@ -12,6 +12,7 @@ use super::reg::{add, Strategy};
 use super::reply::{RecvDone, RECV_REPOST_BATCH};
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
+use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams};
@@ -54,7 +55,11 @@ fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent
 
 impl Conn {
     /// Resolves, creates the queue pair and MR pool, and connects.
-    pub(super) fn connect(xprt: Xprt, settings: Settings, stats: Arc<Stats>) -> Result<Arc<Self>> {
+    pub(super) fn connect(
+        xprt: Xprt,
+        mut settings: Settings,
+        stats: Arc<Stats>,
+    ) -> Result<Arc<Self>> {
         let addr = xprt.addr()?;
         // In the transport's network namespace, as C `rpcrdma_create_id`.
         let id = CmId::new_in(xprt.net())?;
@@ -69,7 +74,14 @@ impl Conn {
 
         let reqs = settings.max_requests;
         let fmr = settings.strategy == Strategy::Fmr;
-        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
+        let pool = if fmr {
+            fmr_pool(settings.pool_size, reqs)
+        } else {
+            0
+        };
+        // Within half of this connection's pool, which a slot table made
+        // smaller since the module was loaded may have shrunk.
+        settings.dirty_watermark = fmr_dirty_watermark(settings.dirty_watermark, pool);
         // Per request: registrations, the Send, invalidations; and at
         // least room for every MR of the pool with its REG_MR and LOCAL_INV
         // plus a Send per credit and callback reply and the write pad, so
