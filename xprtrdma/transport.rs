@@ -48,7 +48,8 @@ pub(super) fn set_config(cfg: &Config, strategy: Strategy) -> Result {
 /// which each connection reads from the sysctls when it is made (as C).
 #[derive(Clone, Copy)]
 pub(super) struct Settings {
-    /// Credits asked for: the transport's slot table size.
+    /// The transport's slot table size: the credits each connection asks
+    /// for, unless its device's receive queue holds fewer (`connect.rs`).
     pub(super) max_requests: u32,
     pub(super) inline_read: u32,
     pub(super) inline_write: u32,
