@@ -2,6 +2,8 @@
 # The administration surface of the C module (sourced after lib.sh; the
 # "admin" phase of scenarios/main.sh, client and server in one guest, both
 # rpcrdma_rs, loaded without parameters):
+#   - before the load (admin_refused_loads): parameters out of range refuse
+#     it;
 #   - all nine module parameters listed, read-only, in
 #     /sys/module/rpcrdma_rs/parameters with the values loaded;
 #   - the six client sysctls /proc/sys/sunrpc/rdma_* and every file of C's
@@ -165,6 +167,31 @@ admin_effect() {
     else
         fail admin-sysctl-restored "now $(cat $ADMIN_SYS/rdma_slot_table_entries) $(cat $ADMIN_SYS/rdma_max_inline_write) $(cat $ADMIN_SVC/max_requests)"
     fi
+}
+
+# admin_refused_loads: before the module is loaded, each parameter out of
+# its range refuses the load (insmod: EINVAL, "Invalid parameters") with a
+# kernel log line naming the parameter, and leaves nothing loaded: the
+# values declared in C reach the checks of src/config.rs.
+ADMIN_REFUSED="max_requests=3 max_requests=16385 max_inline_read=65537 max_inline_write=1023
+fmr_pool_size=4 fmr_pages_per_mr=258 fmr_dirty_watermark=256 memreg=bogus"
+admin_refused_loads() {
+    _n=admin-parameter-range _bad=
+    mod_loaded rpcrdma_rs && { info "admin: rpcrdma_rs already loaded, refused loads not tried"; return 0; }
+    for _pv in $ADMIN_REFUSED; do
+        _p=${_pv%%=*}
+        _l0=$(dmesg | grep -c "rpcrdma_rs: .*$_p")
+        if _err=$(insmod "$RUST_RPCRDMA_KO" "$_pv" 2>&1); then
+            _bad="$_bad $_pv:loaded"
+            rmmod rpcrdma_rs
+            continue
+        fi
+        case $_err in *"nvalid"*) ;; *) _bad="$_bad $_pv:'$_err'" ;; esac
+        [ "$(dmesg | grep -c "rpcrdma_rs: .*$_p")" -gt "$_l0" ] || _bad="$_bad $_pv:no-log-line"
+        ! mod_loaded rpcrdma_rs || _bad="$_bad $_pv:module-left-loaded"
+    done
+    info "admin: refused loads said: $(dmesg | grep 'rpcrdma_rs: \(not loaded\|memreg=\)' | sed 's/^\[[^]]*\] //' | sort -u | tr '\n' ';')"
+    if [ -n "$_bad" ]; then fail $_n "$_bad"; else pass $_n; fi
 }
 
 # admin_check MNT: the whole phase (the server runs, MNT is not mounted).

@@ -39,6 +39,7 @@ overrun_check() {
     rm -f "$1/ovr.dat" /tmp/.ovr-src /tmp/.ovr-err
 }
 
+has_phase admin && admin_refused_loads
 dmesg -c >/dev/null 2>&1
 if check rpcrdma_rs-load load_rust_rpcrdma; then
     line=$(dmesg | grep -m1 'rpcrdma_rs .* loaded:')
