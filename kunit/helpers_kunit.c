@@ -3,3 +3,4 @@
 #include "../rust/helpers.c"
 #include "../rust/xprt_helpers.c"
 #include "../rust/svc_helpers.c"
+#include "../rust/params.c"

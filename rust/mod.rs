@@ -10,7 +10,8 @@
 //!   build (never checked in) and private to this directory;
 //! - `helpers.c`, `xprt_helpers.c`, `svc_helpers.c`: C for static inline
 //!   functions and macros (`ib_post_send`, `ib_alloc_pd`, `rdma_create_id`,
-//!   ...), and the `memreg` string parameter (`module_param_string`);
+//!   ...); `params.c`: the module parameters (`module_param_named`, so
+//!   that sysfs shows them);
 //! - the safe types below, which transport code (`src/`, `xprtrdma/`,
 //!   `svcrdma/`) uses without any `unsafe` of its own.
 //!
@@ -26,6 +27,7 @@ pub mod fault;
 pub mod live;
 pub mod memalloc;
 pub mod mr;
+pub mod params;
 pub mod ratelimit;
 pub mod regcache;
 pub mod shrinker;
@@ -34,6 +36,7 @@ pub mod svc;
 mod svc_bc;
 mod svc_class;
 mod svc_sysctl;
+pub mod sysctl;
 pub mod verbs;
 pub mod wq;
 pub mod xprt;

@@ -72,6 +72,21 @@ struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,
 					  unsigned int align);
 void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
 
+/* The module parameters (rust/params.c), as loaded. */
+struct rpcrdma_rs_params {
+	u32 max_requests;
+	u32 max_inline_read;
+	u32 max_inline_write;
+	u32 fmr_pool_size;
+	u32 fmr_pages_per_mr;
+	u32 fmr_dirty_watermark;
+	bool svc_buf_cache;
+	bool force_mr;
+};
+void rpcrdma_rs_params_get(struct rpcrdma_rs_params *p);
+/* The memreg string; NUL-terminated, fixed after load. */
+const char *rpcrdma_rs_param_memreg(void);
+
 #include "xprt_helpers.h"
 #include "svc_helpers.h"
 

@@ -31,7 +31,8 @@ use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::svc_bc::BcRegistration;
 use super::svc_class;
-use super::svc_sysctl::{self, Sysctl};
+use super::svc_sysctl;
+use super::sysctl::{Entry, Sysctl};
 use super::verbs::DmaBuf;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
@@ -952,16 +953,16 @@ pub struct Registration<T: SvcTransport> {
 }
 
 impl<T: SvcTransport> Registration<T> {
-    /// Registers the class; there is one per module. `max_requests` and
-    /// `max_req_size` are shown read-only in `/proc/sys/sunrpc/svc_rdma/`.
-    /// `module` owns both classes.
-    pub fn new(module: &ThisModule, max_requests: u32, max_req_size: u32) -> Result<Self> {
+    /// Registers the class; there is one per module. `limits` are the
+    /// transport's tunables, shown in `/proc/sys/sunrpc/svc_rdma/` beside
+    /// the counters. `module` owns both classes.
+    pub fn new(module: &ThisModule, limits: &[Entry]) -> Result<Self> {
         let bc = BcRegistration::<T>::new(module)?;
         // The ops table is a `'static` constant.
         svc_class::register(module, &OpsTable::<T>::OPS)?;
         // INVARIANT: Registered above.
         Ok(Self {
-            sysctl: Sysctl::register(max_requests, max_req_size),
+            sysctl: svc_sysctl::register(limits),
             _bc: bc,
         })
     }

@@ -713,15 +713,15 @@ pub fn post_local_inv<H: CompletionHandler>(
     }
 }
 
-/// The `memreg` module parameter (declared on the C side, a string).
-pub fn memreg_param() -> &'static str {
-    // SAFETY: The parameter is a NUL-terminated static buffer, written only
-    // at module load (permissions 0444).
-    let s = unsafe { kernel::str::CStr::from_char_ptr(bindings::rpcrdma_rs_param_memreg()) };
-    s.to_str().unwrap_or("")
-}
-
 impl Xprt {
+    /// The size of the transport's slot table: how many RPCs it admits at
+    /// once (`xprt_alloc`'s `max_alloc`, fixed for its life).
+    pub fn max_slots(&self) -> u32 {
+        // SAFETY: Valid by the type invariant; `max_reqs` is set by
+        // `xprt_alloc` and never changed.
+        unsafe { (*self.ptr.as_ptr()).max_reqs }
+    }
+
     /// Sets the largest RPC payload the transport carries (rsize/wsize).
     pub fn set_max_payload(&self, bytes: u32) {
         // SAFETY: Valid by the type invariant; called during setup.

@@ -123,13 +123,3 @@ void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr)
 		mr->nents = 0;
 	}
 }
-
-static char rpcrdma_rs_memreg[16] = "fmr";
-module_param_string(memreg, rpcrdma_rs_memreg, sizeof(rpcrdma_rs_memreg), 0444);
-MODULE_PARM_DESC(memreg,
-		 "Client memory registration: fmr (default; FMR-style pool semantics built on FRWR work requests, since the kernel removed the FMR verbs in 5.8: MRs allocated per connection at connect time, mapped per I/O with REG_MR, invalidated with LOCAL_INV, optionally in batches) or physical (global steering tag: the server can read and write ALL client memory; trusted servers only)");
-
-const char *rpcrdma_rs_param_memreg(void)
-{
-	return rpcrdma_rs_memreg;
-}

@@ -29,7 +29,4 @@ void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			  u64 dma_addr, u32 len);
 
-/* Module parameters declared on the C side (strings). */
-const char *rpcrdma_rs_param_memreg(void);
-
 #endif

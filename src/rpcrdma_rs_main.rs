@@ -42,40 +42,9 @@ module! {
     // name wins over these; packaging/modprobe.d/rpcrdma-rs.conf (make
     // install) aliases all four to this module.
     alias: ["rpcrdma", "rpcrdma6", "xprtrdma", "svcrdma"],
-    params: {
-        max_requests: u32 {
-            default: 128,
-            description: "Credits (concurrent RPC requests) per connection, 4..16384 (default 128)",
-        },
-        max_inline_read: u32 {
-            default: 4096,
-            description: "Largest inline reply in bytes, 1024..65536 (default 4096)",
-        },
-        max_inline_write: u32 {
-            default: 4096,
-            description: "Largest inline call in bytes, 1024..65536 (default 4096)",
-        },
-        fmr_pool_size: u32 {
-            default: 0,
-            description: "Client memreg=fmr (FMR-style pool on FRWR work requests): MRs allocated per connection at connect time (0: 4 per credit)",
-        },
-        fmr_pages_per_mr: u32 {
-            default: 0,
-            description: "Client memreg=fmr: pages per MR, 1..257 (0: the device's limit, at most 257)",
-        },
-        fmr_dirty_watermark: u32 {
-            default: 0,
-            description: "Client memreg=fmr: MRs left registered after their RPC before a batched invalidation (0: invalidate before every RPC completes; >0 lets the server read and write the pages and the kmalloc'd reply buffer of completed RPCs, i.e. memory reused by others, until the batch runs, at most 1 s later)",
-        },
-        svc_buf_cache: bool {
-            default: true,
-            description: "Server: keep RDMA bounce and Send buffers mapped, and RDMA Read sinks registered where the device needs it, for reuse (default Y)",
-        },
-        force_mr: bool {
-            default: false,
-            description: "Server: register RDMA Read sinks with a fast-registration MR even where the device does not need it (RoCE/IB; iWARP always does) (default N)",
-        },
-    },
+    // The parameters are declared in C (`rust/params.c`, read through
+    // `crate::rust::params`): the `params` of this macro get permissions 0
+    // and would be missing from /sys/module/rpcrdma_rs/parameters/.
 }
 
 struct RpcRdmaModule {
@@ -90,15 +59,16 @@ struct RpcRdmaModule {
 
 impl kernel::Module for RpcRdmaModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let p = crate::rust::params::get();
         let cfg = config::Config::from_params(&config::Config {
-            max_requests: module_parameters::max_requests.value(),
-            max_inline_read: module_parameters::max_inline_read.value(),
-            max_inline_write: module_parameters::max_inline_write.value(),
-            fmr_pool_size: module_parameters::fmr_pool_size.value(),
-            fmr_pages_per_mr: module_parameters::fmr_pages_per_mr.value(),
-            fmr_dirty_watermark: module_parameters::fmr_dirty_watermark.value(),
-            svc_buf_cache: module_parameters::svc_buf_cache.value(),
-            force_mr: module_parameters::force_mr.value(),
+            max_requests: p.max_requests,
+            max_inline_read: p.max_inline_read,
+            max_inline_write: p.max_inline_write,
+            fmr_pool_size: p.fmr_pool_size,
+            fmr_pages_per_mr: p.fmr_pages_per_mr,
+            fmr_dirty_watermark: p.fmr_dirty_watermark,
+            svc_buf_cache: p.svc_buf_cache,
+            force_mr: p.force_mr,
         })
         .inspect_err(|e| pr_err!("not loaded: {}\n", e.reason()))
         .map_err(|_| EINVAL)?;

@@ -18,12 +18,13 @@
 //! [`crate::rust::verbs`]; peer input is validated by the protocol core
 //! before it is used.
 
-use crate::config::Config;
+use crate::config::{Config, INLINE_MAX, REQUESTS_MAX, REQUESTS_MIN, SVC_REQ_SIZE_MIN};
 use crate::rust::cm::Addr;
 use crate::rust::cm::CmId;
 use crate::rust::cm::Net;
 use crate::rust::regcache::RegCache;
 use crate::rust::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
+use crate::rust::sysctl::{Entry, Tunable};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SetOnce};
@@ -39,7 +40,8 @@ mod rw;
 mod sendto;
 mod sq_gate;
 
-/// Settings of the server transport, from the module parameters.
+/// Settings of one connection: the module parameters, with the limits of
+/// the sysctls below as they are when the connection is accepted.
 #[derive(Clone, Copy)]
 struct Settings {
     max_requests: u32,
@@ -54,6 +56,23 @@ struct Settings {
 /// `xpo_create` and `xpo_accept` carry no class-private pointer); no
 /// defaults of its own.
 static SETTINGS: SetOnce<Settings> = SetOnce::new();
+
+/// `/proc/sys/sunrpc/svc_rdma/max_requests` (C `svcrdma_max_requests`):
+/// the credits of connections accepted from now on. Starts at the
+/// `max_requests` parameter.
+static MAX_REQUESTS: Tunable = Tunable::new(128, REQUESTS_MIN, REQUESTS_MAX);
+
+/// `/proc/sys/sunrpc/svc_rdma/max_req_size` (C `svcrdma_max_req_size`):
+/// the largest Call connections accepted from now on receive inline (their
+/// Receive buffers, and the inline size they advertise). Starts at the
+/// `max_inline_write` parameter, which may be below the 4096 a write needs.
+static MAX_REQ_SIZE: Tunable = Tunable::new(4096, SVC_REQ_SIZE_MIN, INLINE_MAX);
+
+/// `/proc/sys/sunrpc/svc_rdma/max_outbound_read_requests` (C
+/// `svcrdma_ord`): kept for scripts that set it, and unused, as in C,
+/// where every connection issues as many RDMA Reads at once as its client
+/// allows (within the device's limit) whatever this says.
+static MAX_OUTBOUND_READ_REQUESTS: Tunable = Tunable::new(16, 1, 255);
 
 /// A transport of the class: a listener or a connection.
 enum Xprt {
@@ -77,9 +96,15 @@ impl SvcTransport for SvcRdma {
         match listener {
             Xprt::Listener(l) => {
                 let pending = l.next()?;
-                // Set before the class was registered.
-                let settings = SETTINGS.as_ref()?;
-                match conn::Conn::accept(pending, link.clone(), settings) {
+                // Set before the class was registered; the limits are read
+                // for each connection, so that a write to the sysctls
+                // applies to the connections accepted after it.
+                let settings = Settings {
+                    max_requests: MAX_REQUESTS.get(),
+                    inline_recv: MAX_REQ_SIZE.get(),
+                    ..*SETTINGS.as_ref()?
+                };
+                match conn::Conn::accept(pending, link.clone(), &settings) {
                     Ok(c) => Some(Xprt::Conn(c)),
                     Err(e) => {
                         crate::pr_warn_ratelimited!(
@@ -204,7 +229,18 @@ impl ServerTransport {
             ),
             GFP_KERNEL,
         )?;
-        let reg = Registration::new(module, cfg.max_requests, cfg.max_inline_write)
+        MAX_REQUESTS.set(cfg.max_requests);
+        MAX_REQ_SIZE.set(cfg.max_inline_write);
+        let limits = [
+            Entry::uint(c"max_requests", &MAX_REQUESTS, 0o644),
+            Entry::uint(c"max_req_size", &MAX_REQ_SIZE, 0o644),
+            Entry::uint(
+                c"max_outbound_read_requests",
+                &MAX_OUTBOUND_READ_REQUESTS,
+                0o644,
+            ),
+        ];
+        let reg = Registration::new(module, &limits)
             .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
         Ok(Self {
             _reg: reg,

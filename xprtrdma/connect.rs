@@ -12,11 +12,13 @@ use super::reg::{add, Strategy};
 use super::reply::{RecvDone, RECV_REPOST_BATCH};
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
+use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
+use crate::proto::credits::{ClientCredits, MIN_SLOT_TABLE};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams};
 use crate::rust::cm::{CmEvent, CmHandler, CmId};
-use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, Segment as SgSegment, WorkRequest};
+use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest};
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -54,7 +56,11 @@ fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent
 
 impl Conn {
     /// Resolves, creates the queue pair and MR pool, and connects.
-    pub(super) fn connect(xprt: Xprt, settings: Settings, stats: Arc<Stats>) -> Result<Arc<Self>> {
+    pub(super) fn connect(
+        xprt: Xprt,
+        mut settings: Settings,
+        stats: Arc<Stats>,
+    ) -> Result<Arc<Self>> {
         let addr = xprt.addr()?;
         // In the transport's network namespace, as C `rpcrdma_create_id`.
         let id = CmId::new_in(xprt.net())?;
@@ -67,9 +73,30 @@ impl Conn {
             matches!(e, CmEvent::RouteResolved)
         })?;
 
-        let reqs = settings.max_requests;
+        // The protection domain first: its device's limits lower the
+        // credits (not the slot table) when the queues cannot hold them.
+        let pd = Pd::new(&id, settings.strategy == Strategy::Physical)?;
+        let dev = pd.device_attr();
+        let Some(reqs) = ClientCredits::fit_to_device(
+            settings.max_requests,
+            EXTRA_RECVS + BC_RECVS,
+            dev.max_qp_wr,
+            dev.max_cqe,
+        ) else {
+            crate::pr_warn_ratelimited!("device queues too small for {} credits\n", MIN_SLOT_TABLE);
+            return Err(EINVAL);
+        };
+        // Asked for in every call and the cap of every grant.
+        settings.max_requests = reqs;
         let fmr = settings.strategy == Strategy::Fmr;
-        let pool = if fmr { settings.pool_size.max(reqs) } else { 0 };
+        let pool = if fmr {
+            fmr_pool(settings.pool_size, reqs)
+        } else {
+            0
+        };
+        // Within half of this connection's pool, which a slot table made
+        // smaller since the module was loaded may have shrunk.
+        settings.dirty_watermark = fmr_dirty_watermark(settings.dirty_watermark, pool);
         // Per request: registrations, the Send, invalidations; and at
         // least room for every MR of the pool with its REG_MR and LOCAL_INV
         // plus a Send per credit and callback reply and the write pad, so
@@ -82,7 +109,7 @@ impl Conn {
                 .saturating_add(reqs)
                 .saturating_add(BC_SLOTS + 1),
         );
-        let ep = Endpoint::new(
+        let ep = Endpoint::with_pd(
             id,
             &EndpointConfig {
                 max_send_wr,
@@ -92,6 +119,7 @@ impl Conn {
                 unsafe_global_rkey: settings.strategy == Strategy::Physical,
                 comp_vector: NEXT_COMP_VECTOR.fetch_add(1, Relaxed),
             },
+            pd,
         )?;
         let attr = *ep.device_attr();
         // Without the drain's extra entry, which is not ours to use.

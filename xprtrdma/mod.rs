@@ -13,6 +13,7 @@
 //!   ([`crate::proto::planner`]).
 
 use crate::config::Config;
+use crate::rust::sysctl::Sysctl;
 use crate::rust::xprt_class::Registration;
 use kernel::prelude::*;
 
@@ -25,12 +26,16 @@ mod physical;
 mod reg;
 mod reply;
 mod send_buf;
+mod sysctl;
 mod transport;
 
 use kernel::debugfs::{Dir, File};
 
 /// The client side's registration with sunrpc, held by the module.
 pub(crate) struct ClientTransport {
+    // Dropped first: the tunables' files go before the class (they only
+    // point to statics, so this order is for tidiness, as C's cleanup).
+    _sysctl: Option<Sysctl>,
     _reg: Registration<transport::Client>,
     _debugfs: Pin<KBox<File<()>>>,
     _debugfs_bc: Pin<KBox<File<()>>>,
@@ -47,6 +52,7 @@ impl ClientTransport {
             );
         }
         transport::set_config(cfg, strategy)?;
+        sysctl::init(cfg, strategy);
         // /sys/kernel/debug/rpcrdma_rs/client_registration: which strategy
         // transports use and what each strategy did.
         let file = KBox::pin_init(
@@ -66,7 +72,11 @@ impl ClientTransport {
             )
         })?;
         pr_info!("client memory registration: memreg={}\n", strategy.name());
+        // After the class, as C: were the in-tree module loaded, its class
+        // registration fails first, before a clash of file names here.
+        let sysctl = sysctl::register();
         Ok(Self {
+            _sysctl: sysctl,
             _reg: reg,
             _debugfs: file,
             _debugfs_bc: bc_file,

@@ -25,7 +25,8 @@
 //!   DMA addresses; no per-I/O registration work, and the server can read
 //!   and write all client memory at any time. Trusted servers only.
 
-use crate::rust::xprt::{memreg_param, Mr, PhysMap};
+use crate::rust::params;
+use crate::rust::xprt::{Mr, PhysMap};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
@@ -83,7 +84,7 @@ pub(crate) enum Strategy {
 impl Strategy {
     /// Reads the `memreg` module parameter.
     pub(crate) fn from_param() -> Result<Self> {
-        match memreg_param() {
+        match params::memreg() {
             "" | "fmr" | "frwr" => Ok(Self::Fmr),
             "physical" => Ok(Self::Physical),
             other => {

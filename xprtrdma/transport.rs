@@ -5,6 +5,7 @@
 
 use super::conn::Conn;
 use super::reg::{counters, Strategy};
+use super::sysctl;
 use crate::config::Config;
 use crate::rust::memalloc::NoIoScope;
 use crate::rust::xprt::{Rqst, Xprt, XprtStats};
@@ -43,15 +44,21 @@ pub(super) fn set_config(cfg: &Config, strategy: Strategy) -> Result {
     }
 }
 
-/// Settings of one transport, fixed at setup.
+/// Settings of one transport: fixed at setup, except the inline sizes,
+/// which each connection reads from the sysctls when it is made (as C).
 #[derive(Clone, Copy)]
 pub(super) struct Settings {
+    /// The transport's slot table size: the credits each connection asks
+    /// for, unless its device's receive queue holds fewer (`connect.rs`).
     pub(super) max_requests: u32,
     pub(super) inline_read: u32,
     pub(super) inline_write: u32,
     pub(super) strategy: Strategy,
+    /// The `fmr_pool_size` parameter (0: 4 MRs per credit).
     pub(super) pool_size: u32,
     pub(super) pages_per_mr: u32,
+    /// The `fmr_dirty_watermark` parameter; each connection keeps it below
+    /// half its pool.
     pub(super) dirty_watermark: u32,
 }
 
@@ -127,14 +134,17 @@ impl Client {
 #[vtable]
 impl XprtOps for Client {
     fn max_slots() -> u32 {
-        // One slot per credit the transport asks for (before the
-        // configuration is set no transport can be created: `setup` fails).
-        SETTINGS.copy().map_or(1, |s| s.max_requests)
+        // `rdma_slot_table_entries` as it is now (C `xprt_setup_rdma`),
+        // which starts at `max_requests`.
+        sysctl::slot_table_entries()
     }
 
     fn setup(xprt: Xprt) -> Result<Self> {
         // Set before the class was registered, so before any setup.
-        let settings = SETTINGS.copy().ok_or(EINVAL)?;
+        let mut settings = SETTINGS.copy().ok_or(EINVAL)?;
+        // One credit per slot sunrpc allocated for this transport (what
+        // `max_slots` said then: the sysctl may have changed since).
+        settings.max_requests = xprt.max_slots();
         let strategy = settings.strategy;
         if strategy == Strategy::Physical {
             xprt.set_max_payload(PHYSICAL_MAX_PAYLOAD);
@@ -155,15 +165,19 @@ impl XprtOps for Client {
 
     fn connect(&self) -> Result {
         self.close();
-        let conn = Conn::connect(
-            self.inner.xprt,
-            self.inner.settings,
-            self.inner.stats.clone(),
-        )
-        .map_err(|e| {
-            crate::pr_warn_ratelimited!("connect failed: error {}\n", e.to_errno());
-            transient_as_not_connected(e)
-        })?;
+        // The inline sizes of the sysctls as they are now (C reads them in
+        // `rpcrdma_ep_create`, at each connect).
+        let (inline_write, inline_read) = sysctl::inline_sizes();
+        let settings = Settings {
+            inline_write,
+            inline_read,
+            ..self.inner.settings
+        };
+        let conn =
+            Conn::connect(self.inner.xprt, settings, self.inner.stats.clone()).map_err(|e| {
+                crate::pr_warn_ratelimited!("connect failed: error {}\n", e.to_errno());
+                transient_as_not_connected(e)
+            })?;
         *self.inner.conn.lock() = Some(conn);
         Ok(())
     }

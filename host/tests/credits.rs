@@ -35,6 +35,31 @@ fn client_slot_table_is_clamped() {
 }
 
 #[test]
+fn client_credits_fit_the_device() {
+    // Room to spare: the slot table.
+    assert_eq!(
+        ClientCredits::fit_to_device(128, 40, 16384, 65536),
+        Some(128)
+    );
+    // The receive queue, less the extra Receives, bounds the credits.
+    assert_eq!(
+        ClientCredits::fit_to_device(16384, 40, 16384, 1 << 20),
+        Some(16344)
+    );
+    // So does the receive CQ, less the drain's entry.
+    assert_eq!(
+        ClientCredits::fit_to_device(16384, 40, 16384, 1025),
+        Some(984)
+    );
+    // A device that cannot hold the minimum refuses the connection.
+    assert_eq!(ClientCredits::fit_to_device(128, 40, 43, 65536), None);
+    assert_eq!(
+        ClientCredits::fit_to_device(128, 40, 44, 65536),
+        Some(MIN_SLOT_TABLE)
+    );
+}
+
+#[test]
 fn congestion_window_gates_requests() {
     let mut c = ClientCredits::new(16);
     assert!(c.try_get());

@@ -50,6 +50,26 @@ impl ClientCredits {
         }
     }
 
+    /// The credits a connection with `slots` slots asks for on a device,
+    /// or `None` when the device cannot hold [`MIN_SLOT_TABLE`]: every
+    /// credit needs a Receive posted before the server may reply, so the
+    /// credits and `extra_recvs` more Receives (held back for a batched
+    /// repost, or for backchannel Calls) must fit in the receive queue
+    /// (`max_qp_wr`) and its completion queue (`max_cqe`, less the drain's
+    /// entry). C `frwr_query_device` lowers `re_max_requests` likewise; the
+    /// slot table keeps its size, and the window follows the credits.
+    pub fn fit_to_device(
+        slots: u32,
+        extra_recvs: u32,
+        max_qp_wr: u32,
+        max_cqe: u32,
+    ) -> Option<u32> {
+        let room = max_qp_wr
+            .min(max_cqe.saturating_sub(1))
+            .saturating_sub(extra_recvs);
+        (room >= MIN_SLOT_TABLE).then_some(slots.min(room))
+    }
+
     /// The value the client puts in the credits field of each Call (C
     /// `rb_max_requests`).
     pub const fn requested(&self) -> u32 {
