@@ -38,7 +38,8 @@ fn total(segs: &[Segment]) -> u32 {
 
 /// Bytes the segments of a chunk cover, for the 64-bit counters.
 fn total_bytes(segs: &[Segment]) -> u64 {
-    segs.iter().map(|s| u64::from(s.length)).sum()
+    segs.iter()
+        .fold(0u64, |a, s| a.saturating_add(u64::from(s.length)))
 }
 
 /// A count of segments for the counters.
