@@ -485,6 +485,16 @@ impl Rqst<'_> {
     }
 }
 
+/// What [`PinnedRqst::fill_reply`] did with an `RDMA_MSG` reply.
+#[derive(Clone, Copy, Debug)]
+pub struct FilledReply {
+    /// The reply length for [`PinnedRqst::complete`].
+    pub len: u32,
+    /// Bytes of the inline reply copied into the receive buffer's page
+    /// list (C's `fixup_copy_count` unit).
+    pub page_bytes: u32,
+}
+
 /// A request matched to a reply, pinned until completed.
 ///
 /// # Invariants
@@ -502,8 +512,8 @@ unsafe impl Send for PinnedRqst {}
 impl PinnedRqst {
     /// Places an `RDMA_MSG` reply's inline part (`src`) in the receive
     /// buffer; `writelist` is the number of bytes the server wrote through
-    /// the Write chunk. Returns the reply length for [`Self::complete`].
-    pub fn fill_reply(&self, src: &[u8], writelist: u32) -> Result<u32> {
+    /// the Write chunk.
+    pub fn fill_reply(&self, src: &[u8], writelist: u32) -> Result<FilledReply> {
         let len = u32::try_from(src.len()).map_err(|_| EINVAL)?;
         // SAFETY: The request is pinned, so its receive buffer is live and
         // only ours to fill until it is completed.
@@ -513,13 +523,24 @@ impl PinnedRqst {
             // the tail, as sunrpc lays it out.
             // SAFETY: `buf` is live (above); `src` is readable for `len`
             // bytes and only read; the copy is bounded by `buflen`.
-            let rc = unsafe {
+            let (rc, head_len, page_len) = unsafe {
                 if len > (*buf).buflen {
                     return Err(EIO);
                 }
-                bindings::write_bytes_to_xdr_buf(buf, 0, src.as_ptr().cast_mut().cast(), len)
+                let rc =
+                    bindings::write_bytes_to_xdr_buf(buf, 0, src.as_ptr().cast_mut().cast(), len);
+                (rc, (*buf).head[0].iov_len, (*buf).page_len)
             };
-            return if rc == 0 { Ok(len) } else { Err(EIO) };
+            if rc != 0 {
+                return Err(EIO);
+            }
+            // What went past the head landed in the page list first (C
+            // `rpcrdma_inline_fixup` counts these bytes).
+            let past_head = u32::try_from(src.len().saturating_sub(head_len)).unwrap_or(u32::MAX);
+            return Ok(FilledReply {
+                len,
+                page_bytes: past_head.min(page_len),
+            });
         }
         // With a Write chunk its data is already in the pages: the part of
         // the inline reply that does not fit the head goes to the tail,
@@ -573,7 +594,12 @@ impl PinnedRqst {
                 );
             }
         }
-        Ok(len.saturating_add((writelist.saturating_add(3)) & !3))
+        // Nothing of the inline part went to the pages: the Write chunk
+        // filled them.
+        Ok(FilledReply {
+            len: len.saturating_add((writelist.saturating_add(3)) & !3),
+            page_bytes: 0,
+        })
     }
 
     /// The reply length of an `RDMA_NOMSG` reply that arrived entirely in

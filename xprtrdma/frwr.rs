@@ -40,6 +40,9 @@ impl CompletionHandler for Arc<BatchInvDone> {
         if let Some(mrs) = taken {
             if wc.is_ok() {
                 self.conn.recycle(mrs);
+            } else {
+                // Their state is unknown: deregistered as they drop.
+                self.conn.count_recycled(&mrs);
             }
             self.conn.slots.give(self.slots);
         }
@@ -83,6 +86,7 @@ impl CompletionHandler for Arc<InvDone> {
                 self.conn.recycle(mrs);
             } else {
                 // The MRs' state is unknown: drop them with the connection.
+                self.conn.count_recycled(&mrs);
                 drop(mrs);
             }
             rqst.complete(status);
@@ -122,6 +126,23 @@ impl Conn {
         }
     }
 
+    /// Counts MRs about to be deregistered because their invalidation did
+    /// not complete successfully (flushed or failed): C's `mrs_recycled`,
+    /// which its `frwr_mr_recycle` counted for the same reason (C 7.3
+    /// prints the field but no longer bumps it).
+    fn count_recycled(&self, mrs: &[Mr]) {
+        add(&self.stats.mrs_recycled, mrs.len() as u64);
+    }
+
+    /// Counts MRs about to be deregistered without any invalidation
+    /// because there was no memory to track it or no queue pair to post
+    /// it on (the connection is closed, which revokes their steering tags):
+    /// C's `mrs_orphaned`, MRs lost to the pool (C 7.3 prints the field
+    /// but no longer bumps it).
+    fn count_orphaned(&self, n: usize) {
+        add(&self.stats.mrs_orphaned, n as u64);
+    }
+
     /// Registers `span` of the request's buffers with as many MRs as
     /// needed, posting each REG_MR; the segments go to `segs`, what must be
     /// released after the reply to `regs`.
@@ -152,7 +173,7 @@ impl Conn {
             // The REG_MR's slot and the one of its LOCAL_INV, reserved
             // now so that the invalidation never waits for room.
             if !self.slots.try_take(SLOTS_PER_MR) {
-                add(&self.counters().send_queue_full, 1);
+                self.note_send_queue_full();
                 self.recycle_one(mr);
                 return Err(ENOBUFS);
             }
@@ -184,9 +205,10 @@ impl Conn {
     /// completes.
     pub(super) fn abandon(&self, this: &Arc<Self>, regs: KVec<Reg>) {
         let (mrs, lost) = mrs_of(regs);
-        if lost {
+        if lost > 0 {
             // An MR was dropped (deregistered) for lack of memory; its
             // slots are lost with it, so start afresh.
+            self.count_orphaned(lost);
             self.xprt.force_disconnect();
         }
         if mrs.is_empty() {
@@ -206,6 +228,7 @@ impl Conn {
         });
         let Ok((keys, done)) = tracked else {
             // Cannot invalidate: deregister, and revoke the rest.
+            self.count_orphaned(mrs.len());
             drop(mrs);
             self.xprt.force_disconnect();
             return;
@@ -215,6 +238,9 @@ impl Conn {
             // The QP is gone: deregister the MRs now.
             // Taken first: deregistering may sleep, not under the lock.
             let taken = done.mrs.lock().take();
+            if let Some(mrs) = &taken {
+                self.count_orphaned(mrs.len());
+            }
             drop(taken);
             self.xprt.force_disconnect();
         }
@@ -243,6 +269,7 @@ impl Conn {
         self.counters().dirty.add(-(mrs.len() as i64), Relaxed);
         add(&self.counters().batched_invalidations, mrs.len() as u64);
         let Ok(keys) = rkeys(&mrs) else {
+            self.count_orphaned(mrs.len());
             self.xprt.force_disconnect();
             return;
         };
@@ -258,18 +285,25 @@ impl Conn {
         );
         // The QP is gone or the batch cannot be tracked: revoke all.
         if done.and_then(|d| self.post_inv_chain(&keys, d)).is_err() {
+            self.count_orphaned(keys.len());
             self.xprt.force_disconnect();
         }
     }
 
     /// Posts LOCAL_INV for every key, unsignaled except the last, whose
     /// completion runs `done`'s handler.
+    ///
+    /// Every LOCAL_INV of a posted chain counts in `local_inv_needed`, as
+    /// C counts each one it chains (`frwr_unmap_sync`, `frwr_unmap_async`), whether it
+    /// follows a reply, runs in a batch or undoes an unsent call.
     fn post_inv_chain<H: CompletionHandler>(&self, keys: &[u32], done: H) -> Result {
         let (last, rest) = keys.split_last().ok_or(EINVAL)?;
         for key in rest {
             post_local_inv::<SendDone>(&self.ep, *key, None)?;
         }
-        post_local_inv(&self.ep, *last, Some(WorkRequest::new(done, KVec::new())?))
+        post_local_inv(&self.ep, *last, Some(WorkRequest::new(done, KVec::new())?))?;
+        add(&self.stats.local_inv_needed, keys.len() as u64);
+        Ok(())
     }
 
     /// The request's reply will never be processed (signal, timeout): make
@@ -298,14 +332,15 @@ impl Conn {
             return;
         }
         let (mrs, lost) = mrs_of(p.regs);
-        if lost {
+        if lost > 0 {
+            // The others are deregistered as `mrs` drops, uninvalidated.
+            self.count_orphaned(lost.saturating_add(mrs.len()));
             self.revoke_all();
             return;
         }
         if mrs.is_empty() {
             return;
         }
-        add(&self.stats.local_inv_needed, mrs.len() as u64);
         add(&self.counters().invalidations, mrs.len() as u64);
         let done = rkeys(&mrs).and_then(|keys| {
             let done = Arc::pin_init(
@@ -328,6 +363,9 @@ impl Conn {
                 self.recycle(mrs);
                 return;
             }
+            self.count_recycled(&mrs);
+        } else {
+            self.count_orphaned(mrs.len());
         }
         drop(mrs);
         self.revoke_all();
@@ -348,8 +386,9 @@ impl Conn {
         };
         // Physical mappings are simply unmapped; MRs need invalidation.
         let (mut mrs, lost) = mrs_of(p.regs);
-        if lost {
+        if lost > 0 {
             // An MR was freed without invalidation: revoke all.
+            self.count_orphaned(lost);
             self.xprt.force_disconnect();
         }
         // An MR the server invalidated remotely needs no LOCAL_INV.
@@ -399,11 +438,11 @@ impl Conn {
             }
             return;
         }
-        add(&self.stats.local_inv_needed, n as u64);
         add(&self.counters().invalidations, n as u64);
         let Ok(keys) = rkeys(&mrs) else {
             // Cannot track the invalidation: deregister the MRs first, then
             // revoke everything (dropping `rqst` fails the RPC).
+            self.count_orphaned(mrs.len());
             drop(mrs);
             self.xprt.force_disconnect();
             drop(rqst);
@@ -422,6 +461,7 @@ impl Conn {
         );
         let Ok(done) = done else {
             // Cannot track the invalidation: revoke everything instead.
+            self.count_orphaned(mrs.len());
             drop(mrs);
             self.xprt.force_disconnect();
             drop(rqst);
@@ -434,6 +474,7 @@ impl Conn {
             // completes and its buffers can go back.
             let taken = done.state.lock().take();
             if let Some((rqst, status, mrs)) = taken {
+                self.count_orphaned(mrs.len());
                 drop(mrs);
                 rqst.complete(status);
             }
@@ -443,14 +484,16 @@ impl Conn {
 }
 
 /// The MRs among `regs` (physical mappings are unmapped as they drop
-/// here), and whether any MR had to be dropped because there was no
-/// memory to keep it.
-pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, bool) {
+/// here), and how many MRs had to be dropped (deregistered) because there
+/// was no memory to keep them.
+pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, usize) {
     let mut mrs = KVec::new();
-    let mut lost = false;
+    let mut lost = 0usize;
     for reg in regs {
         if let Reg::Mr(mr) = reg {
-            lost |= mrs.push(mr, GFP_KERNEL).is_err();
+            if mrs.push(mr, GFP_KERNEL).is_err() {
+                lost = lost.saturating_add(1);
+            }
         }
     }
     (mrs, lost)

@@ -36,6 +36,17 @@ fn total(segs: &[Segment]) -> u32 {
     segs.iter().fold(0u32, |a, s| a.saturating_add(s.length))
 }
 
+/// Bytes the segments of a chunk cover, for the 64-bit counters.
+fn total_bytes(segs: &[Segment]) -> u64 {
+    segs.iter()
+        .fold(0u64, |a, s| a.saturating_add(u64::from(s.length)))
+}
+
+/// A count of segments for the counters.
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
 impl Conn {
     /// Marshals one call as the planner decides and posts it.
     pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
@@ -61,7 +72,10 @@ impl Conn {
 
         // The Send's slot; the MRs take theirs as they are registered.
         if !self.slots.try_take(1) {
-            add(&self.counters().send_queue_full, 1);
+            self.note_send_queue_full();
+            // C's marshaling fails with -EAGAIN when no send context is
+            // free, and counts that as a failed marshal.
+            bump(&self.stats.failed_marshal_count);
             // Dirty MRs hold slots for their LOCAL_INV: run the batch.
             self.flush_dirty(this);
             return Err(ENOBUFS);
@@ -84,11 +98,13 @@ impl Conn {
         if let Err(e) = res {
             self.slots.give(1);
             self.abandon(this, mrs);
+            // C counts an MR shortage (-EAGAIN, retried) as a failed
+            // marshal too.
+            bump(&self.stats.failed_marshal_count);
             if e == ENOBUFS {
                 // Dirty MRs come back only through a batch: run it now.
                 self.flush_dirty(this);
             } else {
-                bump(&self.stats.failed_marshal_count);
                 crate::pr_warn_ratelimited!(
                     "cannot register chunks of xid {:#x}: {:?}\n",
                     info.xid,
@@ -157,20 +173,43 @@ impl Conn {
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
-        match p.call {
-            CallStrategy::ReadChunk { .. } => bump(&self.stats.read_chunk_count),
-            CallStrategy::LongCall { .. } => {
-                bump(&self.stats.read_chunk_count);
-                bump(&self.stats.nomsg_call_count);
-            }
-            _ => bump(&self.stats.pullup_copy_count),
-        }
-        match p.result {
-            ResultStrategy::WriteChunk { .. } => bump(&self.stats.write_chunk_count),
-            ResultStrategy::ReplyChunk { .. } => bump(&self.stats.reply_chunk_count),
-            ResultStrategy::Inline => {}
-        }
+        self.count_sent(&p.call, &snd, &reads, &writes, &reply);
         Ok(())
+    }
+
+    /// Counts a posted call the way C's `rpcrdma_marshal_req` does: chunk
+    /// counts per segment (one MR each), the bytes offered to the server
+    /// to write (Write and Reply segments, not Read ones), and the bytes
+    /// pulled up behind the head of an inline call.
+    fn count_sent(
+        &self,
+        call: &CallStrategy,
+        snd: &XdrBufShape,
+        reads: &[ReadSegment],
+        writes: &[Segment],
+        reply: &[Segment],
+    ) {
+        add(&self.stats.read_chunk_count, count(reads.len()));
+        add(&self.stats.write_chunk_count, count(writes.len()));
+        add(&self.stats.reply_chunk_count, count(reply.len()));
+        add(
+            &self.stats.total_rdma_request,
+            total_bytes(writes).saturating_add(total_bytes(reply)),
+        );
+        match call {
+            CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+                // `build_send` copies the whole call into the Send buffer.
+                // C counts only what its pull-up moves behind the head (the
+                // page list and the tail), the head being in place already;
+                // so this counts those bytes, for every inline call, where
+                // C would DMA-map them instead for calls at least as long
+                // as its Send buffer.
+                let behind_head = u64::from(snd.page_len).saturating_add(u64::from(snd.tail_len));
+                add(&self.stats.pullup_copy_count, behind_head);
+            }
+            CallStrategy::LongCall { .. } => bump(&self.stats.nomsg_call_count),
+            CallStrategy::ReadChunk { .. } => {}
+        }
     }
 
     #[expect(clippy::too_many_arguments)]
@@ -209,7 +248,6 @@ impl Conn {
                     },
                     GFP_KERNEL,
                 )?;
-                add(&self.stats.total_rdma_request, u64::from(s.length));
             }
         }
         match result {

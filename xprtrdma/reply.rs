@@ -168,11 +168,14 @@ impl Conn {
                     return;
                 }
                 add(&self.stats.total_rdma_reply, u64::from(written));
-                if written > 0 {
-                    bump(&self.stats.fixup_copy_count);
-                }
                 match rqst.fill_reply(payload, written) {
-                    Ok(n) => i32::try_from(n).unwrap_or(EIO.to_errno()),
+                    Ok(filled) => {
+                        // C's `rpcrdma_inline_fixup` counts the bytes it
+                        // copies from the Receive buffer into the page list;
+                        // head and tail are pointed at, not copied, in C.
+                        add(&self.stats.fixup_copy_count, u64::from(filled.page_bytes));
+                        i32::try_from(filled.len).unwrap_or(EIO.to_errno())
+                    }
                     Err(_) => {
                         bump(&self.stats.bad_reply_count);
                         EIO.to_errno()

@@ -106,11 +106,16 @@ impl Conn {
         let buf = match pooled {
             Some(b) if b.len() >= bytes.len() => b,
             _ => {
-                bump(&self.stats.empty_send_pool);
-                self.ep.alloc_buf(
-                    bytes.len().max(self.inline_send() as usize),
-                    DmaDir::ToDevice,
-                )?
+                // No pooled buffer fits: one is allocated and DMA-mapped
+                // now, C's "hardway" registration of a buffer its
+                // preallocated ones could not hold (counted in bytes).
+                let len = bytes.len().max(self.inline_send() as usize);
+                let buf = self.ep.alloc_buf(len, DmaDir::ToDevice)?;
+                add(
+                    &self.stats.hardway_register_count,
+                    u64::try_from(len).unwrap_or(u64::MAX),
+                );
+                buf
             }
         };
         buf.write(0, bytes)?;
@@ -138,9 +143,18 @@ impl Conn {
         if self.slots.try_take(1) {
             Ok(())
         } else {
-            add(&self.counters().send_queue_full, 1);
+            self.note_send_queue_full();
             Err(ENOBUFS)
         }
+    }
+
+    /// Counts a call or reply that found no room in the send queue and
+    /// will be retried: the module-wide counter, and the transport's
+    /// `empty_sendctx_q` (C counts a Send that found its ring of send
+    /// contexts empty, which stands for the same room).
+    pub(super) fn note_send_queue_full(&self) {
+        add(&self.counters().send_queue_full, 1);
+        bump(&self.stats.empty_sendctx_q);
     }
 
     /// Gives back a slot of [`Self::reserve_send_slot`] whose Send was not

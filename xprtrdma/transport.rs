@@ -62,24 +62,49 @@ pub(super) struct Settings {
     pub(super) dirty_watermark: u32,
 }
 
-/// Counters of one transport (mountstats and debugging).
+/// Counters of one transport (mountstats and debugging). Those of the
+/// `xprt: rdma` line count what the C module counts at the equivalent
+/// point, in its unit; `Documentation/admin-guide/mountstats.rst` says
+/// where each one is bumped and what differs.
 pub(super) struct Stats {
+    /// Read segments (MRs) of Read chunks and long calls.
     pub(super) read_chunk_count: Atomic<u64>,
+    /// Write chunk segments, the write pad segment included.
     pub(super) write_chunk_count: Atomic<u64>,
+    /// Reply chunk segments.
     pub(super) reply_chunk_count: Atomic<u64>,
+    /// Bytes offered to the server to write: Write and Reply segments.
     pub(super) total_rdma_request: Atomic<u64>,
+    /// Bytes the server wrote: Write chunks and Reply chunks of replies.
     pub(super) total_rdma_reply: Atomic<u64>,
+    /// Bytes of the page list and tail of inline calls copied behind the
+    /// head into the Send buffer.
     pub(super) pullup_copy_count: Atomic<u64>,
+    /// Bytes of inline replies copied into the receive page list.
     pub(super) fixup_copy_count: Atomic<u64>,
+    /// Bytes of Send buffers allocated and DMA-mapped at send time because
+    /// no pooled one was free.
+    pub(super) hardway_register_count: Atomic<u64>,
+    /// Marshaling attempts that failed, transient shortages (MRs, send
+    /// queue room) included: C counts every failed `rpcrdma_marshal_req`.
     pub(super) failed_marshal_count: Atomic<u64>,
     pub(super) bad_reply_count: Atomic<u64>,
     pub(super) nomsg_call_count: Atomic<u64>,
+    /// MRs whose invalidation did not complete successfully: their state
+    /// is unknown, so they are deregistered instead of reused.
+    pub(super) mrs_recycled: Atomic<u64>,
+    /// MRs deregistered without invalidation because there was no memory
+    /// or no queue pair to invalidate them with.
+    pub(super) mrs_orphaned: Atomic<u64>,
     pub(super) mrs_allocated: Atomic<u64>,
+    /// MRs invalidated with a LOCAL_INV work request.
     pub(super) local_inv_needed: Atomic<u64>,
     pub(super) remote_inv: Atomic<u64>,
     pub(super) mr_pool_empty: Atomic<u64>,
-    /// Sends that found every pooled Send buffer in flight.
-    pub(super) empty_send_pool: Atomic<u64>,
+    /// Calls (and backchannel replies) that found no room in the send
+    /// queue and were retried: C's `empty_sendctx_q`, whose ring of send
+    /// contexts stands for the same room.
+    pub(super) empty_sendctx_q: Atomic<u64>,
 }
 
 impl Stats {
@@ -93,14 +118,17 @@ impl Stats {
             total_rdma_reply: z(),
             pullup_copy_count: z(),
             fixup_copy_count: z(),
+            hardway_register_count: z(),
             failed_marshal_count: z(),
             bad_reply_count: z(),
             nomsg_call_count: z(),
+            mrs_recycled: z(),
+            mrs_orphaned: z(),
             mrs_allocated: z(),
             local_inv_needed: z(),
             remote_inv: z(),
             mr_pool_empty: z(),
-            empty_send_pool: z(),
+            empty_sendctx_q: z(),
         }
     }
 }
@@ -275,16 +303,15 @@ impl XprtOps for Client {
             total_rdma_reply: g(&s.total_rdma_reply),
             pullup_copy_count: g(&s.pullup_copy_count),
             fixup_copy_count: g(&s.fixup_copy_count),
-            hardway_register_count: 0,
+            hardway_register_count: g(&s.hardway_register_count),
             failed_marshal_count: g(&s.failed_marshal_count),
             bad_reply_count: g(&s.bad_reply_count),
             nomsg_call_count: g(&s.nomsg_call_count),
-            mrs_recycled: 0,
-            mrs_orphaned: 0,
+            mrs_recycled: g(&s.mrs_recycled),
+            mrs_orphaned: g(&s.mrs_orphaned),
             mrs_allocated: g(&s.mrs_allocated),
             local_inv_needed: g(&s.local_inv_needed),
-            // C counts Sends that found no send context free.
-            empty_sendctx_q: g(&s.empty_send_pool),
+            empty_sendctx_q: g(&s.empty_sendctx_q),
         }
     }
 }
