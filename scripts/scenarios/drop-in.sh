@@ -92,6 +92,8 @@ case $_line in
     *max_inline_write=8192*) pass modprobe-d-options-apply ;;
     *) fail modprobe-d-options-apply "load line: $_line" ;;
 esac
+_p=$(cat /sys/module/rpcrdma_rs/parameters/max_inline_write 2>&1)
+[ "$_p" = 8192 ] && pass parameter-in-sysfs || fail parameter-in-sysfs "parameters/max_inline_write: $_p"
 if _out=$(modprobe -r rpcrdma_rs 2>&1) && neither_loaded; then pass modprobe-r-after-client
 else fail modprobe-r-after-client "$_out"; fi
 
