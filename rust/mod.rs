@@ -11,6 +11,8 @@
 //! - `helpers.c`, `xprt_helpers.c`, `svc_helpers.c`: C for static inline
 //!   functions and macros (`ib_post_send`, `ib_alloc_pd`, `rdma_create_id`,
 //!   ...), and the `memreg` string parameter (`module_param_string`);
+//! - `rpcrdma_trace.c` with `rpcrdma_trace.h`: the trace events, which
+//!   `trace` wraps in safe functions;
 //! - the safe types below, which transport code (`src/`, `xprtrdma/`,
 //!   `svcrdma/`) uses without any `unsafe` of its own.
 //!
@@ -34,6 +36,7 @@ pub mod svc;
 mod svc_bc;
 mod svc_class;
 mod svc_sysctl;
+pub mod trace;
 pub mod verbs;
 pub mod wq;
 pub mod xprt;
