@@ -238,14 +238,12 @@ impl Conn {
         );
         let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
         *self.params.lock() = params;
-        // Every call and reply is pulled up into one buffer of the
-        // negotiated size, so those are also the largest inline ones.
         trace::xprtrdma_inline_thresh(
             &self.xprt,
             neg.inline_send,
             neg.inline_recv,
-            params.inline_send,
-            params.inline_recv,
+            params.max_inline_send(),
+            params.max_inline_recv(),
         );
 
         if let Some((pad_mr, _)) = &self.write_pad {

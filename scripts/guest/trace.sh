@@ -117,8 +117,11 @@ trace_check() {
     _counts="$_counts localinv+reminv=$_inv"
     [ $_inv -gt 0 ] || _missing="$_missing xprtrdma_mr_localinv|xprtrdma_mr_reminv"
     info "trace event counts:$_counts"
-    grep -m1 ' xprtrdma_marshal: ' /tmp/.trace-buf | sed 's/^ */vm:   [trace] /'
-    grep -m1 ' svcrdma_accept: ' /tmp/.trace-buf | sed 's/^ */vm:   [trace] /'
+    # One line of each event that arrived, for the log.
+    sed -n 's/^.*: \([xs][a-z]*rdma_[a-z_]*\): .*$/\1/p' /tmp/.trace-buf | sort -u |
+        while read -r _e; do
+            grep -m1 " $_e: " /tmp/.trace-buf | sed 's/^ */vm:   [trace] /'
+        done
     if [ -z "$_missing" ]; then
         pass $_tn-arrive
     else
