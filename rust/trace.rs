@@ -37,7 +37,6 @@ macro_rules! events {
             // touches them.
             #[allow(improper_ctypes, reason = "pointers to, and statics of, C-defined structs")]
             mod ffi {
-                #[allow(unused_imports)]
                 use super::*;
                 extern "C" {
                     $(
@@ -49,7 +48,9 @@ macro_rules! events {
 
             $(
                 mod $name {
-                    #[allow(unused_imports)]
+                    // For the argument types; events with only integer
+                    // arguments need none of them.
+                    #[allow(unused_imports, reason = "not every event uses these names")]
                     use super::*;
 
                     /// Whether the event is enabled (the static branch).
