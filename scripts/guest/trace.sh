@@ -29,17 +29,24 @@ trace_off() {
 trace_inject_disconnect() {
     _fs=/sys/kernel/debug/fail_sunrpc
     [ -d $_fs ] || return 1
-    _srv_ign=$(cat $_fs/ignore-server-disconnect)
+    # Saved and put back as found (probability last on, first off).
+    _saved=
+    for _k in probability ignore-server-disconnect ignore-client-disconnect verbose interval times; do
+        _saved="$_saved $_k=$(cat $_fs/$_k)"
+    done
+    echo 0 > $_fs/probability
     echo Y > $_fs/ignore-server-disconnect
+    echo N > $_fs/ignore-client-disconnect
     echo 0 > $_fs/verbose
     echo 1 > $_fs/interval
     echo 1 > $_fs/times
-    echo N > $_fs/ignore-client-disconnect
     echo 100 > $_fs/probability
     dd if="$1/trace.dat" of=/dev/null bs=256k count=1 iflag=direct 2>/dev/null
     echo 0 > $_fs/probability
-    echo Y > $_fs/ignore-client-disconnect
-    echo "$_srv_ign" > $_fs/ignore-server-disconnect
+    for _kv in $_saved; do
+        [ "${_kv%%=*}" = probability ] || echo "${_kv#*=}" > "$_fs/${_kv%%=*}"
+    done
+    echo "${_saved#* probability=}" | cut -d' ' -f1 > $_fs/probability
     # After the reconnect: the transport comes back for this one.
     dd if="$1/trace.dat" of=/dev/null bs=256k count=1 iflag=direct 2>/dev/null
     return 0
