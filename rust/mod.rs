@@ -12,6 +12,8 @@
 //!   functions and macros (`ib_post_send`, `ib_alloc_pd`, `rdma_create_id`,
 //!   ...); `params.c`: the module parameters (`module_param_named`, so
 //!   that sysfs shows them);
+//! - `rpcrdma_trace.c` with `rpcrdma_trace.h`: the trace events, which
+//!   `trace` wraps in safe functions;
 //! - the safe types below, which transport code (`src/`, `xprtrdma/`,
 //!   `svcrdma/`) uses without any `unsafe` of its own.
 //!
@@ -37,6 +39,7 @@ mod svc_bc;
 mod svc_class;
 mod svc_sysctl;
 pub mod sysctl;
+pub mod trace;
 pub mod verbs;
 pub mod wq;
 pub mod xprt;

@@ -152,6 +152,11 @@ impl Mr {
         unsafe { (*self.ptr.as_ptr()).mr }
     }
 
+    /// The C MR, for trace events (`super::trace`).
+    pub(in crate::rust) fn as_ptr(&self) -> *const bindings::rpcrdma_rs_mr {
+        self.ptr.as_ptr()
+    }
+
     /// The registered segment.
     pub fn segment(&self) -> MrSegment {
         // SAFETY: The `ib_mr` is live; its keys and mapping change only

@@ -213,6 +213,11 @@ impl Xprt {
         Self { ptr }
     }
 
+    /// The C transport, for trace events (`super::trace`).
+    pub(super) fn as_raw(&self) -> *const bindings::rpc_xprt {
+        self.ptr.as_ptr()
+    }
+
     /// The server's address.
     pub fn addr(&self) -> Result<Addr> {
         let x = self.ptr.as_ptr();
@@ -355,6 +360,11 @@ impl Rqst<'_> {
             ptr,
             _p: PhantomData,
         }
+    }
+
+    /// The C request, for trace events (`super::trace`).
+    pub(super) fn as_raw(&self) -> *const bindings::rpc_rqst {
+        self.ptr.as_ptr()
     }
 
     /// Its xid and buffer shapes.
@@ -510,6 +520,11 @@ pub struct PinnedRqst {
 unsafe impl Send for PinnedRqst {}
 
 impl PinnedRqst {
+    /// The C request, for trace events (`super::trace`).
+    pub(super) fn as_raw(&self) -> *const bindings::rpc_rqst {
+        self.rqst.as_ptr()
+    }
+
     /// Places an `RDMA_MSG` reply's inline part (`src`) in the receive
     /// buffer; `writelist` is the number of bytes the server wrote through
     /// the Write chunk.
@@ -701,6 +716,11 @@ impl Mr {
     /// The registered segment.
     pub fn segment(&self) -> MrSegment {
         self.mr.segment()
+    }
+
+    /// The C MR, for trace events (`super::trace`).
+    pub(super) fn as_raw(&self) -> *const bindings::rpcrdma_rs_mr {
+        self.mr.as_ptr()
     }
 
     /// Releases the DMA mapping of the last `map_rqst`.

@@ -688,6 +688,8 @@ impl<T: XprtOps> OpsTable<T> {
                 bindings::xprt_reconnect_backoff(xprt, msecs_to_jiffies(INIT_REEST_TO_MS));
             }
         }
+        // SAFETY: A live transport (above).
+        unsafe { super::trace::xprtrdma_op_connect(xprt, delay) };
         // SAFETY: The queue outlives every transport (drained at
         // unregistration); the work item is initialised and cancelled in
         // `destroy` before the transport is freed.

@@ -17,6 +17,7 @@ use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::cm::{CmEvent, CmHandler};
 use crate::rust::svc::XprtLink;
+use crate::rust::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, RECV_BATCH_MAX};
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
@@ -31,6 +32,26 @@ impl Conn {
     /// Sets up a connection for a request taken off a listener and accepts
     /// it (C `svc_rdma_accept`).
     pub(super) fn accept(p: Pending, link: Arc<XprtLink>, set: &Settings) -> Result<Self> {
+        // Kept by value: the identifier goes to the queue pair, or back to
+        // the CM on failure, before the outcome is known.
+        let peer = PeerAddr::of(&p.id);
+        let mut step = AcceptStep::Accept;
+        let res = Self::set_up(p, link, set, &peer, &mut step);
+        if let Err(e) = &res {
+            trace::svcrdma_accept_err(&peer, step, *e);
+        }
+        res
+    }
+
+    /// What [`Conn::accept`] does, noting in `step` what it is doing in
+    /// case it fails.
+    fn set_up(
+        p: Pending,
+        link: Arc<XprtLink>,
+        set: &Settings,
+        peer: &PeerAddr,
+        step: &mut AcceptStep,
+    ) -> Result<Self> {
         let neg = negotiate(
             set.inline_send,
             set.inline_recv,
@@ -45,7 +66,9 @@ impl Conn {
         let sq_depth = sizing.rq_depth.saturating_mul(4).saturating_add(64);
         // The device's registration cache, whose protection domain every
         // server connection on the device shares (see `cache.rs`).
+        *step = AcceptStep::Pd;
         let cache = BufCache::attach(&p.id)?;
+        *step = AcceptStep::Qp;
         let ep = Endpoint::with_pd(
             p.id,
             &EndpointConfig {
@@ -58,6 +81,7 @@ impl Conn {
             },
             cache.pd().clone(),
         )?;
+        *step = AcceptStep::Accept;
         let attr = *ep.device_attr();
         let max_wr = attr.max_qp_wr.max(1);
         let sizing =
@@ -74,6 +98,7 @@ impl Conn {
             crate::pr_warn_ratelimited!(
                 "svcrdma: client allows no RDMA Reads, refusing connection\n"
             );
+            *step = AcceptStep::InitDepth;
             return Err(EINVAL);
         }
         let credits = ServerCredits::new(
@@ -139,6 +164,7 @@ impl Conn {
         ep.accept(&pdata, 0, ird)?;
         // One line per connection, like the client's "connected:" line: an
         // administrator sees what was negotiated and where completions land.
+        trace::svcrdma_accept(peer, credits.grant(), neg.inline_send, neg.inline_recv, ird);
         pr_info!(
             "svcrdma: accepted: credits {}, inline send {} recv {}, max RDMA Reads {}, peer accepts remote invalidation {}, completion vector {}\n",
             credits.grant(),

@@ -13,10 +13,11 @@ use super::rw::{ReadOp, ReadWork, Taken};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
-use crate::proto::msg::{DecodeError, ErrorBody};
+use crate::proto::msg::{DecodeError, ErrorAction, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::{CallLayout, Source, StepError};
 use crate::rust::svc::{stat_add, Rqst, Stat};
+use crate::rust::trace::{self, BadRequest};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -92,9 +93,25 @@ impl Conn {
     fn send_decode_error(&self, msg: &[u8], err: &DecodeError) {
         let s = &self.shared;
         crate::pr_warn_ratelimited!("svcrdma: bad call header ({})\n", err.name());
+        let action = err.action();
+        let why = match (err, action) {
+            (_, ErrorAction::Drop) => BadRequest::Drop,
+            (DecodeError::BadVersion(_), _) => BadRequest::Version,
+            (DecodeError::UnknownProc(_) | DecodeError::UnsupportedProc(_), _) => BadRequest::Proc,
+            _ => BadRequest::Parse,
+        };
+        trace::svcrdma_decode_err(why, msg);
         let mut out = [0u8; 32];
         if let Ok(Some(n)) = encode_error_for(msg, err, s.credits, &mut out) {
             stat_add(Stat::ErrSent, 1);
+            let xid = msg
+                .get(..4)
+                .and_then(|x| x.try_into().ok())
+                .map_or(0, u32::from_be_bytes);
+            match action {
+                ErrorAction::ErrVers => trace::svcrdma_err_vers(xid),
+                _ => trace::svcrdma_err_chunk(xid),
+            }
             let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
         }
     }
@@ -110,6 +127,7 @@ impl Conn {
         let mut out = [0u8; 32];
         if let Ok(n) = reply.encode(&mut out) {
             stat_add(Stat::ErrSent, 1);
+            trace::svcrdma_err_chunk(xid);
             let _ = self.send_bytes(out.get(..n).unwrap_or(&[]), None);
         }
     }
@@ -129,6 +147,7 @@ impl Conn {
         let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
             return Ok(None);
         };
+        trace::svcrdma_decode_rqst(&msg, msg.len().saturating_sub(inline.len()));
         if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
             // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
             stat_add(Stat::BcReplies, 1);

@@ -27,6 +27,7 @@ use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::rust::svc::{stat_add, Stat};
+use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
 };
@@ -240,6 +241,7 @@ pub(super) struct ReadHandler {
 impl CompletionHandler for ReadHandler {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         if !wc.is_ok() && !wc.is_flush() {
+            trace::svcrdma_wc_read_err(wc.status);
             crate::pr_warn_ratelimited!(
                 "svcrdma: RDMA Read failed, status {}; closing the connection\n",
                 wc.status
@@ -303,7 +305,9 @@ impl Io<'_> {
             Some(k) => SendOp::SendWithInvalidate(k),
             None => SendOp::Send,
         };
-        self.post_one(t.buf, bytes.len(), op, t.slot)
+        self.post_one(t.buf, bytes.len(), op, t.slot)?;
+        trace::svcrdma_post_send(bytes.len(), inv);
+        Ok(())
     }
 
     /// Posts the next Reads of `work` (taken out of `op`) that the send
@@ -326,6 +330,7 @@ impl Io<'_> {
         work: &mut ReadWork,
     ) -> Result<usize> {
         let mut posted = 0;
+        let mut bytes = 0;
         while let Some(p) = work.pieces.get_mut(work.next) {
             let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
             let slots = if t.needs_registration { 2 } else { 1 };
@@ -378,6 +383,10 @@ impl Io<'_> {
             stat_add(Stat::ReadBytes, p.piece.len as u64);
             work.next += 1;
             posted += 1;
+            bytes += p.piece.len;
+        }
+        if posted > 0 {
+            trace::svcrdma_post_chunk(ChunkOp::Read, posted, bytes);
         }
         Ok(posted)
     }
@@ -385,13 +394,16 @@ impl Io<'_> {
     /// Pushes `total` bytes into a Write or Reply chunk with RDMA Write;
     /// `fill(stream_offset, buf, len)` puts the bytes at that offset of
     /// the chunk's data into `buf[..len]`. The Writes are posted (ordered
-    /// before any later Send on the queue pair) but not waited for.
+    /// before any later Send on the queue pair) but not waited for. `kind`
+    /// says which chunk it is, for the trace event.
     pub(super) fn write_chunk(
         &self,
+        kind: ChunkOp,
         segs: &[Segment],
         total: usize,
         mut fill: impl FnMut(usize, &DmaBuf, usize) -> Result,
     ) -> Result {
+        let mut posted = 0;
         for p in Pieces::new(segs, total, PIECE) {
             let p = p.map_err(piece_error)?;
             let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
@@ -403,7 +415,9 @@ impl Io<'_> {
                 rkey: p.rkey,
             };
             self.post_one(t.buf, p.len, write, t.slot)?;
+            posted += 1;
         }
+        trace::svcrdma_post_chunk(kind, posted, total);
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use super::conn::{usize_of, CallCtxt, Conn};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
 use crate::rust::svc::{stat_add, Rqst, Stat};
+use crate::rust::trace::{self, ChunkOp};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -36,8 +37,10 @@ impl Conn {
     /// `xpo_sendto`: sends the Reply in `rq_res`.
     pub(super) fn sendto(&self, rqst: &mut Rqst, ctxt: Option<&mut CallCtxt>) -> Result {
         let ctxt = ctxt.ok_or(EINVAL)?;
+        let xid = ctxt.call.xid;
         let res = self.send_reply(rqst, ctxt);
         if let Err(e) = res {
+            trace::svcrdma_send_err(self.cm_id(), xid, e);
             if e != ENOTCONN {
                 crate::pr_warn_ratelimited!("svcrdma: cannot send a reply: {:?}\n", e);
                 // Like C: drop the connection so the client retransmits.
@@ -62,11 +65,15 @@ impl Conn {
         // Result payloads through the Write chunks.
         for w in PayloadWrites::new(&pcl, xdr_len) {
             let w = w.map_err(|_| EINVAL)?;
-            self.io()
-                .write_chunk(pcl.segments(w.chunk), usize_of(w.len)?, |off, buf, len| {
+            self.io().write_chunk(
+                ChunkOp::Write,
+                pcl.segments(w.chunk),
+                usize_of(w.len)?,
+                |off, buf, len| {
                     let at = w.reply_offset(off).ok_or(EINVAL)?;
                     rqst.read_res_into_buf(at, buf, 0, len)
-                })?;
+                },
+            )?;
         }
 
         // Everything else, inline or through the Reply chunk.
@@ -79,14 +86,18 @@ impl Conn {
                 self.send_err_chunk(xid);
                 return Ok(());
             }
-            self.io()
-                .write_chunk(pcl.segments(rc), usize_of(rest)?, |off, buf, len| {
+            self.io().write_chunk(
+                ChunkOp::Reply,
+                pcl.segments(rc),
+                usize_of(rest)?,
+                |off, buf, len| {
                     for run in body.runs(off, len) {
                         let run = run.map_err(|_| EINVAL)?;
                         rqst.read_res_into_buf(run.reply_offset, buf, run.at, run.len)?;
                     }
                     Ok(())
-                })?;
+                },
+            )?;
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
                 .map_err(|_| EINVAL)?;

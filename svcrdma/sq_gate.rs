@@ -6,6 +6,7 @@
 
 use super::cache::BufCache;
 use crate::rust::svc::{stat_add, Stat, XprtLink};
+use crate::rust::trace;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::new_condvar;
 use kernel::new_spinlock_irq;
@@ -73,9 +74,11 @@ impl SqGate {
                 return Ok(());
             }
             stat_add(Stat::SqStarve, 1);
+            trace::svcrdma_sq_full(st.avail);
             let _ = self
                 .wait
                 .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
+            trace::svcrdma_sq_retry(st.avail);
         }
     }
 
@@ -156,6 +159,7 @@ impl CompletionHandler for SqHandler {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         self.sq.release(1);
         if !wc.is_ok() && !wc.is_flush() {
+            trace::svcrdma_wc_send_err(wc.status);
             crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
         }
         if let (Some((cache, slot)), Some(buf)) = (&self.cache, wr.buf(0)) {

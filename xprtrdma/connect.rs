@@ -18,6 +18,7 @@ use crate::proto::credits::{ClientCredits, MIN_SLOT_TABLE};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams};
 use crate::rust::cm::{CmEvent, CmHandler, CmId};
+use crate::rust::trace;
 use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest};
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
@@ -151,6 +152,9 @@ impl Conn {
             mrs.push(Mr::new(&ep, params.max_fr_depth)?, GFP_KERNEL)?;
         }
         add(&stats.mrs_allocated, u64::from(pool));
+        if pool > 0 {
+            trace::xprtrdma_createmrs(&xprt, pool);
+        }
         let dirty = KVec::with_capacity(pool as usize, GFP_KERNEL)?;
 
         // The write pad: a 4-byte sink for the XDR pad of unaligned Write
@@ -262,6 +266,13 @@ impl Conn {
         );
         let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
         *self.params.lock() = params;
+        trace::xprtrdma_inline_thresh(
+            &self.xprt,
+            neg.inline_send,
+            neg.inline_recv,
+            params.max_inline_send(),
+            params.max_inline_recv(),
+        );
 
         if let Some((pad_mr, _)) = &self.write_pad {
             // Its slot is never given back (no completion of ours follows
@@ -334,6 +345,7 @@ impl Conn {
             return;
         }
         add(&self.counters().injected_disconnects, 1);
+        trace::xprtrdma_op_inject_dsc(&self.xprt);
         if let Err(e) = self.ep.cm_id().disconnect() {
             crate::pr_warn_ratelimited!("injected disconnect failed ({:?}); closing\n", e);
             self.xprt.force_disconnect();
@@ -375,7 +387,10 @@ impl CmHandler for ConnEvents {
     fn handle(&self, ev: CmEvent) -> core::result::Result<(), CmEvent> {
         let why = match ev {
             CmEvent::Disconnected => "the server disconnected",
-            CmEvent::DeviceRemoval => "the RDMA device is being removed",
+            CmEvent::DeviceRemoval => {
+                trace::xprtrdma_device_removal(&self.xprt);
+                "the RDMA device is being removed"
+            }
             CmEvent::AddrChange => "the local address changed",
             _ => return Ok(()),
         };

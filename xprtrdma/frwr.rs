@@ -13,6 +13,7 @@ use super::send_buf::{SendDone, SLOTS_PER_MR};
 use super::transport::bump;
 use crate::proto::msg::Segment;
 use crate::rust::memalloc::NoIoScope;
+use crate::rust::trace;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use crate::rust::xprt::{post_local_inv, Mr, PinnedRqst, Rqst};
 use kernel::alloc::KVec;
@@ -161,7 +162,9 @@ impl Conn {
         let end = span.offset.checked_add(span.len).ok_or(EINVAL)?;
         let mut at = span.offset;
         while at < end {
-            let mut mr = self.get_mr()?;
+            let mut mr = self
+                .get_mr()
+                .inspect_err(|_| trace::xprtrdma_nomrs_err(&self.xprt, rqst))?;
             let res = mr.map_rqst(rqst, rcv, at, end - at, writable);
             let n = match res {
                 Ok(n) if n > 0 => n,
@@ -170,6 +173,7 @@ impl Conn {
                     return Err(EIO);
                 }
             };
+            trace::xprtrdma_mr_map(rqst, &mr);
             // The REG_MR's slot and the one of its LOCAL_INV, reserved
             // now so that the invalidation never waits for room.
             if !self.slots.try_take(SLOTS_PER_MR) {
@@ -182,6 +186,7 @@ impl Conn {
                 self.recycle_one(mr);
                 return Err(e);
             }
+            trace::xprtrdma_mr_fastreg(rqst, &mr);
             let s = mr.segment();
             segs.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
             regs.push(Reg::Mr(mr), GFP_KERNEL)?;
@@ -191,6 +196,7 @@ impl Conn {
     }
 
     pub(super) fn recycle_one(&self, mut mr: Mr) {
+        trace::xprtrdma_mr_unmap(&mr);
         mr.unmap();
         // Capacity was reserved for every MR at connect time. Should the
         // pool still be full, the MR is dropped (`ib_dereg_mr`, which may
@@ -233,8 +239,10 @@ impl Conn {
             self.xprt.force_disconnect();
             return;
         };
+        trace_local_invs(None, &mrs);
         *done.mrs.lock() = Some(mrs);
-        if self.post_inv_chain(&keys, done.clone()).is_err() {
+        if let Err(e) = self.post_inv_chain(&keys, done.clone()) {
+            trace::xprtrdma_post_linv_err(0, e);
             // The QP is gone: deregister the MRs now.
             // Taken first: deregistering may sleep, not under the lock.
             let taken = done.mrs.lock().take();
@@ -275,6 +283,7 @@ impl Conn {
         };
         // Each dirty MR kept its LOCAL_INV slot.
         let slots = keys.len() as u32;
+        trace_local_invs(None, &mrs);
         let done = Arc::pin_init(
             pin_init!(BatchInvDone {
                 conn: this.clone(),
@@ -284,7 +293,8 @@ impl Conn {
             GFP_KERNEL,
         );
         // The QP is gone or the batch cannot be tracked: revoke all.
-        if done.and_then(|d| self.post_inv_chain(&keys, d)).is_err() {
+        if let Err(e) = done.and_then(|d| self.post_inv_chain(&keys, d)) {
+            trace::xprtrdma_post_linv_err(0, e);
             self.count_orphaned(keys.len());
             self.xprt.force_disconnect();
         }
@@ -342,6 +352,7 @@ impl Conn {
             return;
         }
         add(&self.counters().invalidations, mrs.len() as u64);
+        trace_local_invs(None, &mrs);
         let done = rkeys(&mrs).and_then(|keys| {
             let done = Arc::pin_init(
                 pin_init!(SyncInvDone {
@@ -350,7 +361,8 @@ impl Conn {
                 }),
                 GFP_KERNEL,
             )?;
-            self.post_inv_chain(&keys, done.clone())?;
+            self.post_inv_chain(&keys, done.clone())
+                .inspect_err(|e| trace::xprtrdma_post_linv_err(p.xid, *e))?;
             Ok(done)
         });
         if let Ok(done) = done {
@@ -396,6 +408,7 @@ impl Conn {
         if let Some(rkey) = inv_rkey {
             if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
                 if let Ok(mr) = mrs.remove(pos) {
+                    trace::xprtrdma_mr_reminv(&rqst, &mr);
                     bump(&self.stats.remote_inv);
                     add(&self.counters().remote_invalidations, 1);
                     self.recycle_one(mr);
@@ -439,6 +452,7 @@ impl Conn {
             return;
         }
         add(&self.counters().invalidations, n as u64);
+        trace_local_invs(Some(&rqst), &mrs);
         let Ok(keys) = rkeys(&mrs) else {
             // Cannot track the invalidation: deregister the MRs first, then
             // revoke everything (dropping `rqst` fails the RPC).
@@ -468,7 +482,8 @@ impl Conn {
             return;
         };
         *done.state.lock() = Some((rqst, status, mrs));
-        if self.post_inv_chain(&keys, done.clone()).is_err() {
+        if let Err(e) = self.post_inv_chain(&keys, done.clone()) {
+            trace::xprtrdma_post_linv_err(xid, e);
             // The QP is gone or its queue refused the chain: deregister the
             // MRs (which revokes their steering tags) before the RPC
             // completes and its buffers can go back.
@@ -503,6 +518,14 @@ pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, usize) {
 pub(super) fn mr_count(regs: &KVec<Reg>) -> u32 {
     let n = regs.iter().filter(|r| matches!(r, Reg::Mr(_))).count();
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Traces the LOCAL_INV about to be posted for each of `mrs`, on behalf of
+/// `rqst` if a reply waits for them.
+fn trace_local_invs(rqst: Option<&PinnedRqst>, mrs: &KVec<Mr>) {
+    for mr in mrs.iter() {
+        trace::xprtrdma_mr_localinv(rqst, mr);
+    }
 }
 
 /// The steering tags of `mrs`.

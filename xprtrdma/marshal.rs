@@ -13,6 +13,7 @@ use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
+use crate::rust::trace::{self, ChunkType};
 use crate::rust::verbs::SendOp;
 use crate::rust::xprt::{Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
 use kernel::alloc::KVec;
@@ -28,6 +29,25 @@ fn shape(s: &XdrShape) -> XdrBufShape {
         tail_len: s.tail_len,
         tail_page_offset: s.tail_page_offset,
         buflen: s.buflen,
+    }
+}
+
+/// How the call goes, in the terms of the `xprtrdma_marshal` event.
+fn call_chunk_type(call: &CallStrategy) -> ChunkType {
+    match call {
+        CallStrategy::InlinePullup => ChunkType::Pullup,
+        CallStrategy::InlineMapped => ChunkType::Mapped,
+        CallStrategy::ReadChunk { .. } => ChunkType::ReadList,
+        CallStrategy::LongCall { .. } => ChunkType::LongCall,
+    }
+}
+
+/// How the result comes back, in the terms of the `xprtrdma_marshal` event.
+fn result_chunk_type(result: &ResultStrategy) -> ChunkType {
+    match result {
+        ResultStrategy::Inline => ChunkType::Inline,
+        ResultStrategy::WriteChunk { .. } => ChunkType::WriteList,
+        ResultStrategy::ReplyChunk { .. } => ChunkType::ReplyChunk,
     }
 }
 
@@ -67,6 +87,7 @@ impl Conn {
         let p = plan(&rpc, &params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
             crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
+            trace::xprtrdma_marshal_failed(rqst, EIO);
             EIO
         })?;
 
@@ -110,6 +131,7 @@ impl Conn {
                     info.xid,
                     e
                 );
+                trace::xprtrdma_marshal_failed(rqst, e);
             }
             return Err(e);
         }
@@ -133,15 +155,22 @@ impl Conn {
         };
 
         let send_len = params.inline_send as usize;
-        let out = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
+        let (out, hdrlen) = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
             Ok(v) => v,
             Err(e) => {
                 self.slots.give(1);
                 self.abandon(this, mrs);
                 bump(&self.stats.failed_marshal_count);
+                trace::xprtrdma_marshal_failed(rqst, e);
                 return Err(e);
             }
         };
+        trace::xprtrdma_marshal(
+            rqst,
+            hdrlen,
+            call_chunk_type(&p.call),
+            result_chunk_type(&p.result),
+        );
         let reg_slots = mr_count(&mrs);
         let res = (|| -> Result {
             let wr = self.send_wr(this, &out, 1 + reg_slots)?;
@@ -163,6 +192,10 @@ impl Conn {
             rqst.mark_sent();
             self.ep.post_send(wr, SendOp::Send)
         })();
+        match res {
+            Ok(()) => trace::xprtrdma_post_send(rqst, out.len()),
+            Err(e) => trace::xprtrdma_post_send_err(rqst, e),
+        }
         if let Err(e) = res {
             // The Send was not posted; the REG_MRs' slots go back with the
             // abandoned MRs' invalidation.
@@ -240,7 +273,9 @@ impl Conn {
             _ => None,
         };
         if let Some(position) = position {
-            for s in segs.iter() {
+            for (i, s) in segs.iter().enumerate() {
+                let is_last = i + 1 == segs.len();
+                trace::xprtrdma_chunk_read(rqst, position, s.handle, s.length, s.offset, is_last);
                 reads.push(
                     ReadSegment {
                         position,
@@ -261,18 +296,27 @@ impl Conn {
                         writes.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
                     }
                 }
+                for (i, s) in writes.iter().enumerate() {
+                    let is_last = i + 1 == writes.len();
+                    trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
+                }
             }
             ResultStrategy::ReplyChunk { .. } => {
                 // The whole receive buffer as head, pages and tail describe
                 // it (C rpcrdma_convert_iovs), not its allocation size.
                 let len = rcv.len().ok_or(EINVAL)?;
                 self.register(rqst, Span::recv(0, len), mrs, reply)?;
+                for (i, s) in reply.iter().enumerate() {
+                    let is_last = i + 1 == reply.len();
+                    trace::xprtrdma_chunk_reply(rqst, s.handle, s.length, s.offset, is_last);
+                }
             }
         }
         Ok(())
     }
 
-    /// The Send: transport header, then the inline part of the call.
+    /// The Send: transport header, then the inline part of the call; and
+    /// the header's length.
     fn build_send(
         &self,
         rqst: &Rqst<'_>,
@@ -280,7 +324,7 @@ impl Conn {
         call: &CallStrategy,
         snd: &XdrBufShape,
         max: usize,
-    ) -> Result<KVec<u8>> {
+    ) -> Result<(KVec<u8>, usize)> {
         let mut out = KVec::from_elem(0u8, max, GFP_KERNEL)?;
         let hlen = encode_header(hdr, &mut out).map_err(|_| EMSGSIZE)?;
         let mut at = hlen;
@@ -308,6 +352,6 @@ impl Conn {
             CallStrategy::LongCall { .. } => {}
         }
         out.truncate(at);
-        Ok(out)
+        Ok((out, hlen))
     }
 }

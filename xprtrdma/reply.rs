@@ -9,8 +9,9 @@ use super::conn::{Conn, Offered, Pending};
 use super::reg::add;
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
-use crate::proto::msg::Body;
+use crate::proto::msg::{Body, DecodeError, ErrorBody};
 use crate::rust::memalloc::NoIoScope;
+use crate::rust::trace::{self, ReplyError};
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
@@ -126,6 +127,12 @@ impl Conn {
             Err(e) => {
                 bump(&self.stats.bad_reply_count);
                 crate::pr_warn_ratelimited!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
+                let why = match e {
+                    DecodeError::BadVersion(_) => ReplyError::Version,
+                    DecodeError::Truncated => ReplyError::Short,
+                    _ => ReplyError::Header,
+                };
+                trace::xprtrdma_reply_err(&self.xprt, why, bytes);
                 // Fail the RPC if its xid can be read, so it is not left waiting.
                 if let Some(x) = bytes.get(..4) {
                     let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
@@ -150,8 +157,10 @@ impl Conn {
             self.xprt.update_cwnd(credits);
         }
         let Some(rqst) = self.xprt.lookup(hdr.xid) else {
+            trace::xprtrdma_reply_err(&self.xprt, ReplyError::NoRequest, bytes);
             return;
         };
+        trace::xprtrdma_reply(&rqst, hdr.xid, credits);
         let status = match hdr.body {
             Body::Msg { chunks, payload } => {
                 let written = chunks
@@ -203,6 +212,11 @@ impl Conn {
                 }
             },
             Body::Error(e) => {
+                match e {
+                    ErrorBody::Vers { low, high } => trace::xprtrdma_err_vers(&rqst, low, high),
+                    ErrorBody::Chunk => trace::xprtrdma_err_chunk(&rqst),
+                    ErrorBody::Other(code) => trace::xprtrdma_err_unrecognized(&rqst, code),
+                }
                 bump(&self.stats.bad_reply_count);
                 crate::pr_warn_ratelimited!(
                     "server answered xid {:#x} with RDMA_ERROR {:?}\n",

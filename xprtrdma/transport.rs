@@ -8,6 +8,7 @@ use super::reg::{counters, Strategy};
 use super::sysctl;
 use crate::config::Config;
 use crate::rust::memalloc::NoIoScope;
+use crate::rust::trace;
 use crate::rust::xprt::{Rqst, Xprt, XprtStats};
 use crate::rust::xprt_class::XprtOps;
 use kernel::new_mutex;
@@ -201,12 +202,16 @@ impl XprtOps for Client {
             inline_read,
             ..self.inner.settings
         };
-        let conn =
-            Conn::connect(self.inner.xprt, settings, self.inner.stats.clone()).map_err(|e| {
-                crate::pr_warn_ratelimited!("connect failed: error {}\n", e.to_errno());
-                transient_as_not_connected(e)
-            })?;
-        *self.inner.conn.lock() = Some(conn);
+        let res = Conn::connect(self.inner.xprt, settings, self.inner.stats.clone()).map_err(|e| {
+            crate::pr_warn_ratelimited!("connect failed: error {}\n", e.to_errno());
+            transient_as_not_connected(e)
+        });
+        // What the waiting tasks are told, as C traces it.
+        trace::xprtrdma_connect(
+            &self.inner.xprt,
+            res.as_ref().map_or_else(|e| e.to_errno(), |_| 0),
+        );
+        *self.inner.conn.lock() = Some(res?);
         Ok(())
     }
 
@@ -258,6 +263,7 @@ impl XprtOps for Client {
         let Some(conn) = self.conn() else {
             return;
         };
+        trace::xprtrdma_disconnect(&self.inner.xprt, 0);
         // Drain first, hide the connection afterwards: a `buf_free` that
         // races with this close must still find the connection, so that it
         // waits for the drain (which revokes the request's registrations)

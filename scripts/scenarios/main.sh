@@ -8,14 +8,17 @@
 # module lack either class, it falls back to the in-tree C transport and says
 # so on a line of its own.
 # Arguments: [SIZE_MIB] [PARITY: phases of scripts/guest/parity.sh, '+'
-# between (acl, nconnect, limits), and admin (scripts/guest/admin.sh: module
-# parameters in sysfs, the client and svc_rdma sysctls); '-' or none for
+# between (acl, nconnect, limits), admin (scripts/guest/admin.sh: module
+# parameters in sysfs, the client and svc_rdma sysctls) and trace
+# (scripts/guest/trace.sh: the trace events, enabled through tracefs
+# during a mount); '-' or none for
 # none]
 SIZE=${1:-64}
 PARITY=$(echo "${2:--}" | tr '+' ' ' | sed 's/^-$//')
 MNT=/tmp/mnt
 . "$REPO_ROOT/scripts/guest/parity.sh"
 . "$REPO_ROOT/scripts/guest/admin.sh"
+. "$REPO_ROOT/scripts/guest/trace.sh"
 
 # overrun_check MNT: the client refuses a Write chunk longer than it
 # registered. On kernels with fault injection the project's server can
@@ -79,6 +82,7 @@ has_phase acl && { acl_check 3 $MNT; acl_check 4.2 $MNT; }
 has_phase nconnect && nconnect_check $MNT
 has_phase limits && limits_check $MNT
 has_phase admin && admin_check $MNT
+has_phase trace && trace_check $MNT
 check nfs-server-stop stop_nfs_server
 unload_c_rpcrdma
 if mod_loaded rpcrdma_rs; then check rpcrdma_rs-unload unload_rust_rpcrdma; fi
