@@ -21,6 +21,8 @@
 //! - [`svc_reply`]: where the bytes of a Reply go.
 //! - [`planner`]: the client's chunk planner.
 //! - [`credits`]: credit accounting for both sides.
+//! - [`regcache_policy`]: lookup and replacement (LRU, MRRC's MRE) of a
+//!   client registration cache.
 //! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
 
 // Peer input must never panic the kernel: no unchecked arithmetic (the
@@ -47,6 +49,7 @@ pub mod msg;
 pub mod pcl;
 pub mod pieces;
 pub mod planner;
+pub mod regcache_policy;
 pub mod svc_call;
 pub mod svc_reply;
 pub mod xdr;

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The client registration cache's lookup and replacement policy
+//! (src/proto/regcache_policy.rs).
+
+use proptest::prelude::*;
+use rpcrdma_proto::proto::regcache_policy::{
+    Cache, Entry, InsertError, Lookup, PageRun, Policy,
+};
+
+fn run(first: u64, pages: u32) -> PageRun {
+    PageRun { first, pages }
+}
+
+fn storage(n: usize) -> Vec<Entry> {
+    vec![
+        Entry {
+            run: run(0, 0),
+            last_use: 0,
+            factor: 0
+        };
+        n
+    ]
+}
+
+#[test]
+fn lookup_hit_subset_partial_miss() {
+    let mut s = storage(8);
+    let mut c = Cache::new(&mut s, 100, Policy::Lru);
+    let mut v = [run(0, 0); 8];
+    assert_eq!(c.insert(run(10, 8), &mut v), Ok(0));
+    assert_eq!(c.lookup(run(10, 8)), Lookup::Hit(0));
+    assert_eq!(c.lookup(run(12, 2)), Lookup::Hit(0));
+    assert_eq!(
+        c.lookup(run(16, 4)),
+        Lookup::Partial {
+            index: 0,
+            covered: run(16, 2)
+        }
+    );
+    assert_eq!(c.lookup(run(18, 4)), Lookup::Miss);
+    assert_eq!(c.lookup(run(0, 10)), Lookup::Miss);
+}
+
+#[test]
+fn lru_evicts_the_least_recently_used() {
+    let mut s = storage(8);
+    let mut c = Cache::new(&mut s, 12, Policy::Lru);
+    let mut v = [run(0, 0); 8];
+    c.insert(run(0, 4), &mut v).unwrap();
+    c.insert(run(100, 4), &mut v).unwrap();
+    c.insert(run(200, 4), &mut v).unwrap();
+    // Touch the oldest: the second one is now least recent.
+    assert_eq!(c.lookup(run(0, 4)), Lookup::Hit(0));
+    assert_eq!(c.insert(run(300, 4), &mut v), Ok(1));
+    assert_eq!(v[0], run(100, 4));
+    assert_eq!(c.used_pages(), 12);
+}
+
+#[test]
+fn mre_evicts_large_runs_before_small_ones_of_the_same_age() {
+    let mut s = storage(16);
+    // Resort everything, evict one entry per round.
+    let policy = Policy::Mre {
+        resort_pct: 100,
+        evict_pct: 1,
+    };
+    let mut c = Cache::new(&mut s, 40, policy);
+    let mut v = [run(0, 0); 16];
+    c.insert(run(0, 1), &mut v).unwrap(); // oldest, small
+    c.insert(run(100, 32), &mut v).unwrap(); // younger, large
+    c.insert(run(200, 1), &mut v).unwrap();
+    // LRU would evict run(0, 1); MRE takes the large one.
+    assert_eq!(c.insert(run(300, 8), &mut v), Ok(1));
+    assert_eq!(v[0], run(100, 32));
+}
+
+#[test]
+fn too_large_and_victim_buffer() {
+    let mut s = storage(4);
+    let mut c = Cache::new(&mut s, 8, Policy::MRE);
+    let mut v = [run(0, 0); 4];
+    assert_eq!(c.insert(run(0, 9), &mut v), Err(InsertError::TooLarge));
+    assert_eq!(c.insert(run(0, 0), &mut v), Err(InsertError::TooLarge));
+    c.insert(run(0, 8), &mut v).unwrap();
+    let mut none: [PageRun; 0] = [];
+    assert_eq!(c.insert(run(50, 8), &mut none), Err(InsertError::VictimBuffer));
+}
+
+#[test]
+fn invalidate_removes_every_overlapping_run() {
+    let mut s = storage(8);
+    let mut c = Cache::new(&mut s, 100, Policy::Lru);
+    let mut v = [run(0, 0); 8];
+    for f in [0, 10, 20, 30] {
+        c.insert(run(f, 5), &mut v).unwrap();
+    }
+    assert_eq!(c.invalidate(run(12, 10), &mut v), 2);
+    let mut gone = vec![v[0], v[1]];
+    gone.sort_by_key(|r| r.first);
+    assert_eq!(gone, vec![run(10, 5), run(20, 5)]);
+    assert_eq!(c.used_pages(), 10);
+    assert_eq!(c.entries().len(), 2);
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    prop_oneof![
+        Just(Policy::Lru),
+        (1u32..=100, 1u32..=100).prop_map(|(r, e)| Policy::Mre {
+            resort_pct: r,
+            evict_pct: e.min(r)
+        }),
+    ]
+}
+
+proptest! {
+    // Whatever the references, the cache never holds more pages or
+    // entries than it may, its page count matches its entries, and a run
+    // just inserted is found.
+    #[test]
+    fn capacity_and_accounting_hold(
+        policy in policy(),
+        cap in 1u64..64,
+        slots in 1usize..12,
+        refs in proptest::collection::vec((0u64..128, 1u32..16), 1..200),
+    ) {
+        let mut s = storage(slots);
+        let mut c = Cache::new(&mut s, cap, policy);
+        let mut v = vec![run(0, 0); slots];
+        for (first, pages) in refs {
+            let r = run(first, pages);
+            if c.lookup(r) == Lookup::Miss {
+                match c.insert(r, &mut v) {
+                    Ok(_) => prop_assert!(matches!(c.lookup(r), Lookup::Hit(_))),
+                    Err(e) => prop_assert_eq!(e, InsertError::TooLarge),
+                }
+            }
+            let sum: u64 = c.entries().iter().map(|e| u64::from(e.run.pages)).sum();
+            prop_assert_eq!(sum, c.used_pages());
+            prop_assert!(c.used_pages() <= cap);
+            prop_assert!(c.entries().len() <= slots);
+        }
+    }
+}
