@@ -75,7 +75,7 @@ pub struct Entry {
     /// When it was last used (a counter: larger is more recent).
     pub last_use: u64,
     /// MRE's eviction factor; 0 until the entry is scored, and again after
-    /// each use (C of the paper: "set to zero again").
+    /// each use (the paper: "set to zero again").
     pub factor: u64,
 }
 
