@@ -773,6 +773,34 @@ impl Xprt {
         // SAFETY: Valid by the type invariant; called during setup.
         unsafe { (*self.ptr.as_ptr()).max_payload = bytes as usize };
     }
+
+    /// Connections this transport established before (sunrpc's
+    /// `stat.connect_count`). Only for the connect op, which runs under
+    /// the transport's connect lock: the count changes only there.
+    pub fn connect_count(&self) -> u64 {
+        // SAFETY: Valid by the type invariant; the field is written only
+        // by the connect worker, under the connect lock the caller holds.
+        unsafe { (*self.ptr.as_ptr()).stat.connect_count as u64 }
+    }
+
+    /// Lowers the largest RPC payload to `bytes` if it is larger, once a
+    /// connection has learnt what its peer allows, and returns the value
+    /// before. NFS reads it (`rpc_max_payload`) when it sizes a mount,
+    /// after the first connection; mounts sized before keep their rsize.
+    pub fn limit_max_payload(&self, bytes: u32) -> usize {
+        // SAFETY: Valid by the type invariant. sunrpc reads the field
+        // without a lock (C `rpc_max_payload`), so both accesses are
+        // volatile, a single aligned word each (C's READ_ONCE and
+        // WRITE_ONCE).
+        unsafe {
+            let field = addr_of_mut!((*self.ptr.as_ptr()).max_payload);
+            let before = field.read_volatile();
+            if before > bytes as usize {
+                field.write_volatile(bytes as usize);
+            }
+            before
+        }
+    }
 }
 
 /// One DMA mapping of a [`PhysMap`].
@@ -785,15 +813,18 @@ struct PhysPiece {
 }
 
 /// DMA mappings of a request range exposed under the protection domain's
-/// global rkey (the "physical" strategy): one segment per piece (head
-/// range, page, tail range). Unmapped on drop.
+/// global rkey (the "physical" strategy): one mapping per piece (head
+/// range, page, tail range), advertised as segments in which pieces whose
+/// DMA addresses continue one another are joined. Unmapped on drop.
 ///
 /// # Invariants
 ///
 /// Every entry of `pieces` is a live mapping on the anchor's device, in the
-/// direction `to_device` says, until drop.
+/// direction `to_device` says, until drop. `segments` covers exactly the
+/// DMA ranges of `pieces`, in order.
 pub struct PhysMap {
     pieces: KVec<PhysPiece>,
+    segments: KVec<(u64, u32)>,
     to_device: bool,
     anchor: Arc<Anchor>,
 }
@@ -815,10 +846,14 @@ impl PhysMap {
         // INVARIANT: Mappings made below are released by `drop`, also on error.
         let mut this = Self {
             pieces: KVec::new(),
+            segments: KVec::new(),
             to_device: !writable,
             anchor: ep.anchor().clone(),
         };
+        // The planner counted one segment per piece, so `max` bounds the
+        // pieces too.
         this.pieces.reserve(max, GFP_KERNEL)?;
+        this.segments.reserve(max, GFP_KERNEL)?;
         let r = rqst.ptr.as_ptr();
         // SAFETY: The request is borrowed and its buffers outlive the
         // mapping (released before `buf_free`).
@@ -831,7 +866,7 @@ impl PhysMap {
         };
         let device = this.anchor.device_ptr();
         let to_device = c_int::from(this.to_device);
-        // Every piece is its own segment: running out of them is an error.
+        // More pieces than the planner allowed segments is an error.
         // SAFETY: As above; the device is live (anchor).
         let done = unsafe {
             walk_xdr_buf(buf, offset, len, |piece| {
@@ -856,6 +891,22 @@ impl PhysMap {
                 // Capacity was reserved for `max` pieces: no allocation.
                 this.pieces
                     .push(PhysPiece { addr, len: l, page }, GFP_ATOMIC)?;
+                // A piece that starts where the last segment ends (pages
+                // contiguous in DMA space) extends it: fewer segments in
+                // the header and fewer RDMA operations for the server.
+                let joined = this.segments.last_mut().is_some_and(|(a, n)| {
+                    let joins = a.checked_add(u64::from(*n)) == Some(addr);
+                    match n.checked_add(l) {
+                        Some(sum) if joins => {
+                            *n = sum;
+                            true
+                        }
+                        _ => false,
+                    }
+                });
+                if !joined {
+                    this.segments.push((addr, l), GFP_ATOMIC)?;
+                }
                 Ok(true)
             })
         }?;
@@ -865,16 +916,19 @@ impl PhysMap {
         Ok(this)
     }
 
-    /// Number of mapped pieces.
+    /// Number of segments to advertise.
     pub fn count(&self) -> u32 {
-        self.pieces.len() as u32
+        self.segments.len() as u32
     }
 
-    /// DMA address and length of piece `i` (zeros past the end).
+    /// DMA address and length of segment `i` (zeros past the end).
     pub fn piece(&self, i: u32) -> (u64, u32) {
-        self.pieces
-            .get(i as usize)
-            .map_or((0, 0), |p| (p.addr, p.len))
+        self.segments.get(i as usize).copied().unwrap_or((0, 0))
+    }
+
+    /// Number of DMA mappings (pages and head or tail ranges).
+    pub fn mappings(&self) -> u32 {
+        self.pieces.len() as u32
     }
 }
 

@@ -264,7 +264,11 @@ impl Conn {
             settings.inline_read,
             (!peer.is_empty()).then_some(peer),
         );
-        let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
+        let params = if settings.strategy == Strategy::Physical {
+            self.physical_params(neg.inline_send, neg.inline_recv, caps)
+        } else {
+            TransportParams::from_device(neg.inline_send, neg.inline_recv, caps)
+        };
         *self.params.lock() = params;
         trace::xprtrdma_inline_thresh(
             &self.xprt,
@@ -312,6 +316,37 @@ impl Conn {
             self.ep.comp_vector()
         );
         Ok(())
+    }
+
+    /// `memreg=physical`: chunks of one-page segments, as many as the
+    /// negotiated inline headers hold. The transport's payload limit comes
+    /// down to what they carry; a mount sized by an earlier connection
+    /// with larger thresholds keeps its rsize and wsize, whose largest
+    /// I/Os then fail, which is said here.
+    fn physical_params(
+        &self,
+        inline_send: u32,
+        inline_recv: u32,
+        caps: &DeviceCaps,
+    ) -> TransportParams {
+        let params = TransportParams::physical(inline_send, inline_recv, caps);
+        let payload = params.physical_max_payload();
+        let before = self.xprt.limit_max_payload(payload);
+        if before > payload as usize && self.xprt.connect_count() > 0 {
+            crate::pr_warn_ratelimited!(
+                "memreg=physical: this connection's inline thresholds (send {}, receive {}) hold chunks of {} bytes, less than the {} the transport offered before: larger I/Os of existing mounts fail\n",
+                inline_send,
+                inline_recv,
+                payload,
+                before
+            );
+        }
+        pr_info!(
+            "memreg=physical: {} segments per chunk, rsize and wsize up to {} KiB\n",
+            params.max_rdma_segs,
+            payload / 1024
+        );
+        params
     }
 
     /// Disconnects and waits for every posted work request to complete;

@@ -8,15 +8,16 @@
 //! is nothing to invalidate.
 
 use super::conn::Conn;
-use super::reg::{Reg, Span};
+use super::reg::{add, counters, Reg, Span, Strategy};
 use crate::proto::msg::Segment;
 use crate::rust::xprt::{PhysMap, Rqst};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 
 impl Conn {
-    /// Maps `span` of the request's buffers page by page, one segment per
-    /// page under the global rkey.
+    /// Maps `span` of the request's buffers page by page under the global
+    /// rkey, one segment per run of DMA-contiguous pages (at most
+    /// `max_rdma_segs`, which the planner counted as one per page).
     pub(super) fn register_physical(
         &self,
         rqst: &Rqst<'_>,
@@ -31,6 +32,10 @@ impl Conn {
             let (addr, l) = pm.piece(i);
             segs.push(Segment::new(self.global_rkey, l, addr), GFP_KERNEL)?;
         }
+        let c = counters(Strategy::Physical);
+        add(&c.registrations, 1);
+        add(&c.mappings, u64::from(pm.mappings()));
+        add(&c.segments, u64::from(pm.count()));
         regs.push(Reg::Phys(pm), GFP_KERNEL)?;
         Ok(())
     }

@@ -143,6 +143,11 @@ pub(crate) struct StrategyCounters {
     pub(crate) send_queue_full: Atomic<u64>,
     /// Disconnects injected by sunrpc's `fail_sunrpc`.
     pub(crate) injected_disconnects: Atomic<u64>,
+    /// `physical`: DMA mappings made (pages, head and tail ranges).
+    pub(crate) mappings: Atomic<u64>,
+    /// `physical`: segments advertised for them (DMA-contiguous mappings
+    /// share one).
+    pub(crate) segments: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -158,6 +163,8 @@ impl StrategyCounters {
             dirty: Atomic::new(0),
             send_queue_full: Atomic::new(0),
             injected_disconnects: Atomic::new(0),
+            mappings: Atomic::new(0),
+            segments: Atomic::new(0),
         }
     }
 }
@@ -179,13 +186,13 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
@@ -196,7 +203,9 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.timer_flushes.load(Relaxed),
             c.dirty.load(Relaxed),
             c.send_queue_full.load(Relaxed),
-            c.injected_disconnects.load(Relaxed)
+            c.injected_disconnects.load(Relaxed),
+            c.mappings.load(Relaxed),
+            c.segments.load(Relaxed)
         )?;
     }
     Ok(())

@@ -7,6 +7,7 @@ use super::conn::Conn;
 use super::reg::{counters, Strategy};
 use super::sysctl;
 use crate::config::Config;
+use crate::proto::planner::physical_payload_for;
 use crate::rust::memalloc::NoIoScope;
 use crate::rust::trace;
 use crate::rust::xprt::{Rqst, Xprt, XprtStats};
@@ -21,10 +22,6 @@ use kernel::sync::{Arc, Mutex, SetOnce};
 /// carries no class-private pointer, so this is where transports find it;
 /// it has no defaults of its own.
 static SETTINGS: SetOnce<Settings> = SetOnce::new();
-
-/// Largest payload of the "physical" strategy: one segment per page and
-/// at most 16 segments per chunk (two for misaligned head and tail).
-const PHYSICAL_MAX_PAYLOAD: u32 = 14 * 4096;
 
 /// Hands the module's configuration to the transports created later
 /// (once, before the class is registered).
@@ -176,7 +173,11 @@ impl XprtOps for Client {
         settings.max_requests = xprt.max_slots();
         let strategy = settings.strategy;
         if strategy == Strategy::Physical {
-            xprt.set_max_payload(PHYSICAL_MAX_PAYLOAD);
+            // One segment per page, as many as the inline headers hold
+            // (planner::physical_max_segs); each connection lowers it to
+            // what its negotiated thresholds hold.
+            let (inline_write, inline_read) = sysctl::inline_sizes();
+            xprt.set_max_payload(physical_payload_for(inline_write, inline_read));
         }
         counters(strategy).transports.add(1, Relaxed);
         let stats = Arc::new(Stats::new(), GFP_KERNEL)?;

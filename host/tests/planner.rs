@@ -8,8 +8,8 @@
 use proptest::prelude::*;
 use rpcrdma_proto::proto::msg::Proc;
 use rpcrdma_proto::proto::planner::{
-    count_segments, max_call_header_size, max_reply_header_size, plan, CallStrategy, DeviceCaps,
-    PlanError, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
+    count_segments, max_call_header_size, max_reply_header_size, physical_max_segs, plan,
+    CallStrategy, DeviceCaps, PlanError, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
 
 /// The C client's logic, transcribed statement by statement from
@@ -545,5 +545,68 @@ proptest! {
             Err(PlanError::TooLarge) | Err(PlanError::TooManySegments) => {}
             Err(e) => prop_assert!(false, "unexpected {e:?}"),
         }
+    }
+}
+
+#[test]
+fn physical_segments_follow_the_inline_room() {
+    // Half of 4096 for the header: (2048 - 52) / 24 Read items, (2048 - 36)
+    // / 16 Write segments; the Read list is the tighter one.
+    assert_eq!(physical_max_segs(4096, 4096), 83);
+    let p = TransportParams::physical(4096, 4096, &DeviceCaps::RXE);
+    assert_eq!((p.max_fr_depth, p.max_rdma_segs), (1, 83));
+    assert_eq!(p.physical_max_payload(), 80 * 4096);
+    assert!(max_call_header_size(83) <= 2048);
+    assert!(max_call_header_size(84) > 2048);
+    // 64 KiB thresholds: 1 MiB of pages plus head, tail and a misaligned page.
+    let q = TransportParams::physical(65536, 65536, &DeviceCaps::RXE);
+    assert_eq!(q.max_rdma_segs, 259);
+    assert_eq!(q.physical_max_payload(), 1024 * 1024);
+    // The RFC 8797 minimum of 1024: (512 - 52) / 24 = 19 segments.
+    assert_eq!(physical_max_segs(1024, 1024), 19);
+    assert_eq!(
+        TransportParams::physical(1024, 1024, &DeviceCaps::RXE).physical_max_payload(),
+        16 * 4096
+    );
+    // The receive side limits too: a small inline_recv (Write list room).
+    assert_eq!(physical_max_segs(65536, 1024), (512 - 36) / 16);
+    // Degenerate thresholds give no room rather than wrapping.
+    assert_eq!(physical_max_segs(0, 0), 0);
+    assert_eq!(
+        TransportParams::physical(0, 0, &DeviceCaps::RXE).physical_max_payload(),
+        0
+    );
+}
+
+#[test]
+fn physical_plans_fit_their_segments() {
+    // The largest READ, WRITE and krb5i-style READ (no DDP: a Reply chunk
+    // with head, pages and tail) at 4 KiB and 64 KiB thresholds, with a
+    // misaligned page list: every plan fits its segments.
+    for inline in [4096u32, 65536] {
+        let p = TransportParams::physical(inline, inline, &DeviceCaps::RXE);
+        let max = p.physical_max_payload();
+        let mut recv = buf(120, max, 8);
+        recv.page_base = 100;
+        let read = shape(buf(120, 0, 0), false, recv, true);
+        let r = plan(&read, &p).unwrap();
+        assert!(
+            matches!(r.result, ResultStrategy::WriteChunk { segments, .. } if segments <= p.max_rdma_segs)
+        );
+        let mut send = buf(160, max, 0);
+        send.page_base = 100;
+        let write = shape(send, true, buf(200, 0, 0), false);
+        let w = plan(&write, &p).unwrap();
+        assert!(
+            matches!(w.call, CallStrategy::ReadChunk { segments, .. } if segments <= p.max_rdma_segs)
+        );
+        let mut krb = read;
+        krb.ddp_allowed = false;
+        assert!(plan(&krb, &p).is_ok(), "{inline}: {:?}", plan(&krb, &p));
+        // Three pages more than the payload do not fit when misaligned.
+        let mut over = buf(120, max + 3 * 4096, 8);
+        over.page_base = 100;
+        let too_big = shape(buf(120, 0, 0), false, over, true);
+        assert!(plan(&too_big, &p).is_err());
     }
 }

@@ -158,6 +158,33 @@ impl TransportParams {
         }
     }
 
+    /// The parameters of `memreg=physical`: no MRs, every segment one page
+    /// (or a run of DMA-contiguous pages, which can only need fewer), and
+    /// as many segments per chunk as [`physical_max_segs`] gives for the
+    /// thresholds, instead of C's `RPCRDMA_MAX_HDR_SEGS`.
+    pub fn physical(inline_send: u32, inline_recv: u32, dev: &DeviceCaps) -> Self {
+        let one_page = DeviceCaps {
+            max_fast_reg_page_list_len: 1,
+            max_sge_rd: 0,
+            ..*dev
+        };
+        Self {
+            max_rdma_segs: physical_max_segs(inline_send, inline_recv),
+            ..Self::from_device(inline_send, inline_recv, &one_page)
+        }
+    }
+
+    /// Largest payload (rsize, wsize) whose chunks always fit
+    /// `max_rdma_segs` one-page segments: the segments less the head, the
+    /// tail and a misaligned first page (a long call or a Reply chunk
+    /// carries all three), at most 1 MiB.
+    pub fn physical_max_payload(&self) -> u32 {
+        self.max_rdma_segs
+            .saturating_sub(PHYSICAL_EXTRA_SEGS)
+            .saturating_mul(self.page_size)
+            .min(PHYSICAL_MAX_PAYLOAD)
+    }
+
     /// Linux defaults (4 KiB inline each way) on a Soft-RoCE (rxe) device.
     pub fn linux_default() -> Self {
         Self::from_device(4096, 4096, &DeviceCaps::RXE)
@@ -198,6 +225,40 @@ impl DeviceCaps {
         max_send_sge: 32,
         sg_gaps: false,
     };
+}
+
+/// `memreg=physical`'s largest payload (as C's `RPCRDMA_MAX_DATA_SEGS`
+/// pages: 1 MiB).
+pub const PHYSICAL_MAX_PAYLOAD: u32 = 1024 * 1024;
+/// Segments of a chunk beyond its payload pages: head, tail, and one more
+/// page when the payload does not start at a page boundary.
+const PHYSICAL_EXTRA_SEGS: u32 = 3;
+
+/// Most segments one `memreg=physical` chunk may carry: as many as the
+/// largest Call header (a Read list of that many items) and the largest
+/// Reply header (a Write list of that many segments) hold while each leaves
+/// half of its inline threshold for the RPC message, and no more than
+/// 1 MiB of 4 KiB pages needs. With 4 KiB thresholds that is 83 (320 KiB
+/// of payload); with 64 KiB, 1 MiB.
+pub fn physical_max_segs(inline_send: u32, inline_recv: u32) -> u32 {
+    let room = |inline: u32, fixed: usize, per: usize| -> u32 {
+        let half = usize::try_from(inline / 2).unwrap_or(usize::MAX);
+        let n = half.saturating_sub(fixed).checked_div(per).unwrap_or(0);
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    let call = room(inline_send, max_call_header_size(0), READ_ITEM_LEN);
+    let reply = room(inline_recv, max_reply_header_size(0), SEGMENT_LEN);
+    let cap = (PHYSICAL_MAX_PAYLOAD / 4096).saturating_add(PHYSICAL_EXTRA_SEGS);
+    call.min(reply).min(cap)
+}
+
+/// [`TransportParams::physical_max_payload`] for thresholds before they are
+/// negotiated (4 KiB pages): what a transport offers NFS at setup.
+pub fn physical_payload_for(inline_send: u32, inline_recv: u32) -> u32 {
+    physical_max_segs(inline_send, inline_recv)
+        .saturating_sub(PHYSICAL_EXTRA_SEGS)
+        .saturating_mul(4096)
+        .min(PHYSICAL_MAX_PAYLOAD)
 }
 
 /// Largest Call header: a full Read list and a one-segment Reply chunk
