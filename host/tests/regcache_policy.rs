@@ -3,9 +3,7 @@
 //! (src/proto/regcache_policy.rs).
 
 use proptest::prelude::*;
-use rpcrdma_proto::proto::regcache_policy::{
-    Cache, Entry, InsertError, Lookup, PageRun, Policy,
-};
+use rpcrdma_proto::proto::regcache_policy::{Cache, Entry, InsertError, Lookup, PageRun, Policy};
 
 fn run(first: u64, pages: u32) -> PageRun {
     PageRun { first, pages }
@@ -83,7 +81,10 @@ fn too_large_and_victim_buffer() {
     assert_eq!(c.insert(run(0, 0), &mut v), Err(InsertError::TooLarge));
     c.insert(run(0, 8), &mut v).unwrap();
     let mut none: [PageRun; 0] = [];
-    assert_eq!(c.insert(run(50, 8), &mut none), Err(InsertError::VictimBuffer));
+    assert_eq!(
+        c.insert(run(50, 8), &mut none),
+        Err(InsertError::VictimBuffer)
+    );
 }
 
 #[test]
