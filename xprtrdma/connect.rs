@@ -16,7 +16,7 @@ use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::{ClientCredits, MIN_SLOT_TABLE};
 use crate::proto::msg::DecodeLimits;
-use crate::proto::planner::{DeviceCaps, TransportParams};
+use crate::proto::planner::{DeviceCaps, TransportParams, MAX_HDR_SEGS, PHYSICAL_MAX_SEGS};
 use crate::rust::cm::{CmEvent, CmHandler, CmId};
 use crate::rust::trace;
 use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest};
@@ -182,8 +182,15 @@ impl Conn {
                 stats,
                 settings,
                 params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
-                // Replies fill at most our receive buffer.
-                limits: DecodeLimits::client(settings.inline_read),
+                // Replies fill at most our receive buffer, and echo Write
+                // chunks of up to as many segments as we send.
+                limits: DecodeLimits::client(settings.inline_read).with_segments(
+                    if settings.strategy == Strategy::Physical {
+                        PHYSICAL_MAX_SEGS
+                    } else {
+                        MAX_HDR_SEGS
+                    }
+                ),
                 credits: Atomic::new(1),
                 slots: SendSlots::new(send_depth),
                 closing: Atomic::new(false),

@@ -501,6 +501,16 @@ impl DecodeLimits {
             max_inline,
         }
     }
+
+    /// The same with up to `max_segments` segments per chunk: a Reply
+    /// echoes the Write chunk the client sent, and `memreg=physical` sends
+    /// more than 16 (one per page).
+    pub const fn with_segments(self, max_segments: u32) -> Self {
+        Self {
+            max_segments_per_chunk: max_segments,
+            ..self
+        }
+    }
 }
 
 /// Why a header was rejected.

@@ -233,6 +233,9 @@ pub const PHYSICAL_MAX_PAYLOAD: u32 = 1024 * 1024;
 /// Segments of a chunk beyond its payload pages: head, tail, and one more
 /// page when the payload does not start at a page boundary.
 const PHYSICAL_EXTRA_SEGS: u32 = 3;
+/// Most segments a `memreg=physical` chunk ever has: 1 MiB of 4 KiB pages
+/// and the extra three.
+pub const PHYSICAL_MAX_SEGS: u32 = PHYSICAL_MAX_PAYLOAD / 4096 + PHYSICAL_EXTRA_SEGS;
 
 /// Most segments one `memreg=physical` chunk may carry: as many as the
 /// largest Call header (a Read list of that many items) and the largest
@@ -248,8 +251,7 @@ pub fn physical_max_segs(inline_send: u32, inline_recv: u32) -> u32 {
     };
     let call = room(inline_send, max_call_header_size(0), READ_ITEM_LEN);
     let reply = room(inline_recv, max_reply_header_size(0), SEGMENT_LEN);
-    let cap = (PHYSICAL_MAX_PAYLOAD / 4096).saturating_add(PHYSICAL_EXTRA_SEGS);
-    call.min(reply).min(cap)
+    call.min(reply).min(PHYSICAL_MAX_SEGS)
 }
 
 /// [`TransportParams::physical_max_payload`] for thresholds before they are
