@@ -627,3 +627,19 @@ fn xdr_rejects_hostile_lengths() {
     r.skip(1).unwrap();
     assert_eq!(r.take(usize::MAX), Err(XdrError::Overflow));
 }
+
+#[test]
+fn client_limits_follow_the_segments_it_sends() {
+    // memreg=physical sends Write chunks of one segment per page: a reply
+    // echoing 83 of them decodes with the physical limit, not with 16.
+    let segs: Vec<Segment> = (0..83).map(|i| seg(i, 4096)).collect();
+    let b = msg(&[], &[&segs], None, 100);
+    let fmr = DecodeLimits::client(4096);
+    assert_eq!(
+        decode_reply(&b, &fmr).err(),
+        Some(DecodeError::TooManySegments)
+    );
+    let physical =
+        DecodeLimits::client(4096).with_segments(rpcrdma_proto::proto::planner::PHYSICAL_MAX_SEGS);
+    assert!(decode_reply(&b, &physical).is_ok());
+}
