@@ -179,10 +179,7 @@ impl TransportParams {
     /// tail and a misaligned first page (a long call or a Reply chunk
     /// carries all three), at most 1 MiB.
     pub fn physical_max_payload(&self) -> u32 {
-        self.max_rdma_segs
-            .saturating_sub(PHYSICAL_EXTRA_SEGS)
-            .saturating_mul(self.page_size)
-            .min(PHYSICAL_MAX_PAYLOAD)
+        physical_payload_of(self.max_rdma_segs, self.page_size)
     }
 
     /// Linux defaults (4 KiB inline each way) on a Soft-RoCE (rxe) device.
@@ -257,9 +254,14 @@ pub fn physical_max_segs(inline_send: u32, inline_recv: u32) -> u32 {
 /// [`TransportParams::physical_max_payload`] for thresholds before they are
 /// negotiated (4 KiB pages): what a transport offers NFS at setup.
 pub fn physical_payload_for(inline_send: u32, inline_recv: u32) -> u32 {
-    physical_max_segs(inline_send, inline_recv)
-        .saturating_sub(PHYSICAL_EXTRA_SEGS)
-        .saturating_mul(4096)
+    physical_payload_of(physical_max_segs(inline_send, inline_recv), 4096)
+}
+
+/// The payload `segs` one-page segments always carry: less the head, the
+/// tail and a misaligned first page, at most [`PHYSICAL_MAX_PAYLOAD`].
+fn physical_payload_of(segs: u32, page_size: u32) -> u32 {
+    segs.saturating_sub(PHYSICAL_EXTRA_SEGS)
+        .saturating_mul(page_size)
         .min(PHYSICAL_MAX_PAYLOAD)
 }
 
