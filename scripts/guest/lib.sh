@@ -56,6 +56,15 @@ wait_for() {
 # (there is no ping on the host image; bash's /dev/tcp does the job)
 tcp_probe() { timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
 
+# ---- trace events ------------------------------------------------------------
+TRACEFS=/sys/kernel/tracing
+# rpcrdma_events: tracefs mounted, and the rpcrdma trace system present
+# (a kernel with CONFIG_TRACEPOINTS and a transport module loaded).
+rpcrdma_events() {
+    [ -d $TRACEFS/events ] || mount -t tracefs tracefs $TRACEFS 2>/dev/null
+    [ -d $TRACEFS/events/rpcrdma ]
+}
+
 # ---- transport modules -----------------------------------------------------
 mod_loaded() { [ -d "/sys/module/$1" ] && grep -q "^$1 " /proc/modules; }
 

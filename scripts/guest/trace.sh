@@ -12,7 +12,6 @@
 # and checks that its event and the reconnect are traced. Events are
 # disabled and the buffer cleared on the way out.
 TRACE_MIN_EVENTS=${TRACE_MIN_EVENTS:-30}
-TRACEFS=/sys/kernel/tracing
 
 # trace_count EVENT: lines of the trace buffer with that event.
 trace_count() { grep -c " $1: " /tmp/.trace-buf; }
@@ -54,10 +53,7 @@ trace_inject_disconnect() {
 
 trace_check() {
     _m=$1 _tn=trace
-    if [ ! -d $TRACEFS/events ]; then
-        mount -t tracefs tracefs $TRACEFS 2>/dev/null
-    fi
-    if [ ! -d $TRACEFS/events/rpcrdma ]; then
+    if ! rpcrdma_events; then
         fail $_tn-events "no $TRACEFS/events/rpcrdma (kernel without CONFIG_TRACEPOINTS, or tracefs missing)"
         return 1
     fi

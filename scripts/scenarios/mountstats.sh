@@ -37,7 +37,6 @@ SIZE_MIB=${1:-3}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 NFILES=${3:-40}
 RUST_PARAMS=$(echo "${4:-fmr_pages_per_mr=32}" | tr '+' ' ')
-TRACEFS=/sys/kernel/tracing
 MNT=/tmp/mnt
 WORK=/tmp/.mstats
 
@@ -227,8 +226,7 @@ compare() {
 # "off" also writes $WORK/c-VERSION.failed: what C counted in fields 11-14
 # for marshal attempts that failed (xprt_fields numbering, one per line).
 trace_c() {
-    mountpoint -q $TRACEFS || mount -t tracefs nodev $TRACEFS 2>/dev/null
-    [ -d $TRACEFS/events/rpcrdma ] || { say "no rpcrdma tracepoints: C's failed attempts not accounted"; return 0; }
+    rpcrdma_events || { say "no rpcrdma tracepoints: C's failed attempts not accounted"; return 0; }
     if [ "$1" = on ]; then
         echo > $TRACEFS/trace
         for ms_e in xprtrdma_marshal xprtrdma_marshal_failed xprtrdma_chunk_read \

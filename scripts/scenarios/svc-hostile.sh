@@ -31,14 +31,12 @@ dmesg -c > /dev/null 2>&1
 info "nfsd max_block_size=$(cat /proc/fs/nfsd/max_block_size 2>/dev/null)"
 # The server's error events (rust/rpcrdma_trace.h) during the suite: every
 # bad header it answers shows as a decode error and as the RDMA_ERROR it sent.
-TR=/sys/kernel/tracing
-mountpoint -q $TR || mount -t tracefs nodev $TR 2>/dev/null
 HOSTILE_EVENTS="svcrdma_decode_badvers_err svcrdma_decode_badproc_err svcrdma_decode_parse_err svcrdma_decode_drop_err svcrdma_err_vers svcrdma_err_chunk"
-if [ -d $TR/events/rpcrdma ]; then
-    echo 0 > $TR/tracing_on; : > $TR/trace
-    echo 2048 > $TR/buffer_size_kb 2>/dev/null
-    for _e in $HOSTILE_EVENTS; do echo 1 > "$TR/events/rpcrdma/$_e/enable" || say "no event $_e"; done
-    echo 1 > $TR/tracing_on
+if rpcrdma_events; then
+    echo 0 > $TRACEFS/tracing_on; : > $TRACEFS/trace
+    echo 2048 > $TRACEFS/buffer_size_kb 2>/dev/null
+    for _e in $HOSTILE_EVENTS; do echo 1 > "$TRACEFS/events/rpcrdma/$_e/enable" || say "no event $_e"; done
+    echo 1 > $TRACEFS/tracing_on
 fi
 check kunit-load insmod "$KUNIT_KO" || return 1
 
@@ -89,20 +87,20 @@ else
     fail svc-rdma-stats "err_sent=$(cat $S/rdma_stat_err_sent 2>/dev/null) recv=$(cat $S/rdma_stat_recv 2>/dev/null)"
 fi
 # The RDMA_ERROR answers arrived as trace events, with their error codes.
-if [ -d $TR/events/rpcrdma ]; then
-    echo 0 > $TR/tracing_on
+if rpcrdma_events; then
+    echo 0 > $TRACEFS/tracing_on
     _counts= _missing=
     for _e in $HOSTILE_EVENTS; do
-        _c=$(grep -c " $_e: " $TR/trace)
+        _c=$(grep -c " $_e: " $TRACEFS/trace)
         _counts="$_counts $_e=$_c"
         case $_e in svcrdma_decode_badvers_err|svcrdma_err_vers|svcrdma_err_chunk) [ "$_c" -ge 1 ] || _missing="$_missing $_e" ;; esac
-        echo 0 > "$TR/events/rpcrdma/$_e/enable"
+        echo 0 > "$TRACEFS/events/rpcrdma/$_e/enable"
     done
     info "hostile trace events:$_counts"
     for _e in svcrdma_decode_badvers_err svcrdma_err_vers svcrdma_err_chunk; do
-        grep -m1 " $_e: " $TR/trace | sed 's/^/vm:   trace: /'
+        grep -m1 " $_e: " $TRACEFS/trace | sed 's/^/vm:   trace: /'
     done
-    : > $TR/trace; echo 1 > $TR/tracing_on
+    : > $TRACEFS/trace; echo 1 > $TRACEFS/tracing_on
     if [ -z "$_missing" ]; then pass hostile-error-events; else fail hostile-error-events "none of:$_missing"; fi
 else
     info "no rpcrdma trace events (kernel without tracing): hostile-error-events not checked"
