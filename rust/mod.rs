@@ -32,6 +32,7 @@ pub mod mr;
 pub mod params;
 pub mod ratelimit;
 pub mod regcache;
+pub mod run_mr;
 pub mod shrinker;
 pub mod slab;
 pub mod svc;

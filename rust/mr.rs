@@ -135,6 +135,48 @@ impl Mr {
         Ok(done)
     }
 
+    /// Maps whole pages, in order, into the MR (one page per entry).
+    ///
+    /// # Safety
+    ///
+    /// Every page in `pages` stays allocated until this MR is unmapped or
+    /// dropped (its owner holds a reference).
+    pub(in crate::rust) unsafe fn map_pages(
+        &mut self,
+        pages: &[NonNull<bindings::page>],
+        writable: bool,
+    ) -> Result {
+        self.unmap();
+        let mr = self.ptr.as_ptr();
+        let n = u32::try_from(pages.len()).map_err(|_| EINVAL)?;
+        const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
+        for (i, page) in (0u32..).zip(pages.iter()) {
+            // SAFETY: The MR is live; the page is by the safety requirement
+            // (`sg_set_page` records it, bounds are checked on the C side).
+            to_result(unsafe { bindings::rpcrdma_rs_mr_sg_set(mr, i, page.as_ptr(), 0, PAGE) })?;
+        }
+        // SAFETY: The MR and the device are live; its first `n` entries name
+        // the pages, valid until unmapped.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_mr_map_sg(self.pd.device_ptr(), mr, n, writable)
+        })?;
+        // INVARIANT: Mapped above, until `unmap` or drop.
+        self.mapped = true;
+        Ok(())
+    }
+
+    /// Hands the mapped pages to the device (`for_device`, before it reads
+    /// or writes them again) or back to the CPU (after it wrote them).
+    pub(in crate::rust) fn sync(&self, for_device: bool) {
+        if self.mapped {
+            // SAFETY: The MR and the device are live; the helper syncs only
+            // the entries `map_pages` or `map_rqst` mapped.
+            unsafe {
+                bindings::rpcrdma_rs_mr_sync(self.pd.device_ptr(), self.ptr.as_ptr(), for_device)
+            };
+        }
+    }
+
     /// Maps `[dma, dma + len)`, already DMA-mapped on the MR's device by its
     /// owner (the client's write pad, a server Read sink).
     pub(in crate::rust) fn map_dma(&mut self, dma: u64, len: u32) -> Result {

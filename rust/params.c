@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The module parameters, all nine, declared in C so that every one is shown
+ * The module parameters, all ten, declared in C so that every one is shown
  * read-only in /sys/module/rpcrdma_rs/parameters/: Rust's module! macro
  * gives each parameter it declares permissions 0, which hides it there.
  * Rust reads them once at load (rpcrdma_rs_params_get, rust/params.rs),
@@ -29,7 +29,7 @@ MODULE_PARM_DESC(max_inline_write,
 static char rpcrdma_rs_memreg[16] = "fmr";
 module_param_string(memreg, rpcrdma_rs_memreg, sizeof(rpcrdma_rs_memreg), 0444);
 MODULE_PARM_DESC(memreg,
-		 "Client memory registration: fmr (default; FMR-style pool semantics built on FRWR work requests, since the kernel removed the FMR verbs in 5.8: MRs allocated per connection at connect time, mapped per I/O with REG_MR, invalidated with LOCAL_INV, optionally in batches) or physical (global steering tag: the server can read and write ALL client memory; trusted servers only)");
+		 "Client memory registration: fmr (default; FMR-style pool semantics built on FRWR work requests, since the kernel removed the FMR verbs in 5.8: MRs allocated per connection at connect time, mapped per I/O with REG_MR, invalidated with LOCAL_INV, optionally in batches) physical (global steering tag: the server can read and write ALL client memory; trusted servers only) or cache (registrations of whole I/O pages kept across RPCs, up to cache_max_mb per connection: the server can read or write those pages until they are evicted; trusted servers only)");
 
 static unsigned int rpcrdma_rs_fmr_pool_size;
 module_param_named(fmr_pool_size, rpcrdma_rs_fmr_pool_size, uint, 0444);
@@ -45,6 +45,11 @@ static unsigned int rpcrdma_rs_fmr_dirty_watermark;
 module_param_named(fmr_dirty_watermark, rpcrdma_rs_fmr_dirty_watermark, uint, 0444);
 MODULE_PARM_DESC(fmr_dirty_watermark,
 		 "Client memreg=fmr: MRs left registered after their RPC before a batched invalidation (0: invalidate before every RPC completes; >0 lets the server read and write the pages and the kmalloc'd reply buffer of completed RPCs, i.e. memory reused by others, until the batch runs, at most 1 s later)");
+
+static unsigned int rpcrdma_rs_cache_max_mb = 64;
+module_param_named(cache_max_mb, rpcrdma_rs_cache_max_mb, uint, 0444);
+MODULE_PARM_DESC(cache_max_mb,
+		 "Client memreg=cache: MiB of pages each connection keeps registered (and referenced) across RPCs, 1..65536 (default 64); the server can read or write them while they stay cached");
 
 static bool rpcrdma_rs_svc_buf_cache = true;
 module_param_named(svc_buf_cache, rpcrdma_rs_svc_buf_cache, bool, 0444);
@@ -64,6 +69,7 @@ void rpcrdma_rs_params_get(struct rpcrdma_rs_params *p)
 	p->fmr_pool_size = rpcrdma_rs_fmr_pool_size;
 	p->fmr_pages_per_mr = rpcrdma_rs_fmr_pages_per_mr;
 	p->fmr_dirty_watermark = rpcrdma_rs_fmr_dirty_watermark;
+	p->cache_max_mb = rpcrdma_rs_cache_max_mb;
 	p->svc_buf_cache = rpcrdma_rs_svc_buf_cache;
 	p->force_mr = rpcrdma_rs_force_mr;
 }

@@ -25,6 +25,8 @@ pub struct Params {
     pub fmr_pages_per_mr: u32,
     /// `fmr_dirty_watermark`.
     pub fmr_dirty_watermark: u32,
+    /// `cache_max_mb`.
+    pub cache_max_mb: u32,
     /// `svc_buf_cache`.
     pub svc_buf_cache: bool,
     /// `force_mr`.
@@ -45,6 +47,7 @@ pub fn get() -> Params {
         fmr_pool_size: p.fmr_pool_size,
         fmr_pages_per_mr: p.fmr_pages_per_mr,
         fmr_dirty_watermark: p.fmr_dirty_watermark,
+        cache_max_mb: p.cache_max_mb,
         svc_buf_cache: p.svc_buf_cache,
         force_mr: p.force_mr,
     }

@@ -80,6 +80,7 @@ struct rpcrdma_rs_params {
 	u32 fmr_pool_size;
 	u32 fmr_pages_per_mr;
 	u32 fmr_dirty_watermark;
+	u32 cache_max_mb;
 	bool svc_buf_cache;
 	bool force_mr;
 };

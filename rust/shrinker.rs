@@ -15,6 +15,7 @@ use super::bindings;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use kernel::prelude::*;
+use kernel::sync::{Arc, ArcBorrow};
 
 /// What a shrinker does. The callbacks are functions of the type, not of an
 /// object: implementations reach their caches through their own (global)
@@ -113,6 +114,125 @@ impl<T: Shrink> Drop for Shrinker<T> {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the shrinker is registered; after
         // this returns no callback runs.
+        unsafe { bindings::shrinker_free(self.ptr.as_ptr()) };
+    }
+}
+
+/// What a shrinker of one object does (a connection's cache): as
+/// [`Shrink`], with the object the shrinker was registered for.
+pub trait ShrinkObject: Send + Sync {
+    /// How many objects could be freed now (0: nothing to do).
+    fn count(&self) -> u64;
+    /// Frees up to `nr` objects; returns how many were freed, or `None`
+    /// when no progress can be made from this context.
+    fn scan(this: ArcBorrow<'_, Self>, nr: u64) -> Option<u64>;
+}
+
+struct ObjectAdapter<T: ShrinkObject>(PhantomData<T>);
+
+impl<T: ShrinkObject> ObjectAdapter<T> {
+    /// The object a shrinker was registered for.
+    ///
+    /// # Safety
+    ///
+    /// `s` is a shrinker registered by [`ObjectShrinker::register`] for a
+    /// `T`, not yet freed.
+    unsafe fn object<'a>(s: *mut bindings::shrinker) -> ArcBorrow<'a, T> {
+        // SAFETY: `private_data` is the pointer of the `Arc<T>` the
+        // registration holds until after `shrinker_free` returned.
+        unsafe { ArcBorrow::from_raw((*s).private_data.cast::<T>().cast_const()) }
+    }
+
+    /// `count_objects` of the shrinker.
+    ///
+    /// # Safety
+    ///
+    /// Called only by the memory manager, as a registered shrinker's
+    /// callback.
+    unsafe extern "C" fn count(
+        s: *mut bindings::shrinker,
+        _sc: *mut bindings::shrink_control,
+    ) -> kernel::ffi::c_ulong {
+        // SAFETY: By the safety requirement.
+        match unsafe { Self::object(s) }.count() {
+            // SHRINK_EMPTY: nothing cached at all.
+            0 => kernel::ffi::c_ulong::MAX - 1,
+            n => kernel::ffi::c_ulong::try_from(n).unwrap_or(kernel::ffi::c_ulong::MAX - 2),
+        }
+    }
+
+    /// `scan_objects` of the shrinker.
+    ///
+    /// # Safety
+    ///
+    /// Called only by the memory manager, as a registered shrinker's
+    /// callback, with a valid `sc`.
+    unsafe extern "C" fn scan(
+        s: *mut bindings::shrinker,
+        sc: *mut bindings::shrink_control,
+    ) -> kernel::ffi::c_ulong {
+        // SAFETY: The memory manager passes a valid control for the call.
+        let nr = unsafe { (*sc).nr_to_scan };
+        // SAFETY: By the safety requirement.
+        let obj = unsafe { Self::object(s) };
+        match T::scan(obj, u64::try_from(nr).unwrap_or(u64::MAX)) {
+            Some(n) => kernel::ffi::c_ulong::try_from(n).unwrap_or(0),
+            // SHRINK_STOP.
+            None => kernel::ffi::c_ulong::MAX,
+        }
+    }
+}
+
+/// A registered shrinker of one object, which it keeps alive; unregistered
+/// (waiting for running callbacks) on drop, before the object is released.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `shrinker_alloc` and registered with
+/// `ObjectAdapter<T>`'s callbacks and `obj` as its private data; it is
+/// freed exactly once, in `drop`.
+pub struct ObjectShrinker<T: ShrinkObject> {
+    ptr: NonNull<bindings::shrinker>,
+    obj: Arc<T>,
+}
+
+// SAFETY: `shrinker_free` may be called from any thread; `T` is `Send`
+// and `Sync`.
+unsafe impl<T: ShrinkObject> Send for ObjectShrinker<T> {}
+// SAFETY: No method takes `&self`.
+unsafe impl<T: ShrinkObject> Sync for ObjectShrinker<T> {}
+
+impl<T: ShrinkObject> ObjectShrinker<T> {
+    /// Registers a shrinker named `name` for `obj` (may sleep).
+    pub fn register(name: &CStr, obj: Arc<T>) -> Result<Self> {
+        // SAFETY: As in `Shrinker::register`.
+        let ptr = unsafe { bindings::shrinker_alloc(0, c"%s".as_char_ptr(), name.as_char_ptr()) };
+        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        // SAFETY: `ptr` was just allocated and is not registered yet. The
+        // private data is the object `Self` keeps alive until after
+        // `shrinker_free`; the callbacks are functions of `T`, valid as
+        // long as the module.
+        unsafe {
+            let s = ptr.as_ptr();
+            (*s).count_objects = Some(ObjectAdapter::<T>::count);
+            (*s).scan_objects = Some(ObjectAdapter::<T>::scan);
+            (*s).private_data = Arc::as_ptr(&obj).cast_mut().cast();
+            bindings::shrinker_register(s);
+        }
+        // INVARIANT: allocated and registered above, with `obj`.
+        Ok(Self { ptr, obj })
+    }
+
+    /// The object it shrinks.
+    pub fn object(&self) -> &Arc<T> {
+        &self.obj
+    }
+}
+
+impl<T: ShrinkObject> Drop for ObjectShrinker<T> {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the shrinker is registered; after
+        // this returns no callback runs, so `obj` may go.
         unsafe { bindings::shrinker_free(self.ptr.as_ptr()) };
     }
 }

@@ -388,6 +388,38 @@ impl Rqst<'_> {
         }
     }
 
+    /// Page `index` of the send (`rcv` false) or receive buffer's page
+    /// array, if the array's data (`page_base + page_len`) reaches it and
+    /// the page is present.
+    pub(super) fn page_ptr(&self, rcv: bool, index: u32) -> Option<NonNull<bindings::page>> {
+        // SAFETY: The request is valid while borrowed and sunrpc does not
+        // change its buffers while it is lent to the transport.
+        let b = unsafe {
+            let r = &*self.ptr.as_ptr();
+            if rcv {
+                &r.rq_rcv_buf
+            } else {
+                &r.rq_snd_buf
+            }
+        };
+        let end = u64::from(b.page_base) + u64::from(b.page_len);
+        let pages = end.div_ceil(kernel::page::PAGE_SIZE as u64);
+        if u64::from(index) >= pages || b.pages.is_null() {
+            return None;
+        }
+        // SAFETY: The array holds an entry for every page its data touches,
+        // and `index` is below that count.
+        NonNull::new(unsafe { *b.pages.add(index as usize) })
+    }
+
+    /// The page frame number of page `index` of the send (`rcv` false) or
+    /// receive buffer's page array (see [`Self::page_ptr`]).
+    pub fn page_pfn(&self, rcv: bool, index: u32) -> Option<u64> {
+        let page = self.page_ptr(rcv, index)?;
+        // SAFETY: The page is live: the request references it.
+        Some(unsafe { bindings::rpcrdma_rs_page_pfn(page.as_ptr()) })
+    }
+
     /// Gives every missing page of a sparse receive buffer (NFSv3 GETACL
     /// leaves them NULL for sockets to fill as data arrives) a page before
     /// the buffer is registered or written: RDMA must provision receive

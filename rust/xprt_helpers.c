@@ -90,6 +90,42 @@ int rpcrdma_rs_mr_map_sg(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 	return 0;
 }
 
+/* get_page(), put_page() and page_to_pfn() are static inlines or macros:
+ * the client registration cache (rust/run_mr.rs) keeps whole pages it
+ * registered referenced while cached, keyed by page frame number.
+ */
+void rpcrdma_rs_page_get(struct page *page)
+{
+	get_page(page);
+}
+
+void rpcrdma_rs_page_put(struct page *page)
+{
+	put_page(page);
+}
+
+u64 rpcrdma_rs_page_pfn(struct page *page)
+{
+	return page_to_pfn(page);
+}
+
+/* Hands a long-lived mapping of the MR's pages to the device before a
+ * reuse (the CPU wrote them since) or back to the CPU after the device
+ * wrote them: the registration cache keeps mappings across RPCs.
+ */
+void rpcrdma_rs_mr_sync(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			bool for_device)
+{
+	if (!mr->nents || ib_uses_virt_dma(device))
+		return;
+	if (for_device)
+		dma_sync_sg_for_device(device->dma_device, mr->sg, mr->nents,
+				       mr->dir);
+	else
+		dma_sync_sg_for_cpu(device->dma_device, mr->sg, mr->nents,
+				    mr->dir);
+}
+
 /* virt_to_page() is a macro. */
 struct page *rpcrdma_rs_virt_to_page(const void *virt)
 {

@@ -25,6 +25,11 @@ int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
 int rpcrdma_rs_mr_map_sg(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			 u32 n, bool writable);
 struct page *rpcrdma_rs_virt_to_page(const void *virt);
+void rpcrdma_rs_page_get(struct page *page);
+void rpcrdma_rs_page_put(struct page *page);
+u64 rpcrdma_rs_page_pfn(struct page *page);
+void rpcrdma_rs_mr_sync(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			bool for_device);
 void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			  u64 dma_addr, u32 len);

@@ -29,6 +29,11 @@ pub(crate) const SVC_REQ_SIZE_MIN: u32 = 4096;
 /// (`RPCRDMA_MAX_DATA_SEGS`).
 const FMR_PAGES_MAX: u32 = 257;
 
+/// Bounds of `cache_max_mb`: at least one 1 MiB chunk's pages, at most
+/// 64 GiB per connection.
+const CACHE_MB_MIN: u32 = 1;
+const CACHE_MB_MAX: u32 = 65536;
+
 /// Effective settings of the module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Config {
@@ -43,6 +48,9 @@ pub(crate) struct Config {
     /// MRs left dirty before a batched invalidation; 0 invalidates every
     /// registration before its RPC completes.
     pub(crate) fmr_dirty_watermark: u32,
+    /// MiB of pages a client connection keeps registered across RPCs
+    /// ("cache" strategy).
+    pub(crate) cache_max_mb: u32,
     /// Server: reuse mapped buffers and registered sinks.
     pub(crate) svc_buf_cache: bool,
     /// Server: register RDMA Read sinks on every device.
@@ -74,6 +82,7 @@ impl Config {
             fmr_pool_size,
             fmr_pages_per_mr,
             fmr_dirty_watermark,
+            cache_max_mb,
             svc_buf_cache,
             force_mr,
         } = *raw;
@@ -98,6 +107,9 @@ impl Config {
         if fmr_pages_per_mr > FMR_PAGES_MAX {
             return Err(ConfigError("fmr_pages_per_mr must be at most 257"));
         }
+        if !(CACHE_MB_MIN..=CACHE_MB_MAX).contains(&cache_max_mb) {
+            return Err(ConfigError("cache_max_mb must be between 1 and 65536"));
+        }
         let pool = fmr_pool(fmr_pool_size, max_requests);
         if fmr_dirty_watermark >= pool / 2 {
             return Err(ConfigError(
@@ -111,6 +123,7 @@ impl Config {
             fmr_pool_size,
             fmr_pages_per_mr,
             fmr_dirty_watermark,
+            cache_max_mb,
             svc_buf_cache,
             force_mr,
         })

@@ -67,6 +67,7 @@ impl kernel::Module for RpcRdmaModule {
             fmr_pool_size: p.fmr_pool_size,
             fmr_pages_per_mr: p.fmr_pages_per_mr,
             fmr_dirty_watermark: p.fmr_dirty_watermark,
+            cache_max_mb: p.cache_max_mb,
             svc_buf_cache: p.svc_buf_cache,
             force_mr: p.force_mr,
         })

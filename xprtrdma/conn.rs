@@ -10,6 +10,7 @@
 //! - `reply`: receive completions and replies (`rpc_rdma.c`, receive side);
 //! - `frwr`: the MR pool, registration and invalidation (`frwr_ops.c`);
 //! - `physical`: the global-rkey strategy;
+//! - `regcache`: the registration cache (`memreg=cache`);
 //! - `send_buf`: the send queue gate and the pooled Send buffers
 //!   (`rpcrdma_sendctx`);
 //! - `backchannel`: callbacks from the server (`backchannel.c`).
@@ -19,11 +20,13 @@
 //! which no handler reposts and the last reference frees everything.
 
 use super::reg::Reg;
+use super::regcache::CacheState;
 use super::reply::RecvDone;
 use super::send_buf::SendSlots;
 use super::transport::{Settings, Stats};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
+use crate::rust::shrinker::ObjectShrinker;
 use crate::rust::verbs::{DmaBuf, Endpoint, WorkRequest};
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
@@ -89,6 +92,14 @@ pub(super) struct Conn {
     /// their handlers hold the connection.
     #[pin]
     pub(super) recv_held: SpinLock<KVec<Arc<WorkRequest<RecvDone>>>>,
+    /// `memreg=cache`: the registration cache (`None` with the other
+    /// strategies, and once the connection is shut down).
+    #[pin]
+    pub(super) cache: SpinLock<Option<CacheState>>,
+    /// `memreg=cache`: the memory shrinker of the cache, which holds the
+    /// connection; taken and dropped by [`Conn::shutdown`].
+    #[pin]
+    pub(super) shrinker: SpinLock<Option<ObjectShrinker<Conn>>>,
 }
 
 impl Conn {

@@ -89,7 +89,7 @@ impl Conn {
         };
         // Asked for in every call and the cap of every grant.
         settings.max_requests = reqs;
-        let fmr = settings.strategy == Strategy::Fmr;
+        let fmr = settings.strategy.uses_mr_pool();
         let pool = if fmr {
             fmr_pool(settings.pool_size, reqs)
         } else {
@@ -105,11 +105,21 @@ impl Conn {
         // wait for completions, never for slots that cannot exist. The
         // endpoint adds one entry for `ib_drain_sq` (C `frwr_query_device`:
         // `max_send_wr += 1`).
-        let max_send_wr = reqs.saturating_mul(2 * MRS_PER_REQUEST + 2).max(
-            pool.saturating_mul(SLOTS_PER_MR)
-                .saturating_add(reqs)
-                .saturating_add(BC_SLOTS + 1),
-        );
+        // `memreg=cache` adds a chunk's worth of REG_MRs for misses and a
+        // LOCAL_INV chain of evictions.
+        let cache_wrs = if settings.strategy == Strategy::Cache {
+            2 * PHYSICAL_MAX_SEGS
+        } else {
+            0
+        };
+        let max_send_wr = reqs
+            .saturating_mul(2 * MRS_PER_REQUEST + 2)
+            .saturating_add(cache_wrs)
+            .max(
+                pool.saturating_mul(SLOTS_PER_MR)
+                    .saturating_add(reqs)
+                    .saturating_add(BC_SLOTS + 1),
+            );
         let ep = Endpoint::with_pd(
             id,
             &EndpointConfig {
@@ -126,7 +136,10 @@ impl Conn {
         // Without the drain's extra entry, which is not ours to use.
         let send_depth = ep.send_depth();
         if fmr && !attr.mem_mgt_extensions {
-            pr_err!("device lacks fast registration (FRWR), needed by memreg=fmr; try memreg=physical\n");
+            pr_err!(
+                "device lacks fast registration (FRWR), needed by memreg={}; try memreg=physical\n",
+                settings.strategy.name()
+            );
             return Err(EOPNOTSUPP);
         }
         let global_rkey = ep.global_rkey().unwrap_or(0);
@@ -175,6 +188,11 @@ impl Conn {
         let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
+        let cache = if settings.strategy == Strategy::Cache {
+            Some(super::regcache::CacheState::new(settings.cache_pages)?)
+        } else {
+            None
+        };
         let conn = Arc::pin_init(
             try_pin_init!(Self {
                 ep,
@@ -185,7 +203,7 @@ impl Conn {
                 // Replies fill at most our receive buffer, and echo Write
                 // chunks of up to as many segments as we send.
                 limits: DecodeLimits::client(settings.inline_read).with_segments(
-                    if settings.strategy == Strategy::Physical {
+                    if settings.strategy.page_segments() {
                         PHYSICAL_MAX_SEGS
                     } else {
                         MAX_HDR_SEGS
@@ -203,6 +221,8 @@ impl Conn {
                 global_rkey,
                 send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
                 recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
+                cache <- new_spinlock!(cache, "rpcrdma_rs::xprt::cache"),
+                shrinker <- new_spinlock!(None, "rpcrdma_rs::xprt::shrinker"),
             }),
             GFP_KERNEL,
         )?;
@@ -215,7 +235,9 @@ impl Conn {
             conn.shutdown();
             return Err(e);
         }
-        let res = conn.establish(settings, &caps, pool, reqs);
+        let res = conn
+            .establish(settings, &caps, pool, reqs)
+            .and_then(|()| conn.register_shrinker());
         if res.is_err() {
             // Flushes the Receives, whose handlers hold the connection.
             conn.shutdown();
@@ -248,8 +270,9 @@ impl Conn {
         let fmr = settings.strategy == Strategy::Fmr;
         let attr = *self.ep.device_attr();
         let mut pdata = [0u8; 8];
-        // Remote invalidation only makes sense for MRs: a server that
-        // tried to invalidate the global rkey would break the connection.
+        // Remote invalidation only makes sense for pool MRs: a server that
+        // tried to invalidate the global rkey would break the connection,
+        // and one that invalidated a cached registration would cost it.
         ConnectPrivate::new(settings.inline_write, settings.inline_read, fmr)
             .encode(&mut pdata)
             .map_err(|_| EINVAL)?;
@@ -271,7 +294,7 @@ impl Conn {
             settings.inline_read,
             (!peer.is_empty()).then_some(peer),
         );
-        let params = if settings.strategy == Strategy::Physical {
+        let params = if settings.strategy.page_segments() {
             self.physical_params(neg.inline_send, neg.inline_recv, caps)
         } else {
             TransportParams::from_device(neg.inline_send, neg.inline_recv, caps)
@@ -325,7 +348,8 @@ impl Conn {
         Ok(())
     }
 
-    /// `memreg=physical`: chunks of one-page segments, as many as the
+    /// `memreg=physical` and `memreg=cache`: chunks of one-page segments
+    /// (or runs of contiguous pages), as many as the
     /// negotiated inline headers hold. The transport's payload limit comes
     /// down to what they carry; a mount sized by an earlier connection
     /// with larger thresholds keeps its rsize and wsize, whose largest
@@ -341,7 +365,8 @@ impl Conn {
         let before = self.xprt.limit_max_payload(payload);
         if before > payload as usize && self.xprt.connect_count() > 0 {
             crate::pr_warn_ratelimited!(
-                "memreg=physical: this connection's inline thresholds (send {}, receive {}) hold chunks of {} bytes, less than the {} the transport offered before: larger I/Os of existing mounts fail\n",
+                "memreg={}: this connection's inline thresholds (send {}, receive {}) hold chunks of {} bytes, less than the {} the transport offered before: larger I/Os of existing mounts fail\n",
+                self.settings.strategy.name(),
                 inline_send,
                 inline_recv,
                 payload,
@@ -349,7 +374,8 @@ impl Conn {
             );
         }
         pr_info!(
-            "memreg=physical: {} segments per chunk, rsize and wsize up to {} KiB\n",
+            "memreg={}: {} segments per chunk, rsize and wsize up to {} KiB\n",
+            self.settings.strategy.name(),
             params.max_rdma_segs,
             payload / 1024
         );
@@ -363,7 +389,14 @@ impl Conn {
     pub(super) fn shutdown(&self) {
         self.closing.store(true, Relaxed);
         drop(self.ep.cm_id().clear_handler());
+        // The cache's shrinker first (it waits for a running callback), so
+        // that nothing evicts while the cache goes.
+        let shrinker = self.shrinker.lock().take();
+        drop(shrinker);
         self.drain_once();
+        // Cached registrations: their steering tags died with the queue
+        // pair's drain; deregister them and release their pages.
+        self.clear_cache();
         // Registrations of requests still waiting are invalid now that the
         // QP is in the error state; drop them with their MRs.
         let pending = core::mem::take(&mut *self.pending.lock());

@@ -155,9 +155,21 @@ impl Conn {
         segs: &mut KVec<Segment>,
     ) -> Result {
         add(&self.counters().registrations, 1);
-        if self.settings.strategy == Strategy::Physical {
-            return self.register_physical(rqst, span, regs, segs);
+        match self.settings.strategy {
+            Strategy::Physical => self.register_physical(rqst, span, regs, segs),
+            Strategy::Cache => self.register_cached(rqst, span, regs, segs),
+            Strategy::Fmr => self.register_mrs(rqst, span, regs, segs),
         }
+    }
+
+    /// Registers `span` with pool MRs (as many as it needs).
+    pub(super) fn register_mrs(
+        &self,
+        rqst: &Rqst<'_>,
+        span: Span,
+        regs: &mut KVec<Reg>,
+        segs: &mut KVec<Segment>,
+    ) -> Result {
         let (rcv, writable) = (span.rcv, span.writable());
         let end = span.offset.checked_add(span.len).ok_or(EINVAL)?;
         let mut at = span.offset;
@@ -210,6 +222,10 @@ impl Conn {
     /// and their slots (REG_MR and LOCAL_INV) to the send queue, when it
     /// completes.
     pub(super) fn abandon(&self, this: &Arc<Self>, regs: KVec<Reg>) {
+        if !self.forget_cached(this, &regs, false) {
+            // A cached registration could not be tracked: start afresh.
+            self.xprt.force_disconnect();
+        }
         let (mrs, lost) = mrs_of(regs);
         if lost > 0 {
             // An MR was dropped (deregistered) for lack of memory; its
@@ -306,7 +322,7 @@ impl Conn {
     /// Every LOCAL_INV of a posted chain counts in `local_inv_needed`, as
     /// C counts each one it chains (`frwr_unmap_sync`, `frwr_unmap_async`), whether it
     /// follows a reply, runs in a batch or undoes an unsent call.
-    fn post_inv_chain<H: CompletionHandler>(&self, keys: &[u32], done: H) -> Result {
+    pub(super) fn post_inv_chain<H: CompletionHandler>(&self, keys: &[u32], done: H) -> Result {
         let (last, rest) = keys.split_last().ok_or(EINVAL)?;
         for key in rest {
             post_local_inv::<SendDone>(&self.ep, *key, None)?;
@@ -321,7 +337,7 @@ impl Conn {
     /// freed. Its MRs are invalidated and this waits for that (C
     /// `frwr_unmap_sync`); only if that cannot be done is the connection
     /// closed, which revokes every registration at once.
-    pub(super) fn release_request(&self, key: usize) {
+    pub(super) fn release_request(&self, this: &Arc<Self>, key: usize) {
         let found = {
             let mut pending = self.pending.lock();
             pending
@@ -339,6 +355,12 @@ impl Conn {
             // anything is freed).
             self.drain_once();
             drop(p);
+            return;
+        }
+        if !self.forget_cached(this, &p.regs, true) {
+            // A cached registration the server may still write into could
+            // not be invalidated: revoke them all.
+            self.revoke_all();
             return;
         }
         let (mrs, lost) = mrs_of(p.regs);
@@ -396,7 +418,9 @@ impl Conn {
             rqst.complete(status);
             return;
         };
-        // Physical mappings are simply unmapped; MRs need invalidation.
+        // Cached registrations stay; physical mappings are simply
+        // unmapped; MRs need invalidation.
+        self.release_cached(this, &p.regs, inv_rkey);
         let (mut mrs, lost) = mrs_of(p.regs);
         if lost > 0 {
             // An MR was freed without invalidation: revoke all.
@@ -514,9 +538,17 @@ pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, usize) {
     (mrs, lost)
 }
 
-/// Send queue slots the MRs among `regs` hold for their REG_MRs.
+/// Send queue slots the registrations among `regs` hold for their REG_MRs
+/// (pool MRs, and cache entries registered for this request).
 pub(super) fn mr_count(regs: &KVec<Reg>) -> u32 {
-    let n = regs.iter().filter(|r| matches!(r, Reg::Mr(_))).count();
+    let n = regs
+        .iter()
+        .filter(|r| match r {
+            Reg::Mr(_) => true,
+            Reg::Cached(u) => u.reg_slot,
+            Reg::Phys(_) => false,
+        })
+        .count();
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 

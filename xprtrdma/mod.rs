@@ -24,6 +24,7 @@ mod frwr;
 mod marshal;
 mod physical;
 mod reg;
+mod regcache;
 mod reply;
 mod send_buf;
 mod sysctl;
@@ -39,6 +40,7 @@ pub(crate) struct ClientTransport {
     _reg: Registration<transport::Client>,
     _debugfs: Pin<KBox<File<()>>>,
     _debugfs_bc: Pin<KBox<File<()>>>,
+    _debugfs_cache: Pin<KBox<File<()>>>,
 }
 
 impl ClientTransport {
@@ -46,10 +48,15 @@ impl ClientTransport {
     /// `dir` is the module's debugfs directory, `module` the class's owner.
     pub(crate) fn register(cfg: &Config, dir: &Dir, module: &'static ThisModule) -> Result<Self> {
         let strategy = reg::Strategy::from_param()?;
-        if strategy == reg::Strategy::Physical {
-            pr_warn!(
+        match strategy {
+            reg::Strategy::Physical => pr_warn!(
                 "memreg=physical: every NFS server this host mounts from over RDMA can read and write ALL of its memory through a global steering tag; use only with trusted servers\n"
-            );
+            ),
+            reg::Strategy::Cache => pr_warn!(
+                "memreg=cache: NFS servers mounted over RDMA can read or write the whole pages of recent I/O (up to cache_max_mb={} MiB per connection) until their registrations are evicted, not only during the RPC; use only with trusted servers\n",
+                cfg.cache_max_mb
+            ),
+            reg::Strategy::Fmr => {}
         }
         transport::set_config(cfg, strategy)?;
         sysctl::init(cfg, strategy);
@@ -63,6 +70,11 @@ impl ClientTransport {
             dir.read_callback_file(c"client_backchannel", (), &|(): &(), f| {
                 backchannel::show(f)
             }),
+            GFP_KERNEL,
+        )?;
+        // /sys/kernel/debug/rpcrdma_rs/client_cache: what memreg=cache did.
+        let cache_file = KBox::pin_init(
+            dir.read_callback_file(c"client_cache", (), &|(): &(), f| regcache::show(f)),
             GFP_KERNEL,
         )?;
         let reg = Registration::new(module).inspect_err(|e| {
@@ -80,6 +92,7 @@ impl ClientTransport {
             _reg: reg,
             _debugfs: file,
             _debugfs_bc: bc_file,
+            _debugfs_cache: cache_file,
         })
     }
 }

@@ -3,9 +3,9 @@
 //! Memory registration strategies of the client: marshaling asks for a
 //! range of a request's buffer to be registered and gets RDMA segments
 //! back, plus a [`Reg`] it keeps until the reply; reply handling releases
-//! each [`Reg`] as its kind requires. The strategies live in `frwr.rs` and
-//! `physical.rs`; a third adds a variant here and a branch in
-//! `Conn::register` and `Conn::finish`, nothing in marshaling.
+//! each [`Reg`] as its kind requires. The strategies live in `frwr.rs`,
+//! `physical.rs` and `regcache.rs`; each adds a variant here and a branch
+//! in `Conn::register` and `Conn::finish`, nothing in marshaling.
 //!
 //! - `fmr` (default): FMR-style pool semantics, as in the design papers,
 //!   built on FRWR work requests (`ib_alloc_mr`, `IB_WR_REG_MR`,
@@ -24,7 +24,11 @@
 //! - `physical` (opt-in): the protection domain's unsafe global rkey plus
 //!   DMA addresses; no per-I/O registration work, and the server can read
 //!   and write all client memory at any time. Trusted servers only.
+//! - `cache` (opt-in): registrations of the I/O's pages kept across RPCs
+//!   (`regcache.rs`); the server can read or write the cached pages until
+//!   they are evicted. Trusted servers only.
 
+use super::regcache::CacheUse;
 use crate::rust::params;
 use crate::rust::xprt::{Mr, PhysMap};
 use kernel::prelude::*;
@@ -79,6 +83,9 @@ pub(crate) enum Strategy {
     Fmr,
     /// Global steering tag and DMA addresses.
     Physical,
+    /// Registrations of page runs kept across RPCs; head and tail parts
+    /// as `Fmr`.
+    Cache,
 }
 
 impl Strategy {
@@ -87,9 +94,10 @@ impl Strategy {
         match params::memreg() {
             "" | "fmr" | "frwr" => Ok(Self::Fmr),
             "physical" => Ok(Self::Physical),
+            "cache" => Ok(Self::Cache),
             other => {
                 pr_err!(
-                    "memreg={} is not a registration strategy (fmr, physical)\n",
+                    "memreg={} is not a registration strategy (fmr, physical, cache)\n",
                     other
                 );
                 Err(EINVAL)
@@ -102,6 +110,7 @@ impl Strategy {
         match self {
             Self::Fmr => "fmr",
             Self::Physical => "physical",
+            Self::Cache => "cache",
         }
     }
 
@@ -109,7 +118,20 @@ impl Strategy {
         match self {
             Self::Fmr => 0,
             Self::Physical => 1,
+            Self::Cache => 2,
         }
+    }
+
+    /// Whether its chunks are made of page-sized segments (as many as the
+    /// inline header holds), rather than of MRs of many pages.
+    pub(crate) fn page_segments(self) -> bool {
+        matches!(self, Self::Physical | Self::Cache)
+    }
+
+    /// Whether it registers with the connection's MR pool (all or part of
+    /// each chunk).
+    pub(crate) fn uses_mr_pool(self) -> bool {
+        matches!(self, Self::Fmr | Self::Cache)
     }
 }
 
@@ -119,6 +141,8 @@ pub(super) enum Reg {
     Mr(Mr),
     /// DMA mappings under the global rkey (unmapped on drop).
     Phys(#[expect(dead_code, reason = "held only to be unmapped on drop")] PhysMap),
+    /// A use of a cached registration (released after the reply).
+    Cached(CacheUse),
 }
 
 /// Module-wide counters of one strategy.
@@ -169,11 +193,15 @@ impl StrategyCounters {
     }
 }
 
-static COUNTERS: [StrategyCounters; 2] = [StrategyCounters::new(), StrategyCounters::new()];
+static COUNTERS: [StrategyCounters; 3] = [
+    StrategyCounters::new(),
+    StrategyCounters::new(),
+    StrategyCounters::new(),
+];
 
 /// The counters of `s`.
 pub(crate) fn counters(s: Strategy) -> &'static StrategyCounters {
-    // `index` is 0 or 1.
+    // `index` is 0, 1 or 2.
     &COUNTERS[s.index()]
 }
 
@@ -188,7 +216,7 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f,
         "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments"
     )?;
-    for s in [Strategy::Fmr, Strategy::Physical] {
+    for s in [Strategy::Fmr, Strategy::Physical, Strategy::Cache] {
         let c = counters(s);
         writeln!(
             f,

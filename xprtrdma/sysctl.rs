@@ -62,7 +62,8 @@ pub(super) fn init(cfg: &Config, strategy: Strategy) {
     MAX_INLINE_READ.set(cfg.max_inline_read);
     MAX_INLINE_WRITE.set(cfg.max_inline_write);
     MEMREG_STRATEGY.set(match strategy {
-        Strategy::Fmr => MEMREG_FRWR,
+        // The cache registers with FRWR work requests too.
+        Strategy::Fmr | Strategy::Cache => MEMREG_FRWR,
         Strategy::Physical => MEMREG_ALLPHYSICAL,
     });
 }

@@ -34,6 +34,7 @@ pub(super) fn set_config(cfg: &Config, strategy: Strategy) -> Result {
         pool_size: cfg.fmr_pool_size,
         pages_per_mr: cfg.fmr_pages_per_mr,
         dirty_watermark: cfg.fmr_dirty_watermark,
+        cache_pages: u64::from(cfg.cache_max_mb) << (20 - kernel::page::PAGE_SHIFT),
     };
     if SETTINGS.populate(settings) {
         Ok(())
@@ -58,6 +59,8 @@ pub(super) struct Settings {
     /// The `fmr_dirty_watermark` parameter; each connection keeps it below
     /// half its pool.
     pub(super) dirty_watermark: u32,
+    /// `memreg=cache`: pages each connection's cache may hold.
+    pub(super) cache_pages: u64,
 }
 
 /// Counters of one transport (mountstats and debugging). Those of the
@@ -172,7 +175,7 @@ impl XprtOps for Client {
         // `max_slots` said then: the sysctl may have changed since).
         settings.max_requests = xprt.max_slots();
         let strategy = settings.strategy;
-        if strategy == Strategy::Physical {
+        if strategy.page_segments() {
             // One segment per page, as many as the inline headers hold
             // (planner::physical_max_segs); each connection lowers it to
             // what its negotiated thresholds hold.
@@ -286,7 +289,7 @@ impl XprtOps for Client {
 
     fn buf_free(&self, rqst: &Rqst<'_>) {
         if let Some(conn) = self.conn() {
-            conn.release_request(rqst.key());
+            conn.release_request(&conn, rqst.key());
         }
     }
 

@@ -137,16 +137,10 @@ const MAX_SLOTS: u64 = 8192;
 
 fn simulate(trace: &[PageRun], cap_pages: u64, policy: Policy) -> Outcome {
     let slots = cap_pages.min(MAX_SLOTS) as usize;
-    let mut storage = vec![
-        Entry {
-            run: run(0, 0),
-            last_use: 0,
-            factor: 0
-        };
-        slots
-    ];
-    let mut cache = Cache::new(&mut storage, cap_pages, policy);
-    let mut victims = vec![run(0, 0); slots];
+    let mut storage = vec![Entry::default(); slots];
+    let mut positions = vec![0u32; slots];
+    let mut cache = Cache::new(&mut storage[..], &mut positions[..], cap_pages, policy);
+    let mut victims = vec![Entry::default(); slots];
     let mut o = Outcome::default();
     for &req in trace {
         let missing: Vec<PageRun> = match cache.lookup(req) {
@@ -171,10 +165,14 @@ fn simulate(trace: &[PageRun], cap_pages: u64, policy: Policy) -> Outcome {
         for m in missing {
             o.registrations += 1;
             o.registered_pages += u64::from(m.pages);
-            if let Ok(n) = cache.insert(m, &mut victims) {
+            if let Ok(ins) = cache.insert(m, &mut victims) {
+                let n = ins.evicted;
                 if n > 0 {
                     o.batches += 1;
-                    o.evicted_pages += victims[..n].iter().map(|v| u64::from(v.pages)).sum::<u64>();
+                    o.evicted_pages += victims[..n]
+                        .iter()
+                        .map(|v| u64::from(v.run.pages))
+                        .sum::<u64>();
                 }
             }
         }

@@ -3,35 +3,46 @@
 //! (src/proto/regcache_policy.rs).
 
 use proptest::prelude::*;
-use rpcrdma_proto::proto::regcache_policy::{Cache, Entry, InsertError, Lookup, PageRun, Policy};
+use rpcrdma_proto::proto::regcache_policy::{
+    Cache, Entry, InsertError, Inserted, Lookup, PageRun, Policy,
+};
 
 fn run(first: u64, pages: u32) -> PageRun {
     PageRun { first, pages }
 }
 
-fn storage(n: usize) -> Vec<Entry> {
-    vec![
-        Entry {
-            run: run(0, 0),
-            last_use: 0,
-            factor: 0
-        };
-        n
-    ]
+/// Entry and position storage for `n` registrations.
+fn storage(n: usize) -> (Vec<Entry>, Vec<u32>) {
+    (vec![Entry::default(); n], vec![0; n])
+}
+
+fn cache(
+    s: &mut (Vec<Entry>, Vec<u32>),
+    cap: u64,
+    policy: Policy,
+) -> Cache<&mut [Entry], &mut [u32]> {
+    Cache::new(&mut s.0[..], &mut s.1[..], cap, policy)
+}
+
+fn runs(v: &[Entry]) -> Vec<PageRun> {
+    v.iter().map(|e| e.run).collect()
 }
 
 #[test]
 fn lookup_hit_subset_partial_miss() {
     let mut s = storage(8);
-    let mut c = Cache::new(&mut s, 100, Policy::Lru);
-    let mut v = [run(0, 0); 8];
-    assert_eq!(c.insert(run(10, 8), &mut v), Ok(0));
+    let mut c = cache(&mut s, 100, Policy::Lru);
+    let mut v = [Entry::default(); 8];
+    assert_eq!(
+        c.insert(run(10, 8), &mut v),
+        Ok(Inserted { id: 0, evicted: 0 })
+    );
     assert_eq!(c.lookup(run(10, 8)), Lookup::Hit(0));
     assert_eq!(c.lookup(run(12, 2)), Lookup::Hit(0));
     assert_eq!(
         c.lookup(run(16, 4)),
         Lookup::Partial {
-            index: 0,
+            id: 0,
             covered: run(16, 2)
         }
     );
@@ -42,15 +53,20 @@ fn lookup_hit_subset_partial_miss() {
 #[test]
 fn lru_evicts_the_least_recently_used() {
     let mut s = storage(8);
-    let mut c = Cache::new(&mut s, 12, Policy::Lru);
-    let mut v = [run(0, 0); 8];
+    let mut c = cache(&mut s, 12, Policy::Lru);
+    let mut v = [Entry::default(); 8];
     c.insert(run(0, 4), &mut v).unwrap();
     c.insert(run(100, 4), &mut v).unwrap();
     c.insert(run(200, 4), &mut v).unwrap();
     // Touch the oldest: the second one is now least recent.
     assert_eq!(c.lookup(run(0, 4)), Lookup::Hit(0));
-    assert_eq!(c.insert(run(300, 4), &mut v), Ok(1));
-    assert_eq!(v[0], run(100, 4));
+    // The evicted entry's identifier is the one the newcomer gets.
+    assert_eq!(
+        c.insert(run(300, 4), &mut v),
+        Ok(Inserted { id: 1, evicted: 1 })
+    );
+    assert_eq!(v[0].run, run(100, 4));
+    assert_eq!(c.get(1).map(|e| e.run), Some(run(300, 4)));
     assert_eq!(c.used_pages(), 12);
 }
 
@@ -62,25 +78,25 @@ fn mre_evicts_large_runs_before_small_ones_of_the_same_age() {
         resort_pct: 100,
         evict_pct: 1,
     };
-    let mut c = Cache::new(&mut s, 40, policy);
-    let mut v = [run(0, 0); 16];
+    let mut c = cache(&mut s, 40, policy);
+    let mut v = [Entry::default(); 16];
     c.insert(run(0, 1), &mut v).unwrap(); // oldest, small
     c.insert(run(100, 32), &mut v).unwrap(); // younger, large
     c.insert(run(200, 1), &mut v).unwrap();
     // LRU would evict run(0, 1); MRE takes the large one.
-    assert_eq!(c.insert(run(300, 8), &mut v), Ok(1));
-    assert_eq!(v[0], run(100, 32));
+    assert_eq!(c.insert(run(300, 8), &mut v).map(|i| i.evicted), Ok(1));
+    assert_eq!(v[0].run, run(100, 32));
 }
 
 #[test]
 fn too_large_and_victim_buffer() {
     let mut s = storage(4);
-    let mut c = Cache::new(&mut s, 8, Policy::MRE);
-    let mut v = [run(0, 0); 4];
+    let mut c = cache(&mut s, 8, Policy::MRE);
+    let mut v = [Entry::default(); 4];
     assert_eq!(c.insert(run(0, 9), &mut v), Err(InsertError::TooLarge));
     assert_eq!(c.insert(run(0, 0), &mut v), Err(InsertError::TooLarge));
     c.insert(run(0, 8), &mut v).unwrap();
-    let mut none: [PageRun; 0] = [];
+    let mut none: [Entry; 0] = [];
     assert_eq!(
         c.insert(run(50, 8), &mut none),
         Err(InsertError::VictimBuffer)
@@ -90,13 +106,13 @@ fn too_large_and_victim_buffer() {
 #[test]
 fn invalidate_removes_every_overlapping_run() {
     let mut s = storage(8);
-    let mut c = Cache::new(&mut s, 100, Policy::Lru);
-    let mut v = [run(0, 0); 8];
+    let mut c = cache(&mut s, 100, Policy::Lru);
+    let mut v = [Entry::default(); 8];
     for f in [0, 10, 20, 30] {
         c.insert(run(f, 5), &mut v).unwrap();
     }
     assert_eq!(c.invalidate(run(12, 10), &mut v), 2);
-    let mut gone = vec![v[0], v[1]];
+    let mut gone = runs(&v[..2]);
     gone.sort_by_key(|r| r.first);
     assert_eq!(gone, vec![run(10, 5), run(20, 5)]);
     assert_eq!(c.used_pages(), 10);
@@ -125,13 +141,16 @@ proptest! {
         refs in proptest::collection::vec((0u64..128, 1u32..16), 1..200),
     ) {
         let mut s = storage(slots);
-        let mut c = Cache::new(&mut s, cap, policy);
-        let mut v = vec![run(0, 0); slots];
+        let mut c = cache(&mut s, cap, policy);
+        let mut v = vec![Entry::default(); slots];
         for (first, pages) in refs {
             let r = run(first, pages);
             if c.lookup(r) == Lookup::Miss {
                 match c.insert(r, &mut v) {
-                    Ok(_) => prop_assert!(matches!(c.lookup(r), Lookup::Hit(_))),
+                    Ok(ins) => {
+                        prop_assert!(c.lookup(r) == Lookup::Hit(ins.id));
+                        prop_assert!(c.touch(ins.id));
+                    }
                     Err(e) => prop_assert_eq!(e, InsertError::TooLarge),
                 }
             }
@@ -139,6 +158,33 @@ proptest! {
             prop_assert_eq!(sum, c.used_pages());
             prop_assert!(c.used_pages() <= cap);
             prop_assert!(c.entries().len() <= slots);
+            // Every cached entry is found by its identifier.
+            for e in c.entries() {
+                prop_assert_eq!(c.get(e.id), Some(e));
+            }
         }
     }
+}
+
+#[test]
+fn touch_shrink_remove_and_clear() {
+    let mut s = storage(8);
+    let mut c = cache(&mut s, 100, Policy::Lru);
+    let mut v = [Entry::default(); 8];
+    let ids: Vec<u32> = [0u64, 10, 20, 30]
+        .iter()
+        .map(|&f| c.insert(run(f, 5), &mut v).unwrap().id)
+        .collect();
+    // Touching the oldest makes the second one the LRU victim.
+    assert!(c.touch(ids[0]));
+    assert_eq!(c.shrink(5, &mut v), 1);
+    assert_eq!(v[0].run, run(10, 5));
+    assert!(!c.touch(ids[1]));
+    assert_eq!(c.remove_id(ids[2]).map(|e| e.run), Some(run(20, 5)));
+    assert_eq!(c.used_pages(), 10);
+    assert_eq!(c.clear(&mut v), 2);
+    assert_eq!(c.used_pages(), 0);
+    assert!(c.entries().is_empty());
+    // Identifiers are free again.
+    assert_eq!(c.insert(run(40, 1), &mut v).map(|i| i.id), Ok(0));
 }

@@ -25,15 +25,26 @@
 //!   to redo than several small ones of the same total size (a registration
 //!   costs about 0.77 us per page + 7.4 us).
 //!
+//! Every entry carries an identifier below the storage's length, which the
+//! caller uses to find its own state of the entry (the kernel: the MR and
+//! the page references) and to mark an entry used that it found by other
+//! means ([`Cache::touch`]) in constant time.
+//!
 //! Pure `core` code on caller-provided storage (no allocation): the kernel
-//! keeps its entries in a fixed array per connection, the host crate
-//! simulates traces with it (`host/examples/regcache_sim.rs`).
+//! keeps its entries in fixed arrays per connection
+//! (`xprtrdma/regcache.rs`), the host crate simulates traces with it
+//! (`host/examples/regcache_sim.rs`).
+
+use core::ops::DerefMut;
 
 /// Fixed-point scale of the eviction factor's `1/size` term.
 const FACTOR_SCALE: u64 = 1 << 20;
 
+/// Position of an identifier not in use.
+const FREE: u32 = u32::MAX;
+
 /// `pages` physical pages from page frame number `first`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PageRun {
     /// First page frame number.
     pub first: u64,
@@ -68,10 +79,12 @@ impl PageRun {
 }
 
 /// One cached registration, as the policy sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
     /// The pages it covers.
     pub run: PageRun,
+    /// The caller's handle of the entry, below the storage's length.
+    pub id: u32,
     /// When it was last used (a counter: larger is more recent).
     pub last_use: u64,
     /// MRE's eviction factor; 0 until the entry is scored, and again after
@@ -107,18 +120,27 @@ impl Policy {
 /// What a lookup found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
-    /// Entry `index` contains the whole run.
-    Hit(usize),
-    /// Entry `index` covers `covered` of the run; the rest needs a
-    /// registration.
+    /// The entry of identifier `id` contains the whole run.
+    Hit(u32),
+    /// The entry of identifier `id` covers `covered` of the run; the rest
+    /// needs a registration.
     Partial {
-        /// The entry.
-        index: usize,
+        /// The entry's identifier.
+        id: u32,
         /// The part of the run it covers.
         covered: PageRun,
     },
     /// No entry covers any of the run.
     Miss,
+}
+
+/// A registration the cache took in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inserted {
+    /// Its identifier.
+    pub id: u32,
+    /// How many entries left to make room (written to the victims).
+    pub evicted: usize,
 }
 
 /// Why an insertion failed.
@@ -130,14 +152,19 @@ pub enum InsertError {
     VictimBuffer,
 }
 
-/// A registration cache's policy state over caller-provided entry storage.
+/// A registration cache's policy state over caller-provided storage:
+/// `entries` holds the cached entries, `positions` maps each identifier to
+/// its entry's index.
 ///
 /// # Invariants
 ///
-/// `len <= entries.len()`; `used_pages` is the sum of the pages of
-/// `entries[..len]` and never exceeds `capacity_pages`.
-pub struct Cache<'a> {
-    entries: &'a mut [Entry],
+/// `len <= slots()`; `used_pages` is the sum of the pages of
+/// `entries[..len]` and never exceeds `capacity_pages`; for every `i <
+/// len`, `positions[entries[i].id] == i`, and every other position is
+/// `FREE`.
+pub struct Cache<E, P> {
+    entries: E,
+    positions: P,
     len: usize,
     capacity_pages: u64,
     used_pages: u64,
@@ -146,12 +173,18 @@ pub struct Cache<'a> {
     policy: Policy,
 }
 
-impl<'a> Cache<'a> {
-    /// An empty cache of at most `capacity_pages` pages and
-    /// `entries.len()` registrations.
-    pub fn new(entries: &'a mut [Entry], capacity_pages: u64, policy: Policy) -> Self {
+impl<E, P> Cache<E, P>
+where
+    E: DerefMut<Target = [Entry]>,
+    P: DerefMut<Target = [u32]>,
+{
+    /// An empty cache of at most `capacity_pages` pages and as many
+    /// registrations as the shorter of `entries` and `positions` holds.
+    pub fn new(entries: E, mut positions: P, capacity_pages: u64, policy: Policy) -> Self {
+        positions.fill(FREE);
         Self {
             entries,
+            positions,
             len: 0,
             capacity_pages,
             used_pages: 0,
@@ -159,6 +192,11 @@ impl<'a> Cache<'a> {
             recency: 0,
             policy,
         }
+    }
+
+    /// Most registrations it holds.
+    fn slots(&self) -> usize {
+        self.entries.len().min(self.positions.len())
     }
 
     /// The cached entries.
@@ -171,53 +209,85 @@ impl<'a> Cache<'a> {
         self.used_pages
     }
 
+    /// The most pages it holds.
+    pub fn capacity_pages(&self) -> u64 {
+        self.capacity_pages
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock = self.clock.saturating_add(1);
         self.clock
     }
 
+    /// The index of identifier `id`'s entry, if it is cached.
+    fn index_of(&self, id: u32) -> Option<usize> {
+        let pos = *self.positions.get(usize::try_from(id).ok()?)?;
+        let i = usize::try_from(pos).ok()?;
+        (pos != FREE && i < self.len).then_some(i)
+    }
+
+    /// The entry of identifier `id`, if it is cached.
+    pub fn get(&self, id: u32) -> Option<&Entry> {
+        self.entries.get(self.index_of(id)?)
+    }
+
+    /// Marks the entry of `id` used (the top of the stack); false if no
+    /// such entry is cached.
+    pub fn touch(&mut self, id: u32) -> bool {
+        let Some(i) = self.index_of(id) else {
+            return false;
+        };
+        let now = self.tick();
+        match self.entries.get_mut(i) {
+            Some(e) => {
+                e.last_use = now;
+                e.factor = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Finds the entry that serves `run` and, if one does, marks it used
     /// (the top of the stack). Prefers an entry that contains the run,
-    /// then the largest overlap.
+    /// then the largest overlap. Looks at every entry: callers with many
+    /// entries keep an index and use [`Self::touch`].
     pub fn lookup(&mut self, run: PageRun) -> Lookup {
-        let mut best: Option<(usize, PageRun)> = None;
-        for (i, e) in self.entries().iter().enumerate() {
+        let mut best: Option<(u32, PageRun)> = None;
+        for e in self.entries().iter() {
             if e.run.contains(&run) {
-                best = Some((i, run));
+                best = Some((e.id, run));
                 break;
             }
             if let Some(c) = e.run.intersection(&run) {
                 if best.is_none_or(|(_, b)| c.pages > b.pages) {
-                    best = Some((i, c));
+                    best = Some((e.id, c));
                 }
             }
         }
-        let Some((index, covered)) = best else {
+        let Some((id, covered)) = best else {
             return Lookup::Miss;
         };
-        let now = self.tick();
-        if let Some(e) = self.entries.get_mut(index) {
-            e.last_use = now;
-            e.factor = 0;
-        }
+        self.touch(id);
         if covered == run {
-            Lookup::Hit(index)
+            Lookup::Hit(id)
         } else {
-            Lookup::Partial { index, covered }
+            Lookup::Partial { id, covered }
         }
     }
 
     /// Adds a registration of `run` at the top of the stack, first evicting
-    /// what the policy chooses until it fits. The evicted runs are written
-    /// to `victims` (to be invalidated in one batch); returns their number.
-    pub fn insert(&mut self, run: PageRun, victims: &mut [PageRun]) -> Result<usize, InsertError> {
+    /// what the policy chooses until it fits. The evicted entries are
+    /// written to `victims` (to be invalidated in one batch). Needs at
+    /// most as many victims as the cache has slots.
+    pub fn insert(&mut self, run: PageRun, victims: &mut [Entry]) -> Result<Inserted, InsertError> {
         let pages = u64::from(run.pages);
-        if pages == 0 || pages > self.capacity_pages || self.entries.is_empty() {
+        if pages == 0 || pages > self.capacity_pages || self.slots() == 0 {
             return Err(InsertError::TooLarge);
         }
         let mut evicted = 0usize;
         while self.used_pages.saturating_add(pages) > self.capacity_pages
-            || self.len >= self.entries.len()
+            || self.len >= self.slots()
         {
             let rest = victims
                 .get_mut(evicted..)
@@ -225,24 +295,31 @@ impl<'a> Cache<'a> {
             let n = self.evict_round(rest)?;
             evicted = evicted.saturating_add(n);
         }
-        let now = self.tick();
-        let slot = self
-            .entries
-            .get_mut(self.len)
+        // A free identifier exists: fewer than `slots()` entries are cached.
+        let id = self
+            .positions
+            .iter()
+            .position(|p| *p == FREE)
+            .and_then(|i| u32::try_from(i).ok())
             .ok_or(InsertError::TooLarge)?;
+        let now = self.tick();
+        let index = self.len;
+        let slot = self.entries.get_mut(index).ok_or(InsertError::TooLarge)?;
         *slot = Entry {
             run,
+            id,
             last_use: now,
             factor: 0,
         };
+        self.set_position(id, index);
         self.len = self.len.saturating_add(1);
         self.used_pages = self.used_pages.saturating_add(pages);
-        Ok(evicted)
+        Ok(Inserted { id, evicted })
     }
 
-    /// Removes every entry that overlaps `run` (its pages are going away:
-    /// shrinker, unmap), writing the removed runs to `victims`.
-    pub fn invalidate(&mut self, run: PageRun, victims: &mut [PageRun]) -> usize {
+    /// Removes every entry that overlaps `run` (its pages are going away),
+    /// writing the removed entries to `victims`; returns their number.
+    pub fn invalidate(&mut self, run: PageRun, victims: &mut [Entry]) -> usize {
         let mut n = 0usize;
         let mut i = 0usize;
         while i < self.len {
@@ -262,25 +339,92 @@ impl<'a> Cache<'a> {
         n
     }
 
+    /// Removes the entry of `id` (its registration was lost: remote
+    /// invalidation, a failed REG_MR).
+    pub fn remove_id(&mut self, id: u32) -> Option<Entry> {
+        let i = self.index_of(id)?;
+        self.remove(i)
+    }
+
+    /// Evicts by the policy until at least `pages` pages are freed, the
+    /// cache is empty or `victims` is full (a memory shrinker); returns
+    /// the number of entries written to `victims`.
+    pub fn shrink(&mut self, pages: u64, victims: &mut [Entry]) -> usize {
+        let target = self.used_pages.saturating_sub(pages);
+        let mut n = 0usize;
+        while self.len > 0 && self.used_pages > target {
+            let Some(rest) = victims.get_mut(n..) else {
+                break;
+            };
+            match self.evict_round(rest) {
+                Ok(k) if k > 0 => n = n.saturating_add(k),
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// Removes every entry (disconnect), writing them to `victims`.
+    pub fn clear(&mut self, victims: &mut [Entry]) -> usize {
+        let mut n = 0usize;
+        while let Some(last) = self.len.checked_sub(1) {
+            let Some(v) = victims.get_mut(n) else {
+                break;
+            };
+            let Some(e) = self.remove(last) else {
+                break;
+            };
+            *v = e;
+            n = n.saturating_add(1);
+        }
+        n
+    }
+
+    fn set_position(&mut self, id: u32, index: usize) {
+        let pos = u32::try_from(index).unwrap_or(FREE);
+        if let Some(p) = usize::try_from(id)
+            .ok()
+            .and_then(|id| self.positions.get_mut(id))
+        {
+            *p = pos;
+        }
+    }
+
     /// Removes entry `i` (the last entry takes its slot).
-    fn remove(&mut self, i: usize) -> Option<PageRun> {
+    fn remove(&mut self, i: usize) -> Option<Entry> {
         let last = self.len.checked_sub(1)?;
-        let run = self.entries.get(i)?.run;
+        let removed = *self.entries.get(i)?;
         self.entries.swap(i, last);
         self.len = last;
-        self.used_pages = self.used_pages.saturating_sub(u64::from(run.pages));
-        Some(run)
+        self.set_position(removed.id, usize::MAX);
+        if i != last {
+            if let Some(moved) = self.entries.get(i).map(|e| e.id) {
+                self.set_position(moved, i);
+            }
+        }
+        self.used_pages = self.used_pages.saturating_sub(u64::from(removed.run.pages));
+        Some(removed)
+    }
+
+    /// Records where every live entry now is (after a sort).
+    fn reindex(&mut self) {
+        for i in 0..self.len {
+            if let Some(id) = self.entries.get(i).map(|e| e.id) {
+                self.set_position(id, i);
+            }
+        }
     }
 
     /// Orders the entries by recency, most recent first (the stack).
     fn sort_stack(&mut self) {
-        if let Some(live) = self.entries.get_mut(..self.len) {
+        let len = self.len;
+        if let Some(live) = self.entries.get_mut(..len) {
             live.sort_unstable_by_key(|e| core::cmp::Reverse(e.last_use));
         }
     }
 
     /// One eviction round: at least one entry leaves (if there is one).
-    fn evict_round(&mut self, victims: &mut [PageRun]) -> Result<usize, InsertError> {
+    fn evict_round(&mut self, victims: &mut [Entry]) -> Result<usize, InsertError> {
         if self.len == 0 {
             return Err(InsertError::TooLarge);
         }
@@ -292,6 +436,7 @@ impl<'a> Cache<'a> {
                 evict_pct,
             } => self.resort(resort_pct, evict_pct),
         };
+        self.reindex();
         if victims.len() < count {
             return Err(InsertError::VictimBuffer);
         }
@@ -301,10 +446,10 @@ impl<'a> Cache<'a> {
             let Some(last) = self.len.checked_sub(1) else {
                 break;
             };
-            let (Some(run), Some(v)) = (self.remove(last), victims.get_mut(n)) else {
+            let (Some(e), Some(v)) = (self.remove(last), victims.get_mut(n)) else {
                 break;
             };
-            *v = run;
+            *v = e;
             n = n.saturating_add(1);
         }
         Ok(n)
@@ -314,22 +459,20 @@ impl<'a> Cache<'a> {
     /// `resort_pct` of the stack) and returns how many entries of its
     /// bottom (the eviction segment) leave.
     fn resort(&mut self, resort_pct: u32, evict_pct: u32) -> usize {
+        let len = self.len;
         let share = |pct: u32| -> usize {
             let pct = usize::try_from(pct.clamp(1, 100)).unwrap_or(100);
-            self.len
-                .saturating_mul(pct)
-                .div_ceil(100)
-                .clamp(1, self.len)
+            len.saturating_mul(pct).div_ceil(100).clamp(1, len)
         };
         let resort = share(resort_pct);
         let evict = share(evict_pct).min(resort);
-        let start = self.len.saturating_sub(resort);
+        let start = len.saturating_sub(resort);
         // r: the factor of the run at the bottom of the stack.
-        if let Some(bottom) = self.len.checked_sub(1).and_then(|b| self.entries.get(b)) {
+        if let Some(bottom) = len.checked_sub(1).and_then(|b| self.entries.get(b)) {
             self.recency = self.recency.max(bottom.factor);
         }
         let r = self.recency;
-        let Some(section) = self.entries.get_mut(start..self.len) else {
+        let Some(section) = self.entries.get_mut(start..len) else {
             return evict;
         };
         for e in section.iter_mut() {

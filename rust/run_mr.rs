@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A registration of whole pages that outlives the RPC that made it: the
+//! entries of the client's registration cache (`memreg=cache`,
+//! `xprtrdma/regcache.rs`). It holds a reference on every page it maps, so
+//! a page stays allocated (never reused for anything else) for as long as
+//! a steering tag can name it, whatever becomes of the request, the file
+//! or the process it came from.
+//!
+//! C header: [`include/linux/mm.h`](srctree/include/linux/mm.h) (page
+//! references), [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
+
+use super::bindings;
+use super::mr::{Mr, MrSegment};
+use super::verbs::{Anchor, Endpoint};
+use super::xprt::Rqst;
+use core::ptr::NonNull;
+use kernel::alloc::KVec;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// References on pages, put on drop.
+///
+/// # Invariants
+///
+/// The holder took one reference (`get_page`) on every entry of `pages`.
+struct PageRefs {
+    pages: KVec<NonNull<bindings::page>>,
+}
+
+impl PageRefs {
+    fn release(&mut self) {
+        for page in self.pages.drain_all() {
+            // SAFETY: A reference this holder took (type invariant).
+            unsafe { bindings::rpcrdma_rs_page_put(page.as_ptr()) };
+        }
+    }
+}
+
+impl Drop for PageRefs {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+// SAFETY: Page references may be put from any thread.
+unsafe impl Send for PageRefs {}
+// SAFETY: Shared references do not touch the pages.
+unsafe impl Sync for PageRefs {}
+
+/// An FRWR MR mapping a run of whole pages it keeps referenced.
+///
+/// # Invariants
+///
+/// While `refs` is not empty, the MR maps exactly its pages, in order.
+/// `mr` is declared before `refs`: on drop it is deregistered (its steering
+/// tag revoked) and unmapped before the page references go.
+pub struct RunMr {
+    mr: Mr,
+    refs: PageRefs,
+    writable: bool,
+    _anchor: Arc<Anchor>,
+}
+
+impl RunMr {
+    /// Allocates an MR for runs of up to `max_pages` pages on `ep`'s
+    /// device (it may sleep: not from completion or reclaim context).
+    pub fn new(ep: &Endpoint, max_pages: u32) -> Result<Self> {
+        let anchor = ep.anchor().clone();
+        let mut pages = KVec::new();
+        pages.reserve(max_pages as usize, GFP_KERNEL)?;
+        Ok(Self {
+            mr: Mr::new(anchor.pd(), max_pages)?,
+            refs: PageRefs { pages },
+            writable: false,
+            _anchor: anchor,
+        })
+    }
+
+    /// Most pages one run may have.
+    pub fn max_pages(&self) -> u32 {
+        u32::try_from(self.refs.pages.capacity()).unwrap_or(u32::MAX)
+    }
+
+    /// Takes a reference on pages `first .. first + count` of the request's
+    /// send (`rcv` false) or receive buffer's page array and maps them
+    /// whole, for the peer to write (`writable`) or to read. Any earlier
+    /// run is released first.
+    pub fn map(
+        &mut self,
+        rqst: &Rqst<'_>,
+        rcv: bool,
+        first: u32,
+        count: u32,
+        writable: bool,
+    ) -> Result {
+        self.release();
+        if count == 0 || count > self.max_pages() {
+            return Err(EINVAL);
+        }
+        for i in 0..count {
+            let page = rqst
+                .page_ptr(rcv, first.checked_add(i).ok_or(EINVAL)?)
+                .ok_or(EINVAL)?;
+            // Capacity for `max_pages` was reserved at allocation.
+            self.refs
+                .pages
+                .push_within_capacity(page)
+                .map_err(|_| ENOMEM)?;
+            // SAFETY: The page is live (the request references it).
+            // INVARIANT: The reference is recorded in `refs` just above.
+            unsafe { bindings::rpcrdma_rs_page_get(page.as_ptr()) };
+        }
+        // SAFETY: The pages are referenced until `release` or drop, which
+        // unmap the MR first.
+        let res = unsafe { self.mr.map_pages(&self.refs.pages, writable) };
+        if res.is_err() {
+            self.refs.release();
+        }
+        self.writable = writable;
+        res
+    }
+
+    /// Unmaps the pages and puts their references. Only once the MR's
+    /// steering tag is invalid (its LOCAL_INV completed) or was never
+    /// registered.
+    pub fn release(&mut self) {
+        self.mr.unmap();
+        self.refs.release();
+    }
+
+    /// Number of pages mapped now.
+    pub fn pages(&self) -> u32 {
+        u32::try_from(self.refs.pages.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the peer may write the pages.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The registered segment (steering tag, length and address of the
+    /// first page).
+    pub fn segment(&self) -> MrSegment {
+        self.mr.segment()
+    }
+
+    /// Posts the registration (REG_MR, unsignaled) on `ep`, ahead of the
+    /// Send that advertises it.
+    pub fn post_reg(&self, ep: &Endpoint) -> Result {
+        // SAFETY: The QP is live and on the MR's protection domain; the
+        // connection drains it before its cache drops any `RunMr`.
+        unsafe { self.mr.post_reg(ep.qp_ptr(), self.writable) }
+    }
+
+    /// Hands the pages to the device before it reads or writes them again:
+    /// the CPU may have written them since they were mapped.
+    pub fn sync_for_device(&self) {
+        self.mr.sync(true);
+    }
+
+    /// Hands the pages back to the CPU after the device wrote them.
+    pub fn sync_for_cpu(&self) {
+        if self.writable {
+            self.mr.sync(false);
+        }
+    }
+}
