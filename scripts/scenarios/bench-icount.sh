@@ -12,7 +12,11 @@
 #   rust          rpcrdma_rs.ko on both ends, default parameters (memreg=fmr,
 #                 the server's registration cache on)
 #   rust-physical rpcrdma_rs.ko, memreg=physical
-#   rust-nocache  rpcrdma_rs.ko, svc_buf_cache=0
+#   rust-cache    rpcrdma_rs.ko, memreg=cache (the client's registration
+#                 cache, default cache_max_mb; 320 KiB a READ or WRITE at
+#                 the default 4 KiB inline thresholds, as memreg=physical)
+#   rust-nocache  rpcrdma_rs.ko, svc_buf_cache=0 (the server's buffer cache
+#                 off; the client as in rust: nothing to do with rust-cache)
 #   alt           ALT_KO on both ends, default parameters (another build of
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
@@ -25,6 +29,23 @@
 #
 # One INFO line per job and repetition:
 #   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n> ms=<n>
+# and, when rpcrdma_rs is the module (every config but c), the client's
+# registration work during the job, from debugfs before and after it:
+#   icount-regs cfg=<c> rep=<n> job=<j> ios=<n> reg_mrs=<n> local_invs=<n>
+#     remote_invs=<n> cache_hits=<n> cache_misses=<n>
+#   ios: the job's I/Os (fio's KiB moved / block size: every I/O is whole);
+#   reg_mrs: REG_MRs, i.e. client_registration's "registrations" of the fmr
+#     and cache rows (ranges mapped into pool MRs: each is at least one MR,
+#     so a lower bound when a range needs several) plus client_cache's
+#     "registrations" (one REG_MR per cache entry). memreg=physical posts
+#     none: its row (DMA mappings) is left out;
+#   local_invs: LOCAL_INVs, i.e. "invalidations" and "batched_invalidations"
+#     of those rows plus client_cache's "invalidations";
+#   remote_invs: the server's Send With Invalidate (those rows and
+#     client_cache's), which need no LOCAL_INV;
+#   cache_hits, cache_misses: client_cache's page runs looked up (the
+#     module is loaded anew for each config and repetition, so every
+#     repetition starts with an empty cache: there is no warm-up run);
 # and with PROFILE, per config and category, then its coverage:
 #   icount-profile cfg=<c> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
 #   icount-profile-coverage cfg=<c> busy_sampled_ms=<n> fio_ms=<n>
@@ -52,6 +73,7 @@ use_config() {
         c) load_c_rpcrdma ;;
         rust) load_rust_rpcrdma ;;
         rust-physical) load_rust_rpcrdma memreg=physical ;;
+        rust-cache) load_rust_rpcrdma memreg=cache ;;
         rust-nocache) load_rust_rpcrdma svc_buf_cache=0 ;;
         alt) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
              _ko=$RUST_RPCRDMA_KO; RUST_RPCRDMA_KO=$ALT_KO
@@ -63,12 +85,14 @@ use_config() {
 }
 
 # fio_job NAME RW BS IODEPTH IO_SIZE [fio options...]: one fixed-size
-# direct-I/O job on $FILE; prints "MBps IOPS idle% ms". idle%: the CPU's
+# direct-I/O job on $FILE; prints "MBps IOPS idle% ios ms" (ios: KiB moved
+# over the block size in KiB, BS being Nk or Nm). idle%: the CPU's
 # idle share during the job from /proc/stat. Recorded, not trusted: under
 # -icount it ranged from 45% to 97% between runs whose MB/s agreed to the
 # decimal (Documentation/performance.md).
 fio_job() {
     _n=$1 _rw=$2 _bs=$3 _qd=$4 _io=$5; shift 5
+    case $_bs in *k) _bk=${_bs%k} ;; *m) _bk=$(( ${_bs%m} * 1024 )) ;; *) say "fio $_n: bs $_bs"; return 1 ;; esac
     _s0=$(head -n 1 /proc/stat)
     _out=$(fio --name="$_n" --filename=$FILE --rw="$_rw" --bs="$_bs" --iodepth="$_qd" \
         --size="${SIZE}m" --io_size="$_io" --direct=1 --ioengine=libaio --thread \
@@ -78,10 +102,31 @@ fio_job() {
     [ -n "$_l" ] || { say "fio $_n: $(echo "$_out" | tail -n 2 | tr '\n' ' ')"; return 1; }
     _idle=$(printf '%s\n%s\n' "$_s0" "$_s1" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; tot[NR] = t; idl[NR] = $5 + $6 }
         END { d = tot[2] - tot[1]; printf "%.1f", (d > 0 ? 100 * (idl[2] - idl[1]) / d : 0) }')
-    # terse v3: field 7 read KiB/s, 8 read IOPS, 48 write KiB/s, 49 write IOPS
-    # field 9 read runtime (ms), 50 write runtime (ms)
-    echo "$_l" | awk -F';' -v w="$_rw" -v idle="$_idle" '{ k = (w == "write") ? $48 : $7; i = (w == "write") ? $49 : $8;
-        ms = (w == "write") ? $50 : $9; printf "%.1f %d %s %d\n", k / 1024, i, idle, ms }'
+    # terse v3: field 6 read KiB, 7 read KiB/s, 8 read IOPS, 9 read runtime
+    # (ms); 47 write KiB, 48 write KiB/s, 49 write IOPS, 50 write runtime (ms)
+    echo "$_l" | awk -F';' -v w="$_rw" -v idle="$_idle" -v bk="$_bk" '{ k = (w == "write") ? $48 : $7; i = (w == "write") ? $49 : $8;
+        ms = (w == "write") ? $50 : $9; kb = (w == "write") ? $47 : $6
+        printf "%.1f %d %s %d %d\n", k / 1024, i, idle, kb / bk, ms }'
+}
+
+# reg_counters: the client's registration counters so far, from debugfs:
+# "REG_MRs LOCAL_INVs remote_invalidations cache_hits cache_misses" (what
+# each sums: the header). Nothing when rpcrdma_rs is not loaded; a column
+# or file an older build (alt) lacks counts 0.
+REG_F=/sys/kernel/debug/rpcrdma_rs/client_registration
+CACHE_F=/sys/kernel/debug/rpcrdma_rs/client_cache
+reg_counters() {
+    [ -r $REG_F ] || return 0
+    _files=$REG_F; [ -r $CACHE_F ] && _files="$_files $CACHE_F"
+    awk 'function v(name) { return (name in col) ? $col[name] + 0 : 0 }
+        FNR == 1 { split("", col); for (i = 1; i <= NF; i++) col[$i] = i; next }
+        FILENAME ~ /client_registration$/ && ($1 == "fmr" || $1 == "cache") {
+            reg += v("registrations"); inv += v("invalidations") + v("batched_invalidations")
+            rinv += v("remote_invalidations") }
+        FILENAME ~ /client_cache$/ {
+            reg += v("registrations"); inv += v("invalidations"); rinv += v("remote_invalidations")
+            hits += v("hits"); miss += v("misses") }
+        END { printf "%d %d %d %d %d\n", reg, inv, rinv, hits, miss }' $_files
 }
 
 # run_jobs CFG REP: the three jobs, writing first (the reads read its file).
@@ -91,9 +136,17 @@ run_jobs() {
         IFS=: read -r _j _rw _bs _qd _io <<EOF
 $_spec
 EOF
+        _c0=$(reg_counters)
         if _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io"); then
+            _c1=$(reg_counters)
             set -- "$1" "$2" $_res
-            info "icount cfg=$1 rep=$2 job=$_j MBps=$3 IOPS=$4 idle_pct=$5 ms=$6"
+            info "icount cfg=$1 rep=$2 job=$_j MBps=$3 IOPS=$4 idle_pct=$5 ms=$7"
+            if [ -n "$_c0" ] && [ -n "$_c1" ]; then
+                info "icount-regs cfg=$1 rep=$2 job=$_j ios=$6 $(printf '%s\n%s\n' "$_c0" "$_c1" | awk '
+                    { for (i = 1; i <= NF; i++) c[NR, i] = $i }
+                    END { printf "reg_mrs=%d local_invs=%d remote_invs=%d cache_hits=%d cache_misses=%d",
+                        c[2, 1] - c[1, 1], c[2, 2] - c[1, 2], c[2, 3] - c[1, 3], c[2, 4] - c[1, 4], c[2, 5] - c[1, 5] }')"
+            fi
             set -- "$1" "$2"
         else
             fail "fio-$1-$_j-rep$2" "fio failed"; return 1

@@ -11,6 +11,10 @@
 # (proto=rdma6), a server restart under a mounted client (the transport
 # reconnects and the data is still there), and the client's RDMA device
 # removed and added back under a mounted client.
+# With memreg=cache in the client's parameters, after the data phases of
+# the first version: an O_DIRECT file written and read back twice through
+# the registration cache (cache_check), and at the end, once every mount
+# is gone, the cache's entries must have been dropped (cache_released).
 # Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+4.1+4.0+3] [rpcrdma_rs params, ':'-separated, - for none,
 #            c-client to run the in-tree C client instead, for comparison]
 #            [DIR_ENTRIES] [CHURN] [EXTRAS: ipv6+restart+devremove (default), - for none;
@@ -72,6 +76,113 @@ dirty_check() {  # dirty_check VERSION
         fail "nfs$1-dirty-mrs-flushed-when-idle" "${_d:-?} MRs still dirty 3 s after the I/O ($_f)"
     fi
 }
+
+# ---- memreg=cache ---------------------------------------------------------
+CACHE_F=/sys/kernel/debug/rpcrdma_rs/client_cache
+
+# cache_fields FIELD...: the values of client_cache's columns FIELD...
+# (header names), space-separated; "?" for a column the file lacks.
+cache_fields() {
+    awk -v f="$*" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i }
+        NR == 2 { n = split(f, a, " "); s = ""
+            for (i = 1; i <= n; i++) s = s (i > 1 ? " " : "") (a[i] in col ? $col[a[i]] : "?")
+            print s }' $CACHE_F 2>/dev/null
+}
+
+# cache_info LABEL: client_cache's line into the log and the results' info,
+# as "column=value" pairs.
+cache_info() {
+    sed 's/^/vm:   /' $CACHE_F
+    info "client-cache $1 $(awk 'NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i }
+        NR == 2 { for (i = 1; i <= NF; i++) printf "%s%s=%s", (i > 1 ? " " : ""), h[i], $i }' $CACHE_F)"
+}
+
+# The cache_max_mb the client was loaded with (the module's default: 64).
+cache_max_mb() {
+    for _p in $PARAMS; do
+        case $_p in cache_max_mb=*) echo "${_p#cache_max_mb=}"; return ;; esac
+    done
+    echo 64
+}
+
+# all_numbers VALUE...: every VALUE is a decimal number (dash exits on
+# arithmetic with anything else, e.g. "?" from cache_fields).
+all_numbers() {
+    for _x in "$@"; do
+        case $_x in ''|*[!0-9]*) return 1 ;; esac
+    done
+}
+
+# cache_check VERS: a 4 MiB file written with O_DIRECT and read back twice
+# with O_DIRECT, 256 KiB a block (64 pages: one Write chunk within the 83
+# segments of 4 KiB inline thresholds). dd reuses one page-aligned buffer
+# for every block, so after its first block the buffer's page runs should
+# hit the cache. Checks the data (a stale or misplaced cached registration
+# would show as a mismatch), then the counters: hits during the phase,
+# registrations made, no cached entry lost to Send With Invalidate (the
+# connection does not offer it), at most cache_max_mb pinned per transport
+# and, when the data phases' file (SIZE MiB, written and read through the
+# page cache) is at least twice cache_max_mb, evictions and at least one
+# invalidation batch.
+cache_check() {
+    _cv=nfs$1 _src=/tmp/.cache-src _cf=$MNT/cache.dat
+    [ -r $CACHE_F ] || { fail "$_cv-cache-debugfs" "no $CACHE_F"; return 1; }
+    dd if=/dev/urandom of=$_src bs=1M count=4 2>/dev/null
+    _s0=$(sha256sum < $_src | cut -d' ' -f1)
+    read -r _h0 _m0 <<EOF
+$(cache_fields hits misses)
+EOF
+    all_numbers "$_h0" "$_m0" || { fail "$_cv-cache-debugfs" "no hits and misses columns in $CACHE_F"; return 1; }
+    _s1=x _s2=y
+    if dd if=$_src of=$_cf bs=256k oflag=direct 2>/dev/null; then
+        _s1=$(dd if=$_cf bs=256k iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+        _s2=$(dd if=$_cf bs=256k iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+    fi
+    rm -f $_src $_cf
+    if [ "$_s1" = "$_s0" ] && [ "$_s2" = "$_s0" ]; then
+        pass "$_cv-cache-direct-reread"
+    else
+        fail "$_cv-cache-direct-reread" "sha256 of the source $_s0, first read $_s1, second read $_s2"
+    fi
+    cache_info "$_cv"
+    read -r _tr _pb _h1 _m1 _rg _iv _ib _ev _ri <<EOF
+$(cache_fields transports pinned_bytes hits misses registrations invalidations invalidation_batches evictions remote_invalidations)
+EOF
+    _mb=$(cache_max_mb)
+    all_numbers "$_tr" "$_pb" "$_h1" "$_m1" "$_rg" "$_iv" "$_ib" "$_ev" "$_ri" "$_mb" ||
+        { fail "$_cv-cache-debugfs" "$CACHE_F lacks a column, or cache_max_mb=$_mb"; return 1; }
+    info "client-cache $_cv phase: hits=$((_h1 - _h0)) misses=$((_m1 - _m0))"
+    if [ $((_h1 - _h0)) -gt 0 ]; then
+        pass "$_cv-cache-hits"
+    else
+        fail "$_cv-cache-hits" "no hit while rereading with one buffer (hits $_h0 -> $_h1, misses $_m0 -> $_m1)"
+    fi
+    if [ "$_rg" -gt 0 ]; then
+        pass "$_cv-cache-registrations"
+    else
+        fail "$_cv-cache-registrations" "registrations=$_rg"
+    fi
+    if [ "$_ri" = 0 ]; then
+        pass "$_cv-cache-no-remote-invalidation"
+    else
+        fail "$_cv-cache-no-remote-invalidation" "remote_invalidations=$_ri (the server invalidated cached rkeys)"
+    fi
+    if [ "$_tr" -ge 1 ] && [ "$_pb" -le $((_tr * _mb * 1048576)) ]; then
+        pass "$_cv-cache-within-cache_max_mb"
+    else
+        fail "$_cv-cache-within-cache_max_mb" "pinned_bytes=$_pb over $_tr transports x $_mb MiB"
+    fi
+    if [ "$SIZE" -ge $((2 * _mb)) ]; then
+        if [ "$_ev" -gt 0 ] && [ "$_ib" -gt 0 ]; then
+            pass "$_cv-cache-evictions-batched"
+        else
+            fail "$_cv-cache-evictions-batched" "$SIZE MiB moved through a $_mb MiB cache: evictions=$_ev invalidation_batches=$_ib invalidations=$_iv"
+        fi
+    fi
+}
+
+# cache_released: no transport uses the cache and it holds nothing.
+cache_released() { [ "$(cache_fields transports entries pinned_bytes)" = "0 0 0" ]; }
 
 run_server() {
     check load-c-rpcrdma load_c_rpcrdma || return 1
@@ -240,6 +351,17 @@ run_client() {
     else
         check rpcrdma_rs-load load_rust_rpcrdma $PARAMS || return 1
     fi
+    _cache=0; case " $PARAMS " in *" memreg=cache "*) _cache=1 ;; esac
+    if [ $_cache = 1 ]; then
+        # The trust trade-off is logged at load.
+        _w=$(dmesg | grep 'memreg=cache:' | tail -n 1)
+        if [ -n "$_w" ]; then
+            say "  dmesg: $_w"
+            pass memreg-cache-load-warning
+        else
+            fail memreg-cache-load-warning "no 'memreg=cache:' warning in the kernel log"
+        fi
+    fi
     # xprt_register_transport() logs this for client transport classes.
     if [ "$PARAMS" = c-client ] || dmesg | grep -q 'RPC: Registered rdma transport module'; then
         pass rdma-transport-registered
@@ -251,7 +373,7 @@ run_client() {
             pass "nfs$v-mount-rdma"
             if [ "$PARAMS" != c-client ]; then
                 # debugfs tells which strategy the transport uses.
-                _s=fmr; case " $PARAMS " in *" memreg=physical "*) _s=physical ;; esac
+                _s=fmr; case " $PARAMS " in *" memreg=physical "*) _s=physical ;; *" memreg=cache "*) _s=cache ;; esac
                 _f=/sys/kernel/debug/rpcrdma_rs/client_registration
                 sed 's/^/vm:   /' $_f
                 if awk -v s=$_s '$1 == s && $2 >= 1 { ok = 1 } END { exit !ok }' $_f; then
@@ -264,6 +386,7 @@ run_client() {
             data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             case " $PARAMS " in *" fmr_dirty_watermark="[1-9]*) dirty_check "$v" ;; esac
             direct_check "nfs$v-direct-${SIZE}M"
+            [ $_cache = 1 ] && [ "$v" = "${VERSIONS%% *}" ] && cache_check "$v"
             tree_checks "$v"
             show_xprt
             nfs_umount $MNT || fail "nfs$v-umount" "umount $MNT"
@@ -295,6 +418,16 @@ case $ROLE in
     client)
         run_client
         client_signal_done || fail client-signal-done "$NFS_ERR"
+        [ "${_cache:-0}" = 1 ] && mod_loaded rpcrdma_rs && {
+            # Every mount is gone: its transports close asynchronously and
+            # drop their cached entries (and page references) when they do.
+            if wait_for 30 cache_released; then
+                pass memreg-cache-released-at-close
+            else
+                fail memreg-cache-released-at-close "30 s after the last umount: transports entries pinned_bytes = $(cache_fields transports entries pinned_bytes)"
+            fi
+            cache_info end
+        }
         [ "$PARAMS" = c-client ] || check rpcrdma_rs-unload unload_rust_rpcrdma
         ;;
     single)
