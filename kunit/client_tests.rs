@@ -3,16 +3,21 @@
 //! The client's registration pool and planner on a real (soft-RoCE)
 //! device: a fast-registration MR grants exactly the access it was
 //! registered for and LOCAL_INV revokes it; the planner, fed the device's
-//! limits, keeps 1 MiB READ and WRITE payloads in one chunk each.
+//! limits, keeps 1 MiB READ and WRITE payloads in one chunk each; a
+//! cached registration (`memreg=cache`'s entries) serves the peer again
+//! and again without a new registration, keeps its pages after their owner
+//! let them go, and LOCAL_INV (an eviction) revokes it.
 
 use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
 use crate::rust::device;
+use crate::rust::run_mr::RunMr;
 use crate::rust::verbs::{DmaDir, SendOp, WorkRequest};
 use crate::rust::xprt::{post_local_inv, Mr};
-use crate::verbs::{client_op, connect_pair, one_segment, pattern, Waiter};
+use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
 use kernel::alloc::KVec;
+use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
 
 const LEN: usize = 8192;
@@ -133,6 +138,65 @@ mod tests {
             }
         ));
         assert!(matches!(pw.result, ResultStrategy::Inline));
+        Ok(())
+    }
+
+    #[test]
+    fn cached_run_serves_repeated_io_until_invalidated() -> Result {
+        const PAGES: usize = 4;
+        let pair = connect_pair()?;
+        let mut pages = KVec::new();
+        for _ in 0..PAGES {
+            pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
+        }
+        // The client registers a run of pages for the server to write,
+        // once.
+        let mut run = RunMr::new(&pair.client, PAGES as u32)?;
+        run.map_owned(&pages, true)?;
+        assert_eq!(run.pages(), PAGES as u32);
+        run.post_reg(&pair.client)?;
+        let seg = run.segment();
+        assert_eq!(seg.length as usize, PAGES * PAGE_SIZE);
+        // Their owner lets them go: the run's references keep them.
+        drop(pages);
+
+        // Two I/Os through the same steering tag, no registration between
+        // them (a cache hit), each at its own offset in the run.
+        let src = pair.server.alloc_buf(LEN, DmaDir::ToDevice)?;
+        let mut data = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+        let mut got = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+        for (page, seed) in [(1usize, 0x11u8), (2, 0x22)] {
+            pattern(seed, &mut data);
+            src.write(0, &data)?;
+            let at = page * PAGE_SIZE;
+            let op = SendOp::RdmaWrite {
+                remote_addr: seg.offset + at as u64,
+                rkey: seg.handle,
+            };
+            let wc = op_on(&pair.server, one_segment(&src, LEN)?, op)?;
+            assert!(wc.is_ok());
+            run.sync_for_cpu();
+            run.read(at, &mut got)?;
+            assert!(got[..] == data[..]);
+        }
+
+        // Eviction: LOCAL_INV, then the pages go; the tag is dead.
+        let waiter = Waiter::new()?;
+        post_local_inv(
+            &pair.client,
+            seg.handle,
+            Some(WorkRequest::new(waiter.clone(), KVec::new())?),
+        )?;
+        assert!(waiter.wait()?.is_ok());
+        run.release();
+        assert_eq!(run.pages(), 0);
+        let op = SendOp::RdmaWrite {
+            remote_addr: seg.offset,
+            rkey: seg.handle,
+        };
+        let wc = op_on(&pair.server, one_segment(&src, LEN)?, op)?;
+        pr_info!("write to an evicted registration: status {}\n", wc.status);
+        assert!(!wc.is_ok());
         Ok(())
     }
 }

@@ -260,7 +260,7 @@ pub(crate) fn client_op(
 }
 
 /// Posts `op` on `ep` over `segments` and waits for its completion.
-fn op_on(ep: &Endpoint, segments: KVec<Segment>, op: SendOp) -> Result<WorkCompletion> {
+pub(crate) fn op_on(ep: &Endpoint, segments: KVec<Segment>, op: SendOp) -> Result<WorkCompletion> {
     let waiter = Waiter::new()?;
     let wr = WorkRequest::new(waiter.clone(), segments)?;
     step("post_send", ep.post_send(wr, op))?;

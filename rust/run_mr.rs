@@ -16,6 +16,7 @@ use super::verbs::{Anchor, Endpoint};
 use super::xprt::Rqst;
 use core::ptr::NonNull;
 use kernel::alloc::KVec;
+use kernel::page::{BorrowedPage, Page, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -99,18 +100,47 @@ impl RunMr {
             return Err(EINVAL);
         }
         for i in 0..count {
-            let page = rqst
-                .page_ptr(rcv, first.checked_add(i).ok_or(EINVAL)?)
-                .ok_or(EINVAL)?;
-            // Capacity for `max_pages` was reserved at allocation.
-            self.refs
-                .pages
-                .push_within_capacity(page)
-                .map_err(|_| ENOMEM)?;
-            // SAFETY: The page is live (the request references it).
-            // INVARIANT: The reference is recorded in `refs` just above.
-            unsafe { bindings::rpcrdma_rs_page_get(page.as_ptr()) };
+            let page = rqst.page_ptr(rcv, first.checked_add(i).ok_or(EINVAL)?);
+            // SAFETY: A page of the request: live while it is borrowed.
+            unsafe { self.hold(page.ok_or(EINVAL)?) }?;
         }
+        self.map_held(writable)
+    }
+
+    /// Takes a reference on every page of `pages` (which the caller owns,
+    /// and may free afterwards) and maps them whole, as [`Self::map`].
+    pub fn map_owned(&mut self, pages: &[Page], writable: bool) -> Result {
+        self.release();
+        if pages.is_empty() || pages.len() > self.max_pages() as usize {
+            return Err(EINVAL);
+        }
+        for p in pages {
+            let page = NonNull::new(p.as_ptr().cast::<bindings::page>()).ok_or(EINVAL)?;
+            // SAFETY: The page is live: `p` owns it.
+            unsafe { self.hold(page) }?;
+        }
+        self.map_held(writable)
+    }
+
+    /// Takes a reference on `page` and records it.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live page.
+    unsafe fn hold(&mut self, page: NonNull<bindings::page>) -> Result {
+        // Capacity for `max_pages` was reserved at allocation.
+        self.refs
+            .pages
+            .push_within_capacity(page)
+            .map_err(|_| EINVAL)?;
+        // SAFETY: The page is live by the safety requirement.
+        // INVARIANT: The reference is recorded in `refs` just above.
+        unsafe { bindings::rpcrdma_rs_page_get(page.as_ptr()) };
+        Ok(())
+    }
+
+    /// Maps the pages `refs` holds.
+    fn map_held(&mut self, writable: bool) -> Result {
         // SAFETY: The pages are referenced until `release` or drop, which
         // unmap the MR first.
         let res = unsafe { self.mr.map_pages(&self.refs.pages, writable) };
@@ -119,6 +149,27 @@ impl RunMr {
         }
         self.writable = writable;
         res
+    }
+
+    /// Copies `dst.len()` bytes from `offset` in the mapped pages (call
+    /// [`Self::sync_for_cpu`] first after the device wrote them).
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        let mut done = 0usize;
+        while done < dst.len() {
+            let at = offset.checked_add(done).ok_or(EINVAL)?;
+            let (index, off) = (at / PAGE_SIZE, at % PAGE_SIZE);
+            let len = (PAGE_SIZE - off).min(dst.len() - done);
+            let page = *self.refs.pages.get(index).ok_or(EINVAL)?;
+            // SAFETY: The page is referenced by `refs` while `self` is
+            // borrowed.
+            let page = unsafe { BorrowedPage::from_raw(page.cast()) };
+            let to = dst.get_mut(done..done + len).ok_or(EINVAL)?;
+            // SAFETY: `to` is valid for `len` bytes; the device does not
+            // write the page while its owner reads it (after the sync).
+            unsafe { page.read_raw(to.as_mut_ptr(), off, len) }?;
+            done += len;
+        }
+        Ok(())
     }
 
     /// Unmaps the pages and puts their references. Only once the MR's
