@@ -28,6 +28,24 @@ pub trait Shrink {
     fn scan(nr: u64) -> Option<u64>;
 }
 
+/// What `count_objects` returns for `n` objects.
+fn count_result(n: u64) -> kernel::ffi::c_ulong {
+    match n {
+        // SHRINK_EMPTY: nothing cached at all.
+        0 => kernel::ffi::c_ulong::MAX - 1,
+        n => kernel::ffi::c_ulong::try_from(n).unwrap_or(kernel::ffi::c_ulong::MAX - 2),
+    }
+}
+
+/// What `scan_objects` returns for a scan's outcome.
+fn scan_result(freed: Option<u64>) -> kernel::ffi::c_ulong {
+    match freed {
+        Some(n) => kernel::ffi::c_ulong::try_from(n).unwrap_or(0),
+        // SHRINK_STOP.
+        None => kernel::ffi::c_ulong::MAX,
+    }
+}
+
 struct Adapter<T: Shrink>(PhantomData<T>);
 
 impl<T: Shrink> Adapter<T> {
@@ -41,11 +59,7 @@ impl<T: Shrink> Adapter<T> {
         _s: *mut bindings::shrinker,
         _sc: *mut bindings::shrink_control,
     ) -> kernel::ffi::c_ulong {
-        match T::count() {
-            // SHRINK_EMPTY: nothing cached at all.
-            0 => kernel::ffi::c_ulong::MAX - 1,
-            n => kernel::ffi::c_ulong::try_from(n).unwrap_or(kernel::ffi::c_ulong::MAX - 2),
-        }
+        count_result(T::count())
     }
 
     /// `scan_objects` of the shrinker.
@@ -60,11 +74,7 @@ impl<T: Shrink> Adapter<T> {
     ) -> kernel::ffi::c_ulong {
         // SAFETY: The memory manager passes a valid control for the call.
         let nr = unsafe { (*sc).nr_to_scan };
-        match T::scan(u64::try_from(nr).unwrap_or(u64::MAX)) {
-            Some(n) => kernel::ffi::c_ulong::try_from(n).unwrap_or(0),
-            // SHRINK_STOP.
-            None => kernel::ffi::c_ulong::MAX,
-        }
+        scan_result(T::scan(u64::try_from(nr).unwrap_or(u64::MAX)))
     }
 }
 
@@ -154,11 +164,7 @@ impl<T: ShrinkObject> ObjectAdapter<T> {
         _sc: *mut bindings::shrink_control,
     ) -> kernel::ffi::c_ulong {
         // SAFETY: By the safety requirement.
-        match unsafe { Self::object(s) }.count() {
-            // SHRINK_EMPTY: nothing cached at all.
-            0 => kernel::ffi::c_ulong::MAX - 1,
-            n => kernel::ffi::c_ulong::try_from(n).unwrap_or(kernel::ffi::c_ulong::MAX - 2),
-        }
+        count_result(unsafe { Self::object(s) }.count())
     }
 
     /// `scan_objects` of the shrinker.
@@ -175,11 +181,7 @@ impl<T: ShrinkObject> ObjectAdapter<T> {
         let nr = unsafe { (*sc).nr_to_scan };
         // SAFETY: By the safety requirement.
         let obj = unsafe { Self::object(s) };
-        match T::scan(obj, u64::try_from(nr).unwrap_or(u64::MAX)) {
-            Some(n) => kernel::ffi::c_ulong::try_from(n).unwrap_or(0),
-            // SHRINK_STOP.
-            None => kernel::ffi::c_ulong::MAX,
-        }
+        scan_result(T::scan(obj, u64::try_from(nr).unwrap_or(u64::MAX)))
     }
 }
 
