@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The module parameters, all ten, declared in C so that every one is shown
+ * The module parameters, all eleven, declared in C so that every one is shown
  * read-only in /sys/module/rpcrdma_rs/parameters/: Rust's module! macro
  * gives each parameter it declares permissions 0, which hides it there.
  * Rust reads them once at load (rpcrdma_rs_params_get, rust/params.rs),
@@ -51,6 +51,11 @@ module_param_named(cache_max_mb, rpcrdma_rs_cache_max_mb, uint, 0444);
 MODULE_PARM_DESC(cache_max_mb,
 		 "Client memreg=cache: MiB of pages each connection keeps registered (and referenced) across RPCs, 1..65536 (default 64); the server can read or write them while they stay cached");
 
+static char rpcrdma_rs_svc_memreg[16] = "direct";
+module_param_string(svc_memreg, rpcrdma_rs_svc_memreg, sizeof(rpcrdma_rs_svc_memreg), 0444);
+MODULE_PARM_DESC(svc_memreg,
+		 "Server: how Write chunks leave: direct (default; RDMA Writes straight from the Reply's pages, each page a scatter/gather entry, no copy) or cache (copied into buffers of the slab-backed registration cache, see svc_buf_cache)");
+
 static bool rpcrdma_rs_svc_buf_cache = true;
 module_param_named(svc_buf_cache, rpcrdma_rs_svc_buf_cache, bool, 0444);
 MODULE_PARM_DESC(svc_buf_cache,
@@ -77,4 +82,9 @@ void rpcrdma_rs_params_get(struct rpcrdma_rs_params *p)
 const char *rpcrdma_rs_param_memreg(void)
 {
 	return rpcrdma_rs_memreg;
+}
+
+const char *rpcrdma_rs_param_svc_memreg(void)
+{
+	return rpcrdma_rs_svc_memreg;
 }

@@ -60,3 +60,10 @@ pub fn memreg() -> &'static str {
     let s = unsafe { kernel::str::CStr::from_char_ptr(bindings::rpcrdma_rs_param_memreg()) };
     s.to_str().unwrap_or("")
 }
+
+/// The `svc_memreg` parameter (a string).
+pub fn svc_memreg() -> &'static str {
+    // SAFETY: As for `memreg`.
+    let s = unsafe { kernel::str::CStr::from_char_ptr(bindings::rpcrdma_rs_param_svc_memreg()) };
+    s.to_str().unwrap_or("")
+}

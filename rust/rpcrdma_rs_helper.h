@@ -87,6 +87,8 @@ struct rpcrdma_rs_params {
 void rpcrdma_rs_params_get(struct rpcrdma_rs_params *p);
 /* The memreg string; NUL-terminated, fixed after load. */
 const char *rpcrdma_rs_param_memreg(void);
+/* The svc_memreg string; NUL-terminated, fixed after load. */
+const char *rpcrdma_rs_param_svc_memreg(void);
 
 #include "xprt_helpers.h"
 #include "svc_helpers.h"

@@ -33,7 +33,7 @@ use super::svc_bc::BcRegistration;
 use super::svc_class;
 use super::svc_sysctl;
 use super::sysctl::{Entry, Sysctl};
-use super::verbs::DmaBuf;
+use super::verbs::{DmaBuf, PageRef};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
@@ -396,6 +396,60 @@ impl Rqst {
         (res.head[0].iov_len as u32)
             .saturating_add(res.page_len)
             .saturating_add(res.tail[0].iov_len as u32)
+    }
+
+    /// The Reply's bytes `[offset, offset + len)` as references on the
+    /// pages that hold them, each with its byte range in the page, for an
+    /// RDMA Write without a copy (C `svc_rdma_page_dma_map`). Only if every
+    /// byte is in the page list, within `max` pages, and in pages the
+    /// request releases after the reply (`rq_respages .. rq_next_page`,
+    /// which `svc_rqst_release_pages` puts and the next request refills
+    /// with new pages, so a page referenced here is never reused for
+    /// another reply while the Write is in flight); `Ok(false)` otherwise,
+    /// with `out` empty.
+    pub fn res_pages(
+        &self,
+        offset: u32,
+        len: u32,
+        max: usize,
+        out: &mut KVec<(PageRef, usize, usize)>,
+    ) -> Result<bool> {
+        out.clear();
+        // SAFETY: By the type invariant `ptr` is live; sunrpc does not
+        // change the Reply while it is being sent.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        let res = &r.rq_res;
+        let page = kernel::page::PAGE_SIZE as u64;
+        let head = res.head[0].iov_len as u64;
+        let (offset, len) = (u64::from(offset), u64::from(len));
+        let pages_end = head + u64::from(res.page_len);
+        if len == 0 || offset < head || offset + len > pages_end || res.pages.is_null() {
+            return Ok(false);
+        }
+        let mut at = offset - head + u64::from(res.page_base);
+        let end = at + len;
+        let (lo, hi) = (r.rq_respages.cast_const(), r.rq_next_page.cast_const());
+        while at < end {
+            let (index, off) = (at / page, at % page);
+            let l = (page - off).min(end - at);
+            // SAFETY: The page array covers `page_base + page_len` bytes and
+            // `at` is below that.
+            let slot = unsafe { res.pages.add(index as usize) }.cast_const();
+            if out.len() >= max || slot < lo || slot >= hi {
+                out.clear();
+                return Ok(false);
+            }
+            // SAFETY: `slot` is an entry of the page array (above).
+            let Some(p) = NonNull::new(unsafe { *slot }) else {
+                out.clear();
+                return Ok(false);
+            };
+            // SAFETY: A page of the live request.
+            let held = unsafe { PageRef::get(p.cast()) };
+            out.push((held, off as usize, l as usize), GFP_KERNEL)?;
+            at += l;
+        }
+        Ok(true)
     }
 
     /// Copies Reply bytes at `offset` into `dst`.

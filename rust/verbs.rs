@@ -38,7 +38,7 @@ use kernel::sync::Arc;
 use kernel::types::Opaque;
 
 /// Most scatter/gather entries in one work request built by this layer.
-pub const MAX_SGE: usize = 4;
+pub const MAX_SGE: usize = 16;
 
 /// A protection domain and the device it was allocated on.
 ///
@@ -262,6 +262,7 @@ pub struct Endpoint {
     anchor: Arc<Anchor>,
     attr: DeviceAttr,
     send_depth: u32,
+    send_sge: u32,
     comp_vector: u32,
 }
 
@@ -333,8 +334,15 @@ impl Endpoint {
             anchor,
             attr,
             send_depth,
+            send_sge,
             comp_vector: vector,
         })
+    }
+
+    /// Scatter/gather entries one Send or RDMA Write may carry (what the
+    /// queue pair was created with, at most [`MAX_SGE`]).
+    pub fn max_send_sge(&self) -> usize {
+        (self.send_sge as usize).min(MAX_SGE)
     }
 
     /// The completion vector both completion queues are on.
@@ -457,6 +465,12 @@ impl Endpoint {
     /// connection's device.
     pub fn alloc_buf(&self, len: usize, dir: DmaDir) -> Result<Arc<DmaBuf>> {
         DmaBuf::new(&self.anchor.pd, len, dir)
+    }
+
+    /// Maps `len` bytes at `off` of a referenced page for the device to
+    /// read (the source of an RDMA Write or Send), without a copy.
+    pub fn map_page(&self, page: PageRef, off: usize, len: usize) -> Result<Arc<DmaBuf>> {
+        DmaBuf::from_page(&self.anchor.pd, page, off, len)
     }
 
     /// Posts a Send, RDMA Write or RDMA Read described by `op` whose local
@@ -668,6 +682,44 @@ enum Backing {
     Vec { cap: usize },
     /// An object of a slab cache.
     Slab(SlabObj),
+    /// Part of a page someone else filled (a Reply's page, sent without a
+    /// copy), referenced until the buffer goes.
+    Page(#[expect(dead_code, reason = "held for its page reference")] PageRef),
+}
+
+/// A reference on a page, put on drop.
+///
+/// # Invariants
+///
+/// The holder took one reference on `page`.
+pub struct PageRef {
+    page: NonNull<bindings::page>,
+}
+
+// SAFETY: A page reference may be put from any thread.
+unsafe impl Send for PageRef {}
+// SAFETY: Shared references do not touch the page.
+unsafe impl Sync for PageRef {}
+
+impl PageRef {
+    /// Takes a reference on `page`.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live page.
+    pub(in crate::rust) unsafe fn get(page: NonNull<bindings::page>) -> Self {
+        // SAFETY: Live by the safety requirement.
+        unsafe { bindings::rpcrdma_rs_page_get(page.as_ptr()) };
+        // INVARIANT: The reference was taken just above.
+        Self { page }
+    }
+}
+
+impl Drop for PageRef {
+    fn drop(&mut self) {
+        // SAFETY: The reference this holder took (type invariant).
+        unsafe { bindings::rpcrdma_rs_page_put(self.page.as_ptr()) };
+    }
 }
 
 /// A fast-registration MR covering a whole [`DmaBuf`] that is the sink of
@@ -770,6 +822,40 @@ impl DmaBuf {
                 backing: Backing::Vec { cap },
                 dma,
                 dir,
+                mr: None,
+                pd: pd.clone(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Maps `[off, off + len)` of `page` for the device to read.
+    fn from_page(pd: &Arc<Pd>, page: PageRef, off: usize, len: usize) -> Result<Arc<Self>> {
+        let end = off.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || end > kernel::page::PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        // SAFETY: The page is live (referenced by `page`).
+        let base = unsafe { bindings::rpcrdma_rs_page_address(page.page.as_ptr()) };
+        if base.is_null() {
+            // A highmem page has no permanent kernel address.
+            return Err(EINVAL);
+        }
+        // SAFETY: `off < PAGE_SIZE` was checked.
+        let ptr = unsafe { base.cast::<u8>().add(off) };
+        // SAFETY: `ptr` is valid for `len` bytes of the page, which `page`
+        // keeps allocated and which moves into the buffer.
+        let dma = unsafe { map(pd, ptr, len, DmaDir::ToDevice) }?;
+        live::inc(live::Kind::DmaBuf);
+        // INVARIANT: `ptr` holds `len` bytes of the referenced page, mapped
+        // at `dma`.
+        Ok(Arc::new(
+            Self {
+                ptr,
+                len,
+                backing: Backing::Page(page),
+                dma,
+                dir: DmaDir::ToDevice,
                 mr: None,
                 pd: pd.clone(),
             },
@@ -899,6 +985,15 @@ impl DmaBuf {
         self.dir
     }
 
+    /// As [`Self::range`], for the CPU to write: never a page the buffer
+    /// only lends to the device (someone else's data).
+    fn writable_range(&self, offset: usize, len: usize) -> Result<usize> {
+        if matches!(self.backing, Backing::Page(_)) {
+            return Err(EPERM);
+        }
+        self.range(offset, len)
+    }
+
     fn range(&self, offset: usize, len: usize) -> Result<usize> {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         if end > self.len {
@@ -910,7 +1005,7 @@ impl DmaBuf {
     /// Copies `src` into the buffer at `offset` and makes it visible to the
     /// device.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
-        self.range(offset, src.len())?;
+        self.writable_range(offset, src.len())?;
         // SAFETY: `offset + src.len() <= len` was checked; `ptr` is valid for
         // `len` bytes by the type invariant, and `src` cannot overlap it.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) };
@@ -992,7 +1087,7 @@ impl DmaBuf {
     /// to fill; [`Self::sync_for_device`] must follow before the device
     /// reads them. Valid for `len` bytes while `self` is borrowed.
     pub(crate) fn cpu_range_mut(&self, offset: usize, len: usize) -> Result<*mut u8> {
-        self.range(offset, len)?;
+        self.writable_range(offset, len)?;
         // SAFETY: `offset + len <= self.len` was checked.
         Ok(unsafe { self.ptr.add(offset) })
     }

@@ -18,7 +18,7 @@ use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::cm::{CmEvent, CmHandler};
 use crate::rust::svc::XprtLink;
 use crate::rust::trace::{self, AcceptStep, PeerAddr};
-use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, RECV_BATCH_MAX};
+use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, MAX_SGE, RECV_BATCH_MAX};
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -74,7 +74,8 @@ impl Conn {
             &EndpointConfig {
                 max_send_wr: sq_depth,
                 max_recv_wr: sizing.rq_depth,
-                max_send_sge: 1,
+                // A page per entry for Writes from the Reply's pages.
+                max_send_sge: if set.direct { MAX_SGE as u32 } else { 1 },
                 max_recv_sge: 1,
                 unsafe_global_rkey: false,
                 comp_vector: NEXT_COMP_VECTOR.fetch_add(1, Relaxed),
@@ -188,6 +189,7 @@ impl Conn {
                 credits: credits.grant(),
                 inline_send: neg.inline_send,
                 snd_w_inv: neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
+                direct: set.direct,
                 limits: DecodeLimits::server(MAX_PAYLOAD, neg.inline_recv),
             },
             GFP_KERNEL,

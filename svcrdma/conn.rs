@@ -42,6 +42,8 @@ pub(super) struct Shared {
     pub(super) credits: u32,
     pub(super) inline_send: u32,
     pub(super) snd_w_inv: bool,
+    /// Write chunks leave straight from the Reply's pages.
+    pub(super) direct: bool,
     pub(super) limits: DecodeLimits,
 }
 

@@ -49,6 +49,25 @@ struct Settings {
     inline_send: u32,
     /// Largest Call we receive inline (our receive buffers).
     inline_recv: u32,
+    /// Write chunks leave straight from the Reply's pages
+    /// (`svc_memreg=direct`) rather than through cached buffers.
+    direct: bool,
+}
+
+/// Reads the `svc_memreg` parameter: whether Write chunks are sent from
+/// the Reply's pages.
+fn direct_from_param() -> Result<bool> {
+    match crate::rust::params::svc_memreg() {
+        "" | "direct" => Ok(true),
+        "cache" => Ok(false),
+        other => {
+            pr_err!(
+                "svc_memreg={} is not a server registration strategy (direct, cache)\n",
+                other
+            );
+            Err(EINVAL)
+        }
+    }
 }
 
 /// The module's validated configuration, handed over once by
@@ -180,6 +199,7 @@ pub(crate) struct ServerTransport {
     // sleep is needed for code to leave this module's text.
     _reg: Registration<SvcRdma>,
     _debugfs: Pin<KBox<File<()>>>,
+    _debugfs_memreg: Pin<KBox<File<()>>>,
     #[cfg(CONFIG_FAULT_INJECTION)]
     _fault: Pin<KBox<File<()>>>,
     _cache: RegCache,
@@ -193,11 +213,26 @@ impl ServerTransport {
             max_requests: cfg.max_requests,
             inline_send: cfg.max_inline_read,
             inline_recv: cfg.max_inline_write,
+            direct: direct_from_param()?,
         };
         if !SETTINGS.populate(settings) {
             return Err(EBUSY);
         }
         let cache = cache::module_init(cfg)?;
+        pr_info!(
+            "svcrdma: Write chunks {}\n",
+            if settings.direct {
+                "from the Reply's pages (svc_memreg=direct)"
+            } else {
+                "through the registration cache (svc_memreg=cache)"
+            }
+        );
+        // /sys/kernel/debug/rpcrdma_rs/svc_memreg: how Write chunk pieces
+        // left, straight from the Reply's pages or copied.
+        let memreg_file = KBox::pin_init(
+            dir.read_callback_file(c"svc_memreg", (), &|(): &(), f| rw::show_writes(f)),
+            GFP_KERNEL,
+        )?;
         // /sys/kernel/debug/rpcrdma_rs/svc_registration_cache: per class
         // hits, misses, registrations, evictions and what is held.
         let file = KBox::pin_init(
@@ -245,6 +280,7 @@ impl ServerTransport {
         Ok(Self {
             _reg: reg,
             _debugfs: file,
+            _debugfs_memreg: memreg_file,
             #[cfg(CONFIG_FAULT_INJECTION)]
             _fault: fault,
             _cache: cache,

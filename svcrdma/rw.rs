@@ -26,7 +26,7 @@ use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
-use crate::rust::svc::{stat_add, Stat};
+use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
@@ -34,7 +34,27 @@ use crate::rust::verbs::{
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, SpinLockIrq};
+
+/// Write chunk pieces sent straight from Reply pages, the pages they
+/// named, and pieces copied into a cached buffer instead (debugfs
+/// `svc_memreg`).
+static DIRECT_WRITES: Atomic<u64> = Atomic::new(0);
+static DIRECT_PAGES: Atomic<u64> = Atomic::new(0);
+static COPIED_WRITES: Atomic<u64> = Atomic::new(0);
+
+/// Writes the debugfs view of how Write chunk pieces left.
+pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    writeln!(f, "direct_writes direct_pages copied_writes")?;
+    writeln!(
+        f,
+        "{} {} {}",
+        DIRECT_WRITES.load(Relaxed),
+        DIRECT_PAGES.load(Relaxed),
+        COPIED_WRITES.load(Relaxed)
+    )
+}
 
 /// Largest buffer of one RDMA Read or Write (order-4 slab object).
 pub(super) const PIECE: usize = 64 * 1024;
@@ -418,6 +438,89 @@ impl Io<'_> {
             posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
+        Ok(())
+    }
+
+    /// Pushes `total` bytes of the Reply from offset `start` to the
+    /// client's segments `segs` straight from the Reply's pages (C
+    /// `svc_rdma_send_write_chunk`): one RDMA Write per piece, each page a
+    /// scatter/gather entry, the pages referenced until the Write
+    /// completes. A piece whose bytes are not all in pages the request
+    /// releases (see [`Rqst::res_pages`]) is copied through a cached buffer.
+    pub(super) fn write_chunk_direct(
+        &self,
+        kind: ChunkOp,
+        segs: &[Segment],
+        total: usize,
+        rqst: &Rqst,
+        start: u32,
+    ) -> Result {
+        let sges = self.ep.max_send_sge();
+        // An unaligned piece spans one page more than its length needs.
+        let max_piece = sges
+            .saturating_sub(1)
+            .saturating_mul(kernel::page::PAGE_SIZE)
+            .min(PIECE);
+        if max_piece == 0 {
+            return self.write_chunk(kind, segs, total, |off, buf, len| {
+                let at = start.checked_add(u32::try_from(off)?).ok_or(EINVAL)?;
+                rqst.read_res_into_buf(at, buf, 0, len)
+            });
+        }
+        let mut pages = KVec::new();
+        let mut posted = 0;
+        for p in Pieces::new(segs, total, max_piece) {
+            let p = p.map_err(piece_error)?;
+            let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
+            let len = u32::try_from(p.len)?;
+            stat_add(Stat::Write, 1);
+            stat_add(Stat::WriteBytes, p.len as u64);
+            let write = SendOp::RdmaWrite {
+                remote_addr: p.addr,
+                rkey: p.rkey,
+            };
+            if rqst.res_pages(at, len, sges, &mut pages)? {
+                let mut sgl = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
+                let n = pages.len() as u64;
+                for (page, off, l) in pages.drain_all() {
+                    let buf = self.ep.map_page(page, off, l)?;
+                    let seg = crate::rust::verbs::Segment {
+                        buf,
+                        offset: 0,
+                        len: l,
+                    };
+                    sgl.push(seg, GFP_KERNEL)?;
+                }
+                self.post_segments(sgl, write)?;
+                DIRECT_WRITES.add(1, Relaxed);
+                DIRECT_PAGES.add(n, Relaxed);
+            } else {
+                let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
+                rqst.read_res_into_buf(at, &t.buf, 0, p.len)?;
+                self.post_one(t.buf, p.len, write, t.slot)?;
+                COPIED_WRITES.add(1, Relaxed);
+            }
+            posted += 1;
+        }
+        trace::svcrdma_post_chunk(kind, posted, total);
+        Ok(())
+    }
+
+    /// Posts an RDMA Write over `sgl` with a send queue slot; its buffers
+    /// (page mappings) go when it completes.
+    fn post_segments(&self, sgl: KVec<crate::rust::verbs::Segment>, op: SendOp) -> Result {
+        let wr = WorkRequest::new(
+            SqHandler {
+                sq: self.sq.clone(),
+                cache: None,
+            },
+            sgl,
+        )?;
+        self.sq.acquire()?;
+        if let Err(e) = self.ep.post_send(wr, op) {
+            self.sq.release(1);
+            return Err(e);
+        }
         Ok(())
     }
 }

@@ -65,6 +65,14 @@ impl Conn {
         // Result payloads through the Write chunks.
         for w in PayloadWrites::new(&pcl, xdr_len) {
             let w = w.map_err(|_| EINVAL)?;
+            if s.direct {
+                let start = w.reply_offset(0).ok_or(EINVAL)?;
+                let segs = pcl.segments(w.chunk);
+                let len = usize_of(w.len)?;
+                self.io()
+                    .write_chunk_direct(ChunkOp::Write, segs, len, rqst, start)?;
+                continue;
+            }
             self.io().write_chunk(
                 ChunkOp::Write,
                 pcl.segments(w.chunk),

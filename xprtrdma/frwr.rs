@@ -154,7 +154,6 @@ impl Conn {
         regs: &mut KVec<Reg>,
         segs: &mut KVec<Segment>,
     ) -> Result {
-        add(&self.counters().registrations, 1);
         match self.settings.strategy {
             Strategy::Physical => self.register_physical(rqst, span, regs, segs),
             Strategy::Cache => self.register_cached(rqst, span, regs, segs),
@@ -170,6 +169,8 @@ impl Conn {
         regs: &mut KVec<Reg>,
         segs: &mut KVec<Segment>,
     ) -> Result {
+        // A range of pool MRs (with `memreg=cache`, a head or tail part).
+        add(&self.counters().registrations, 1);
         let (rcv, writable) = (span.rcv, span.writable());
         let end = span.offset.checked_add(span.len).ok_or(EINVAL)?;
         let mut at = span.offset;

@@ -32,8 +32,8 @@ impl Conn {
             let (addr, l) = pm.piece(i);
             segs.push(Segment::new(self.global_rkey, l, addr), GFP_KERNEL)?;
         }
-        // `register` counted the range in `registrations`.
         let c = counters(Strategy::Physical);
+        add(&c.registrations, 1);
         add(&c.mappings, u64::from(pm.mappings()));
         add(&c.segments, u64::from(pm.count()));
         regs.push(Reg::Phys(pm), GFP_KERNEL)?;

@@ -149,7 +149,9 @@ pub(super) enum Reg {
 pub(crate) struct StrategyCounters {
     /// Transports using it now.
     pub(crate) transports: Atomic<i64>,
-    /// Ranges registered (MRs mapped, or physical mappings made).
+    /// Ranges registered: mapped into pool MRs (`fmr`; with `cache` the
+    /// head and tail parts, the cache's own registrations being counted in
+    /// `client_cache`), or physical mappings made.
     pub(crate) registrations: Atomic<u64>,
     /// LOCAL_INV work requests posted per reply.
     pub(crate) invalidations: Atomic<u64>,

@@ -4,7 +4,7 @@
 # rpcrdma_rs, loaded without parameters):
 #   - before the load (admin_refused_loads): parameters out of range refuse
 #     it;
-#   - all ten module parameters listed, read-only, in
+#   - all eleven module parameters listed, read-only, in
 #     /sys/module/rpcrdma_rs/parameters with the values loaded;
 #   - the six client sysctls /proc/sys/sunrpc/rdma_* and every file of C's
 #     /proc/sys/sunrpc/svc_rdma, writable where C's are, starting at the
@@ -21,7 +21,7 @@ ADMIN_SYS=/proc/sys/sunrpc
 ADMIN_SVC=/proc/sys/sunrpc/svc_rdma
 # The values of a load without parameters (scenarios/main.sh).
 ADMIN_EXPECT="max_requests=128 max_inline_read=4096 max_inline_write=4096 memreg=fmr
-fmr_pool_size=0 fmr_pages_per_mr=0 fmr_dirty_watermark=0 cache_max_mb=64 svc_buf_cache=Y force_mr=N"
+fmr_pool_size=0 fmr_pages_per_mr=0 fmr_dirty_watermark=0 cache_max_mb=64 svc_memreg=direct svc_buf_cache=Y force_mr=N"
 ADMIN_CLIENT_FILES="rdma_slot_table_entries rdma_max_inline_read rdma_max_inline_write
 rdma_inline_write_padding rdma_memreg_strategy rdma_pad_optimize"
 ADMIN_SVC_FILES="max_requests max_req_size max_outbound_read_requests rdma_stat_read
@@ -174,7 +174,7 @@ admin_effect() {
 # kernel log line naming the parameter, and leaves nothing loaded: the
 # values declared in C reach the checks of src/config.rs.
 ADMIN_REFUSED="max_requests=3 max_requests=16385 max_inline_read=65537 max_inline_write=1023
-fmr_pool_size=4 fmr_pages_per_mr=258 fmr_dirty_watermark=256 cache_max_mb=0 memreg=bogus"
+fmr_pool_size=4 fmr_pages_per_mr=258 fmr_dirty_watermark=256 cache_max_mb=0 memreg=bogus svc_memreg=bogus"
 admin_refused_loads() {
     _n=admin-parameter-range _bad=
     mod_loaded rpcrdma_rs && { info "admin: rpcrdma_rs already loaded, refused loads not tried"; return 0; }

@@ -287,6 +287,32 @@ check_regcache() {
     fi
 }
 
+# How Write chunk pieces left (debugfs svc_memreg): straight from the
+# Reply's pages by default (svc_memreg=direct), copied through the cache
+# with svc_memreg=cache.
+check_svc_memreg() {
+    _f=/sys/kernel/debug/rpcrdma_rs/svc_memreg
+    [ -r $_f ] || { fail svc-memreg "no $_f"; return; }
+    info "svc_memreg: $(tr '\n' ';' < $_f)"
+    [ "$SIZE" -gt 0 ] || return
+    _direct=$(awk 'NR == 2 { print $1 }' $_f)
+    _copied=$(awk 'NR == 2 { print $3 }' $_f)
+    case " $SERVER_PARAMS " in
+        *" svc_memreg=cache "*)
+            if [ "${_direct:-x}" = 0 ] && [ "${_copied:-0}" -gt 0 ]; then
+                pass svc-memreg-cache-copies
+            else
+                fail svc-memreg-cache-copies "direct $_direct, copied $_copied"
+            fi ;;
+        *)
+            if [ "${_direct:-0}" -gt 0 ]; then
+                pass svc-memreg-direct-writes
+            else
+                fail svc-memreg-direct-writes "direct $_direct, copied $_copied"
+            fi ;;
+    esac
+}
+
 # While the client works, once the server holds idle cached buffers, ask
 # every shrinker to free what it can (drop_caches mode 2 runs drop_slab):
 # the cache's shrinker must evict some (deferred MR deregistration on siw).
@@ -338,6 +364,7 @@ case $ROLE in
                 pass svc-rdma-stats
             fi
             check_regcache
+            check_svc_memreg
             # A recalled delegation: the CB_RECALL went out on our backchannel
             # and the local write waited only for the client's DELEGRETURN.
             if [ -e "$EXPORT/.deleg-done" ]; then
