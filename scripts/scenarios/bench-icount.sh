@@ -17,6 +17,9 @@
 #                 the default 4 KiB inline thresholds, as memreg=physical)
 #   rust-nocache  rpcrdma_rs.ko, svc_buf_cache=0 (the server's buffer cache
 #                 off; the client as in rust: nothing to do with rust-cache)
+#   rust-svccopy  rpcrdma_rs.ko, svc_memreg=cache (the server copies Write
+#                 chunks into cached buffers instead of sending them from
+#                 the Reply's pages, the default)
 #   alt           ALT_KO on both ends, default parameters (another build of
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
@@ -75,6 +78,7 @@ use_config() {
         rust-physical) load_rust_rpcrdma memreg=physical ;;
         rust-cache) load_rust_rpcrdma memreg=cache ;;
         rust-nocache) load_rust_rpcrdma svc_buf_cache=0 ;;
+        rust-svccopy) load_rust_rpcrdma svc_memreg=cache ;;
         alt) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
              _ko=$RUST_RPCRDMA_KO; RUST_RPCRDMA_KO=$ALT_KO
              load_rust_rpcrdma; _lrc=$?; RUST_RPCRDMA_KO=$_ko; [ $_lrc = 0 ] ;;
