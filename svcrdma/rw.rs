@@ -302,13 +302,21 @@ impl Io<'_> {
     /// slot; the buffer goes back to the cache (class `slot`) when it
     /// completes.
     fn post_one(&self, buf: Arc<DmaBuf>, len: usize, op: SendOp, slot: usize) -> Result {
-        let wr = WorkRequest::new(
-            SqHandler {
-                sq: self.sq.clone(),
-                cache: Some((self.cache.clone(), slot)),
-            },
-            one_segment(buf, len)?,
-        )?;
+        let cache = Some((self.cache.clone(), slot));
+        self.post_wr(cache, one_segment(buf, len)?, op)
+    }
+
+    /// Posts `op` over `sgl` with a send queue slot; on completion the
+    /// first buffer goes back to the cache if `cache` names its class, and
+    /// the others (page mappings) are released.
+    fn post_wr(
+        &self,
+        cache: Option<(Arc<BufCache>, usize)>,
+        sgl: KVec<crate::rust::verbs::Segment>,
+        op: SendOp,
+    ) -> Result {
+        let sq = self.sq.clone();
+        let wr = WorkRequest::new(SqHandler { sq, cache }, sgl)?;
         self.sq.acquire()?;
         if let Err(e) = self.ep.post_send(wr, op) {
             self.sq.release(1);
@@ -491,7 +499,7 @@ impl Io<'_> {
                     };
                     sgl.push(seg, GFP_KERNEL)?;
                 }
-                self.post_segments(sgl, write)?;
+                self.post_wr(None, sgl, write)?;
                 DIRECT_WRITES.add(1, Relaxed);
                 DIRECT_PAGES.add(n, Relaxed);
             } else {
@@ -503,24 +511,6 @@ impl Io<'_> {
             posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
-        Ok(())
-    }
-
-    /// Posts an RDMA Write over `sgl` with a send queue slot; its buffers
-    /// (page mappings) go when it completes.
-    fn post_segments(&self, sgl: KVec<crate::rust::verbs::Segment>, op: SendOp) -> Result {
-        let wr = WorkRequest::new(
-            SqHandler {
-                sq: self.sq.clone(),
-                cache: None,
-            },
-            sgl,
-        )?;
-        self.sq.acquire()?;
-        if let Err(e) = self.ep.post_send(wr, op) {
-            self.sq.release(1);
-            return Err(e);
-        }
         Ok(())
     }
 }
