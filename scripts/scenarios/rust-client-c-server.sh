@@ -13,7 +13,8 @@
 # removed and added back under a mounted client.
 # With memreg=cache in the client's parameters, after the data phases of
 # the first version: an O_DIRECT file written and read back twice through
-# the registration cache (cache_check), and at the end, once every mount
+# the registration cache and a shrinker run (cache_check), and at the end,
+# once every mount
 # is gone, the cache's entries must have been dropped (cache_released).
 # Arguments: [SIZE_MIB] [VERSIONS, e.g. 4.2+4.1+4.0+3] [rpcrdma_rs params, ':'-separated, - for none,
 #            c-client to run the in-tree C client instead, for comparison]
@@ -123,7 +124,8 @@ all_numbers() {
 # connection does not offer it), at most cache_max_mb pinned per transport
 # and, when the data phases' file (SIZE MiB, written and read through the
 # page cache) is at least twice cache_max_mb, evictions and at least one
-# invalidation batch.
+# invalidation batch. Last, memory pressure (drop_caches 2 runs every
+# shrinker): the cache's shrinker must evict entries.
 cache_check() {
     _cv=nfs$1 _src=/tmp/.cache-src _cf=$MNT/cache.dat
     [ -r $CACHE_F ] || { fail "$_cv-cache-debugfs" "no $CACHE_F"; return 1; }
@@ -178,6 +180,22 @@ EOF
         else
             fail "$_cv-cache-evictions-batched" "$SIZE MiB moved through a $_mb MiB cache: evictions=$_ev invalidation_batches=$_ib invalidations=$_iv"
         fi
+    fi
+    # Memory pressure: drop_caches mode 2 runs every shrinker, and the
+    # cache's must let entries go (the mount is idle and holds some).
+    read -r _en0 _se0 <<EOF
+$(cache_fields entries shrinker_evictions)
+EOF
+    echo 2 > /proc/sys/vm/drop_caches
+    sleep 1
+    read -r _en1 _se1 <<EOF
+$(cache_fields entries shrinker_evictions)
+EOF
+    if all_numbers "$_en0" "$_se0" "$_en1" "$_se1" && [ "$_en0" -gt 0 ] &&
+        [ "$_se1" -gt "$_se0" ] && [ "$_en1" -lt "$_en0" ]; then
+        pass "$_cv-cache-shrinker"
+    else
+        fail "$_cv-cache-shrinker" "entries $_en0 -> $_en1, shrinker_evictions $_se0 -> $_se1 after drop_caches 2"
     fi
 }
 
