@@ -563,7 +563,7 @@ impl Conn {
         // Victims that could not be tracked are deregistered here, outside
         // the lock; the connection starts afresh without them.
         if !lost.is_empty() {
-            drop(lost);
+            self.discard(lost);
             self.xprt.force_disconnect();
         }
         match u {
@@ -644,6 +644,25 @@ impl Conn {
         drop(rejected);
     }
 
+    /// Deregisters registrations that could not be tracked (outside the
+    /// cache lock: deregistering may sleep), which revokes their steering
+    /// tags, and releases their pages.
+    fn discard(&self, lost: impl IntoIterator<Item = RunMr>) {
+        for mr in lost {
+            let pages = mr.pages();
+            drop(mr);
+            self.unpin(pages);
+        }
+    }
+
+    /// Takes `pages` pages off the pinned counts.
+    fn unpin(&self, pages: u32) {
+        COUNTERS.pinned_bytes.add(-bytes(pages), Relaxed);
+        if let Some(st) = (*self.cache.lock()).as_mut() {
+            st.pinned = st.pinned.saturating_sub(u64::from(pages));
+        }
+    }
+
     /// Registrations whose invalidation completed (`valid`; otherwise their
     /// state is unknown and they are deregistered): their pages go.
     fn retire(&self, evicted: KVec<Doomed>, valid: bool) {
@@ -651,10 +670,7 @@ impl Conn {
             let mut mr = d.mr;
             let pages = mr.pages();
             mr.release();
-            COUNTERS.pinned_bytes.add(-bytes(pages), Relaxed);
-            if let Some(st) = (*self.cache.lock()).as_mut() {
-                st.pinned = st.pinned.saturating_sub(u64::from(pages));
-            }
+            self.unpin(pages);
             if valid {
                 self.keep_spare(mr);
             }
@@ -678,8 +694,8 @@ impl Conn {
             }
             flush = st.doomed.iter().any(|d| d.users == 0);
         }
-        if lost.is_some() {
-            drop(lost);
+        if let Some(m) = lost {
+            self.discard([m]);
             self.xprt.force_disconnect();
         }
         if flush {
@@ -716,7 +732,7 @@ impl Conn {
             }
         }
         if !lost.is_empty() {
-            drop(lost);
+            self.discard(lost);
             return false;
         }
         !any || self.flush_evicted(this, GFP_KERNEL, wait).is_ok()
@@ -877,7 +893,7 @@ impl ShrinkObject for Conn {
         };
         COUNTERS.shrinker_evictions.add(n as u64, Relaxed);
         if !lost.is_empty() {
-            drop(lost);
+            this.discard(lost);
             this.xprt.force_disconnect();
         }
         if n > 0 {
