@@ -443,6 +443,9 @@ impl Io<'_> {
                 rkey: p.rkey,
             };
             self.post_one(t.buf, p.len, write, t.slot)?;
+            if matches!(kind, ChunkOp::Write) {
+                COPIED_WRITES.add(1, Relaxed);
+            }
             posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
