@@ -53,17 +53,26 @@ pub fn get() -> Params {
     }
 }
 
+/// A string parameter's value (empty if it is not UTF-8).
+///
+/// # Safety
+///
+/// `p` is a string parameter's NUL-terminated static buffer, written only
+/// at module load (permissions 0444).
+unsafe fn string_param(p: *const kernel::ffi::c_char) -> &'static str {
+    // SAFETY: By the safety requirement.
+    let s = unsafe { kernel::str::CStr::from_char_ptr(p) };
+    s.to_str().unwrap_or("")
+}
+
 /// The `memreg` parameter (a string).
 pub fn memreg() -> &'static str {
-    // SAFETY: The parameter is a NUL-terminated static buffer, written only
-    // at module load (permissions 0444).
-    let s = unsafe { kernel::str::CStr::from_char_ptr(bindings::rpcrdma_rs_param_memreg()) };
-    s.to_str().unwrap_or("")
+    // SAFETY: The helper returns the parameter's buffer.
+    unsafe { string_param(bindings::rpcrdma_rs_param_memreg()) }
 }
 
 /// The `svc_memreg` parameter (a string).
 pub fn svc_memreg() -> &'static str {
-    // SAFETY: As for `memreg`.
-    let s = unsafe { kernel::str::CStr::from_char_ptr(bindings::rpcrdma_rs_param_svc_memreg()) };
-    s.to_str().unwrap_or("")
+    // SAFETY: The helper returns the parameter's buffer.
+    unsafe { string_param(bindings::rpcrdma_rs_param_svc_memreg()) }
 }

@@ -56,6 +56,14 @@ pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result
     )
 }
 
+/// The RDMA Write of piece `p` to the client's segment.
+fn write_op(p: &Piece) -> SendOp {
+    SendOp::RdmaWrite {
+        remote_addr: p.addr,
+        rkey: p.rkey,
+    }
+}
+
 /// Largest buffer of one RDMA Read or Write (order-4 slab object).
 pub(super) const PIECE: usize = 64 * 1024;
 
@@ -434,21 +442,28 @@ impl Io<'_> {
         let mut posted = 0;
         for p in Pieces::new(segs, total, PIECE) {
             let p = p.map_err(piece_error)?;
-            let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
-            fill(p.off, &t.buf, p.len)?;
-            stat_add(Stat::Write, 1);
-            stat_add(Stat::WriteBytes, p.len as u64);
-            let write = SendOp::RdmaWrite {
-                remote_addr: p.addr,
-                rkey: p.rkey,
-            };
-            self.post_one(t.buf, p.len, write, t.slot)?;
-            if matches!(kind, ChunkOp::Write) {
-                COPIED_WRITES.add(1, Relaxed);
-            }
+            self.write_copied(kind, &p, |buf| fill(p.off, buf, p.len))?;
             posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
+        Ok(())
+    }
+
+    /// RDMA-Writes piece `p` from a cached buffer that `fill` filled.
+    fn write_copied(
+        &self,
+        kind: ChunkOp,
+        p: &Piece,
+        fill: impl FnOnce(&DmaBuf) -> Result,
+    ) -> Result {
+        let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
+        fill(&t.buf)?;
+        stat_add(Stat::Write, 1);
+        stat_add(Stat::WriteBytes, p.len as u64);
+        self.post_one(t.buf, p.len, write_op(p), t.slot)?;
+        if matches!(kind, ChunkOp::Write) {
+            COPIED_WRITES.add(1, Relaxed);
+        }
         Ok(())
     }
 
@@ -484,12 +499,6 @@ impl Io<'_> {
             let p = p.map_err(piece_error)?;
             let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
             let len = u32::try_from(p.len)?;
-            stat_add(Stat::Write, 1);
-            stat_add(Stat::WriteBytes, p.len as u64);
-            let write = SendOp::RdmaWrite {
-                remote_addr: p.addr,
-                rkey: p.rkey,
-            };
             if rqst.res_pages(at, len, sges, &mut pages)? {
                 let mut sgl = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
                 let n = pages.len() as u64;
@@ -502,14 +511,14 @@ impl Io<'_> {
                     };
                     sgl.push(seg, GFP_KERNEL)?;
                 }
-                self.post_wr(None, sgl, write)?;
+                stat_add(Stat::Write, 1);
+                stat_add(Stat::WriteBytes, p.len as u64);
+                self.post_wr(None, sgl, write_op(&p))?;
                 DIRECT_WRITES.add(1, Relaxed);
                 DIRECT_PAGES.add(n, Relaxed);
             } else {
-                let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
-                rqst.read_res_into_buf(at, &t.buf, 0, p.len)?;
-                self.post_one(t.buf, p.len, write, t.slot)?;
-                COPIED_WRITES.add(1, Relaxed);
+                let copy = |buf: &DmaBuf| rqst.read_res_into_buf(at, buf, 0, p.len);
+                self.write_copied(kind, &p, copy)?;
             }
             posted += 1;
         }
