@@ -305,9 +305,10 @@ impl Rqst {
         len: usize,
     ) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
-        let src = buf.cpu_range(buf_off, len)?;
-        // SAFETY: `src` is valid for `len` bytes while `buf` is borrowed.
-        unsafe { self.arg_write(offset, src.cast(), len32) }
+        // SAFETY: `src` is valid for `len` bytes during the call.
+        buf.with_cpu_range(buf_off, len, |src| unsafe {
+            self.arg_write(offset, src.cast(), len32)
+        })?
     }
 
     /// Copies `len` bytes at `src` into the Call at `offset`, within
@@ -469,11 +470,10 @@ impl Rqst {
         len: usize,
     ) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
-        let dst = buf.cpu_range_mut(buf_off, len)?;
-        // SAFETY: `dst` is valid for `len` bytes while `buf` is borrowed.
-        unsafe { self.res_read(offset, dst.cast(), len32) }?;
-        buf.sync_for_device();
-        Ok(())
+        // SAFETY: `dst` is valid for `len` bytes during the call.
+        buf.with_cpu_range_mut(buf_off, len, |dst| unsafe {
+            self.res_read(offset, dst.cast(), len32)
+        })?
     }
 
     /// Copies `len` bytes of the Reply at `offset` to `dst`, within the

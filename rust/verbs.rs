@@ -33,7 +33,7 @@ use core::ptr::NonNull;
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::Arc;
 use kernel::types::Opaque;
 
@@ -747,8 +747,10 @@ struct SinkMr {
 
 /// A kernel buffer mapped for DMA on a device.
 ///
-/// Its bytes are only reached by copying (`read`/`write`), never through a
-/// long-lived reference, because the device may write them at any time.
+/// Its bytes are only reached by copying (`read`/`write`) or lent to a
+/// closure for the length of one call (`fill`, `with_received`), never
+/// through a long-lived reference, because the device may write them at
+/// any time.
 /// The memory is a `KVec` ([`Endpoint::alloc_buf`]) or a slab object
 /// ([`DmaBuf::from_slab`], the server's registration cache, which keeps
 /// buffers mapped, and for RDMA Read sinks on devices that need it
@@ -767,14 +769,27 @@ pub struct DmaBuf {
     dir: DmaDir,
     mr: Option<SinkMr>,
     pd: Arc<Pd>,
+    /// The CPU is reading or writing the bytes (`read`, `write`, `fill`):
+    /// one such access at a time, so the slice `fill` lends is never
+    /// aliased.
+    cpu_busy: Atomic<bool>,
 }
 
-// SAFETY: The buffer is only accessed through copies and DMA syncs; the
-// pointers are owned by this object.
+// SAFETY: The buffer is only accessed through copies, DMA syncs and the
+// exclusive loan of `fill`; the pointers are owned by this object.
 unsafe impl Send for DmaBuf {}
-// SAFETY: See `Send`; concurrent `write`s are the caller's logical race, not
-// a memory-safety one (bytes are copied with raw pointer copies).
+// SAFETY: See `Send`; CPU accesses from several threads are serialised by
+// `cpu_busy` (the loser fails with `EBUSY`), so no two overlap.
 unsafe impl Sync for DmaBuf {}
+
+/// The CPU's hold on a [`DmaBuf`]'s bytes, given up on drop.
+struct CpuAccess<'a>(&'a Atomic<bool>);
+
+impl Drop for CpuAccess<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Release);
+    }
+}
 
 /// Maps `len` bytes at `ptr` on `pd`'s device.
 ///
@@ -824,6 +839,7 @@ impl DmaBuf {
                 dir,
                 mr: None,
                 pd: pd.clone(),
+                cpu_busy: Atomic::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -858,6 +874,7 @@ impl DmaBuf {
                 dir: DmaDir::ToDevice,
                 mr: None,
                 pd: pd.clone(),
+                cpu_busy: Atomic::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -887,6 +904,7 @@ impl DmaBuf {
             dir,
             mr: None,
             pd: pd.clone(),
+            cpu_busy: Atomic::new(false),
         };
         if sink_mr {
             // Pages covered: the object may start inside a page.
@@ -1002,10 +1020,52 @@ impl DmaBuf {
         Ok(end)
     }
 
+    /// Takes the CPU's hold on the bytes; `EBUSY` while another thread
+    /// has it.
+    fn cpu_access(&self) -> Result<CpuAccess<'_>> {
+        self.cpu_busy
+            .cmpxchg(false, true, Acquire)
+            .map_err(|_| EBUSY)?;
+        Ok(CpuAccess(&self.cpu_busy))
+    }
+
+    /// Lends the whole buffer to `f` to write in place (a Send buffer
+    /// built where the device will read it, with no staging copy), then
+    /// makes the bytes `f` says it wrote, counted from the start, visible
+    /// to the device; returns that count.
+    ///
+    /// Only for a buffer the device reads (`DmaDir::ToDevice`) whose bytes
+    /// are the buffer's own (not a lent page), and only between the
+    /// completion of its last work request and its next post: the device
+    /// would read a half-written buffer otherwise (the CPU's access itself
+    /// is exclusive, see `cpu_busy`).
+    pub fn fill(&self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result<usize> {
+        if self.dir != DmaDir::ToDevice {
+            return Err(EINVAL);
+        }
+        self.writable_range(0, self.len)?;
+        let used = {
+            let _cpu = self.cpu_access()?;
+            // SAFETY: `ptr` is valid for `len` bytes by the type invariant;
+            // no other reference to them exists while `_cpu` is held (every
+            // CPU access takes it), and the device only reads them.
+            let bytes = unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) };
+            f(bytes)?
+        };
+        self.range(0, used)?;
+        // SAFETY: The mapping is live by the type invariant; `used` is
+        // within it (checked above).
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_device(self.pd.device.as_ptr(), self.dma, used, 1)
+        };
+        Ok(used)
+    }
+
     /// Copies `src` into the buffer at `offset` and makes it visible to the
     /// device.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
         self.writable_range(offset, src.len())?;
+        let _cpu = self.cpu_access()?;
         // SAFETY: `offset + src.len() <= len` was checked; `ptr` is valid for
         // `len` bytes by the type invariant, and `src` cannot overlap it.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) };
@@ -1024,6 +1084,7 @@ impl DmaBuf {
     /// Makes what the device wrote visible and copies it into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
         self.range(offset, dst.len())?;
+        let _cpu = self.cpu_access()?;
         // SAFETY: The mapping is live by the type invariant.
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_cpu(
@@ -1053,22 +1114,30 @@ impl DmaBuf {
             return Err(EINVAL);
         }
         self.range(0, len)?;
+        let _cpu = self.cpu_access()?;
         // SAFETY: The mapping is live by the type invariant; `len` is within
         // it (checked above).
         unsafe { bindings::rpcrdma_rs_dma_sync_for_cpu(self.pd.device.as_ptr(), self.dma, len, 0) };
         // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
         // invariant and stays so while `self` is borrowed; no CPU writer
-        // exists for a device-written buffer (see above).
+        // reaches them while `_cpu` is held.
         let bytes = unsafe { core::slice::from_raw_parts(self.ptr.cast_const(), len) };
         Ok(f(bytes))
     }
 
-    /// Makes what the device wrote visible to the CPU and returns a pointer
-    /// to bytes `[offset, offset + len)`, for FFI code in `rust/` that
-    /// copies them straight into kernel structures (no bounce copy). The
-    /// pointer is valid for `len` bytes while `self` is borrowed.
-    pub(crate) fn cpu_range(&self, offset: usize, len: usize) -> Result<*const u8> {
+    /// Makes what the device wrote visible to the CPU and calls `f` with a
+    /// pointer to bytes `[offset, offset + len)`, for FFI code in `rust/`
+    /// that copies them straight into kernel structures (no bounce copy).
+    /// The pointer is valid for `len` bytes during the call, which holds
+    /// the CPU's access to the buffer.
+    pub(crate) fn with_cpu_range<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(*const u8) -> R,
+    ) -> Result<R> {
         self.range(offset, len)?;
+        let _cpu = self.cpu_access()?;
         // SAFETY: The mapping is live by the type invariant.
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_cpu(
@@ -1080,21 +1149,25 @@ impl DmaBuf {
         };
         // SAFETY: `offset + len <= self.len` was checked, so the result
         // stays inside the allocation `ptr` points to.
-        Ok(unsafe { self.ptr.add(offset) }.cast_const())
+        Ok(f(unsafe { self.ptr.add(offset) }.cast_const()))
     }
 
-    /// A pointer to bytes `[offset, offset + len)` for FFI code in `rust/`
-    /// to fill; [`Self::sync_for_device`] must follow before the device
-    /// reads them. Valid for `len` bytes while `self` is borrowed.
-    pub(crate) fn cpu_range_mut(&self, offset: usize, len: usize) -> Result<*mut u8> {
+    /// Calls `f` with a pointer to bytes `[offset, offset + len)` for FFI
+    /// code in `rust/` to fill, then makes them visible to the device. The
+    /// pointer is valid for `len` bytes during the call, which holds the
+    /// CPU's access to the buffer.
+    pub(crate) fn with_cpu_range_mut<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(*mut u8) -> R,
+    ) -> Result<R> {
         self.writable_range(offset, len)?;
-        // SAFETY: `offset + len <= self.len` was checked.
-        Ok(unsafe { self.ptr.add(offset) })
-    }
-
-    /// Makes what the CPU wrote through [`Self::cpu_range_mut`] visible to
-    /// the device.
-    pub(crate) fn sync_for_device(&self) {
+        let r = {
+            let _cpu = self.cpu_access()?;
+            // SAFETY: `offset + len <= self.len` was checked.
+            f(unsafe { self.ptr.add(offset) })
+        };
         // SAFETY: The mapping is live by the type invariant.
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_device(
@@ -1104,6 +1177,7 @@ impl DmaBuf {
                 i32::from(self.dir == DmaDir::ToDevice),
             )
         };
+        Ok(r)
     }
 
     /// The address and rkey a peer uses to reach this buffer with RDMA, when

@@ -73,14 +73,17 @@ impl Conn {
         };
         stat_add(Stat::Recv, 1);
         let wr = s.recvs.get(slot)?;
-        let msg = wr.buf(0).and_then(|buf| {
-            let n = usize_of(byte_len).ok()?.min(buf.len());
-            let mut v = KVec::from_elem(0u8, n, GFP_KERNEL).ok()?;
-            buf.read(0, &mut v).ok()?;
-            Some(v)
-        });
+        // Decoded where the device put it (C decodes `rc_recv_buf` in
+        // place); the Receive is posted again once that is done.
+        let res = match (wr.buf(0), usize_of(byte_len)) {
+            (Some(buf), Ok(n)) => buf
+                .with_received(n.min(buf.len()), |msg| self.process(rqst, msg))
+                .and_then(|r| r),
+            (None, _) => Err(EINVAL),
+            (_, Err(e)) => Err(e),
+        };
         self.repost(slot);
-        match self.process(rqst, msg?) {
+        match res {
             Ok(ctxt) => ctxt,
             Err(e) => {
                 crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
@@ -134,12 +137,12 @@ impl Conn {
 
     /// Works on a received message: answers what is wrong with it,
     /// assembles an inline Call, or starts the RDMA Reads of its chunks.
-    fn process(&self, rqst: &mut Rqst, msg: KVec<u8>) -> Result<Option<KBox<CallCtxt>>> {
+    fn process(&self, rqst: &mut Rqst, msg: &[u8]) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
-        let hdr = match decode_call(&msg, &s.limits) {
+        let hdr = match decode_call(msg, &s.limits) {
             Ok(h) => h,
             Err(e) => {
-                self.send_decode_error(&msg, &e);
+                self.send_decode_error(msg, &e);
                 return Ok(None);
             }
         };
@@ -147,7 +150,7 @@ impl Conn {
         let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
             return Ok(None);
         };
-        trace::svcrdma_decode_rqst(&msg, msg.len().saturating_sub(inline.len()));
+        trace::svcrdma_decode_rqst(msg, msg.len().saturating_sub(inline.len()));
         if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
             // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
             stat_add(Stat::BcReplies, 1);
@@ -173,12 +176,16 @@ impl Conn {
                 return Ok(None);
             }
             let layout = pcl.layout();
-            let call = DecodedCall::new(&msg, &hdr, inline, store, layout);
+            let call = DecodedCall::new(msg, &hdr, inline, store, layout);
             return Ok(Some(CallCtxt::new(call)?));
         }
         let layout = pcl.layout();
-        let call = DecodedCall::new(&msg, &hdr, inline, store, layout);
-        self.start_reads(ReadWork::new(msg, call)?)?;
+        let call = DecodedCall::new(msg, &hdr, inline, store, layout);
+        // The inline part is assembled when the Reads are done, after the
+        // Receive went back to the device: it keeps a copy of the message.
+        let mut kept = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
+        kept.extend_from_slice(msg, GFP_KERNEL)?;
+        self.start_reads(ReadWork::new(kept, call)?)?;
         Ok(None)
     }
 

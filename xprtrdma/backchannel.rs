@@ -16,7 +16,6 @@ use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
 use crate::rust::verbs::SendOp;
 use crate::rust::xprt::Rqst;
-use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -95,25 +94,25 @@ impl Conn {
     pub(super) fn bc_send_reply(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
         let info = rqst.info();
         let len = info.snd.len;
-        let max = self.inline_send();
-        let mut out = KVec::from_elem(0u8, max as usize, GFP_KERNEL)?;
-        let hlen = encode_header(info.xid, BC_SLOTS, &mut out).map_err(|_| EIO)?;
-        let end = hlen.checked_add(len as usize).ok_or(EIO)?;
-        let Some(dst) = out.get_mut(hlen..end) else {
-            crate::pr_warn_ratelimited!(
-                "backchannel reply xid {:#x} of {} bytes exceeds the inline size {}\n",
-                info.xid,
-                len,
-                max
-            );
-            return Err(EIO);
-        };
-        rqst.read(0, dst)?;
-        out.truncate(end);
         // A full send queue: sunrpc retries the reply after a delay.
         self.reserve_send_slot()?;
-        let wr = match self.send_wr(this, &out, 1) {
-            Ok(wr) => wr,
+        let built = self.send_wr(this, 1, |out| {
+            let hlen = encode_header(info.xid, BC_SLOTS, out).map_err(|_| EIO)?;
+            let end = hlen.checked_add(len as usize).ok_or(EIO)?;
+            let Some(dst) = out.get_mut(hlen..end) else {
+                crate::pr_warn_ratelimited!(
+                    "backchannel reply xid {:#x} of {} bytes exceeds the inline size {}\n",
+                    info.xid,
+                    len,
+                    self.inline_send()
+                );
+                return Err(EIO);
+            };
+            rqst.read(0, dst)?;
+            Ok(end)
+        });
+        let wr = match built {
+            Ok((wr, _)) => wr,
             Err(e) => {
                 self.unreserve_send_slot();
                 return Err(e);

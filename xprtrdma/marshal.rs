@@ -154,8 +154,15 @@ impl Conn {
             },
         };
 
-        let send_len = params.inline_send as usize;
-        let (out, hdrlen) = match self.build_send(rqst, &hdr, &p.call, &snd, send_len) {
+        // The Send takes its slot and those of the REG_MRs before it.
+        let reg_slots = mr_count(&mrs);
+        let mut hdrlen = 0;
+        let built = self.send_wr(this, 1 + reg_slots, |out| {
+            let (len, hlen) = fill_send(rqst, &hdr, &p.call, &snd, out)?;
+            hdrlen = hlen;
+            Ok(len)
+        });
+        let (wr, send_len) = match built {
             Ok(v) => v,
             Err(e) => {
                 self.slots.give(1);
@@ -171,9 +178,7 @@ impl Conn {
             call_chunk_type(&p.call),
             result_chunk_type(&p.result),
         );
-        let reg_slots = mr_count(&mrs);
         let res = (|| -> Result {
-            let wr = self.send_wr(this, &out, 1 + reg_slots)?;
             if !mrs.is_empty() {
                 let pending = Pending {
                     xid: info.xid,
@@ -193,7 +198,7 @@ impl Conn {
             self.ep.post_send(wr, SendOp::Send)
         })();
         match res {
-            Ok(()) => trace::xprtrdma_post_send(rqst, out.len()),
+            Ok(()) => trace::xprtrdma_post_send(rqst, send_len),
             Err(e) => trace::xprtrdma_post_send_err(rqst, e),
         }
         if let Err(e) = res {
@@ -231,7 +236,7 @@ impl Conn {
         );
         match call {
             CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
-                // `build_send` copies the whole call into the Send buffer.
+                // `fill_send` copies the whole call into the Send buffer.
                 // C counts only what its pull-up moves behind the head (the
                 // page list and the tail), the head being in place already;
                 // so this counts those bytes, for every inline call, where
@@ -314,44 +319,43 @@ impl Conn {
         }
         Ok(())
     }
+}
 
-    /// The Send: transport header, then the inline part of the call; and
-    /// the header's length.
-    fn build_send(
-        &self,
-        rqst: &Rqst<'_>,
-        hdr: &HeaderRef<'_>,
-        call: &CallStrategy,
-        snd: &XdrBufShape,
-        max: usize,
-    ) -> Result<(KVec<u8>, usize)> {
-        let mut out = KVec::from_elem(0u8, max, GFP_KERNEL)?;
-        let hlen = encode_header(hdr, &mut out).map_err(|_| EMSGSIZE)?;
-        let mut at = hlen;
-        let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
-            let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
-            let dst = out.get_mut(*at..end).ok_or(EMSGSIZE)?;
-            rqst.read(from, dst)?;
-            *at = end;
-            Ok(())
-        };
-        match call {
-            CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
-                copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
-            }
-            CallStrategy::ReadChunk { .. } => {
-                copy(0, snd.head_len, &mut at)?;
-                // A tail that is only the XDR pad of the pages is not sent;
-                // otherwise skip that pad so the rest lands XDR-aligned.
-                if snd.tail_len > 3 {
-                    let skip = snd.tail_len & 3;
-                    let from = snd.head_len + snd.page_len + skip;
-                    copy(from, snd.tail_len - skip, &mut at)?;
-                }
-            }
-            CallStrategy::LongCall { .. } => {}
+/// Writes the Send into `out`, the pooled Send buffer, in place: the
+/// transport header, then the inline part of the call (C
+/// `rpcrdma_prepare_send_sges`, whose pull-up copies the call behind the
+/// header the same way). Returns the Send's length and the header's.
+fn fill_send(
+    rqst: &Rqst<'_>,
+    hdr: &HeaderRef<'_>,
+    call: &CallStrategy,
+    snd: &XdrBufShape,
+    out: &mut [u8],
+) -> Result<(usize, usize)> {
+    let hlen = encode_header(hdr, out).map_err(|_| EMSGSIZE)?;
+    let mut at = hlen;
+    let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
+        let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
+        let dst = out.get_mut(*at..end).ok_or(EMSGSIZE)?;
+        rqst.read(from, dst)?;
+        *at = end;
+        Ok(())
+    };
+    match call {
+        CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+            copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
         }
-        out.truncate(at);
-        Ok((out, hlen))
+        CallStrategy::ReadChunk { .. } => {
+            copy(0, snd.head_len, &mut at)?;
+            // A tail that is only the XDR pad of the pages is not sent;
+            // otherwise skip that pad so the rest lands XDR-aligned.
+            if snd.tail_len > 3 {
+                let skip = snd.tail_len & 3;
+                let from = snd.head_len + snd.page_len + skip;
+                copy(from, snd.tail_len - skip, &mut at)?;
+            }
+        }
+        CallStrategy::LongCall { .. } => {}
     }
+    Ok((at, hlen))
 }

@@ -92,24 +92,24 @@ impl CompletionHandler for SendDone {
 }
 
 impl Conn {
-    /// A Send work request carrying a copy of `bytes` (at most the inline
-    /// send size), in a pooled buffer.
-    /// Its completion gives back `slots` send queue slots, which the caller
-    /// reserved.
+    /// A Send work request over a pooled Send buffer (the inline send
+    /// size) that `fill` writes in place, returning how many bytes it
+    /// wrote; and that count. Its completion gives back `slots` send queue
+    /// slots, which the caller reserved.
     pub(super) fn send_wr(
         &self,
         this: &Arc<Self>,
-        bytes: &[u8],
         slots: u32,
-    ) -> Result<Arc<WorkRequest<SendDone>>> {
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
         let pooled = self.send_bufs.lock().pop();
         let buf = match pooled {
-            Some(b) if b.len() >= bytes.len() => b,
-            _ => {
-                // No pooled buffer fits: one is allocated and DMA-mapped
-                // now, C's "hardway" registration of a buffer its
-                // preallocated ones could not hold (counted in bytes).
-                let len = bytes.len().max(self.inline_send() as usize);
+            Some(b) => b,
+            None => {
+                // The pool is empty (buffers went with failed posts): one is
+                // allocated and DMA-mapped now, C's "hardway" registration
+                // of a buffer (counted in bytes).
+                let len = self.inline_send() as usize;
                 let buf = self.ep.alloc_buf(len, DmaDir::ToDevice)?;
                 add(
                     &self.stats.hardway_register_count,
@@ -118,23 +118,30 @@ impl Conn {
                 buf
             }
         };
-        buf.write(0, bytes)?;
+        let len = match buf.fill(fill) {
+            Ok(len) => len,
+            Err(e) => {
+                self.put_send_buf(&buf);
+                return Err(e);
+            }
+        };
         let mut segs = KVec::new();
         segs.push(
             SgSegment {
                 buf,
                 offset: 0,
-                len: bytes.len(),
+                len,
             },
             GFP_KERNEL,
         )?;
-        WorkRequest::new(
+        let wr = WorkRequest::new(
             SendDone {
                 conn: this.clone(),
                 slots,
             },
             segs,
-        )
+        )?;
+        Ok((wr, len))
     }
 
     /// Reserves the send queue slot of a Send that carries no
