@@ -31,6 +31,8 @@ pub struct DeviceAttr {
     pub max_recv_sge: u32,
     /// Maximum completion queue entries.
     pub max_cqe: u32,
+    /// Maximum scatter/gather entries in an RDMA Read work request.
+    pub max_sge_rd: u32,
     /// Maximum outstanding RDMA Reads a queue pair can be the target of.
     pub max_qp_rd_atom: u32,
     /// Maximum outstanding RDMA Reads a queue pair can issue.
@@ -60,6 +62,7 @@ impl DeviceAttr {
             max_send_sge: a.max_send_sge,
             max_recv_sge: a.max_recv_sge,
             max_cqe: a.max_cqe,
+            max_sge_rd: a.max_sge_rd,
             max_qp_rd_atom: a.max_qp_rd_atom,
             max_qp_init_rd_atom: a.max_qp_init_rd_atom,
             max_fast_reg_page_list_len: a.max_fast_reg_page_list_len,

@@ -258,6 +258,87 @@ impl Rqst {
         u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 
+    /// Pages of `rq_pages` a Call may fill (the head page included), one
+    /// being kept back as [`Self::arg_max`] does.
+    pub fn arg_pages(&self) -> usize {
+        // SAFETY: By the type invariant `ptr` is live.
+        let pages = unsafe { (*self.ptr.as_ptr()).rq_maxpages };
+        pages.saturating_sub(1)
+    }
+
+    /// Lays out `rq_arg` as C's `svc_rdma_read_complete_one` does for a
+    /// Call with one Read chunk read into pages of its own: `inline` in
+    /// the head page (`rq_pages[0]`), its bytes before `position` as the
+    /// head and the rest as the tail; `pages` in `rq_pages[1..]`, replacing
+    /// (and putting) the pages there, holding the chunk's `chunk_len`
+    /// bytes from offset 0 and then zeros up to `padded_len` (its XDR pad,
+    /// written here). The pages' references go to the request, which puts
+    /// them with its own.
+    pub fn set_arg_paged(
+        &mut self,
+        inline: &[u8],
+        position: u32,
+        chunk_len: u32,
+        padded_len: u32,
+        pages: KVec<PageRef>,
+    ) -> Result {
+        let page_size = kernel::page::PAGE_SIZE;
+        let inline_len = u32::try_from(inline.len()).map_err(|_| EMSGSIZE)?;
+        let pad = padded_len.checked_sub(chunk_len).ok_or(EINVAL)?;
+        let len = inline_len.checked_add(padded_len).ok_or(EMSGSIZE)?;
+        if inline.len() > page_size
+            || position > inline_len
+            || pad > 3
+            || pages.len().checked_add(1).ok_or(EINVAL)? > self.arg_pages()
+            || (padded_len as usize).div_ceil(page_size) != pages.len()
+        {
+            return Err(EINVAL);
+        }
+        // Where the pad goes: right after the chunk's last byte, in the
+        // page that byte ends (pages are a multiple of 4 bytes long).
+        let pad_page = chunk_len as usize / page_size;
+        let pad_off = chunk_len as usize % page_size;
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
+        // `rq_pages` has more than `pages.len() + 1` entries, each a page
+        // (svc_alloc_arg filled them); `inline` fits the head page and the
+        // pad the page it lands in (checked above).
+        unsafe {
+            let rq_pages = (*r).rq_pages;
+            let head = bindings::rpcrdma_rs_page_address(*rq_pages).cast::<u8>();
+            if head.is_null() {
+                return Err(EINVAL);
+            }
+            core::ptr::copy_nonoverlapping(inline.as_ptr(), head, inline.len());
+            for (i, page) in pages.into_iter().enumerate() {
+                let slot = rq_pages.add(1 + i);
+                let old = *slot;
+                *slot = page.into_raw().as_ptr();
+                if !old.is_null() {
+                    bindings::rpcrdma_rs_page_put(old);
+                }
+                if i == pad_page && pad > 0 {
+                    let base = bindings::rpcrdma_rs_page_address(*slot).cast::<u8>();
+                    if !base.is_null() {
+                        core::ptr::write_bytes(base.add(pad_off), 0, pad as usize);
+                    }
+                }
+            }
+            let arg = &mut (*r).rq_arg;
+            arg.head[0].iov_base = head.cast();
+            arg.head[0].iov_len = position as usize;
+            arg.pages = rq_pages.add(1);
+            arg.page_base = 0;
+            arg.page_len = padded_len;
+            arg.tail[0].iov_base = head.add(position as usize).cast();
+            arg.tail[0].iov_len = (inline_len - position) as usize;
+            arg.len = len;
+            arg.buflen = len;
+        }
+        self.arg_len = len;
+        Ok(())
+    }
+
     /// Lays out `rq_arg` for a Call of `len` bytes in the request's pages.
     /// The layout is TCP's: the head is `rq_pages[0]`, the rest follows in
     /// `rq_pages[1..]`.

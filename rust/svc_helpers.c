@@ -7,6 +7,12 @@
  */
 #include "rpcrdma_rs_helper.h"
 
+/* alloc_page() is a macro. */
+struct page *rpcrdma_rs_alloc_page(void)
+{
+	return alloc_page(GFP_KERNEL);
+}
+
 /* page_address() is a macro or an inline, depending on the configuration. */
 void *rpcrdma_rs_page_address(struct page *page)
 {

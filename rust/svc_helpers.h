@@ -19,6 +19,7 @@ struct sockaddr;
 
 struct rpc_rqst;
 
+struct page *rpcrdma_rs_alloc_page(void);
 void *rpcrdma_rs_page_address(struct page *page);
 
 #endif

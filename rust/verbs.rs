@@ -470,7 +470,21 @@ impl Endpoint {
     /// Maps `len` bytes at `off` of a referenced page for the device to
     /// read (the source of an RDMA Write or Send), without a copy.
     pub fn map_page(&self, page: PageRef, off: usize, len: usize) -> Result<Arc<DmaBuf>> {
-        DmaBuf::from_page(&self.anchor.pd, page, off, len)
+        DmaBuf::from_page(&self.anchor.pd, page, off, len, DmaDir::ToDevice)
+    }
+
+    /// Allocates a page and maps it whole for the device to write (the
+    /// sink of an RDMA Read whose page is later handed to a request with
+    /// [`DmaBuf::received_page`]).
+    pub fn alloc_page_sink(&self) -> Result<Arc<DmaBuf>> {
+        let page = PageRef::alloc()?;
+        DmaBuf::from_page(
+            &self.anchor.pd,
+            page,
+            0,
+            kernel::page::PAGE_SIZE,
+            DmaDir::FromDevice,
+        )
     }
 
     /// Posts a Send, RDMA Write or RDMA Read described by `op` whose local
@@ -682,9 +696,11 @@ enum Backing {
     Vec { cap: usize },
     /// An object of a slab cache.
     Slab(SlabObj),
-    /// Part of a page someone else filled (a Reply's page, sent without a
-    /// copy), referenced until the buffer goes.
-    Page(#[expect(dead_code, reason = "held for its page reference")] PageRef),
+    /// Part of a referenced page: someone else's (a Reply's page, sent
+    /// without a copy), or an RDMA Read sink handed on without a copy
+    /// ([`DmaBuf::received_page`]). The CPU never writes it through the
+    /// buffer.
+    Page(PageRef),
 }
 
 /// A reference on a page, put on drop.
@@ -712,6 +728,26 @@ impl PageRef {
         unsafe { bindings::rpcrdma_rs_page_get(page.as_ptr()) };
         // INVARIANT: The reference was taken just above.
         Self { page }
+    }
+}
+
+impl PageRef {
+    /// Allocates a page (`GFP_KERNEL`); the new reference is its only one.
+    pub fn alloc() -> Result<Self> {
+        // SAFETY: No requirement; a null result is a failed allocation.
+        let page = unsafe { bindings::rpcrdma_rs_alloc_page() };
+        // INVARIANT: The allocation's reference is this holder's.
+        Ok(Self {
+            page: NonNull::new(page).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// Gives the reference up to C code that puts it (a request's page
+    /// array): the page is not put on drop.
+    pub(in crate::rust) fn into_raw(self) -> NonNull<bindings::page> {
+        let page = self.page;
+        core::mem::forget(self);
+        page
     }
 }
 
@@ -845,8 +881,15 @@ impl DmaBuf {
         )?)
     }
 
-    /// Maps `[off, off + len)` of `page` for the device to read.
-    fn from_page(pd: &Arc<Pd>, page: PageRef, off: usize, len: usize) -> Result<Arc<Self>> {
+    /// Maps `[off, off + len)` of `page` for the device, in direction
+    /// `dir`.
+    fn from_page(
+        pd: &Arc<Pd>,
+        page: PageRef,
+        off: usize,
+        len: usize,
+        dir: DmaDir,
+    ) -> Result<Arc<Self>> {
         let end = off.checked_add(len).ok_or(EINVAL)?;
         if len == 0 || end > kernel::page::PAGE_SIZE {
             return Err(EINVAL);
@@ -861,7 +904,7 @@ impl DmaBuf {
         let ptr = unsafe { base.cast::<u8>().add(off) };
         // SAFETY: `ptr` is valid for `len` bytes of the page, which `page`
         // keeps allocated and which moves into the buffer.
-        let dma = unsafe { map(pd, ptr, len, DmaDir::ToDevice) }?;
+        let dma = unsafe { map(pd, ptr, len, dir) }?;
         live::inc(live::Kind::DmaBuf);
         // INVARIANT: `ptr` holds `len` bytes of the referenced page, mapped
         // at `dma`.
@@ -871,7 +914,7 @@ impl DmaBuf {
                 len,
                 backing: Backing::Page(page),
                 dma,
-                dir: DmaDir::ToDevice,
+                dir,
                 mr: None,
                 pd: pd.clone(),
                 cpu_busy: Atomic::new(false),
@@ -1178,6 +1221,25 @@ impl DmaBuf {
             )
         };
         Ok(r)
+    }
+
+    /// For a page the device wrote (a sink of [`Endpoint::alloc_page_sink`]
+    /// whose Reads completed): makes its bytes visible to the CPU and
+    /// returns a new reference on the page, to hand it to a request
+    /// without a copy. The device must be done writing it.
+    pub fn received_page(&self) -> Result<PageRef> {
+        let Backing::Page(page) = &self.backing else {
+            return Err(EINVAL);
+        };
+        if self.dir != DmaDir::FromDevice {
+            return Err(EINVAL);
+        }
+        // SAFETY: The mapping is live by the type invariant.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_cpu(self.pd.device.as_ptr(), self.dma, self.len, 0)
+        };
+        // SAFETY: The page is live: `page` holds a reference.
+        Ok(unsafe { PageRef::get(page.page) })
     }
 
     /// The address and rkey a peer uses to reach this buffer with RDMA, when

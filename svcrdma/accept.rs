@@ -9,6 +9,7 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::recv_queue::{RecvHandler, RecvQ, Ring, RECV_BATCH, RECV_EXTRA_BC};
+use super::rw::PAGED_SGES;
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -175,6 +176,7 @@ impl Conn {
             neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
             ep.comp_vector()
         );
+        let paged_reads = set.direct && paged_reads_fit(&ep, set.force_mr);
         let shared = Arc::new(
             Shared {
                 ep,
@@ -190,6 +192,7 @@ impl Conn {
                 inline_send: neg.inline_send,
                 snd_w_inv: neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
                 direct: set.direct,
+                paged_reads,
                 limits: DecodeLimits::server(MAX_PAYLOAD, neg.inline_recv),
             },
             GFP_KERNEL,
@@ -229,4 +232,16 @@ impl CmHandler for ConnEvents {
         }
         Ok(())
     }
+}
+
+/// Whether RDMA Reads can land straight in pages on `ep`: its sinks need
+/// no registration (iWARP sinks and `force_mr` do: those Reads keep going
+/// through the registration cache's sink buffers) and one Read may scatter
+/// over the pages of a piece.
+fn paged_reads_fit(ep: &Endpoint, force_mr: bool) -> bool {
+    let sges = u32::try_from(PAGED_SGES).unwrap_or(u32::MAX);
+    !force_mr
+        && !ep.pd().is_iwarp()
+        && ep.device_attr().max_sge_rd >= sges
+        && ep.max_send_sge() >= PAGED_SGES
 }

@@ -44,6 +44,9 @@ pub(super) struct Shared {
     pub(super) snd_w_inv: bool,
     /// Write chunks leave straight from the Reply's pages.
     pub(super) direct: bool,
+    /// A Call's single Read chunk is RDMA-Read into pages handed to the
+    /// request (see `rw::PAGED_PIECE`) rather than into cached buffers.
+    pub(super) paged_reads: bool,
     pub(super) limits: DecodeLimits,
 }
 

@@ -52,6 +52,8 @@ struct Settings {
     /// Write chunks leave straight from the Reply's pages
     /// (`svc_memreg=direct`) rather than through cached buffers.
     direct: bool,
+    /// RDMA Read sinks are registered on every device (`force_mr`).
+    force_mr: bool,
 }
 
 /// Reads the `svc_memreg` parameter: whether Write chunks are sent from
@@ -214,6 +216,7 @@ impl ServerTransport {
             inline_send: cfg.max_inline_read,
             inline_recv: cfg.max_inline_write,
             direct: direct_from_param()?,
+            force_mr: cfg.force_mr,
         };
         if !SETTINGS.populate(settings) {
             return Err(EBUSY);

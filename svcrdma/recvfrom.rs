@@ -9,16 +9,17 @@
 
 use super::conn::{usize_of, CallCtxt, Conn, DecodedCall, PclStore};
 use super::recv_queue::{pop_front, pop_front_if, Next};
-use super::rw::{ReadOp, ReadWork, Taken};
+use super::rw::{count_read_call, PagedSinks, ReadOp, ReadWork, Taken};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
 use crate::proto::msg::{DecodeError, ErrorAction, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
-use crate::proto::svc_call::{CallLayout, Source, StepError};
+use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, BadRequest};
 use kernel::alloc::KVec;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -179,13 +180,20 @@ impl Conn {
             let call = DecodedCall::new(msg, &hdr, inline, store, layout);
             return Ok(Some(CallCtxt::new(call)?));
         }
+        // One Read chunk (an NFS WRITE's data): read into pages of its
+        // own that the request takes over, without a copy.
+        let paged = if s.paged_reads {
+            PagedCall::new(&pcl, inline.len(), PAGE_SIZE, rqst.arg_pages())
+        } else {
+            None
+        };
         let layout = pcl.layout();
         let call = DecodedCall::new(msg, &hdr, inline, store, layout);
         // The inline part is assembled when the Reads are done, after the
         // Receive went back to the device: it keeps a copy of the message.
         let mut kept = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
         kept.extend_from_slice(msg, GFP_KERNEL)?;
-        self.start_reads(ReadWork::new(kept, call)?)?;
+        self.start_reads(ReadWork::new(kept, call, paged)?)?;
         Ok(None)
     }
 
@@ -288,8 +296,17 @@ impl Conn {
         let assembled = {
             let xid = call.xid;
             let inline = call.inline(&msg);
-            let pcl = call.pcl()?;
-            self.assemble(rqst, xid, &pcl, inline, Some(&work))?
+            match &work.paged {
+                Some(paged) => self.assemble_paged(rqst, xid, inline, paged)?,
+                None => {
+                    let pcl = call.pcl()?;
+                    let done = self.assemble(rqst, xid, &pcl, inline, Some(&work))?;
+                    if done {
+                        count_read_call(None);
+                    }
+                    done
+                }
+            }
         };
         work.recycle(&s.cache);
         if assembled {
@@ -297,6 +314,30 @@ impl Conn {
         } else {
             Ok(None)
         }
+    }
+
+    /// Lays out a Call whose Read chunk was read into pages of its own:
+    /// the inline body goes to the head page, the pages into `rqst` in
+    /// place of its own (C `svc_rdma_read_complete`). Returns false when
+    /// the Call was answered with `ERR_CHUNK` instead.
+    fn assemble_paged(
+        &self,
+        rqst: &mut Rqst,
+        xid: u32,
+        inline: &[u8],
+        paged: &PagedSinks,
+    ) -> Result<bool> {
+        let l = &paged.layout;
+        // The request finishing the Call may have other pages than the one
+        // that started it: checked again.
+        if l.pages.saturating_add(1) > rqst.arg_pages() {
+            self.send_err_chunk(xid);
+            return Ok(false);
+        }
+        let pages = paged.take_pages()?;
+        rqst.set_arg_paged(inline, l.position, l.chunk_len, l.padded_len, pages)?;
+        count_read_call(Some(l.pages));
+        Ok(true)
     }
 
     /// Lays the Call out in `rqst`'s pages: the inline body (`inline`) or

@@ -26,13 +26,16 @@ use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
+use crate::proto::svc_call::{page_spans, PagedCall};
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, Endpoint, SendOp, WorkCompletion, WorkRequest,
+    CompletionHandler, DmaBuf, Endpoint, PageRef, Segment as SgSegment, SendOp, WorkCompletion,
+    WorkRequest, MAX_SGE,
 };
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, SpinLockIrq};
@@ -43,17 +46,42 @@ use kernel::sync::{Arc, SpinLockIrq};
 static DIRECT_WRITES: Atomic<u64> = Atomic::new(0);
 static DIRECT_PAGES: Atomic<u64> = Atomic::new(0);
 static COPIED_WRITES: Atomic<u64> = Atomic::new(0);
+/// Calls whose Read chunk was read into pages handed to the request, the
+/// pages handed over, and Calls whose Read chunks were copied out of
+/// cached sinks instead.
+static PAGED_READS: Atomic<u64> = Atomic::new(0);
+static PAGED_PAGES: Atomic<u64> = Atomic::new(0);
+static COPIED_READS: Atomic<u64> = Atomic::new(0);
 
-/// Writes the debugfs view of how Write chunk pieces left.
+/// Writes the debugfs view of how Write chunk pieces left and Read chunks
+/// arrived.
 pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    writeln!(f, "direct_writes direct_pages copied_writes")?;
     writeln!(
         f,
-        "{} {} {}",
+        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads"
+    )?;
+    writeln!(
+        f,
+        "{} {} {} {} {} {}",
         DIRECT_WRITES.load(Relaxed),
         DIRECT_PAGES.load(Relaxed),
-        COPIED_WRITES.load(Relaxed)
+        COPIED_WRITES.load(Relaxed),
+        PAGED_READS.load(Relaxed),
+        PAGED_PAGES.load(Relaxed),
+        COPIED_READS.load(Relaxed)
     )
+}
+
+/// Counts a Call assembled from its Read chunks: `pages` handed over, or
+/// copied out of cached sinks when `None`.
+pub(super) fn count_read_call(pages: Option<usize>) {
+    match pages {
+        Some(n) => {
+            PAGED_READS.add(1, Relaxed);
+            PAGED_PAGES.add(u64::try_from(n).unwrap_or(u64::MAX), Relaxed);
+        }
+        None => COPIED_READS.add(1, Relaxed),
+    }
 }
 
 /// The RDMA Write of piece `p` to the client's segment.
@@ -66,6 +94,63 @@ fn write_op(p: &Piece) -> SendOp {
 
 /// Largest buffer of one RDMA Read or Write (order-4 slab object).
 pub(super) const PIECE: usize = 64 * 1024;
+
+/// Most pages one RDMA Read into pages scatters over (its SGEs).
+pub(super) const PAGED_SGES: usize = MAX_SGE;
+
+/// Largest RDMA Read into pages: one page less than [`PAGED_SGES`], so a
+/// piece that starts anywhere in a page (a client's segments need not be
+/// page-sized) still spans at most that many pages.
+const PAGED_PIECE: usize = (PAGED_SGES - 1) * PAGE_SIZE;
+
+/// The pages a Call's single Read chunk is read into (see [`PagedCall`]):
+/// one sink per page, allocated and mapped when the first Read into it is
+/// posted, and handed to the request that assembles the Call.
+pub(super) struct PagedSinks {
+    pub(super) layout: PagedCall,
+    pages: KVec<Option<Arc<DmaBuf>>>,
+}
+
+impl PagedSinks {
+    fn new(layout: PagedCall) -> Result<Self> {
+        Ok(Self {
+            layout,
+            pages: KVec::from_elem(None, layout.pages, GFP_KERNEL)?,
+        })
+    }
+
+    /// The scatter list of the Read of `piece` (bytes of the chunk) into
+    /// the pages, mapping those not mapped yet.
+    fn sgl(&mut self, ep: &Endpoint, piece: &Piece) -> Result<KVec<SgSegment>> {
+        let mut segs = KVec::with_capacity(PAGED_SGES, GFP_KERNEL)?;
+        for span in page_spans(piece.off, piece.len, PAGE_SIZE).ok_or(EINVAL)? {
+            let slot = self.pages.get_mut(span.page).ok_or(EINVAL)?;
+            let buf = match slot {
+                Some(buf) => buf.clone(),
+                None => slot.insert(ep.alloc_page_sink()?).clone(),
+            };
+            segs.push(
+                SgSegment {
+                    buf,
+                    offset: span.offset,
+                    len: span.len,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(segs)
+    }
+
+    /// New references on the pages, in order, for the request; every
+    /// page was read into (the chunk covers all of them).
+    pub(super) fn take_pages(&self) -> Result<KVec<PageRef>> {
+        let mut pages = KVec::with_capacity(self.pages.len(), GFP_KERNEL)?;
+        for sink in self.pages.iter() {
+            pages.push(sink.as_ref().ok_or(EINVAL)?.received_page()?, GFP_KERNEL)?;
+        }
+        Ok(pages)
+    }
+}
 
 /// One RDMA Read of a Call: where it is read from and, once posted, the
 /// buffer it lands in.
@@ -96,14 +181,24 @@ pub(super) struct ReadWork {
     pieces: KVec<ReadPiece>,
     /// Pieces `[..next]` were posted.
     next: usize,
+    /// Where the Read chunk lands when it is read into pages of its own;
+    /// `None` when the pieces land in cached sinks.
+    pub(super) paged: Option<PagedSinks>,
 }
 
 impl ReadWork {
     /// Plans the Reads of the call chunk and Read chunks of `pcl`, parsed
-    /// from `msg`.
-    pub(super) fn new(msg: KVec<u8>, mut call: DecodedCall) -> Result<Self> {
+    /// from `msg`: into pages of their own with `paged`, else into cached
+    /// sinks.
+    pub(super) fn new(
+        msg: KVec<u8>,
+        mut call: DecodedCall,
+        paged: Option<PagedCall>,
+    ) -> Result<Self> {
+        let paged = paged.map(PagedSinks::new).transpose()?;
+        let piece_size = if paged.is_some() { PAGED_PIECE } else { PIECE };
         let mut pieces = KVec::new();
-        for p in CallReadPieces::new(&call.pcl()?, PIECE) {
+        for p in CallReadPieces::new(&call.pcl()?, piece_size) {
             let (src, piece) = p.map_err(piece_error)?;
             let sink = None;
             pieces.push(ReadPiece { src, piece, sink }, GFP_KERNEL)?;
@@ -113,6 +208,7 @@ impl ReadWork {
             call: Some(call),
             pieces,
             next: 0,
+            paged,
         })
     }
 
@@ -368,12 +464,22 @@ impl Io<'_> {
         let mut posted = 0;
         let mut bytes = 0;
         while let Some(p) = work.pieces.get_mut(work.next) {
-            let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
-            let slots = if t.needs_registration { 2 } else { 1 };
-            let segs = one_segment(t.buf.clone(), p.piece.len)?;
+            // Into the Call's own pages (which need no registration), or
+            // into a sink from the cache.
+            let (segs, taken) = match &mut work.paged {
+                Some(paged) => (paged.sgl(self.ep, &p.piece)?, None),
+                None => {
+                    let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
+                    (one_segment(t.buf.clone(), p.piece.len)?, Some(t))
+                }
+            };
+            let needs_registration = taken.as_ref().is_some_and(|t| t.needs_registration);
+            let slots = if needs_registration { 2 } else { 1 };
             if !self.sq.try_acquire_read(slots)? {
                 // Nothing was posted with it: it goes back as it came.
-                self.cache.put(&t.buf, t.slot);
+                if let Some(t) = taken {
+                    self.cache.put(&t.buf, t.slot);
+                }
                 break;
             }
             let wr = match WorkRequest::new(
@@ -391,18 +497,20 @@ impl Io<'_> {
                     return Err(e);
                 }
             };
-            if t.needs_registration {
-                if let Err(e) = t.buf.post_sink_registration(self.ep) {
-                    crate::pr_warn_ratelimited!(
-                        "svcrdma: cannot post a sink registration: {:?}\n",
-                        e
-                    );
-                    self.sq.release(slots);
-                    return Err(e);
+            if let Some(t) = taken {
+                if needs_registration {
+                    if let Err(e) = t.buf.post_sink_registration(self.ep) {
+                        crate::pr_warn_ratelimited!(
+                            "svcrdma: cannot post a sink registration: {:?}\n",
+                            e
+                        );
+                        self.sq.release(slots);
+                        return Err(e);
+                    }
                 }
+                // From here the sink stays with the work (see above).
+                p.sink = Some((t.buf, t.slot));
             }
-            // From here the sink stays with the work (see above).
-            p.sink = Some((t.buf, t.slot));
             op.add_pending();
             let read = SendOp::RdmaRead {
                 remote_addr: p.piece.addr,

@@ -7,7 +7,7 @@ use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, Header
 use rpcrdma_proto::proto::msg::{DecodeLimits, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, PclError};
 use rpcrdma_proto::proto::pieces::{Piece, PieceError, PieceRun, Pieces, RangeInPieces};
-use rpcrdma_proto::proto::svc_call::{CallLayout, Source, Step};
+use rpcrdma_proto::proto::svc_call::{page_spans, CallLayout, PageSpan, PagedCall, Source, Step};
 use rpcrdma_proto::proto::svc_reply::{
     route_result_payload, route_result_payload_in, set_result_payloads, BodyRun, PayloadRoute,
     PayloadWrites, ReplyBody,
@@ -210,4 +210,89 @@ fn the_reply_body_is_the_reply_without_payloads_and_pads() {
         assert_eq!(body.inline_len(28, 39), Ok(None));
         assert!(ReplyBody::new(pcl, 14).is_err());
     });
+}
+
+#[test]
+fn one_read_chunk_is_laid_out_in_pages_of_its_own() {
+    let seg = |len| ReadSegment {
+        position: 100,
+        segment: Segment::new(1, len, 0x1000),
+    };
+    // 8 KiB + 3 of data: three pages, padded to 8196.
+    let reads = [seg(8192), seg(3)];
+    let msg = call(
+        ChunkListsRef {
+            read: &reads,
+            write: &[],
+            reply: None,
+        },
+        140,
+    );
+    with_pcl(&msg, |pcl, inline| {
+        assert_eq!(
+            PagedCall::new(pcl, inline, 4096, 64),
+            Some(PagedCall {
+                position: 100,
+                chunk_len: 8195,
+                padded_len: 8196,
+                pages: 3
+            })
+        );
+        // The head page and three chunk pages need four.
+        assert_eq!(PagedCall::new(pcl, inline, 4096, 3), None);
+        // An inline body longer than the head page is copied instead.
+        assert_eq!(PagedCall::new(pcl, inline, 128, 1000), None);
+    });
+    // Two chunks: copied.
+    let two = [
+        seg(4),
+        ReadSegment {
+            position: 120,
+            segment: Segment::new(2, 4, 0x2000),
+        },
+    ];
+    let msg = call(
+        ChunkListsRef {
+            read: &two,
+            write: &[],
+            reply: None,
+        },
+        140,
+    );
+    with_pcl(&msg, |pcl, inline| {
+        assert_eq!(PagedCall::new(pcl, inline, 4096, 64), None)
+    });
+}
+
+#[test]
+fn page_spans_cut_a_range_at_page_boundaries() {
+    let spans: Vec<_> = page_spans(4000, 9000, 4096).unwrap().collect();
+    assert_eq!(
+        spans,
+        vec![
+            PageSpan {
+                page: 0,
+                offset: 4000,
+                len: 96
+            },
+            PageSpan {
+                page: 1,
+                offset: 0,
+                len: 4096
+            },
+            PageSpan {
+                page: 2,
+                offset: 0,
+                len: 4096
+            },
+            PageSpan {
+                page: 3,
+                offset: 0,
+                len: 712
+            },
+        ]
+    );
+    assert_eq!(spans.iter().map(|s| s.len).sum::<usize>(), 9000);
+    assert_eq!(page_spans(0, 0, 4096).unwrap().count(), 0);
+    assert!(page_spans(usize::MAX, 2, 4096).is_none());
 }

@@ -287,9 +287,11 @@ check_regcache() {
     fi
 }
 
-# How Write chunk pieces left (debugfs svc_memreg): straight from the
-# Reply's pages by default (svc_memreg=direct), copied through the cache
-# with svc_memreg=cache.
+# How Write chunk pieces left and Read chunks arrived (debugfs
+# svc_memreg): by default (svc_memreg=direct) Writes go straight from the
+# Reply's pages and, on rxe, Read chunks are read into pages handed to the
+# request (siw's sinks need a registration: copied through the cache);
+# with svc_memreg=cache both are copied through the cache.
 check_svc_memreg() {
     _f=/sys/kernel/debug/rpcrdma_rs/svc_memreg
     [ -r $_f ] || { fail svc-memreg "no $_f"; return; }
@@ -297,19 +299,33 @@ check_svc_memreg() {
     [ "$SIZE" -gt 0 ] || return
     _direct=$(awk 'NR == 2 { print $1 }' $_f)
     _copied=$(awk 'NR == 2 { print $3 }' $_f)
+    _paged=$(awk 'NR == 2 { print $4 }' $_f)
+    _rcopied=$(awk 'NR == 2 { print $6 }' $_f)
     case " $SERVER_PARAMS " in
         *" svc_memreg=cache "*)
-            if [ "${_direct:-x}" = 0 ] && [ "${_copied:-0}" -gt 0 ]; then
+            if [ "${_direct:-x}" = 0 ] && [ "${_copied:-0}" -gt 0 ] && [ "${_paged:-x}" = 0 ]; then
                 pass svc-memreg-cache-copies
             else
-                fail svc-memreg-cache-copies "direct $_direct, copied $_copied"
+                fail svc-memreg-cache-copies "direct $_direct, copied $_copied, paged reads $_paged"
             fi ;;
         *)
             if [ "${_direct:-0}" -gt 0 ]; then
                 pass svc-memreg-direct-writes
             else
                 fail svc-memreg-direct-writes "direct $_direct, copied $_copied"
-            fi ;;
+            fi
+            case ${RDMA_DEV:-rxe} in
+                siw*) if [ "${_paged:-x}" = 0 ] && [ "${_rcopied:-0}" -gt 0 ]; then
+                          pass svc-memreg-siw-reads-copied
+                      else
+                          fail svc-memreg-siw-reads-copied "paged $_paged, copied $_rcopied"
+                      fi ;;
+                *) if [ "${_paged:-0}" -gt 0 ]; then
+                       pass svc-memreg-paged-reads
+                   else
+                       fail svc-memreg-paged-reads "paged $_paged, copied $_rcopied"
+                   fi ;;
+            esac ;;
     esac
 }
 

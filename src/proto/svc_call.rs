@@ -213,3 +213,94 @@ impl Iterator for CallSteps<'_> {
         }
     }
 }
+
+/// The layout of a Call whose one Read chunk is RDMA-Read straight into
+/// pages of its own, handed to the request whole (C
+/// `svc_rdma_read_data_item` and `svc_rdma_read_complete_one`): the
+/// chunk's bytes start at offset 0 of its first page, and the inline body
+/// stays in the head page, split at the chunk's position into the head and
+/// the tail of the argument. No byte of the chunk is copied by the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedCall {
+    /// The Read chunk's XDR position: inline bytes before it are the head,
+    /// the rest the tail.
+    pub position: u32,
+    /// The chunk's length.
+    pub chunk_len: u32,
+    /// The chunk's length with its XDR pad (zeros the server writes).
+    pub padded_len: u32,
+    /// Pages the chunk's bytes and pad fill.
+    pub pages: usize,
+}
+
+impl PagedCall {
+    /// The paged layout of a Call [`CallLayout::new`] accepted, `pcl`
+    /// over an inline body of `inline_len` bytes, if it has one: exactly one Read chunk and no
+    /// call chunk, an inline body that fits the head page, and a head page
+    /// plus chunk pages within `max_pages`. Anything else (no chunk, a
+    /// long call, several chunks) is assembled by copying.
+    pub fn new(
+        pcl: &ParsedChunks<'_>,
+        inline_len: usize,
+        page_size: usize,
+        max_pages: usize,
+    ) -> Option<Self> {
+        if pcl.call_chunk().is_some() || inline_len > page_size || page_size == 0 {
+            return None;
+        }
+        let [chunk] = pcl.read_chunks() else {
+            return None;
+        };
+        if chunk.length == 0 || usize::try_from(chunk.position).ok()? > inline_len {
+            return None;
+        }
+        let padded_len = align_up_u32(chunk.length)?;
+        let pages = usize::try_from(padded_len).ok()?.div_ceil(page_size);
+        if pages.checked_add(1)? > max_pages {
+            return None;
+        }
+        Some(Self {
+            position: chunk.position,
+            chunk_len: chunk.length,
+            padded_len,
+            pages,
+        })
+    }
+}
+
+/// One page's part of a range of a paged chunk (see [`page_spans`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSpan {
+    /// Index of the page among the chunk's pages.
+    pub page: usize,
+    /// Offset in that page.
+    pub offset: usize,
+    /// Length (at least one byte, at most to the page's end).
+    pub len: usize,
+}
+
+/// The page pieces of bytes `[off, off + len)` of a chunk laid out from
+/// offset 0 of consecutive pages of `page_size` bytes: the scatter list of
+/// one RDMA Read into them. `None` if the range overflows; an empty range
+/// has no spans.
+pub fn page_spans(
+    off: usize,
+    len: usize,
+    page_size: usize,
+) -> Option<impl Iterator<Item = PageSpan>> {
+    let end = off.checked_add(len)?;
+    if page_size == 0 {
+        return None;
+    }
+    let mut at = off;
+    Some(core::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let page = at.checked_div(page_size)?;
+        let offset = at.checked_rem(page_size)?;
+        let len = page_size.saturating_sub(offset).min(end.saturating_sub(at));
+        at = at.checked_add(len)?;
+        Some(PageSpan { page, offset, len })
+    }))
+}
