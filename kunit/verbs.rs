@@ -395,6 +395,148 @@ mod tests {
         read_pattern_into(&pair, &source, handle, &sink, 0x5a)
     }
 
+    /// The server's RDMA Reads into pages (`svc_memreg=direct`): one Read
+    /// scattered over freshly allocated page sinks, starting inside the
+    /// first page as a piece of a client's unaligned segment may, and the
+    /// pages then handed on. Devices whose sinks need a registration
+    /// (iWARP) or that scatter a Read over too few entries never take this
+    /// path (`svcrdma/accept.rs`, `paged_reads_fit`): nothing to check
+    /// there.
+    #[test]
+    fn rdma_read_scatters_into_page_sinks() -> Result {
+        use crate::proto::pieces::page_spans;
+        let pair = connect_pair()?;
+        let attr = *pair.client.device_attr();
+        if pair.client.pd().is_iwarp() || attr.max_sge_rd < 4 || pair.client.max_send_sge() < 4 {
+            return Ok(());
+        }
+        let page = kernel::page::PAGE_SIZE;
+        // Bytes [100, 100 + 3 pages) of a chunk laid out over four pages.
+        let (off, len) = (100, 3 * page);
+        let source = pair.server.alloc_buf(len, DmaDir::ToDevice)?;
+        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let mut expect = KVec::from_elem(0u8, len, GFP_KERNEL)?;
+        pattern(0x3c, &mut expect);
+        source.write(0, &expect)?;
+        let mut sinks = KVec::new();
+        for _ in 0..4 {
+            sinks.push(pair.client.alloc_page_sink()?, GFP_KERNEL)?;
+        }
+        let mut segments = KVec::new();
+        for span in page_spans(off, len, page).ok_or(EINVAL)? {
+            segments.push(
+                Segment {
+                    buf: sinks[span.page].clone(),
+                    offset: span.offset,
+                    len: span.len,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        assert_eq!(segments.len(), 4);
+        let wc = client_op(
+            &pair,
+            segments,
+            SendOp::RdmaRead {
+                remote_addr: addr,
+                rkey,
+            },
+        )?;
+        assert!(wc.is_ok());
+        // Each page holds its part of the chunk at the span's offset.
+        let mut at = 0;
+        for span in page_spans(off, len, page).ok_or(EINVAL)? {
+            let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
+            sinks[span.page].read(span.offset, &mut got)?;
+            assert!(got[..] == expect[at..at + span.len]);
+            at += span.len;
+        }
+        // The pages are handed on; the CPU never writes a page sink.
+        for sink in sinks.iter() {
+            drop(sink.received_page()?);
+            assert_eq!(sink.write(0, &[0u8]), Err(EPERM));
+        }
+        Ok(())
+    }
+
+    /// A Send gathered from a buffer filled in place and a mapped page
+    /// (the client's inline call with its page data mapped, marshal.rs
+    /// `map_send_pages`): header, then page bytes at an offset inside the
+    /// page, then a tail from the same buffer behind the header. The page
+    /// is filled the way the server fills one, by an RDMA Read into a page
+    /// sink, and handed on to the mapping.
+    #[test]
+    fn send_gathers_header_mapped_page_and_tail() -> Result {
+        let pair = connect_pair()?;
+        if pair.client.max_send_sge() < 3 {
+            return Ok(());
+        }
+        let page_size = kernel::page::PAGE_SIZE;
+        let source = pair.server.alloc_buf(page_size, DmaDir::ToDevice)?;
+        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let mut data = KVec::from_elem(0u8, page_size, GFP_KERNEL)?;
+        pattern(0x42, &mut data);
+        source.write(0, &data)?;
+        let sink = if pair.client.pd().is_iwarp() {
+            // iWARP sinks need a registration: fill a page another way.
+            None
+        } else {
+            let sink = pair.client.alloc_page_sink()?;
+            let read = SendOp::RdmaRead {
+                remote_addr: addr,
+                rkey,
+            };
+            assert!(client_op(&pair, one_segment(&sink, page_size)?, read)?.is_ok());
+            Some(sink)
+        };
+        let Some(sink) = sink else {
+            return Ok(());
+        };
+        let (off, len) = (100, 2000);
+        let page = pair.client.map_page(sink.received_page()?, off, len)?;
+
+        let recv_buf = pair.server.alloc_buf(4096, DmaDir::FromDevice)?;
+        let recv_wait = Waiter::new()?;
+        pair.server.post_recv(WorkRequest::new(
+            recv_wait.clone(),
+            one_segment(&recv_buf, 4096)?,
+        )?)?;
+        let (head, tail) = (b"transport header", b"and tail");
+        let buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
+        let used = buf.fill(|out| {
+            out[..head.len()].copy_from_slice(head);
+            out[head.len()..head.len() + tail.len()].copy_from_slice(tail);
+            Ok(head.len() + tail.len())
+        })?;
+        assert_eq!(used, head.len() + tail.len());
+        let mut segments = KVec::new();
+        for (b, o, l) in [
+            (buf.clone(), 0, head.len()),
+            (page, 0, len),
+            (buf, head.len(), tail.len()),
+        ] {
+            segments.push(
+                Segment {
+                    buf: b,
+                    offset: o,
+                    len: l,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        assert!(client_op(&pair, segments, SendOp::Send)?.is_ok());
+        let got = recv_wait.wait()?;
+        assert!(got.is_ok());
+        let total = head.len() + len + tail.len();
+        assert_eq!(got.byte_len as usize, total);
+        let mut back = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+        recv_buf.read(0, &mut back)?;
+        assert!(back[..head.len()] == head[..]);
+        assert!(back[head.len()..head.len() + len] == data[off..off + len]);
+        assert!(back[head.len() + len..] == tail[..]);
+        Ok(())
+    }
+
     /// The server registration cache's sink path on this device: a slab
     /// object mapped and given an MR, used by two RDMA Reads: on iWARP
     /// (remote write access) registered before each Read, which invalidates

@@ -54,7 +54,7 @@ MODULE_PARM_DESC(cache_max_mb,
 static char rpcrdma_rs_svc_memreg[16] = "direct";
 module_param_string(svc_memreg, rpcrdma_rs_svc_memreg, sizeof(rpcrdma_rs_svc_memreg), 0444);
 MODULE_PARM_DESC(svc_memreg,
-		 "Server: how Write chunks leave: direct (default; RDMA Writes straight from the Reply's pages, each page a scatter/gather entry, no copy) or cache (copied into buffers of the slab-backed registration cache, see svc_buf_cache)");
+		 "Server: how Write chunks leave and Read chunks arrive: direct (default; RDMA Writes straight from the Reply's pages, and on devices whose Read sinks need no registration a Call's single Read chunk RDMA-Read into pages handed to the request; no copy) or cache (both copied through buffers of the slab-backed registration cache, see svc_buf_cache)");
 
 static bool rpcrdma_rs_svc_buf_cache = true;
 module_param_named(svc_buf_cache, rpcrdma_rs_svc_buf_cache, bool, 0444);

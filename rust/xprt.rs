@@ -12,7 +12,7 @@ use super::bindings;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::live;
-use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, WorkRequest};
+use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, WorkRequest};
 use super::xprt_class;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
@@ -410,6 +410,14 @@ impl Rqst<'_> {
         // SAFETY: The array holds an entry for every page its data touches,
         // and `index` is below that count.
         NonNull::new(unsafe { *b.pages.add(index as usize) })
+    }
+
+    /// A reference on page `index` of the send buffer's page array (see
+    /// [`Self::page_ptr`]), for mapping it into a Send.
+    pub fn send_page(&self, index: u32) -> Option<PageRef> {
+        let page = self.page_ptr(false, index)?;
+        // SAFETY: The page is live: the request references it.
+        Some(unsafe { PageRef::get(page) })
     }
 
     /// The page frame number of page `index` of the send (`rcv` false) or

@@ -7,7 +7,10 @@
 //! connection's device, taken from the registration cache: a Write or
 //! Reply chunk is copied out of `rq_res` into them and pushed; a Read chunk
 //! is pulled into them and later copied into the pages of whichever
-//! request finishes the Call. Nothing is allocated per byte of a chunk.
+//! request finishes the Call. With `svc_memreg=direct` there is no copy
+//! for Write chunks (pushed from the Reply's pages) nor for a Call's single
+//! Read chunk where the device allows (pulled into pages allocated for it,
+//! [`PagedSinks`], which the finishing request takes over).
 //! The client's segments are addressed piecewise, so one segment may take
 //! several work requests and one piece never spans two segments.
 //!
@@ -25,8 +28,8 @@ use super::conn::DecodedCall;
 use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
-use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
-use crate::proto::svc_call::{page_spans, PagedCall};
+use crate::proto::pieces::{page_spans, CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
+use crate::proto::svc_call::PagedCall;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{

@@ -19,7 +19,9 @@ use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams, MAX_HDR_SEGS, PHYSICAL_MAX_SEGS};
 use crate::rust::cm::{CmEvent, CmHandler, CmId};
 use crate::rust::trace;
-use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest};
+use crate::rust::verbs::{
+    DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
+};
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -125,7 +127,9 @@ impl Conn {
             &EndpointConfig {
                 max_send_wr,
                 max_recv_wr: reqs + EXTRA_RECVS + BC_RECVS,
-                max_send_sge: 1,
+                // Header and head, the page data of an inline call
+                // (marshal.rs `map_send_pages`) and its tail.
+                max_send_sge: MAX_SGE as u32,
                 max_recv_sge: 1,
                 unsafe_global_rkey: settings.strategy == Strategy::Physical,
                 comp_vector: NEXT_COMP_VECTOR.fetch_add(1, Relaxed),

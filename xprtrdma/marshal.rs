@@ -12,11 +12,13 @@ use super::reg::{add, Reg, Span};
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
+use crate::proto::pieces::page_spans;
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
 use crate::rust::trace::{self, ChunkType};
-use crate::rust::verbs::SendOp;
+use crate::rust::verbs::{Segment as SgSegment, SendOp};
 use crate::rust::xprt::{Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
 use kernel::alloc::KVec;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -157,10 +159,31 @@ impl Conn {
         // The Send takes its slot and those of the REG_MRs before it.
         let reg_slots = mr_count(&mrs);
         let mut hdrlen = 0;
-        let built = self.send_wr(this, 1 + reg_slots, |out| {
-            let (len, hlen) = fill_send(rqst, &hdr, &p.call, &snd, out)?;
+        let pages = match p.call {
+            CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+                self.map_send_pages(rqst, &snd)
+            }
+            _ => Ok(None),
+        };
+        // Page data mapped for the Send goes out as InlineMapped.
+        let (call, pages) = match pages {
+            Ok(Some(pages)) => (CallStrategy::InlineMapped, pages),
+            Ok(None) => (p.call, KVec::new()),
+            Err(e) => (p.call, {
+                // No mapping (no memory): pulled up as C does anyway.
+                crate::pr_warn_ratelimited!(
+                    "cannot map the pages of xid {:#x} ({:?}); pulled up instead\n",
+                    info.xid,
+                    e
+                );
+                KVec::new()
+            }),
+        };
+        let mapped = !pages.is_empty();
+        let built = self.send_wr(this, 1 + reg_slots, pages, |out| {
+            let (parts, hlen) = fill_send(rqst, &hdr, &call, &snd, mapped, out)?;
             hdrlen = hlen;
-            Ok(len)
+            Ok(parts)
         });
         let (wr, send_len) = match built {
             Ok(v) => v,
@@ -175,7 +198,7 @@ impl Conn {
         trace::xprtrdma_marshal(
             rqst,
             hdrlen,
-            call_chunk_type(&p.call),
+            call_chunk_type(&call),
             result_chunk_type(&p.result),
         );
         let res = (|| -> Result {
@@ -211,7 +234,7 @@ impl Conn {
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
-        self.count_sent(&p.call, &snd, &reads, &writes, &reply);
+        self.count_sent(&call, &snd, &reads, &writes, &reply);
         Ok(())
     }
 
@@ -235,15 +258,17 @@ impl Conn {
             total_bytes(writes).saturating_add(total_bytes(reply)),
         );
         match call {
-            CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+            CallStrategy::InlinePullup => {
                 // `fill_send` copies the whole call into the Send buffer.
                 // C counts only what its pull-up moves behind the head (the
                 // page list and the tail), the head being in place already;
-                // so this counts those bytes, for every inline call, where
-                // C would DMA-map them instead for calls at least as long
-                // as its Send buffer.
+                // so this counts those bytes.
                 let behind_head = u64::from(snd.page_len).saturating_add(u64::from(snd.tail_len));
                 add(&self.stats.pullup_copy_count, behind_head);
+            }
+            CallStrategy::InlineMapped => {
+                // The pages went out mapped; only the tail was copied.
+                add(&self.stats.pullup_copy_count, u64::from(snd.tail_len));
             }
             CallStrategy::LongCall { .. } => bump(&self.stats.nomsg_call_count),
             CallStrategy::ReadChunk { .. } => {}
@@ -321,17 +346,68 @@ impl Conn {
     }
 }
 
+/// Page data shorter than this is pulled up into the Send buffer even
+/// where it could be mapped: a short copy costs less than mapping and
+/// unmapping a page (C pulls up every call that fits its Send buffer for
+/// that reason).
+const MAP_PAGES_MIN: u32 = 1024;
+
+impl Conn {
+    /// For an inline call with page data: the pages mapped for the device
+    /// as Send SGEs behind the header and head, so they are not copied;
+    /// `None` (pull the call up) when there is little page data or the
+    /// queue pair has too few SGEs for header and head, every page piece
+    /// and the tail.
+    fn map_send_pages(
+        &self,
+        rqst: &Rqst<'_>,
+        snd: &XdrBufShape,
+    ) -> Result<Option<KVec<SgSegment>>> {
+        if snd.page_len < MAP_PAGES_MIN {
+            return Ok(None);
+        }
+        let base = snd.page_base as usize;
+        let first_page = u32::try_from(base / PAGE_SIZE).map_err(|_| EINVAL)?;
+        let spans = || page_spans(base % PAGE_SIZE, snd.page_len as usize, PAGE_SIZE).ok_or(EINVAL);
+        let sges = 1 + spans()?.count() + usize::from(snd.tail_len > 0);
+        if sges > self.ep.max_send_sge() {
+            return Ok(None);
+        }
+        let mut pages = KVec::with_capacity(sges, GFP_KERNEL)?;
+        for span in spans()? {
+            let index = first_page
+                .checked_add(u32::try_from(span.page).map_err(|_| EINVAL)?)
+                .ok_or(EINVAL)?;
+            let page = rqst.send_page(index).ok_or(EINVAL)?;
+            let buf = self.ep.map_page(page, span.offset, span.len)?;
+            pages.push(
+                SgSegment {
+                    buf,
+                    offset: 0,
+                    len: span.len,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(Some(pages))
+    }
+}
+
 /// Writes the Send into `out`, the pooled Send buffer, in place: the
 /// transport header, then the inline part of the call (C
 /// `rpcrdma_prepare_send_sges`, whose pull-up copies the call behind the
-/// header the same way). Returns the Send's length and the header's.
+/// header the same way). With `mapped` (the page data goes out through
+/// SGEs of its own), the head, then the tail right behind it. Returns the
+/// Send's parts in the buffer (the bytes before the pages, the tail's
+/// after them; see [`Conn::send_wr`]) and the header's length.
 fn fill_send(
     rqst: &Rqst<'_>,
     hdr: &HeaderRef<'_>,
     call: &CallStrategy,
     snd: &XdrBufShape,
+    mapped: bool,
     out: &mut [u8],
-) -> Result<(usize, usize)> {
+) -> Result<((usize, usize), usize)> {
     let hlen = encode_header(hdr, out).map_err(|_| EMSGSIZE)?;
     let mut at = hlen;
     let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
@@ -342,6 +418,13 @@ fn fill_send(
         Ok(())
     };
     match call {
+        CallStrategy::InlinePullup | CallStrategy::InlineMapped if mapped => {
+            copy(0, snd.head_len, &mut at)?;
+            let first = at;
+            let from = snd.head_len.checked_add(snd.page_len).ok_or(EINVAL)?;
+            copy(from, snd.tail_len, &mut at)?;
+            return Ok(((first, at - first), hlen));
+        }
         CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
             copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
         }
@@ -357,5 +440,5 @@ fn fill_send(
         }
         CallStrategy::LongCall { .. } => {}
     }
-    Ok((at, hlen))
+    Ok(((at, 0), hlen))
 }

@@ -93,14 +93,18 @@ impl CompletionHandler for SendDone {
 
 impl Conn {
     /// A Send work request over a pooled Send buffer (the inline send
-    /// size) that `fill` writes in place, returning how many bytes it
-    /// wrote; and that count. Its completion gives back `slots` send queue
-    /// slots, which the caller reserved.
+    /// size) that `fill` writes in place; and the Send's length. `fill`
+    /// returns `(first, tail)`: the Send starts with the buffer's first
+    /// `first` bytes, then come the `pages` (page data mapped for the
+    /// device, if any) and then the `tail` bytes the buffer holds after the
+    /// first ones. Its completion gives back `slots` send queue slots,
+    /// which the caller reserved.
     pub(super) fn send_wr(
         &self,
         this: &Arc<Self>,
         slots: u32,
-        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+        pages: KVec<SgSegment>,
+        fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
         let pooled = self.send_bufs.lock().pop();
         let buf = match pooled {
@@ -118,22 +122,41 @@ impl Conn {
                 buf
             }
         };
-        let len = match buf.fill(fill) {
-            Ok(len) => len,
-            Err(e) => {
-                self.put_send_buf(&buf);
-                return Err(e);
-            }
-        };
-        let mut segs = KVec::new();
+        let mut parts = (0, 0);
+        let filled = buf.fill(|bytes| {
+            parts = fill(bytes)?;
+            parts.0.checked_add(parts.1).ok_or(EINVAL)
+        });
+        if let Err(e) = filled {
+            self.put_send_buf(&buf);
+            return Err(e);
+        }
+        let (first, tail) = parts;
+        let mut len = first;
+        let mut segs = KVec::with_capacity(pages.len() + 2, GFP_KERNEL)?;
         segs.push(
             SgSegment {
-                buf,
+                buf: buf.clone(),
                 offset: 0,
-                len,
+                len: first,
             },
             GFP_KERNEL,
         )?;
+        for page in pages {
+            len = len.checked_add(page.len).ok_or(EINVAL)?;
+            segs.push(page, GFP_KERNEL)?;
+        }
+        if tail > 0 {
+            len = len.checked_add(tail).ok_or(EINVAL)?;
+            segs.push(
+                SgSegment {
+                    buf,
+                    offset: first,
+                    len: tail,
+                },
+                GFP_KERNEL,
+            )?;
+        }
         let wr = WorkRequest::new(
             SendDone {
                 conn: this.clone(),

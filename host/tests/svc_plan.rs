@@ -6,8 +6,10 @@ use rpcrdma_proto::proto::decode::decode_call;
 use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use rpcrdma_proto::proto::msg::{DecodeLimits, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, PclError};
-use rpcrdma_proto::proto::pieces::{Piece, PieceError, PieceRun, Pieces, RangeInPieces};
-use rpcrdma_proto::proto::svc_call::{page_spans, CallLayout, PageSpan, PagedCall, Source, Step};
+use rpcrdma_proto::proto::pieces::{
+    page_spans, PageSpan, Piece, PieceError, PieceRun, Pieces, RangeInPieces,
+};
+use rpcrdma_proto::proto::svc_call::{CallLayout, PagedCall, Source, Step};
 use rpcrdma_proto::proto::svc_reply::{
     route_result_payload, route_result_payload_in, set_result_payloads, BodyRun, PayloadRoute,
     PayloadWrites, ReplyBody,

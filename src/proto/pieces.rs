@@ -281,3 +281,41 @@ impl<T, I: Iterator<Item = (T, Piece)>> Iterator for RangeInPieces<I> {
         None
     }
 }
+
+/// One page's part of a range of bytes laid out over pages (see
+/// [`page_spans`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSpan {
+    /// Index of the page among the chunk's pages.
+    pub page: usize,
+    /// Offset in that page.
+    pub offset: usize,
+    /// Length (at least one byte, at most to the page's end).
+    pub len: usize,
+}
+
+/// The page pieces of bytes `[off, off + len)` of data laid out from
+/// offset 0 of consecutive pages of `page_size` bytes: the scatter list of
+/// one RDMA Read into a paged chunk's pages, or of a Send's page data.
+/// `None` if the range overflows; an empty range has no spans.
+pub fn page_spans(
+    off: usize,
+    len: usize,
+    page_size: usize,
+) -> Option<impl Iterator<Item = PageSpan>> {
+    let end = off.checked_add(len)?;
+    if page_size == 0 {
+        return None;
+    }
+    let mut at = off;
+    Some(core::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let page = at.checked_div(page_size)?;
+        let offset = at.checked_rem(page_size)?;
+        let len = page_size.saturating_sub(offset).min(end.saturating_sub(at));
+        at = at.checked_add(len)?;
+        Some(PageSpan { page, offset, len })
+    }))
+}
