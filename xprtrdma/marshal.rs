@@ -269,6 +269,7 @@ impl Conn {
             CallStrategy::InlineMapped => {
                 // The pages went out mapped; only the tail was copied.
                 add(&self.stats.pullup_copy_count, u64::from(snd.tail_len));
+                add(&self.counters().mapped_sends, 1);
             }
             CallStrategy::LongCall { .. } => bump(&self.stats.nomsg_call_count),
             CallStrategy::ReadChunk { .. } => {}

@@ -174,6 +174,9 @@ pub(crate) struct StrategyCounters {
     /// `physical`: segments advertised for them (DMA-contiguous mappings
     /// share one).
     pub(crate) segments: Atomic<u64>,
+    /// Inline calls whose page data went out through Send SGEs of its own
+    /// rather than pulled up (marshal.rs `map_send_pages`).
+    pub(crate) mapped_sends: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -191,6 +194,7 @@ impl StrategyCounters {
             injected_disconnects: Atomic::new(0),
             mappings: Atomic::new(0),
             segments: Atomic::new(0),
+            mapped_sends: Atomic::new(0),
         }
     }
 }
@@ -216,13 +220,13 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical, Strategy::Cache] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
@@ -235,7 +239,8 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.send_queue_full.load(Relaxed),
             c.injected_disconnects.load(Relaxed),
             c.mappings.load(Relaxed),
-            c.segments.load(Relaxed)
+            c.segments.load(Relaxed),
+            c.mapped_sends.load(Relaxed)
         )?;
     }
     Ok(())

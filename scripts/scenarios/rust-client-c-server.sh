@@ -63,6 +63,25 @@ server_helper() {
     done
 }
 
+# An inline WRITE with 1 KiB or more of page data goes out with its pages
+# mapped as Send SGEs (debugfs client_registration's mapped_sends, the last
+# column), not pulled up; the data must read back from the server intact.
+mapped_send_check() {  # mapped_send_check VERSION
+    _f=/sys/kernel/debug/rpcrdma_rs/client_registration
+    _m0=$(awk 'NR > 1 { n += $NF } END { print n + 0 }' $_f)
+    head -c 3000 /dev/urandom > /tmp/mapped.src
+    cp /tmp/mapped.src $MNT/mapped.$$ && sync
+    _m1=$(awk 'NR > 1 { n += $NF } END { print n + 0 }' $_f)
+    # Read back past the page cache (O_DIRECT), from the server.
+    if dd if=$MNT/mapped.$$ iflag=direct bs=4096 2>/dev/null | cmp -s - /tmp/mapped.src &&
+        [ "$_m1" -gt "$_m0" ]; then
+        pass "nfs$1-inline-write-pages-mapped"
+    else
+        fail "nfs$1-inline-write-pages-mapped" "mapped_sends $_m0 -> $_m1 or data differs"
+    fi
+    rm -f $MNT/mapped.$$ /tmp/mapped.src
+}
+
 # With fmr_dirty_watermark, MRs of completed RPCs stay registered until a
 # batch invalidates them; on an idle mount the batch must still run within
 # about a second (a delayed work), not wait for the watermark.
@@ -406,6 +425,7 @@ run_client() {
             direct_check "nfs$v-direct-${SIZE}M"
             [ $_cache = 1 ] && [ "$v" = "${VERSIONS%% *}" ] && cache_check "$v"
             tree_checks "$v"
+            [ "$PARAMS" != c-client ] && mapped_send_check "$v"
             show_xprt
             nfs_umount $MNT || fail "nfs$v-umount" "umount $MNT"
         else
