@@ -434,14 +434,37 @@ impl Io<'_> {
 
     /// Posts a Send of `bytes` from a cached buffer.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        let t = self.cache.get(self.ep, Class::Send, bytes.len())?;
-        t.buf.write(0, bytes)?;
+        self.send_filled(bytes.len(), inv, |out| {
+            out.get_mut(..bytes.len())
+                .ok_or(EINVAL)?
+                .copy_from_slice(bytes);
+            Ok(bytes.len())
+        })
+    }
+
+    /// Posts a Send of `len` bytes that `fill` writes in place into a
+    /// cached buffer (of at least `len` bytes), returning how many it
+    /// wrote.
+    pub(super) fn send_filled(
+        &self,
+        len: usize,
+        inv: Option<u32>,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result {
+        let t = self.cache.get(self.ep, Class::Send, len)?;
+        let len = match t.buf.fill(fill) {
+            Ok(len) => len,
+            Err(e) => {
+                self.cache.put(&t.buf, t.slot);
+                return Err(e);
+            }
+        };
         let op = match inv {
             Some(k) => SendOp::SendWithInvalidate(k),
             None => SendOp::Send,
         };
-        self.post_one(t.buf, bytes.len(), op, t.slot)?;
-        trace::svcrdma_post_send(bytes.len(), inv);
+        self.post_one(t.buf, len, op, t.slot)?;
+        trace::svcrdma_post_send(len, inv);
         Ok(())
     }
 

@@ -129,16 +129,18 @@ impl Conn {
             self.send_err_chunk(xid);
             return Ok(());
         };
-        let mut out = KVec::from_elem(0u8, total, GFP_KERNEL)?;
-        out.get_mut(..n)
-            .ok_or(EINVAL)?
-            .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
-        let dst = out.get_mut(n..).ok_or(EINVAL)?;
-        for run in body.runs(0, dst.len()) {
-            let run = run.map_err(|_| EINVAL)?;
-            let end = run.at.checked_add(run.len).ok_or(EINVAL)?;
-            rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
-        }
-        self.send_bytes(&out, inv)
+        // Header and body written straight into the Send's buffer.
+        self.io().send_filled(total, inv, |out| {
+            out.get_mut(..n)
+                .ok_or(EINVAL)?
+                .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
+            let dst = out.get_mut(n..total).ok_or(EINVAL)?;
+            for run in body.runs(0, dst.len()) {
+                let run = run.map_err(|_| EINVAL)?;
+                let end = run.at.checked_add(run.len).ok_or(EINVAL)?;
+                rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
+            }
+            Ok(total)
+        })
     }
 }

@@ -5,7 +5,8 @@
 # and O_DIRECT), a directory of DIR_ENTRIES (5000) entries listed (Reply
 # chunks; the server creates them locally, since 5000 creates over two TCG
 # VMs take minutes with either client), a 4000-byte symlink target read
-# back, CHURN (200) small files created, read and removed.
+# back, CHURN (200) small files created, read and removed, a 3000-byte
+# file whose inline WRITE sends its page mapped (mapped_send_check).
 # NFSv4.1+: a delegation the server recalls (CB_RECALL over the RDMA
 # backchannel, answered by our client). Then, once: a mount over IPv6
 # (proto=rdma6), a server restart under a mounted client (the transport
