@@ -43,8 +43,8 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, SpinLockIrq};
 
-/// Write chunk pieces sent straight from Reply pages, the pages they
-/// named, and pieces copied into a cached buffer instead (debugfs
+/// Write and Reply chunk pieces sent straight from Reply pages, the pages
+/// they named, and pieces copied into a cached buffer instead (debugfs
 /// `svc_memreg`).
 static DIRECT_WRITES: Atomic<u64> = Atomic::new(0);
 static DIRECT_PAGES: Atomic<u64> = Atomic::new(0);
@@ -576,7 +576,7 @@ impl Io<'_> {
         let mut posted = 0;
         for p in Pieces::new(segs, total, PIECE) {
             let p = p.map_err(piece_error)?;
-            self.write_copied(kind, &p, |buf| fill(p.off, buf, p.len))?;
+            self.write_copied(&p, |buf| fill(p.off, buf, p.len))?;
             posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
@@ -584,20 +584,13 @@ impl Io<'_> {
     }
 
     /// RDMA-Writes piece `p` from a cached buffer that `fill` filled.
-    fn write_copied(
-        &self,
-        kind: ChunkOp,
-        p: &Piece,
-        fill: impl FnOnce(&DmaBuf) -> Result,
-    ) -> Result {
+    fn write_copied(&self, p: &Piece, fill: impl FnOnce(&DmaBuf) -> Result) -> Result {
         let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
         fill(&t.buf)?;
         stat_add(Stat::Write, 1);
         stat_add(Stat::WriteBytes, p.len as u64);
         self.post_one(t.buf, p.len, write_op(p), t.slot)?;
-        if matches!(kind, ChunkOp::Write) {
-            COPIED_WRITES.add(1, Relaxed);
-        }
+        COPIED_WRITES.add(1, Relaxed);
         Ok(())
     }
 
@@ -652,7 +645,7 @@ impl Io<'_> {
                 DIRECT_PAGES.add(n, Relaxed);
             } else {
                 let copy = |buf: &DmaBuf| rqst.read_res_into_buf(at, buf, 0, p.len);
-                self.write_copied(kind, &p, copy)?;
+                self.write_copied(&p, copy)?;
             }
             posted += 1;
         }

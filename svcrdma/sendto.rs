@@ -94,18 +94,35 @@ impl Conn {
                 self.send_err_chunk(xid);
                 return Ok(());
             }
-            self.io().write_chunk(
-                ChunkOp::Reply,
-                pcl.segments(rc),
-                usize_of(rest)?,
-                |off, buf, len| {
-                    for run in body.runs(off, len) {
-                        let run = run.map_err(|_| EINVAL)?;
-                        rqst.read_res_into_buf(run.reply_offset, buf, run.at, run.len)?;
-                    }
-                    Ok(())
-                },
-            )?;
+            // A body that is one run of the Reply (no payload went to a
+            // Write chunk) leaves straight from the Reply's pages.
+            let mut runs = body.runs(0, usize_of(rest)?);
+            let single = match (runs.next(), runs.next()) {
+                (Some(Ok(run)), None) if run.at == 0 => Some(run.reply_offset),
+                _ => None,
+            };
+            if let (true, Some(start)) = (s.direct, single) {
+                self.io().write_chunk_direct(
+                    ChunkOp::Reply,
+                    pcl.segments(rc),
+                    usize_of(rest)?,
+                    rqst,
+                    start,
+                )?;
+            } else {
+                self.io().write_chunk(
+                    ChunkOp::Reply,
+                    pcl.segments(rc),
+                    usize_of(rest)?,
+                    |off, buf, len| {
+                        for run in body.runs(off, len) {
+                            let run = run.map_err(|_| EINVAL)?;
+                            rqst.read_res_into_buf(run.reply_offset, buf, run.at, run.len)?;
+                        }
+                        Ok(())
+                    },
+                )?;
+            }
             let n = pcl
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
                 .map_err(|_| EINVAL)?;
