@@ -10,6 +10,8 @@ use rpcrdma_proto::proto::encode::{
 use rpcrdma_proto::proto::golden::compare_header;
 use rpcrdma_proto::proto::msg::{Body, DecodeLimits, ErrorBody, Header, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, ReadRegion};
+use rpcrdma_proto::proto::pieces::{page_spans, CallReadPieces};
+use rpcrdma_proto::proto::svc_call::PagedCall;
 use rpcrdma_proto::targets::decode_header::reencode;
 
 const LIM: DecodeLimits = DecodeLimits {
@@ -239,6 +241,35 @@ fn check_server_side(h: &Header<'_>) {
     assert_eq!(nchunks, pcl.read_chunks().len());
     let mut w = pcl.read_chunks().windows(2);
     assert!(w.all(|p| p[0].position < p[1].position));
+    if let Body::Msg { payload, .. } = &h.body {
+        check_paged(&pcl, payload.len());
+    }
+}
+
+/// A Call read into pages of its own: its layout stays inside the pages it
+/// asks for, and every Read of at most 15 pages scatters over at most 16
+/// of them, all inside the chunk's pages (svcrdma/rw.rs `PAGED_PIECE`).
+fn check_paged(pcl: &ParsedChunks<'_>, inline_len: usize) {
+    const PAGE: usize = 4096;
+    const MAX_PAGES: usize = 260;
+    let Some(p) = PagedCall::new(pcl, inline_len, PAGE, MAX_PAGES) else {
+        return;
+    };
+    assert!(p.position as usize <= inline_len && inline_len <= PAGE);
+    assert!(p.padded_len >= p.chunk_len && p.padded_len - p.chunk_len < 4);
+    assert_eq!(p.padded_len % 4, 0);
+    assert_eq!((p.padded_len as usize).div_ceil(PAGE), p.pages);
+    assert!(p.pages < MAX_PAGES);
+    for piece in CallReadPieces::new(pcl, 15 * PAGE) {
+        let Ok((src, piece)) = piece else { return };
+        assert_eq!(src, 1);
+        let spans: Vec<_> = page_spans(piece.off, piece.len, PAGE).unwrap().collect();
+        assert!(spans.len() <= 16);
+        assert_eq!(spans.iter().map(|s| s.len).sum::<usize>(), piece.len);
+        assert!(spans
+            .iter()
+            .all(|s| s.page < p.pages && s.offset + s.len <= PAGE));
+    }
 }
 
 proptest! {
