@@ -270,6 +270,7 @@ impl Conn {
                 // The pages went out mapped; only the tail was copied.
                 add(&self.stats.pullup_copy_count, u64::from(snd.tail_len));
                 add(&self.counters().mapped_sends, 1);
+                add(&self.counters().mapped_bytes, u64::from(snd.page_len));
             }
             CallStrategy::LongCall { .. } => bump(&self.stats.nomsg_call_count),
             CallStrategy::ReadChunk { .. } => {}

@@ -177,6 +177,9 @@ pub(crate) struct StrategyCounters {
     /// Inline calls whose page data went out through Send SGEs of its own
     /// rather than pulled up (marshal.rs `map_send_pages`).
     pub(crate) mapped_sends: Atomic<u64>,
+    /// The page bytes those calls sent mapped: what a pull-up would have
+    /// copied (and counted in mountstats' `pullup_copy_count`).
+    pub(crate) mapped_bytes: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -195,6 +198,7 @@ impl StrategyCounters {
             mappings: Atomic::new(0),
             segments: Atomic::new(0),
             mapped_sends: Atomic::new(0),
+            mapped_bytes: Atomic::new(0),
         }
     }
 }
@@ -220,13 +224,13 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends mapped_bytes"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical, Strategy::Cache] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
@@ -240,7 +244,8 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.injected_disconnects.load(Relaxed),
             c.mappings.load(Relaxed),
             c.segments.load(Relaxed),
-            c.mapped_sends.load(Relaxed)
+            c.mapped_sends.load(Relaxed),
+            c.mapped_bytes.load(Relaxed)
         )?;
     }
     Ok(())

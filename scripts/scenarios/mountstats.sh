@@ -18,6 +18,11 @@
 # group of fields that the client's marshaling decides for the same
 # workload: chunk segments, RDMA bytes, copy bytes, errors. The rest is
 # printed for information (see Documentation/admin-guide/mountstats.rst).
+# The project sends the page data of an inline call of 1 KiB or more
+# through Send SGEs of its own where C pulls it up (the 1 KiB O_DIRECT
+# writes): those bytes, from debugfs client_registration's mapped_bytes
+# during the project's run, are added to its pullup_copy_count before the
+# comparison; the table shows them.
 # The project is loaded with RUST_PARAMS (default fmr_pages_per_mr=32): C
 # caps an MR at the device's max_sge_rd when that exceeds 16 (a quirk in
 # frwr_query_device; 32 on rxe), so a 256 KiB chunk takes two MRs in C and
@@ -125,6 +130,12 @@ tools_check() {
     pass $_t
 }
 
+# mapped_bytes: page bytes the project's client sent mapped so far.
+mapped_bytes() {
+    awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "mapped_bytes") c = i; next }
+        c { n += $c } END { print n + 0 }' /sys/kernel/debug/rpcrdma_rs/client_registration
+}
+
 # run_kind KIND: the workload on a fresh mount per version with the
 # module(s) already loaded; the lines go to $WORK/KIND-VERSION.
 run_kind() {
@@ -136,7 +147,9 @@ run_kind() {
         if ! nfs_mount "$_v" "$SERVER_IP" $MNT; then
             fail "mount-$_k-nfs$_v" "$NFS_ERR"; continue
         fi
+        [ "$_k" = rust ] && _mb0=$(mapped_bytes)
         if workload $MNT; then pass "workload-$_k-nfs$_v"; else fail "workload-$_k-nfs$_v" "see the log"; fi
+        [ "$_k" = rust ] && echo $(($(mapped_bytes) - _mb0)) > "$WORK/rust-$_v.mapped"
         xprt_fields $MNT $FIELDS > "$WORK/$_k-$_v"
         [ "$_k" = c ] && trace_c off "$_v"
         # The line, and the operations behind it (name, count, bytes sent
@@ -168,6 +181,16 @@ value() {
     return 1
 }
 
+# mapped_part VERSION N: for pullup_copy_count (16), the page bytes the
+# project sent mapped where C pulls them up; 0 for other fields.
+mapped_part() {
+    ms_mn=0
+    if [ "$2" = 16 ] && [ -f "$WORK/rust-$1.mapped" ]; then
+        read -r ms_mn < "$WORK/rust-$1.mapped"
+    fi
+    echo "${ms_mn:-0}"
+}
+
 # failed_part VERSION N: what C counted in field N for marshal attempts
 # that failed (0 when not traced or not a chunk field).
 failed_part() {
@@ -190,6 +213,7 @@ compare() {
     for ms_f in $FIELDS; do
         info "mountstats nfs$ms_v: $(field_name "$ms_f") $(value "$ms_cf" "$ms_f") $(failed_part "$ms_v" "$ms_f") $(value "$ms_rf" "$ms_f")"
     done
+    info "mountstats nfs$ms_v: project page bytes sent mapped, not pulled up: $(mapped_part "$ms_v" 16)"
     for ms_g in $CMP_GROUPS; do
         ms_name=${ms_g%%:*} ms_rest=${ms_g#*:}
         ms_tol=${ms_rest%%:*} ms_fl=$(echo "${ms_rest#*:}" | tr '+' ' ')
@@ -201,6 +225,7 @@ compare() {
                 ms_bad="$ms_bad $(field_name "$ms_f") missing"; continue
             fi
             ms_cv=$((ms_cv - $(failed_part "$ms_v" "$ms_f")))
+            ms_rv=$((ms_rv + $(mapped_part "$ms_v" "$ms_f")))
             if [ "$ms_tol" = le ]; then
                 [ "$ms_rv" -le "$ms_cv" ] && continue
             else

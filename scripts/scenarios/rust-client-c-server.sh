@@ -65,14 +65,17 @@ server_helper() {
 }
 
 # An inline WRITE with 1 KiB or more of page data goes out with its pages
-# mapped as Send SGEs (debugfs client_registration's mapped_sends, the last
-# column), not pulled up; the data must read back from the server intact.
+# mapped as Send SGEs (debugfs client_registration's mapped_sends), not
+# pulled up; the data must read back from the server intact.
+mapped_sends() {
+    awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "mapped_sends") c = i; next }
+        c { n += $c } END { print n + 0 }' /sys/kernel/debug/rpcrdma_rs/client_registration
+}
 mapped_send_check() {  # mapped_send_check VERSION
-    _f=/sys/kernel/debug/rpcrdma_rs/client_registration
-    _m0=$(awk 'NR > 1 { n += $NF } END { print n + 0 }' $_f)
+    _m0=$(mapped_sends)
     head -c 3000 /dev/urandom > /tmp/mapped.src
     cp /tmp/mapped.src $MNT/mapped.$$ && sync
-    _m1=$(awk 'NR > 1 { n += $NF } END { print n + 0 }' $_f)
+    _m1=$(mapped_sends)
     # Read back past the page cache (O_DIRECT), from the server.
     if dd if=$MNT/mapped.$$ iflag=direct bs=4096 2>/dev/null | cmp -s - /tmp/mapped.src &&
         [ "$_m1" -gt "$_m0" ]; then
