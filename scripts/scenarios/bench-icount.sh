@@ -170,13 +170,21 @@ profile() {
     _perf=$!
     sleep 2
     _ok=1
-    echo enable > $_ctl
-    _w=$(fio_job prof-w write 1m 8 "${SIZE}m") || _ok=0
-    _rd=$(fio_job prof-r read 1m 8 "${SIZE}m") || _ok=0
-    echo disable > $_ctl
+    # Sampling only while the jobs move data: fio's own thread turns it on
+    # just before its I/O loop and off after it (fio's start-up, its 100 ms
+    # start-up poll and its exit are left out). fio writes the commands'
+    # output to <job>.prerun.txt in its working directory (/tmp), hence tee:
+    # a redirection of ours would be overridden by its own.
+    _on="--exec_prerun=echo enable | tee $_ctl" _off="--exec_postrun=echo disable | tee $_ctl"
+    _w=$(cd /tmp && fio_job prof-w write 1m 8 "${SIZE}m" "$_on" "$_off") || _ok=0
+    _rd=$(cd /tmp && fio_job prof-r read 1m 8 "${SIZE}m" "$_on" "$_off") || _ok=0
     # fio's own guest time for the two jobs, against which the busy time
     # perf sampled is reported (coverage).
     _fio_ms=$(( ${_w##* } + ${_rd##* } ))
+    for _f in /tmp/prof-*.prerun.txt /tmp/prof-*.postrun.txt; do
+        [ -f "$_f" ] && { echo "== $_f"; cat "$_f"; } >> "$RESULTS/perf-$1.log"
+    done
+    echo "fio: $_w / $_rd" >> "$RESULTS/perf-$1.log"
     kill -INT $_perf 2>/dev/null; pkill -INT -f 'sleep 100000'; wait $_perf
     ls -la $_data >> "$RESULTS/perf-$1.log" 2>&1
     [ $_ok = 1 ] || { fail "profile-$1" "fio failed under perf"; return 1; }
@@ -215,11 +223,60 @@ profile() {
     pass "profile-$1"
 }
 
+
+# idle_snap TAG FILE: counters that tell idle from busy, appended to FILE.
+idle_snap() {
+    {
+        echo "== $1 t_ns=$(date +%s%N)"
+        echo "stat $(head -n 1 /proc/stat)"
+        echo "uptime $(cat /proc/uptime)"
+        grep -E 'idle_calls|idle_sleeps|nr_events|nr_retries|nr_hangs' /proc/timer_list | head -n 8 | sed 's/^/tl /'
+        grep -E '^ *(LOC|RES|CAL|TLB|NMI|PMI|IWI|SPU|MCP|ERR|MIS)' /proc/interrupts | sed 's/^/irq /'
+        sed 's/^/sirq /' /proc/softirqs
+        grep -E 'xprt:|^ *(READ|WRITE|GETATTR|COMMIT):' /proc/self/mountstats | sed 's/^/ms /'
+    } >> "$2"
+}
+
+# idle_probe CFG: each job once plain with counters around it, then once
+# under perf (context switches with the switched-out task's call chain, and
+# the CPU-wide switch records); raw data to $RESULTS/idle-CFG-JOB.*.
+idle_probe() {
+    for _spec in "seq-write-1m:write:1m:8:${SIZE}m" "seq-read-1m:read:1m:8:${SIZE}m" \
+        "rand-read-4k:randread:4k:32:$((SIZE * 128))k"; do
+        IFS=: read -r _j _rw _bs _qd _io <<EOF
+$_spec
+EOF
+        _b=$RESULTS/idle-$1-$_j
+        _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io")
+        info "idleprobe-run cfg=$1 run=0 job=$_j res=$_res"
+        idle_snap before "$_b.snap"
+        ( sleep 0.1; cat /proc/timer_list > "$_b.timer_list" ) &
+        _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io")
+        idle_snap after "$_b.snap"
+        wait
+        info "idleprobe-run cfg=$1 run=1 job=$_j res=$_res"
+        idle_snap before-perf "$_b.snap"
+        perf record -a -g --switch-events -e context-switches -c 1 -o /tmp/idle.data -- \
+            fio --name="$_j" --filename=$FILE --rw="$_rw" --bs="$_bs" --iodepth="$_qd" \
+            --size="${SIZE}m" --io_size="$_io" --direct=1 --ioengine=libaio --thread \
+            --output-format=terse --terse-version=3 > "$_b.fio" 2> "$_b.perf-log"
+        idle_snap after-perf "$_b.snap"
+        perf script -i /tmp/idle.data --show-switch-events -F comm,pid,tid,cpu,time,event,ip,sym > "$_b.script" 2>>"$_b.perf-log"
+        info "idle-probe cfg=$1 job=$_j script_lines=$(wc -l < "$_b.script")"
+        rm -f /tmp/idle.data
+    done
+}
+
 case $ROLE in
     single) ;;
     *) fail bench-icount "runs in one VM: scripts/vm --icount bench-icount ..."; return 1 ;;
 esac
 say "bench-icount: configs $CONFIGS, $REPS repetitions, ${SIZE} MiB, profile $PROFILE"
+case $PROFILE in 2|3)
+    for _c in $CONFIGS; do
+        use_config "$_c" && idle_probe "$_c"
+    done ;;
+esac
 _rep=1
 while [ $_rep -le "$REPS" ]; do
     for _c in $CONFIGS; do
@@ -231,7 +288,7 @@ while [ $_rep -le "$REPS" ]; do
     done
     _rep=$((_rep + 1))
 done
-if [ "$PROFILE" = 1 ]; then
+if [ "$PROFILE" = 1 ] || [ "$PROFILE" = 3 ]; then
     for _c in $CONFIGS; do
         use_config "$_c" && profile "$_c"
     done
