@@ -24,11 +24,16 @@
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
 # SIZE_MIB: bytes of each 1 MiB job; the 4 KiB random read reads an eighth.
-# PROFILE: 1 runs the 1 MiB jobs once more per config under
-#   perf record -e cpu-clock (guest time, i.e. instructions) and splits the
-#   sampled time by where it lands. Not trustworthy yet: under -icount the
-#   samples cover about 3% of the busy time fio measures (the coverage line
-#   says how much), so it is off by default.
+# PROFILE: 1 runs the jobs once more per config under
+#   perf record -e cpu-clock (guest time, i.e. instructions), sampling only
+#   while fio moves data, and splits the sampled time by where it lands: one
+#   profile of the 1 MiB write and read together ("1m"), one of the 4 KiB
+#   random read ("4k"). The kernel samples are resolved against a copy of
+#   /proc/kallsyms (scripts/guest/perf-categorise.py), not by perf.
+#   2 runs the idle probe first (each job plain with /proc counters around
+#   it, then under perf record --switch-events; the raw dumps go to the
+#   results directory as idle-CFG-JOB.*, for scripts/bench-idle/*.py);
+#   3 runs both the idle probe and the profile.
 #
 # One INFO line per job and repetition:
 #   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n> ms=<n>
@@ -49,9 +54,11 @@
 #   cache_hits, cache_misses: client_cache's page runs looked up (the
 #     module is loaded anew for each config and repetition, so every
 #     repetition starts with an empty cache: there is no warm-up run);
-# and with PROFILE, per config and category, then its coverage:
-#   icount-profile cfg=<c> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
-#   icount-profile-coverage cfg=<c> busy_sampled_ms=<n> fio_ms=<n>
+# and with PROFILE 1 or 3, per config, profile (1m, 4k) and category, then
+# the profile's coverage (the non-idle time sampled, against the time fio
+# measured for its jobs):
+#   icount-profile cfg=<c> prof=<p> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
+#   icount-profile-coverage cfg=<c> prof=<p> busy_sampled_ms=<n> fio_ms=<n>
 # A benchmark, not a test: it passes when every job ran; scripts/bench-icount
 # prints the medians and spreads.
 CONFIGS=$(echo "${1:-c+rust}" | tr '+' ' ')
@@ -158,71 +165,79 @@ EOF
     done
 }
 
-# profile CFG: the 1 MiB write and read once more under perf, sampling only
-# around the two fio runs (perf's own start-up is not counted; fio's is, in
-# "user" and "other_kernel"); the samples split by where they land. The
-# report goes to the results directory.
-profile() {
-    _ctl=/tmp/perf-$1.ctl _data=/tmp/perf-$1.data
-    rm -f $_ctl; mkfifo $_ctl
-    perf record -a -e cpu-clock -F $FREQ -D -1 --control fifo:$_ctl -o $_data -- sleep 100000 \
-        >"$RESULTS/perf-$1.log" 2>&1 &
+# perf_jobs CFG PROF JOB:RW:BS:IODEPTH:IO_SIZE...: the jobs once more, in
+# order, under one perf record -e cpu-clock that samples only while fio moves
+# data; reports profile PROF (icount-profile lines; per MiB: what these jobs
+# moved). Its log and the split by symbol go to the results directory
+# (perf-CFG-PROF.log, syms-CFG-PROF.txt).
+perf_jobs() {
+    _cfg=$1 _prof=$2; shift 2
+    _ctl=/tmp/perf-$_cfg-$_prof.ctl _data=/tmp/perf-$_cfg-$_prof.data _log=$RESULTS/perf-$_cfg-$_prof.log
+    rm -f "$_ctl"; mkfifo "$_ctl"
+    : > "$_log"
+    perf record -a -e cpu-clock -F $FREQ -D -1 --control "fifo:$_ctl" -o "$_data" -- sleep 100000 \
+        >>"$_log" 2>&1 &
     _perf=$!
     sleep 2
-    _ok=1
     # Sampling only while the jobs move data: fio's own thread turns it on
     # just before its I/O loop and off after it (fio's start-up, its 100 ms
     # start-up poll and its exit are left out). fio writes the commands'
     # output to <job>.prerun.txt in its working directory (/tmp), hence tee:
     # a redirection of ours would be overridden by its own.
     _on="--exec_prerun=echo enable | tee $_ctl" _off="--exec_postrun=echo disable | tee $_ctl"
-    _w=$(cd /tmp && fio_job prof-w write 1m 8 "${SIZE}m" "$_on" "$_off") || _ok=0
-    _rd=$(cd /tmp && fio_job prof-r read 1m 8 "${SIZE}m" "$_on" "$_off") || _ok=0
-    # fio's own guest time for the two jobs, against which the busy time
-    # perf sampled is reported (coverage).
-    _fio_ms=$(( ${_w##* } + ${_rd##* } ))
-    for _f in /tmp/prof-*.prerun.txt /tmp/prof-*.postrun.txt; do
-        [ -f "$_f" ] && { echo "== $_f"; cat "$_f"; } >> "$RESULTS/perf-$1.log"
+    _ok=1 _fio_ms=0 _kib=0
+    for _spec in "$@"; do
+        IFS=: read -r _j _rw _bs _qd _io <<SPEC
+$_spec
+SPEC
+        if _res=$(cd /tmp && fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io" "$_on" "$_off"); then
+            echo "fio $_j: $_res" >> "$_log"
+            # "MBps IOPS idle% ios ms": fio's guest time (the coverage line
+            # sets the busy time perf sampled against it) and KiB moved
+            read -r _mbps _iops _idle _ios _ms <<RES
+$_res
+RES
+            _fio_ms=$((_fio_ms + _ms))
+            case $_bs in
+                *k) _kib=$((_kib + _ios * ${_bs%k})) ;;
+                *m) _kib=$((_kib + _ios * ${_bs%m} * 1024)) ;;
+            esac
+        else
+            _ok=0
+        fi
+        for _f in /tmp/$_j.prerun.txt /tmp/$_j.postrun.txt; do
+            [ -f "$_f" ] && { echo "== $_f"; cat "$_f"; rm -f "$_f"; } >> "$_log"
+        done
     done
-    echo "fio: $_w / $_rd" >> "$RESULTS/perf-$1.log"
     kill -INT $_perf 2>/dev/null; pkill -INT -f 'sleep 100000'; wait $_perf
-    ls -la $_data >> "$RESULTS/perf-$1.log" 2>&1
-    [ $_ok = 1 ] || { fail "profile-$1" "fio failed under perf"; return 1; }
-    perf report -i $_data --stdio --no-children -q --sort dso,sym -F overhead,period,dso,sym \
-        > "$RESULTS/perf-$1.txt" 2>>"$RESULTS/perf-$1.log"
-    perf report -i $_data --stats >> "$RESULTS/perf-$1.log" 2>&1
-    # "overhead period dso [k] symbol" per line (period: nanoseconds of
-    # guest time, i.e. instructions); MiB moved: the write and the read.
-    awk -v cfg="$1" -v mib=$((SIZE * 2)) -v fio_ms="$_fio_ms" '
-        NF >= 4 {
-            n = $2; dso = $3; sym = $5
-            if (dso ~ /^\[rpcrdma(_rs)?\]$/) c = "transport"
-            else if (dso == "[rdma_rxe]") c = "rxe"
-            else if ($4 != "[k]") c = "user"
-            else if (sym ~ /^(default_idle|pv_native_safe_halt|native_safe_halt|arch_cpu_idle|do_idle|cpu_idle|default_idle_call)/) c = "idle"
-            else if (sym ~ /(memcpy|memmove|copy_user|copy_page|copy_to_iter|copy_from_iter|rep_movs|copy_mc)/) c = "copy"
-            else if (sym ~ /(crc32|icrc)/) c = "crc"
-            else if (sym ~ /^(ib_|rdma_|cma_|iw_|ucma_|__ib_)/) c = "ib_core"
-            else if (sym ~ /^(nfsd|nfs3svc|nfs4svc|nfssvc|svcxdr)/) c = "nfsd"
-            else if (sym ~ /^(nfs|pnfs)/) c = "nfs"
-            else if (sym ~ /^(rpc_|rpcauth|xprt_|svc_|xdr_|gss_|cache_|auth_|__rpc|__svc|__xprt)/) c = "sunrpc"
-            else c = "other_kernel"
-            s[c] += n; t += n
-        }
-        END {
-            for (c in s) {
-                ki = (c == "idle") ? 0 : s[c] / 1000 / mib
-                printf "icount-profile cfg=%s cat=%s ns=%d pct=%.1f kinstr_per_MiB=%.0f\n",
-                    cfg, c, s[c], 100 * s[c] / (t ? t : 1), ki
-                if (c != "idle") busy += s[c]
-            }
-            printf "icount-profile-coverage cfg=%s busy_sampled_ms=%.1f fio_ms=%d\n", cfg, busy / 1e6, fio_ms
-        }' "$RESULTS/perf-$1.txt" > /tmp/profile-$1.txt
-    [ -s /tmp/profile-$1.txt ] || { fail "profile-$1" "no samples in the report ($(tail -n 1 "$RESULTS/perf-$1.log"))"; return 1; }
-    while read -r _l; do info "$_l"; done < /tmp/profile-$1.txt
-    pass "profile-$1"
+    # The addresses of the kernel's and the modules' symbols, taken while the
+    # profiled modules are still loaded: perf-categorise.py resolves the
+    # kernel samples with them (perf's own module maps are wrong on this
+    # kernel; see there).
+    cp /proc/kallsyms "/tmp/kallsyms-$_cfg"
+    ls -la "$_data" >> "$_log" 2>&1
+    [ $_ok = 1 ] || { fail "profile-$_cfg-$_prof" "fio failed under perf"; return 1; }
+    perf report -i "$_data" --stats >> "$_log" 2>&1
+    perf script -i "$_data" -F period,ip 2>>"$_log" |
+        python3 "$REPO_ROOT/scripts/guest/perf-categorise.py" "/tmp/kallsyms-$_cfg" "$_cfg" "$_prof" \
+            "$_kib" "$_fio_ms" "$RESULTS/syms-$_cfg-$_prof.txt" > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
+    rm -f "$_data" "/tmp/kallsyms-$_cfg"
+    # Rust's symbols demangled (binutils' c++filt knows Rust's v0 mangling)
+    command -v c++filt >/dev/null && c++filt < "$RESULTS/syms-$_cfg-$_prof.txt" > /tmp/syms.txt &&
+        cp /tmp/syms.txt "$RESULTS/syms-$_cfg-$_prof.txt"
+    grep -q '^icount-profile cfg' "/tmp/profile-$_cfg-$_prof.txt" ||
+        { fail "profile-$_cfg-$_prof" "no samples ($(tail -n 1 "$_log"))"; return 1; }
+    while read -r _l; do info "$_l"; done < "/tmp/profile-$_cfg-$_prof.txt"
 }
 
+# profile CFG: the 1 MiB write and read, then the 4 KiB random read, with
+# the measured jobs' parameters, once more each under perf: profile "1m"
+# (the write and the read together) and profile "4k"; the samples split by
+# where they land (scripts/guest/perf-categorise.py).
+profile() {
+    perf_jobs "$1" 1m "prof-w:write:1m:8:${SIZE}m" "prof-r:read:1m:8:${SIZE}m" &&
+        perf_jobs "$1" 4k "prof-4k:randread:4k:32:$((SIZE * 128))k" && pass "profile-$1"
+}
 
 # idle_snap TAG FILE: counters that tell idle from busy, appended to FILE.
 idle_snap() {

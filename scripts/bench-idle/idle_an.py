@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Reads an idle probe's perf-script dump (idle-CFG-JOB.script, PROFILE=2/3) [JOB]; prints the idle periods in the job thread's window, grouped by what woke the CPU and what ran before (-v: each one).
 """Idle periods in a `perf script --show-switch-events` dump of
 perf record -a -g --switch-events -e context-switches -c 1 (one CPU)."""
 import sys, re, collections

@@ -1,3 +1,5 @@
+#!/usr/bin/env python3
+# Reads idle probe perf-script dumps (idle-CFG-JOB.script, PROFILE=2/3); prints per dump the fio job thread's lifetime, the idle time in it, and the idle periods grouped by wake-up.
 import sys, collections
 from idle_an import main, short
 for path in sys.argv[1:]:

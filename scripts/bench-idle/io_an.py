@@ -1,3 +1,5 @@
+#!/usr/bin/env python3
+# Reads idle probe perf-script dumps (idle-CFG-JOB.script, PROFILE=2/3); prints per dump the I/O window (first to last aio or NFS direct-I/O wait), its idle time, and each idle period in it.
 import sys, collections
 from idle_an import io_window, short
 for path in sys.argv[1:]:

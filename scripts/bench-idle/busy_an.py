@@ -1,3 +1,5 @@
+#!/usr/bin/env python3
+# Reads idle probe perf-script dumps (idle-CFG-JOB.script, PROFILE=2/3); prints per dump the perf window, its idle time and the longest busy stretches between idle periods.
 import sys
 from idle_an import main, short
 for path in sys.argv[1:]:
