@@ -172,19 +172,28 @@ EOF
 # (perf-CFG-PROF.log, syms-CFG-PROF.txt).
 perf_jobs() {
     _cfg=$1 _prof=$2; shift 2
-    _ctl=/tmp/perf-$_cfg-$_prof.ctl _data=/tmp/perf-$_cfg-$_prof.data _log=$RESULTS/perf-$_cfg-$_prof.log
-    rm -f "$_ctl"; mkfifo "$_ctl"
+    _ctl=/tmp/perf-$_cfg-$_prof.ctl _ack=/tmp/perf-$_cfg-$_prof.ack
+    _data=/tmp/perf-$_cfg-$_prof.data _log=$RESULTS/perf-$_cfg-$_prof.log
+    rm -f "$_ctl" "$_ack"; mkfifo "$_ctl" "$_ack"
     : > "$_log"
-    perf record -a -e cpu-clock -F $FREQ -D -1 --control "fifo:$_ctl" -o "$_data" -- sleep 100000 \
+    perf record -a -e cpu-clock -F $FREQ -D -1 --control "fifo:$_ctl,$_ack" -o "$_data" -- sleep 100000 \
         >>"$_log" 2>&1 &
     _perf=$!
-    sleep 2
+    # perf's start-up (reading every task and the symbols) takes a while
+    # under -icount, more than 2 s of guest time for the first perf of a
+    # boot: the jobs start when it answers (an "enable" sent earlier was
+    # carried out late, and the profile missed 40% of the write).
+    if ! timeout 300 sh -c 'echo ping > "$1" && head -n 1 "$2"' sh "$_ctl" "$_ack" >> "$_log" 2>&1; then
+        kill -INT $_perf 2>/dev/null; wait $_perf
+        fail "profile-$_cfg-$_prof" "perf record did not start ($(tail -n 1 "$_log"))"; return 1
+    fi
     # Sampling only while the jobs move data: fio's own thread turns it on
     # just before its I/O loop and off after it (fio's start-up, its 100 ms
-    # start-up poll and its exit are left out). fio writes the commands'
-    # output to <job>.prerun.txt in its working directory (/tmp), hence tee:
-    # a redirection of ours would be overridden by its own.
-    _on="--exec_prerun=echo enable | tee $_ctl" _off="--exec_postrun=echo disable | tee $_ctl"
+    # start-up poll and its exit are left out), and waits for perf's ack.
+    # fio appends "> <job>.prerun.txt 2>&1" (in its working directory, /tmp)
+    # to the command: it applies to head, which gets the ack.
+    _on="--exec_prerun=echo enable > $_ctl; head -n 1 $_ack"
+    _off="--exec_postrun=echo disable > $_ctl; head -n 1 $_ack"
     _ok=1 _fio_ms=0 _kib=0
     for _spec in "$@"; do
         IFS=: read -r _j _rw _bs _qd _io <<SPEC
@@ -221,7 +230,7 @@ RES
     perf script -i "$_data" -F period,ip 2>>"$_log" |
         python3 "$REPO_ROOT/scripts/guest/perf-categorise.py" "/tmp/kallsyms-$_cfg" "$_cfg" "$_prof" \
             "$_kib" "$_fio_ms" "$RESULTS/syms-$_cfg-$_prof.txt" > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
-    rm -f "$_data" "/tmp/kallsyms-$_cfg"
+    rm -f "$_data" "/tmp/kallsyms-$_cfg" "$_ctl" "$_ack"
     # Rust's symbols demangled (binutils' c++filt knows Rust's v0 mangling)
     command -v c++filt >/dev/null && c++filt < "$RESULTS/syms-$_cfg-$_prof.txt" > /tmp/syms.txt &&
         cp /tmp/syms.txt "$RESULTS/syms-$_cfg-$_prof.txt"
