@@ -24,11 +24,16 @@
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
 # SIZE_MIB: bytes of each 1 MiB job; the 4 KiB random read reads an eighth.
-# PROFILE: 1 runs the 1 MiB jobs once more per config under
-#   perf record -e cpu-clock (guest time, i.e. instructions) and splits the
-#   sampled time by where it lands. Not trustworthy yet: under -icount the
-#   samples cover about 3% of the busy time fio measures (the coverage line
-#   says how much), so it is off by default.
+# PROFILE: 1 runs the jobs once more per config under
+#   perf record -e cpu-clock (guest time, i.e. instructions), sampling only
+#   while fio moves data, and splits the sampled time by where it lands: one
+#   profile of the 1 MiB write and read together ("1m"), one of the 4 KiB
+#   random read ("4k"). The kernel samples are resolved against a copy of
+#   /proc/kallsyms (scripts/guest/perf-categorise.py), not by perf.
+#   2 runs the idle probe first (each job plain with /proc counters around
+#   it, then under perf record --switch-events; the raw dumps go to the
+#   results directory as idle-CFG-JOB.*, for scripts/bench-idle/*.py);
+#   3 runs both the idle probe and the profile.
 #
 # One INFO line per job and repetition:
 #   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n> ms=<n>
@@ -49,9 +54,11 @@
 #   cache_hits, cache_misses: client_cache's page runs looked up (the
 #     module is loaded anew for each config and repetition, so every
 #     repetition starts with an empty cache: there is no warm-up run);
-# and with PROFILE, per config and category, then its coverage:
-#   icount-profile cfg=<c> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
-#   icount-profile-coverage cfg=<c> busy_sampled_ms=<n> fio_ms=<n>
+# and with PROFILE 1 or 3, per config, profile (1m, 4k) and category, then
+# the profile's coverage (the non-idle time sampled, against the time fio
+# measured for its jobs):
+#   icount-profile cfg=<c> prof=<p> cat=<category> ns=<n> pct=<n> kinstr_per_MiB=<n>
+#   icount-profile-coverage cfg=<c> prof=<p> busy_sampled_ms=<n> fio_ms=<n>
 # A benchmark, not a test: it passes when every job ran; scripts/bench-icount
 # prints the medians and spreads.
 CONFIGS=$(echo "${1:-c+rust}" | tr '+' ' ')
@@ -158,61 +165,130 @@ EOF
     done
 }
 
-# profile CFG: the 1 MiB write and read once more under perf, sampling only
-# around the two fio runs (perf's own start-up is not counted; fio's is, in
-# "user" and "other_kernel"); the samples split by where they land. The
-# report goes to the results directory.
-profile() {
-    _ctl=/tmp/perf-$1.ctl _data=/tmp/perf-$1.data
-    rm -f $_ctl; mkfifo $_ctl
-    perf record -a -e cpu-clock -F $FREQ -D -1 --control fifo:$_ctl -o $_data -- sleep 100000 \
-        >"$RESULTS/perf-$1.log" 2>&1 &
+# perf_jobs CFG PROF JOB:RW:BS:IODEPTH:IO_SIZE...: the jobs once more, in
+# order, under one perf record -e cpu-clock that samples only while fio moves
+# data; reports profile PROF (icount-profile lines; per MiB: what these jobs
+# moved). Its log and the split by symbol go to the results directory
+# (perf-CFG-PROF.log, syms-CFG-PROF.txt).
+perf_jobs() {
+    _cfg=$1 _prof=$2; shift 2
+    _ctl=/tmp/perf-$_cfg-$_prof.ctl _ack=/tmp/perf-$_cfg-$_prof.ack
+    _data=/tmp/perf-$_cfg-$_prof.data _log=$RESULTS/perf-$_cfg-$_prof.log
+    rm -f "$_ctl" "$_ack"; mkfifo "$_ctl" "$_ack"
+    : > "$_log"
+    perf record -a -e cpu-clock -F $FREQ -D -1 --control "fifo:$_ctl,$_ack" -o "$_data" -- sleep 100000 \
+        >>"$_log" 2>&1 &
     _perf=$!
-    sleep 2
-    _ok=1
-    echo enable > $_ctl
-    _w=$(fio_job prof-w write 1m 8 "${SIZE}m") || _ok=0
-    _rd=$(fio_job prof-r read 1m 8 "${SIZE}m") || _ok=0
-    echo disable > $_ctl
-    # fio's own guest time for the two jobs, against which the busy time
-    # perf sampled is reported (coverage).
-    _fio_ms=$(( ${_w##* } + ${_rd##* } ))
+    # perf's start-up (reading every task and the symbols) takes a while
+    # under -icount, more than 2 s of guest time for the first perf of a
+    # boot: the jobs start when it answers (an "enable" sent earlier was
+    # carried out late, and the profile missed 40% of the write).
+    if ! timeout 300 sh -c 'echo ping > "$1" && head -n 1 "$2"' sh "$_ctl" "$_ack" >> "$_log" 2>&1; then
+        kill -INT $_perf 2>/dev/null; wait $_perf
+        fail "profile-$_cfg-$_prof" "perf record did not start ($(tail -n 1 "$_log"))"; return 1
+    fi
+    # Sampling only while the jobs move data: fio's own thread turns it on
+    # just before its I/O loop and off after it (fio's start-up, its 100 ms
+    # start-up poll and its exit are left out), and waits for perf's ack.
+    # fio appends "> <job>.prerun.txt 2>&1" (in its working directory, /tmp)
+    # to the command: it applies to head, which gets the ack.
+    _on="--exec_prerun=echo enable > $_ctl; head -n 1 $_ack"
+    _off="--exec_postrun=echo disable > $_ctl; head -n 1 $_ack"
+    _ok=1 _fio_ms=0 _kib=0
+    for _spec in "$@"; do
+        IFS=: read -r _j _rw _bs _qd _io <<SPEC
+$_spec
+SPEC
+        if _res=$(cd /tmp && fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io" "$_on" "$_off"); then
+            echo "fio $_j: $_res" >> "$_log"
+            # "MBps IOPS idle% ios ms": fio's guest time (the coverage line
+            # sets the busy time perf sampled against it) and KiB moved
+            read -r _mbps _iops _idle _ios _ms <<RES
+$_res
+RES
+            _fio_ms=$((_fio_ms + _ms))
+            case $_bs in
+                *k) _kib=$((_kib + _ios * ${_bs%k})) ;;
+                *m) _kib=$((_kib + _ios * ${_bs%m} * 1024)) ;;
+            esac
+        else
+            _ok=0
+        fi
+        for _f in /tmp/$_j.prerun.txt /tmp/$_j.postrun.txt; do
+            [ -f "$_f" ] && { echo "== $_f"; cat "$_f"; rm -f "$_f"; } >> "$_log"
+        done
+    done
     kill -INT $_perf 2>/dev/null; pkill -INT -f 'sleep 100000'; wait $_perf
-    ls -la $_data >> "$RESULTS/perf-$1.log" 2>&1
-    [ $_ok = 1 ] || { fail "profile-$1" "fio failed under perf"; return 1; }
-    perf report -i $_data --stdio --no-children -q --sort dso,sym -F overhead,period,dso,sym \
-        > "$RESULTS/perf-$1.txt" 2>>"$RESULTS/perf-$1.log"
-    perf report -i $_data --stats >> "$RESULTS/perf-$1.log" 2>&1
-    # "overhead period dso [k] symbol" per line (period: nanoseconds of
-    # guest time, i.e. instructions); MiB moved: the write and the read.
-    awk -v cfg="$1" -v mib=$((SIZE * 2)) -v fio_ms="$_fio_ms" '
-        NF >= 4 {
-            n = $2; dso = $3; sym = $5
-            if (dso ~ /^\[rpcrdma(_rs)?\]$/) c = "transport"
-            else if (dso == "[rdma_rxe]") c = "rxe"
-            else if ($4 != "[k]") c = "user"
-            else if (sym ~ /^(default_idle|pv_native_safe_halt|native_safe_halt|arch_cpu_idle|do_idle|cpu_idle|default_idle_call)/) c = "idle"
-            else if (sym ~ /(memcpy|memmove|copy_user|copy_page|copy_to_iter|copy_from_iter|rep_movs|copy_mc)/) c = "copy"
-            else if (sym ~ /(crc32|icrc)/) c = "crc"
-            else if (sym ~ /^(ib_|rdma_|cma_|iw_|ucma_|__ib_)/) c = "ib_core"
-            else if (sym ~ /^(nfsd|nfs3svc|nfs4svc|nfssvc|svcxdr)/) c = "nfsd"
-            else if (sym ~ /^(nfs|pnfs)/) c = "nfs"
-            else if (sym ~ /^(rpc_|rpcauth|xprt_|svc_|xdr_|gss_|cache_|auth_|__rpc|__svc|__xprt)/) c = "sunrpc"
-            else c = "other_kernel"
-            s[c] += n; t += n
-        }
-        END {
-            for (c in s) {
-                ki = (c == "idle") ? 0 : s[c] / 1000 / mib
-                printf "icount-profile cfg=%s cat=%s ns=%d pct=%.1f kinstr_per_MiB=%.0f\n",
-                    cfg, c, s[c], 100 * s[c] / (t ? t : 1), ki
-                if (c != "idle") busy += s[c]
-            }
-            printf "icount-profile-coverage cfg=%s busy_sampled_ms=%.1f fio_ms=%d\n", cfg, busy / 1e6, fio_ms
-        }' "$RESULTS/perf-$1.txt" > /tmp/profile-$1.txt
-    [ -s /tmp/profile-$1.txt ] || { fail "profile-$1" "no samples in the report ($(tail -n 1 "$RESULTS/perf-$1.log"))"; return 1; }
-    while read -r _l; do info "$_l"; done < /tmp/profile-$1.txt
-    pass "profile-$1"
+    # The addresses of the kernel's and the modules' symbols, taken while the
+    # profiled modules are still loaded: perf-categorise.py resolves the
+    # kernel samples with them (perf's own module maps are wrong on this
+    # kernel; see there).
+    cp /proc/kallsyms "/tmp/kallsyms-$_cfg"
+    ls -la "$_data" >> "$_log" 2>&1
+    [ $_ok = 1 ] || { fail "profile-$_cfg-$_prof" "fio failed under perf"; return 1; }
+    perf report -i "$_data" --stats >> "$_log" 2>&1
+    perf script -i "$_data" -F period,ip 2>>"$_log" |
+        python3 "$REPO_ROOT/scripts/guest/perf-categorise.py" "/tmp/kallsyms-$_cfg" "$_cfg" "$_prof" \
+            "$_kib" "$_fio_ms" "$RESULTS/syms-$_cfg-$_prof.txt" > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
+    rm -f "$_data" "/tmp/kallsyms-$_cfg" "$_ctl" "$_ack"
+    # Rust's symbols demangled (binutils' c++filt knows Rust's v0 mangling)
+    command -v c++filt >/dev/null && c++filt < "$RESULTS/syms-$_cfg-$_prof.txt" > /tmp/syms.txt &&
+        cp /tmp/syms.txt "$RESULTS/syms-$_cfg-$_prof.txt"
+    grep -q '^icount-profile cfg' "/tmp/profile-$_cfg-$_prof.txt" ||
+        { fail "profile-$_cfg-$_prof" "no samples ($(tail -n 1 "$_log"))"; return 1; }
+    while read -r _l; do info "$_l"; done < "/tmp/profile-$_cfg-$_prof.txt"
+}
+
+# profile CFG: the 1 MiB write and read, then the 4 KiB random read, with
+# the measured jobs' parameters, once more each under perf: profile "1m"
+# (the write and the read together) and profile "4k"; the samples split by
+# where they land (scripts/guest/perf-categorise.py).
+profile() {
+    perf_jobs "$1" 1m "prof-w:write:1m:8:${SIZE}m" "prof-r:read:1m:8:${SIZE}m" &&
+        perf_jobs "$1" 4k "prof-4k:randread:4k:32:$((SIZE * 128))k" && pass "profile-$1"
+}
+
+# idle_snap TAG FILE: counters that tell idle from busy, appended to FILE.
+idle_snap() {
+    {
+        echo "== $1 t_ns=$(date +%s%N)"
+        echo "stat $(head -n 1 /proc/stat)"
+        echo "uptime $(cat /proc/uptime)"
+        grep -E 'idle_calls|idle_sleeps|nr_events|nr_retries|nr_hangs' /proc/timer_list | head -n 8 | sed 's/^/tl /'
+        grep -E '^ *(LOC|RES|CAL|TLB|NMI|PMI|IWI|SPU|MCP|ERR|MIS)' /proc/interrupts | sed 's/^/irq /'
+        sed 's/^/sirq /' /proc/softirqs
+        grep -E 'xprt:|^ *(READ|WRITE|GETATTR|COMMIT):' /proc/self/mountstats | sed 's/^/ms /'
+    } >> "$2"
+}
+
+# idle_probe CFG: each job once plain with counters around it, then once
+# under perf (context switches with the switched-out task's call chain, and
+# the CPU-wide switch records); raw data to $RESULTS/idle-CFG-JOB.*.
+idle_probe() {
+    for _spec in "seq-write-1m:write:1m:8:${SIZE}m" "seq-read-1m:read:1m:8:${SIZE}m" \
+        "rand-read-4k:randread:4k:32:$((SIZE * 128))k"; do
+        IFS=: read -r _j _rw _bs _qd _io <<EOF
+$_spec
+EOF
+        _b=$RESULTS/idle-$1-$_j
+        _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io")
+        info "idleprobe-run cfg=$1 run=0 job=$_j res=$_res"
+        idle_snap before "$_b.snap"
+        ( sleep 0.1; cat /proc/timer_list > "$_b.timer_list" ) &
+        _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io")
+        idle_snap after "$_b.snap"
+        wait
+        info "idleprobe-run cfg=$1 run=1 job=$_j res=$_res"
+        idle_snap before-perf "$_b.snap"
+        perf record -a -g --switch-events -e context-switches -c 1 -o /tmp/idle.data -- \
+            fio --name="$_j" --filename=$FILE --rw="$_rw" --bs="$_bs" --iodepth="$_qd" \
+            --size="${SIZE}m" --io_size="$_io" --direct=1 --ioengine=libaio --thread \
+            --output-format=terse --terse-version=3 > "$_b.fio" 2> "$_b.perf-log"
+        idle_snap after-perf "$_b.snap"
+        perf script -i /tmp/idle.data --show-switch-events -F comm,pid,tid,cpu,time,event,ip,sym > "$_b.script" 2>>"$_b.perf-log"
+        info "idle-probe cfg=$1 job=$_j script_lines=$(wc -l < "$_b.script")"
+        rm -f /tmp/idle.data
+    done
 }
 
 case $ROLE in
@@ -220,6 +296,11 @@ case $ROLE in
     *) fail bench-icount "runs in one VM: scripts/vm --icount bench-icount ..."; return 1 ;;
 esac
 say "bench-icount: configs $CONFIGS, $REPS repetitions, ${SIZE} MiB, profile $PROFILE"
+case $PROFILE in 2|3)
+    for _c in $CONFIGS; do
+        use_config "$_c" && idle_probe "$_c"
+    done ;;
+esac
 _rep=1
 while [ $_rep -le "$REPS" ]; do
     for _c in $CONFIGS; do
@@ -231,7 +312,7 @@ while [ $_rep -le "$REPS" ]; do
     done
     _rep=$((_rep + 1))
 done
-if [ "$PROFILE" = 1 ]; then
+if [ "$PROFILE" = 1 ] || [ "$PROFILE" = 3 ]; then
     for _c in $CONFIGS; do
         use_config "$_c" && profile "$_c"
     done
