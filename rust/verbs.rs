@@ -1372,19 +1372,20 @@ pub struct Segment {
 }
 
 impl<H: CompletionHandler> WorkRequest<H> {
-    /// Builds a work request over at most [`MAX_SGE`] buffer ranges.
-    pub fn new(handler: H, segments: KVec<Segment>) -> Result<Arc<Self>> {
-        if segments.len() > MAX_SGE {
-            return Err(EINVAL);
-        }
+    /// Builds a work request over at most [`MAX_SGE`] buffer ranges (an
+    /// array or a vector of them: a single range needs no allocation of
+    /// its own).
+    pub fn new(handler: H, segments: impl IntoIterator<Item = Segment>) -> Result<Arc<Self>> {
         let mut sges = [bindings::ib_sge::default(); MAX_SGE];
         let mut bufs: [Option<Arc<DmaBuf>>; MAX_SGE] = core::array::from_fn(|_| None);
-        let nsge = segments.len();
+        let mut nsge = 0;
         for (i, seg) in segments.into_iter().enumerate() {
             seg.buf.range(seg.offset, seg.len)?;
             let (Some(sge), Some(slot)) = (sges.get_mut(i), bufs.get_mut(i)) else {
+                // More than MAX_SGE ranges.
                 return Err(EINVAL);
             };
+            nsge = i + 1;
             sge.addr = seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?;
             sge.length = u32::try_from(seg.len).map_err(|_| EINVAL)?;
             sge.lkey = seg.buf.lkey();

@@ -391,17 +391,13 @@ pub(super) struct Io<'a> {
     pub(super) cache: &'a Arc<BufCache>,
 }
 
-fn one_segment(buf: Arc<DmaBuf>, len: usize) -> Result<KVec<crate::rust::verbs::Segment>> {
-    let mut segs = KVec::new();
-    segs.push(
-        crate::rust::verbs::Segment {
-            buf,
-            offset: 0,
-            len,
-        },
-        GFP_KERNEL,
-    )?;
-    Ok(segs)
+/// The scatter list of `buf[..len]`: one range, no allocation.
+fn one_segment(buf: Arc<DmaBuf>, len: usize) -> [SgSegment; 1] {
+    [SgSegment {
+        buf,
+        offset: 0,
+        len,
+    }]
 }
 
 impl Io<'_> {
@@ -410,7 +406,7 @@ impl Io<'_> {
     /// completes.
     fn post_one(&self, buf: Arc<DmaBuf>, len: usize, op: SendOp, slot: usize) -> Result {
         let cache = Some((self.cache.clone(), slot));
-        self.post_wr(cache, one_segment(buf, len)?, op)
+        self.post_wr(cache, one_segment(buf, len), op)
     }
 
     /// Posts `op` over `sgl` with a send queue slot; on completion the
@@ -419,7 +415,7 @@ impl Io<'_> {
     fn post_wr(
         &self,
         cache: Option<(Arc<BufCache>, usize)>,
-        sgl: KVec<crate::rust::verbs::Segment>,
+        sgl: impl IntoIterator<Item = SgSegment>,
         op: SendOp,
     ) -> Result {
         let sq = self.sq.clone();
@@ -492,13 +488,18 @@ impl Io<'_> {
         while let Some(p) = work.pieces.get_mut(work.next) {
             // Into the Call's own pages (which need no registration), or
             // into a sink from the cache.
-            let (segs, taken) = match &mut work.paged {
-                Some(paged) => (paged.sgl(self.ep, &p.piece)?, None),
+            let (paged_sgl, cached_sgl, taken) = match &mut work.paged {
+                Some(paged) => (Some(paged.sgl(self.ep, &p.piece)?), None, None),
                 None => {
                     let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
-                    (one_segment(t.buf.clone(), p.piece.len)?, Some(t))
+                    let sgl = one_segment(t.buf.clone(), p.piece.len);
+                    (None, Some(sgl), Some(t))
                 }
             };
+            let segs = Iterator::chain(
+                paged_sgl.into_iter().flatten(),
+                cached_sgl.into_iter().flatten(),
+            );
             let needs_registration = taken.as_ref().is_some_and(|t| t.needs_registration);
             let slots = if needs_registration { 2 } else { 1 };
             if !self.sq.try_acquire_read(slots)? {

@@ -88,8 +88,8 @@ impl Conn {
         let body = ReplyBody::new(&pcl, xdr_len).map_err(|_| EINVAL)?;
         let rest = body.len();
         let inv = if s.snd_w_inv { pcl.inv_rkey() } else { None };
-        let mut hbuf = KVec::from_elem(0u8, hroom, GFP_KERNEL)?;
         if let Some(rc) = pcl.reply_chunk() {
+            let mut hbuf = KVec::from_elem(0u8, hroom, GFP_KERNEL)?;
             if !body.fits(rc) {
                 self.send_err_chunk(xid);
                 return Ok(());
@@ -129,28 +129,30 @@ impl Conn {
             stat_add(Stat::ReplyChunk, 1);
             return self.send_bytes(hbuf.get(..n).ok_or(EINVAL)?, inv);
         }
-        let n = pcl
-            .encode_reply_header(xid, s.credits, 0, &mut hbuf)
-            .map_err(|_| EINVAL)?;
-        if !pcl.write_chunks().is_empty() && take_write_overrun_fault() {
-            let lie = hbuf.get_mut(..n).ok_or(EINVAL)?;
-            if ParsedChunks::overstate_first_write_segment(lie, 4096).is_some() {
-                crate::pr_warn_ratelimited!(
-                    "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
-                    xid
-                );
+        // Header and body written straight into the Send's buffer: one
+        // that holds the longest header and the body, within the inline
+        // threshold (a longer Reply is refused below).
+        let room = hroom
+            .saturating_add(usize_of(rest)?)
+            .min(s.inline_send as usize);
+        let mut too_long = false;
+        let sent = self.io().send_filled(room, inv, |out| {
+            let n = pcl
+                .encode_reply_header(xid, s.credits, 0, out)
+                .map_err(|_| EINVAL)?;
+            if !pcl.write_chunks().is_empty() && take_write_overrun_fault() {
+                let lie = out.get_mut(..n).ok_or(EINVAL)?;
+                if ParsedChunks::overstate_first_write_segment(lie, 4096).is_some() {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
+                        xid
+                    );
+                }
             }
-        }
-        let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
-            // Too long for inline and the client gave no Reply chunk.
-            self.send_err_chunk(xid);
-            return Ok(());
-        };
-        // Header and body written straight into the Send's buffer.
-        self.io().send_filled(total, inv, |out| {
-            out.get_mut(..n)
-                .ok_or(EINVAL)?
-                .copy_from_slice(hbuf.get(..n).ok_or(EINVAL)?);
+            let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
+                too_long = true;
+                return Err(EMSGSIZE);
+            };
             let dst = out.get_mut(n..total).ok_or(EINVAL)?;
             for run in body.runs(0, dst.len()) {
                 let run = run.map_err(|_| EINVAL)?;
@@ -158,6 +160,12 @@ impl Conn {
                 rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
             }
             Ok(total)
-        })
+        });
+        if too_long {
+            // Too long for inline and the client gave no Reply chunk.
+            self.send_err_chunk(xid);
+            return Ok(());
+        }
+        sent
     }
 }

@@ -132,31 +132,23 @@ impl Conn {
             return Err(e);
         }
         let (first, tail) = parts;
-        let mut len = first;
-        let mut segs = KVec::with_capacity(pages.len() + 2, GFP_KERNEL)?;
-        segs.push(
-            SgSegment {
-                buf: buf.clone(),
-                offset: 0,
-                len: first,
-            },
-            GFP_KERNEL,
-        )?;
-        for page in pages {
+        let mut len = first.checked_add(tail).ok_or(EINVAL)?;
+        for page in pages.iter() {
             len = len.checked_add(page.len).ok_or(EINVAL)?;
-            segs.push(page, GFP_KERNEL)?;
         }
-        if tail > 0 {
-            len = len.checked_add(tail).ok_or(EINVAL)?;
-            segs.push(
-                SgSegment {
-                    buf,
-                    offset: first,
-                    len: tail,
-                },
-                GFP_KERNEL,
-            )?;
-        }
+        let head = SgSegment {
+            buf: buf.clone(),
+            offset: 0,
+            len: first,
+        };
+        let tail = (tail > 0).then(|| SgSegment {
+            buf,
+            offset: first,
+            len: tail,
+        });
+        // Header and head, the mapped pages, the tail: no allocation for
+        // the list itself.
+        let segs = Iterator::chain(Iterator::chain(core::iter::once(head), pages), tail);
         let wr = WorkRequest::new(
             SendDone {
                 conn: this.clone(),
