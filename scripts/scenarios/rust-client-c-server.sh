@@ -66,7 +66,8 @@ server_helper() {
 
 # An inline WRITE with 1 KiB or more of page data goes out with its pages
 # mapped as Send SGEs (debugfs client_registration's mapped_sends), not
-# pulled up; the data must read back from the server intact.
+# pulled up; the data must read back from the server intact. memreg=fmr
+# only: the other strategies leave no room for such a WRITE inline.
 mapped_sends() {
     awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "mapped_sends") c = i; next }
         c { n += $c } END { print n + 0 }' /sys/kernel/debug/rpcrdma_rs/client_registration
@@ -429,7 +430,12 @@ run_client() {
             direct_check "nfs$v-direct-${SIZE}M"
             [ $_cache = 1 ] && [ "$v" = "${VERSIONS%% *}" ] && cache_check "$v"
             tree_checks "$v"
-            [ "$PARAMS" != c-client ] && mapped_send_check "$v"
+            # memreg=cache and physical size the Call header for long
+            # chunk lists, so no 3000-byte WRITE is inline there.
+            case " $PARAMS " in
+                " c-client "|*" memreg=cache "*|*" memreg=physical "*) ;;
+                *) mapped_send_check "$v" ;;
+            esac
             show_xprt
             nfs_umount $MNT || fail "nfs$v-umount" "umount $MNT"
         else
