@@ -66,6 +66,9 @@ REPS=${2:-3}
 SIZE=${3:-64}
 PROFILE=${4:-0}
 ALT_KO=${5:-}
+# The jobs, NAME:RW:BS:IODEPTH:IO_SIZE, writing first (the reads read its
+# file).
+JOBS="seq-write-1m:write:1m:8:${SIZE}m seq-read-1m:read:1m:8:${SIZE}m rand-read-4k:randread:4k:32:$((SIZE * 128))k"
 MNT=/tmp/mnt
 FILE=$MNT/bench.dat
 # perf samples per second of guest time (a sample weighs its period in ns,
@@ -142,8 +145,7 @@ reg_counters() {
 
 # run_jobs CFG REP: the three jobs, writing first (the reads read its file).
 run_jobs() {
-    for _spec in "seq-write-1m:write:1m:8:${SIZE}m" "seq-read-1m:read:1m:8:${SIZE}m" \
-        "rand-read-4k:randread:4k:32:$((SIZE * 128))k"; do
+    for _spec in $JOBS; do
         IFS=: read -r _j _rw _bs _qd _io <<EOF
 $_spec
 EOF
@@ -265,8 +267,7 @@ idle_snap() {
 # under perf (context switches with the switched-out task's call chain, and
 # the CPU-wide switch records); raw data to $RESULTS/idle-CFG-JOB.*.
 idle_probe() {
-    for _spec in "seq-write-1m:write:1m:8:${SIZE}m" "seq-read-1m:read:1m:8:${SIZE}m" \
-        "rand-read-4k:randread:4k:32:$((SIZE * 128))k"; do
+    for _spec in $JOBS; do
         IFS=: read -r _j _rw _bs _qd _io <<EOF
 $_spec
 EOF
