@@ -1063,6 +1063,36 @@ impl DmaBuf {
         Ok(end)
     }
 
+    /// Makes the first `len` bytes (at most the buffer) the CPU wrote
+    /// visible to the device.
+    fn sync_for_device(&self, len: usize) {
+        // SAFETY: The mapping is live by the type invariant and the range
+        // is within it.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_device(
+                self.pd.device.as_ptr(),
+                self.dma,
+                len.min(self.len),
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
+    }
+
+    /// Makes the first `len` bytes (at most the buffer) the device wrote
+    /// visible to the CPU.
+    fn sync_for_cpu(&self, len: usize) {
+        // SAFETY: The mapping is live by the type invariant and the range
+        // is within it.
+        unsafe {
+            bindings::rpcrdma_rs_dma_sync_for_cpu(
+                self.pd.device.as_ptr(),
+                self.dma,
+                len.min(self.len),
+                i32::from(self.dir == DmaDir::ToDevice),
+            )
+        };
+    }
+
     /// Takes the CPU's hold on the bytes; `EBUSY` while another thread
     /// has it.
     fn cpu_access(&self) -> Result<CpuAccess<'_>> {
@@ -1096,11 +1126,7 @@ impl DmaBuf {
             f(bytes)?
         };
         self.range(0, used)?;
-        // SAFETY: The mapping is live by the type invariant; `used` is
-        // within it (checked above).
-        unsafe {
-            bindings::rpcrdma_rs_dma_sync_for_device(self.pd.device.as_ptr(), self.dma, used, 1)
-        };
+        self.sync_for_device(used);
         Ok(used)
     }
 
@@ -1112,15 +1138,7 @@ impl DmaBuf {
         // SAFETY: `offset + src.len() <= len` was checked; `ptr` is valid for
         // `len` bytes by the type invariant, and `src` cannot overlap it.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) };
-        // SAFETY: The mapping is live by the type invariant.
-        unsafe {
-            bindings::rpcrdma_rs_dma_sync_for_device(
-                self.pd.device.as_ptr(),
-                self.dma,
-                self.len,
-                i32::from(self.dir == DmaDir::ToDevice),
-            )
-        };
+        self.sync_for_device(self.len);
         Ok(())
     }
 
@@ -1128,15 +1146,7 @@ impl DmaBuf {
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
         self.range(offset, dst.len())?;
         let _cpu = self.cpu_access()?;
-        // SAFETY: The mapping is live by the type invariant.
-        unsafe {
-            bindings::rpcrdma_rs_dma_sync_for_cpu(
-                self.pd.device.as_ptr(),
-                self.dma,
-                self.len,
-                i32::from(self.dir == DmaDir::ToDevice),
-            )
-        };
+        self.sync_for_cpu(self.len);
         // SAFETY: Bounds checked above; `dst` cannot overlap the buffer.
         unsafe {
             core::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len())
@@ -1158,9 +1168,7 @@ impl DmaBuf {
         }
         self.range(0, len)?;
         let _cpu = self.cpu_access()?;
-        // SAFETY: The mapping is live by the type invariant; `len` is within
-        // it (checked above).
-        unsafe { bindings::rpcrdma_rs_dma_sync_for_cpu(self.pd.device.as_ptr(), self.dma, len, 0) };
+        self.sync_for_cpu(len);
         // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
         // invariant and stays so while `self` is borrowed; no CPU writer
         // reaches them while `_cpu` is held.
@@ -1181,15 +1189,7 @@ impl DmaBuf {
     ) -> Result<R> {
         self.range(offset, len)?;
         let _cpu = self.cpu_access()?;
-        // SAFETY: The mapping is live by the type invariant.
-        unsafe {
-            bindings::rpcrdma_rs_dma_sync_for_cpu(
-                self.pd.device.as_ptr(),
-                self.dma,
-                self.len,
-                i32::from(self.dir == DmaDir::ToDevice),
-            )
-        };
+        self.sync_for_cpu(self.len);
         // SAFETY: `offset + len <= self.len` was checked, so the result
         // stays inside the allocation `ptr` points to.
         Ok(f(unsafe { self.ptr.add(offset) }.cast_const()))
@@ -1211,15 +1211,7 @@ impl DmaBuf {
             // SAFETY: `offset + len <= self.len` was checked.
             f(unsafe { self.ptr.add(offset) })
         };
-        // SAFETY: The mapping is live by the type invariant.
-        unsafe {
-            bindings::rpcrdma_rs_dma_sync_for_device(
-                self.pd.device.as_ptr(),
-                self.dma,
-                self.len,
-                i32::from(self.dir == DmaDir::ToDevice),
-            )
-        };
+        self.sync_for_device(self.len);
         Ok(r)
     }
 
@@ -1234,10 +1226,7 @@ impl DmaBuf {
         if self.dir != DmaDir::FromDevice {
             return Err(EINVAL);
         }
-        // SAFETY: The mapping is live by the type invariant.
-        unsafe {
-            bindings::rpcrdma_rs_dma_sync_for_cpu(self.pd.device.as_ptr(), self.dma, self.len, 0)
-        };
+        self.sync_for_cpu(self.len);
         // SAFETY: The page is live: `page` holds a reference.
         Ok(unsafe { PageRef::get(page.page) })
     }

@@ -169,15 +169,15 @@ impl Conn {
         let (call, pages) = match pages {
             Ok(Some(pages)) => (CallStrategy::InlineMapped, pages),
             Ok(None) => (p.call, KVec::new()),
-            Err(e) => (p.call, {
+            Err(e) => {
                 // No mapping (no memory): pulled up as C does anyway.
                 crate::pr_warn_ratelimited!(
                     "cannot map the pages of xid {:#x} ({:?}); pulled up instead\n",
                     info.xid,
                     e
                 );
-                KVec::new()
-            }),
+                (p.call, KVec::new())
+            }
         };
         let mapped = !pages.is_empty();
         let built = self.send_wr(this, 1 + reg_slots, pages, |out| {
