@@ -114,6 +114,16 @@ struct Root {
     enabled: bool,
     force_mr: bool,
     max_idle: usize,
+}
+
+/// What the shrinker reaches, apart from [`ROOT`]: `ROOT` is held across
+/// allocations (device cache creation), so reclaim could only try it and
+/// would find nothing to free whenever a connection is being set up or torn
+/// down. This lock is never held across an allocation or across the last
+/// drop of a device cache, so reclaim can wait for it.
+struct Reclaimable {
+    /// Every device cache in `ROOT.devs`, in the same order.
+    caches: KVec<Arc<DevCache>>,
     /// Where deferred deregistrations run (from `RegCache::new` to its drop).
     reap_wq: Option<OwnedQueue>,
 }
@@ -127,6 +137,14 @@ kernel::sync::global_lock! {
         enabled: true,
         force_mr: false,
         max_idle: 0,
+    };
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised once by `RegCache::new` (guarded by `INITED`),
+    // before anything else uses it.
+    unsafe(uninit) static RECLAIM: Mutex<Reclaimable> = Reclaimable {
+        caches: KVec::new(),
         reap_wq: None,
     };
 }
@@ -310,13 +328,29 @@ impl CacheUser {
             }
         }
         let cache = DevCache::new(id, &root)?;
-        root.devs.push(
-            DevEntry {
+        root.devs.reserve(1, GFP_KERNEL)?;
+        // Grown outside `RECLAIM` (reclaim may wait for it); `ROOT`, held
+        // here, serialises every change of its length.
+        let known = RECLAIM.lock().caches.len();
+        let mut grown = KVec::with_capacity(known + 1, GFP_KERNEL)?;
+        let old = {
+            let mut r = RECLAIM.lock();
+            // Clones: on an error `r.caches` stays whole.
+            for c in r.caches.iter() {
+                grown.push_within_capacity(c.clone()).map_err(|_| ENOMEM)?;
+            }
+            grown
+                .push_within_capacity(cache.clone())
+                .map_err(|_| ENOMEM)?;
+            core::mem::replace(&mut r.caches, grown)
+        };
+        drop(old);
+        root.devs
+            .push_within_capacity(DevEntry {
                 cache: cache.clone(),
                 users: 1,
-            },
-            GFP_KERNEL,
-        )?;
+            })
+            .map_err(|_| ENOMEM)?;
         pr_info!(
             "svcrdma: registration cache for a device created (sink MRs: {})\n",
             cache.mr.iter().any(|m| *m)
@@ -415,7 +449,11 @@ impl Drop for CacheUser {
                         e.users == 0
                     });
                     if gone {
-                        root.devs.remove(p).ok()
+                        let mut r = RECLAIM.lock();
+                        let seen = r.caches.iter().position(|c| Arc::ptr_eq(c, &self.cache));
+                        let reclaim = seen.and_then(|i| r.caches.remove(i).ok());
+                        drop(r);
+                        Some((root.devs.remove(p).ok(), reclaim))
                     } else {
                         None
                     }
@@ -425,7 +463,7 @@ impl Drop for CacheUser {
         };
         // The last connection on the device: its idle buffers are unmapped,
         // deregistered and freed here (process context: `xpo_free`), after
-        // the registry lock was dropped.
+        // the registry locks were dropped.
         drop(last);
     }
 }
@@ -435,23 +473,21 @@ struct Reclaim;
 
 impl Shrink for Reclaim {
     fn count() -> u64 {
-        // Never wait in reclaim: the registry lock is held across
-        // allocations (device cache creation).
-        let Some(root) = ROOT.try_lock() else {
-            return 0;
-        };
-        root.devs.iter().map(|e| e.cache.idle_count()).sum()
+        RECLAIM.lock().caches.iter().map(|c| c.idle_count()).sum()
     }
 
     fn scan(nr: u64) -> Option<u64> {
-        let root = ROOT.try_lock()?;
-        let wq = root.reap_wq.as_ref().map(OwnedQueue::queue);
+        // Buffers without an MR are freed under the lock: an unmap and a
+        // slab free, no allocation. The caches' own last references are
+        // never dropped here (the list holds one each).
+        let r = RECLAIM.lock();
+        let wq = r.reap_wq.as_ref().map(OwnedQueue::queue);
         let mut done = 0u64;
-        for e in root.devs.iter() {
+        for c in r.caches.iter() {
             if done >= nr {
                 break;
             }
-            done += e.cache.shrink(nr - done, wq);
+            done += c.shrink(nr - done, wq);
         }
         Some(done)
     }
@@ -487,13 +523,16 @@ impl RegCache {
         // SAFETY: `INITED` is false: this is the first initialisation in
         // this module instance, and nothing used `ROOT` yet.
         unsafe { ROOT.init() };
+        // SAFETY: As for `ROOT`.
+        unsafe { RECLAIM.init() };
         INITED.store(true, Relaxed);
         let mut root = ROOT.lock();
         root.enabled = enabled;
         root.force_mr = force_mr;
         root.max_idle = max_idle;
         let res = (|| -> Result<Shrinker<Reclaim>> {
-            root.reap_wq = Some(OwnedQueue::new(c"rpcrdma_rs_reap")?);
+            let wq = OwnedQueue::new(c"rpcrdma_rs_reap")?;
+            RECLAIM.lock().reap_wq = Some(wq);
             for s in specs {
                 // Page alignment: a sink MR then maps whole pages.
                 let align = s.size.min(kernel::page::PAGE_SIZE);
@@ -511,7 +550,8 @@ impl RegCache {
                 // Destroys the slab caches created so far (no object exists)
                 // and the (idle) queue.
                 root.classes.clear();
-                root.reap_wq = None;
+                let wq = RECLAIM.lock().reap_wq.take();
+                drop(wq);
                 Err(e)
             }
         }
@@ -537,12 +577,14 @@ impl Drop for RegCache {
                 devs.len()
             );
         }
+        let reclaim = core::mem::take(&mut RECLAIM.lock().caches);
         drop(devs);
+        drop(reclaim);
         // Deferred frees still queued or running hold device caches and
         // buffers of the slab caches: destroying the queue runs them all to
         // completion (no new one is queued: the shrinker is gone), before
         // the slab caches and this module's text go.
-        let wq = ROOT.lock().reap_wq.take();
+        let wq = RECLAIM.lock().reap_wq.take();
         drop(wq);
         for c in classes.iter() {
             if c.slab.live() != 0 {

@@ -341,7 +341,7 @@ shrink_probe() {
         if [ "${_idle:-0}" -ge 8 ]; then
             echo 2 > /proc/sys/vm/drop_caches
             sleep 1
-            echo "$_idle $(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f)" > /tmp/.shrink-probe
+            echo "$_idle $(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f) $(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f)" > /tmp/.shrink-probe
             return
         fi
     done
@@ -358,12 +358,12 @@ case $ROLE in
         parity_server_report
         [ -n "$_probe" ] && wait $_probe
         if [ -s /tmp/.shrink-probe ]; then
-            read -r _idle _ev < /tmp/.shrink-probe
+            read -r _idle _ev _after < /tmp/.shrink-probe
             if [ "$_ev" -gt 0 ]; then
                 pass svc-regcache-shrinker
-                info "shrinker: $_ev buffers evicted of $_idle idle"
+                info "shrinker: $_ev buffers evicted of $_idle idle ($_after idle after)"
             else
-                fail svc-regcache-shrinker "drop_caches with $_idle idle buffers evicted none"
+                fail svc-regcache-shrinker "drop_caches with $_idle idle buffers evicted none ($_after idle after)"
             fi
         fi
         if [ "$SERVER_MOD" = rust ]; then
