@@ -100,6 +100,7 @@ deleg_server() {
 # "exit-status milliseconds" in .devremove-done.
 devremove_server() {
     if wait_for 1500 test -e "$EXPORT/.devremove-request"; then
+        shrink_probe
         _dev=$(rdma link show | awk '{ split($2, a, "/"); print a[1]; exit }')
         _t0=$(now_ms)
         timeout 60 rdma link delete "$_dev"; _rc=$?
@@ -329,22 +330,22 @@ check_svc_memreg() {
     esac
 }
 
-# While the client works, once the server holds idle cached buffers, ask
-# every shrinker to free what it can (drop_caches mode 2 runs drop_slab):
-# the cache's shrinker must evict some (deferred MR deregistration on siw).
+# Ask every shrinker to free what it can (drop_caches mode 2 runs
+# drop_slab) while the server holds idle cached buffers: the cache's
+# shrinker must evict some (deferred MR deregistration on siw). Run when the
+# client asks for the device removal: its mount then stays up, waiting, so
+# the buffers cannot go with their device cache meanwhile (an earlier probe
+# polled during the run and raced the client's last unmount). Writes
+# "idle-before evicted idle-after" to /tmp/.shrink-probe.
 shrink_probe() {
     _f=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
-    for _i in $(seq 1 150); do
-        sleep 2
-        [ -e "$EXPORT/.client-done" ] && return
-        _idle=$(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f 2>/dev/null)
-        if [ "${_idle:-0}" -ge 8 ]; then
-            echo 2 > /proc/sys/vm/drop_caches
-            sleep 1
-            echo "$_idle $(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f) $(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f)" > /tmp/.shrink-probe
-            return
-        fi
-    done
+    _idle=$(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f 2>/dev/null)
+    _ev0=$(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f 2>/dev/null)
+    [ "${_idle:-0}" -gt 0 ] || { say "shrink probe: no idle buffers"; return; }
+    echo 2 > /proc/sys/vm/drop_caches
+    sleep 1
+    _ev=$(( $(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f) - _ev0 ))
+    echo "$_idle $_ev $(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f)" > /tmp/.shrink-probe
 }
 
 case $ROLE in
@@ -352,11 +353,8 @@ case $ROLE in
         fail c-client-rust-server "needs two VMs (scripts/vm --two-vm c-client-rust-server)"
         ;;
     server)
-        _probe=
-        if [ "$SERVER_MOD" = rust ]; then shrink_probe & _probe=$!; fi
         run_server && server_wait_client_done "${CLIENT_WAIT:-900}"
         parity_server_report
-        [ -n "$_probe" ] && wait $_probe
         if [ -s /tmp/.shrink-probe ]; then
             read -r _idle _ev _after < /tmp/.shrink-probe
             if [ "$_ev" -gt 0 ]; then
