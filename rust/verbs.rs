@@ -29,13 +29,15 @@ use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
 use super::slab::SlabObj;
-use core::ptr::NonNull;
+use core::mem::MaybeUninit;
+use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::Arc;
 use kernel::types::Opaque;
+use pin_init::pin_init_from_closure;
 
 /// Most scatter/gather entries in one work request built by this layer.
 pub const MAX_SGE: usize = 16;
@@ -537,7 +539,7 @@ impl Endpoint {
             let rc = unsafe {
                 let mut w: bindings::ib_rdma_wr = core::mem::zeroed();
                 w.wr.__bindgen_anon_1.wr_cqe = cqe;
-                w.wr.sg_list = wr.sges.as_ptr().cast_mut();
+                w.wr.sg_list = wr.sg_list();
                 w.wr.num_sge = nsge;
                 w.wr.opcode = opcode;
                 w.wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
@@ -548,10 +550,10 @@ impl Endpoint {
                 // SGE may predate it); providers copy the SGE at post time.
                 let mut inv_sge: bindings::ib_sge;
                 if opcode == bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV {
-                    let (1, Some(first)) = (nsge, wr.sges.first()) else {
+                    let (1, Some(first)) = (nsge, wr.first_sge()) else {
                         return EINVAL.to_errno();
                     };
-                    inv_sge = *first;
+                    inv_sge = first;
                     inv_sge.lkey = inv;
                     w.wr.sg_list = &mut inv_sge;
                 }
@@ -575,7 +577,7 @@ impl Endpoint {
             unsafe {
                 let mut w: bindings::ib_recv_wr = core::mem::zeroed();
                 w.__bindgen_anon_1.wr_cqe = cqe;
-                w.sg_list = wr.sges.as_ptr().cast_mut();
+                w.sg_list = wr.sg_list();
                 w.num_sge = nsge;
                 bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), &w, core::ptr::null_mut())
             }
@@ -618,7 +620,7 @@ impl Endpoint {
             ) {
                 *r = raw;
                 *c = Opaque::cast_into(&this.cqe);
-                *s = this.sges.as_ptr();
+                *s = this.sg_list();
                 *g = nsge;
             }
         }
@@ -1331,13 +1333,16 @@ pub trait CompletionHandler: Send + Sync + Sized {
 ///
 /// # Invariants
 ///
-/// `cqe` is initialised with `done::<H>`; `sges[..nsge]` describe ranges of
-/// the buffers in `bufs[..nsge]`, which stay mapped while `self` lives.
+/// `cqe` is initialised with `done::<H>`; `nsge <= MAX_SGE`; `sges[..nsge]`
+/// are initialised and describe ranges of the buffers in `bufs[..nsge]`,
+/// which stay mapped while `self` lives.
 #[pin_data]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
     cqe: Opaque<bindings::ib_cqe>,
-    sges: [bindings::ib_sge; MAX_SGE],
+    /// Only the first `nsge` are written: a request is built in place in its
+    /// allocation, without zeroing or copying the unused entries.
+    sges: [MaybeUninit<bindings::ib_sge>; MAX_SGE],
     bufs: [Option<Arc<DmaBuf>>; MAX_SGE],
     nsge: usize,
     /// The completion handler.
@@ -1365,35 +1370,75 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// array or a vector of them: a single range needs no allocation of
     /// its own).
     pub fn new(handler: H, segments: impl IntoIterator<Item = Segment>) -> Result<Arc<Self>> {
-        let mut sges = [bindings::ib_sge::default(); MAX_SGE];
-        let mut bufs: [Option<Arc<DmaBuf>>; MAX_SGE] = core::array::from_fn(|_| None);
-        let mut nsge = 0;
-        for (i, seg) in segments.into_iter().enumerate() {
-            seg.buf.range(seg.offset, seg.len)?;
-            let (Some(sge), Some(slot)) = (sges.get_mut(i), bufs.get_mut(i)) else {
-                // More than MAX_SGE ranges.
-                return Err(EINVAL);
-            };
-            nsge = i + 1;
-            sge.addr = seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?;
-            sge.length = u32::try_from(seg.len).map_err(|_| EINVAL)?;
-            sge.lkey = seg.buf.lkey();
-            *slot = Some(seg.buf);
-        }
-        Arc::pin_init(
-            pin_init!(Self {
-                // SAFETY: `slot` is valid for writes; `done::<H>` has the
-                // callback signature the RDMA core expects.
-                cqe <- Opaque::ffi_init(|slot: *mut bindings::ib_cqe| unsafe {
-                    slot.write(bindings::ib_cqe { done: Some(done::<H>) })
-                }),
-                sges,
-                bufs,
-                nsge,
-                handler,
-            }),
-            GFP_KERNEL,
-        )
+        let init = move |slot: *mut Self| -> Result {
+            // SAFETY: `slot` is valid for writes of a `Self` (the closure's
+            // contract below); every pointer is derived from it in bounds.
+            unsafe {
+                let bufs = addr_of_mut!((*slot).bufs).cast::<Option<Arc<DmaBuf>>>();
+                for i in 0..MAX_SGE {
+                    bufs.add(i).write(None);
+                }
+                let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
+                let mut nsge = 0;
+                for (i, seg) in segments.into_iter().enumerate() {
+                    let sge = if i < MAX_SGE {
+                        Self::sge_of(&seg)
+                    } else {
+                        Err(EINVAL)
+                    };
+                    match sge {
+                        Ok(sge) => {
+                            sges.add(i).write(sge);
+                            *bufs.add(i) = Some(seg.buf);
+                            nsge = i + 1;
+                        }
+                        Err(e) => {
+                            // The slot counts as uninitialised on an error:
+                            // release the buffers taken so far.
+                            core::ptr::drop_in_place(addr_of_mut!((*slot).bufs));
+                            return Err(e);
+                        }
+                    }
+                }
+                Opaque::cast_into(addr_of_mut!((*slot).cqe)).write(bindings::ib_cqe {
+                    done: Some(done::<H>),
+                });
+                addr_of_mut!((*slot).nsge).write(nsge);
+                addr_of_mut!((*slot).handler).write(handler);
+            }
+            Ok(())
+        };
+        // SAFETY: On `Ok` the closure initialised every field: `bufs`
+        // (`None` past `nsge`), `sges[..nsge]` (the rest is `MaybeUninit`),
+        // `cqe` with `done::<H>`, `nsge <= MAX_SGE` and `handler`. On an
+        // error it dropped what it had written. Nothing is pinned in a way
+        // the writes could break: the slot is not yet shared.
+        // INVARIANT: as just listed.
+        Arc::pin_init(unsafe { pin_init_from_closure(init) }, GFP_KERNEL)
+    }
+
+    /// The scatter/gather entry of `seg`, after checking that the range
+    /// lies within its buffer.
+    fn sge_of(seg: &Segment) -> Result<bindings::ib_sge> {
+        seg.buf.range(seg.offset, seg.len)?;
+        Ok(bindings::ib_sge {
+            addr: seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?,
+            length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
+            lkey: seg.buf.lkey(),
+        })
+    }
+
+    /// The scatter/gather list, for a work request's `sg_list`.
+    fn sg_list(&self) -> *mut bindings::ib_sge {
+        self.sges.as_ptr().cast::<bindings::ib_sge>().cast_mut()
+    }
+
+    /// The first scatter/gather entry, if there is one.
+    fn first_sge(&self) -> Option<bindings::ib_sge> {
+        let first = self.sges.first().filter(|_| self.nsge > 0)?;
+        // SAFETY: `sges[..nsge]` are initialised (type invariant) and
+        // `nsge > 0`.
+        Some(unsafe { first.assume_init() })
     }
 
     /// Hands one reference of `wr` to the queue and calls `post` with the
