@@ -1370,9 +1370,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// array or a vector of them: a single range needs no allocation of
     /// its own).
     pub fn new(handler: H, segments: impl IntoIterator<Item = Segment>) -> Result<Arc<Self>> {
+        Self::try_new(handler, segments.into_iter().map(Ok))
+    }
+
+    /// As [`Self::new`], over ranges made as the list is built (pages
+    /// mapped one by one): the first error fails it, and the ranges taken
+    /// so far are released.
+    pub fn try_new(
+        handler: H,
+        segments: impl IntoIterator<Item = Result<Segment>>,
+    ) -> Result<Arc<Self>> {
         let init = move |slot: *mut Self| -> Result {
-            // SAFETY: `slot` is valid for writes of a `Self` (the closure's
-            // contract below); every pointer is derived from it in bounds.
+            // SAFETY: `slot` is the fresh allocation `Arc::pin_init` made,
+            // valid for writes of a `Self` and not shared yet; every pointer
+            // below is derived from it, within the fields it names.
             unsafe {
                 let bufs = addr_of_mut!((*slot).bufs).cast::<Option<Arc<DmaBuf>>>();
                 for i in 0..MAX_SGE {
@@ -1381,13 +1392,13 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
                 let mut nsge = 0;
                 for (i, seg) in segments.into_iter().enumerate() {
-                    let sge = if i < MAX_SGE {
-                        Self::sge_of(&seg)
-                    } else {
-                        Err(EINVAL)
+                    let sge = match seg {
+                        Ok(seg) if i < MAX_SGE => Self::sge_of(&seg).map(|sge| (sge, seg)),
+                        Ok(_) => Err(EINVAL),
+                        Err(e) => Err(e),
                     };
                     match sge {
-                        Ok(sge) => {
+                        Ok((sge, seg)) => {
                             sges.add(i).write(sge);
                             *bufs.add(i) = Some(seg.buf);
                             nsge = i + 1;

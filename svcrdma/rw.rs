@@ -406,20 +406,21 @@ impl Io<'_> {
     /// completes.
     fn post_one(&self, buf: Arc<DmaBuf>, len: usize, op: SendOp, slot: usize) -> Result {
         let cache = Some((self.cache.clone(), slot));
-        self.post_wr(cache, one_segment(buf, len), op)
+        self.post_wr(cache, one_segment(buf, len).map(Ok), op)
     }
 
-    /// Posts `op` over `sgl` with a send queue slot; on completion the
-    /// first buffer goes back to the cache if `cache` names its class, and
-    /// the others (page mappings) are released.
+    /// Posts `op` over `sgl` (made as the request is built: the first
+    /// error fails it) with a send queue slot; on completion the first
+    /// buffer goes back to the cache if `cache` names its class, and the
+    /// others (page mappings) are released.
     fn post_wr(
         &self,
         cache: Option<(Arc<BufCache>, usize)>,
-        sgl: impl IntoIterator<Item = SgSegment>,
+        sgl: impl IntoIterator<Item = Result<SgSegment>>,
         op: SendOp,
     ) -> Result {
         let sq = self.sq.clone();
-        let wr = WorkRequest::new(SqHandler { sq, cache }, sgl)?;
+        let wr = WorkRequest::try_new(SqHandler { sq, cache }, sgl)?;
         self.sq.acquire()?;
         if let Err(e) = self.ep.post_send(wr, op) {
             self.sq.release(1);
@@ -628,17 +629,15 @@ impl Io<'_> {
             let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
             let len = u32::try_from(p.len)?;
             if rqst.res_pages(at, len, sges, &mut pages)? {
-                let mut sgl = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
                 let n = pages.len() as u64;
-                for (page, off, l) in pages.drain_all() {
-                    let buf = self.ep.map_page(page, off, l)?;
-                    let seg = crate::rust::verbs::Segment {
-                        buf,
+                // Each page is mapped as the work request takes it.
+                let sgl = pages.drain_all().map(|(page, off, l)| {
+                    Ok(SgSegment {
+                        buf: self.ep.map_page(page, off, l)?,
                         offset: 0,
                         len: l,
-                    };
-                    sgl.push(seg, GFP_KERNEL)?;
-                }
+                    })
+                });
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
                 self.post_wr(None, sgl, write_op(&p))?;

@@ -422,25 +422,34 @@ impl Conn {
         // Cached registrations stay; physical mappings are simply
         // unmapped; MRs need invalidation.
         self.release_cached(this, &p.regs, inv_rkey);
-        let (mut mrs, lost) = mrs_of(p.regs);
+        let mut regs = p.regs;
+        // An MR the server invalidated remotely needs no LOCAL_INV.
+        // We always offer Send With Invalidate (RFC 8797 flag).
+        if let Some(rkey) = inv_rkey {
+            let pos = regs
+                .iter()
+                .position(|r| matches!(r, Reg::Mr(m) if m.segment().handle == rkey));
+            if let Some(Ok(Reg::Mr(mr))) = pos.map(|i| regs.remove(i)) {
+                trace::xprtrdma_mr_reminv(&rqst, &mr);
+                bump(&self.stats.remote_inv);
+                add(&self.counters().remote_invalidations, 1);
+                self.recycle_one(mr);
+                // The slot reserved for its LOCAL_INV is not needed.
+                self.slots.give(1);
+            }
+        }
+        // The common case (one MR, invalidated by the server's Send) needs
+        // no list of the MRs left.
+        if !regs.iter().any(|r| matches!(r, Reg::Mr(_))) {
+            drop(regs);
+            rqst.complete(status);
+            return;
+        }
+        let (mrs, lost) = mrs_of(regs);
         if lost > 0 {
             // An MR was freed without invalidation: revoke all.
             self.count_orphaned(lost);
             self.xprt.force_disconnect();
-        }
-        // An MR the server invalidated remotely needs no LOCAL_INV.
-        // We always offer Send With Invalidate (RFC 8797 flag).
-        if let Some(rkey) = inv_rkey {
-            if let Some(pos) = mrs.iter().position(|m| m.segment().handle == rkey) {
-                if let Ok(mr) = mrs.remove(pos) {
-                    trace::xprtrdma_mr_reminv(&rqst, &mr);
-                    bump(&self.stats.remote_inv);
-                    add(&self.counters().remote_invalidations, 1);
-                    self.recycle_one(mr);
-                    // The slot reserved for its LOCAL_INV is not needed.
-                    self.slots.give(1);
-                }
-            }
         }
         let n = mrs.len();
         if n == 0 {
