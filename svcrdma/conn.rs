@@ -17,6 +17,7 @@
 use super::cache::BufCache;
 use super::recv_queue::{RecvHandler, RecvQ};
 use super::rw::Io;
+use super::small_list::SmallList;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
@@ -55,25 +56,21 @@ pub(super) struct Conn {
     pub(super) shared: Arc<Shared>,
 }
 
+/// Chunks and segments a Call's lists usually fit in without an
+/// allocation of their own.
+const INLINE_CHUNKS: usize = 4;
+
 /// Storage for parsed chunk lists.
 pub(super) struct PclStore {
-    pub(super) chunks: KVec<PclChunk>,
-    pub(super) segs: KVec<Segment>,
+    pub(super) chunks: SmallList<PclChunk, INLINE_CHUNKS>,
+    pub(super) segs: SmallList<Segment, INLINE_CHUNKS>,
 }
 
 impl PclStore {
     pub(super) fn for_lists(lists: &ChunkLists<'_>) -> Result<Self> {
         Ok(Self {
-            chunks: KVec::from_elem(
-                PclChunk::default(),
-                ParsedChunks::chunks_needed(lists),
-                GFP_KERNEL,
-            )?,
-            segs: KVec::from_elem(
-                Segment::default(),
-                ParsedChunks::segments_needed(lists),
-                GFP_KERNEL,
-            )?,
+            chunks: SmallList::filled(ParsedChunks::chunks_needed(lists))?,
+            segs: SmallList::filled(ParsedChunks::segments_needed(lists))?,
         })
     }
 }
@@ -114,8 +111,12 @@ impl DecodedCall {
 
     /// The parsed chunk lists again.
     pub(super) fn pcl(&mut self) -> Result<ParsedChunks<'_>> {
-        ParsedChunks::from_layout(&self.layout, &mut self.store.chunks, &self.store.segs)
-            .map_err(|_| EINVAL)
+        ParsedChunks::from_layout(
+            &self.layout,
+            self.store.chunks.as_mut_slice(),
+            self.store.segs.as_slice(),
+        )
+        .map_err(|_| EINVAL)
     }
 
     /// The inline body of the received message `msg`.
@@ -135,7 +136,7 @@ pub(crate) struct CallCtxt {
     /// The Call's decoded header.
     pub(super) call: DecodedCall,
     /// (position, length) of result payloads, one per Write chunk in order.
-    pub(super) payloads: KVec<(u32, u32)>,
+    pub(super) payloads: SmallList<(u32, u32), INLINE_CHUNKS>,
 }
 
 impl CallCtxt {
@@ -143,7 +144,7 @@ impl CallCtxt {
         Ok(KBox::new(
             Self {
                 call,
-                payloads: KVec::new(),
+                payloads: SmallList::new(),
             },
             GFP_KERNEL,
         )?)
@@ -163,7 +164,7 @@ impl CallCtxt {
         let route = route_result_payload_in(&self.call.pcl()?, self.payloads.len(), length);
         match route {
             Ok(PayloadRoute::Inline) => Ok(()),
-            Ok(PayloadRoute::WriteChunk) => Ok(self.payloads.push((offset, length), GFP_KERNEL)?),
+            Ok(PayloadRoute::WriteChunk) => self.payloads.push((offset, length)),
             Err(_) => Err(E2BIG),
         }
     }

@@ -161,7 +161,11 @@ impl Conn {
             return Ok(None);
         }
         let mut store = PclStore::for_lists(lists)?;
-        let Ok(pcl) = ParsedChunks::build(lists, &mut store.chunks, &mut store.segs) else {
+        let Ok(pcl) = ParsedChunks::build(
+            lists,
+            store.chunks.as_mut_slice(),
+            store.segs.as_mut_slice(),
+        ) else {
             self.send_err_chunk(xid);
             return Ok(None);
         };

@@ -56,7 +56,7 @@ impl Conn {
         let hroom = ctxt.call.reply_header_room();
         // The chunk lists `xpo_recvfrom` decoded; not decoded again.
         let mut pcl = ctxt.call.pcl()?;
-        if set_result_payloads(&mut pcl, &ctxt.payloads).is_err() {
+        if set_result_payloads(&mut pcl, ctxt.payloads.as_slice()).is_err() {
             self.send_err_chunk(xid);
             return Ok(());
         }
