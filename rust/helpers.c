@@ -121,6 +121,12 @@ int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
 	return ib_post_send(qp, wr, NULL);
 }
 
+int rpcrdma_rs_ib_post_send_bad(struct ib_qp *qp, const struct ib_send_wr *wr,
+				const struct ib_send_wr **bad)
+{
+	return ib_post_send(qp, wr, bad);
+}
+
 int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad)
 {

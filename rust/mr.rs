@@ -234,9 +234,19 @@ impl Mr {
     ///
     /// As [`Self::post_reg`].
     unsafe fn post_reg_access(&self, qp: *mut bindings::ib_qp, access: u32) -> Result {
+        let reg = self.prepare_reg_access(access);
+        // SAFETY: `reg` is the MR's own work request, just filled; the
+        // queue pair is live (the caller's requirement).
+        to_result(unsafe { bindings::rpcrdma_rs_ib_post_send(qp, reg) })
+    }
+
+    /// Fills the MR's REG_MR (unsignaled, nothing chained behind it) for
+    /// `access` and returns it, to be posted.
+    fn prepare_reg_access(&self, access: u32) -> *mut bindings::ib_send_wr {
         let m = self.ptr.as_ptr();
         // SAFETY: The MR is live; its work request is only written here,
-        // by the single owner, before it is posted (providers copy it).
+        // by the single owner, before it is posted (providers copy it, so
+        // an earlier post of it does not read it any more).
         unsafe {
             let reg = addr_of_mut!((*m).reg_wr);
             reg.write_bytes(0, 1);
@@ -245,8 +255,23 @@ impl Mr {
             (*reg).mr = (*m).mr;
             (*reg).key = (*(*m).mr).rkey;
             (*reg).access = access as i32;
-            to_result(bindings::rpcrdma_rs_ib_post_send(qp, &raw const (*reg).wr))
+            addr_of_mut!((*reg).wr)
         }
+    }
+
+    /// Fills the registration (REG_MR, unsignaled) for remote write
+    /// (`writable`) or remote read without posting it; returns the work
+    /// request, which lives in the MR ([`Self::reg_wr`]), to be chained
+    /// ahead of a Send.
+    pub(in crate::rust) fn prepare_reg(&self, writable: bool) {
+        self.prepare_reg_access(reg_access(writable));
+    }
+
+    /// The registration work request [`Self::prepare_reg`] filled.
+    pub(in crate::rust) fn reg_wr(&self) -> *mut bindings::ib_send_wr {
+        let m = self.ptr.as_ptr();
+        // SAFETY: The MR is live; only the field's address is taken.
+        unsafe { addr_of_mut!((*m).reg_wr.wr) }
     }
 
     /// Releases the DMA mapping of the last `map_rqst`.
@@ -270,14 +295,8 @@ impl Mr {
         qp: *mut bindings::ib_qp,
         writable: bool,
     ) -> Result {
-        let access = if writable {
-            bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-                | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-        } else {
-            bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
-        };
         // SAFETY: By the safety requirement.
-        unsafe { self.post_reg_access(qp, access) }
+        unsafe { self.post_reg_access(qp, reg_access(writable)) }
     }
 
     /// Posts the registration of a server RDMA Read sink for one use
@@ -365,6 +384,18 @@ unsafe impl Sync for Cqe {}
 static UNSIGNALED_CQE: Cqe = Cqe(bindings::ib_cqe {
     done: Some(unsignaled_done),
 });
+
+/// The access a client registration grants the server: remote write
+/// (with the local write it needs) for a chunk it writes, remote read for
+/// one it reads.
+fn reg_access(writable: bool) -> u32 {
+    if writable {
+        bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+            | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+    } else {
+        bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+    }
+}
 
 fn unsignaled_cqe() -> *mut bindings::ib_cqe {
     // The RDMA core takes a mutable pointer but only reads the entry.

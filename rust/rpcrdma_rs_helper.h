@@ -64,6 +64,8 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 void *rpcrdma_rs_alloc_wq(const char *name);
 
 int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int rpcrdma_rs_ib_post_send_bad(struct ib_qp *qp, const struct ib_send_wr *wr,
+				const struct ib_send_wr **bad);
 int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad);
 

@@ -494,6 +494,39 @@ impl Endpoint {
     ///
     /// On success `wr` is owned by the queue until its completion has run.
     pub fn post_send<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
+        // SAFETY: No chain.
+        unsafe { self.post_send_behind(wr, op, None) }.map_err(|(e, _)| e)
+    }
+
+    /// As [`Self::post_send`], with the work requests `chain` (its first
+    /// and last) posted ahead of it by the same `ib_post_send` (C
+    /// `frwr_send` chains its REG_MRs ahead of the Send so). On failure
+    /// returns how many of `chain` were posted; `wr` was not.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is a list linked through `next` from its first to its last
+    /// entry, which ends it (`next` null); its work requests stay valid
+    /// for the call and are used by nothing else meanwhile, and their
+    /// memory regions are on this queue pair's protection domain.
+    pub(in crate::rust) unsafe fn post_send_behind<H: CompletionHandler>(
+        &self,
+        wr: Arc<WorkRequest<H>>,
+        op: SendOp,
+        chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+    ) -> core::result::Result<(), (Error, usize)> {
+        let mut chain_posted = 0usize;
+        let res = self.post_send_inner(wr, op, chain, &mut chain_posted);
+        res.map_err(|e| (e, chain_posted))
+    }
+
+    fn post_send_inner<H: CompletionHandler>(
+        &self,
+        wr: Arc<WorkRequest<H>>,
+        op: SendOp,
+        chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+        chain_posted: &mut usize,
+    ) -> Result {
         let mut invalidates = false;
         let (opcode, remote_addr, rkey, inv) = match op {
             SendOp::Send => (bindings::ib_wr_opcode_IB_WR_SEND, 0, 0, 0),
@@ -557,7 +590,31 @@ impl Endpoint {
                     inv_sge.lkey = inv;
                     w.wr.sg_list = &mut inv_sge;
                 }
-                bindings::rpcrdma_rs_ib_post_send(self.qp.as_ptr(), &w.wr)
+                match chain {
+                    None => bindings::rpcrdma_rs_ib_post_send(self.qp.as_ptr(), &w.wr),
+                    Some((first, last)) => {
+                        // The chain's requests are valid, linked and end
+                        // at `last` (`post_send_behind`'s requirement).
+                        (*last).next = &mut w.wr;
+                        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+                        let rc = bindings::rpcrdma_rs_ib_post_send_bad(
+                            self.qp.as_ptr(),
+                            first,
+                            &mut bad,
+                        );
+                        // Those ahead of the one that failed were posted.
+                        if rc != 0 {
+                            let mut at: *const bindings::ib_send_wr = first;
+                            while !at.is_null() && at != bad && at != &raw const w.wr {
+                                *chain_posted += 1;
+                                at = (*at).next;
+                            }
+                        }
+                        // `w` dies with this frame.
+                        (*last).next = core::ptr::null_mut();
+                        rc
+                    }
+                }
             };
             if rc != 0 && invalidates {
                 wr.set_sink_armed(true);

@@ -12,7 +12,7 @@ use super::bindings;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::live;
-use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, WorkRequest};
+use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, SendOp, WorkRequest};
 use super::xprt_class;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
@@ -775,6 +775,47 @@ impl Mr {
         // drained before the MR pool is freed.
         unsafe { self.mr.post_reg(ep.qp_ptr(), writable) }
     }
+
+    /// Prepares the registration (REG_MR, unsignaled) for remote write
+    /// (`writable`) or read, to be posted by [`post_send_after_regs`]
+    /// ahead of the Send that advertises it.
+    pub fn prepare_reg(&self, writable: bool) {
+        self.mr.prepare_reg(writable);
+    }
+}
+
+/// Posts the registrations of `mrs`, in order, then `wr` as a Send, all
+/// with one `ib_post_send` (C `frwr_send`). Each MR's registration was
+/// prepared with [`Mr::prepare_reg`] since its mapping. On failure returns
+/// how many registrations were posted (the first ones); the Send was not.
+pub fn post_send_after_regs<'a, H: CompletionHandler>(
+    ep: &Endpoint,
+    wr: Arc<WorkRequest<H>>,
+    mrs: impl IntoIterator<Item = &'a Mr>,
+) -> core::result::Result<(), (Error, usize)> {
+    let mut first: *mut bindings::ib_send_wr = core::ptr::null_mut();
+    let mut last: *mut bindings::ib_send_wr = core::ptr::null_mut();
+    for m in mrs {
+        let reg = m.mr.reg_wr();
+        // SAFETY: `reg` is the live MR's own work request; an MR is used
+        // by one owner at a time, who lends it to this call, so nothing
+        // else posts or frees it meanwhile; `last` is the one linked
+        // before it.
+        unsafe {
+            (*reg).next = core::ptr::null_mut();
+            if let Some(prev) = last.as_mut() {
+                prev.next = reg;
+            } else {
+                first = reg;
+            }
+        }
+        last = reg;
+    }
+    let chain = (!first.is_null()).then_some((first, last));
+    // SAFETY: `chain` links the MRs' work requests from `first` to `last`,
+    // which ends it; the borrows keep them valid for the call, and the
+    // MRs are on `ep`'s protection domain (made from its anchor).
+    unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }
 }
 
 /// Posts LOCAL_INV of `rkey` on `ep`: unsignaled, or signaled to `wr`'s

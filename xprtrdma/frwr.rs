@@ -194,11 +194,8 @@ impl Conn {
                 self.recycle_one(mr);
                 return Err(ENOBUFS);
             }
-            if let Err(e) = mr.post_reg(&self.ep, writable) {
-                self.slots.give(SLOTS_PER_MR);
-                self.recycle_one(mr);
-                return Err(e);
-            }
+            // Posted ahead of the Send, in the same chain (`post_call`).
+            mr.prepare_reg(writable);
             trace::xprtrdma_mr_fastreg(rqst, &mr);
             let s = mr.segment();
             segs.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
@@ -206,6 +203,29 @@ impl Conn {
             at += n;
         }
         Ok(())
+    }
+
+    /// Takes back the pool MRs of `regs` whose REG_MR was not posted (all
+    /// after the first `posted`): they were never registered, so they go
+    /// straight back to the pool, and their send queue slots (REG_MR and
+    /// LOCAL_INV) with them.
+    pub(super) fn unpost(&self, regs: &mut KVec<Reg>, posted: usize) {
+        let mut seen = 0usize;
+        let mut i = 0;
+        while i < regs.len() {
+            let is_mr = matches!(regs.get(i), Some(Reg::Mr(_)));
+            if is_mr {
+                seen += 1;
+            }
+            if !is_mr || seen <= posted {
+                i += 1;
+                continue;
+            }
+            if let Ok(Reg::Mr(mr)) = regs.remove(i) {
+                self.recycle_one(mr);
+                self.slots.give(SLOTS_PER_MR);
+            }
+        }
     }
 
     pub(super) fn recycle_one(&self, mut mr: Mr) {

@@ -16,7 +16,7 @@ use crate::proto::pieces::page_spans;
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
 use crate::rust::trace::{self, ChunkType};
 use crate::rust::verbs::{Segment as SgSegment, SendOp};
-use crate::rust::xprt::{Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
+use crate::rust::xprt::{post_send_after_regs, Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -120,6 +120,7 @@ impl Conn {
         );
         if let Err(e) = res {
             self.slots.give(1);
+            self.unpost(&mut mrs, 0);
             self.abandon(this, mrs);
             // C counts an MR shortage (-EAGAIN, retried) as a failed
             // marshal too.
@@ -189,6 +190,7 @@ impl Conn {
             Ok(v) => v,
             Err(e) => {
                 self.slots.give(1);
+                self.unpost(&mut mrs, 0);
                 self.abandon(this, mrs);
                 bump(&self.stats.failed_marshal_count);
                 trace::xprtrdma_marshal_failed(rqst, e);
@@ -201,36 +203,55 @@ impl Conn {
             call_chunk_type(&call),
             result_chunk_type(&p.result),
         );
+        // How many of the REG_MRs went out when the post failed.
+        let mut regs_posted = 0;
         let res = (|| -> Result {
-            if !mrs.is_empty() {
-                let pending = Pending {
-                    xid: info.xid,
-                    key: rqst.key(),
-                    regs: core::mem::take(&mut mrs),
-                    offered: Offered {
-                        write: total(&writes),
-                        reply: total(&reply),
-                    },
-                };
-                if let Err(p) = self.pending.lock().push_within_capacity(pending) {
-                    mrs = p.0.regs;
-                    return Err(ENOBUFS);
-                }
+            if mrs.is_empty() {
+                rqst.mark_sent();
+                return self.ep.post_send(wr, SendOp::Send);
+            }
+            let pending = Pending {
+                xid: info.xid,
+                key: rqst.key(),
+                regs: core::mem::take(&mut mrs),
+                offered: Offered {
+                    write: total(&writes),
+                    reply: total(&reply),
+                },
+            };
+            let mut list = self.pending.lock();
+            if let Err(p) = list.push_within_capacity(pending) {
+                mrs = p.0.regs;
+                return Err(ENOBUFS);
             }
             rqst.mark_sent();
-            self.ep.post_send(wr, SendOp::Send)
+            // The REG_MRs and the Send in one chain, one post (C
+            // `frwr_send`). Posted under the lock, which lends the MRs:
+            // the reply that looks the entry up cannot come before it.
+            let regs = list.last().map(|p| p.regs.as_slice()).unwrap_or(&[]);
+            let mrs_to_post = regs.iter().filter_map(|r| match r {
+                Reg::Mr(m) => Some(m),
+                _ => None,
+            });
+            post_send_after_regs(&self.ep, wr, mrs_to_post).map_err(|(e, posted)| {
+                regs_posted = posted;
+                e
+            })
         })();
         match res {
             Ok(()) => trace::xprtrdma_post_send(rqst, send_len),
             Err(e) => trace::xprtrdma_post_send_err(rqst, e),
         }
         if let Err(e) = res {
-            // The Send was not posted; the REG_MRs' slots go back with the
-            // abandoned MRs' invalidation.
+            // The Send was not posted, nor the REG_MRs after the first
+            // `regs_posted`: those MRs go straight back to the pool; the
+            // posted ones are invalidated, and their slots come back with
+            // that.
             self.slots.give(1);
             if let Some(p) = self.take_pending(info.xid) {
                 mrs = p.regs;
             }
+            self.unpost(&mut mrs, regs_posted);
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
