@@ -1391,16 +1391,17 @@ pub trait CompletionHandler: Send + Sync + Sized {
 /// # Invariants
 ///
 /// `cqe` is initialised with `done::<H>`; `nsge <= MAX_SGE`; `sges[..nsge]`
-/// are initialised and describe ranges of the buffers in `bufs[..nsge]`,
-/// which stay mapped while `self` lives.
-#[pin_data]
+/// and `bufs[..nsge]` are initialised, and the former describe ranges of
+/// the latter, which stay mapped while `self` lives.
+#[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
     cqe: Opaque<bindings::ib_cqe>,
     /// Only the first `nsge` are written: a request is built in place in its
     /// allocation, without zeroing or copying the unused entries.
     sges: [MaybeUninit<bindings::ib_sge>; MAX_SGE],
-    bufs: [Option<Arc<DmaBuf>>; MAX_SGE],
+    /// Likewise: only the first `nsge` are written, and dropped.
+    bufs: [MaybeUninit<Arc<DmaBuf>>; MAX_SGE],
     nsge: usize,
     /// The completion handler.
     pub handler: H,
@@ -1442,10 +1443,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             // valid for writes of a `Self` and not shared yet; every pointer
             // below is derived from it, within the fields it names.
             unsafe {
-                let bufs = addr_of_mut!((*slot).bufs).cast::<Option<Arc<DmaBuf>>>();
-                for i in 0..MAX_SGE {
-                    bufs.add(i).write(None);
-                }
+                let bufs = addr_of_mut!((*slot).bufs).cast::<Arc<DmaBuf>>();
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
                 let mut nsge = 0;
                 for (i, seg) in segments.into_iter().enumerate() {
@@ -1457,13 +1455,15 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     match sge {
                         Ok((sge, seg)) => {
                             sges.add(i).write(sge);
-                            *bufs.add(i) = Some(seg.buf);
+                            bufs.add(i).write(seg.buf);
                             nsge = i + 1;
                         }
                         Err(e) => {
                             // The slot counts as uninitialised on an error:
                             // release the buffers taken so far.
-                            core::ptr::drop_in_place(addr_of_mut!((*slot).bufs));
+                            core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
+                                bufs, nsge,
+                            ));
                             return Err(e);
                         }
                     }
@@ -1476,8 +1476,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
             }
             Ok(())
         };
-        // SAFETY: On `Ok` the closure initialised every field: `bufs`
-        // (`None` past `nsge`), `sges[..nsge]` (the rest is `MaybeUninit`),
+        // SAFETY: On `Ok` the closure initialised every field:
+        // `bufs[..nsge]` and `sges[..nsge]` (the rest is `MaybeUninit`),
         // `cqe` with `done::<H>`, `nsge <= MAX_SGE` and `handler`. On an
         // error it dropped what it had written. Nothing is pinned in a way
         // the writes could break: the slot is not yet shared.
@@ -1494,6 +1494,14 @@ impl<H: CompletionHandler> WorkRequest<H> {
             length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
             lkey: seg.buf.lkey(),
         })
+    }
+
+    /// The buffers of the scatter/gather list.
+    fn bufs(&self) -> &[Arc<DmaBuf>] {
+        let n = self.nsge.min(MAX_SGE);
+        // SAFETY: `bufs[..nsge]` are initialised and `nsge <= MAX_SGE`
+        // (type invariant).
+        unsafe { core::slice::from_raw_parts(self.bufs.as_ptr().cast::<Arc<DmaBuf>>(), n) }
     }
 
     /// The scatter/gather list, for a work request's `sg_list`.
@@ -1533,10 +1541,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     fn dirs_to_device(&self) -> bool {
-        self.bufs
-            .iter()
-            .flatten()
-            .any(|b| b.dir == DmaDir::ToDevice)
+        self.bufs().iter().any(|b| b.dir == DmaDir::ToDevice)
     }
 
     /// For an RDMA Read into a remotely writable sink: the key to
@@ -1545,11 +1550,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// anyway) and follow a registration (the Read consumes it), so a key
     /// is never used twice.
     fn remote_sink(&self) -> Result<Option<u32>> {
-        let mut remote = self
-            .bufs
-            .iter()
-            .flatten()
-            .filter(|b| b.sink_registers_per_use());
+        let mut remote = self.bufs().iter().filter(|b| b.sink_registers_per_use());
         let Some(b) = remote.next() else {
             return Ok(None);
         };
@@ -1565,7 +1566,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// Marks the remotely writable sink of this work request registered
     /// (`true`) or its registration consumed by the Read (`false`).
     fn set_sink_armed(&self, armed: bool) {
-        for b in self.bufs.iter().flatten() {
+        for b in self.bufs() {
             if let Some(m) = b.mr.as_ref().filter(|m| m.remote) {
                 m.armed.store(armed, Relaxed);
             }
@@ -1574,7 +1575,24 @@ impl<H: CompletionHandler> WorkRequest<H> {
 
     /// The `i`th buffer of the scatter/gather list.
     pub fn buf(&self, i: usize) -> Option<&Arc<DmaBuf>> {
-        self.bufs.get(i).and_then(Option::as_ref)
+        self.bufs().get(i)
+    }
+}
+
+#[pinned_drop]
+impl<H: CompletionHandler> PinnedDrop for WorkRequest<H> {
+    fn drop(self: Pin<&mut Self>) {
+        let n = self.nsge.min(MAX_SGE);
+        // SAFETY: `bufs[..nsge]` are initialised (type invariant) and
+        // dropped once, here; nothing reads them after. Nothing is moved:
+        // `bufs` is not structurally pinned and is dropped in place.
+        unsafe {
+            let this = Pin::into_inner_unchecked(self);
+            core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
+                this.bufs.as_mut_ptr().cast::<Arc<DmaBuf>>(),
+                n,
+            ));
+        }
     }
 }
 
