@@ -24,6 +24,8 @@ pub mod proto;
 
 mod config;
 
+mod small_list;
+
 #[path = "../xprtrdma/mod.rs"]
 mod xprtrdma;
 

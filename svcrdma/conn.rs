@@ -17,7 +17,6 @@
 use super::cache::BufCache;
 use super::recv_queue::{RecvHandler, RecvQ};
 use super::rw::Io;
-use super::small_list::SmallList;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
@@ -25,6 +24,7 @@ use crate::proto::svc_reply::{route_result_payload_in, PayloadRoute};
 use crate::rust::cm::CmId;
 use crate::rust::svc::XprtLink;
 use crate::rust::verbs::{Endpoint, WorkRequest};
+use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;

@@ -38,7 +38,6 @@ mod recv_queue;
 mod recvfrom;
 mod rw;
 mod sendto;
-mod small_list;
 mod sq_gate;
 
 /// Settings of one connection: the module parameters, with the limits of

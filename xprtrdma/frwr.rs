@@ -8,7 +8,7 @@
 //! cannot be invalidated.
 
 use super::conn::Conn;
-use super::reg::{add, counters, Reg, Span, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
+use super::reg::{add, counters, Reg, Segs, Span, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
 use super::send_buf::{SendDone, SLOTS_PER_MR};
 use super::transport::bump;
 use crate::proto::msg::Segment;
@@ -152,7 +152,7 @@ impl Conn {
         rqst: &Rqst<'_>,
         span: Span,
         regs: &mut KVec<Reg>,
-        segs: &mut KVec<Segment>,
+        segs: &mut Segs,
     ) -> Result {
         match self.settings.strategy {
             Strategy::Physical => self.register_physical(rqst, span, regs, segs),
@@ -167,7 +167,7 @@ impl Conn {
         rqst: &Rqst<'_>,
         span: Span,
         regs: &mut KVec<Reg>,
-        segs: &mut KVec<Segment>,
+        segs: &mut Segs,
     ) -> Result {
         // A range of pool MRs (with `memreg=cache`, a head or tail part).
         add(&self.counters().registrations, 1);
@@ -198,7 +198,7 @@ impl Conn {
             mr.prepare_reg(writable);
             trace::xprtrdma_mr_fastreg(rqst, &mr);
             let s = mr.segment();
-            segs.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
+            segs.push(Segment::new(s.handle, s.length, s.offset))?;
             regs.push(Reg::Mr(mr), GFP_KERNEL)?;
             at += n;
         }

@@ -8,7 +8,7 @@
 
 use super::conn::{Conn, Offered, Pending};
 use super::frwr::mr_count;
-use super::reg::{add, Reg, Span};
+use super::reg::{add, Reg, Segs, Span, INLINE_SEGS};
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
@@ -21,6 +21,8 @@ use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
+
+use crate::small_list::SmallList;
 
 fn shape(s: &XdrShape) -> XdrBufShape {
     XdrBufShape {
@@ -104,9 +106,9 @@ impl Conn {
             return Err(ENOBUFS);
         }
         let mut mrs = KVec::<Reg>::new();
-        let mut reads = KVec::<ReadSegment>::new();
-        let mut writes = KVec::<Segment>::new();
-        let mut reply = KVec::<Segment>::new();
+        let mut reads = SmallList::<ReadSegment, INLINE_SEGS>::new();
+        let mut writes = Segs::new();
+        let mut reply = Segs::new();
         let res = self.register_chunks(
             rqst,
             &p.call,
@@ -139,11 +141,15 @@ impl Conn {
             return Err(e);
         }
 
-        let write_list: [&[Segment]; 1] = [&writes];
+        let write_list: [&[Segment]; 1] = [writes.as_slice()];
         let chunks = ChunkListsRef {
-            read: &reads,
+            read: reads.as_slice(),
             write: if writes.is_empty() { &[] } else { &write_list },
-            reply: if reply.is_empty() { None } else { Some(&reply) },
+            reply: if reply.is_empty() {
+                None
+            } else {
+                Some(reply.as_slice())
+            },
         };
         let long_call = matches!(p.call, CallStrategy::LongCall { .. });
         let hdr = HeaderRef {
@@ -215,8 +221,8 @@ impl Conn {
                 key: rqst.key(),
                 regs: core::mem::take(&mut mrs),
                 offered: Offered {
-                    write: total(&writes),
-                    reply: total(&reply),
+                    write: total(writes.as_slice()),
+                    reply: total(reply.as_slice()),
                 },
             };
             let mut list = self.pending.lock();
@@ -255,7 +261,13 @@ impl Conn {
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
-        self.count_sent(&call, &snd, &reads, &writes, &reply);
+        self.count_sent(
+            &call,
+            &snd,
+            reads.as_slice(),
+            writes.as_slice(),
+            reply.as_slice(),
+        );
         Ok(())
     }
 
@@ -307,11 +319,11 @@ impl Conn {
         snd: &XdrBufShape,
         rcv: &XdrBufShape,
         mrs: &mut KVec<Reg>,
-        reads: &mut KVec<ReadSegment>,
-        writes: &mut KVec<Segment>,
-        reply: &mut KVec<Segment>,
+        reads: &mut SmallList<ReadSegment, INLINE_SEGS>,
+        writes: &mut Segs,
+        reply: &mut Segs,
     ) -> Result {
-        let mut segs = KVec::new();
+        let mut segs = Segs::new();
         let position = match call {
             CallStrategy::ReadChunk { position, .. } => {
                 let span = Span::send(snd.head_len, snd.page_len);
@@ -326,16 +338,13 @@ impl Conn {
             _ => None,
         };
         if let Some(position) = position {
-            for (i, s) in segs.iter().enumerate() {
+            for (i, s) in segs.as_slice().iter().enumerate() {
                 let is_last = i + 1 == segs.len();
                 trace::xprtrdma_chunk_read(rqst, position, s.handle, s.length, s.offset, is_last);
-                reads.push(
-                    ReadSegment {
-                        position,
-                        segment: *s,
-                    },
-                    GFP_KERNEL,
-                )?;
+                reads.push(ReadSegment {
+                    position,
+                    segment: *s,
+                })?;
             }
         }
         match result {
@@ -346,10 +355,10 @@ impl Conn {
                 if *write_pad {
                     if let Some((mr, _)) = &self.write_pad {
                         let s = mr.segment();
-                        writes.push(Segment::new(s.handle, s.length, s.offset), GFP_KERNEL)?;
+                        writes.push(Segment::new(s.handle, s.length, s.offset))?;
                     }
                 }
-                for (i, s) in writes.iter().enumerate() {
+                for (i, s) in writes.as_slice().iter().enumerate() {
                     let is_last = i + 1 == writes.len();
                     trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
                 }
@@ -359,7 +368,7 @@ impl Conn {
                 // it (C rpcrdma_convert_iovs), not its allocation size.
                 let len = rcv.len().ok_or(EINVAL)?;
                 self.register(rqst, Span::recv(0, len), mrs, reply)?;
-                for (i, s) in reply.iter().enumerate() {
+                for (i, s) in reply.as_slice().iter().enumerate() {
                     let is_last = i + 1 == reply.len();
                     trace::xprtrdma_chunk_reply(rqst, s.handle, s.length, s.offset, is_last);
                 }

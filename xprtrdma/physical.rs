@@ -8,7 +8,7 @@
 //! is nothing to invalidate.
 
 use super::conn::Conn;
-use super::reg::{add, counters, Reg, Span, Strategy};
+use super::reg::{add, counters, Reg, Segs, Span, Strategy};
 use crate::proto::msg::Segment;
 use crate::rust::xprt::{PhysMap, Rqst};
 use kernel::alloc::KVec;
@@ -23,14 +23,14 @@ impl Conn {
         rqst: &Rqst<'_>,
         span: Span,
         regs: &mut KVec<Reg>,
-        segs: &mut KVec<Segment>,
+        segs: &mut Segs,
     ) -> Result {
         let max = self.params().max_rdma_segs;
         let (rcv, writable) = (span.rcv, span.writable());
         let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, span.offset, span.len, writable, max)?;
         for i in 0..pm.count() {
             let (addr, l) = pm.piece(i);
-            segs.push(Segment::new(self.global_rkey, l, addr), GFP_KERNEL)?;
+            segs.push(Segment::new(self.global_rkey, l, addr))?;
         }
         let c = counters(Strategy::Physical);
         add(&c.registrations, 1);

@@ -29,8 +29,10 @@
 //!   they are evicted. Trusted servers only.
 
 use super::regcache::CacheUse;
+use crate::proto::msg::Segment;
 use crate::rust::params;
 use crate::rust::xprt::{Mr, PhysMap};
+use crate::small_list::SmallList;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
@@ -134,6 +136,12 @@ impl Strategy {
         matches!(self, Self::Fmr | Self::Cache)
     }
 }
+
+/// Segments a chunk usually fits in without an allocation of its own.
+pub(super) const INLINE_SEGS: usize = 4;
+
+/// The segments of one chunk as a call is built.
+pub(super) type Segs = SmallList<Segment, INLINE_SEGS>;
 
 /// One registration a request holds until its reply.
 pub(super) enum Reg {

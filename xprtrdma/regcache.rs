@@ -29,7 +29,7 @@
 //! not only during the RPC that offered them.
 
 use super::conn::Conn;
-use super::reg::{counters, Reg, Span, Strategy};
+use super::reg::{counters, Reg, Segs, Span, Strategy};
 use crate::proto::msg::Segment;
 use crate::proto::regcache_policy::{Cache, Entry, PageRun, Policy};
 use crate::rust::memalloc::NoIoScope;
@@ -404,7 +404,7 @@ impl Conn {
         rqst: &Rqst<'_>,
         span: Span,
         regs: &mut KVec<Reg>,
-        segs: &mut KVec<Segment>,
+        segs: &mut Segs,
     ) -> Result {
         let info = rqst.info();
         let shape = if span.rcv { info.rcv } else { info.snd };
@@ -449,7 +449,7 @@ impl Conn {
         at: u32,
         len: u32,
         regs: &mut KVec<Reg>,
-        segs: &mut KVec<Segment>,
+        segs: &mut Segs,
     ) -> Result {
         if len == 0 {
             return Ok(());
@@ -492,13 +492,13 @@ impl Conn {
         key: PageRun,
         piece: (u32, u32),
         regs: &mut KVec<Reg>,
-        segs: &mut KVec<Segment>,
+        segs: &mut Segs,
     ) -> Result {
         let (off, len) = piece;
         // Room first: once an entry is used or a REG_MR posted, nothing
         // may fail before the request records it.
         regs.reserve(1, GFP_KERNEL)?;
-        segs.reserve(1, GFP_KERNEL)?;
+        segs.reserve(1)?;
         let hit = {
             let mut guard = self.cache.lock();
             let st = (*guard).as_mut().ok_or(ENOTCONN)?;
