@@ -2,7 +2,8 @@
 
 //! The client's registration pool and planner on a real (soft-RoCE)
 //! device: a fast-registration MR grants exactly the access it was
-//! registered for and LOCAL_INV revokes it; the planner, fed the device's
+//! registered for and LOCAL_INV revokes it; a REG_MR chained ahead of a
+//! Send is in force when the Send arrives; the planner, fed the device's
 //! limits, keeps 1 MiB READ and WRITE payloads in one chunk each; a
 //! cached registration (`memreg=cache`'s entries) serves the peer again
 //! and again without a new registration, keeps its pages after their owner
@@ -14,7 +15,7 @@ use crate::proto::planner::{
 use crate::rust::device;
 use crate::rust::run_mr::RunMr;
 use crate::rust::verbs::{DmaDir, SendOp, WorkRequest};
-use crate::rust::xprt::{post_local_inv, Mr};
+use crate::rust::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
@@ -91,6 +92,52 @@ mod tests {
         pr_info!("write after LOCAL_INV: status {}\n", wc.status);
         assert!(!wc.is_ok());
         assert!(!wc.is_flush());
+        Ok(())
+    }
+
+    /// A REG_MR chained ahead of the Send that advertises it and posted
+    /// with it (`post_send_after_regs`, C `frwr_send`): the Send arrives,
+    /// and the registration is in force by then: the peer RDMA-Writes
+    /// through the key and the data lands in the client's buffer.
+    #[test]
+    fn reg_mr_chained_ahead_of_send_is_in_force() -> Result {
+        let pair = connect_pair()?;
+        let target = pair.client.alloc_buf(LEN, DmaDir::FromDevice)?;
+        let mut mr = Mr::new(&pair.client, 4)?;
+        mr.map_buf(&target)?;
+        mr.prepare_reg(true);
+        let seg = mr.segment();
+        assert_eq!(seg.length as usize, LEN);
+
+        let recv_buf = pair.server.alloc_buf(64, DmaDir::FromDevice)?;
+        let recv_wait = Waiter::new()?;
+        pair.server.post_recv(WorkRequest::new(
+            recv_wait.clone(),
+            one_segment(&recv_buf, 64)?,
+        )?)?;
+        let call = b"chained call";
+        let send_buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
+        send_buf.write(0, call)?;
+        let sent = Waiter::new()?;
+        let wr = WorkRequest::new(sent.clone(), one_segment(&send_buf, call.len())?)?;
+        post_send_after_regs(&pair.client, wr, [&mr]).map_err(|(e, _)| e)?;
+        assert!(sent.wait()?.is_ok());
+        let got = recv_wait.wait()?;
+        assert!(got.is_ok());
+        assert_eq!(got.byte_len as usize, call.len());
+
+        let src = pair.server.alloc_buf(LEN, DmaDir::ToDevice)?;
+        let mut data = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+        pattern(0x5a, &mut data);
+        src.write(0, &data)?;
+        let op = SendOp::RdmaWrite {
+            remote_addr: seg.offset,
+            rkey: seg.handle,
+        };
+        assert!(op_on(&pair.server, one_segment(&src, LEN)?, op)?.is_ok());
+        let mut back = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
+        target.read(0, &mut back)?;
+        assert!(back[..] == data[..]);
         Ok(())
     }
 
