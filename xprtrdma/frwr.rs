@@ -194,7 +194,8 @@ impl Conn {
                 self.recycle_one(mr);
                 return Err(ENOBUFS);
             }
-            // Posted ahead of the Send, in the same chain (`post_call`).
+            // Posted ahead of the Send, in the same chain
+            // (`post_send_after_regs`, from `Conn::send`).
             mr.prepare_reg(writable);
             trace::xprtrdma_mr_fastreg(rqst, &mr);
             let s = mr.segment();
