@@ -260,9 +260,8 @@ impl Mr {
     }
 
     /// Fills the registration (REG_MR, unsignaled) for remote write
-    /// (`writable`) or remote read without posting it; returns the work
-    /// request, which lives in the MR ([`Self::reg_wr`]), to be chained
-    /// ahead of a Send.
+    /// (`writable`) or remote read without posting it. The work request
+    /// lives in the MR ([`Self::reg_wr`]), to be chained ahead of a Send.
     pub(in crate::rust) fn prepare_reg(&self, writable: bool) {
         self.prepare_reg_access(reg_access(writable));
     }

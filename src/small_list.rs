@@ -42,21 +42,8 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
 
     /// Appends `v`; the first push past `N` moves the list to a vector.
     pub(crate) fn push(&mut self, v: T) -> Result {
-        match self {
-            Self::Inline { items, len } => {
-                if let Some(slot) = items.get_mut(*len) {
-                    *slot = v;
-                    *len += 1;
-                    return Ok(());
-                }
-                let mut heap = KVec::with_capacity(N.saturating_mul(2).max(1), GFP_KERNEL)?;
-                heap.extend_from_slice(items.get(..*len).unwrap_or(&[]), GFP_KERNEL)?;
-                heap.push(v, GFP_KERNEL)?;
-                *self = Self::Heap(heap);
-                Ok(())
-            }
-            Self::Heap(heap) => Ok(heap.push(v, GFP_KERNEL)?),
-        }
+        self.reserve(1)?;
+        self.push_within_capacity(v).map_err(|_| ENOMEM)
     }
 
     /// Makes room for `additional` more items, so that as many

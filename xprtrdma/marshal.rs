@@ -17,12 +17,11 @@ use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBuf
 use crate::rust::trace::{self, ChunkType};
 use crate::rust::verbs::{Segment as SgSegment, SendOp};
 use crate::rust::xprt::{post_send_after_regs, Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
+use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-use crate::small_list::SmallList;
 
 fn shape(s: &XdrShape) -> XdrBufShape {
     XdrBufShape {
