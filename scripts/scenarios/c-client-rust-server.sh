@@ -338,14 +338,18 @@ check_svc_memreg() {
 # polled during the run and raced the client's last unmount). Writes
 # "idle-before evicted idle-after" to /tmp/.shrink-probe.
 shrink_probe() {
-    _f=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
-    _idle=$(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f 2>/dev/null)
-    _ev0=$(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f 2>/dev/null)
+    # Column $1 of the cache's debugfs view, summed over its classes
+    # (7: evictions, 11: idle).
+    _col() {
+        awk -v c="$1" 'NR > 2 { n += $c } END { print n + 0 }' \
+            /sys/kernel/debug/rpcrdma_rs/svc_registration_cache 2>/dev/null
+    }
+    _idle=$(_col 11)
+    _ev0=$(_col 7)
     [ "${_idle:-0}" -gt 0 ] || { say "shrink probe: no idle buffers"; return; }
     echo 2 > /proc/sys/vm/drop_caches
     sleep 1
-    _ev=$(( $(awk 'NR > 2 { n += $7 } END { print n + 0 }' $_f) - _ev0 ))
-    echo "$_idle $_ev $(awk 'NR > 2 { n += $11 } END { print n + 0 }' $_f)" > /tmp/.shrink-probe
+    echo "$_idle $(( $(_col 7) - _ev0 )) $(_col 11)" > /tmp/.shrink-probe
 }
 
 case $ROLE in
