@@ -14,14 +14,93 @@ use crate::proto::planner::{
 };
 use crate::rust::device;
 use crate::rust::run_mr::RunMr;
-use crate::rust::verbs::{DmaDir, SendOp, WorkRequest};
+use crate::rust::send_batch::{Batched, SendBatch};
+use crate::rust::verbs::{CompletionHandler, DmaDir, SendOp, WorkCompletion, WorkRequest};
 use crate::rust::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock};
+use kernel::time::msecs_to_jiffies;
+use kernel::{new_condvar, new_spinlock};
 
 const LEN: usize = 8192;
+
+/// Completions of a batch of Sends: how many ran, and whether in order.
+#[pin_data]
+struct Log {
+    #[pin]
+    state: SpinLock<(u32, bool)>,
+    #[pin]
+    cv: CondVar,
+}
+
+impl Log {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_spinlock!((0, true), "rpcrdma_rs_kunit::log"),
+                cv <- new_condvar!("rpcrdma_rs_kunit::log"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn record(&self, n: u32) {
+        let mut st = self.state.lock();
+        if st.0 != n {
+            st.1 = false;
+        }
+        st.0 += 1;
+        self.cv.notify_all();
+    }
+
+    fn count(&self) -> u32 {
+        self.state.lock().0
+    }
+
+    fn in_order(&self) -> bool {
+        self.state.lock().1
+    }
+
+    /// Waits (at most a few seconds) until `n` completions ran.
+    fn wait_for(&self, n: u32) -> Result<u32> {
+        let mut st = self.state.lock();
+        let mut left = msecs_to_jiffies(20_000);
+        while st.0 < n && left > 0 {
+            match self.cv.wait_interruptible_timeout(&mut st, left) {
+                CondVarTimeoutResult::Timeout => left = 0,
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+            }
+        }
+        Ok(st.0)
+    }
+}
+
+/// The handler of a batched Send: completes the ones before it, then
+/// logs its own number.
+struct Counted {
+    batch: Arc<SendBatch<Counted>>,
+    log: Arc<Log>,
+    n: u32,
+    epoch: Atomic<u64>,
+}
+
+impl Batched for Counted {
+    fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Relaxed);
+    }
+}
+
+impl CompletionHandler for Counted {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.batch.retire(self.epoch.load(Relaxed), wc);
+        self.log.record(self.n);
+    }
+}
 
 fn device_params() -> Option<TransportParams> {
     let mut caps = None;
@@ -120,7 +199,8 @@ mod tests {
         send_buf.write(0, call)?;
         let sent = Waiter::new()?;
         let wr = WorkRequest::new(sent.clone(), one_segment(&send_buf, call.len())?)?;
-        post_send_after_regs(&pair.client, wr, [&mr]).map_err(|(e, _)| e)?;
+        let batch = KBox::pin_init(SendBatch::new(1), GFP_KERNEL)?;
+        post_send_after_regs(&pair.client, &batch, wr, [&mr], true).map_err(|(e, _)| e)?;
         assert!(sent.wait()?.is_ok());
         let got = recv_wait.wait()?;
         assert!(got.is_ok());
@@ -138,6 +218,58 @@ mod tests {
         let mut back = KVec::from_elem(0u8, LEN, GFP_KERNEL)?;
         target.read(0, &mut back)?;
         assert!(back[..] == data[..]);
+        Ok(())
+    }
+
+    /// Sends posted through a batch of four: the first three go
+    /// unsignaled, and their handlers run, in order, when the fourth's
+    /// completion arrives; a Send still held when the queue pair is
+    /// drained completes (as flushed) on `release`. Every Send arrives.
+    #[test]
+    fn unsignaled_sends_complete_with_the_signaled_one() -> Result {
+        let pair = connect_pair()?;
+        let batch = Arc::pin_init(SendBatch::new(4), GFP_KERNEL)?;
+        let log = Log::new()?;
+        let mut recvs = KVec::new();
+        for _ in 0..5 {
+            let buf = pair.server.alloc_buf(64, DmaDir::FromDevice)?;
+            let wait = Waiter::new()?;
+            pair.server
+                .post_recv(WorkRequest::new(wait.clone(), one_segment(&buf, 64)?)?)?;
+            recvs.push(wait, GFP_KERNEL)?;
+        }
+        let send_buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
+        send_buf.write(0, b"batched")?;
+        let post = |n: u32| -> Result {
+            let handler = Counted {
+                batch: batch.clone(),
+                log: log.clone(),
+                n,
+                epoch: Atomic::new(0),
+            };
+            let wr = WorkRequest::new(handler, one_segment(&send_buf, 7)?)?;
+            batch.post_send(&pair.client, wr, false)
+        };
+        for n in 0..4 {
+            post(n)?;
+        }
+        assert_eq!(log.wait_for(4)?, 4);
+        assert!(log.in_order());
+        for r in recvs.iter().take(4) {
+            assert!(r.wait()?.is_ok());
+        }
+        // One more, unsignaled and held: the drain flushes nothing of it
+        // (it went out), `release` completes it.
+        post(4)?;
+        assert!(recvs[4].wait()?.is_ok());
+        assert_eq!(log.count(), 4);
+        // Before the drain, `release` leaves it alone.
+        batch.release(&pair.client);
+        assert_eq!(log.count(), 4);
+        pair.client.drain();
+        batch.release(&pair.client);
+        assert_eq!(log.count(), 5);
+        assert!(log.in_order());
         Ok(())
     }
 

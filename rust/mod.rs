@@ -33,6 +33,7 @@ pub mod params;
 pub mod ratelimit;
 pub mod regcache;
 pub mod run_mr;
+pub mod send_batch;
 pub mod shrinker;
 pub mod slab;
 pub mod svc;

@@ -355,8 +355,8 @@ pub(in crate::rust) unsafe fn post_local_inv(
     }
 }
 
-/// Completion of the unsignaled registration work requests (REG_MR,
-/// LOCAL_INV): only failures reach it.
+/// Completion of the unsignaled work requests (REG_MR, LOCAL_INV, Sends
+/// of a `SendBatch`): only failures reach it.
 ///
 /// # Safety
 ///
@@ -368,13 +368,13 @@ unsafe extern "C" fn unsignaled_done(_cq: *mut bindings::ib_cq, wc: *mut binding
         && status != bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR
     {
         crate::pr_warn_ratelimited!(
-            "rpcrdma_rs: registration work request failed: status {}\n",
+            "rpcrdma_rs: unsignaled work request failed: status {}\n",
             status
         );
     }
 }
 
-/// The completion entry of every unsignaled registration work request.
+/// The completion entry of every unsignaled work request.
 struct Cqe(bindings::ib_cqe);
 
 // SAFETY: Never written after initialisation; the RDMA core only reads it.
@@ -396,7 +396,9 @@ fn reg_access(writable: bool) -> u32 {
     }
 }
 
-fn unsignaled_cqe() -> *mut bindings::ib_cqe {
+/// The completion entry of unsignaled work requests (registrations,
+/// LOCAL_INVs, batched Sends): only their failures reach it.
+pub(in crate::rust) fn unsignaled_cqe() -> *mut bindings::ib_cqe {
     // The RDMA core takes a mutable pointer but only reads the entry.
     (&raw const UNSIGNALED_CQE.0).cast_mut()
 }

@@ -266,6 +266,9 @@ pub struct Endpoint {
     send_depth: u32,
     send_sge: u32,
     comp_vector: u32,
+    /// Set once [`Self::drain`] has returned: no posted work request is
+    /// outstanding any more.
+    drained: Atomic<bool>,
 }
 
 // SAFETY: Posting to a queue pair is thread-safe in the RDMA core; the other
@@ -338,6 +341,7 @@ impl Endpoint {
             send_depth,
             send_sge,
             comp_vector: vector,
+            drained: Atomic::new(false),
         })
     }
 
@@ -461,6 +465,13 @@ impl Endpoint {
         let _ = unsafe { bindings::rdma_disconnect(self.anchor.id.as_ptr()) };
         // SAFETY: By the type invariant the QP is live.
         unsafe { bindings::ib_drain_qp(self.qp.as_ptr()) };
+        self.drained.store(true, Release);
+    }
+
+    /// Whether [`Self::drain`] has returned: every work request posted on
+    /// the queue pair has completed, and none can be posted any more.
+    pub fn is_drained(&self) -> bool {
+        self.drained.load(Acquire)
     }
 
     /// Allocates a buffer of `len` bytes and maps it for DMA on this
@@ -527,100 +538,130 @@ impl Endpoint {
         chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
         chain_posted: &mut usize,
     ) -> Result {
-        let mut invalidates = false;
-        let (opcode, remote_addr, rkey, inv) = match op {
-            SendOp::Send => (bindings::ib_wr_opcode_IB_WR_SEND, 0, 0, 0),
-            SendOp::SendWithInvalidate(key) => {
-                (bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV, 0, 0, key)
-            }
-            SendOp::RdmaWrite { remote_addr, rkey } => (
-                bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
-                remote_addr,
-                rkey,
-                0,
-            ),
-            SendOp::RdmaRead { remote_addr, rkey } => match wr.remote_sink()? {
-                // The sink's remotely writable key dies with this Read.
-                Some(inv) => {
-                    invalidates = true;
-                    (
-                        bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV,
-                        remote_addr,
-                        rkey,
-                        inv,
-                    )
-                }
-                None => (bindings::ib_wr_opcode_IB_WR_RDMA_READ, remote_addr, rkey, 0),
-            },
-        };
-        if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
-            // An RDMA Read writes into the local buffers.
-            return Err(EINVAL);
-        }
-        let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
+        let prep = SendPrep::new(&wr, op)?;
         WorkRequest::post_with(wr, |wr, cqe| {
             // The Read consumes the sink's registration (before posting: its
             // completion may give the buffer back at once); a Read that was
             // not posted leaves the key valid, so the sink stays armed and
             // is never cached.
-            if invalidates {
+            if prep.invalidates {
                 wr.set_sink_armed(false);
             }
-            // SAFETY: The cqe was initialised by `WorkRequest::new` and the
-            // sges name mapped buffers `wr` owns; the QP is live by the type
-            // invariant.
-            let rc = unsafe {
-                let mut w: bindings::ib_rdma_wr = core::mem::zeroed();
-                w.wr.__bindgen_anon_1.wr_cqe = cqe;
-                w.wr.sg_list = wr.sg_list();
-                w.wr.num_sge = nsge;
-                w.wr.opcode = opcode;
-                w.wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
-                w.wr.ex.invalidate_rkey = inv;
-                w.remote_addr = remote_addr;
-                w.rkey = rkey;
-                // One sink, named by the key its REG_MR just made (the
-                // SGE may predate it); providers copy the SGE at post time.
-                let mut inv_sge: bindings::ib_sge;
-                if opcode == bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV {
-                    let (1, Some(first)) = (nsge, wr.first_sge()) else {
-                        return EINVAL.to_errno();
-                    };
-                    inv_sge = first;
-                    inv_sge.lkey = inv;
-                    w.wr.sg_list = &mut inv_sge;
-                }
-                match chain {
-                    None => bindings::rpcrdma_rs_ib_post_send(self.qp.as_ptr(), &w.wr),
-                    Some((first, last)) => {
-                        // The chain's requests are valid, linked and end
-                        // at `last` (`post_send_behind`'s requirement).
-                        (*last).next = &mut w.wr;
-                        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
-                        let rc = bindings::rpcrdma_rs_ib_post_send_bad(
-                            self.qp.as_ptr(),
-                            first,
-                            &mut bad,
-                        );
-                        // Those ahead of the one that failed were posted.
-                        if rc != 0 {
-                            let mut at: *const bindings::ib_send_wr = first;
-                            while !at.is_null() && at != bad && at != &raw const w.wr {
-                                *chain_posted += 1;
-                                at = (*at).next;
-                            }
-                        }
-                        // `w` dies with this frame.
-                        (*last).next = core::ptr::null_mut();
-                        rc
-                    }
-                }
-            };
-            if rc != 0 && invalidates {
+            let flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+            // SAFETY: The cqe was initialised by `WorkRequest::new`; the
+            // chain is as `post_send_behind` requires.
+            let rc = unsafe { self.post_prepared(wr, cqe, flags, &prep, chain, chain_posted) };
+            if rc != 0 && prep.invalidates {
                 wr.set_sink_armed(true);
             }
             rc
         })
+    }
+
+    /// Posts `wr` (a Send or RDMA Write) without requesting its completion,
+    /// behind `chain` as [`Self::post_send_behind`] does: `wr` completes
+    /// when a signaled work request posted after it on this queue pair
+    /// completes, or when the queue pair is drained; only a failure is
+    /// reported, to the unsignaled completion entry (logged). The queue is
+    /// handed no reference: `wr` must be kept until then (`SendBatch`).
+    /// On failure returns how many of `chain` were posted; `wr` was not.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::post_send_behind`]; and the caller keeps `wr` alive
+    /// until a signaled work request posted after it on this queue pair
+    /// has completed or the queue pair has been drained.
+    pub(in crate::rust) unsafe fn post_send_unsignaled<H: CompletionHandler>(
+        &self,
+        wr: &WorkRequest<H>,
+        op: SendOp,
+        chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+    ) -> core::result::Result<(), (Error, usize)> {
+        let prep = SendPrep::new(wr, op).map_err(|e| (e, 0))?;
+        if prep.invalidates {
+            // A Read that invalidates its sink must report its completion.
+            return Err((EINVAL, 0));
+        }
+        let mut chain_posted = 0usize;
+        // SAFETY: The unsignaled entry serves any work request; the chain
+        // and `wr`'s lifetime are the caller's requirements.
+        let rc = unsafe {
+            self.post_prepared(
+                wr,
+                super::mr::unsignaled_cqe(),
+                0,
+                &prep,
+                chain,
+                &mut chain_posted,
+            )
+        };
+        to_result(rc).map_err(|e| (e, chain_posted))
+    }
+
+    /// Builds the `ib_rdma_wr` of `wr` (completion entry `cqe`, `flags`)
+    /// and posts it behind `chain`; returns `ib_post_send`'s result and
+    /// counts in `chain_posted` how many of `chain` went out on a failure.
+    ///
+    /// # Safety
+    ///
+    /// `cqe` is a completion entry valid until `wr` completes; `chain` is
+    /// as [`Self::post_send_behind`] requires.
+    unsafe fn post_prepared<H: CompletionHandler>(
+        &self,
+        wr: &WorkRequest<H>,
+        cqe: *mut bindings::ib_cqe,
+        flags: i32,
+        prep: &SendPrep,
+        chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+        chain_posted: &mut usize,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: The sges name mapped buffers `wr` owns; the QP is live by
+        // the type invariant; `cqe` and `chain` by the caller's
+        // requirements.
+        unsafe {
+            let mut w: bindings::ib_rdma_wr = core::mem::zeroed();
+            w.wr.__bindgen_anon_1.wr_cqe = cqe;
+            w.wr.sg_list = wr.sg_list();
+            w.wr.num_sge = prep.nsge;
+            w.wr.opcode = prep.opcode;
+            w.wr.send_flags = flags;
+            w.wr.ex.invalidate_rkey = prep.inv;
+            w.remote_addr = prep.remote_addr;
+            w.rkey = prep.rkey;
+            // One sink, named by the key its REG_MR just made (the SGE may
+            // predate it); providers copy the SGE at post time.
+            let mut inv_sge: bindings::ib_sge;
+            if prep.opcode == bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV {
+                let (1, Some(first)) = (prep.nsge, wr.first_sge()) else {
+                    return EINVAL.to_errno();
+                };
+                inv_sge = first;
+                inv_sge.lkey = prep.inv;
+                w.wr.sg_list = &mut inv_sge;
+            }
+            match chain {
+                None => bindings::rpcrdma_rs_ib_post_send(self.qp.as_ptr(), &w.wr),
+                Some((first, last)) => {
+                    // The chain's requests are valid, linked and end at
+                    // `last` (`post_send_behind`'s requirement).
+                    (*last).next = &mut w.wr;
+                    let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+                    let rc =
+                        bindings::rpcrdma_rs_ib_post_send_bad(self.qp.as_ptr(), first, &mut bad);
+                    // Those ahead of the one that failed were posted.
+                    if rc != 0 {
+                        let mut at: *const bindings::ib_send_wr = first;
+                        while !at.is_null() && at != bad && at != &raw const w.wr {
+                            *chain_posted += 1;
+                            at = (*at).next;
+                        }
+                    }
+                    // `w` dies with this frame.
+                    (*last).next = core::ptr::null_mut();
+                    rc
+                }
+            }
+        }
     }
 
     /// Posts a Receive into `wr`'s scatter/gather list.
@@ -737,6 +778,61 @@ impl Drop for Endpoint {
         }
         live::dec(live::Kind::Qp);
         // The CQs are freed next (field order), then the anchor reference.
+    }
+}
+
+/// What a Send, RDMA Write or RDMA Read work request carries besides its
+/// scatter/gather list, worked out from its [`SendOp`] before posting.
+struct SendPrep {
+    opcode: u32,
+    remote_addr: u64,
+    rkey: u32,
+    inv: u32,
+    /// An RDMA Read that invalidates its (remotely writable) sink.
+    invalidates: bool,
+    nsge: i32,
+}
+
+impl SendPrep {
+    fn new<H: CompletionHandler>(wr: &WorkRequest<H>, op: SendOp) -> Result<Self> {
+        let mut invalidates = false;
+        let (opcode, remote_addr, rkey, inv) = match op {
+            SendOp::Send => (bindings::ib_wr_opcode_IB_WR_SEND, 0, 0, 0),
+            SendOp::SendWithInvalidate(key) => {
+                (bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV, 0, 0, key)
+            }
+            SendOp::RdmaWrite { remote_addr, rkey } => (
+                bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
+                remote_addr,
+                rkey,
+                0,
+            ),
+            SendOp::RdmaRead { remote_addr, rkey } => match wr.remote_sink()? {
+                // The sink's remotely writable key dies with this Read.
+                Some(inv) => {
+                    invalidates = true;
+                    (
+                        bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV,
+                        remote_addr,
+                        rkey,
+                        inv,
+                    )
+                }
+                None => (bindings::ib_wr_opcode_IB_WR_RDMA_READ, remote_addr, rkey, 0),
+            },
+        };
+        if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
+            // An RDMA Read writes into the local buffers.
+            return Err(EINVAL);
+        }
+        Ok(Self {
+            opcode,
+            remote_addr,
+            rkey,
+            inv,
+            invalidates,
+            nsge: i32::try_from(wr.nsge).map_err(|_| EINVAL)?,
+        })
     }
 }
 
@@ -1365,6 +1461,17 @@ pub struct WorkCompletion {
 }
 
 impl WorkCompletion {
+    /// The completion of a work request flushed by a drain (for those
+    /// whose completion was not requested).
+    pub fn flushed() -> Self {
+        Self {
+            status: bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as i32,
+            opcode: -1,
+            byte_len: 0,
+            invalidated_rkey: None,
+        }
+    }
+
     /// Whether the work request succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == 0

@@ -12,7 +12,8 @@ use super::bindings;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::live;
-use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, SendOp, WorkRequest};
+use super::send_batch::{Batched, SendBatch};
+use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, WorkRequest};
 use super::xprt_class;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
@@ -784,14 +785,17 @@ impl Mr {
     }
 }
 
-/// Posts the registrations of `mrs`, in order, then `wr` as a Send, all
-/// with one `ib_post_send` (C `frwr_send`). Each MR's registration was
-/// prepared with [`Mr::prepare_reg`] since its mapping. On failure returns
-/// how many registrations were posted (the first ones); the Send was not.
-pub fn post_send_after_regs<'a, H: CompletionHandler>(
+/// Posts the registrations of `mrs`, in order, then `wr` as a Send of
+/// `batch` (unsignaled unless `signal` or the batch is due), all with one
+/// `ib_post_send` (C `frwr_send`). Each MR's registration was prepared with
+/// [`Mr::prepare_reg`] since its mapping. On failure returns how many
+/// registrations were posted (the first ones); the Send was not.
+pub fn post_send_after_regs<'a, H: Batched>(
     ep: &Endpoint,
+    batch: &SendBatch<H>,
     wr: Arc<WorkRequest<H>>,
     mrs: impl IntoIterator<Item = &'a Mr>,
+    signal: bool,
 ) -> core::result::Result<(), (Error, usize)> {
     let mut first: *mut bindings::ib_send_wr = core::ptr::null_mut();
     let mut last: *mut bindings::ib_send_wr = core::ptr::null_mut();
@@ -815,7 +819,7 @@ pub fn post_send_after_regs<'a, H: CompletionHandler>(
     // SAFETY: `chain` links the MRs' work requests from `first` to `last`,
     // which ends it; the borrows keep them valid for the call, and the
     // MRs are on `ep`'s protection domain (made from its anchor).
-    unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }
+    unsafe { batch.post(ep, wr, chain, signal) }
 }
 
 /// Posts LOCAL_INV of `rkey` on `ep`: unsignaled, or signaled to `wr`'s

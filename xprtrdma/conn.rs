@@ -22,10 +22,11 @@
 use super::reg::Reg;
 use super::regcache::CacheState;
 use super::reply::RecvDone;
-use super::send_buf::SendSlots;
+use super::send_buf::{SendDone, SendSlots};
 use super::transport::{Settings, Stats};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
+use crate::rust::send_batch::SendBatch;
 use crate::rust::shrinker::ObjectShrinker;
 use crate::rust::verbs::{DmaBuf, Endpoint, WorkRequest};
 use crate::rust::xprt::{Mr, Xprt};
@@ -87,6 +88,11 @@ pub(super) struct Conn {
     /// Send's completion.
     #[pin]
     pub(super) send_bufs: SpinLock<KVec<Arc<DmaBuf>>>,
+    /// Calls' Sends go out unsignaled but for every `send_batch(credits)`th
+    /// (and those with mapped pages): their completions come with the next
+    /// signaled one (C `re_send_batch`); released by [`Conn::shutdown`].
+    #[pin]
+    pub(super) send_batch: SendBatch<SendDone>,
     /// Completed Receives waiting to be posted again as one batch
     /// (`reply::RECV_REPOST_BATCH`); emptied by [`Conn::shutdown`], since
     /// their handlers hold the connection.

@@ -14,10 +14,11 @@ use super::send_buf::{SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
 use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
-use crate::proto::credits::{ClientCredits, MIN_SLOT_TABLE};
+use crate::proto::credits::{send_batch, ClientCredits, MIN_SLOT_TABLE};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams, MAX_HDR_SEGS, PHYSICAL_MAX_SEGS};
 use crate::rust::cm::{CmEvent, CmHandler, CmId};
+use crate::rust::send_batch::SendBatch;
 use crate::rust::trace;
 use crate::rust::verbs::{
     DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
@@ -114,7 +115,12 @@ impl Conn {
         } else {
             0
         };
+        // Unsignaled Sends keep their slots until the next signaled one
+        // completes, maybe after their calls ended: room for that many
+        // more calls.
+        let batch = send_batch(reqs);
         let max_send_wr = reqs
+            .saturating_add(batch.saturating_sub(1))
             .saturating_mul(2 * MRS_PER_REQUEST + 2)
             .saturating_add(cache_wrs)
             .max(
@@ -224,6 +230,7 @@ impl Conn {
                 write_pad,
                 global_rkey,
                 send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
+                send_batch <- SendBatch::new(batch as usize),
                 recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
                 cache <- new_spinlock!(cache, "rpcrdma_rs::xprt::cache"),
                 shrinker <- new_spinlock!(None, "rpcrdma_rs::xprt::shrinker"),
@@ -412,6 +419,8 @@ impl Conn {
         // No Receive completes after the drain, so none is queued again.
         let held = core::mem::take(&mut *self.recv_held.lock());
         drop(held);
+        // Unsignaled Sends still held: flushed by the drain.
+        self.send_batch.release(&self.ep);
     }
 
     /// Disconnects as a network failure would (C

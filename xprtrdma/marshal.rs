@@ -15,7 +15,7 @@ use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::pieces::page_spans;
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
 use crate::rust::trace::{self, ChunkType};
-use crate::rust::verbs::{Segment as SgSegment, SendOp};
+use crate::rust::verbs::Segment as SgSegment;
 use crate::rust::xprt::{post_send_after_regs, Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
@@ -210,10 +210,14 @@ impl Conn {
         );
         // How many of the REG_MRs went out when the post failed.
         let mut regs_posted = 0;
+        // A Send with mapped pages asks for its completion, which releases
+        // them (C signals a Send whose request holds DMA mappings); the
+        // others go unsignaled but for one in `send_batch`.
+        let signal = mapped;
         let res = (|| -> Result {
             if mrs.is_empty() {
                 rqst.mark_sent();
-                return self.ep.post_send(wr, SendOp::Send);
+                return self.send_batch.post_send(&self.ep, wr, signal);
             }
             let pending = Pending {
                 xid: info.xid,
@@ -238,10 +242,12 @@ impl Conn {
                 Reg::Mr(m) => Some(m),
                 _ => None,
             });
-            post_send_after_regs(&self.ep, wr, mrs_to_post).map_err(|(e, posted)| {
-                regs_posted = posted;
-                e
-            })
+            post_send_after_regs(&self.ep, &self.send_batch, wr, mrs_to_post, signal).map_err(
+                |(e, posted)| {
+                    regs_posted = posted;
+                    e
+                },
+            )
         })();
         match res {
             Ok(()) => trace::xprtrdma_post_send(rqst, send_len),

@@ -6,6 +6,7 @@
 use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
+use crate::rust::send_batch::Batched;
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Segment as SgSegment, WorkCompletion, WorkRequest,
 };
@@ -24,7 +25,9 @@ use kernel::sync::Arc;
 /// request posted at or after it has completed. So slots are given back
 /// only from the completion of a signaled request, and only for requests
 /// posted before it: a request's REG_MRs and its Send by the Send's
-/// completion, a LOCAL_INV chain by its last (signaled) LOCAL_INV. Each MR
+/// completion, a LOCAL_INV chain by its last (signaled) LOCAL_INV. A Send
+/// posted unsignaled (`Conn::send_batch`) gives its slots back when the
+/// next signaled Send of the batch completes, which runs its handler. Each MR
 /// is registered with two slots, its REG_MR's and the one its later
 /// LOCAL_INV uses (or which is given back if the server invalidates it
 /// remotely). Slots therefore never fall short of what the hardware queue
@@ -75,10 +78,22 @@ pub(super) struct SendDone {
     /// Send queue slots this completion frees: the Send's, and those of
     /// the REG_MRs posted before it.
     slots: u32,
+    /// Set when the Send goes out signaled: the batch epoch its completion
+    /// closes (the unsignaled Sends before it complete with it).
+    epoch: Atomic<u64>,
+}
+
+impl Batched for SendDone {
+    fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Relaxed);
+    }
 }
 
 impl CompletionHandler for SendDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        // The unsignaled Sends posted before this one left the queue too:
+        // completed first, in order.
+        self.conn.send_batch.retire(self.epoch.load(Relaxed), wc);
         // Flushed or not, the Send and everything before it left the queue.
         self.conn.slots.give(self.slots);
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
@@ -153,6 +168,7 @@ impl Conn {
             SendDone {
                 conn: this.clone(),
                 slots,
+                epoch: Atomic::new(0),
             },
             segs,
         )?;

@@ -1,7 +1,8 @@
 //! Credit accounting tests for both sides.
 
 use rpcrdma_proto::proto::credits::{
-    ClientCredits, GrantPolicy, ServerCredits, MAX_SLOT_TABLE, MIN_SLOT_TABLE, RPC_CWNDSCALE,
+    send_batch, ClientCredits, GrantPolicy, ServerCredits, MAX_SEND_BATCH, MAX_SLOT_TABLE,
+    MIN_SLOT_TABLE, RPC_CWNDSCALE,
 };
 
 #[test]
@@ -124,4 +125,14 @@ fn server_receive_queue_fits_device() {
     assert_eq!(f.max_requests + f.bc_requests + f.recv_batch + 1, 64);
     let f = ServerCredits::fit_to_device(128, 2, 8, 2);
     assert_eq!(f.max_requests, 1);
+}
+
+#[test]
+fn send_batch_is_an_eighth_of_the_credits_within_bounds() {
+    // C `re_send_batch = re_max_requests >> 3`, kept to 1..=16.
+    assert_eq!(send_batch(0), 1);
+    assert_eq!(send_batch(7), 1);
+    assert_eq!(send_batch(32), 4);
+    assert_eq!(send_batch(128), MAX_SEND_BATCH);
+    assert_eq!(send_batch(u32::MAX), MAX_SEND_BATCH);
 }

@@ -251,3 +251,20 @@ pub struct RecvQueueSizing {
     /// Receive queue depth, including one WR for draining.
     pub rq_depth: u32,
 }
+
+/// Most Sends of a client connection that share one requested completion.
+pub const MAX_SEND_BATCH: u32 = 16;
+
+/// How many of a client connection's Sends share one requested completion
+/// (C `re_send_batch`: an eighth of the credits), from 1 (every Send
+/// signaled) to [`MAX_SEND_BATCH`].
+pub const fn send_batch(credits: u32) -> u32 {
+    let b = credits >> 3;
+    if b == 0 {
+        1
+    } else if b > MAX_SEND_BATCH {
+        MAX_SEND_BATCH
+    } else {
+        b
+    }
+}

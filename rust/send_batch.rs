@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Sends whose completion is not requested (C `rpcrdma_sendctx`'s
+//! `re_send_batch`): a connection asks for the completion of every Nth
+//! Send only, and one completion then stands for every Send posted before
+//! it, since a send queue completes in order. Each completion costs the
+//! device a CQE and the host a poll and a handler run.
+//!
+//! A [`SendBatch`] keeps each unsignaled Send (its reference: the queue
+//! holds none) until the completion of the next signaled one, which runs
+//! their handlers first, in posting order and with its own status; or,
+//! after the queue pair was drained, until [`SendBatch::release`] runs them
+//! as flushed. It is never freed while the device may still read them: a
+//! batch dropped with Sends held leaks them instead (and says so).
+
+use super::bindings;
+use super::verbs::{CompletionHandler, Endpoint, SendOp, WorkCompletion, WorkRequest};
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::{Arc, SpinLock};
+
+/// A completion handler of batched Sends: told, before its Send is posted
+/// signaled, which batch epoch its completion closes.
+pub trait Batched: CompletionHandler {
+    /// Records `epoch` (never 0) for [`SendBatch::retire`].
+    fn set_epoch(&self, epoch: u64);
+}
+
+struct Held<H: CompletionHandler> {
+    /// Unsignaled Sends in posting order, each with the epoch of the
+    /// signaled Send whose completion also completes it.
+    sends: KVec<(u64, Arc<WorkRequest<H>>)>,
+    /// The epoch of the last signaled Send.
+    epoch: u64,
+}
+
+/// The unsignaled Sends of one queue pair.
+///
+/// # Invariants
+///
+/// Every Send in `held` was posted unsignaled on the queue pair of the
+/// endpoint passed to [`Self::post`], and is kept until it is known to have
+/// completed: a signaled Send posted after it completed, or the queue pair
+/// was drained.
+#[pin_data(PinnedDrop)]
+pub struct SendBatch<H: CompletionHandler> {
+    #[pin]
+    held: SpinLock<Held<H>>,
+    /// At most this many Sends in a row go unsignaled.
+    max_unsignaled: usize,
+}
+
+impl<H: Batched> SendBatch<H> {
+    /// A batch that requests the completion of at least every
+    /// `every`th Send (1: of every Send).
+    pub fn new(every: usize) -> impl PinInit<Self, Error> {
+        let max_unsignaled = every.saturating_sub(1);
+        try_pin_init!(Self {
+            held <- new_spinlock!(
+                Held {
+                    sends: KVec::with_capacity(max_unsignaled, GFP_KERNEL)?,
+                    epoch: 0,
+                },
+                "rpcrdma_rs::send_batch"
+            ),
+            max_unsignaled,
+        }? Error)
+    }
+
+    /// Posts `wr` as a Send on `ep` behind `chain` (see
+    /// [`Endpoint::post_send_behind`]), unsignaled unless `signal` or the
+    /// batch is full. On failure returns how many of `chain` were posted;
+    /// `wr` was not. Every Send of the batch goes to the same `ep`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Endpoint::post_send_behind`].
+    pub(in crate::rust) unsafe fn post(
+        &self,
+        ep: &Endpoint,
+        wr: Arc<WorkRequest<H>>,
+        chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+        signal: bool,
+    ) -> core::result::Result<(), (Error, usize)> {
+        // Held across the post: the batch's order is the queue's.
+        let mut held = self.held.lock();
+        let room = held.sends.len() < self.max_unsignaled.min(held.sends.capacity());
+        if !signal && room {
+            // SAFETY: The chain is the caller's requirement; `wr` is kept
+            // in the batch until it is known to have completed.
+            unsafe { ep.post_send_unsignaled(&wr, SendOp::Send, chain) }?;
+            let epoch = held.epoch.wrapping_add(1).max(1);
+            // Cannot fail: `room` above.
+            if let Err(e) = held.sends.push_within_capacity((epoch, wr)) {
+                // INVARIANT: never dropped while posted.
+                core::mem::forget(e.0);
+                crate::pr_err_ratelimited!("rpcrdma_rs: send batch overflow: a Send leaked\n");
+            }
+            return Ok(());
+        }
+        let epoch = held.epoch.wrapping_add(1).max(1);
+        held.epoch = epoch;
+        wr.handler.set_epoch(epoch);
+        // SAFETY: By the caller's requirement.
+        unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }
+    }
+
+    /// Posts `wr` as a Send on `ep`, unsignaled unless `signal` or the
+    /// batch is due.
+    pub fn post_send(&self, ep: &Endpoint, wr: Arc<WorkRequest<H>>, signal: bool) -> Result {
+        // SAFETY: No chain.
+        unsafe { self.post(ep, wr, None, signal) }.map_err(|(e, _)| e)
+    }
+
+    /// From the completion of the signaled Send of `epoch`: completes the
+    /// unsignaled Sends posted before it, in order, with its status `wc`.
+    pub fn retire(&self, epoch: u64, wc: &WorkCompletion) {
+        if epoch == 0 {
+            return;
+        }
+        loop {
+            let next = {
+                let mut held = self.held.lock();
+                match held.sends.first() {
+                    Some((e, _)) if *e <= epoch => held.sends.remove(0).ok(),
+                    _ => None,
+                }
+            };
+            let Some((_, wr)) = next else { break };
+            // Outside the lock: the handler may post again.
+            wr.handler.complete(&wr, wc);
+        }
+    }
+
+    /// After `ep`'s queue pair was drained: completes every Send still
+    /// held, as flushed. Does nothing before the drain.
+    pub fn release(&self, ep: &Endpoint) {
+        if !ep.is_drained() {
+            return;
+        }
+        let sends = core::mem::take(&mut self.held.lock().sends);
+        let wc = WorkCompletion::flushed();
+        for (_, wr) in sends {
+            wr.handler.complete(&wr, &wc);
+        }
+    }
+}
+
+#[pinned_drop]
+impl<H: CompletionHandler> PinnedDrop for SendBatch<H> {
+    fn drop(self: Pin<&mut Self>) {
+        let sends = core::mem::take(&mut self.held.lock().sends);
+        if sends.is_empty() {
+            return;
+        }
+        crate::pr_err_ratelimited!(
+            "rpcrdma_rs: {} unsignaled Sends never released; leaked\n",
+            sends.len()
+        );
+        // INVARIANT: the device may still read them: never freed.
+        for (_, wr) in sends {
+            core::mem::forget(wr);
+        }
+    }
+}
