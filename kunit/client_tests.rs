@@ -14,14 +14,13 @@ use crate::proto::planner::{
 };
 use crate::rust::device;
 use crate::rust::run_mr::RunMr;
-use crate::rust::send_batch::{Batched, SendBatch};
+use crate::rust::send_batch::SendBatch;
 use crate::rust::verbs::{CompletionHandler, DmaDir, SendOp, WorkCompletion, WorkRequest};
 use crate::rust::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_spinlock};
@@ -80,24 +79,14 @@ impl Log {
     }
 }
 
-/// The handler of a batched Send: completes the ones before it, then
-/// logs its own number.
+/// The handler of a batched Send: logs its number.
 struct Counted {
-    batch: Arc<SendBatch<Counted>>,
     log: Arc<Log>,
     n: u32,
-    epoch: Atomic<u64>,
-}
-
-impl Batched for Counted {
-    fn set_epoch(&self, epoch: u64) {
-        self.epoch.store(epoch, Relaxed);
-    }
 }
 
 impl CompletionHandler for Counted {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        self.batch.retire(self.epoch.load(Relaxed), wc);
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {
         self.log.record(self.n);
     }
 }
@@ -199,7 +188,7 @@ mod tests {
         send_buf.write(0, call)?;
         let sent = Waiter::new()?;
         let wr = WorkRequest::new(sent.clone(), one_segment(&send_buf, call.len())?)?;
-        let batch = KBox::pin_init(SendBatch::new(1), GFP_KERNEL)?;
+        let batch = SendBatch::new(1)?;
         post_send_after_regs(&pair.client, &batch, wr, [&mr], true).map_err(|(e, _)| e)?;
         assert!(sent.wait()?.is_ok());
         let got = recv_wait.wait()?;
@@ -228,7 +217,7 @@ mod tests {
     #[test]
     fn unsignaled_sends_complete_with_the_signaled_one() -> Result {
         let pair = connect_pair()?;
-        let batch = Arc::pin_init(SendBatch::new(4), GFP_KERNEL)?;
+        let batch = SendBatch::new(4)?;
         let log = Log::new()?;
         let mut recvs = KVec::new();
         for _ in 0..5 {
@@ -242,10 +231,8 @@ mod tests {
         send_buf.write(0, b"batched")?;
         let post = |n: u32| -> Result {
             let handler = Counted {
-                batch: batch.clone(),
                 log: log.clone(),
                 n,
-                epoch: Atomic::new(0),
             };
             let wr = WorkRequest::new(handler, one_segment(&send_buf, 7)?)?;
             batch.post_send(&pair.client, wr, false)

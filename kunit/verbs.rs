@@ -9,7 +9,6 @@ use crate::rust::cm::{Addr, CmEvent, CmId};
 use crate::rust::device;
 use crate::rust::live;
 use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
-use crate::rust::send_batch::Batched;
 use crate::rust::slab::SlabCache;
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
@@ -87,11 +86,6 @@ impl CompletionHandler for Arc<Waiter> {
         *self.state.lock() = Some(*wc);
         self.cv.notify_all();
     }
-}
-
-// Only posted signaled (a batch of one): no epoch to keep.
-impl Batched for Arc<Waiter> {
-    fn set_epoch(&self, _epoch: u64) {}
 }
 
 fn config() -> EndpointConfig {

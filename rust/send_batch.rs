@@ -20,29 +20,23 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLock};
 
-/// A completion handler of batched Sends: told, before its Send is posted
-/// signaled, which batch epoch its completion closes.
-pub trait Batched: CompletionHandler {
-    /// Records `epoch` (never 0) for [`SendBatch::retire`].
-    fn set_epoch(&self, epoch: u64);
-}
-
 struct Held<H: CompletionHandler> {
     /// Unsignaled Sends in posting order, each with the epoch of the
     /// signaled Send whose completion also completes it.
     sends: KVec<(u64, Arc<WorkRequest<H>>)>,
     /// The epoch of the last signaled Send.
     epoch: u64,
+    /// The queue pair every Send of the batch goes to (set by the first).
+    qp: usize,
 }
 
 /// The unsignaled Sends of one queue pair.
 ///
 /// # Invariants
 ///
-/// Every Send in `held` was posted unsignaled on the queue pair of the
-/// endpoint passed to [`Self::post`], and is kept until it is known to have
-/// completed: a signaled Send posted after it completed, or the queue pair
-/// was drained.
+/// Every Send in `held` was posted unsignaled on the queue pair `held.qp`,
+/// and is kept until it is known to have completed: a signaled Send posted
+/// after it on that queue pair completed, or the queue pair was drained.
 #[pin_data(PinnedDrop)]
 pub struct SendBatch<H: CompletionHandler> {
     #[pin]
@@ -51,33 +45,35 @@ pub struct SendBatch<H: CompletionHandler> {
     max_unsignaled: usize,
 }
 
-impl<H: Batched> SendBatch<H> {
-    /// A batch that requests the completion of at least every
-    /// `every`th Send (1: of every Send).
-    pub fn new(every: usize) -> impl PinInit<Self, Error> {
+impl<H: CompletionHandler> SendBatch<H> {
+    /// A batch that requests the completion of at least every `every`th
+    /// Send (1: of every Send).
+    pub fn new(every: usize) -> Result<Arc<Self>> {
         let max_unsignaled = every.saturating_sub(1);
-        try_pin_init!(Self {
-            held <- new_spinlock!(
-                Held {
-                    sends: KVec::with_capacity(max_unsignaled, GFP_KERNEL)?,
-                    epoch: 0,
-                },
-                "rpcrdma_rs::send_batch"
-            ),
-            max_unsignaled,
-        }? Error)
+        let sends = KVec::with_capacity(max_unsignaled, GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(Self {
+                held <- new_spinlock!(
+                    Held { sends, epoch: 0, qp: 0 },
+                    "rpcrdma_rs::send_batch"
+                ),
+                max_unsignaled,
+            }),
+            GFP_KERNEL,
+        )
     }
 
     /// Posts `wr` as a Send on `ep` behind `chain` (see
     /// [`Endpoint::post_send_behind`]), unsignaled unless `signal` or the
-    /// batch is full. On failure returns how many of `chain` were posted;
-    /// `wr` was not. Every Send of the batch goes to the same `ep`.
+    /// batch is due. On failure returns how many of `chain` were posted;
+    /// `wr` was not. Every Send of a batch must go to the same queue pair
+    /// (`EINVAL` otherwise).
     ///
     /// # Safety
     ///
     /// As [`Endpoint::post_send_behind`].
     pub(in crate::rust) unsafe fn post(
-        &self,
+        self: &Arc<Self>,
         ep: &Endpoint,
         wr: Arc<WorkRequest<H>>,
         chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
@@ -85,40 +81,49 @@ impl<H: Batched> SendBatch<H> {
     ) -> core::result::Result<(), (Error, usize)> {
         // Held across the post: the batch's order is the queue's.
         let mut held = self.held.lock();
+        let qp = ep.qp_ptr() as usize;
+        if held.qp == 0 {
+            held.qp = qp;
+        } else if held.qp != qp {
+            return Err((EINVAL, 0));
+        }
+        let next = held.epoch.wrapping_add(1).max(1);
         let room = held.sends.len() < self.max_unsignaled.min(held.sends.capacity());
         if !signal && room {
             // SAFETY: The chain is the caller's requirement; `wr` is kept
             // in the batch until it is known to have completed.
             unsafe { ep.post_send_unsignaled(&wr, SendOp::Send, chain) }?;
-            let epoch = held.epoch.wrapping_add(1).max(1);
-            // Cannot fail: `room` above.
-            if let Err(e) = held.sends.push_within_capacity((epoch, wr)) {
-                // INVARIANT: never dropped while posted.
+            if let Err(e) = held.sends.push_within_capacity((next, wr)) {
+                // Cannot happen (`room`). INVARIANT: never freed while the
+                // device may read it.
                 core::mem::forget(e.0);
                 crate::pr_err_ratelimited!("rpcrdma_rs: send batch overflow: a Send leaked\n");
             }
             return Ok(());
         }
-        let epoch = held.epoch.wrapping_add(1).max(1);
-        held.epoch = epoch;
-        wr.handler.set_epoch(epoch);
+        held.epoch = next;
+        // SAFETY: `wr` is not posted yet, and only this thread posts it.
+        unsafe { wr.set_retire(self.clone(), next) };
         // SAFETY: By the caller's requirement.
         unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }
     }
 
     /// Posts `wr` as a Send on `ep`, unsignaled unless `signal` or the
     /// batch is due.
-    pub fn post_send(&self, ep: &Endpoint, wr: Arc<WorkRequest<H>>, signal: bool) -> Result {
+    pub fn post_send(
+        self: &Arc<Self>,
+        ep: &Endpoint,
+        wr: Arc<WorkRequest<H>>,
+        signal: bool,
+    ) -> Result {
         // SAFETY: No chain.
         unsafe { self.post(ep, wr, None, signal) }.map_err(|(e, _)| e)
     }
 
-    /// From the completion of the signaled Send of `epoch`: completes the
-    /// unsignaled Sends posted before it, in order, with its status `wc`.
-    pub fn retire(&self, epoch: u64, wc: &WorkCompletion) {
-        if epoch == 0 {
-            return;
-        }
+    /// From the completion of the signaled Send of `epoch` (`done` in
+    /// `verbs.rs`): completes the unsignaled Sends posted before it, in
+    /// order, with its status `wc`.
+    pub(in crate::rust) fn retire(&self, epoch: u64, wc: &WorkCompletion) {
         loop {
             let next = {
                 let mut held = self.held.lock();
@@ -134,12 +139,19 @@ impl<H: Batched> SendBatch<H> {
     }
 
     /// After `ep`'s queue pair was drained: completes every Send still
-    /// held, as flushed. Does nothing before the drain.
+    /// held, as flushed. Does nothing before the drain, or for another
+    /// queue pair's endpoint.
     pub fn release(&self, ep: &Endpoint) {
         if !ep.is_drained() {
             return;
         }
-        let sends = core::mem::take(&mut self.held.lock().sends);
+        let sends = {
+            let mut held = self.held.lock();
+            if held.qp != 0 && held.qp != ep.qp_ptr() as usize {
+                return;
+            }
+            core::mem::take(&mut held.sends)
+        };
         let wc = WorkCompletion::flushed();
         for (_, wr) in sends {
             wr.handler.complete(&wr, &wc);

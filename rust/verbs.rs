@@ -28,7 +28,9 @@ use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
+use super::send_batch::SendBatch;
 use super::slab::SlabObj;
+use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVec;
@@ -1510,14 +1512,20 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// Likewise: only the first `nsge` are written, and dropped.
     bufs: [MaybeUninit<Arc<DmaBuf>>; MAX_SGE],
     nsge: usize,
+    /// For a signaled Send of a [`SendBatch`]: the batch and the epoch its
+    /// completion closes. Written only by [`SendBatch`] before the post,
+    /// taken only by the completion (`done`), which comes after it.
+    retire: UnsafeCell<Option<(Arc<SendBatch<H>>, u64)>>,
     /// The completion handler.
     pub handler: H,
 }
 
-// SAFETY: The cqe is only written at initialisation; everything else is
+// SAFETY: The cqe is only written at initialisation, `retire` only by the
+// poster before posting and by the completion after it; everything else is
 // `Send` (H is `Send` by the trait bound).
 unsafe impl<H: CompletionHandler> Send for WorkRequest<H> {}
-// SAFETY: See `Send`; shared access never writes the cqe or sges.
+// SAFETY: See `Send`; shared access never writes the cqe or sges, and
+// `retire` is never accessed by two threads at once (see its comment).
 unsafe impl<H: CompletionHandler> Sync for WorkRequest<H> {}
 
 /// A range of a DMA buffer for a scatter/gather list.
@@ -1579,6 +1587,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     done: Some(done::<H>),
                 });
                 addr_of_mut!((*slot).nsge).write(nsge);
+                addr_of_mut!((*slot).retire).write(UnsafeCell::new(None));
                 addr_of_mut!((*slot).handler).write(handler);
             }
             Ok(())
@@ -1601,6 +1610,18 @@ impl<H: CompletionHandler> WorkRequest<H> {
             length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
             lkey: seg.buf.lkey(),
         })
+    }
+
+    /// Makes the completion of this (signaled) Send complete the Sends of
+    /// `batch` up to `epoch` first.
+    ///
+    /// # Safety
+    ///
+    /// Called before the work request is posted, by its only poster.
+    pub(in crate::rust) unsafe fn set_retire(&self, batch: Arc<SendBatch<H>>, epoch: u64) {
+        // SAFETY: Nothing else accesses `retire` before the post (the
+        // caller's requirement).
+        unsafe { *self.retire.get() = Some((batch, epoch)) };
     }
 
     /// The buffers of the scatter/gather list.
@@ -1745,5 +1766,11 @@ unsafe extern "C" fn done<H: CompletionHandler>(
             None
         },
     };
+    // SAFETY: The completion comes after the post, after which the poster
+    // no longer touches `retire`.
+    if let Some((batch, epoch)) = unsafe { (*wr.retire.get()).take() } {
+        // The unsignaled Sends posted before this one completed with it.
+        batch.retire(epoch, &completion);
+    }
     wr.handler.complete(&wr, &completion);
 }

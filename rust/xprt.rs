@@ -12,7 +12,7 @@ use super::bindings;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
 use super::live;
-use super::send_batch::{Batched, SendBatch};
+use super::send_batch::SendBatch;
 use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, WorkRequest};
 use super::xprt_class;
 use core::marker::PhantomData;
@@ -790,9 +790,9 @@ impl Mr {
 /// `ib_post_send` (C `frwr_send`). Each MR's registration was prepared with
 /// [`Mr::prepare_reg`] since its mapping. On failure returns how many
 /// registrations were posted (the first ones); the Send was not.
-pub fn post_send_after_regs<'a, H: Batched>(
+pub fn post_send_after_regs<'a, H: CompletionHandler>(
     ep: &Endpoint,
-    batch: &SendBatch<H>,
+    batch: &Arc<SendBatch<H>>,
     wr: Arc<WorkRequest<H>>,
     mrs: impl IntoIterator<Item = &'a Mr>,
     signal: bool,

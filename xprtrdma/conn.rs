@@ -91,8 +91,7 @@ pub(super) struct Conn {
     /// Calls' Sends go out unsignaled but for every `send_batch(credits)`th
     /// (and those with mapped pages): their completions come with the next
     /// signaled one (C `re_send_batch`); released by [`Conn::shutdown`].
-    #[pin]
-    pub(super) send_batch: SendBatch<SendDone>,
+    pub(super) send_batch: Arc<SendBatch<SendDone>>,
     /// Completed Receives waiting to be posted again as one batch
     /// (`reply::RECV_REPOST_BATCH`); emptied by [`Conn::shutdown`], since
     /// their handlers hold the connection.

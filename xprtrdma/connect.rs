@@ -198,6 +198,7 @@ impl Conn {
         let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
+        let send_batch = SendBatch::new(batch as usize)?;
         let cache = if settings.strategy == Strategy::Cache {
             Some(super::regcache::CacheState::new(settings.cache_pages)?)
         } else {
@@ -230,7 +231,7 @@ impl Conn {
                 write_pad,
                 global_rkey,
                 send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
-                send_batch <- SendBatch::new(batch as usize),
+                send_batch,
                 recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
                 cache <- new_spinlock!(cache, "rpcrdma_rs::xprt::cache"),
                 shrinker <- new_spinlock!(None, "rpcrdma_rs::xprt::shrinker"),

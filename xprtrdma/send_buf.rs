@@ -6,7 +6,6 @@
 use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
-use crate::rust::send_batch::Batched;
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Segment as SgSegment, WorkCompletion, WorkRequest,
 };
@@ -78,22 +77,10 @@ pub(super) struct SendDone {
     /// Send queue slots this completion frees: the Send's, and those of
     /// the REG_MRs posted before it.
     slots: u32,
-    /// Set when the Send goes out signaled: the batch epoch its completion
-    /// closes (the unsignaled Sends before it complete with it).
-    epoch: Atomic<u64>,
-}
-
-impl Batched for SendDone {
-    fn set_epoch(&self, epoch: u64) {
-        self.epoch.store(epoch, Relaxed);
-    }
 }
 
 impl CompletionHandler for SendDone {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        // The unsignaled Sends posted before this one left the queue too:
-        // completed first, in order.
-        self.conn.send_batch.retire(self.epoch.load(Relaxed), wc);
         // Flushed or not, the Send and everything before it left the queue.
         self.conn.slots.give(self.slots);
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
@@ -168,7 +155,6 @@ impl Conn {
             SendDone {
                 conn: this.clone(),
                 slots,
-                epoch: Atomic::new(0),
             },
             segs,
         )?;
