@@ -229,7 +229,7 @@ mod tests {
         }
         let send_buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
         send_buf.write(0, b"batched")?;
-        let post = |n: u32| -> Result {
+        let post = |n: u32| -> Result<bool> {
             let handler = Counted {
                 log: log.clone(),
                 n,
@@ -238,7 +238,8 @@ mod tests {
             batch.post_send(&pair.client, wr, false)
         };
         for n in 0..4 {
-            post(n)?;
+            // Unsignaled but for the fourth.
+            assert_eq!(post(n)?, n < 3);
         }
         assert_eq!(log.wait_for(4)?, 4);
         assert!(log.in_order());
@@ -247,7 +248,7 @@ mod tests {
         }
         // One more, unsignaled and held: the drain flushes nothing of it
         // (it went out), `release` completes it.
-        post(4)?;
+        assert!(post(4)?);
         assert!(recvs[4].wait()?.is_ok());
         assert_eq!(log.count(), 4);
         // Before the drain, `release` leaves it alone.

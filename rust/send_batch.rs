@@ -65,9 +65,9 @@ impl<H: CompletionHandler> SendBatch<H> {
 
     /// Posts `wr` as a Send on `ep` behind `chain` (see
     /// [`Endpoint::post_send_behind`]), unsignaled unless `signal` or the
-    /// batch is due. On failure returns how many of `chain` were posted;
-    /// `wr` was not. Every Send of a batch must go to the same queue pair
-    /// (`EINVAL` otherwise).
+    /// batch is due; `Ok(true)` when it went unsignaled. On failure
+    /// returns how many of `chain` were posted; `wr` was not. Every Send of
+    /// a batch must go to the same queue pair (`EINVAL` otherwise).
     ///
     /// # Safety
     ///
@@ -78,7 +78,7 @@ impl<H: CompletionHandler> SendBatch<H> {
         wr: Arc<WorkRequest<H>>,
         chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
         signal: bool,
-    ) -> core::result::Result<(), (Error, usize)> {
+    ) -> core::result::Result<bool, (Error, usize)> {
         // Held across the post: the batch's order is the queue's.
         let mut held = self.held.lock();
         let qp = ep.qp_ptr() as usize;
@@ -99,23 +99,23 @@ impl<H: CompletionHandler> SendBatch<H> {
                 core::mem::forget(e.0);
                 crate::pr_err_ratelimited!("rpcrdma_rs: send batch overflow: a Send leaked\n");
             }
-            return Ok(());
+            return Ok(true);
         }
         held.epoch = next;
         // SAFETY: `wr` is not posted yet, and only this thread posts it.
         unsafe { wr.set_retire(self.clone(), next) };
         // SAFETY: By the caller's requirement.
-        unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }
+        unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }.map(|()| false)
     }
 
     /// Posts `wr` as a Send on `ep`, unsignaled unless `signal` or the
-    /// batch is due.
+    /// batch is due; `Ok(true)` when it went unsignaled.
     pub fn post_send(
         self: &Arc<Self>,
         ep: &Endpoint,
         wr: Arc<WorkRequest<H>>,
         signal: bool,
-    ) -> Result {
+    ) -> Result<bool> {
         // SAFETY: No chain.
         unsafe { self.post(ep, wr, None, signal) }.map_err(|(e, _)| e)
     }

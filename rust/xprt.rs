@@ -789,14 +789,15 @@ impl Mr {
 /// `batch` (unsignaled unless `signal` or the batch is due), all with one
 /// `ib_post_send` (C `frwr_send`). Each MR's registration was prepared with
 /// [`Mr::prepare_reg`] since its mapping. On failure returns how many
-/// registrations were posted (the first ones); the Send was not.
+/// registrations were posted (the first ones); the Send was not. The Send
+/// goes through `batch` (`Ok(true)`: it went unsignaled).
 pub fn post_send_after_regs<'a, H: CompletionHandler>(
     ep: &Endpoint,
     batch: &Arc<SendBatch<H>>,
     wr: Arc<WorkRequest<H>>,
     mrs: impl IntoIterator<Item = &'a Mr>,
     signal: bool,
-) -> core::result::Result<(), (Error, usize)> {
+) -> core::result::Result<bool, (Error, usize)> {
     let mut first: *mut bindings::ib_send_wr = core::ptr::null_mut();
     let mut last: *mut bindings::ib_send_wr = core::ptr::null_mut();
     for m in mrs {

@@ -214,7 +214,7 @@ impl Conn {
         // them (C signals a Send whose request holds DMA mappings); the
         // others go unsignaled but for one in `send_batch`.
         let signal = mapped;
-        let res = (|| -> Result {
+        let res = (|| -> Result<bool> {
             if mrs.is_empty() {
                 rqst.mark_sent();
                 return self.send_batch.post_send(&self.ep, wr, signal);
@@ -250,7 +250,12 @@ impl Conn {
             )
         })();
         match res {
-            Ok(()) => trace::xprtrdma_post_send(rqst, send_len),
+            Ok(unsignaled) => {
+                trace::xprtrdma_post_send(rqst, send_len);
+                if unsignaled {
+                    add(&self.counters().unsignaled_sends, 1);
+                }
+            }
             Err(e) => trace::xprtrdma_post_send_err(rqst, e),
         }
         if let Err(e) = res {

@@ -188,6 +188,9 @@ pub(crate) struct StrategyCounters {
     /// The page bytes those calls sent mapped: what a pull-up would have
     /// copied (and counted in mountstats' `pullup_copy_count`).
     pub(crate) mapped_bytes: Atomic<u64>,
+    /// Calls' Sends posted without a completion of their own: the next
+    /// signaled Send's completes them (`Conn::send_batch`).
+    pub(crate) unsignaled_sends: Atomic<u64>,
 }
 
 impl StrategyCounters {
@@ -207,6 +210,7 @@ impl StrategyCounters {
             segments: Atomic::new(0),
             mapped_sends: Atomic::new(0),
             mapped_bytes: Atomic::new(0),
+            unsignaled_sends: Atomic::new(0),
         }
     }
 }
@@ -232,13 +236,13 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends mapped_bytes"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends mapped_bytes unsignaled_sends"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical, Strategy::Cache] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.load(Relaxed),
@@ -253,7 +257,8 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.mappings.load(Relaxed),
             c.segments.load(Relaxed),
             c.mapped_sends.load(Relaxed),
-            c.mapped_bytes.load(Relaxed)
+            c.mapped_bytes.load(Relaxed),
+            c.unsignaled_sends.load(Relaxed)
         )?;
     }
     Ok(())

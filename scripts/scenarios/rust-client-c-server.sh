@@ -68,10 +68,13 @@ server_helper() {
 # mapped as Send SGEs (debugfs client_registration's mapped_sends), not
 # pulled up; the data must read back from the server intact. memreg=fmr
 # only: the other strategies leave no room for such a WRITE inline.
-mapped_sends() {
-    awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "mapped_sends") c = i; next }
+# reg_col NAME: column NAME of debugfs client_registration, summed over
+# the strategies.
+reg_col() {
+    awk -v name="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
         c { n += $c } END { print n + 0 }' /sys/kernel/debug/rpcrdma_rs/client_registration
 }
+mapped_sends() { reg_col mapped_sends; }
 mapped_send_check() {  # mapped_send_check VERSION
     _m0=$(mapped_sends)
     head -c 3000 /dev/urandom > /tmp/mapped.src
@@ -85,6 +88,18 @@ mapped_send_check() {  # mapped_send_check VERSION
         fail "nfs$1-inline-write-pages-mapped" "mapped_sends $_m0 -> $_m1 or data differs"
     fi
     rm -f $MNT/mapped.$$ /tmp/mapped.src
+}
+
+# Calls' Sends go out unsignaled but for every Nth (C re_send_batch):
+# after the data checks some must have (debugfs unsignaled_sends), while
+# every byte read back intact.
+sends_batched_check() {  # sends_batched_check VERSION BEFORE
+    _u=$(reg_col unsignaled_sends)
+    if [ "$_u" -gt "$2" ]; then
+        pass "nfs$1-sends-unsignaled-batched"
+    else
+        fail "nfs$1-sends-unsignaled-batched" "unsignaled_sends $2 -> $_u"
+    fi
 }
 
 # With fmr_dirty_watermark, MRs of completed RPCs stay registered until a
@@ -425,9 +440,11 @@ run_client() {
                 fi
             fi
             case $v in 4.[12]) deleg_recall "$v" ;; esac
+            _u0=0; [ "$PARAMS" != c-client ] && _u0=$(reg_col unsignaled_sends)
             data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             case " $PARAMS " in *" fmr_dirty_watermark="[1-9]*) dirty_check "$v" ;; esac
             direct_check "nfs$v-direct-${SIZE}M"
+            [ "$PARAMS" != c-client ] && sends_batched_check "$v" "$_u0"
             [ $_cache = 1 ] && [ "$v" = "${VERSIONS%% *}" ] && cache_check "$v"
             tree_checks "$v"
             # memreg=cache and physical size the Call header for long
