@@ -15,7 +15,10 @@ use crate::proto::planner::{
 use crate::rust::device;
 use crate::rust::run_mr::RunMr;
 use crate::rust::send_batch::SendBatch;
-use crate::rust::verbs::{CompletionHandler, DmaDir, SendOp, WorkCompletion, WorkRequest};
+use crate::rust::send_chain::SendChain;
+use crate::rust::verbs::{
+    CompletionHandler, DmaDir, Segment, SendOp, WorkCompletion, WorkRequest, MAX_SGE,
+};
 use crate::rust::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
 use kernel::alloc::KVec;
@@ -257,6 +260,138 @@ mod tests {
         pair.client.drain();
         batch.release(&pair.client);
         assert_eq!(log.count(), 5);
+        assert!(log.in_order());
+        Ok(())
+    }
+
+    /// Three RDMA Writes ahead of a Send in one chain (`SendChain`, as the
+    /// server posts a Reply): only the Send asks for its completion, which
+    /// runs every handler in posting order; the Writes' data is in place
+    /// when the Send has arrived.
+    #[test]
+    fn chained_writes_complete_with_the_send() -> Result {
+        let pair = connect_pair()?;
+        let target = pair.client.alloc_buf(3 * PAGE_SIZE, DmaDir::FromDevice)?;
+        let (addr, rkey) = target.remote_handle().ok_or(EINVAL)?;
+        let recv_buf = pair.client.alloc_buf(64, DmaDir::FromDevice)?;
+        let recv_wait = Waiter::new()?;
+        pair.client.post_recv(WorkRequest::new(
+            recv_wait.clone(),
+            one_segment(&recv_buf, 64)?,
+        )?)?;
+        let log = Log::new()?;
+        let mut chain = SendChain::new();
+        let mut expect = KVec::from_elem(0u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
+        for (i, part) in expect.chunks_mut(PAGE_SIZE).enumerate() {
+            pattern(i as u8 + 1, part);
+            let src = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
+            src.write(0, part)?;
+            let log = log.clone();
+            let n = i as u32;
+            let wr = WorkRequest::new(Counted { log, n }, one_segment(&src, PAGE_SIZE)?)?;
+            let remote_addr = addr + (i * PAGE_SIZE) as u64;
+            chain.push(wr, SendOp::RdmaWrite { remote_addr, rkey })?;
+        }
+        // A Read's completion must be seen on its own: refused.
+        let sink = pair.server.alloc_buf(64, DmaDir::FromDevice)?;
+        let read = WorkRequest::new(
+            Counted {
+                log: log.clone(),
+                n: 9,
+            },
+            one_segment(&sink, 64)?,
+        )?;
+        let op = SendOp::RdmaRead {
+            remote_addr: addr,
+            rkey,
+        };
+        assert!(chain.push(read, op).is_err());
+        let send_buf = pair.server.alloc_buf(64, DmaDir::ToDevice)?;
+        send_buf.write(0, b"reply")?;
+        let send = WorkRequest::new(
+            Counted {
+                log: log.clone(),
+                n: 3,
+            },
+            one_segment(&send_buf, 5)?,
+        )?;
+        chain.push(send, SendOp::Send)?;
+        chain.post(&pair.server).map_err(|(e, _)| e)?;
+        assert!(chain.is_empty());
+        assert_eq!(log.wait_for(4)?, 4);
+        assert!(log.in_order());
+        assert!(recv_wait.wait()?.is_ok());
+        let mut back = KVec::from_elem(0u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
+        target.read(0, &mut back)?;
+        assert!(back[..] == expect[..]);
+        Ok(())
+    }
+
+    /// A chain whose second request the device refuses (more SGEs than
+    /// the queue pair takes): the first went out, unsignaled, and nothing
+    /// behind it; the post reports one posted, and the first request is
+    /// kept until the drain, which completes it as flushed.
+    #[test]
+    fn chain_posted_in_part_completes_its_posted_part_at_the_drain() -> Result {
+        let pair = connect_pair()?;
+        let too_many = pair.server.max_send_sge() + 1;
+        if too_many > MAX_SGE {
+            return Ok(());
+        }
+        let target = pair.client.alloc_buf(PAGE_SIZE, DmaDir::FromDevice)?;
+        let (addr, rkey) = target.remote_handle().ok_or(EINVAL)?;
+        let log = Log::new()?;
+        let src = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
+        let mut chain = SendChain::new();
+        let first = WorkRequest::new(
+            Counted {
+                log: log.clone(),
+                n: 0,
+            },
+            one_segment(&src, 64)?,
+        )?;
+        chain.push(
+            first,
+            SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey,
+            },
+        )?;
+        let mut segs = KVec::new();
+        for i in 0..too_many {
+            let (buf, offset, len) = (src.clone(), i * 8, 8);
+            segs.push(Segment { buf, offset, len }, GFP_KERNEL)?;
+        }
+        let refused = WorkRequest::new(
+            Counted {
+                log: log.clone(),
+                n: 1,
+            },
+            segs,
+        )?;
+        chain.push(
+            refused,
+            SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey,
+            },
+        )?;
+        let send = WorkRequest::new(
+            Counted {
+                log: log.clone(),
+                n: 2,
+            },
+            one_segment(&src, 8)?,
+        )?;
+        chain.push(send, SendOp::Send)?;
+        let Err((_, posted)) = chain.post(&pair.server) else {
+            pr_err!("a request with {} SGEs was posted\n", too_many);
+            return Err(EINVAL);
+        };
+        assert_eq!(posted, 1);
+        assert_eq!(log.count(), 0);
+        pair.server.drain();
+        assert_eq!(log.count(), 1);
         assert!(log.in_order());
         Ok(())
     }

@@ -34,6 +34,7 @@ pub mod ratelimit;
 pub mod regcache;
 pub mod run_mr;
 pub mod send_batch;
+pub mod send_chain;
 pub mod shrinker;
 pub mod slab;
 pub mod svc;

@@ -35,9 +35,10 @@ use core::mem::MaybeUninit;
 use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
+use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
-use kernel::sync::Arc;
+use kernel::sync::{Arc, SpinLock};
 use kernel::types::Opaque;
 use pin_init::pin_init_from_closure;
 
@@ -271,7 +272,23 @@ pub struct Endpoint {
     /// Set once [`Self::drain`] has returned: no posted work request is
     /// outstanding any more.
     drained: Atomic<bool>,
+    /// Unsignaled work requests posted ahead of a signaled one that could
+    /// not be posted ([`Self::park`]): completed as flushed after the
+    /// drain.
+    parked: Pin<KBox<SpinLock<KVec<Parked>>>>,
 }
+
+/// A chain of posted unsignaled work requests that no completion will
+/// report: its first request (from `Arc::into_raw`) and how to complete
+/// the chain as flushed.
+struct Parked {
+    first: *const core::ffi::c_void,
+    flush: unsafe fn(*const core::ffi::c_void),
+}
+
+// SAFETY: `first` stands for an `Arc` of a `Send` work request, only used
+// by whoever takes the entry.
+unsafe impl Send for Parked {}
 
 // SAFETY: Posting to a queue pair is thread-safe in the RDMA core; the other
 // fields are `Send`.
@@ -344,6 +361,10 @@ impl Endpoint {
             send_sge,
             comp_vector: vector,
             drained: Atomic::new(false),
+            parked: KBox::pin_init(
+                new_spinlock!(KVec::new(), "rpcrdma_rs::verbs::parked"),
+                GFP_KERNEL,
+            )?,
         })
     }
 
@@ -468,6 +489,38 @@ impl Endpoint {
         // SAFETY: By the type invariant the QP is live.
         unsafe { bindings::ib_drain_qp(self.qp.as_ptr()) };
         self.drained.store(true, Release);
+        self.flush_parked();
+    }
+
+    /// Keeps the posted unsignaled chain from `first` until the drain,
+    /// which completes it as flushed: the signaled request behind it was
+    /// not posted, so no completion will. Should even that bookkeeping
+    /// fail for memory, the chain is leaked, never freed while the device
+    /// may read it.
+    pub(in crate::rust) fn park<H: CompletionHandler>(&self, first: Arc<WorkRequest<H>>) {
+        let parked = Parked {
+            first: Arc::into_raw(first).cast(),
+            flush: flush_parked::<H>,
+        };
+        if self.parked.lock().push(parked, GFP_ATOMIC).is_err() {
+            crate::pr_err_ratelimited!(
+                "rpcrdma_rs: no memory to keep unsignaled work requests until the drain: leaked\n"
+            );
+        }
+        if self.is_drained() {
+            // Drained meanwhile: nothing else will flush them.
+            self.flush_parked();
+        }
+    }
+
+    /// Completes the parked chains as flushed; only after the drain.
+    fn flush_parked(&self) {
+        let parked = core::mem::take(&mut *self.parked.lock());
+        for p in parked {
+            // SAFETY: Each entry came from `park` and is taken once; the
+            // queue pair was drained (the callers' condition).
+            unsafe { (p.flush)(p.first) };
+        }
     }
 
     /// Whether [`Self::drain`] has returned: every work request posted on
@@ -779,13 +832,14 @@ impl Drop for Endpoint {
             bindings::rdma_destroy_qp(self.anchor.id.as_ptr());
         }
         live::dec(live::Kind::Qp);
+        self.flush_parked();
         // The CQs are freed next (field order), then the anchor reference.
     }
 }
 
 /// What a Send, RDMA Write or RDMA Read work request carries besides its
 /// scatter/gather list, worked out from its [`SendOp`] before posting.
-struct SendPrep {
+pub(in crate::rust) struct SendPrep {
     opcode: u32,
     remote_addr: u64,
     rkey: u32,
@@ -796,7 +850,10 @@ struct SendPrep {
 }
 
 impl SendPrep {
-    fn new<H: CompletionHandler>(wr: &WorkRequest<H>, op: SendOp) -> Result<Self> {
+    pub(in crate::rust) fn new<H: CompletionHandler>(
+        wr: &WorkRequest<H>,
+        op: SendOp,
+    ) -> Result<Self> {
         let mut invalidates = false;
         let (opcode, remote_addr, rkey, inv) = match op {
             SendOp::Send => (bindings::ib_wr_opcode_IB_WR_SEND, 0, 0, 0),
@@ -835,6 +892,31 @@ impl SendPrep {
             invalidates,
             nsge: i32::try_from(wr.nsge).map_err(|_| EINVAL)?,
         })
+    }
+
+    /// The unsignaled work request of `wr`, a Send or RDMA Write (`EINVAL`
+    /// for a Read: its completion must be seen), for a chain: its failure
+    /// alone reaches the unsignaled completion entry. `next` is left null.
+    pub(in crate::rust) fn unsignaled_wr<H: CompletionHandler>(
+        &self,
+        wr: &WorkRequest<H>,
+    ) -> Result<bindings::ib_rdma_wr> {
+        if self.opcode == bindings::ib_wr_opcode_IB_WR_RDMA_READ
+            || self.opcode == bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV
+        {
+            return Err(EINVAL);
+        }
+        // SAFETY: All-zero is a valid `ib_rdma_wr` (null pointers, no
+        // flags); the fields that matter are set below.
+        let mut w: bindings::ib_rdma_wr = unsafe { core::mem::zeroed() };
+        w.wr.__bindgen_anon_1.wr_cqe = super::mr::unsignaled_cqe();
+        w.wr.sg_list = wr.sg_list();
+        w.wr.num_sge = self.nsge;
+        w.wr.opcode = self.opcode;
+        w.wr.ex.invalidate_rkey = self.inv;
+        w.remote_addr = self.remote_addr;
+        w.rkey = self.rkey;
+        Ok(w)
     }
 }
 
@@ -1516,16 +1598,23 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// completion closes. Written only by [`SendBatch`] before the post,
     /// taken only by the completion (`done`), which comes after it.
     retire: UnsafeCell<Option<(Arc<SendBatch<H>>, u64)>>,
+    /// For a signaled request of a [`SendChain`](super::send_chain::SendChain): the first of the
+    /// unsignaled requests posted ahead of it in the chain, whose
+    /// completion its own stands for; for one of those: the next of them.
+    /// Written only by the chain before the post, taken only by the
+    /// completion of the signaled one (`done`), or after a drain.
+    ahead: UnsafeCell<Option<Arc<WorkRequest<H>>>>,
     /// The completion handler.
     pub handler: H,
 }
 
-// SAFETY: The cqe is only written at initialisation, `retire` only by the
-// poster before posting and by the completion after it; everything else is
-// `Send` (H is `Send` by the trait bound).
+// SAFETY: The cqe is only written at initialisation, `retire` and `ahead`
+// only by the poster before posting and by the completion after it;
+// everything else is `Send` (H is `Send` by the trait bound).
 unsafe impl<H: CompletionHandler> Send for WorkRequest<H> {}
 // SAFETY: See `Send`; shared access never writes the cqe or sges, and
-// `retire` is never accessed by two threads at once (see its comment).
+// `retire` and `ahead` are never accessed by two threads at once (see
+// their comments).
 unsafe impl<H: CompletionHandler> Sync for WorkRequest<H> {}
 
 /// A range of a DMA buffer for a scatter/gather list.
@@ -1588,6 +1677,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 });
                 addr_of_mut!((*slot).nsge).write(nsge);
                 addr_of_mut!((*slot).retire).write(UnsafeCell::new(None));
+                addr_of_mut!((*slot).ahead).write(UnsafeCell::new(None));
                 addr_of_mut!((*slot).handler).write(handler);
             }
             Ok(())
@@ -1622,6 +1712,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // SAFETY: Nothing else accesses `retire` before the post (the
         // caller's requirement).
         unsafe { *self.retire.get() = Some((batch, epoch)) };
+    }
+
+    /// Links `next` as the request whose completion comes with this one's
+    /// (see the field `ahead`), returning the one linked before.
+    ///
+    /// # Safety
+    ///
+    /// Called before the work request is posted, by its only poster, or
+    /// once it can no longer complete (not posted after all, or its queue
+    /// pair drained).
+    pub(in crate::rust) unsafe fn set_ahead(&self, next: Option<Arc<Self>>) -> Option<Arc<Self>> {
+        // SAFETY: Nothing else accesses `ahead` then (the caller's
+        // requirement).
+        unsafe { core::mem::replace(&mut *self.ahead.get(), next) }
     }
 
     /// The buffers of the scatter/gather list.
@@ -1772,5 +1876,36 @@ unsafe extern "C" fn done<H: CompletionHandler>(
         // The unsignaled Sends posted before this one completed with it.
         batch.retire(epoch, &completion);
     }
+    // SAFETY: As for `retire`: the poster set it before the post.
+    let ahead = unsafe { wr.set_ahead(None) };
+    // The unsignaled requests of its chain completed with it.
+    complete_chain(ahead, &completion);
     wr.handler.complete(&wr, &completion);
+}
+
+/// Runs the handlers of a chain's unsignaled work requests from `first`
+/// on, in posting order, with `wc`: they completed (or were flushed) with
+/// the signaled one behind them.
+fn complete_chain<H: CompletionHandler>(first: Option<Arc<WorkRequest<H>>>, wc: &WorkCompletion) {
+    let mut next = first;
+    while let Some(wr) = next {
+        // SAFETY: Only the completion of the chain's signaled request, or
+        // a flush after the drain, walks the chain, once.
+        next = unsafe { wr.set_ahead(None) };
+        wr.handler.complete(&wr, wc);
+    }
+}
+
+/// Completes, as flushed, a chain of unsignaled work requests left posted
+/// when the post of their signaled one failed; `first` came from
+/// `Arc::into_raw` of a `WorkRequest<H>`.
+///
+/// # Safety
+///
+/// `first` is such a pointer, consumed once, after the queue pair the
+/// requests were posted on was drained.
+unsafe fn flush_parked<H: CompletionHandler>(first: *const core::ffi::c_void) {
+    // SAFETY: By the function's requirement.
+    let first = unsafe { Arc::from_raw(first.cast::<WorkRequest<H>>()) };
+    complete_chain(Some(first), &WorkCompletion::flushed());
 }

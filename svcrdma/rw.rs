@@ -30,6 +30,7 @@ use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{page_spans, CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
+use crate::rust::send_chain::SendChain;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
@@ -55,23 +56,27 @@ static COPIED_WRITES: Atomic<u64> = Atomic::new(0);
 static PAGED_READS: Atomic<u64> = Atomic::new(0);
 static PAGED_PAGES: Atomic<u64> = Atomic::new(0);
 static COPIED_READS: Atomic<u64> = Atomic::new(0);
+/// RDMA Writes posted unsignaled ahead of a Send or another Write in one
+/// chain ([`Io::post_chain`]).
+static CHAINED_WRITES: Atomic<u64> = Atomic::new(0);
 
 /// Writes the debugfs view of how Write chunk pieces left and Read chunks
 /// arrived.
 pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads"
+        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads chained_writes"
     )?;
     writeln!(
         f,
-        "{} {} {} {} {} {}",
+        "{} {} {} {} {} {} {}",
         DIRECT_WRITES.load(Relaxed),
         DIRECT_PAGES.load(Relaxed),
         COPIED_WRITES.load(Relaxed),
         PAGED_READS.load(Relaxed),
         PAGED_PAGES.load(Relaxed),
-        COPIED_READS.load(Relaxed)
+        COPIED_READS.load(Relaxed),
+        CHAINED_WRITES.load(Relaxed)
     )
 }
 
@@ -401,37 +406,72 @@ fn one_segment(buf: Arc<DmaBuf>, len: usize) -> [SgSegment; 1] {
 }
 
 impl Io<'_> {
-    /// Posts a Send or RDMA Write over `buf[..len]` with a send queue
-    /// slot; the buffer goes back to the cache (class `slot`) when it
-    /// completes.
-    fn post_one(&self, buf: Arc<DmaBuf>, len: usize, op: SendOp, slot: usize) -> Result {
+    /// Adds a Send or RDMA Write over `buf[..len]` to `chain`; the buffer
+    /// goes back to the cache (class `slot`) when it completes.
+    fn queue_one(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        buf: Arc<DmaBuf>,
+        len: usize,
+        op: SendOp,
+        slot: usize,
+    ) -> Result {
         let cache = Some((self.cache.clone(), slot));
-        self.post_wr(cache, one_segment(buf, len).map(Ok), op)
+        self.queue_wr(chain, cache, one_segment(buf, len).map(Ok), op)
     }
 
-    /// Posts `op` over `sgl` (made as the request is built: the first
-    /// error fails it) with a send queue slot; on completion the first
-    /// buffer goes back to the cache if `cache` names its class, and the
-    /// others (page mappings) are released.
-    fn post_wr(
+    /// Adds `op` over `sgl` (made as the request is built: the first
+    /// error fails it) to `chain`, posting the chain first if it is full;
+    /// on completion the first buffer goes back to the cache if `cache`
+    /// names its class, and the others (page mappings) are released.
+    fn queue_wr(
         &self,
+        chain: &mut SendChain<SqHandler>,
         cache: Option<(Arc<BufCache>, usize)>,
         sgl: impl IntoIterator<Item = Result<SgSegment>>,
         op: SendOp,
     ) -> Result {
         let sq = self.sq.clone();
         let wr = WorkRequest::try_new(SqHandler { sq, cache }, sgl)?;
-        self.sq.acquire()?;
-        if let Err(e) = self.ep.post_send(wr, op) {
-            self.sq.release(1);
+        // A chain takes its slots at once: never more than the gate has.
+        if chain.is_full() || chain.len() >= self.sq.depth() as usize {
+            self.post_chain(chain)?;
+        }
+        chain.push(wr, op)
+    }
+
+    /// Posts `chain` with a send queue slot per work request (C
+    /// `svc_rdma_post_send`: one `ib_post_send`, only the last signaled);
+    /// each request's completion returns its slot.
+    pub(super) fn post_chain(&self, chain: &mut SendChain<SqHandler>) -> Result {
+        let n = chain.len();
+        if n == 0 {
+            return Ok(());
+        }
+        self.sq.acquire_n(u32::try_from(n)?)?;
+        if let Err((e, posted)) = chain.post(self.ep) {
+            // Those not posted never complete: their slots come back here.
+            self.sq.release(u32::try_from(n - posted.min(n))?);
             return Err(e);
         }
+        CHAINED_WRITES.add((n - 1) as u64, Relaxed);
         Ok(())
     }
 
     /// Posts a Send of `bytes` from a cached buffer.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        self.send_filled(bytes.len(), inv, |out| {
+        self.send_after(&mut SendChain::new(), bytes, inv)
+    }
+
+    /// Posts a Send of `bytes` from a cached buffer behind the RDMA Writes
+    /// in `chain`, in one chain.
+    pub(super) fn send_after(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        bytes: &[u8],
+        inv: Option<u32>,
+    ) -> Result {
+        self.send_filled(chain, bytes.len(), inv, |out| {
             out.get_mut(..bytes.len())
                 .ok_or(EINVAL)?
                 .copy_from_slice(bytes);
@@ -441,9 +481,10 @@ impl Io<'_> {
 
     /// Posts a Send of `len` bytes that `fill` writes in place into a
     /// cached buffer (of at least `len` bytes), returning how many it
-    /// wrote.
+    /// wrote, behind the RDMA Writes in `chain`, in one chain.
     pub(super) fn send_filled(
         &self,
+        chain: &mut SendChain<SqHandler>,
         len: usize,
         inv: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
@@ -460,7 +501,8 @@ impl Io<'_> {
             Some(k) => SendOp::SendWithInvalidate(k),
             None => SendOp::Send,
         };
-        self.post_one(t.buf, len, op, t.slot)?;
+        self.queue_one(chain, t.buf, len, op, t.slot)?;
+        self.post_chain(chain)?;
         trace::svcrdma_post_send(len, inv);
         Ok(())
     }
@@ -565,11 +607,12 @@ impl Io<'_> {
 
     /// Pushes `total` bytes into a Write or Reply chunk with RDMA Write;
     /// `fill(stream_offset, buf, len)` puts the bytes at that offset of
-    /// the chunk's data into `buf[..len]`. The Writes are posted (ordered
-    /// before any later Send on the queue pair) but not waited for. `kind`
-    /// says which chunk it is, for the trace event.
+    /// the chunk's data into `buf[..len]`. The Writes are added to `chain`
+    /// (posted ahead of the Reply's Send, or as the chain fills), never
+    /// waited for. `kind` says which chunk it is, for the trace event.
     pub(super) fn write_chunk(
         &self,
+        chain: &mut SendChain<SqHandler>,
         kind: ChunkOp,
         segs: &[Segment],
         total: usize,
@@ -578,7 +621,7 @@ impl Io<'_> {
         let mut posted = 0;
         for p in Pieces::new(segs, total, PIECE) {
             let p = p.map_err(piece_error)?;
-            self.write_copied(&p, |buf| fill(p.off, buf, p.len))?;
+            self.write_copied(chain, &p, |buf| fill(p.off, buf, p.len))?;
             posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
@@ -586,12 +629,17 @@ impl Io<'_> {
     }
 
     /// RDMA-Writes piece `p` from a cached buffer that `fill` filled.
-    fn write_copied(&self, p: &Piece, fill: impl FnOnce(&DmaBuf) -> Result) -> Result {
+    fn write_copied(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        p: &Piece,
+        fill: impl FnOnce(&DmaBuf) -> Result,
+    ) -> Result {
         let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
         fill(&t.buf)?;
         stat_add(Stat::Write, 1);
         stat_add(Stat::WriteBytes, p.len as u64);
-        self.post_one(t.buf, p.len, write_op(p), t.slot)?;
+        self.queue_one(chain, t.buf, p.len, write_op(p), t.slot)?;
         COPIED_WRITES.add(1, Relaxed);
         Ok(())
     }
@@ -604,6 +652,7 @@ impl Io<'_> {
     /// releases (see [`Rqst::res_pages`]) is copied through a cached buffer.
     pub(super) fn write_chunk_direct(
         &self,
+        chain: &mut SendChain<SqHandler>,
         kind: ChunkOp,
         segs: &[Segment],
         total: usize,
@@ -617,7 +666,7 @@ impl Io<'_> {
             .saturating_mul(kernel::page::PAGE_SIZE)
             .min(PIECE);
         if max_piece == 0 {
-            return self.write_chunk(kind, segs, total, |off, buf, len| {
+            return self.write_chunk(chain, kind, segs, total, |off, buf, len| {
                 let at = start.checked_add(u32::try_from(off)?).ok_or(EINVAL)?;
                 rqst.read_res_into_buf(at, buf, 0, len)
             });
@@ -640,12 +689,12 @@ impl Io<'_> {
                 });
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
-                self.post_wr(None, sgl, write_op(&p))?;
+                self.queue_wr(chain, None, sgl, write_op(&p))?;
                 DIRECT_WRITES.add(1, Relaxed);
                 DIRECT_PAGES.add(n, Relaxed);
             } else {
                 let copy = |buf: &DmaBuf| rqst.read_res_into_buf(at, buf, 0, p.len);
-                self.write_copied(&p, copy)?;
+                self.write_copied(chain, &p, copy)?;
             }
             posted += 1;
         }

@@ -8,6 +8,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
+use crate::rust::send_chain::SendChain;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use kernel::alloc::KVec;
@@ -61,6 +62,9 @@ impl Conn {
             return Ok(());
         }
         let xdr_len = rqst.res_len();
+        // The RDMA Writes of the Write and Reply chunks, posted ahead of
+        // the Send in one chain (C `svc_rdma_cc_link_wrs`).
+        let mut chain = SendChain::new();
 
         // Result payloads through the Write chunks.
         for w in PayloadWrites::new(&pcl, xdr_len) {
@@ -70,10 +74,11 @@ impl Conn {
                 let segs = pcl.segments(w.chunk);
                 let len = usize_of(w.len)?;
                 self.io()
-                    .write_chunk_direct(ChunkOp::Write, segs, len, rqst, start)?;
+                    .write_chunk_direct(&mut chain, ChunkOp::Write, segs, len, rqst, start)?;
                 continue;
             }
             self.io().write_chunk(
+                &mut chain,
                 ChunkOp::Write,
                 pcl.segments(w.chunk),
                 usize_of(w.len)?,
@@ -103,6 +108,7 @@ impl Conn {
             };
             if let (true, Some(start)) = (s.direct, single) {
                 self.io().write_chunk_direct(
+                    &mut chain,
                     ChunkOp::Reply,
                     pcl.segments(rc),
                     usize_of(rest)?,
@@ -111,6 +117,7 @@ impl Conn {
                 )?;
             } else {
                 self.io().write_chunk(
+                    &mut chain,
                     ChunkOp::Reply,
                     pcl.segments(rc),
                     usize_of(rest)?,
@@ -127,7 +134,9 @@ impl Conn {
                 .encode_reply_header(xid, s.credits, rest, &mut hbuf)
                 .map_err(|_| EINVAL)?;
             stat_add(Stat::ReplyChunk, 1);
-            return self.send_bytes(hbuf.get(..n).ok_or(EINVAL)?, inv);
+            return self
+                .io()
+                .send_after(&mut chain, hbuf.get(..n).ok_or(EINVAL)?, inv);
         }
         // Header and body written straight into the Send's buffer: one
         // that holds the longest header and the body, within the inline
@@ -136,7 +145,7 @@ impl Conn {
             .saturating_add(usize_of(rest)?)
             .min(s.inline_send as usize);
         let mut too_long = false;
-        let sent = self.io().send_filled(room, inv, |out| {
+        let sent = self.io().send_filled(&mut chain, room, inv, |out| {
             let n = pcl
                 .encode_reply_header(xid, s.credits, 0, out)
                 .map_err(|_| EINVAL)?;

@@ -37,6 +37,8 @@ pub(super) struct SqGate {
     #[pin]
     wait: CondVar,
     read_keep: u32,
+    /// Slots in all.
+    depth: u32,
     /// Told when room appears for a starved Read operation.
     link: Arc<XprtLink>,
 }
@@ -54,23 +56,29 @@ impl SqGate {
                 ),
                 wait <- new_condvar!("svcrdma::sq_wait"),
                 read_keep: read_keep.min(depth - 1),
+                depth,
                 link,
             }),
             GFP_KERNEL,
         )
     }
 
-    /// Takes a slot for a Send or an RDMA Write, sleeping while none is
-    /// free; `ENOTCONN` once closed. Like C `svc_rdma_send`, a Reply waits
-    /// for room; closing the connection ([`Self::close`]) ends the wait.
-    pub(super) fn acquire(&self) -> Result {
+    /// Takes `n` slots for a chain of Sends and RDMA Writes (C
+    /// `svc_rdma_sq_wait` with the chain's `sqecount`), sleeping while too
+    /// few are free; `ENOTCONN` once closed, `EINVAL` if the gate has fewer
+    /// slots in all. Like C, a Reply waits for room; closing the
+    /// connection ([`Self::close`]) ends the wait.
+    pub(super) fn acquire_n(&self, n: u32) -> Result {
+        if n > self.depth {
+            return Err(EINVAL);
+        }
         let mut st = self.state.lock();
         loop {
             if st.closed {
                 return Err(ENOTCONN);
             }
-            if st.avail > 0 {
-                st.avail -= 1;
+            if st.avail >= n {
+                st.avail -= n;
                 return Ok(());
             }
             stat_add(Stat::SqStarve, 1);
@@ -80,6 +88,11 @@ impl SqGate {
                 .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
             trace::svcrdma_sq_retry(st.avail);
         }
+    }
+
+    /// Slots in all: the most one chain may take.
+    pub(super) fn depth(&self) -> u32 {
+        self.depth
     }
 
     /// Takes `n` slots for RDMA Reads (and their registrations) if they
