@@ -292,7 +292,8 @@ check_regcache() {
 # svc_memreg): by default (svc_memreg=direct) Writes go straight from the
 # Reply's pages and, on rxe, Read chunks are read into pages handed to the
 # request (siw's sinks need a registration: copied through the cache);
-# with svc_memreg=cache both are copied through the cache.
+# with svc_memreg=cache both are copied through the cache. Either way a
+# Reply's Writes are posted ahead of its Send in one chain (chained_writes).
 check_svc_memreg() {
     _f=/sys/kernel/debug/rpcrdma_rs/svc_memreg
     [ -r $_f ] || { fail svc-memreg "no $_f"; return; }
@@ -302,6 +303,13 @@ check_svc_memreg() {
     _copied=$(awk 'NR == 2 { print $3 }' $_f)
     _paged=$(awk 'NR == 2 { print $4 }' $_f)
     _rcopied=$(awk 'NR == 2 { print $6 }' $_f)
+    _chained=$(awk 'NR == 2 { print $7 }' $_f)
+    # A Reply's RDMA Writes ride unsignaled ahead of its Send, one post.
+    if [ "${_chained:-0}" -gt 0 ]; then
+        pass svc-writes-chained-with-send
+    else
+        fail svc-writes-chained-with-send "chained_writes ${_chained:-?}"
+    fi
     case " $SERVER_PARAMS " in
         *" svc_memreg=cache "*)
             if [ "${_direct:-x}" = 0 ] && [ "${_copied:-0}" -gt 0 ] && [ "${_paged:-x}" = 0 ]; then
