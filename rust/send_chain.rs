@@ -11,6 +11,7 @@
 
 use super::bindings;
 use super::verbs::{CompletionHandler, Endpoint, SendOp, SendPrep, WorkRequest};
+use core::mem::MaybeUninit;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -79,81 +80,87 @@ impl<H: CompletionHandler> SendChain<H> {
         let Some(last_at) = n.checked_sub(1) else {
             return Ok(());
         };
-        // INVARIANT: every entry is taken out; `len` is 0.
-        let mut taken = [const { None }; CHAIN_MAX];
-        core::mem::swap(&mut taken, &mut self.wrs);
-        let Some((last, last_op)) = taken.get_mut(last_at).and_then(Option::take) else {
+        // The ahead requests' `ib_rdma_wr`s, alive for the post: only the
+        // first `last_at` are written.
+        let mut raw = [const { MaybeUninit::<bindings::ib_rdma_wr>::uninit() }; CHAIN_MAX];
+        let base = raw.as_mut_ptr().cast::<bindings::ib_rdma_wr>();
+        for i in 0..last_at {
+            let w = match self.wrs.get(i).and_then(Option::as_ref) {
+                Some((wr, op)) => SendPrep::new(wr, *op).and_then(|p| p.unsignaled_wr(wr)),
+                None => Err(EINVAL),
+            };
+            let w = match w {
+                Ok(w) => w,
+                Err(e) => {
+                    // INVARIANT: nothing was posted; every entry goes.
+                    self.wrs = [const { None }; CHAIN_MAX];
+                    return Err((e, 0));
+                }
+            };
+            // SAFETY: `i < last_at < CHAIN_MAX`, within `raw`; entry
+            // `i - 1` was written in the previous round.
+            unsafe {
+                base.add(i).write(w);
+                if i > 0 {
+                    (*base.add(i - 1)).wr.next = &raw mut (*base.add(i)).wr;
+                }
+            }
+        }
+        // The completion of the last request completes the others: it
+        // holds the first, each holds the next (moved there, back to
+        // front). INVARIANT: every entry is taken out; `len` is 0.
+        let mut next = None;
+        for entry in self.wrs.iter_mut().take(last_at).rev() {
+            if let Some((wr, _)) = entry.take() {
+                // SAFETY: Not posted yet; this thread is its only poster.
+                drop(unsafe { wr.set_ahead(next) });
+                next = Some(wr);
+            }
+        }
+        let Some((last, last_op)) = self.wrs.get_mut(last_at).and_then(Option::take) else {
             return Err((EINVAL, 0));
         };
-        let ahead = taken.get(..last_at).unwrap_or(&[]);
-        // The ahead requests' `ib_rdma_wr`s, alive for the post.
-        // SAFETY: All-zero is a valid `ib_rdma_wr`; each used one is
-        // overwritten below.
-        let mut raw: [bindings::ib_rdma_wr; CHAIN_MAX] = unsafe { core::mem::zeroed() };
-        for (i, entry) in ahead.iter().enumerate() {
-            let Some((wr, op)) = entry else {
-                return Err((EINVAL, 0));
-            };
-            let prep = SendPrep::new(wr, *op).map_err(|e| (e, 0))?;
-            let w = prep.unsignaled_wr(wr).map_err(|e| (e, 0))?;
-            if let Some(r) = raw.get_mut(i) {
-                *r = w;
-            }
-        }
-        for i in 1..last_at {
-            let next: *mut bindings::ib_send_wr = &mut raw[i].wr;
-            raw[i - 1].wr.next = next;
-        }
-        // The completion of `last` completes the ahead requests: it holds
-        // the first, each holds the next.
-        let first = ahead
-            .first()
-            .and_then(|e| e.as_ref())
-            .map(|(wr, _)| wr.clone());
-        for pair in ahead.windows(2) {
-            if let [Some((wr, _)), Some((next, _))] = pair {
-                // SAFETY: Not posted yet; this thread is their only poster.
-                unsafe { wr.set_ahead(Some(next.clone())) };
-            }
-        }
         // SAFETY: As above.
-        unsafe { last.set_ahead(first) };
+        drop(unsafe { last.set_ahead(next) });
         let chain = match last_at {
             0 => None,
-            k => {
-                let head: *mut bindings::ib_send_wr = &mut raw[0].wr;
-                let tail: *mut bindings::ib_send_wr = &mut raw[k - 1].wr;
-                Some((head, tail))
-            }
+            // SAFETY: `k - 1 < CHAIN_MAX`, and entries `..k` were written.
+            k => unsafe { Some((&raw mut (*base).wr, &raw mut (*base.add(k - 1)).wr)) },
         };
-        // SAFETY: `chain` links `raw[..last_at]` in order, the last one
-        // ending it; they live in this frame across the post and describe
-        // the ahead requests, whose buffers those requests (held by
-        // `taken` and by the links) keep mapped on `ep`'s device.
+        // SAFETY: `chain` links the written `raw[..last_at]` in order, the
+        // last one ending it (`next` null: written by `unsignaled_wr`);
+        // they live in this frame across the post and describe the ahead
+        // requests, whose buffers those requests (held by the links) keep
+        // mapped on `ep`'s device.
         let res = unsafe { ep.post_send_behind(last.clone(), last_op, chain) };
         let Err((e, posted)) = res else {
             return Ok(());
         };
-        // `last` was not posted: its links are this thread's again.
-        // SAFETY: Not posted, so no completion walks them.
-        drop(unsafe { last.set_ahead(None) });
-        if posted > 0 {
-            // The first `posted` went out: cut the chain behind them and
-            // keep them until the drain.
-            if let Some(Some((wr, _))) = taken.get(posted - 1) {
-                // SAFETY: Those behind it were not posted.
-                drop(unsafe { wr.set_ahead(None) });
-            }
-            if let Some(Some((first, _))) = taken.first() {
-                ep.park(first.clone());
-            }
-        } else if let Some(Some((first, _))) = taken.first() {
-            // None posted: undo every link.
-            let mut next = Some(first.clone());
-            while let Some(wr) = next {
+        // `last` was not posted, so no completion walks the links: they
+        // are this thread's again.
+        // SAFETY: As just said.
+        let first = unsafe { last.set_ahead(None) };
+        if posted == 0 {
+            let mut at = first;
+            while let Some(wr) = at {
                 // SAFETY: Not posted.
-                next = unsafe { wr.set_ahead(None) };
+                at = unsafe { wr.set_ahead(None) };
             }
+            return Err((e, 0));
+        }
+        // The first `posted` went out: cut the chain behind them (the
+        // rest is dropped) and keep them until the drain.
+        let mut at = first.clone();
+        for _ in 1..posted {
+            // SAFETY: See above.
+            at = at.and_then(|wr| unsafe { wr.next_ahead() });
+        }
+        if let Some(wr) = at {
+            // SAFETY: See above.
+            drop(unsafe { wr.set_ahead(None) });
+        }
+        if let Some(first) = first {
+            ep.park(first);
         }
         Err((e, posted))
     }

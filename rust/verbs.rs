@@ -1719,13 +1719,24 @@ impl<H: CompletionHandler> WorkRequest<H> {
     ///
     /// # Safety
     ///
-    /// Called before the work request is posted, by its only poster, or
-    /// once it can no longer complete (not posted after all, or its queue
-    /// pair drained).
+    /// Nothing else accesses the link meanwhile: called before the work
+    /// request is posted, by its only poster; by the completion of the
+    /// chain's signaled request; or, when that request was not posted, by
+    /// the thread that tried, before it hands the chain on.
     pub(in crate::rust) unsafe fn set_ahead(&self, next: Option<Arc<Self>>) -> Option<Arc<Self>> {
         // SAFETY: Nothing else accesses `ahead` then (the caller's
         // requirement).
         unsafe { core::mem::replace(&mut *self.ahead.get(), next) }
+    }
+
+    /// The request linked behind this one (see [`Self::set_ahead`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::set_ahead`].
+    pub(in crate::rust) unsafe fn next_ahead(&self) -> Option<Arc<Self>> {
+        // SAFETY: By the caller's requirement.
+        unsafe { (*self.ahead.get()).clone() }
     }
 
     /// The buffers of the scatter/gather list.
