@@ -7,11 +7,14 @@
 //! device a CQE and the host a poll and a handler run.
 //!
 //! A [`SendBatch`] keeps each unsignaled Send (its reference: the queue
-//! holds none) until the completion of the next signaled one, which runs
-//! their handlers first, in posting order and with its own status; or,
-//! after the queue pair was drained, until [`SendBatch::release`] runs them
-//! as flushed. It is never freed while the device may still read them: a
-//! batch dropped with Sends held leaks them instead (and says so).
+//! holds none) until the next signaled one is posted, which takes them
+//! over as the requests its completion stands for (the chain links of
+//! `WorkRequest`, as [`super::send_chain`] uses them): that completion
+//! runs their handlers first, in posting order and with its own status.
+//! Sends still held after the queue pair was drained are completed as
+//! flushed by [`SendBatch::release`]. A batch is never freed while the
+//! device may still read its Sends: dropped with Sends held, it leaks them
+//! instead (and says so).
 
 use super::bindings;
 use super::verbs::{CompletionHandler, Endpoint, SendOp, WorkCompletion, WorkRequest};
@@ -21,11 +24,9 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLock};
 
 struct Held<H: CompletionHandler> {
-    /// Unsignaled Sends in posting order, each with the epoch of the
-    /// signaled Send whose completion also completes it.
-    sends: KVec<(u64, Arc<WorkRequest<H>>)>,
-    /// The epoch of the last signaled Send.
-    epoch: u64,
+    /// Unsignaled Sends posted since the last signaled one, in posting
+    /// order.
+    sends: KVec<Arc<WorkRequest<H>>>,
     /// The queue pair every Send of the batch goes to (set by the first).
     qp: usize,
 }
@@ -34,9 +35,10 @@ struct Held<H: CompletionHandler> {
 ///
 /// # Invariants
 ///
-/// Every Send in `held` was posted unsignaled on the queue pair `held.qp`,
-/// and is kept until it is known to have completed: a signaled Send posted
-/// after it on that queue pair completed, or the queue pair was drained.
+/// Every Send in `held` was posted unsignaled on the queue pair `held.qp`
+/// after its last signaled Send, and is kept until a signaled Send posted
+/// after it takes it over (linked ahead of it) or the queue pair was
+/// drained.
 #[pin_data(PinnedDrop)]
 pub struct SendBatch<H: CompletionHandler> {
     #[pin]
@@ -54,7 +56,7 @@ impl<H: CompletionHandler> SendBatch<H> {
         Arc::pin_init(
             pin_init!(Self {
                 held <- new_spinlock!(
-                    Held { sends, epoch: 0, qp: 0 },
+                    Held { sends, qp: 0 },
                     "rpcrdma_rs::send_batch"
                 ),
                 max_unsignaled,
@@ -73,7 +75,7 @@ impl<H: CompletionHandler> SendBatch<H> {
     ///
     /// As [`Endpoint::post_send_behind`].
     pub(in crate::rust) unsafe fn post(
-        self: &Arc<Self>,
+        &self,
         ep: &Endpoint,
         wr: Arc<WorkRequest<H>>,
         chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
@@ -87,13 +89,12 @@ impl<H: CompletionHandler> SendBatch<H> {
         } else if held.qp != qp {
             return Err((EINVAL, 0));
         }
-        let next = held.epoch.wrapping_add(1).max(1);
         let room = held.sends.len() < self.max_unsignaled.min(held.sends.capacity());
         if !signal && room {
             // SAFETY: The chain is the caller's requirement; `wr` is kept
             // in the batch until it is known to have completed.
             unsafe { ep.post_send_unsignaled(&wr, SendOp::Send, chain) }?;
-            if let Err(e) = held.sends.push_within_capacity((next, wr)) {
+            if let Err(e) = held.sends.push_within_capacity(wr) {
                 // Cannot happen (`room`). INVARIANT: never freed while the
                 // device may read it.
                 core::mem::forget(e.0);
@@ -101,41 +102,40 @@ impl<H: CompletionHandler> SendBatch<H> {
             }
             return Ok(true);
         }
-        held.epoch = next;
-        // SAFETY: `wr` is not posted yet, and only this thread posts it.
-        unsafe { wr.set_retire(self.clone(), next) };
+        // The held Sends complete with this one: linked ahead of it, back
+        // to front (their vector keeps its capacity).
+        let mut first = None;
+        while let Some(held_wr) = held.sends.pop() {
+            // SAFETY: Held Sends are linked by nothing else, and `wr` is
+            // not posted yet.
+            drop(unsafe { held_wr.set_ahead(first) });
+            first = Some(held_wr);
+        }
+        // SAFETY: As above.
+        drop(unsafe { wr.set_ahead(first) });
         // SAFETY: By the caller's requirement.
-        unsafe { ep.post_send_behind(wr, SendOp::Send, chain) }.map(|()| false)
+        let res = unsafe { ep.post_send_behind(wr.clone(), SendOp::Send, chain) };
+        if res.is_err() {
+            // Not posted: the held Sends stay held, in order.
+            // SAFETY: `wr` was not posted, so no completion walks its links.
+            let mut next = unsafe { wr.set_ahead(None) };
+            while let Some(held_wr) = next {
+                // SAFETY: As above.
+                next = unsafe { held_wr.set_ahead(None) };
+                if let Err(e) = held.sends.push_within_capacity(held_wr) {
+                    // Cannot happen: they came out of this vector.
+                    core::mem::forget(e.0);
+                }
+            }
+        }
+        res.map(|()| false)
     }
 
     /// Posts `wr` as a Send on `ep`, unsignaled unless `signal` or the
     /// batch is due; `Ok(true)` when it went unsignaled.
-    pub fn post_send(
-        self: &Arc<Self>,
-        ep: &Endpoint,
-        wr: Arc<WorkRequest<H>>,
-        signal: bool,
-    ) -> Result<bool> {
+    pub fn post_send(&self, ep: &Endpoint, wr: Arc<WorkRequest<H>>, signal: bool) -> Result<bool> {
         // SAFETY: No chain.
         unsafe { self.post(ep, wr, None, signal) }.map_err(|(e, _)| e)
-    }
-
-    /// From the completion of the signaled Send of `epoch` (`done` in
-    /// `verbs.rs`): completes the unsignaled Sends posted before it, in
-    /// order, with its status `wc`.
-    pub(in crate::rust) fn retire(&self, epoch: u64, wc: &WorkCompletion) {
-        loop {
-            let next = {
-                let mut held = self.held.lock();
-                match held.sends.first() {
-                    Some((e, _)) if *e <= epoch => held.sends.remove(0).ok(),
-                    _ => None,
-                }
-            };
-            let Some((_, wr)) = next else { break };
-            // Outside the lock: the handler may post again.
-            wr.handler.complete(&wr, wc);
-        }
     }
 
     /// After `ep`'s queue pair was drained: completes every Send still
@@ -153,7 +153,7 @@ impl<H: CompletionHandler> SendBatch<H> {
             core::mem::take(&mut held.sends)
         };
         let wc = WorkCompletion::flushed();
-        for (_, wr) in sends {
+        for wr in sends {
             wr.handler.complete(&wr, &wc);
         }
     }
@@ -171,7 +171,7 @@ impl<H: CompletionHandler> PinnedDrop for SendBatch<H> {
             sends.len()
         );
         // INVARIANT: the device may still read them: never freed.
-        for (_, wr) in sends {
+        for wr in sends {
             core::mem::forget(wr);
         }
     }

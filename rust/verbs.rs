@@ -28,7 +28,6 @@ use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
-use super::send_batch::SendBatch;
 use super::slab::SlabObj;
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -674,15 +673,7 @@ impl Endpoint {
         // the type invariant; `cqe` and `chain` by the caller's
         // requirements.
         unsafe {
-            let mut w: bindings::ib_rdma_wr = core::mem::zeroed();
-            w.wr.__bindgen_anon_1.wr_cqe = cqe;
-            w.wr.sg_list = wr.sg_list();
-            w.wr.num_sge = prep.nsge;
-            w.wr.opcode = prep.opcode;
-            w.wr.send_flags = flags;
-            w.wr.ex.invalidate_rkey = prep.inv;
-            w.remote_addr = prep.remote_addr;
-            w.rkey = prep.rkey;
+            let mut w = prep.rdma_wr(wr, cqe, flags);
             // One sink, named by the key its REG_MR just made (the SGE may
             // predate it); providers copy the SGE at post time.
             let mut inv_sge: bindings::ib_sge;
@@ -906,17 +897,29 @@ impl SendPrep {
         {
             return Err(EINVAL);
         }
+        Ok(self.rdma_wr(wr, super::mr::unsignaled_cqe(), 0))
+    }
+
+    /// The `ib_rdma_wr` of `wr` with completion entry `cqe` and `flags`;
+    /// `next` is left null.
+    fn rdma_wr<H: CompletionHandler>(
+        &self,
+        wr: &WorkRequest<H>,
+        cqe: *mut bindings::ib_cqe,
+        flags: i32,
+    ) -> bindings::ib_rdma_wr {
         // SAFETY: All-zero is a valid `ib_rdma_wr` (null pointers, no
         // flags); the fields that matter are set below.
         let mut w: bindings::ib_rdma_wr = unsafe { core::mem::zeroed() };
-        w.wr.__bindgen_anon_1.wr_cqe = super::mr::unsignaled_cqe();
+        w.wr.__bindgen_anon_1.wr_cqe = cqe;
         w.wr.sg_list = wr.sg_list();
         w.wr.num_sge = self.nsge;
         w.wr.opcode = self.opcode;
+        w.wr.send_flags = flags;
         w.wr.ex.invalidate_rkey = self.inv;
         w.remote_addr = self.remote_addr;
         w.rkey = self.rkey;
-        Ok(w)
+        w
     }
 }
 
@@ -1594,27 +1597,23 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// Likewise: only the first `nsge` are written, and dropped.
     bufs: [MaybeUninit<Arc<DmaBuf>>; MAX_SGE],
     nsge: usize,
-    /// For a signaled Send of a [`SendBatch`]: the batch and the epoch its
-    /// completion closes. Written only by [`SendBatch`] before the post,
-    /// taken only by the completion (`done`), which comes after it.
-    retire: UnsafeCell<Option<(Arc<SendBatch<H>>, u64)>>,
-    /// For a signaled request of a [`SendChain`](super::send_chain::SendChain): the first of the
-    /// unsignaled requests posted ahead of it in the chain, whose
-    /// completion its own stands for; for one of those: the next of them.
-    /// Written only by the chain before the post, taken only by the
-    /// completion of the signaled one (`done`), or after a drain.
+    /// For a signaled request of a [`SendChain`](super::send_chain::SendChain)
+    /// or of a [`SendBatch`](super::send_batch::SendBatch): the first of the
+    /// unsignaled requests posted ahead of it, whose completion its own
+    /// stands for; for one of those: the next of them. Written only by the
+    /// chain or batch before the post, taken only by the completion of the
+    /// signaled one (`done`), or after a drain.
     ahead: UnsafeCell<Option<Arc<WorkRequest<H>>>>,
     /// The completion handler.
     pub handler: H,
 }
 
-// SAFETY: The cqe is only written at initialisation, `retire` and `ahead`
-// only by the poster before posting and by the completion after it;
+// SAFETY: The cqe is only written at initialisation, `ahead` only by the
+// poster before posting and by the completion after it;
 // everything else is `Send` (H is `Send` by the trait bound).
 unsafe impl<H: CompletionHandler> Send for WorkRequest<H> {}
 // SAFETY: See `Send`; shared access never writes the cqe or sges, and
-// `retire` and `ahead` are never accessed by two threads at once (see
-// their comments).
+// `ahead` is never accessed by two threads at once (see its comment).
 unsafe impl<H: CompletionHandler> Sync for WorkRequest<H> {}
 
 /// A range of a DMA buffer for a scatter/gather list.
@@ -1676,7 +1675,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     done: Some(done::<H>),
                 });
                 addr_of_mut!((*slot).nsge).write(nsge);
-                addr_of_mut!((*slot).retire).write(UnsafeCell::new(None));
                 addr_of_mut!((*slot).ahead).write(UnsafeCell::new(None));
                 addr_of_mut!((*slot).handler).write(handler);
             }
@@ -1700,18 +1698,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
             length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
             lkey: seg.buf.lkey(),
         })
-    }
-
-    /// Makes the completion of this (signaled) Send complete the Sends of
-    /// `batch` up to `epoch` first.
-    ///
-    /// # Safety
-    ///
-    /// Called before the work request is posted, by its only poster.
-    pub(in crate::rust) unsafe fn set_retire(&self, batch: Arc<SendBatch<H>>, epoch: u64) {
-        // SAFETY: Nothing else accesses `retire` before the post (the
-        // caller's requirement).
-        unsafe { *self.retire.get() = Some((batch, epoch)) };
     }
 
     /// Links `next` as the request whose completion comes with this one's
@@ -1882,14 +1868,10 @@ unsafe extern "C" fn done<H: CompletionHandler>(
         },
     };
     // SAFETY: The completion comes after the post, after which the poster
-    // no longer touches `retire`.
-    if let Some((batch, epoch)) = unsafe { (*wr.retire.get()).take() } {
-        // The unsignaled Sends posted before this one completed with it.
-        batch.retire(epoch, &completion);
-    }
-    // SAFETY: As for `retire`: the poster set it before the post.
+    // no longer touches the links.
     let ahead = unsafe { wr.set_ahead(None) };
-    // The unsignaled requests of its chain completed with it.
+    // The unsignaled requests linked ahead of it (its chain's, or a
+    // batch's Sends) completed with it.
     complete_chain(ahead, &completion);
     wr.handler.complete(&wr, &completion);
 }
