@@ -9,6 +9,7 @@ use crate::rust::cm::{Addr, CmEvent, CmId};
 use crate::rust::device;
 use crate::rust::live;
 use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
+use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::slab::SlabCache;
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
@@ -456,6 +457,103 @@ mod tests {
             drop(sink.received_page()?);
             assert_eq!(sink.write(0, &[0u8]), Err(EPERM));
         }
+        Ok(())
+    }
+
+    /// The server's RDMA Reads into pages on iWARP (`svc_memreg=direct`,
+    /// `svcrdma/rw.rs` `ReadSinks::RegisteredPages`): a Read lands in page
+    /// sinks through an MR of a connection's pool registered over them,
+    /// starting inside the first page; the Read invalidates it and the MR
+    /// goes back to the pool, to be registered with a new key for the next
+    /// Read over the same pages. An MR registered for a Read that never
+    /// ran is freed, not pooled (its key may be valid); a pool run dry
+    /// allocates. The key a Read used no longer writes the pages (audit
+    /// finding 2). Other devices scatter Reads over the pages with no
+    /// registration: nothing to check there.
+    #[test]
+    fn rdma_read_lands_in_pages_through_a_pooled_registration() -> Result {
+        use crate::proto::pieces::page_spans;
+        let pair = connect_pair()?;
+        if !pair.client.pd().is_iwarp() {
+            return Ok(());
+        }
+        let page = kernel::page::PAGE_SIZE;
+        // Bytes [100, 100 + 3 pages) of a chunk laid out over four pages.
+        let (off, len) = (100, 3 * page);
+        let source = pair.server.alloc_buf(len, DmaDir::ToDevice)?;
+        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let mut sinks = KVec::new();
+        for _ in 0..4 {
+            sinks.push(pair.client.alloc_page_sink()?, GFP_KERNEL)?;
+        }
+        let spans = || -> Result<KVec<Segment>> {
+            let mut segments = KVec::new();
+            for span in page_spans(off, len, page).ok_or(EINVAL)? {
+                segments.push(
+                    Segment {
+                        buf: sinks[span.page].clone(),
+                        offset: span.offset,
+                        len: span.len,
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
+            Ok(segments)
+        };
+        let pool = SinkMrPool::new(pair.client.pd(), 8, 1)?;
+        // Registers a run over the pages and reads `seed`'s pattern
+        // through it; returns the run and the key the Read used.
+        let read_through = |seed: u8| -> Result<(Arc<DmaBuf>, u32)> {
+            let run = pair.client.register_page_run(&pool, spans()?)?;
+            assert!(run.sink_registers_per_use());
+            run.post_sink_registration(&pair.client)?;
+            let key = run.sink_key().ok_or(EINVAL)?;
+            let mut expect = KVec::from_elem(0u8, len, GFP_KERNEL)?;
+            pattern(seed, &mut expect);
+            source.write(0, &expect)?;
+            let wc = client_op(
+                &pair,
+                one_segment(&run, len)?,
+                SendOp::RdmaRead {
+                    remote_addr: addr,
+                    rkey,
+                },
+            )?;
+            assert!(wc.is_ok());
+            // Each page holds its part of the chunk at the span's offset.
+            let mut at = 0;
+            for span in page_spans(off, len, page).ok_or(EINVAL)? {
+                let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
+                sinks[span.page].read(span.offset, &mut got)?;
+                assert!(got[..] == expect[at..at + span.len]);
+                at += span.len;
+            }
+            // The CPU reaches the pages, never the registration.
+            let mut one = [0u8; 1];
+            assert_eq!(run.read(0, &mut one), Err(EPERM));
+            Ok((run, key))
+        };
+        let (run, first_key) = read_through(0x5d)?;
+        assert_eq!(pool.idle(), 0);
+        drop(run);
+        assert_eq!((pool.idle(), pool.allocated()), (1, 1));
+        let (run, second_key) = read_through(0x6e)?;
+        assert!(second_key != first_key);
+        drop(run);
+        assert_eq!((pool.idle(), pool.allocated()), (1, 1));
+        // Registered, never read: its key may be valid, so it is freed
+        // (after a later Read on the queue pair, which the registration
+        // preceded, completed); the Read took a new MR.
+        let armed = pair.client.register_page_run(&pool, spans()?)?;
+        armed.post_sink_registration(&pair.client)?;
+        let (run, third_key) = read_through(0x7f)?;
+        assert_eq!(pool.allocated(), 2);
+        drop(run);
+        drop(armed);
+        assert_eq!((pool.idle(), pool.allocated()), (1, 2));
+        // The key the last Read carried no longer writes the pages.
+        let first = sinks[0].dma_addr() + off as u64;
+        foreign_write_fails("self", &pair.server, first, third_key)?;
         Ok(())
     }
 

@@ -36,6 +36,7 @@ pub mod run_mr;
 pub mod send_batch;
 pub mod send_chain;
 pub mod shrinker;
+pub mod sink_pool;
 pub mod slab;
 pub mod svc;
 mod svc_bc;

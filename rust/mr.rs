@@ -180,12 +180,30 @@ impl Mr {
     /// Maps `[dma, dma + len)`, already DMA-mapped on the MR's device by its
     /// owner (the client's write pad, a server Read sink).
     pub(in crate::rust) fn map_dma(&mut self, dma: u64, len: u32) -> Result {
+        self.map_dma_runs([(dma, len)])
+    }
+
+    /// Maps the ranges `(dma, len)`, in order, already DMA-mapped on the
+    /// MR's device by their owner (the pages of a server Read sink): only
+    /// the first may start inside a page and only the last may end inside
+    /// one. Fails with `EINVAL` for more ranges than the MR has entries.
+    pub(in crate::rust) fn map_dma_runs(
+        &mut self,
+        runs: impl IntoIterator<Item = (u64, u32)>,
+    ) -> Result {
         self.unmap();
-        // SAFETY: The MR and device are live; the MR only records the
-        // address, whose mapping its owner keeps while the MR names it.
-        to_result(unsafe {
-            bindings::rpcrdma_rs_mr_map_buf(self.pd.device_ptr(), self.ptr.as_ptr(), dma, len)
-        })
+        let mr = self.ptr.as_ptr();
+        let mut n = 0u32;
+        for (dma, len) in runs {
+            // SAFETY: The MR is live; the helper bounds `n` by its entries
+            // and only records the address, whose mapping the owner keeps
+            // while the MR names it.
+            to_result(unsafe { bindings::rpcrdma_rs_mr_set_dma(mr, n, dma, len) })?;
+            n = n.checked_add(1).ok_or(EINVAL)?;
+        }
+        // SAFETY: The MR and device are live; its first `n` entries were
+        // set above.
+        to_result(unsafe { bindings::rpcrdma_rs_mr_map_dma(self.pd.device_ptr(), mr, n) })
     }
 
     /// The `struct ib_mr`.

@@ -28,6 +28,7 @@ use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
+use super::sink_pool::SinkMrPool;
 use super::slab::SlabObj;
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -554,6 +555,86 @@ impl Endpoint {
         )
     }
 
+    /// Maps the ranges `spans` of page sinks ([`Self::alloc_page_sink`]),
+    /// in order, into an MR of `pool` (iWARP only): the result is the one
+    /// sink of an RDMA Read that lands straight in those pages. Like a
+    /// registered slab sink, its MR is registered with
+    /// [`DmaBuf::post_sink_registration`] before the Read, which then
+    /// invalidates it; when the buffer is dropped the MR goes back to
+    /// `pool`, or is freed if its key may still be valid.
+    ///
+    /// Only the first range may start inside its page and only the last
+    /// may end inside its page (FRWR maps page lists); at most
+    /// [`SinkMrPool::pages`] ranges.
+    pub fn register_page_run(
+        &self,
+        pool: &Arc<SinkMrPool>,
+        spans: KVec<Segment>,
+    ) -> Result<Arc<DmaBuf>> {
+        let pd = &self.anchor.pd;
+        if !pd.is_iwarp() || !Arc::ptr_eq(pd, pool.pd()) {
+            return Err(EINVAL);
+        }
+        let n = spans.len();
+        if n == 0 || n > pool.pages() as usize {
+            return Err(EINVAL);
+        }
+        let page = kernel::page::PAGE_SIZE;
+        let mut len = 0usize;
+        for (i, s) in spans.iter().enumerate() {
+            let b = &s.buf;
+            let end = b.range(s.offset, s.len)?;
+            let whole_page = matches!(b.backing, Backing::Page(_)) && b.len == page;
+            if !whole_page
+                || b.dir != DmaDir::FromDevice
+                || s.len == 0
+                || !Arc::ptr_eq(&b.pd, pd)
+                || (i > 0 && s.offset != 0)
+                || (i + 1 < n && end != page)
+            {
+                return Err(EINVAL);
+            }
+            len = len.checked_add(s.len).ok_or(EINVAL)?;
+        }
+        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+        let mut mr = pool.take()?;
+        let mapped = mr.map_dma_runs(spans.iter().map(|s| {
+            // In range (checked above): a page is far below `u32::MAX`.
+            (s.buf.dma.wrapping_add(s.offset as u64), s.len as u32)
+        }));
+        let seg = mr.segment();
+        if let Err(e) = mapped.and(if seg.length == len32 {
+            Ok(())
+        } else {
+            Err(EIO)
+        }) {
+            // Never registered with this mapping: still invalid.
+            pool.give_back(mr);
+            return Err(e);
+        }
+        live::inc(live::Kind::DmaBuf);
+        // INVARIANT: no bytes or mapping of its own (`Backing::Registered`):
+        // the MR maps the ranges, kept mapped by `spans`, at `seg.offset`.
+        Ok(Arc::new(
+            DmaBuf {
+                ptr: core::ptr::null_mut(),
+                len,
+                backing: Backing::Registered { _spans: spans },
+                dma: seg.offset,
+                dir: DmaDir::FromDevice,
+                mr: Some(SinkMr {
+                    mr,
+                    remote: true,
+                    armed: Atomic::new(false),
+                    home: Some(pool.clone()),
+                }),
+                pd: pd.clone(),
+                cpu_busy: Atomic::new(false),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
     /// Posts a Send, RDMA Write or RDMA Read described by `op` whose local
     /// scatter/gather list is `wr`'s.
     ///
@@ -943,6 +1024,10 @@ enum Backing {
     /// ([`DmaBuf::received_page`]). The CPU never writes it through the
     /// buffer.
     Page(PageRef),
+    /// Ranges of page sinks, in order, that the buffer's MR maps for one
+    /// RDMA Read ([`Endpoint::register_page_run`]); kept mapped by the
+    /// references held here while the MR names them (only held).
+    Registered { _spans: KVec<Segment> },
 }
 
 /// A reference on a page, put on drop.
@@ -1021,6 +1106,9 @@ struct SinkMr {
     remote: bool,
     /// A registration was posted and no Read that invalidates it yet.
     armed: Atomic<bool>,
+    /// The pool the MR goes back to, invalid, when the buffer is dropped
+    /// (a registration of pages: [`Endpoint::register_page_run`]).
+    home: Option<Arc<SinkMrPool>>,
 }
 
 /// A kernel buffer mapped for DMA on a device.
@@ -1039,6 +1127,9 @@ struct SinkMr {
 /// `ptr` points to `len` bytes owned by `backing`, mapped at `dma` on the
 /// protection domain's device in direction `dir` until `drop`. If `mr` is
 /// `Some`, it was allocated on `pd` and maps exactly `[dma, dma + len)`.
+/// Except for [`Backing::Registered`]: no bytes or mapping of its own
+/// (`ptr` is null and never dereferenced), `dma` is the address its MR
+/// maps the pages at, and the CPU never reaches it.
 pub struct DmaBuf {
     ptr: *mut u8,
     len: usize,
@@ -1202,6 +1293,7 @@ impl DmaBuf {
                 mr: Mr::new(pd, pages)?,
                 remote: pd.is_iwarp(),
                 armed: Atomic::new(false),
+                home: None,
             });
             // `[dma, dma + len)` is mapped on this device while `buf` lives.
             sink.mr.map_dma(dma, len32)?;
@@ -1247,7 +1339,9 @@ impl DmaBuf {
         // may still execute it was drained (connections drain their queue
         // pair before they release buffers they reference). The previous
         // REG_MR of this MR completed: the Read posted after it on its
-        // queue pair completed before the buffer was used again.
+        // queue pair completed before the buffer was used again, or (an
+        // MR of a `SinkMrPool`, see `register_page_run`) before the MR went
+        // back to the pool.
         unsafe { mr.mr.post_sink_reg(ep.qp_ptr(), mr.remote) }?;
         mr.armed.store(true, Relaxed);
         if let Backing::Slab(obj) = &self.backing {
@@ -1292,6 +1386,15 @@ impl DmaBuf {
     /// only lends to the device (someone else's data).
     fn writable_range(&self, offset: usize, len: usize) -> Result<usize> {
         if matches!(self.backing, Backing::Page(_)) {
+            return Err(EPERM);
+        }
+        self.cpu_range(offset, len)
+    }
+
+    /// As [`Self::range`], for the CPU to reach: never a registration of
+    /// pages, which has no bytes of its own (those are its pages').
+    fn cpu_range(&self, offset: usize, len: usize) -> Result<usize> {
+        if matches!(self.backing, Backing::Registered { .. }) {
             return Err(EPERM);
         }
         self.range(offset, len)
@@ -1386,7 +1489,7 @@ impl DmaBuf {
 
     /// Makes what the device wrote visible and copies it into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        self.range(offset, dst.len())?;
+        self.cpu_range(offset, dst.len())?;
         let _cpu = self.cpu_access()?;
         self.sync_for_cpu(self.len);
         // SAFETY: Bounds checked above; `dst` cannot overlap the buffer.
@@ -1408,7 +1511,7 @@ impl DmaBuf {
         if self.dir != DmaDir::FromDevice {
             return Err(EINVAL);
         }
-        self.range(0, len)?;
+        self.cpu_range(0, len)?;
         let _cpu = self.cpu_access()?;
         self.sync_for_cpu(len);
         // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
@@ -1429,7 +1532,7 @@ impl DmaBuf {
         len: usize,
         f: impl FnOnce(*const u8) -> R,
     ) -> Result<R> {
-        self.range(offset, len)?;
+        self.cpu_range(offset, len)?;
         let _cpu = self.cpu_access()?;
         self.sync_for_cpu(self.len);
         // SAFETY: `offset + len <= self.len` was checked, so the result
@@ -1477,6 +1580,9 @@ impl DmaBuf {
     /// the connection's protection domain has an unsafe global rkey (the
     /// "physical" strategy). `None` otherwise.
     pub fn remote_handle(&self) -> Option<(u64, u32)> {
+        if matches!(self.backing, Backing::Registered { .. }) {
+            return None;
+        }
         self.pd.global_rkey.map(|rkey| (self.dma, rkey))
     }
 }
@@ -1487,10 +1593,22 @@ impl Drop for DmaBuf {
         // the buffer is only dropped once no posted request holds it, and
         // REG_MR is followed on its queue pair by an RDMA Read that holds it.
         if let Some(sink) = self.mr.take() {
-            drop(sink);
+            let armed = sink.remote && sink.armed.load(Relaxed);
+            match sink.home {
+                // Invalid (its last Read invalidated it): reusable.
+                Some(pool) if !armed => pool.give_back(sink.mr),
+                // Deregistered here: a key that may still be valid dies
+                // with the MR.
+                _ => drop(sink.mr),
+            }
             if let Backing::Slab(obj) = &self.backing {
                 obj.cache().count_deregistration();
             }
+        }
+        if matches!(self.backing, Backing::Registered { .. }) {
+            // No mapping of its own: its pages unmap when `backing` drops.
+            live::dec(live::Kind::DmaBuf);
+            return;
         }
         // SAFETY: The mapping is live by the type invariant and no posted work
         // request names it (they hold a reference to `self`).
@@ -1867,6 +1985,11 @@ unsafe extern "C" fn done<H: CompletionHandler>(
             None
         },
     };
+    if !completion.is_ok() {
+        // A Read that did not complete may not have invalidated its sink:
+        // its key may still be valid, so the sink is never reused.
+        wr.set_sink_armed(true);
+    }
     // SAFETY: The completion comes after the post, after which the poster
     // no longer touches the links.
     let ahead = unsafe { wr.set_ahead(None) };

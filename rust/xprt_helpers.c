@@ -132,20 +132,42 @@ struct page *rpcrdma_rs_virt_to_page(const void *virt)
 	return virt_to_page(virt);
 }
 
-int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
-			  u64 dma_addr, u32 len)
+/* Sets entry @i of the MR's scatterlist to @len bytes at @dma_addr, a
+ * range its owner already DMA-mapped (the client's write pad, a server Read
+ * sink or the pages of one); entry 0 starts a new list.
+ */
+int rpcrdma_rs_mr_set_dma(struct rpcrdma_rs_mr *mr, u32 i, u64 dma_addr,
+			  u32 len)
+{
+	if (mr->nents)
+		return -EBUSY;
+	if (i >= mr->max_pages)
+		return -EINVAL;
+	if (!i)
+		sg_init_table(mr->sg, mr->max_pages);
+	sg_dma_address(&mr->sg[i]) = dma_addr;
+	sg_dma_len(&mr->sg[i]) = len;
+	return 0;
+}
+
+/* Maps the first @n entries rpcrdma_rs_mr_set_dma() set into the MR with a
+ * new key. FRWR maps page lists: only the first entry may start inside a
+ * page and only the last may end inside one (the caller's rule, checked
+ * again by ib_map_mr_sg()).
+ */
+int rpcrdma_rs_mr_map_dma(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			  u32 n)
 {
 	int rc;
 
 	if (mr->nents)
 		return -EBUSY;
-	sg_init_table(mr->sg, 1);
-	sg_dma_address(&mr->sg[0]) = dma_addr;
-	sg_dma_len(&mr->sg[0]) = len;
-	rc = ib_map_mr_sg(mr->mr, mr->sg, 1, NULL, PAGE_SIZE);
-	if (rc != 1)
+	if (!n || n > mr->max_pages)
+		return -EINVAL;
+	rc = ib_map_mr_sg(mr->mr, mr->sg, n, NULL, PAGE_SIZE);
+	if (rc != n)
 		return -EIO;
-	/* Mapped by the caller's DmaBuf: nothing to unmap here. */
+	/* Mapped by the caller's buffers: nothing to unmap here. */
 	mr->nents = 0;
 	mr->dir = DMA_BIDIRECTIONAL;
 	ib_update_fast_reg_key(mr->mr, ib_inc_rkey(mr->mr->rkey));

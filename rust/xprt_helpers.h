@@ -31,7 +31,9 @@ u64 rpcrdma_rs_page_pfn(struct page *page);
 void rpcrdma_rs_mr_sync(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			bool for_device);
 void rpcrdma_rs_mr_unmap(struct ib_device *device, struct rpcrdma_rs_mr *mr);
-int rpcrdma_rs_mr_map_buf(struct ib_device *device, struct rpcrdma_rs_mr *mr,
-			  u64 dma_addr, u32 len);
+int rpcrdma_rs_mr_set_dma(struct rpcrdma_rs_mr *mr, u32 i, u64 dma_addr,
+			  u32 len);
+int rpcrdma_rs_mr_map_dma(struct ib_device *device, struct rpcrdma_rs_mr *mr,
+			  u32 n);
 
 #endif

@@ -9,7 +9,7 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::recv_queue::{RecvHandler, RecvQ, Ring, RECV_BATCH, RECV_EXTRA_BC};
-use super::rw::PAGED_SGES;
+use super::rw::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -17,6 +17,7 @@ use crate::proto::credits::ServerCredits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::cm::{CmEvent, CmHandler};
+use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::svc::XprtLink;
 use crate::rust::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, MAX_SGE, RECV_BATCH_MAX};
@@ -162,37 +163,41 @@ impl Conn {
         for batch in recvs.chunks(RECV_BATCH_MAX) {
             ep.post_recv_batch(batch)?;
         }
+        // A quarter of the send queue (at least one entry per credit: it
+        // is 4 times the receive queue) is left to Sends and Writes by
+        // RDMA Reads. The pool of Read sink MRs, if any, is allocated
+        // before the accept.
+        let read_keep = sq_depth / 4;
+        let read_sinks = read_sinks(&ep, set, (sq_depth - read_keep) / 2)?;
         let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
         ep.accept(&pdata, 0, ird)?;
         // One line per connection, like the client's "connected:" line: an
-        // administrator sees what was negotiated and where completions land.
+        // administrator sees what was negotiated, where completions land and
+        // where RDMA Reads land.
         trace::svcrdma_accept(peer, credits.grant(), neg.inline_send, neg.inline_recv, ird);
         pr_info!(
-            "svcrdma: accepted: credits {}, inline send {} recv {}, max RDMA Reads {}, peer accepts remote invalidation {}, completion vector {}\n",
+            "svcrdma: accepted: credits {}, inline send {} recv {}, max RDMA Reads {}, peer accepts remote invalidation {}, completion vector {}, Reads into {}\n",
             credits.grant(),
             neg.inline_send,
             neg.inline_recv,
             ird,
             neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
-            ep.comp_vector()
+            ep.comp_vector(),
+            read_sinks
         );
-        let paged_reads = set.direct && paged_reads_fit(&ep, set.force_mr);
         let shared = Arc::new(
             Shared {
                 ep,
                 recvs,
                 rq,
-                // A quarter of the send queue (at least one entry per
-                // credit: it is 4 times the receive queue) is left to
-                // Sends and Writes by RDMA Reads.
-                sq: SqGate::new(sq_depth, sq_depth / 4, link.clone())?,
+                sq: SqGate::new(sq_depth, read_keep, link.clone())?,
                 cache,
                 link,
                 credits: credits.grant(),
                 inline_send: neg.inline_send,
                 snd_w_inv: neg.peer_send_w_inv_ok && attr.mem_mgt_extensions,
                 direct: set.direct,
-                paged_reads,
+                read_sinks,
                 limits: DecodeLimits::server(MAX_PAYLOAD, neg.inline_recv),
             },
             GFP_KERNEL,
@@ -234,14 +239,39 @@ impl CmHandler for ConnEvents {
     }
 }
 
-/// Whether RDMA Reads can land straight in pages on `ep`: its sinks need
-/// no registration (iWARP sinks and `force_mr` do: those Reads keep going
-/// through the registration cache's sink buffers) and one Read may scatter
-/// over the pages of a piece.
-fn paged_reads_fit(ep: &Endpoint, force_mr: bool) -> bool {
+/// Most MRs a connection's Read sink pool keeps: as many as its send
+/// queue admits registered Reads at once, at most this many (a busier
+/// connection allocates the rest as it needs them).
+const SINK_POOL_MAX: u32 = 64;
+
+/// Where RDMA Reads land on `ep` (`reads`: how many registered Reads its
+/// send queue admits at once) with `svc_memreg=direct`: straight in the
+/// Call's pages, scattered over them where one Read may have an entry per
+/// page and the sink needs no registration; on iWARP through an MR of a
+/// pool of the connection's own, registered over the pages of each Read.
+/// With `svc_memreg=cache`, `force_mr` or a device that allows neither,
+/// into the registration cache's sink buffers.
+fn read_sinks(ep: &Endpoint, set: &Settings, reads: u32) -> Result<ReadSinks> {
+    if !set.direct || set.force_mr {
+        return Ok(ReadSinks::Cached);
+    }
+    let attr = ep.device_attr();
+    if ep.pd().is_iwarp() {
+        let pages = attr.max_fast_reg_page_list_len.min(REGISTERED_PAGES);
+        if pages < 2 {
+            return Ok(ReadSinks::Cached);
+        }
+        let count = usize_of(reads.clamp(1, SINK_POOL_MAX))?;
+        return Ok(ReadSinks::RegisteredPages(SinkMrPool::new(
+            ep.pd(),
+            pages,
+            count,
+        )?));
+    }
     let sges = u32::try_from(PAGED_SGES).unwrap_or(u32::MAX);
-    !force_mr
-        && !ep.pd().is_iwarp()
-        && ep.device_attr().max_sge_rd >= sges
-        && ep.max_send_sge() >= PAGED_SGES
+    if attr.max_sge_rd >= sges && ep.max_send_sge() >= PAGED_SGES {
+        Ok(ReadSinks::Pages)
+    } else {
+        Ok(ReadSinks::Cached)
+    }
 }

@@ -16,7 +16,7 @@
 
 use super::cache::BufCache;
 use super::recv_queue::{RecvHandler, RecvQ};
-use super::rw::Io;
+use super::rw::{Io, ReadSinks};
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
@@ -45,9 +45,9 @@ pub(super) struct Shared {
     pub(super) snd_w_inv: bool,
     /// Write chunks leave straight from the Reply's pages.
     pub(super) direct: bool,
-    /// A Call's single Read chunk is RDMA-Read into pages handed to the
-    /// request (see `rw::PAGED_PIECE`) rather than into cached buffers.
-    pub(super) paged_reads: bool,
+    /// Where RDMA Reads land: a Call's single Read chunk in pages handed
+    /// to the request (see `rw::PAGED_PIECE`), or cached buffers.
+    pub(super) read_sinks: ReadSinks,
     pub(super) limits: DecodeLimits,
 }
 

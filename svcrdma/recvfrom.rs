@@ -186,7 +186,7 @@ impl Conn {
         }
         // One Read chunk (an NFS WRITE's data): read into pages of its
         // own that the request takes over, without a copy.
-        let paged = if s.paged_reads {
+        let paged = if s.read_sinks.land_in_pages() {
             PagedCall::new(&pcl, inline.len(), PAGE_SIZE, rqst.arg_pages())
         } else {
             None
@@ -197,7 +197,7 @@ impl Conn {
         // Receive went back to the device: it keeps a copy of the message.
         let mut kept = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
         kept.extend_from_slice(msg, GFP_KERNEL)?;
-        self.start_reads(ReadWork::new(kept, call, paged)?)?;
+        self.start_reads(ReadWork::new(kept, call, paged, &s.read_sinks)?)?;
         Ok(None)
     }
 

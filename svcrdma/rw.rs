@@ -10,7 +10,10 @@
 //! request finishes the Call. With `svc_memreg=direct` there is no copy
 //! for Write chunks (pushed from the Reply's pages) nor for a Call's single
 //! Read chunk where the device allows (pulled into pages allocated for it,
-//! [`PagedSinks`], which the finishing request takes over).
+//! [`PagedSinks`], which the finishing request takes over). On iWARP,
+//! where a Read's sink needs a remotely writable registration, each such
+//! Read goes through an MR of the connection's pool registered over the
+//! pages it lands in ([`ReadSinks::RegisteredPages`]).
 //! The client's segments are addressed piecewise, so one segment may take
 //! several work requests and one piece never spans two segments.
 //!
@@ -31,6 +34,7 @@ use crate::proto::msg::Segment;
 use crate::proto::pieces::{page_spans, CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::send_chain::SendChain;
+use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
@@ -59,24 +63,28 @@ static COPIED_READS: Atomic<u64> = Atomic::new(0);
 /// RDMA Writes posted unsignaled ahead of a Send or another Write in one
 /// chain ([`Io::post_chain`]).
 static CHAINED_WRITES: Atomic<u64> = Atomic::new(0);
+/// RDMA Reads into pages through a registration from the connection's MR
+/// pool (iWARP).
+static REGISTERED_READS: Atomic<u64> = Atomic::new(0);
 
 /// Writes the debugfs view of how Write chunk pieces left and Read chunks
 /// arrived.
 pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads chained_writes"
+        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads chained_writes registered_reads"
     )?;
     writeln!(
         f,
-        "{} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {}",
         DIRECT_WRITES.load(Relaxed),
         DIRECT_PAGES.load(Relaxed),
         COPIED_WRITES.load(Relaxed),
         PAGED_READS.load(Relaxed),
         PAGED_PAGES.load(Relaxed),
         COPIED_READS.load(Relaxed),
-        CHAINED_WRITES.load(Relaxed)
+        CHAINED_WRITES.load(Relaxed),
+        REGISTERED_READS.load(Relaxed)
     )
 }
 
@@ -111,24 +119,102 @@ pub(super) const PAGED_SGES: usize = MAX_SGE;
 /// page-sized) still spans at most that many pages.
 const PAGED_PIECE: usize = (PAGED_SGES - 1) * PAGE_SIZE;
 
+/// Pages one MR of a connection's pool maps (fewer if the device allows
+/// fewer): a Read of up to 252 KiB, as C's `rdma_rw` MRs of 256 pages take
+/// a quarter of a 1 MiB WRITE.
+pub(super) const REGISTERED_PAGES: u32 = 64;
+
+/// Where a connection's RDMA Reads land.
+pub(super) enum ReadSinks {
+    /// Buffers from the registration cache, copied into the request's
+    /// pages when the Call is assembled.
+    Cached,
+    /// A Call's single Read chunk lands in pages of its own, which the
+    /// request takes over: each Read scatters over its pages with one
+    /// entry per page (devices whose sinks need no registration).
+    Pages,
+    /// As `Pages`, each Read through an MR of this pool registered over
+    /// its pages and invalidated by the Read (iWARP).
+    RegisteredPages(Arc<SinkMrPool>),
+}
+
+impl ReadSinks {
+    /// The largest piece one Read moves.
+    fn piece_size(&self) -> usize {
+        match self {
+            Self::Cached => PIECE,
+            Self::Pages => PAGED_PIECE,
+            // One page less than the MR maps, as for `PAGED_PIECE`.
+            Self::RegisteredPages(pool) => {
+                (pool.pages() as usize).saturating_sub(1).max(1) * PAGE_SIZE
+            }
+        }
+    }
+
+    /// Whether a Call's single Read chunk lands in pages of its own.
+    pub(super) fn land_in_pages(&self) -> bool {
+        !matches!(self, Self::Cached)
+    }
+}
+
+impl kernel::fmt::Display for ReadSinks {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        match self {
+            Self::Cached => f.write_str("cached buffers"),
+            Self::Pages => f.write_str("pages"),
+            Self::RegisteredPages(pool) => {
+                write!(f, "pages through a pool of {} MRs", pool.idle())
+            }
+        }
+    }
+}
+
 /// The pages a Call's single Read chunk is read into (see [`PagedCall`]):
 /// one sink per page, allocated and mapped when the first Read into it is
 /// posted, and handed to the request that assembles the Call.
 pub(super) struct PagedSinks {
     pub(super) layout: PagedCall,
     pages: KVec<Option<Arc<DmaBuf>>>,
+    /// The MR pool each Read's pages are registered through (iWARP).
+    pool: Option<Arc<SinkMrPool>>,
 }
 
 impl PagedSinks {
-    fn new(layout: PagedCall) -> Result<Self> {
+    fn new(layout: PagedCall, pool: Option<Arc<SinkMrPool>>) -> Result<Self> {
         Ok(Self {
             layout,
             pages: KVec::from_elem(None, layout.pages, GFP_KERNEL)?,
+            pool,
         })
     }
 
-    /// The scatter list of the Read of `piece` (bytes of the chunk) into
-    /// the pages, mapping those not mapped yet.
+    /// The scatter list of the Read of `piece` into the pages and, when
+    /// the connection registers them, the registration it goes through
+    /// (its one entry): see [`Self::sgl`].
+    fn target(
+        &mut self,
+        ep: &Endpoint,
+        piece: &Piece,
+    ) -> Result<(KVec<SgSegment>, Option<Arc<DmaBuf>>)> {
+        let spans = self.sgl(ep, piece)?;
+        let Some(pool) = &self.pool else {
+            return Ok((spans, None));
+        };
+        let run = ep.register_page_run(pool, spans)?;
+        let mut one = KVec::with_capacity(1, GFP_KERNEL)?;
+        one.push(
+            SgSegment {
+                buf: run.clone(),
+                offset: 0,
+                len: piece.len,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok((one, Some(run)))
+    }
+
+    /// The ranges of the pages the Read of `piece` (bytes of the chunk)
+    /// lands in, one per page, mapping the pages not mapped yet.
     fn sgl(&mut self, ep: &Endpoint, piece: &Piece) -> Result<KVec<SgSegment>> {
         let mut segs = KVec::with_capacity(PAGED_SGES, GFP_KERNEL)?;
         for span in page_spans(piece.off, piece.len, PAGE_SIZE).ok_or(EINVAL)? {
@@ -168,6 +254,10 @@ struct ReadPiece {
     piece: Piece,
     /// The sink buffer and its cache class, once the Read was posted.
     sink: Option<(Arc<DmaBuf>, usize)>,
+    /// The registration of pages a Read went through (iWARP), kept with
+    /// the work: a work held until the drain keeps an MR a queued REG_MR
+    /// names (see [`Io::post_reads`]).
+    run: Option<Arc<DmaBuf>>,
 }
 
 /// The error a failure to cut or find pieces is reported as (C uses the
@@ -202,14 +292,30 @@ impl ReadWork {
         msg: KVec<u8>,
         mut call: DecodedCall,
         paged: Option<PagedCall>,
+        sinks: &ReadSinks,
     ) -> Result<Self> {
-        let paged = paged.map(PagedSinks::new).transpose()?;
-        let piece_size = if paged.is_some() { PAGED_PIECE } else { PIECE };
+        let pool = match sinks {
+            ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
+            _ => None,
+        };
+        let piece_size = match paged {
+            Some(_) => sinks.piece_size(),
+            None => PIECE,
+        };
+        let paged = paged.map(|l| PagedSinks::new(l, pool)).transpose()?;
         let mut pieces = KVec::new();
         for p in CallReadPieces::new(&call.pcl()?, piece_size) {
             let (src, piece) = p.map_err(piece_error)?;
-            let sink = None;
-            pieces.push(ReadPiece { src, piece, sink }, GFP_KERNEL)?;
+            let (sink, run) = (None, None);
+            pieces.push(
+                ReadPiece {
+                    src,
+                    piece,
+                    sink,
+                    run,
+                },
+                GFP_KERNEL,
+            )?;
         }
         Ok(Self {
             msg,
@@ -529,24 +635,33 @@ impl Io<'_> {
         let mut posted = 0;
         let mut bytes = 0;
         while let Some(p) = work.pieces.get_mut(work.next) {
-            // Into the Call's own pages (which need no registration), or
-            // into a sink from the cache.
-            let (paged_sgl, cached_sgl, taken) = match &mut work.paged {
-                Some(paged) => (Some(paged.sgl(self.ep, &p.piece)?), None, None),
+            // Into the Call's own pages (scattered over, or through a
+            // registration of them), or into a sink from the cache.
+            let (paged_sgl, cached_sgl, taken, run) = match &mut work.paged {
+                Some(paged) => {
+                    let (sgl, run) = paged.target(self.ep, &p.piece)?;
+                    (Some(sgl), None, None, run)
+                }
                 None => {
                     let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
                     let sgl = one_segment(t.buf.clone(), p.piece.len);
-                    (None, Some(sgl), Some(t))
+                    (None, Some(sgl), Some(t), None)
                 }
             };
             let segs = Iterator::chain(
                 paged_sgl.into_iter().flatten(),
                 cached_sgl.into_iter().flatten(),
             );
-            let needs_registration = taken.as_ref().is_some_and(|t| t.needs_registration);
-            let slots = if needs_registration { 2 } else { 1 };
+            // The sink whose MR is registered ahead of the Read, if any.
+            let register = match (&run, &taken) {
+                (Some(run), _) => Some(run.clone()),
+                (None, Some(t)) if t.needs_registration => Some(t.buf.clone()),
+                _ => None,
+            };
+            let slots = if register.is_some() { 2 } else { 1 };
             if !self.sq.try_acquire_read(slots)? {
-                // Nothing was posted with it: it goes back as it came.
+                // Nothing was posted with it: it goes back as it came (a
+                // registration of pages returns its MR, never registered).
                 if let Some(t) = taken {
                     self.cache.put(&t.buf, t.slot);
                 }
@@ -567,20 +682,24 @@ impl Io<'_> {
                     return Err(e);
                 }
             };
-            if let Some(t) = taken {
-                if needs_registration {
-                    if let Err(e) = t.buf.post_sink_registration(self.ep) {
-                        crate::pr_warn_ratelimited!(
-                            "svcrdma: cannot post a sink registration: {:?}\n",
-                            e
-                        );
-                        self.sq.release(slots);
-                        return Err(e);
-                    }
+            if let Some(sink) = register {
+                if let Err(e) = sink.post_sink_registration(self.ep) {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: cannot post a sink registration: {:?}\n",
+                        e
+                    );
+                    self.sq.release(slots);
+                    return Err(e);
                 }
-                // From here the sink stays with the work (see above).
+            }
+            // From here the sink stays with the work (see above).
+            if let Some(t) = taken {
                 p.sink = Some((t.buf, t.slot));
             }
+            if run.is_some() {
+                REGISTERED_READS.add(1, Relaxed);
+            }
+            p.run = run;
             op.add_pending();
             let read = SendOp::RdmaRead {
                 remote_addr: p.piece.addr,

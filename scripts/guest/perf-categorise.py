@@ -59,7 +59,8 @@ SUNRPC = re.compile(r'^(rpc_|rpcauth|xprt_|svc_|xdr_|gss_|cache_|auth_|__rpc|__s
 def category(sym, mod):
     if mod in ('rpcrdma', 'rpcrdma_rs'):
         return 'transport'
-    if mod == 'rdma_rxe':
+    if mod in ('rdma_rxe', 'siw'):
+        # The software RDMA device (BENCH_DEV=siw runs siw): one category.
         return 'rxe'
     if IDLE.search(sym):
         return 'idle'

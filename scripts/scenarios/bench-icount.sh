@@ -54,6 +54,12 @@
 #   cache_hits, cache_misses: client_cache's page runs looked up (the
 #     module is loaded anew for each config and repetition, so every
 #     repetition starts with an empty cache: there is no warm-up run);
+#   svc_regs: the server's REG_MRs of RDMA Read sinks, i.e.
+#     svc_registration_cache's "registrations" (every class) plus
+#     svc_memreg's "registered_reads" (Reads into pages through the
+#     connection's MR pool: iWARP);
+#   svc_hits, svc_misses: svc_registration_cache's "hits" and "misses"
+#     (every class: Send, Write and Read buffers);
 # and with PROFILE 1 or 3, per config, profile (1m, 4k) and category, then
 # the profile's coverage (the non-idle time sampled, against the time fio
 # measured for its jobs):
@@ -124,15 +130,24 @@ fio_job() {
 }
 
 # reg_counters: the client's registration counters so far, from debugfs:
-# "REG_MRs LOCAL_INVs remote_invalidations cache_hits cache_misses" (what
-# each sums: the header). Nothing when rpcrdma_rs is not loaded; a column
-# or file an older build (alt) lacks counts 0.
+# "REG_MRs LOCAL_INVs remote_invalidations cache_hits cache_misses", then
+# the server's "Read_sink_REG_MRs cache_hits cache_misses" (what each sums:
+# the header). Nothing when rpcrdma_rs is not loaded; a column or file an
+# older build (alt) lacks counts 0.
 REG_F=/sys/kernel/debug/rpcrdma_rs/client_registration
 CACHE_F=/sys/kernel/debug/rpcrdma_rs/client_cache
+SVC_CACHE_F=/sys/kernel/debug/rpcrdma_rs/svc_registration_cache
+SVC_MEMREG_F=/sys/kernel/debug/rpcrdma_rs/svc_memreg
 reg_counters() {
     [ -r $REG_F ] || return 0
-    _files=$REG_F; [ -r $CACHE_F ] && _files="$_files $CACHE_F"
+    _files=$REG_F
+    for _f in $CACHE_F $SVC_CACHE_F $SVC_MEMREG_F; do [ -r $_f ] && _files="$_files $_f"; done
     awk 'function v(name) { return (name in col) ? $col[name] + 0 : 0 }
+        # svc_registration_cache: its first line is the settings, the
+        # second the header.
+        FILENAME ~ /svc_registration_cache$/ && FNR == 1 { next }
+        FILENAME ~ /svc_registration_cache$/ && FNR == 2 { split("", col); for (i = 1; i <= NF; i++) col[$i] = i; next }
+        FILENAME ~ /svc_registration_cache$/ { sreg += v("registrations"); shit += v("hits"); smiss += v("misses"); next }
         FNR == 1 { split("", col); for (i = 1; i <= NF; i++) col[$i] = i; next }
         FILENAME ~ /client_registration$/ && ($1 == "fmr" || $1 == "cache") {
             reg += v("registrations"); inv += v("invalidations") + v("batched_invalidations")
@@ -140,7 +155,8 @@ reg_counters() {
         FILENAME ~ /client_cache$/ {
             reg += v("registrations"); inv += v("invalidations"); rinv += v("remote_invalidations")
             hits += v("hits"); miss += v("misses") }
-        END { printf "%d %d %d %d %d\n", reg, inv, rinv, hits, miss }' $_files
+        FILENAME ~ /svc_memreg$/ { sreg += v("registered_reads") }
+        END { printf "%d %d %d %d %d %d %d %d\n", reg, inv, rinv, hits, miss, sreg, shit, smiss }' $_files
 }
 
 # run_jobs CFG REP: the three jobs, writing first (the reads read its file).
@@ -157,8 +173,9 @@ EOF
             if [ -n "$_c0" ] && [ -n "$_c1" ]; then
                 info "icount-regs cfg=$1 rep=$2 job=$_j ios=$6 $(printf '%s\n%s\n' "$_c0" "$_c1" | awk '
                     { for (i = 1; i <= NF; i++) c[NR, i] = $i }
-                    END { printf "reg_mrs=%d local_invs=%d remote_invs=%d cache_hits=%d cache_misses=%d",
-                        c[2, 1] - c[1, 1], c[2, 2] - c[1, 2], c[2, 3] - c[1, 3], c[2, 4] - c[1, 4], c[2, 5] - c[1, 5] }')"
+                    END { printf "reg_mrs=%d local_invs=%d remote_invs=%d cache_hits=%d cache_misses=%d svc_regs=%d svc_hits=%d svc_misses=%d",
+                        c[2, 1] - c[1, 1], c[2, 2] - c[1, 2], c[2, 3] - c[1, 3], c[2, 4] - c[1, 4], c[2, 5] - c[1, 5],
+                        c[2, 6] - c[1, 6], c[2, 7] - c[1, 7], c[2, 8] - c[1, 8] }')"
             fi
             set -- "$1" "$2"
         else

@@ -267,7 +267,11 @@ check_regcache() {
     if [ "$_en" = 1 ]; then
         if [ "$_hits" -gt 0 ]; then pass svc-regcache-hits; else fail svc-regcache-hits "no hits"; fi
     fi
-    if [ "${RDMA_DEV:-rxe}" = siw ]; then
+    if [ "${RDMA_DEV:-rxe}" = siw ] && [ "$_rduse" = 0 ]; then
+        # svc_memreg=direct: the Reads went into pages through the
+        # connection's MR pool (check_svc_memreg), none through the cache.
+        info "no RDMA Read went through a cached sink"
+    elif [ "${RDMA_DEV:-rxe}" = siw ]; then
         # Every Read registers (a Read that failed to post may not): at
         # most one per use, and hits register too (more than the misses).
         _rdhit=$((_rduse - _rdmiss))
@@ -290,9 +294,10 @@ check_regcache() {
 
 # How Write chunk pieces left and Read chunks arrived (debugfs
 # svc_memreg): by default (svc_memreg=direct) Writes go straight from the
-# Reply's pages and, on rxe, Read chunks are read into pages handed to the
-# request (siw's sinks need a registration: copied through the cache);
-# with svc_memreg=cache both are copied through the cache. Either way a
+# Reply's pages and Read chunks are read into pages handed to the request
+# (on siw, whose sinks need a registration, through MRs of the connection's
+# pool: registered_reads); with svc_memreg=cache both are copied through
+# the cache. Either way a
 # Reply's Writes are posted ahead of its Send in one chain (chained_writes).
 check_svc_memreg() {
     _f=/sys/kernel/debug/rpcrdma_rs/svc_memreg
@@ -304,6 +309,7 @@ check_svc_memreg() {
     _paged=$(awk 'NR == 2 { print $4 }' $_f)
     _rcopied=$(awk 'NR == 2 { print $6 }' $_f)
     _chained=$(awk 'NR == 2 { print $7 }' $_f)
+    _registered=$(awk 'NR == 2 { print $8 }' $_f)
     # A Reply's RDMA Writes ride unsignaled ahead of its Send, one post.
     if [ "${_chained:-0}" -gt 0 ]; then
         pass svc-writes-chained-with-send
@@ -324,15 +330,15 @@ check_svc_memreg() {
                 fail svc-memreg-direct-writes "direct $_direct, copied $_copied"
             fi
             case ${RDMA_DEV:-rxe} in
-                siw*) if [ "${_paged:-x}" = 0 ] && [ "${_rcopied:-0}" -gt 0 ]; then
-                          pass svc-memreg-siw-reads-copied
+                siw*) if [ "${_paged:-0}" -gt 0 ] && [ "${_registered:-0}" -ge "$_paged" ]; then
+                          pass svc-memreg-siw-reads-registered-into-pages
                       else
-                          fail svc-memreg-siw-reads-copied "paged $_paged, copied $_rcopied"
+                          fail svc-memreg-siw-reads-registered-into-pages "paged $_paged, registered Reads $_registered, copied $_rcopied"
                       fi ;;
-                *) if [ "${_paged:-0}" -gt 0 ]; then
+                *) if [ "${_paged:-0}" -gt 0 ] && [ "${_registered:-x}" = 0 ]; then
                        pass svc-memreg-paged-reads
                    else
-                       fail svc-memreg-paged-reads "paged $_paged, copied $_rcopied"
+                       fail svc-memreg-paged-reads "paged $_paged, registered Reads $_registered, copied $_rcopied"
                    fi ;;
             esac ;;
     esac
