@@ -120,9 +120,10 @@ pub(super) const PAGED_SGES: usize = MAX_SGE;
 const PAGED_PIECE: usize = (PAGED_SGES - 1) * PAGE_SIZE;
 
 /// Pages one MR of a connection's pool maps (fewer if the device allows
-/// fewer): a Read of up to 252 KiB, as C's `rdma_rw` MRs of 256 pages take
-/// a quarter of a 1 MiB WRITE.
-pub(super) const REGISTERED_PAGES: u32 = 64;
+/// fewer): a Read of up to 64 pages, one page less (see [`PAGED_PIECE`]),
+/// so a 256 KiB WRITE is one Read and a 1 MiB one four, as with C's
+/// `rdma_rw` MRs.
+pub(super) const REGISTERED_PAGES: u32 = 65;
 
 /// Where a connection's RDMA Reads land.
 pub(super) enum ReadSinks {
