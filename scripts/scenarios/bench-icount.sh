@@ -20,6 +20,10 @@
 #   rust-svccopy  rpcrdma_rs.ko, svc_memreg=cache (the server copies Write
 #                 chunks into cached buffers instead of sending them from
 #                 the Reply's pages, the default)
+#   rust-physical-64k  rpcrdma_rs.ko, memreg=physical with 64 KiB inline
+#                 thresholds on both ends and nfsd's largest I/O raised to
+#                 1 MiB (/proc/fs/nfsd/max_block_size; every other config
+#                 runs with the guest's default): physical at full size
 #   alt           ALT_KO on both ends, default parameters (another build of
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
@@ -35,6 +39,8 @@
 #   results directory as idle-CFG-JOB.*, for scripts/bench-idle/*.py);
 #   3 runs both the idle probe and the profile.
 #
+# One INFO line per config and repetition, the mount's sizes:
+#   icount-mount cfg=<c> rep=<n> rsize=<n> wsize=<n>
 # One INFO line per job and repetition:
 #   icount cfg=<c> rep=<n> job=<j> MBps=<n> IOPS=<n> idle_pct=<n> ms=<n>
 # and, when rpcrdma_rs is the module (every config but c), the client's
@@ -95,13 +101,33 @@ use_config() {
         rust-cache) load_rust_rpcrdma memreg=cache ;;
         rust-nocache) load_rust_rpcrdma svc_buf_cache=0 ;;
         rust-svccopy) load_rust_rpcrdma svc_memreg=cache ;;
+        rust-physical-64k) load_rust_rpcrdma memreg=physical max_inline_read=65536 max_inline_write=65536 ;;
         alt) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
              _ko=$RUST_RPCRDMA_KO; RUST_RPCRDMA_KO=$ALT_KO
              load_rust_rpcrdma; _lrc=$?; RUST_RPCRDMA_KO=$_ko; [ $_lrc = 0 ] ;;
         *) say "unknown config $1"; return 1 ;;
     esac || { NFS_ERR="module load for $1"; return 1; }
+    case $1 in
+        rust-physical-64k) nfsd_max_block 1048576 ;;
+        *) nfsd_max_block ;;
+    esac || { NFS_ERR="cannot set nfsd's max_block_size"; return 1; }
     start_nfs_server || return 1
     nfs_mount 4.2 "$SERVER_IP" $MNT "rsize=1048576,wsize=1048576"
+}
+
+# nfsd_max_block [BYTES]: nfsd's largest I/O for the next start: BYTES, or
+# the guest's default (read before the first change; the setting outlives
+# nfsd's restarts, so every config sets it).
+NFSD_BLOCK_DEFAULT=
+nfsd_max_block() {
+    mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || return 1
+    [ -n "$NFSD_BLOCK_DEFAULT" ] || NFSD_BLOCK_DEFAULT=$(cat /proc/fs/nfsd/max_block_size)
+    echo "${1:-$NFSD_BLOCK_DEFAULT}" > /proc/fs/nfsd/max_block_size
+}
+
+# mount_sizes: "rsize=N wsize=N" of the mount on $MNT.
+mount_sizes() {
+    awk -v m="$MNT" '$2 == m { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] ~ /^[rw]size=/) printf "%s ", o[i] }' /proc/mounts
 }
 
 # fio_job NAME RW BS IODEPTH IO_SIZE [fio options...]: one fixed-size
@@ -323,6 +349,7 @@ _rep=1
 while [ $_rep -le "$REPS" ]; do
     for _c in $CONFIGS; do
         if use_config "$_c"; then
+            info "icount-mount cfg=$_c rep=$_rep $(mount_sizes)"
             run_jobs "$_c" $_rep && pass "jobs-$_c-rep$_rep"
         else
             fail "config-$_c-rep$_rep" "${NFS_ERR:-module load or listener failed}"
