@@ -5,6 +5,7 @@
 //! RDMA Read with the data checked, an error completion for a bad rkey, and
 //! teardown that releases every object.
 
+use crate::proto::pieces::page_spans;
 use crate::rust::cm::{Addr, CmEvent, CmId};
 use crate::rust::device;
 use crate::rust::live;
@@ -245,6 +246,74 @@ fn read_pattern_into(
     Ok(())
 }
 
+/// The test chunk of the Reads into pages: bytes [100, 100 + 3 pages) of a
+/// chunk laid out over four pages, so a Read starts inside its first page
+/// as a piece of a client's unaligned segment may.
+const CHUNK_OFF: usize = 100;
+const CHUNK_LEN: usize = 3 * kernel::page::PAGE_SIZE;
+const CHUNK_PAGES: usize = 4;
+
+/// [`CHUNK_PAGES`] fresh page sinks on `ep`.
+fn page_sinks(ep: &Endpoint) -> Result<KVec<Arc<DmaBuf>>> {
+    let mut sinks = KVec::new();
+    for _ in 0..CHUNK_PAGES {
+        sinks.push(ep.alloc_page_sink()?, GFP_KERNEL)?;
+    }
+    Ok(sinks)
+}
+
+/// The ranges of `sinks` the test chunk occupies, one per page.
+fn chunk_spans(sinks: &[Arc<DmaBuf>]) -> Result<KVec<Segment>> {
+    let mut segments = KVec::new();
+    for span in page_spans(CHUNK_OFF, CHUNK_LEN, kernel::page::PAGE_SIZE).ok_or(EINVAL)? {
+        segments.push(
+            Segment {
+                buf: sinks.get(span.page).ok_or(EINVAL)?.clone(),
+                offset: span.offset,
+                len: span.len,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(segments)
+}
+
+/// Writes `seed`'s pattern into `source`, RDMA-Reads it from the client
+/// into `segments` and checks that each page of `sinks` holds its part of
+/// the test chunk at the span's offset.
+fn read_chunk_into_pages(
+    pair: &Pair,
+    source: &Arc<DmaBuf>,
+    sinks: &[Arc<DmaBuf>],
+    segments: KVec<Segment>,
+    seed: u8,
+) -> Result {
+    let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+    let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
+    pattern(seed, &mut expect);
+    source.write(0, &expect)?;
+    let wc = client_op(
+        pair,
+        segments,
+        SendOp::RdmaRead {
+            remote_addr: addr,
+            rkey,
+        },
+    )?;
+    assert!(wc.is_ok());
+    let mut at = 0;
+    for span in page_spans(CHUNK_OFF, CHUNK_LEN, kernel::page::PAGE_SIZE).ok_or(EINVAL)? {
+        let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
+        sinks
+            .get(span.page)
+            .ok_or(EINVAL)?
+            .read(span.offset, &mut got)?;
+        assert!(got[..] == expect[at..at + span.len]);
+        at += span.len;
+    }
+    Ok(())
+}
+
 pub(crate) fn pattern(seed: u8, out: &mut [u8]) {
     for (i, b) in out.iter_mut().enumerate() {
         *b = seed.wrapping_add((i % 251) as u8).wrapping_mul(7);
@@ -405,53 +474,16 @@ mod tests {
     /// there.
     #[test]
     fn rdma_read_scatters_into_page_sinks() -> Result {
-        use crate::proto::pieces::page_spans;
         let pair = connect_pair()?;
         let attr = *pair.client.device_attr();
         if pair.client.pd().is_iwarp() || attr.max_sge_rd < 4 || pair.client.max_send_sge() < 4 {
             return Ok(());
         }
-        let page = kernel::page::PAGE_SIZE;
-        // Bytes [100, 100 + 3 pages) of a chunk laid out over four pages.
-        let (off, len) = (100, 3 * page);
-        let source = pair.server.alloc_buf(len, DmaDir::ToDevice)?;
-        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
-        let mut expect = KVec::from_elem(0u8, len, GFP_KERNEL)?;
-        pattern(0x3c, &mut expect);
-        source.write(0, &expect)?;
-        let mut sinks = KVec::new();
-        for _ in 0..4 {
-            sinks.push(pair.client.alloc_page_sink()?, GFP_KERNEL)?;
-        }
-        let mut segments = KVec::new();
-        for span in page_spans(off, len, page).ok_or(EINVAL)? {
-            segments.push(
-                Segment {
-                    buf: sinks[span.page].clone(),
-                    offset: span.offset,
-                    len: span.len,
-                },
-                GFP_KERNEL,
-            )?;
-        }
-        assert_eq!(segments.len(), 4);
-        let wc = client_op(
-            &pair,
-            segments,
-            SendOp::RdmaRead {
-                remote_addr: addr,
-                rkey,
-            },
-        )?;
-        assert!(wc.is_ok());
-        // Each page holds its part of the chunk at the span's offset.
-        let mut at = 0;
-        for span in page_spans(off, len, page).ok_or(EINVAL)? {
-            let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
-            sinks[span.page].read(span.offset, &mut got)?;
-            assert!(got[..] == expect[at..at + span.len]);
-            at += span.len;
-        }
+        let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+        let sinks = page_sinks(&pair.client)?;
+        let segments = chunk_spans(&sinks)?;
+        assert_eq!(segments.len(), CHUNK_PAGES);
+        read_chunk_into_pages(&pair, &source, &sinks, segments, 0x3c)?;
         // The pages are handed on; the CPU never writes a page sink.
         for sink in sinks.iter() {
             drop(sink.received_page()?);
@@ -472,65 +504,25 @@ mod tests {
     /// registration: nothing to check there.
     #[test]
     fn rdma_read_lands_in_pages_through_a_pooled_registration() -> Result {
-        use crate::proto::pieces::page_spans;
         let pair = connect_pair()?;
         if !pair.client.pd().is_iwarp() {
             return Ok(());
         }
-        let page = kernel::page::PAGE_SIZE;
-        // Bytes [100, 100 + 3 pages) of a chunk laid out over four pages.
-        let (off, len) = (100, 3 * page);
-        let source = pair.server.alloc_buf(len, DmaDir::ToDevice)?;
-        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
-        let mut sinks = KVec::new();
-        for _ in 0..4 {
-            sinks.push(pair.client.alloc_page_sink()?, GFP_KERNEL)?;
-        }
-        let spans = || -> Result<KVec<Segment>> {
-            let mut segments = KVec::new();
-            for span in page_spans(off, len, page).ok_or(EINVAL)? {
-                segments.push(
-                    Segment {
-                        buf: sinks[span.page].clone(),
-                        offset: span.offset,
-                        len: span.len,
-                    },
-                    GFP_KERNEL,
-                )?;
-            }
-            Ok(segments)
-        };
+        let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+        let sinks = page_sinks(&pair.client)?;
         let pool = SinkMrPool::new(pair.client.pd(), 8, 1)?;
         // Registers a run over the pages and reads `seed`'s pattern
         // through it; returns the run and the key the Read used.
         let read_through = |seed: u8| -> Result<(Arc<DmaBuf>, u32)> {
-            let run = pair.client.register_page_run(&pool, spans()?)?;
+            let run = pair.client.register_page_run(&pool, chunk_spans(&sinks)?)?;
             assert!(run.sink_registers_per_use());
             run.post_sink_registration(&pair.client)?;
             let key = run.sink_key().ok_or(EINVAL)?;
-            let mut expect = KVec::from_elem(0u8, len, GFP_KERNEL)?;
-            pattern(seed, &mut expect);
-            source.write(0, &expect)?;
-            let wc = client_op(
-                &pair,
-                one_segment(&run, len)?,
-                SendOp::RdmaRead {
-                    remote_addr: addr,
-                    rkey,
-                },
-            )?;
-            assert!(wc.is_ok());
-            // Each page holds its part of the chunk at the span's offset.
-            let mut at = 0;
-            for span in page_spans(off, len, page).ok_or(EINVAL)? {
-                let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
-                sinks[span.page].read(span.offset, &mut got)?;
-                assert!(got[..] == expect[at..at + span.len]);
-                at += span.len;
-            }
+            let one = one_segment(&run, CHUNK_LEN)?;
+            read_chunk_into_pages(&pair, &source, &sinks, one, seed)?;
             // The CPU reaches the pages, never the registration.
-            let mut one = [0u8; 1];
-            assert_eq!(run.read(0, &mut one), Err(EPERM));
+            let mut byte = [0u8; 1];
+            assert_eq!(run.read(0, &mut byte), Err(EPERM));
             Ok((run, key))
         };
         let (run, first_key) = read_through(0x5d)?;
@@ -544,16 +536,16 @@ mod tests {
         // Registered, never read: its key may be valid, so it is freed
         // (after a later Read on the queue pair, which the registration
         // preceded, completed); the Read took a new MR.
-        let armed = pair.client.register_page_run(&pool, spans()?)?;
+        let armed = pair.client.register_page_run(&pool, chunk_spans(&sinks)?)?;
         armed.post_sink_registration(&pair.client)?;
         let (run, third_key) = read_through(0x7f)?;
         assert_eq!(pool.allocated(), 2);
+        let run_addr = run.dma_addr();
         drop(run);
         drop(armed);
         assert_eq!((pool.idle(), pool.allocated()), (1, 2));
         // The key the last Read carried no longer writes the pages.
-        let first = sinks[0].dma_addr() + off as u64;
-        foreign_write_fails("self", &pair.server, first, third_key)?;
+        foreign_write_fails("self", &pair.server, run_addr, third_key)?;
         Ok(())
     }
 

@@ -46,19 +46,31 @@ void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr)
 	kfree(mr);
 }
 
+/* Entry @i of the MR's scatterlist, to be set while it is not DMA-mapped
+ * by the MR itself; entry 0 starts a new list.
+ */
+static struct scatterlist *rpcrdma_rs_mr_sg_at(struct rpcrdma_rs_mr *mr, u32 i)
+{
+	if (mr->nents)
+		return ERR_PTR(-EBUSY);
+	if (i >= mr->max_pages)
+		return ERR_PTR(-EINVAL);
+	if (!i)
+		sg_init_table(mr->sg, mr->max_pages);
+	return &mr->sg[i];
+}
+
 /* Sets entry @i of the MR's scatterlist (the walk and its gap rule are
- * Rust, rust/mr.rs); entry 0 starts a new list.
+ * Rust, rust/mr.rs).
  */
 int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
 			 u32 off, u32 len)
 {
-	if (mr->nents)
-		return -EBUSY;
-	if (i >= mr->max_pages)
-		return -EINVAL;
-	if (!i)
-		sg_init_table(mr->sg, mr->max_pages);
-	sg_set_page(&mr->sg[i], page, len, off);
+	struct scatterlist *sg = rpcrdma_rs_mr_sg_at(mr, i);
+
+	if (IS_ERR(sg))
+		return PTR_ERR(sg);
+	sg_set_page(sg, page, len, off);
 	return 0;
 }
 
@@ -134,19 +146,17 @@ struct page *rpcrdma_rs_virt_to_page(const void *virt)
 
 /* Sets entry @i of the MR's scatterlist to @len bytes at @dma_addr, a
  * range its owner already DMA-mapped (the client's write pad, a server Read
- * sink or the pages of one); entry 0 starts a new list.
+ * sink or the pages of one).
  */
 int rpcrdma_rs_mr_set_dma(struct rpcrdma_rs_mr *mr, u32 i, u64 dma_addr,
 			  u32 len)
 {
-	if (mr->nents)
-		return -EBUSY;
-	if (i >= mr->max_pages)
-		return -EINVAL;
-	if (!i)
-		sg_init_table(mr->sg, mr->max_pages);
-	sg_dma_address(&mr->sg[i]) = dma_addr;
-	sg_dma_len(&mr->sg[i]) = len;
+	struct scatterlist *sg = rpcrdma_rs_mr_sg_at(mr, i);
+
+	if (IS_ERR(sg))
+		return PTR_ERR(sg);
+	sg_dma_address(sg) = dma_addr;
+	sg_dma_len(sg) = len;
 	return 0;
 }
 
