@@ -116,12 +116,23 @@ use_config() {
 }
 
 # nfsd_max_block [BYTES]: nfsd's largest I/O for the next start: BYTES, or
-# the guest's default (read before the first change; the setting outlives
-# nfsd's restarts, so every config sets it).
+# the guest's default. The setting outlives nfsd's restarts, so every config
+# sets it. It reads 0 until nfsd first starts and works out its default from
+# the guest's memory (writing 0 would make it 1 KiB): the default is taken
+# then, with a start and stop of nfsd first if a config asks for BYTES
+# before that.
 NFSD_BLOCK_DEFAULT=
 nfsd_max_block() {
     mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || return 1
-    [ -n "$NFSD_BLOCK_DEFAULT" ] || NFSD_BLOCK_DEFAULT=$(cat /proc/fs/nfsd/max_block_size)
+    if [ -z "$NFSD_BLOCK_DEFAULT" ]; then
+        _cur=$(cat /proc/fs/nfsd/max_block_size)
+        if [ "$_cur" = 0 ]; then
+            [ -n "${1:-}" ] || return 0
+            { start_nfs_server && stop_nfs_server; } || return 1
+            _cur=$(cat /proc/fs/nfsd/max_block_size)
+        fi
+        NFSD_BLOCK_DEFAULT=$_cur
+    fi
     echo "${1:-$NFSD_BLOCK_DEFAULT}" > /proc/fs/nfsd/max_block_size
 }
 
