@@ -156,7 +156,7 @@ mod tests {
         post_local_inv(
             &pair.server,
             seg.handle,
-            Some(WorkRequest::new(waiter.clone(), KVec::new())?),
+            Some(WorkRequest::without_sges(waiter.clone())?),
         )?;
         assert!(waiter.wait()?.is_ok());
         let wc = client_op(&pair, one_segment(&src, LEN)?, op)?;
@@ -487,7 +487,7 @@ mod tests {
         post_local_inv(
             &pair.client,
             seg.handle,
-            Some(WorkRequest::new(waiter.clone(), KVec::new())?),
+            Some(WorkRequest::without_sges(waiter.clone())?),
         )?;
         assert!(waiter.wait()?.is_ok());
         run.release();

@@ -13,8 +13,8 @@ use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
 use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::slab::SlabCache;
 use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
-    WorkRequest,
+    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, PageRef, Segment, SendOp, SgEntry,
+    WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;
 use kernel::new_condvar;
@@ -246,6 +246,28 @@ fn read_pattern_into(
     Ok(())
 }
 
+/// A client page filled with `pattern(seed)` the way the server fills one,
+/// by an RDMA Read into a page sink, and the bytes: `None` on iWARP, whose
+/// sinks need a registration.
+fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>> {
+    if pair.client.pd().is_iwarp() {
+        return Ok(None);
+    }
+    let page_size = kernel::page::PAGE_SIZE;
+    let source = pair.server.alloc_buf(page_size, DmaDir::ToDevice)?;
+    let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+    let mut data = KVec::from_elem(0u8, page_size, GFP_KERNEL)?;
+    pattern(seed, &mut data);
+    source.write(0, &data)?;
+    let sink = pair.client.alloc_page_sink()?;
+    let read = SendOp::RdmaRead {
+        remote_addr: addr,
+        rkey,
+    };
+    assert!(client_op(pair, one_segment(&sink, page_size)?, read)?.is_ok());
+    Ok(Some((sink.received_page()?, data)))
+}
+
 /// The test chunk of the Reads into pages: bytes [100, 100 + 3 pages) of a
 /// chunk laid out over four pages, so a Read starts inside its first page
 /// as a piece of a client's unaligned segment may.
@@ -321,16 +343,20 @@ pub(crate) fn pattern(seed: u8, out: &mut [u8]) {
 }
 
 /// Posts `op` from the client over `segments` and waits for its completion.
-pub(crate) fn client_op(
+pub(crate) fn client_op<E: Into<SgEntry>>(
     pair: &Pair,
-    segments: KVec<Segment>,
+    segments: impl IntoIterator<Item = E>,
     op: SendOp,
 ) -> Result<WorkCompletion> {
     op_on(&pair.client, segments, op)
 }
 
 /// Posts `op` on `ep` over `segments` and waits for its completion.
-pub(crate) fn op_on(ep: &Endpoint, segments: KVec<Segment>, op: SendOp) -> Result<WorkCompletion> {
+pub(crate) fn op_on<E: Into<SgEntry>>(
+    ep: &Endpoint,
+    segments: impl IntoIterator<Item = E>,
+    op: SendOp,
+) -> Result<WorkCompletion> {
     let waiter = Waiter::new()?;
     let wr = WorkRequest::new(waiter.clone(), segments)?;
     step("post_send", ep.post_send(wr, op))?;
@@ -561,29 +587,11 @@ mod tests {
         if pair.client.max_send_sge() < 3 {
             return Ok(());
         }
-        let page_size = kernel::page::PAGE_SIZE;
-        let source = pair.server.alloc_buf(page_size, DmaDir::ToDevice)?;
-        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
-        let mut data = KVec::from_elem(0u8, page_size, GFP_KERNEL)?;
-        pattern(0x42, &mut data);
-        source.write(0, &data)?;
-        let sink = if pair.client.pd().is_iwarp() {
-            // iWARP sinks need a registration: fill a page another way.
-            None
-        } else {
-            let sink = pair.client.alloc_page_sink()?;
-            let read = SendOp::RdmaRead {
-                remote_addr: addr,
-                rkey,
-            };
-            assert!(client_op(&pair, one_segment(&sink, page_size)?, read)?.is_ok());
-            Some(sink)
-        };
-        let Some(sink) = sink else {
+        let Some((sink, data)) = client_page_with(&pair, 0x42)? else {
             return Ok(());
         };
         let (off, len) = (100, 2000);
-        let page = pair.client.map_page(sink.received_page()?, off, len)?;
+        let page = pair.client.map_page(sink, off, len)?;
 
         let recv_buf = pair.server.alloc_buf(4096, DmaDir::FromDevice)?;
         let recv_wait = Waiter::new()?;
@@ -599,21 +607,18 @@ mod tests {
             Ok(head.len() + tail.len())
         })?;
         assert_eq!(used, head.len() + tail.len());
-        let mut segments = KVec::new();
-        for (b, o, l) in [
-            (buf.clone(), 0, head.len()),
-            (page, 0, len),
-            (buf, head.len(), tail.len()),
-        ] {
-            segments.push(
-                Segment {
-                    buf: b,
-                    offset: o,
-                    len: l,
-                },
-                GFP_KERNEL,
-            )?;
-        }
+        let segment = |buf: &Arc<DmaBuf>, offset, len| {
+            SgEntry::from(Segment {
+                buf: buf.clone(),
+                offset,
+                len,
+            })
+        };
+        let segments = [
+            segment(&buf, 0, head.len()),
+            SgEntry::from(page),
+            segment(&buf, head.len(), tail.len()),
+        ];
         assert!(client_op(&pair, segments, SendOp::Send)?.is_ok());
         let got = recv_wait.wait()?;
         assert!(got.is_ok());
@@ -624,6 +629,52 @@ mod tests {
         assert!(back[..head.len()] == head[..]);
         assert!(back[head.len()..head.len() + len] == data[off..off + len]);
         assert!(back[head.len() + len..] == tail[..]);
+        Ok(())
+    }
+
+    /// An RDMA Write straight from pages mapped for it alone (the server's
+    /// Write chunks from a Reply's pages, rw.rs `write_chunk_direct`): the
+    /// end of one page, a whole page and the start of a third land in
+    /// order in the peer's buffer, and the mappings are undone with the
+    /// work request (none is left once the connections are gone).
+    #[test]
+    fn rdma_write_from_mapped_pages() -> Result {
+        let before = live::count(live::Kind::DmaBuf);
+        {
+            let pair = connect_pair()?;
+            if pair.client.max_send_sge() < 3 {
+                return Ok(());
+            }
+            let page_size = kernel::page::PAGE_SIZE;
+            let mut pages = KVec::new();
+            for seed in [0x21u8, 0x43, 0x65] {
+                let Some(page) = client_page_with(&pair, seed)? else {
+                    return Ok(());
+                };
+                pages.push(page, GFP_KERNEL)?;
+            }
+            let spans = [(100, page_size - 100), (0, page_size), (0, 500)];
+            let total: usize = spans.iter().map(|(_, l)| l).sum();
+            let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
+            let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
+            let mut expect = KVec::with_capacity(total, GFP_KERNEL)?;
+            let mut mapped = KVec::with_capacity(spans.len(), GFP_KERNEL)?;
+            for ((page, data), (off, len)) in pages.into_iter().zip(spans) {
+                expect.extend_from_slice(&data[off..off + len], GFP_KERNEL)?;
+                mapped.push(pair.client.map_page(page, off, len)?, GFP_KERNEL)?;
+            }
+            let write = SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey,
+            };
+            assert!(client_op(&pair, mapped, write)?.is_ok());
+            let mut got = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+            sink.read(0, &mut got)?;
+            assert!(got[..] == expect[..]);
+        }
+        // The pages were unmapped with their work request: no mapping of
+        // the test outlives the drained connections.
+        assert_eq!(live::count(live::Kind::DmaBuf), before);
         Ok(())
     }
 

@@ -9,7 +9,8 @@
 //!   it drains the queue pair, so every posted work request completes (with
 //!   a flush error if need be) before the queues go away;
 //! - a posted [`WorkRequest`] owns a reference to itself and to every
-//!   [`DmaBuf`] its scatter/gather list names until its completion has run;
+//!   [`DmaBuf`] its scatter/gather list names, and the [`MappedPage`]s
+//!   mapped for it alone, until its completion has run;
 //! - every `DmaBuf` keeps its [`Pd`] alive until it is unmapped (and its
 //!   sink MR, if any, deregistered), and a `Pd` holds a reference on its
 //!   device, so the device stays registered (its removal waits) until the
@@ -536,9 +537,11 @@ impl Endpoint {
     }
 
     /// Maps `len` bytes at `off` of a referenced page for the device to
-    /// read (the source of an RDMA Write or Send), without a copy.
-    pub fn map_page(&self, page: PageRef, off: usize, len: usize) -> Result<Arc<DmaBuf>> {
-        DmaBuf::from_page(&self.anchor.pd, page, off, len, DmaDir::ToDevice)
+    /// read (the source of an RDMA Write or Send), without a copy and
+    /// without an allocation: the mapping goes with the one work request it
+    /// is handed to ([`SgEntry::Page`]).
+    pub fn map_page(&self, page: PageRef, off: usize, len: usize) -> Result<MappedPage> {
+        MappedPage::new(&self.anchor.pd, page, off, len)
     }
 
     /// Allocates a page and maps it whole for the device to write (the
@@ -1019,8 +1022,7 @@ enum Backing {
     Vec { cap: usize },
     /// An object of a slab cache.
     Slab(SlabObj),
-    /// Part of a referenced page: someone else's (a Reply's page, sent
-    /// without a copy), or an RDMA Read sink handed on without a copy
+    /// A referenced page: an RDMA Read sink handed on without a copy
     /// ([`DmaBuf::received_page`]). The CPU never writes it through the
     /// buffer.
     Page(PageRef),
@@ -1082,6 +1084,100 @@ impl Drop for PageRef {
     fn drop(&mut self) {
         // SAFETY: The reference this holder took (type invariant).
         unsafe { bindings::rpcrdma_rs_page_put(self.page.as_ptr()) };
+    }
+}
+
+/// Maps `[off, off + len)` of the page `page` references on `pd`'s device
+/// in direction `dir`: the first byte's kernel address and DMA address.
+/// The mapping must be undone before the reference is put.
+fn map_page_range(
+    pd: &Pd,
+    page: &PageRef,
+    off: usize,
+    len: usize,
+    dir: DmaDir,
+) -> Result<(*mut u8, u64)> {
+    let end = off.checked_add(len).ok_or(EINVAL)?;
+    if len == 0 || end > kernel::page::PAGE_SIZE {
+        return Err(EINVAL);
+    }
+    // SAFETY: The page is live (referenced by `page`).
+    let base = unsafe { bindings::rpcrdma_rs_page_address(page.page.as_ptr()) };
+    if base.is_null() {
+        // A highmem page has no permanent kernel address.
+        return Err(EINVAL);
+    }
+    // SAFETY: `off < PAGE_SIZE` was checked.
+    let ptr = unsafe { base.cast::<u8>().add(off) };
+    // SAFETY: `ptr` is valid for `len` bytes of the page, which the caller
+    // keeps referenced until it undoes the mapping.
+    let dma = unsafe { map(pd, ptr, len, dir) }?;
+    Ok((ptr, dma))
+}
+
+/// Part of a referenced page mapped for the device to read: the source of
+/// one Send or RDMA Write without a copy ([`Endpoint::map_page`]). Unlike a
+/// [`DmaBuf`] it is neither allocated nor shared: it moves into the one
+/// work request that names it ([`SgEntry::Page`]), which unmaps and puts
+/// it when it is dropped, after its completion. A Reply's Write of 64 pages
+/// costs no allocation per page.
+///
+/// # Invariants
+///
+/// `[dma, dma + len)` maps `len > 0` bytes of the page `page` references,
+/// for the device to read, on `pd`'s device, until `drop`.
+pub struct MappedPage {
+    /// Only held: put after the mapping is undone.
+    _page: PageRef,
+    dma: u64,
+    len: u32,
+    pd: Arc<Pd>,
+}
+
+impl MappedPage {
+    fn new(pd: &Arc<Pd>, page: PageRef, off: usize, len: usize) -> Result<Self> {
+        let len32 = u32::try_from(len)?;
+        let (_, dma) = map_page_range(pd, &page, off, len, DmaDir::ToDevice)?;
+        live::inc(live::Kind::DmaBuf);
+        // INVARIANT: mapped just above; `map_page_range` refuses `len == 0`.
+        Ok(Self {
+            _page: page,
+            dma,
+            len: len32,
+            pd: pd.clone(),
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether it is empty (never: at least one byte is mapped).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Its scatter/gather entry.
+    fn sge(&self) -> bindings::ib_sge {
+        bindings::ib_sge {
+            addr: self.dma,
+            length: self.len,
+            lkey: self.pd.lkey(),
+        }
+    }
+}
+
+impl Drop for MappedPage {
+    fn drop(&mut self) {
+        let to_device = i32::from(true);
+        // SAFETY: The mapping is live (type invariant) and no posted work
+        // request names it: the one that did owns it and is being dropped.
+        unsafe {
+            bindings::rpcrdma_rs_dma_unmap(self.pd.device.as_ptr(), self.dma, self.len(), to_device)
+        };
+        live::dec(live::Kind::DmaBuf);
+        // The fields drop after this: the page is put with its mapping undone.
     }
 }
 
@@ -1223,21 +1319,9 @@ impl DmaBuf {
         len: usize,
         dir: DmaDir,
     ) -> Result<Arc<Self>> {
-        let end = off.checked_add(len).ok_or(EINVAL)?;
-        if len == 0 || end > kernel::page::PAGE_SIZE {
-            return Err(EINVAL);
-        }
-        // SAFETY: The page is live (referenced by `page`).
-        let base = unsafe { bindings::rpcrdma_rs_page_address(page.page.as_ptr()) };
-        if base.is_null() {
-            // A highmem page has no permanent kernel address.
-            return Err(EINVAL);
-        }
-        // SAFETY: `off < PAGE_SIZE` was checked.
-        let ptr = unsafe { base.cast::<u8>().add(off) };
-        // SAFETY: `ptr` is valid for `len` bytes of the page, which `page`
-        // keeps allocated and which moves into the buffer.
-        let dma = unsafe { map(pd, ptr, len, dir) }?;
+        // The page moves into the buffer, which unmaps it before it puts
+        // the reference.
+        let (ptr, dma) = map_page_range(pd, &page, off, len, dir)?;
         live::inc(live::Kind::DmaBuf);
         // INVARIANT: `ptr` holds `len` bytes of the referenced page, mapped
         // at `dma`.
@@ -1698,12 +1782,12 @@ pub trait CompletionHandler: Send + Sync + Sized {
 }
 
 /// One work request: its completion entry, its scatter/gather list and the
-/// buffers that list names, and what to do on completion.
+/// buffers and pages that list names, and what to do on completion.
 ///
 /// # Invariants
 ///
 /// `cqe` is initialised with `done::<H>`; `nsge <= MAX_SGE`; `sges[..nsge]`
-/// and `bufs[..nsge]` are initialised, and the former describe ranges of
+/// and `holds[..nsge]` are initialised, and the former describe ranges of
 /// the latter, which stay mapped while `self` lives.
 #[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
@@ -1713,7 +1797,7 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// allocation, without zeroing or copying the unused entries.
     sges: [MaybeUninit<bindings::ib_sge>; MAX_SGE],
     /// Likewise: only the first `nsge` are written, and dropped.
-    bufs: [MaybeUninit<Arc<DmaBuf>>; MAX_SGE],
+    holds: [MaybeUninit<Hold>; MAX_SGE],
     nsge: usize,
     /// For a signaled request of a [`SendChain`](super::send_chain::SendChain)
     /// or of a [`SendBatch`](super::send_batch::SendBatch): the first of the
@@ -1734,6 +1818,35 @@ unsafe impl<H: CompletionHandler> Send for WorkRequest<H> {}
 // `ahead` is never accessed by two threads at once (see its comment).
 unsafe impl<H: CompletionHandler> Sync for WorkRequest<H> {}
 
+/// What keeps the memory of one scatter/gather entry alive and mapped.
+enum Hold {
+    /// A shared buffer, which keeps its own mapping.
+    Buf(Arc<DmaBuf>),
+    /// A page mapped for this request alone, unmapped when it is dropped
+    /// (only held).
+    Page { _mapping: MappedPage },
+}
+
+/// One entry of a scatter/gather list to build a [`WorkRequest`] from.
+pub enum SgEntry {
+    /// A range of a DMA buffer.
+    Buf(Segment),
+    /// A page mapped for the request alone ([`Endpoint::map_page`]).
+    Page(MappedPage),
+}
+
+impl From<Segment> for SgEntry {
+    fn from(seg: Segment) -> Self {
+        Self::Buf(seg)
+    }
+}
+
+impl From<MappedPage> for SgEntry {
+    fn from(page: MappedPage) -> Self {
+        Self::Page(page)
+    }
+}
+
 /// A range of a DMA buffer for a scatter/gather list.
 pub struct Segment {
     /// The buffer.
@@ -1745,45 +1858,55 @@ pub struct Segment {
 }
 
 impl<H: CompletionHandler> WorkRequest<H> {
-    /// Builds a work request over at most [`MAX_SGE`] buffer ranges (an
-    /// array or a vector of them: a single range needs no allocation of
-    /// its own).
-    pub fn new(handler: H, segments: impl IntoIterator<Item = Segment>) -> Result<Arc<Self>> {
+    /// Builds a work request over at most [`MAX_SGE`] buffer ranges or
+    /// mapped pages (an array or a vector of them: a single range needs no
+    /// allocation of its own).
+    pub fn new<E: Into<SgEntry>>(
+        handler: H,
+        segments: impl IntoIterator<Item = E>,
+    ) -> Result<Arc<Self>> {
         Self::try_new(handler, segments.into_iter().map(Ok))
     }
 
-    /// As [`Self::new`], over ranges made as the list is built (pages
-    /// mapped one by one): the first error fails it, and the ranges taken
+    /// A work request without a scatter/gather list (a LOCAL_INV whose
+    /// completion is waited for).
+    pub fn without_sges(handler: H) -> Result<Arc<Self>> {
+        Self::new(handler, core::iter::empty::<SgEntry>())
+    }
+
+    /// As [`Self::new`], over entries made as the list is built (pages
+    /// mapped one by one): the first error fails it, and the entries taken
     /// so far are released.
-    pub fn try_new(
+    pub fn try_new<E: Into<SgEntry>>(
         handler: H,
-        segments: impl IntoIterator<Item = Result<Segment>>,
+        segments: impl IntoIterator<Item = Result<E>>,
     ) -> Result<Arc<Self>> {
         let init = move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is the fresh allocation `Arc::pin_init` made,
             // valid for writes of a `Self` and not shared yet; every pointer
             // below is derived from it, within the fields it names.
             unsafe {
-                let bufs = addr_of_mut!((*slot).bufs).cast::<Arc<DmaBuf>>();
+                let holds = addr_of_mut!((*slot).holds).cast::<Hold>();
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
                 let mut nsge = 0;
                 for (i, seg) in segments.into_iter().enumerate() {
-                    let sge = match seg {
-                        Ok(seg) if i < MAX_SGE => Self::sge_of(&seg).map(|sge| (sge, seg)),
+                    // An entry beyond the list is dropped (a page unmapped).
+                    let entry = match seg {
+                        Ok(seg) if i < MAX_SGE => Self::entry(seg.into()),
                         Ok(_) => Err(EINVAL),
                         Err(e) => Err(e),
                     };
-                    match sge {
-                        Ok((sge, seg)) => {
+                    match entry {
+                        Ok((sge, hold)) => {
                             sges.add(i).write(sge);
-                            bufs.add(i).write(seg.buf);
+                            holds.add(i).write(hold);
                             nsge = i + 1;
                         }
                         Err(e) => {
                             // The slot counts as uninitialised on an error:
-                            // release the buffers taken so far.
+                            // release the buffers and pages taken so far.
                             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
-                                bufs, nsge,
+                                holds, nsge,
                             ));
                             return Err(e);
                         }
@@ -1799,7 +1922,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             Ok(())
         };
         // SAFETY: On `Ok` the closure initialised every field:
-        // `bufs[..nsge]` and `sges[..nsge]` (the rest is `MaybeUninit`),
+        // `holds[..nsge]` and `sges[..nsge]` (the rest is `MaybeUninit`),
         // `cqe` with `done::<H>`, `nsge <= MAX_SGE` and `handler`. On an
         // error it dropped what it had written. Nothing is pinned in a way
         // the writes could break: the slot is not yet shared.
@@ -1807,15 +1930,21 @@ impl<H: CompletionHandler> WorkRequest<H> {
         Arc::pin_init(unsafe { pin_init_from_closure(init) }, GFP_KERNEL)
     }
 
-    /// The scatter/gather entry of `seg`, after checking that the range
-    /// lies within its buffer.
-    fn sge_of(seg: &Segment) -> Result<bindings::ib_sge> {
-        seg.buf.range(seg.offset, seg.len)?;
-        Ok(bindings::ib_sge {
-            addr: seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?,
-            length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
-            lkey: seg.buf.lkey(),
-        })
+    /// The scatter/gather entry of `entry` and what holds its memory,
+    /// after checking that a buffer's range lies within it.
+    fn entry(entry: SgEntry) -> Result<(bindings::ib_sge, Hold)> {
+        match entry {
+            SgEntry::Buf(seg) => {
+                seg.buf.range(seg.offset, seg.len)?;
+                let sge = bindings::ib_sge {
+                    addr: seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?,
+                    length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
+                    lkey: seg.buf.lkey(),
+                };
+                Ok((sge, Hold::Buf(seg.buf)))
+            }
+            SgEntry::Page(page) => Ok((page.sge(), Hold::Page { _mapping: page })),
+        }
     }
 
     /// Links `next` as the request whose completion comes with this one's
@@ -1843,12 +1972,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
         unsafe { (*self.ahead.get()).clone() }
     }
 
-    /// The buffers of the scatter/gather list.
-    fn bufs(&self) -> &[Arc<DmaBuf>] {
+    /// What holds the memory of each scatter/gather entry.
+    fn holds(&self) -> &[Hold] {
         let n = self.nsge.min(MAX_SGE);
-        // SAFETY: `bufs[..nsge]` are initialised and `nsge <= MAX_SGE`
+        // SAFETY: `holds[..nsge]` are initialised and `nsge <= MAX_SGE`
         // (type invariant).
-        unsafe { core::slice::from_raw_parts(self.bufs.as_ptr().cast::<Arc<DmaBuf>>(), n) }
+        unsafe { core::slice::from_raw_parts(self.holds.as_ptr().cast::<Hold>(), n) }
+    }
+
+    /// The shared buffers of the scatter/gather list (not its pages).
+    fn bufs(&self) -> impl Iterator<Item = &Arc<DmaBuf>> {
+        self.holds().iter().filter_map(|h| match h {
+            Hold::Buf(b) => Some(b),
+            Hold::Page { .. } => None,
+        })
     }
 
     /// The scatter/gather list, for a work request's `sg_list`.
@@ -1888,7 +2025,11 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     fn dirs_to_device(&self) -> bool {
-        self.bufs().iter().any(|b| b.dir == DmaDir::ToDevice)
+        self.holds().iter().any(|h| match h {
+            Hold::Buf(b) => b.dir == DmaDir::ToDevice,
+            // Mapped for the device to read.
+            Hold::Page { .. } => true,
+        })
     }
 
     /// For an RDMA Read into a remotely writable sink: the key to
@@ -1897,7 +2038,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// anyway) and follow a registration (the Read consumes it), so a key
     /// is never used twice.
     fn remote_sink(&self) -> Result<Option<u32>> {
-        let mut remote = self.bufs().iter().filter(|b| b.sink_registers_per_use());
+        let mut remote = self.bufs().filter(|b| b.sink_registers_per_use());
         let Some(b) = remote.next() else {
             return Ok(None);
         };
@@ -1920,9 +2061,13 @@ impl<H: CompletionHandler> WorkRequest<H> {
         }
     }
 
-    /// The `i`th buffer of the scatter/gather list.
+    /// The buffer of the `i`th scatter/gather entry, if it is a buffer's
+    /// range (not a mapped page).
     pub fn buf(&self, i: usize) -> Option<&Arc<DmaBuf>> {
-        self.bufs().get(i)
+        match self.holds().get(i) {
+            Some(Hold::Buf(b)) => Some(b),
+            _ => None,
+        }
     }
 }
 
@@ -1930,13 +2075,13 @@ impl<H: CompletionHandler> WorkRequest<H> {
 impl<H: CompletionHandler> PinnedDrop for WorkRequest<H> {
     fn drop(self: Pin<&mut Self>) {
         let n = self.nsge.min(MAX_SGE);
-        // SAFETY: `bufs[..nsge]` are initialised (type invariant) and
+        // SAFETY: `holds[..nsge]` are initialised (type invariant) and
         // dropped once, here; nothing reads them after. Nothing is moved:
-        // `bufs` is not structurally pinned and is dropped in place.
+        // `holds` is not structurally pinned and is dropped in place.
         unsafe {
             let this = Pin::into_inner_unchecked(self);
             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
-                this.bufs.as_mut_ptr().cast::<Arc<DmaBuf>>(),
+                this.holds.as_mut_ptr().cast::<Hold>(),
                 n,
             ));
         }

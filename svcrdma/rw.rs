@@ -38,8 +38,8 @@ use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, Endpoint, PageRef, Segment as SgSegment, SendOp, WorkCompletion,
-    WorkRequest, MAX_SGE,
+    CompletionHandler, DmaBuf, Endpoint, PageRef, Segment as SgSegment, SendOp, SgEntry,
+    WorkCompletion, WorkRequest, MAX_SGE,
 };
 use kernel::alloc::KVec;
 use kernel::new_spinlock_irq;
@@ -535,7 +535,7 @@ impl Io<'_> {
         &self,
         chain: &mut SendChain<SqHandler>,
         cache: Option<(Arc<BufCache>, usize)>,
-        sgl: impl IntoIterator<Item = Result<SgSegment>>,
+        sgl: impl IntoIterator<Item = Result<impl Into<SgEntry>>>,
         op: SendOp,
     ) -> Result {
         let sq = self.sq.clone();
@@ -791,7 +791,8 @@ impl Io<'_> {
                 rqst.read_res_into_buf(at, buf, 0, len)
             });
         }
-        let mut pages = KVec::new();
+        // The pages of one piece at a time: at most `sges`.
+        let mut pages = KVec::with_capacity(sges.min(MAX_SGE), GFP_KERNEL)?;
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
             let p = p.map_err(piece_error)?;
@@ -799,14 +800,11 @@ impl Io<'_> {
             let len = u32::try_from(p.len)?;
             if rqst.res_pages(at, len, sges, &mut pages)? {
                 let n = pages.len() as u64;
-                // Each page is mapped as the work request takes it.
-                let sgl = pages.drain_all().map(|(page, off, l)| {
-                    Ok(SgSegment {
-                        buf: self.ep.map_page(page, off, l)?,
-                        offset: 0,
-                        len: l,
-                    })
-                });
+                // Each page is mapped as the work request takes it, for
+                // that request alone (no allocation per page).
+                let sgl = pages
+                    .drain_all()
+                    .map(|(page, off, l)| self.ep.map_page(page, off, l));
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
                 self.queue_wr(chain, None, sgl, write_op(&p))?;

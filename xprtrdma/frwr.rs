@@ -349,7 +349,7 @@ impl Conn {
         for key in rest {
             post_local_inv::<SendDone>(&self.ep, *key, None)?;
         }
-        post_local_inv(&self.ep, *last, Some(WorkRequest::new(done, KVec::new())?))?;
+        post_local_inv(&self.ep, *last, Some(WorkRequest::without_sges(done)?))?;
         add(&self.stats.local_inv_needed, keys.len() as u64);
         Ok(())
     }

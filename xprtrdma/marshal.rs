@@ -15,7 +15,7 @@ use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::pieces::page_spans;
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
 use crate::rust::trace::{self, ChunkType};
-use crate::rust::verbs::Segment as SgSegment;
+use crate::rust::verbs::MappedPage;
 use crate::rust::xprt::{post_send_after_regs, Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
@@ -404,7 +404,7 @@ impl Conn {
         &self,
         rqst: &Rqst<'_>,
         snd: &XdrBufShape,
-    ) -> Result<Option<KVec<SgSegment>>> {
+    ) -> Result<Option<KVec<MappedPage>>> {
         if snd.page_len < MAP_PAGES_MIN {
             return Ok(None);
         }
@@ -421,15 +421,7 @@ impl Conn {
                 .checked_add(u32::try_from(span.page).map_err(|_| EINVAL)?)
                 .ok_or(EINVAL)?;
             let page = rqst.send_page(index).ok_or(EINVAL)?;
-            let buf = self.ep.map_page(page, span.offset, span.len)?;
-            pages.push(
-                SgSegment {
-                    buf,
-                    offset: 0,
-                    len: span.len,
-                },
-                GFP_KERNEL,
-            )?;
+            pages.push(self.ep.map_page(page, span.offset, span.len)?, GFP_KERNEL)?;
         }
         Ok(Some(pages))
     }

@@ -7,7 +7,8 @@ use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
 use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Segment as SgSegment, WorkCompletion, WorkRequest,
+    CompletionHandler, DmaBuf, DmaDir, MappedPage, Segment as SgSegment, SgEntry, WorkCompletion,
+    WorkRequest,
 };
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -105,7 +106,7 @@ impl Conn {
         &self,
         this: &Arc<Self>,
         slots: u32,
-        pages: KVec<SgSegment>,
+        pages: KVec<MappedPage>,
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
         let pooled = self.send_bufs.lock().pop();
@@ -136,7 +137,7 @@ impl Conn {
         let (first, tail) = parts;
         let mut len = first.checked_add(tail).ok_or(EINVAL)?;
         for page in pages.iter() {
-            len = len.checked_add(page.len).ok_or(EINVAL)?;
+            len = len.checked_add(page.len()).ok_or(EINVAL)?;
         }
         let head = SgSegment {
             buf: buf.clone(),
@@ -150,7 +151,13 @@ impl Conn {
         });
         // Header and head, the mapped pages, the tail: no allocation for
         // the list itself.
-        let segs = Iterator::chain(Iterator::chain(core::iter::once(head), pages), tail);
+        let segs = Iterator::chain(
+            Iterator::chain(
+                core::iter::once(SgEntry::from(head)),
+                pages.into_iter().map(SgEntry::from),
+            ),
+            tail.map(SgEntry::from),
+        );
         let wr = WorkRequest::new(
             SendDone {
                 conn: this.clone(),
