@@ -245,7 +245,7 @@ run_client() {
         fi
     fi
     # Last: it renames the host and starts rpc.gssd.
-    has_phase krb5 && krb5_check $MNT
+    has_krb5 && krb5_check $MNT
 }
 
 # The registration cache's debugfs view: hits when the cache is on; RDMA
