@@ -7,7 +7,10 @@
 # '-' for none] [LONG_ENTRIES] [SERVER_MOD rust|c] [CLIENT_MOD c|rust]
 # [SERVER_PARAMS, '+' between, e.g. svc_buf_cache=0+max_requests=32]
 # [PARITY: phases of scripts/guest/parity.sh, '+' between: acl, nconnect,
-# limits, krb5; '-' for none]
+# limits, krb5, krb5-once; '-' for none] [EXTRAS, '+' between: devremove
+# (the server's device removed under a mount, then a mount through an
+# address added meanwhile; a project server only), ipv6 (a mount over the
+# IPv6 listener); default both, '-' for none]
 SIZE=${1:-256}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 EXTRA_OPTS=$(echo "${3:--}" | tr '+' ',' | sed 's/^-$//')   # '-': none
@@ -16,6 +19,7 @@ SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 CLIENT_MOD=${6:-c}        # 'rust': our client too (rust-rust interop)
 SERVER_PARAMS=$(echo "${7:--}" | tr '+' ' ' | sed 's/^-$//')   # rpcrdma_rs.ko params on the server
 PARITY=$(echo "${8:--}" | tr '+' ' ' | sed 's/^-$//')
+EXTRAS=" $(echo "${9:-devremove+ipv6}" | tr '+' ' ') "
 . "$REPO_ROOT/scripts/guest/parity.sh"
 MNT=/tmp/mnt
 # The address the server adds while listening (server_device_removal).
@@ -141,7 +145,7 @@ run_server() {
     fi
     mkdir -p "$EXPORT" && echo "delegate me" > "$EXPORT/deleg.dat"
     deleg_server &
-    [ "$SERVER_MOD" = rust ] && devremove_server &
+    [ "$SERVER_MOD" = rust ] && case $EXTRAS in *" devremove "*) devremove_server & ;; esac
     parity_server_prepare
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
     parity_server_export
@@ -226,10 +230,10 @@ run_client() {
     has_phase acl && { acl_check 3 $MNT; acl_check 4.2 $MNT; }
     has_phase nconnect && nconnect_check $MNT
     has_phase limits && limits_check $MNT
-    [ "$SERVER_MOD" = rust ] && server_device_removal
+    [ "$SERVER_MOD" = rust ] && case $EXTRAS in *" devremove "*) server_device_removal ;; esac
     # The IPv6 listener (nfsd creates one per address family). nfs_mount
     # insists on proto=rdma; over IPv6 the netid is rdma6.
-    if [ -n "$SERVER_IP6" ]; then
+    if [ -n "$SERVER_IP6" ] && case $EXTRAS in *" ipv6 "*) true ;; *) false ;; esac; then
         mkdir -p $MNT
         if timeout 90 mount -t nfs -o "vers=4.2,proto=rdma6,port=$NFS_RDMA_PORT,retry=0" "[$SERVER_IP6]:/" $MNT 2>&1; then
             _line=$(awk -v m="$MNT" '$2 == m && $3 ~ /^nfs/' /proc/mounts | tail -n 1)
