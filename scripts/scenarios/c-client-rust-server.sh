@@ -19,7 +19,8 @@ SERVER_MOD=${5:-rust}     # 'c': the in-tree C server instead, for comparison
 CLIENT_MOD=${6:-c}        # 'rust': our client too (rust-rust interop)
 SERVER_PARAMS=$(echo "${7:--}" | tr '+' ' ' | sed 's/^-$//')   # rpcrdma_rs.ko params on the server
 PARITY=$(echo "${8:--}" | tr '+' ' ' | sed 's/^-$//')
-EXTRAS=" $(echo "${9:-devremove+ipv6}" | tr '+' ' ') "
+EXTRAS=$(echo "${9:-devremove+ipv6}" | tr '+' ' ')
+has_extra() { case " $EXTRAS " in *" $1 "*) return 0 ;; esac; return 1; }
 . "$REPO_ROOT/scripts/guest/parity.sh"
 MNT=/tmp/mnt
 # The address the server adds while listening (server_device_removal).
@@ -145,7 +146,7 @@ run_server() {
     fi
     mkdir -p "$EXPORT" && echo "delegate me" > "$EXPORT/deleg.dat"
     deleg_server &
-    [ "$SERVER_MOD" = rust ] && case $EXTRAS in *" devremove "*) devremove_server & ;; esac
+    [ "$SERVER_MOD" = rust ] && has_extra devremove && devremove_server &
     parity_server_prepare
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
     parity_server_export
@@ -230,10 +231,10 @@ run_client() {
     has_phase acl && { acl_check 3 $MNT; acl_check 4.2 $MNT; }
     has_phase nconnect && nconnect_check $MNT
     has_phase limits && limits_check $MNT
-    [ "$SERVER_MOD" = rust ] && case $EXTRAS in *" devremove "*) server_device_removal ;; esac
+    [ "$SERVER_MOD" = rust ] && has_extra devremove && server_device_removal
     # The IPv6 listener (nfsd creates one per address family). nfs_mount
     # insists on proto=rdma; over IPv6 the netid is rdma6.
-    if [ -n "$SERVER_IP6" ] && case $EXTRAS in *" ipv6 "*) true ;; *) false ;; esac; then
+    if [ -n "$SERVER_IP6" ] && has_extra ipv6; then
         mkdir -p $MNT
         if timeout 90 mount -t nfs -o "vers=4.2,proto=rdma6,port=$NFS_RDMA_PORT,retry=0" "[$SERVER_IP6]:/" $MNT 2>&1; then
             _line=$(awk -v m="$MNT" '$2 == m && $3 ~ /^nfs/' /proc/mounts | tail -n 1)
