@@ -38,6 +38,8 @@
 #   it, then under perf record --switch-events; the raw dumps go to the
 #   results directory as idle-CFG-JOB.*, for scripts/bench-idle/*.py);
 #   3 runs both the idle probe and the profile.
+#   4 (a bit: 5 adds it to the profile, 7 to both) counts each job's slab
+#   allocations per I/O by the function that made them (kmem tracepoints).
 #
 # One INFO line per config and repetition, the mount's sizes:
 #   icount-mount cfg=<c> rep=<n> rsize=<n> wsize=<n>
@@ -66,6 +68,12 @@
 #     connection's MR pool: iWARP);
 #   svc_hits, svc_misses: svc_registration_cache's "hits" and "misses"
 #     (every class: Send, Write and Read buffers);
+# and for every config the RDMA device's packets during the job, per fio
+# I/O (hw_counters of rxe or siw, every device summed; client and server
+# share the guest, so each packet is counted sent once and received once):
+#   icount-wire cfg=<c> rep=<n> job=<j> ios=<n> sent_pkts_per_io=<n>
+#     rcvd_pkts_per_io=<n> rdma_sends_per_io=<n> rdma_recvs_per_io=<n>
+#     ctxt_per_io=<n> (the guest's context switches, /proc/stat "ctxt")
 # and with PROFILE 1 or 3, per config, profile (1m, 4k) and category, then
 # the profile's coverage (the non-idle time sampled, against the time fio
 # measured for its jobs):
@@ -196,17 +204,42 @@ reg_counters() {
         END { printf "%d %d %d %d %d %d %d %d\n", reg, inv, rinv, hits, miss, sreg, shit, smiss }' $_files
 }
 
+# wire_counters: the RDMA device's packet counters so far, summed over every
+# device in the guest (rxe or siw: whichever carries the mount), from
+# hw_counters, and the guest's context switches (/proc/stat "ctxt"):
+# "sent_pkts rcvd_pkts rdma_sends rdma_recvs ctxt". Nothing when the device
+# keeps no such counters.
+wire_counters() {
+    _hw=$(ls -d /sys/class/infiniband/*/ports/*/hw_counters 2>/dev/null)
+    [ -n "$_hw" ] || return 0
+    {
+        for _d in $_hw; do
+            for _n in sent_pkts rcvd_pkts rdma_sends rdma_recvs; do
+                printf '%s %s\n' "$_n" "$(cat "$_d/$_n" 2>/dev/null || echo 0)"
+            done
+        done
+        grep '^ctxt ' /proc/stat
+    } | awk '{ c[$1] += $2 } END { printf "%d %d %d %d %d\n", c["sent_pkts"], c["rcvd_pkts"], c["rdma_sends"], c["rdma_recvs"], c["ctxt"] }'
+}
+
 # run_jobs CFG REP: the three jobs, writing first (the reads read its file).
 run_jobs() {
     for _spec in $JOBS; do
         IFS=: read -r _j _rw _bs _qd _io <<EOF
 $_spec
 EOF
-        _c0=$(reg_counters)
+        _c0=$(reg_counters) _w0=$(wire_counters)
         if _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io"); then
-            _c1=$(reg_counters)
+            _c1=$(reg_counters) _w1=$(wire_counters)
             set -- "$1" "$2" $_res
             info "icount cfg=$1 rep=$2 job=$_j MBps=$3 IOPS=$4 idle_pct=$5 ms=$7"
+            if [ -n "$_w0" ] && [ -n "$_w1" ] && [ "$6" -gt 0 ]; then
+                info "icount-wire cfg=$1 rep=$2 job=$_j ios=$6 $(printf '%s\n%s\n' "$_w0" "$_w1" | awk -v ios="$6" '
+                    { for (i = 1; i <= NF; i++) c[NR, i] = $i }
+                    END { printf "sent_pkts_per_io=%.2f rcvd_pkts_per_io=%.2f rdma_sends_per_io=%.2f rdma_recvs_per_io=%.2f ctxt_per_io=%.2f",
+                        (c[2, 1] - c[1, 1]) / ios, (c[2, 2] - c[1, 2]) / ios, (c[2, 3] - c[1, 3]) / ios, (c[2, 4] - c[1, 4]) / ios,
+                        (c[2, 5] - c[1, 5]) / ios }')"
+            fi
             if [ -n "$_c0" ] && [ -n "$_c1" ]; then
                 info "icount-regs cfg=$1 rep=$2 job=$_j ios=$6 $(printf '%s\n%s\n' "$_c0" "$_c1" | awk '
                     { for (i = 1; i <= NF; i++) c[NR, i] = $i }
@@ -304,6 +337,49 @@ profile() {
         perf_jobs "$1" 4k "prof-4k:randread:4k:32:$((SIZE * 128))k" && pass "profile-$1"
 }
 
+# alloc_census CFG: each job once more with the slab allocation tracepoints
+# on (kmem:kmalloc, kmem:kmem_cache_alloc), counting allocations per fio I/O
+# by the function that asked (ftrace resolves call_site itself; Rust names
+# demangled and their crate hashes dropped):
+#   icount-alloc cfg=<c> job=<j> ios=<n> site=<function> per_io=<n>
+# for every site at 0.05 per I/O or more, and site=TOTAL for all of them.
+# Guest time is not measured here: tracing costs instructions.
+alloc_census() {
+    [ -d $TRACEFS/events ] || mount -t tracefs tracefs $TRACEFS 2>/dev/null
+    _ev="$TRACEFS/events/kmem/kmalloc/enable $TRACEFS/events/kmem/kmem_cache_alloc/enable"
+    for _e in $_ev; do
+        [ -w "$_e" ] || { fail "alloc-census-$1" "no kmem tracepoints ($_e)"; return 1; }
+    done
+    for _spec in $JOBS; do
+        IFS=: read -r _j _rw _bs _qd _io <<EOF
+$_spec
+EOF
+        echo 0 > $TRACEFS/tracing_on; : > $TRACEFS/trace
+        echo 65536 > $TRACEFS/buffer_size_kb
+        for _e in $_ev; do echo 1 > "$_e"; done
+        echo 1 > $TRACEFS/tracing_on
+        _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io")
+        echo 0 > $TRACEFS/tracing_on
+        for _e in $_ev; do echo 0 > "$_e"; done
+        [ -n "$_res" ] || { fail "alloc-census-$1-$_j" "fio failed"; return 1; }
+        set -- "$1" $_res
+        _ios=$5
+        _lost=$(grep -c 'LOST' $TRACEFS/trace)
+        # call_site=<symbol>+<offset>/<size> [module]: one count per function
+        sed -n 's/.*call_site=\([^ +]*\).*/\1/p' $TRACEFS/trace |
+            { command -v c++filt >/dev/null && c++filt || cat; } |
+            sed 's/\[[0-9a-f]*\]//g; s/ /_/g' | sort | uniq -c | sort -rn |
+            awk -v cfg="$1" -v j="$_j" -v ios="$_ios" '{ t += $1; if ($1 / ios >= 0.05) printf "icount-alloc cfg=%s job=%s ios=%d site=%s per_io=%.2f\n", cfg, j, ios, $2, $1 / ios }
+                END { printf "icount-alloc cfg=%s job=%s ios=%d site=TOTAL per_io=%.2f\n", cfg, j, ios, t / ios }' |
+            while read -r _l; do info "$_l"; done
+        [ "$_lost" = 0 ] || info "icount-alloc-lost cfg=$1 job=$_j events_lost_lines=$_lost"
+        : > $TRACEFS/trace
+        set -- "$1"
+    done
+    echo 1408 > $TRACEFS/buffer_size_kb
+    pass "alloc-census-$1"
+}
+
 # idle_snap TAG FILE: counters that tell idle from busy, appended to FILE.
 idle_snap() {
     {
@@ -351,11 +427,11 @@ case $ROLE in
     *) fail bench-icount "runs in one VM: scripts/vm --icount bench-icount ..."; return 1 ;;
 esac
 say "bench-icount: configs $CONFIGS, $REPS repetitions, ${SIZE} MiB, profile $PROFILE"
-case $PROFILE in 2|3)
+if [ $((PROFILE & 2)) != 0 ]; then
     for _c in $CONFIGS; do
         use_config "$_c" && idle_probe "$_c"
-    done ;;
-esac
+    done
+fi
 _rep=1
 while [ $_rep -le "$REPS" ]; do
     for _c in $CONFIGS; do
@@ -368,9 +444,14 @@ while [ $_rep -le "$REPS" ]; do
     done
     _rep=$((_rep + 1))
 done
-if [ "$PROFILE" = 1 ] || [ "$PROFILE" = 3 ]; then
+if [ $((PROFILE & 1)) != 0 ]; then
     for _c in $CONFIGS; do
         use_config "$_c" && profile "$_c"
+    done
+fi
+if [ $((PROFILE & 4)) != 0 ]; then
+    for _c in $CONFIGS; do
+        use_config "$_c" && alloc_census "$_c"
     done
 fi
 mountpoint -q $MNT && nfs_umount $MNT
