@@ -487,16 +487,10 @@ impl Rqst {
     /// request releases after the reply (`rq_respages .. rq_next_page`,
     /// which `svc_rqst_release_pages` puts and the next request refills
     /// with new pages, so a page referenced here is never reused for
-    /// another reply while the Write is in flight); `Ok(false)` otherwise,
-    /// with `out` empty.
-    pub fn res_pages(
-        &self,
-        offset: u32,
-        len: u32,
-        max: usize,
-        out: &mut KVec<(PageRef, usize, usize)>,
-    ) -> Result<bool> {
-        out.clear();
+    /// another reply while the Write is in flight); `None` otherwise. The
+    /// pages are checked here and taken one by one as the work request is
+    /// built: no list is allocated for them.
+    pub fn res_pages(&self, offset: u32, len: u32, max: usize) -> Option<ResPages<'_>> {
         // SAFETY: By the type invariant `ptr` is live; sunrpc does not
         // change the Reply while it is being sent.
         let r = unsafe { &*self.ptr.as_ptr() };
@@ -506,32 +500,32 @@ impl Rqst {
         let (offset, len) = (u64::from(offset), u64::from(len));
         let pages_end = head + u64::from(res.page_len);
         if len == 0 || offset < head || offset + len > pages_end || res.pages.is_null() {
-            return Ok(false);
+            return None;
         }
-        let mut at = offset - head + u64::from(res.page_base);
+        let at = offset - head + u64::from(res.page_base);
         let end = at + len;
-        let (lo, hi) = (r.rq_respages.cast_const(), r.rq_next_page.cast_const());
-        while at < end {
-            let (index, off) = (at / page, at % page);
-            let l = (page - off).min(end - at);
-            // SAFETY: The page array covers `page_base + page_len` bytes and
-            // `at` is below that.
-            let slot = unsafe { res.pages.add(index as usize) }.cast_const();
-            if out.len() >= max || slot < lo || slot >= hi {
-                out.clear();
-                return Ok(false);
-            }
-            // SAFETY: `slot` is an entry of the page array (above).
-            let Some(p) = NonNull::new(unsafe { *slot }) else {
-                out.clear();
-                return Ok(false);
-            };
-            // SAFETY: A page of the live request.
-            let held = unsafe { PageRef::get(p.cast()) };
-            out.push((held, off as usize, l as usize), GFP_KERNEL)?;
-            at += l;
+        let (first, last) = (at / page, (end - 1) / page);
+        let count = usize::try_from(last - first + 1).ok()?;
+        if count > max {
+            return None;
         }
-        Ok(true)
+        let (lo, hi) = (r.rq_respages.cast_const(), r.rq_next_page.cast_const());
+        for index in first..=last {
+            // SAFETY: The page array covers `page_base + page_len` bytes and
+            // `index` is a page below that.
+            let slot = unsafe { res.pages.add(index as usize) }.cast_const();
+            // SAFETY: `slot` is an entry of the page array (above).
+            if slot < lo || slot >= hi || unsafe { *slot }.is_null() {
+                return None;
+            }
+        }
+        // INVARIANT: every page of `[at, end)` was checked just above.
+        Some(ResPages {
+            rqst: self,
+            at,
+            end,
+            count,
+        })
     }
 
     /// Copies Reply bytes at `offset` into `dst`.
@@ -1110,5 +1104,52 @@ impl<T: SvcTransport> Drop for Registration<T> {
         // holds a module reference per transport of the class, so none is
         // left when the module is being unloaded.
         unsafe { svc_class::unregister() };
+    }
+}
+
+/// The pages of a Reply's byte range, from [`Rqst::res_pages`]: each as a
+/// new reference with its byte range in the page.
+///
+/// # Invariants
+///
+/// Every page of `[at, end)` of `rqst`'s `rq_res` page list (offsets from
+/// its first page) is a non-null entry within `rq_respages ..
+/// rq_next_page`; `count` is how many pages that range spans.
+pub struct ResPages<'a> {
+    rqst: &'a Rqst,
+    at: u64,
+    end: u64,
+    count: usize,
+}
+
+impl ResPages<'_> {
+    /// How many pages the range spans (the entries the iterator yields).
+    pub fn count_pages(&self) -> usize {
+        self.count
+    }
+}
+
+impl Iterator for ResPages<'_> {
+    type Item = Result<(PageRef, usize, usize)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.end {
+            return None;
+        }
+        let page = kernel::page::PAGE_SIZE as u64;
+        let (index, off) = (self.at / page, self.at % page);
+        let l = (page - off).min(self.end - self.at);
+        self.at += l;
+        // SAFETY: By the type invariant `ptr` is live, and sunrpc does not
+        // change the Reply while it is being sent.
+        let res = unsafe { &(*self.rqst.ptr.as_ptr()).rq_res };
+        // SAFETY: By the type invariant the entry of this page is within
+        // the page array and not null.
+        let Some(p) = NonNull::new(unsafe { *res.pages.add(index as usize) }) else {
+            return Some(Err(EINVAL));
+        };
+        // SAFETY: A page of the live request.
+        let held = unsafe { PageRef::get(p.cast()) };
+        Some(Ok((held, off as usize, l as usize)))
     }
 }

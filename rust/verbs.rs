@@ -817,24 +817,36 @@ impl Endpoint {
 pub const RECV_BATCH_MAX: usize = 16;
 
 impl Endpoint {
-    /// Posts several Receives with one `ib_post_recv` call (one doorbell).
-    /// On failure the ones after the first that failed were not posted
-    /// and their references are released here.
-    pub fn post_recv_batch<H: CompletionHandler>(&self, wrs: &[Arc<WorkRequest<H>>]) -> Result {
-        let n = wrs.len();
+    /// Posts several Receives, at most [`RECV_BATCH_MAX`], with one
+    /// `ib_post_recv` call (one doorbell); the caller need not gather them
+    /// in a list of its own. On failure the ones after the first that
+    /// failed were not posted and their references are released here.
+    pub fn post_recv_batch<'a, H: CompletionHandler + 'a>(
+        &self,
+        wrs: impl IntoIterator<Item = &'a Arc<WorkRequest<H>>>,
+    ) -> Result {
+        // Every request checked before any reference is handed over.
+        let mut taken: [Option<&Arc<WorkRequest<H>>>; RECV_BATCH_MAX] = [None; RECV_BATCH_MAX];
+        let mut n = 0;
+        for wr in wrs {
+            let slot = taken.get_mut(n).ok_or(EINVAL)?;
+            if wr.dirs_to_device() || i32::try_from(wr.nsge).is_err() {
+                return Err(EINVAL);
+            }
+            *slot = Some(wr);
+            n += 1;
+        }
         if n == 0 {
             return Ok(());
-        }
-        if n > RECV_BATCH_MAX || wrs.iter().any(|wr| wr.dirs_to_device()) {
-            return Err(EINVAL);
         }
         let mut raws = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
         let mut cqes = [core::ptr::null_mut::<bindings::ib_cqe>(); RECV_BATCH_MAX];
         let mut sges = [core::ptr::null::<bindings::ib_sge>(); RECV_BATCH_MAX];
         let mut nsges = [0i32; RECV_BATCH_MAX];
-        for (i, wr) in wrs.iter().enumerate() {
-            let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
-            let raw = Arc::into_raw(wr.clone());
+        for (i, wr) in taken.iter().take(n).flatten().copied().enumerate() {
+            // Checked above: never the fallback.
+            let nsge = i32::try_from(wr.nsge).unwrap_or(0);
+            let raw = Arc::into_raw(Arc::clone(wr));
             live::inc(live::Kind::PostedWr);
             // SAFETY: `raw` came from `into_raw` above: live until the
             // reference is consumed by the completion or reclaimed below.

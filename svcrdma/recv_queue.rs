@@ -225,15 +225,12 @@ impl Conn {
                 n
             }
         };
-        let mut wrs = KVec::new();
-        for slot in batch.iter().take(n) {
-            if let Some(wr) = s.recvs.get(*slot) {
-                if wrs.push(wr.clone(), GFP_KERNEL).is_err() {
-                    break;
-                }
-            }
-        }
-        if wrs.len() != n || s.ep.post_recv_batch(&wrs).is_err() {
+        let slots = batch.get(..n).unwrap_or(&[]);
+        // Posted straight from the connection's Receives: no list of
+        // references is built for the batch.
+        let known = slots.iter().all(|slot| s.recvs.get(*slot).is_some());
+        let wrs = slots.iter().filter_map(|slot| s.recvs.get(*slot));
+        if !known || s.ep.post_recv_batch(wrs).is_err() {
             crate::pr_warn_ratelimited!(
                 "svcrdma: cannot repost {} receives; closing the connection\n",
                 n

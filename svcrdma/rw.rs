@@ -792,19 +792,21 @@ impl Io<'_> {
             });
         }
         // The pages of one piece at a time: at most `sges`.
-        let mut pages = KVec::with_capacity(sges.min(MAX_SGE), GFP_KERNEL)?;
+        let sges = sges.min(MAX_SGE);
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
             let p = p.map_err(piece_error)?;
             let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
             let len = u32::try_from(p.len)?;
-            if rqst.res_pages(at, len, sges, &mut pages)? {
-                let n = pages.len() as u64;
-                // Each page is mapped as the work request takes it, for
-                // that request alone (no allocation per page).
-                let sgl = pages
-                    .drain_all()
-                    .map(|(page, off, l)| self.ep.map_page(page, off, l));
+            if let Some(pages) = rqst.res_pages(at, len, sges) {
+                let n = pages.count_pages() as u64;
+                // Each page is taken and mapped as the work request is
+                // built, for that request alone (no allocation per page or
+                // for the list).
+                let sgl = pages.map(|page| {
+                    let (page, off, l) = page?;
+                    self.ep.map_page(page, off, l)
+                });
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
                 self.queue_wr(chain, None, sgl, write_op(&p))?;

@@ -19,7 +19,7 @@
 //! request is posted, so [`Conn::shutdown`] drains the queue pair, after
 //! which no handler reposts and the last reference frees everything.
 
-use super::reg::Reg;
+use super::reg::RegList;
 use super::regcache::CacheState;
 use super::reply::RecvDone;
 use super::send_buf::{SendDone, SendSlots};
@@ -39,10 +39,23 @@ use kernel::sync::{Arc, Completion, SpinLock};
 pub(super) struct Pending {
     pub(super) xid: u32,
     pub(super) key: usize,
-    pub(super) regs: KVec<Reg>,
+    pub(super) regs: RegList,
     /// Bytes offered to the server: the Write chunk and the Reply chunk.
     /// A reply claiming more was not written where we registered.
     pub(super) offered: Offered,
+}
+
+/// Takes entry `pos` of the pending list, moving the last entry into its
+/// place: the list is searched by xid or key, never by order, and a
+/// removal that kept the order would shift every entry after it (up to a
+/// credit window of them, for each reply).
+pub(super) fn take_at(pending: &mut KVec<Pending>, pos: usize) -> Option<Pending> {
+    let last = pending.len().checked_sub(1)?;
+    if pos > last {
+        return None;
+    }
+    pending.swap(pos, last);
+    pending.pop()
 }
 
 /// What a request registered for the server to write into.

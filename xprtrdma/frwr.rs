@@ -7,8 +7,10 @@
 //! `fmr_dirty_watermark` is set; revocation of everything when an MR
 //! cannot be invalidated.
 
-use super::conn::Conn;
-use super::reg::{add, counters, Reg, Segs, Span, Strategy, StrategyCounters, DIRTY_FLUSH_MS};
+use super::conn::{take_at, Conn, Pending};
+use super::reg::{
+    add, counters, Reg, RegList, Segs, Span, Strategy, StrategyCounters, DIRTY_FLUSH_MS,
+};
 use super::send_buf::{SendDone, SLOTS_PER_MR};
 use super::transport::bump;
 use crate::proto::msg::Segment;
@@ -151,7 +153,7 @@ impl Conn {
         &self,
         rqst: &Rqst<'_>,
         span: Span,
-        regs: &mut KVec<Reg>,
+        regs: &mut RegList,
         segs: &mut Segs,
     ) -> Result {
         match self.settings.strategy {
@@ -166,7 +168,7 @@ impl Conn {
         &self,
         rqst: &Rqst<'_>,
         span: Span,
-        regs: &mut KVec<Reg>,
+        regs: &mut RegList,
         segs: &mut Segs,
     ) -> Result {
         // A range of pool MRs (with `memreg=cache`, a head or tail part).
@@ -200,7 +202,7 @@ impl Conn {
             trace::xprtrdma_mr_fastreg(rqst, &mr);
             let s = mr.segment();
             segs.push(Segment::new(s.handle, s.length, s.offset))?;
-            regs.push(Reg::Mr(mr), GFP_KERNEL)?;
+            regs.push(Reg::Mr(mr))?;
             at += n;
         }
         Ok(())
@@ -210,11 +212,11 @@ impl Conn {
     /// after the first `posted`): they were never registered, so they go
     /// straight back to the pool, and their send queue slots (REG_MR and
     /// LOCAL_INV) with them.
-    pub(super) fn unpost(&self, regs: &mut KVec<Reg>, posted: usize) {
+    pub(super) fn unpost(&self, regs: &mut RegList, posted: usize) {
         let mut seen = 0usize;
         let mut i = 0;
         while i < regs.len() {
-            let is_mr = matches!(regs.get(i), Some(Reg::Mr(_)));
+            let is_mr = matches!(regs.iter().nth(i), Some(Reg::Mr(_)));
             if is_mr {
                 seen += 1;
             }
@@ -222,7 +224,7 @@ impl Conn {
                 i += 1;
                 continue;
             }
-            if let Ok(Reg::Mr(mr)) = regs.remove(i) {
+            if let Some(Reg::Mr(mr)) = regs.remove(i) {
                 self.recycle_one(mr);
                 self.slots.give(SLOTS_PER_MR);
             }
@@ -243,7 +245,7 @@ impl Conn {
     /// (a failed send): one LOCAL_INV chain; the MRs return to the pool,
     /// and their slots (REG_MR and LOCAL_INV) to the send queue, when it
     /// completes.
-    pub(super) fn abandon(&self, this: &Arc<Self>, regs: KVec<Reg>) {
+    pub(super) fn abandon(&self, this: &Arc<Self>, regs: RegList) {
         if !self.forget_cached(this, &regs, false) {
             // A cached registration could not be tracked: start afresh.
             self.xprt.force_disconnect();
@@ -365,7 +367,7 @@ impl Conn {
             pending
                 .iter()
                 .position(|p| p.key == key)
-                .and_then(|pos| pending.remove(pos).ok())
+                .and_then(|pos| take_at(&mut pending, pos))
         };
         let Some(p) = found else {
             return;
@@ -427,19 +429,21 @@ impl Conn {
         self.revoke_all();
     }
 
-    /// Invalidates what the request registered, then completes it.
+    /// Invalidates what the request registered (`pending`, taken from the
+    /// pending list by the caller), then completes it.
     pub(super) fn finish(
         &self,
         this: &Arc<Self>,
         rqst: PinnedRqst,
-        xid: u32,
+        pending: Option<Pending>,
         status: i32,
         inv_rkey: Option<u32>,
     ) {
-        let Some(p) = self.take_pending(xid) else {
+        let Some(p) = pending else {
             rqst.complete(status);
             return;
         };
+        let xid = p.xid;
         // Cached registrations stay; physical mappings are simply
         // unmapped; MRs need invalidation.
         self.release_cached(this, &p.regs, inv_rkey);
@@ -450,7 +454,7 @@ impl Conn {
             let pos = regs
                 .iter()
                 .position(|r| matches!(r, Reg::Mr(m) if m.segment().handle == rkey));
-            if let Some(Ok(Reg::Mr(mr))) = pos.map(|i| regs.remove(i)) {
+            if let Some(Some(Reg::Mr(mr))) = pos.map(|i| regs.remove(i)) {
                 trace::xprtrdma_mr_reminv(&rqst, &mr);
                 bump(&self.stats.remote_inv);
                 add(&self.counters().remote_invalidations, 1);
@@ -556,7 +560,7 @@ impl Conn {
 /// The MRs among `regs` (physical mappings are unmapped as they drop
 /// here), and how many MRs had to be dropped (deregistered) because there
 /// was no memory to keep them.
-pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, usize) {
+pub(super) fn mrs_of(regs: RegList) -> (KVec<Mr>, usize) {
     let mut mrs = KVec::new();
     let mut lost = 0usize;
     for reg in regs {
@@ -571,7 +575,7 @@ pub(super) fn mrs_of(regs: KVec<Reg>) -> (KVec<Mr>, usize) {
 
 /// Send queue slots the registrations among `regs` hold for their REG_MRs
 /// (pool MRs, and cache entries registered for this request).
-pub(super) fn mr_count(regs: &KVec<Reg>) -> u32 {
+pub(super) fn mr_count(regs: &RegList) -> u32 {
     let n = regs
         .iter()
         .filter(|r| match r {

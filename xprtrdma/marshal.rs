@@ -8,7 +8,7 @@
 
 use super::conn::{Conn, Offered, Pending};
 use super::frwr::mr_count;
-use super::reg::{add, Reg, Segs, Span, INLINE_SEGS};
+use super::reg::{add, Reg, RegList, Segs, Span, INLINE_SEGS};
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
@@ -104,7 +104,7 @@ impl Conn {
             self.flush_dirty(this);
             return Err(ENOBUFS);
         }
-        let mut mrs = KVec::<Reg>::new();
+        let mut mrs = RegList::new();
         let mut reads = SmallList::<ReadSegment, INLINE_SEGS>::new();
         let mut writes = Segs::new();
         let mut reply = Segs::new();
@@ -237,8 +237,8 @@ impl Conn {
             // The REG_MRs and the Send in one chain, one post (C
             // `frwr_send`). Posted under the lock, which lends the MRs:
             // the reply that looks the entry up cannot come before it.
-            let regs = list.last().map(|p| p.regs.as_slice()).unwrap_or(&[]);
-            let mrs_to_post = regs.iter().filter_map(|r| match r {
+            let regs = list.last().into_iter().flat_map(|p| p.regs.iter());
+            let mrs_to_post = regs.filter_map(|r| match r {
                 Reg::Mr(m) => Some(m),
                 _ => None,
             });
@@ -328,7 +328,7 @@ impl Conn {
         result: &ResultStrategy,
         snd: &XdrBufShape,
         rcv: &XdrBufShape,
-        mrs: &mut KVec<Reg>,
+        mrs: &mut RegList,
         reads: &mut SmallList<ReadSegment, INLINE_SEGS>,
         writes: &mut Segs,
         reply: &mut Segs,

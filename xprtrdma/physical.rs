@@ -8,10 +8,9 @@
 //! is nothing to invalidate.
 
 use super::conn::Conn;
-use super::reg::{add, counters, Reg, Segs, Span, Strategy};
+use super::reg::{add, counters, Reg, RegList, Segs, Span, Strategy};
 use crate::proto::msg::Segment;
 use crate::rust::xprt::{PhysMap, Rqst};
-use kernel::alloc::KVec;
 use kernel::prelude::*;
 
 impl Conn {
@@ -22,7 +21,7 @@ impl Conn {
         &self,
         rqst: &Rqst<'_>,
         span: Span,
-        regs: &mut KVec<Reg>,
+        regs: &mut RegList,
         segs: &mut Segs,
     ) -> Result {
         let max = self.params().max_rdma_segs;
@@ -36,7 +35,7 @@ impl Conn {
         add(&c.registrations, 1);
         add(&c.mappings, u64::from(pm.mappings()));
         add(&c.segments, u64::from(pm.count()));
-        regs.push(Reg::Phys(pm), GFP_KERNEL)?;
+        regs.push(Reg::Phys(pm))?;
         Ok(())
     }
 }

@@ -153,6 +153,94 @@ pub(super) enum Reg {
     Cached(CacheUse),
 }
 
+/// The registrations of one request: the first kept inline, the others in
+/// a vector. Most requests hold one (an NFS READ's Write chunk, one MR per
+/// 256 KiB of a larger I/O), so building a call allocates nothing for its
+/// list (C keeps a request's MRs on a list in its preallocated
+/// `rpcrdma_req`). Order is kept: `Conn::unpost` relies on it.
+///
+/// # Invariants
+///
+/// `rest` is empty whenever `first` is `None`.
+#[derive(Default)]
+pub(super) struct RegList {
+    first: Option<Reg>,
+    rest: KVec<Reg>,
+}
+
+impl RegList {
+    /// An empty list.
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many registrations the list holds.
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    /// Whether the list is empty.
+    pub(super) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// The registrations, in order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Reg> {
+        Iterator::chain(self.first.iter(), self.rest.iter())
+    }
+
+    /// Makes room for one more, so that [`Self::push_within_capacity`]
+    /// succeeds.
+    pub(super) fn reserve_one(&mut self) -> Result {
+        if self.first.is_some() {
+            self.rest.reserve(1, GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// Appends `reg`.
+    pub(super) fn push(&mut self, reg: Reg) -> Result {
+        self.reserve_one()?;
+        self.push_within_capacity(reg).map_err(|_| ENOMEM)
+    }
+
+    /// Appends `reg` if there is room without an allocation; gives it back
+    /// otherwise.
+    pub(super) fn push_within_capacity(&mut self, reg: Reg) -> core::result::Result<(), Reg> {
+        if self.first.is_none() {
+            // INVARIANT: `rest` is empty (the invariant), and stays so.
+            self.first = Some(reg);
+            return Ok(());
+        }
+        self.rest.push_within_capacity(reg).map_err(|e| e.0)
+    }
+
+    /// Removes and returns entry `i`, keeping the order of the others.
+    pub(super) fn remove(&mut self, i: usize) -> Option<Reg> {
+        if i == 0 {
+            let taken = self.first.take()?;
+            if !self.rest.is_empty() {
+                // INVARIANT: the next entry moves up into `first`.
+                self.first = self.rest.remove(0).ok();
+            }
+            return Some(taken);
+        }
+        self.rest.remove(i - 1).ok()
+    }
+}
+
+impl IntoIterator for RegList {
+    type Item = Reg;
+    type IntoIter = core::iter::Chain<
+        core::option::IntoIter<Reg>,
+        kernel::alloc::kvec::IntoIter<Reg, kernel::alloc::allocator::Kmalloc>,
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Iterator::chain(self.first.into_iter(), self.rest)
+    }
+}
+
 /// Module-wide counters of one strategy.
 pub(crate) struct StrategyCounters {
     /// Transports using it now.

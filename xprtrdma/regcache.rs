@@ -29,7 +29,7 @@
 //! not only during the RPC that offered them.
 
 use super::conn::Conn;
-use super::reg::{counters, Reg, Segs, Span, Strategy};
+use super::reg::{counters, Reg, RegList, Segs, Span, Strategy};
 use crate::proto::msg::Segment;
 use crate::proto::regcache_policy::{Cache, Entry, PageRun, Policy};
 use crate::rust::memalloc::NoIoScope;
@@ -403,7 +403,7 @@ impl Conn {
         &self,
         rqst: &Rqst<'_>,
         span: Span,
-        regs: &mut KVec<Reg>,
+        regs: &mut RegList,
         segs: &mut Segs,
     ) -> Result {
         let info = rqst.info();
@@ -448,7 +448,7 @@ impl Conn {
         shape: &XdrShape,
         at: u32,
         len: u32,
-        regs: &mut KVec<Reg>,
+        regs: &mut RegList,
         segs: &mut Segs,
     ) -> Result {
         if len == 0 {
@@ -491,13 +491,13 @@ impl Conn {
         index: u32,
         key: PageRun,
         piece: (u32, u32),
-        regs: &mut KVec<Reg>,
+        regs: &mut RegList,
         segs: &mut Segs,
     ) -> Result {
         let (off, len) = piece;
         // Room first: once an entry is used or a REG_MR posted, nothing
         // may fail before the request records it.
-        regs.reserve(1, GFP_KERNEL)?;
+        regs.reserve_one()?;
         segs.reserve(1)?;
         let hit = {
             let mut guard = self.cache.lock();
@@ -680,7 +680,7 @@ impl Conn {
     /// Releases the cache entries a request used once its reply arrived;
     /// `inv_rkey` is a steering tag the server invalidated remotely. Idle
     /// doomed registrations are then invalidated.
-    pub(super) fn release_cached(&self, this: &Arc<Self>, regs: &[Reg], inv_rkey: Option<u32>) {
+    pub(super) fn release_cached(&self, this: &Arc<Self>, regs: &RegList, inv_rkey: Option<u32>) {
         let mut flush = false;
         let mut lost = None;
         if let Some(st) = (*self.cache.lock()).as_mut() {
@@ -710,7 +710,7 @@ impl Conn {
     /// `wait`, before this returns, so that the server no longer writes
     /// into pages of an abandoned request. Returns false if that could not
     /// be done (the caller revokes every registration instead).
-    pub(super) fn forget_cached(&self, this: &Arc<Self>, regs: &[Reg], wait: bool) -> bool {
+    pub(super) fn forget_cached(&self, this: &Arc<Self>, regs: &RegList, wait: bool) -> bool {
         let mut lost = KVec::new();
         let mut any = false;
         if let Some(st) = (*self.cache.lock()).as_mut() {

@@ -5,7 +5,7 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{Conn, Offered, Pending};
+use super::conn::{take_at, Conn, Pending};
 use super::reg::add;
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -76,7 +76,7 @@ impl Conn {
         if held.len() < RECV_REPOST_BATCH {
             return Ok(());
         }
-        let res = self.ep.post_recv_batch(&held);
+        let res = self.ep.post_recv_batch(held.iter());
         // Posted ones hold their own reference; receive buffers have no MR,
         // so dropping one that failed to post does not sleep.
         held.clear();
@@ -88,18 +88,7 @@ impl Conn {
     pub(super) fn take_pending(&self, xid: u32) -> Option<Pending> {
         let mut pending = self.pending.lock();
         let pos = pending.iter().position(|p| p.xid == xid)?;
-        pending.remove(pos).ok()
-    }
-
-    /// What the request `xid` registered for the server to write (nothing
-    /// if it registered no chunk).
-    fn offered(&self, xid: u32) -> Offered {
-        self.pending
-            .lock()
-            .iter()
-            .find(|p| p.xid == xid)
-            .map(|p| p.offered)
-            .unwrap_or_default()
+        take_at(&mut pending, pos)
     }
 
     /// Whether a reply's chunk claims more than the request offered: the
@@ -137,7 +126,8 @@ impl Conn {
                 if let Some(x) = bytes.get(..4) {
                     let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
                     if let Some(rqst) = self.xprt.lookup(xid) {
-                        self.finish(this, rqst, xid, EIO.to_errno(), inv_rkey);
+                        let pending = self.take_pending(xid);
+                        self.finish(this, rqst, pending, EIO.to_errno(), inv_rkey);
                     }
                 }
                 return;
@@ -161,6 +151,11 @@ impl Conn {
             return;
         };
         trace::xprtrdma_reply(&rqst, hdr.xid, credits);
+        // What the request registered, taken off the pending list once:
+        // the chunk checks below and the invalidation read it. The request
+        // is pinned (`lookup`), so `buf_free` cannot look for it meanwhile.
+        let pending = self.take_pending(hdr.xid);
+        let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
         let status = match hdr.body {
             Body::Msg { chunks, payload } => {
                 let written = chunks
@@ -168,12 +163,8 @@ impl Conn {
                     .iter()
                     .map(|c| c.total_length())
                     .fold(0u32, |a, b| a.saturating_add(b));
-                // Most replies carry no Write chunk: only those look up
-                // what was registered (a lock and a scan of the pending list).
-                if written > 0
-                    && self.overrun(hdr.xid, "Write", written, self.offered(hdr.xid).write)
-                {
-                    self.finish(this, rqst, hdr.xid, EIO.to_errno(), inv_rkey);
+                if written > 0 && self.overrun(hdr.xid, "Write", written, offered.write) {
+                    self.finish(this, rqst, pending, EIO.to_errno(), inv_rkey);
                     return;
                 }
                 add(&self.stats.total_rdma_reply, u64::from(written));
@@ -192,14 +183,7 @@ impl Conn {
                 }
             }
             Body::NoMsg { chunks, .. } => match chunks.reply {
-                Some(r)
-                    if self.overrun(
-                        hdr.xid,
-                        "Reply",
-                        r.total_length(),
-                        self.offered(hdr.xid).reply,
-                    ) =>
-                {
+                Some(r) if self.overrun(hdr.xid, "Reply", r.total_length(), offered.reply) => {
                     EIO.to_errno()
                 }
                 Some(r) => {
@@ -230,6 +214,6 @@ impl Conn {
                 EIO.to_errno()
             }
         };
-        self.finish(this, rqst, hdr.xid, status, inv_rkey);
+        self.finish(this, rqst, pending, status, inv_rkey);
     }
 }
