@@ -825,12 +825,17 @@ impl Endpoint {
         &self,
         wrs: impl IntoIterator<Item = &'a Arc<WorkRequest<H>>>,
     ) -> Result {
-        // Every request checked before any reference is handed over.
+        // Every request checked, and its entry count taken, before any
+        // reference is handed over.
         let mut taken: [Option<&Arc<WorkRequest<H>>>; RECV_BATCH_MAX] = [None; RECV_BATCH_MAX];
+        let mut nsges = [0i32; RECV_BATCH_MAX];
         let mut n = 0;
         for wr in wrs {
-            let slot = taken.get_mut(n).ok_or(EINVAL)?;
-            if wr.dirs_to_device() || i32::try_from(wr.nsge).is_err() {
+            let (Some(slot), Some(nsge)) = (taken.get_mut(n), nsges.get_mut(n)) else {
+                return Err(EINVAL);
+            };
+            *nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
+            if wr.dirs_to_device() {
                 return Err(EINVAL);
             }
             *slot = Some(wr);
@@ -842,26 +847,18 @@ impl Endpoint {
         let mut raws = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
         let mut cqes = [core::ptr::null_mut::<bindings::ib_cqe>(); RECV_BATCH_MAX];
         let mut sges = [core::ptr::null::<bindings::ib_sge>(); RECV_BATCH_MAX];
-        let mut nsges = [0i32; RECV_BATCH_MAX];
         for (i, wr) in taken.iter().take(n).flatten().copied().enumerate() {
-            // Checked above: never the fallback.
-            let nsge = i32::try_from(wr.nsge).unwrap_or(0);
             let raw = Arc::into_raw(Arc::clone(wr));
             live::inc(live::Kind::PostedWr);
             // SAFETY: `raw` came from `into_raw` above: live until the
             // reference is consumed by the completion or reclaimed below.
             let this = unsafe { &*raw };
             // `i < n <= RECV_BATCH_MAX`: every index is in bounds.
-            if let (Some(r), Some(c), Some(s), Some(g)) = (
-                raws.get_mut(i),
-                cqes.get_mut(i),
-                sges.get_mut(i),
-                nsges.get_mut(i),
-            ) {
+            if let (Some(r), Some(c), Some(s)) = (raws.get_mut(i), cqes.get_mut(i), sges.get_mut(i))
+            {
                 *r = raw;
                 *c = Opaque::cast_into(&this.cqe);
                 *s = this.sg_list();
-                *g = nsge;
             }
         }
         // SAFETY: An all-zero `ib_recv_wr` is a valid (empty) one.

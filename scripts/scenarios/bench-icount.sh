@@ -222,6 +222,16 @@ wire_counters() {
     } | awk '{ c[$1] += $2 } END { printf "%d %d %d %d %d\n", c["sent_pkts"], c["rcvd_pkts"], c["rdma_sends"], c["rdma_recvs"], c["ctxt"] }'
 }
 
+# deltas BEFORE AFTER DIV FMT NAMES: two snapshots of whitespace-separated
+# counters, as "NAME=VALUE" for each column in turn, VALUE being (after -
+# before) / DIV printed with the printf format FMT.
+deltas() {
+    printf '%s\n%s\n' "$1" "$2" | awk -v div="$3" -v fmt="$4" -v names="$5" '
+        { for (i = 1; i <= NF; i++) c[NR, i] = $i }
+        END { n = split(names, k, " ")
+            for (i = 1; i <= n; i++) printf "%s%s=" fmt, (i > 1 ? " " : ""), k[i], (c[2, i] - c[1, i]) / div }'
+}
+
 # run_jobs CFG REP: the three jobs, writing first (the reads read its file).
 run_jobs() {
     for _spec in $JOBS; do
@@ -234,18 +244,12 @@ EOF
             set -- "$1" "$2" $_res
             info "icount cfg=$1 rep=$2 job=$_j MBps=$3 IOPS=$4 idle_pct=$5 ms=$7"
             if [ -n "$_w0" ] && [ -n "$_w1" ] && [ "$6" -gt 0 ]; then
-                info "icount-wire cfg=$1 rep=$2 job=$_j ios=$6 $(printf '%s\n%s\n' "$_w0" "$_w1" | awk -v ios="$6" '
-                    { for (i = 1; i <= NF; i++) c[NR, i] = $i }
-                    END { printf "sent_pkts_per_io=%.2f rcvd_pkts_per_io=%.2f rdma_sends_per_io=%.2f rdma_recvs_per_io=%.2f ctxt_per_io=%.2f",
-                        (c[2, 1] - c[1, 1]) / ios, (c[2, 2] - c[1, 2]) / ios, (c[2, 3] - c[1, 3]) / ios, (c[2, 4] - c[1, 4]) / ios,
-                        (c[2, 5] - c[1, 5]) / ios }')"
+                info "icount-wire cfg=$1 rep=$2 job=$_j ios=$6 $(deltas "$_w0" "$_w1" "$6" %.2f \
+                    'sent_pkts_per_io rcvd_pkts_per_io rdma_sends_per_io rdma_recvs_per_io ctxt_per_io')"
             fi
             if [ -n "$_c0" ] && [ -n "$_c1" ]; then
-                info "icount-regs cfg=$1 rep=$2 job=$_j ios=$6 $(printf '%s\n%s\n' "$_c0" "$_c1" | awk '
-                    { for (i = 1; i <= NF; i++) c[NR, i] = $i }
-                    END { printf "reg_mrs=%d local_invs=%d remote_invs=%d cache_hits=%d cache_misses=%d svc_regs=%d svc_hits=%d svc_misses=%d",
-                        c[2, 1] - c[1, 1], c[2, 2] - c[1, 2], c[2, 3] - c[1, 3], c[2, 4] - c[1, 4], c[2, 5] - c[1, 5],
-                        c[2, 6] - c[1, 6], c[2, 7] - c[1, 7], c[2, 8] - c[1, 8] }')"
+                info "icount-regs cfg=$1 rep=$2 job=$_j ios=$6 $(deltas "$_c0" "$_c1" 1 %d \
+                    'reg_mrs local_invs remote_invs cache_hits cache_misses svc_regs svc_hits svc_misses')"
             fi
             set -- "$1" "$2"
         else
