@@ -40,6 +40,11 @@
 #   3 runs both the idle probe and the profile.
 #   4 (a bit: 5 adds it to the profile, 7 to both) counts each job's slab
 #   allocations per I/O by the function that made them (kmem tracepoints).
+#   8 (a bit, with 1: 9) records the profiles with call chains (perf record
+#   -g): icount-incl lines say what the transport module's frames cause,
+#   callees included, by category, and calls-CFG-PROF.txt in the results
+#   directory lists each transport function's inclusive instructions per
+#   MiB and the callers of the copy functions.
 #
 # One INFO line per config and repetition, the mount's sizes:
 #   icount-mount cfg=<c> rep=<n> rsize=<n> wsize=<n>
@@ -269,7 +274,8 @@ perf_jobs() {
     _data=/tmp/perf-$_cfg-$_prof.data _log=$RESULTS/perf-$_cfg-$_prof.log
     rm -f "$_ctl" "$_ack"; mkfifo "$_ctl" "$_ack"
     : > "$_log"
-    perf record -a -e cpu-clock -F $FREQ -D -1 --control "fifo:$_ctl,$_ack" -o "$_data" -- sleep 100000 \
+    _g=; [ $((PROFILE & 8)) != 0 ] && _g=-g
+    perf record -a $_g -e cpu-clock -F $FREQ -D -1 --control "fifo:$_ctl,$_ack" -o "$_data" -- sleep 100000 \
         >>"$_log" 2>&1 &
     _perf=$!
     # perf's start-up (reading every task and the symbols) takes a while
@@ -322,11 +328,13 @@ RES
     perf report -i "$_data" --stats >> "$_log" 2>&1
     perf script -i "$_data" -F period,ip 2>>"$_log" |
         python3 "$REPO_ROOT/scripts/guest/perf-categorise.py" "/tmp/kallsyms-$_cfg" "$_cfg" "$_prof" \
-            "$_kib" "$_fio_ms" "$RESULTS/syms-$_cfg-$_prof.txt" > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
+            "$_kib" "$_fio_ms" "$RESULTS/syms-$_cfg-$_prof.txt" "$RESULTS/calls-$_cfg-$_prof.txt" \
+            > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
     rm -f "$_data" "/tmp/kallsyms-$_cfg" "$_ctl" "$_ack"
     # Rust's symbols demangled (binutils' c++filt knows Rust's v0 mangling)
-    command -v c++filt >/dev/null && c++filt < "$RESULTS/syms-$_cfg-$_prof.txt" > /tmp/syms.txt &&
-        cp /tmp/syms.txt "$RESULTS/syms-$_cfg-$_prof.txt"
+    for _f in "$RESULTS/syms-$_cfg-$_prof.txt" "$RESULTS/calls-$_cfg-$_prof.txt"; do
+        [ -f "$_f" ] && command -v c++filt >/dev/null && c++filt < "$_f" > /tmp/syms.txt && cp /tmp/syms.txt "$_f"
+    done
     grep -q '^icount-profile cfg' "/tmp/profile-$_cfg-$_prof.txt" ||
         { fail "profile-$_cfg-$_prof" "no samples ($(tail -n 1 "$_log"))"; return 1; }
     while read -r _l; do info "$_l"; done < "/tmp/profile-$_cfg-$_prof.txt"
