@@ -27,7 +27,10 @@
 #   alt           ALT_KO on both ends, default parameters (another build of
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
-# SIZE_MIB: bytes of each 1 MiB job; the 4 KiB random read reads an eighth.
+# SIZE_MIB[:RAND_MIB]: bytes of each 1 MiB job (and the file's size); the
+# 4 KiB random read reads RAND_MIB, by default an eighth of SIZE_MIB (a
+# longer random read resolves smaller differences: fio's runtime is whole
+# milliseconds).
 # PROFILE: 1 runs the jobs once more per config under
 #   perf record -e cpu-clock (guest time, i.e. instructions), sampling only
 #   while fio moves data, and splits the sampled time by where it lands: one
@@ -89,11 +92,15 @@
 CONFIGS=$(echo "${1:-c+rust}" | tr '+' ' ')
 REPS=${2:-3}
 SIZE=${3:-64}
+case $SIZE in
+    *:*) RAND_KIB=$(( ${SIZE#*:} * 1024 )); SIZE=${SIZE%%:*} ;;
+    *) RAND_KIB=$((SIZE * 128)) ;;
+esac
 PROFILE=${4:-0}
 ALT_KO=${5:-}
 # The jobs, NAME:RW:BS:IODEPTH:IO_SIZE, writing first (the reads read its
 # file).
-JOBS="seq-write-1m:write:1m:8:${SIZE}m seq-read-1m:read:1m:8:${SIZE}m rand-read-4k:randread:4k:32:$((SIZE * 128))k"
+JOBS="seq-write-1m:write:1m:8:${SIZE}m seq-read-1m:read:1m:8:${SIZE}m rand-read-4k:randread:4k:32:${RAND_KIB}k"
 MNT=/tmp/mnt
 FILE=$MNT/bench.dat
 # perf samples per second of guest time (a sample weighs its period in ns,
@@ -346,7 +353,7 @@ RES
 # where they land (scripts/guest/perf-categorise.py).
 profile() {
     perf_jobs "$1" 1m "prof-w:write:1m:8:${SIZE}m" "prof-r:read:1m:8:${SIZE}m" &&
-        perf_jobs "$1" 4k "prof-4k:randread:4k:32:$((SIZE * 128))k" && pass "profile-$1"
+        perf_jobs "$1" 4k "prof-4k:randread:4k:32:${RAND_KIB}k" && pass "profile-$1"
 }
 
 # alloc_census CFG: each job once more with the slab allocation tracepoints
@@ -438,7 +445,7 @@ case $ROLE in
     single) ;;
     *) fail bench-icount "runs in one VM: scripts/vm --icount bench-icount ..."; return 1 ;;
 esac
-say "bench-icount: configs $CONFIGS, $REPS repetitions, ${SIZE} MiB, profile $PROFILE"
+say "bench-icount: configs $CONFIGS, $REPS repetitions, ${SIZE} MiB, profile $PROFILE, 4 KiB random read ${RAND_KIB} KiB"
 if [ $((PROFILE & 2)) != 0 ]; then
     for _c in $CONFIGS; do
         use_config "$_c" && idle_probe "$_c"
