@@ -16,6 +16,7 @@ use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, PageRef, Segment, SendOp, SgEntry,
     WorkCompletion, WorkRequest,
 };
+use crate::rust::wr_pool::WrPool;
 use kernel::alloc::KVec;
 use kernel::new_condvar;
 use kernel::new_spinlock;
@@ -88,6 +89,43 @@ impl CompletionHandler for Arc<Waiter> {
         *self.state.lock() = Some(*wc);
         self.cv.notify_all();
     }
+}
+
+/// A completion handler whose work requests come from, and go back to, a
+/// [`WrPool`]; it tells the test thread like [`Waiter`].
+struct Pooled {
+    waiter: Arc<Waiter>,
+    pool: Arc<PoolHolder>,
+}
+
+#[pin_data]
+struct PoolHolder {
+    #[pin]
+    wrs: WrPool<Pooled>,
+}
+
+impl CompletionHandler for Pooled {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        *self.waiter.state.lock() = Some(*wc);
+        self.waiter.cv.notify_all();
+    }
+
+    fn pool(&self) -> Option<&WrPool<Self>> {
+        Some(&self.pool.wrs)
+    }
+}
+
+/// Waits until `pool` keeps `n` allocations: the completion gives one
+/// back after its handler ran, so shortly after the test thread woke.
+fn wait_kept(pool: &WrPool<Pooled>, n: usize) -> Result {
+    for _ in 0..STEP_TIMEOUT_MS / 10 {
+        if pool.kept() == n {
+            return Ok(());
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+    }
+    pr_err!("the pool keeps {} allocations, not {}\n", pool.kept(), n);
+    Err(ETIMEDOUT)
 }
 
 fn config() -> EndpointConfig {
@@ -440,6 +478,55 @@ mod tests {
         let mut back = [0u8; 38];
         recv_buf.read(0, &mut back)?;
         assert!(back[..] == msg[..]);
+        Ok(())
+    }
+
+    #[test]
+    fn completed_sends_reuse_their_allocation() -> Result {
+        let pair = connect_pair()?;
+        let wrs = WrPool::new(1)?;
+        let holder = Arc::pin_init(
+            pin_init!(PoolHolder {
+                wrs <- wrs,
+            }),
+            GFP_KERNEL,
+        )?;
+        let recv_buf = pair.server.alloc_buf(4096, DmaDir::FromDevice)?;
+        let send_buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
+        let mut first = 0usize;
+        for (round, msg) in [&b"first Send"[..], &b"second, longer Send"[..]]
+            .into_iter()
+            .enumerate()
+        {
+            let recv_wait = Waiter::new()?;
+            let recv_wr = WorkRequest::new(recv_wait.clone(), one_segment(&recv_buf, 4096)?)?;
+            pair.server.post_recv(recv_wr)?;
+            send_buf.write(0, msg)?;
+            let waiter = Waiter::new()?;
+            let handler = Pooled {
+                waiter: waiter.clone(),
+                pool: holder.clone(),
+            };
+            let wr = WorkRequest::new(handler, one_segment(&send_buf, msg.len())?)?;
+            let at = Arc::as_ptr(&wr) as usize;
+            if round == 0 {
+                first = at;
+            } else {
+                // Built in the allocation the first Send gave back.
+                assert_eq!(at, first);
+                assert_eq!(holder.wrs.kept(), 0);
+            }
+            pair.client.post_send(wr, SendOp::Send)?;
+            assert!(waiter.wait()?.is_ok());
+            let got = recv_wait.wait()?;
+            assert!(got.is_ok());
+            assert_eq!(got.byte_len as usize, msg.len());
+            let mut back = [0u8; 32];
+            recv_buf.read(0, &mut back[..msg.len()])?;
+            assert!(back[..msg.len()] == msg[..]);
+            // Given back, emptied: the buffer it named is only ours again.
+            wait_kept(&holder.wrs, 1)?;
+        }
         Ok(())
     }
 

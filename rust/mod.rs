@@ -46,6 +46,7 @@ pub mod sysctl;
 pub mod trace;
 pub mod verbs;
 pub mod wq;
+pub mod wr_pool;
 pub mod xprt;
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 mod xprt_bc;

@@ -734,6 +734,13 @@ pub trait SvcTransport: Sized + 'static {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
+    /// Takes back the state of a request sunrpc is done with
+    /// (`xpo_release_ctxt`), to reuse its allocation; without this
+    /// method it is freed.
+    fn release_ctxt(_data: &Self::Data, _ctxt: KBox<Self::Ctxt>) {
+        build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// Whether a Reply can be sent without waiting (`xpo_has_wspace`).
     fn has_wspace(_data: &Self::Data) -> bool {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
@@ -1008,13 +1015,22 @@ impl<T: SvcTransport> OpsTable<T> {
     /// # Safety
     ///
     /// Called by sunrpc with a context produced by `recvfrom` (or null),
-    /// which it gives up.
-    unsafe extern "C" fn release_ctxt(_xprt: *mut bindings::svc_xprt, ctxt: *mut c_void) {
-        if !ctxt.is_null() {
-            // SAFETY: `ctxt` came from `KBox::<T::Ctxt>::into_foreign`;
-            // sunrpc hands it back exactly once.
-            drop(unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) });
+    /// which it gives up, and the live transport of this class the request
+    /// (or the deferred request) holds a reference on.
+    unsafe extern "C" fn release_ctxt(xprt: *mut bindings::svc_xprt, ctxt: *mut c_void) {
+        if ctxt.is_null() {
+            return;
         }
+        // SAFETY: `ctxt` came from `KBox::<T::Ctxt>::into_foreign`; sunrpc
+        // hands it back exactly once.
+        let ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
+        if !T::HAS_RELEASE_CTXT || xprt.is_null() {
+            return;
+        }
+        // SAFETY: `xprt` is live and of this class (function safety
+        // requirement).
+        let h = unsafe { Self::holder(xprt) };
+        T::release_ctxt(&h.data, ctxt);
     }
 
     /// # Safety

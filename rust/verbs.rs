@@ -31,6 +31,7 @@ use super::live;
 use super::mr::Mr;
 use super::sink_pool::SinkMrPool;
 use super::slab::SlabObj;
+use super::wr_pool::WrPool;
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 use core::ptr::{addr_of_mut, NonNull};
@@ -1788,6 +1789,13 @@ pub trait CompletionHandler: Send + Sync + Sized {
     /// core's completion workqueue). `wr` is the completed request.
     /// The handler may post `wr` again (a Receive refilled in place).
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion);
+
+    /// Where work requests with this handler are allocated from and given
+    /// back to when they complete (see [`WrPool`]); `None`: each is
+    /// allocated and freed.
+    fn pool(&self) -> Option<&WrPool<Self>> {
+        None
+    }
 }
 
 /// One work request: its completion entry, its scatter/gather list and the
@@ -1890,6 +1898,9 @@ impl<H: CompletionHandler> WorkRequest<H> {
         handler: H,
         segments: impl IntoIterator<Item = Result<E>>,
     ) -> Result<Arc<Self>> {
+        // A kept allocation if the handler's pool has one (taken before
+        // the handler moves into the closure).
+        let shell = handler.pool().and_then(WrPool::take);
         let init = move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is the fresh allocation `Arc::pin_init` made,
             // valid for writes of a `Self` and not shared yet; every pointer
@@ -1936,7 +1947,53 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // error it dropped what it had written. Nothing is pinned in a way
         // the writes could break: the slot is not yet shared.
         // INVARIANT: as just listed.
-        Arc::pin_init(unsafe { pin_init_from_closure(init) }, GFP_KERNEL)
+        let init = unsafe { pin_init_from_closure(init) };
+        match shell {
+            // SAFETY: A shell holds nothing (it is `MaybeUninit`), so
+            // nothing pinned is moved out of it; `pin_init_with` writes
+            // the new request in place, in the same allocation.
+            Some(shell) => Ok(unsafe { Pin::into_inner_unchecked(shell) }
+                .pin_init_with(init)?
+                .into()),
+            None => Arc::pin_init(init, GFP_KERNEL),
+        }
+    }
+
+    /// Drops a reference to a completed work request; the last one gives
+    /// its allocation to the handler's pool, if it has one, after dropping
+    /// what the request held (its buffers and pages, then its handler).
+    fn release(wr: Arc<Self>) {
+        if wr.handler.pool().is_none() {
+            return;
+        }
+        let Some(unique) = Arc::into_unique_or_drop(wr) else {
+            return;
+        };
+        let raw = Arc::into_raw(Arc::from(unique)).cast_mut();
+        // SAFETY: `raw` is the only reference to a live request (it came
+        // from the `UniqueArc`). Its fields are dropped here as its drop
+        // would: the first `nsge` holds (the type invariant), the link
+        // (empty after a completion, dropped all the same) and the handler,
+        // which is moved out first and dropped last, after the pool it
+        // names (which it may keep alive) has taken the allocation. Of the
+        // rest, `cqe`, `sges` and `nsge` need no drop. Then the allocation
+        // is retyped as `MaybeUninit<Self>`, which has the layout of
+        // `Self`, so its `Arc` is the same allocation with the same count
+        // of one.
+        unsafe {
+            let handler = core::ptr::read(addr_of_mut!((*raw).handler));
+            let n = (*raw).nsge.min(MAX_SGE);
+            core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
+                addr_of_mut!((*raw).holds).cast::<Hold>(),
+                n,
+            ));
+            core::ptr::drop_in_place(addr_of_mut!((*raw).ahead));
+            let empty = Arc::<MaybeUninit<Self>>::from_raw(raw.cast_const().cast());
+            if let (Some(pool), Some(shell)) = (handler.pool(), Arc::into_unique_or_drop(empty)) {
+                pool.put(shell);
+            }
+            drop(handler);
+        }
     }
 
     /// The scatter/gather entry of `entry` and what holds its memory,
@@ -2151,6 +2208,7 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     // batch's Sends) completed with it.
     complete_chain(ahead, &completion);
     wr.handler.complete(&wr, &completion);
+    WorkRequest::release(wr);
 }
 
 /// Runs the handlers of a chain's unsignaled work requests from `first`
@@ -2163,6 +2221,7 @@ fn complete_chain<H: CompletionHandler>(first: Option<Arc<WorkRequest<H>>>, wc: 
         // a flush after the drain, walks the chain, once.
         next = unsafe { wr.set_ahead(None) };
         wr.handler.complete(&wr, wc);
+        WorkRequest::release(wr);
     }
 }
 

@@ -40,6 +40,33 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         Ok(Self::Heap(KVec::from_elem(T::default(), len, GFP_KERNEL)?))
     }
 
+    /// Makes the list `len` default items in place, as [`Self::filled`]
+    /// would (storage for a parser to fill again): the inline storage is
+    /// reused when `len` fits it, so no new list is built and moved.
+    pub(crate) fn refill(&mut self, len: usize) -> Result {
+        match self {
+            Self::Inline { items, len: used } if len <= N => {
+                for item in items.iter_mut().take(len) {
+                    *item = T::default();
+                }
+                *used = len;
+                Ok(())
+            }
+            _ => {
+                *self = Self::filled(len)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Empties the list, keeping its storage.
+    pub(crate) fn clear(&mut self) {
+        match self {
+            Self::Inline { len, .. } => *len = 0,
+            Self::Heap(heap) => heap.clear(),
+        }
+    }
+
     /// Appends `v`; the first push past `N` moves the list to a vector.
     pub(crate) fn push(&mut self, v: T) -> Result {
         self.reserve(1)?;

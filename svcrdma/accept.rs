@@ -116,6 +116,7 @@ impl Conn {
         let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let dead = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
@@ -130,6 +131,7 @@ impl Conn {
                         dead,
                         reads: 0,
                         max_reads,
+                        ctxts,
                     },
                     "svcrdma::rq"
                 ),

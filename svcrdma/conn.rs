@@ -67,11 +67,10 @@ pub(super) struct PclStore {
 }
 
 impl PclStore {
-    pub(super) fn for_lists(lists: &ChunkLists<'_>) -> Result<Self> {
-        Ok(Self {
-            chunks: SmallList::filled(ParsedChunks::chunks_needed(lists))?,
-            segs: SmallList::filled(ParsedChunks::segments_needed(lists))?,
-        })
+    /// Makes the storage the size `lists` need, in place.
+    pub(super) fn refill_for(&mut self, lists: &ChunkLists<'_>) -> Result {
+        self.chunks.refill(ParsedChunks::chunks_needed(lists))?;
+        self.segs.refill(ParsedChunks::segments_needed(lists))
     }
 }
 
@@ -91,22 +90,34 @@ pub(super) struct DecodedCall {
 }
 
 impl DecodedCall {
-    /// Keeps what the parsed chunk lists of `msg`, built over `store`,
-    /// found (`layout`); `inline` is the inline body, a tail of `msg`.
-    pub(super) fn new(
-        msg: &[u8],
-        hdr: &Header<'_>,
-        inline: &[u8],
-        store: PclStore,
-        layout: ChunkLayout,
-    ) -> Self {
+    /// Nothing decoded yet.
+    fn blank() -> Self {
         Self {
-            xid: hdr.xid,
-            store,
-            layout,
-            header_len: hdr.header_len,
-            inline_at: msg.len().saturating_sub(inline.len()),
+            xid: 0,
+            store: PclStore {
+                chunks: SmallList::new(),
+                segs: SmallList::new(),
+            },
+            layout: ChunkLayout::default(),
+            header_len: 0,
+            inline_at: 0,
         }
+    }
+
+    /// Storage for the chunk lists of `lists`, to parse them into in place.
+    pub(super) fn store_for(&mut self, lists: &ChunkLists<'_>) -> Result<&mut PclStore> {
+        self.store.refill_for(lists)?;
+        Ok(&mut self.store)
+    }
+
+    /// Keeps what the chunk lists of `msg`, parsed into this call's store
+    /// ([`Self::store_for`]), found (`layout`); `inline` is the inline
+    /// body, a tail of `msg`.
+    pub(super) fn set(&mut self, msg: &[u8], hdr: &Header<'_>, inline: &[u8], layout: ChunkLayout) {
+        self.xid = hdr.xid;
+        self.layout = layout;
+        self.header_len = hdr.header_len;
+        self.inline_at = msg.len().saturating_sub(inline.len());
     }
 
     /// The parsed chunk lists again.
@@ -140,14 +151,23 @@ pub(crate) struct CallCtxt {
 }
 
 impl CallCtxt {
-    pub(super) fn new(call: DecodedCall) -> Result<KBox<Self>> {
-        Ok(KBox::new(
-            Self {
-                call,
-                payloads: SmallList::new(),
-            },
-            GFP_KERNEL,
-        )?)
+    /// The state of a new request, decoded into in place: `spare`, the
+    /// allocation of a released one if `xpo_recvfrom` took one
+    /// (`Ring::ctxts`), else a new one.
+    pub(super) fn reuse_or_new(spare: Option<KBox<Self>>) -> Result<KBox<Self>> {
+        match spare {
+            Some(mut ctxt) => {
+                ctxt.payloads.clear();
+                Ok(ctxt)
+            }
+            None => Ok(KBox::new(
+                Self {
+                    call: DecodedCall::blank(),
+                    payloads: SmallList::new(),
+                },
+                GFP_KERNEL,
+            )?),
+        }
     }
 
     /// Records a result payload for the next Write chunk (C
@@ -199,6 +219,21 @@ impl Conn {
             sq: &s.sq,
             cache: &s.cache,
         }
+    }
+
+    /// Keeps the allocation of a released request's state for the next
+    /// Call, if there is room (its contents are overwritten then).
+    pub(super) fn release_ctxt(&self, ctxt: KBox<CallCtxt>) {
+        let rejected = self
+            .shared
+            .rq
+            .ring
+            .lock()
+            .ctxts
+            .push_within_capacity(ctxt)
+            .err();
+        // Freed outside the lock.
+        drop(rejected);
     }
 
     /// Posts a Send of `bytes`.

@@ -170,6 +170,12 @@ impl SvcTransport for SvcRdma {
         ctxt.result_payload(offset, length, ddp_allowed)
     }
 
+    fn release_ctxt(data: &Xprt, ctxt: KBox<conn::CallCtxt>) {
+        if let Xprt::Conn(c) = data {
+            c.release_ctxt(ctxt);
+        }
+    }
+
     fn has_wspace(data: &Xprt) -> bool {
         match data {
             Xprt::Conn(c) => c.has_wspace(),

@@ -5,7 +5,7 @@
 //! in arrival order, Calls whose RDMA Reads completed or wait for send
 //! queue room, and the batched repost of consumed Receives.
 
-use super::conn::Conn;
+use super::conn::{CallCtxt, Conn};
 use super::rw::ReadOp;
 use super::sq_gate::SqGate;
 use crate::rust::svc::XprtLink;
@@ -45,6 +45,10 @@ pub(super) struct Ring {
     /// At most this many Calls are read at once: the credit grant, which
     /// a client never exceeds (a Call being read has no Reply yet).
     pub(super) max_reads: u32,
+    /// Allocations of released request states, reused by the next Calls
+    /// (C keeps its receive contexts on a free list): at most the credit
+    /// grant of them, the list's capacity.
+    pub(super) ctxts: KVec<KBox<CallCtxt>>,
 }
 
 /// Takes the oldest operation of `list`.

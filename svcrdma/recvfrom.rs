@@ -7,7 +7,7 @@
 //! chunks. Read chunks are pulled with RDMA Reads no thread waits for (see
 //! `rw.rs`); a later `xpo_recvfrom` finishes the Call.
 
-use super::conn::{usize_of, CallCtxt, Conn, DecodedCall, PclStore};
+use super::conn::{usize_of, CallCtxt, Conn};
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::rw::{count_read_call, PagedSinks, ReadOp, ReadWork, Taken};
 use crate::proto::backchannel::is_backchannel_reply;
@@ -48,9 +48,9 @@ impl Conn {
     /// queue room if there is room, then the receive ring.
     pub(super) fn recvfrom(&self, rqst: &mut Rqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
-        let next = {
+        let (next, spare) = {
             let mut r = s.rq.ring.lock();
-            if let Some(op) = pop_front(&mut r.ready) {
+            let next = if let Some(op) = pop_front(&mut r.ready) {
                 Next::Op(op)
             } else if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
                 Next::Op(op)
@@ -64,7 +64,15 @@ impl Conn {
                     s.link.data_ready();
                 }
                 Next::Idle
-            }
+            };
+            // The state of the request, if this turns out a Call: the
+            // allocation of a released one, taken under the lock at hand.
+            let spare = match next {
+                Next::Recv(..) => r.ctxts.pop(),
+                // A Call being read has its state already (`ReadWork`).
+                _ => None,
+            };
+            (next, spare)
         };
         rqst.received();
         let (slot, byte_len) = match next {
@@ -78,7 +86,7 @@ impl Conn {
         // place); the Receive is posted again once that is done.
         let res = match (wr.buf(0), usize_of(byte_len)) {
             (Some(buf), Ok(n)) => buf
-                .with_received(n.min(buf.len()), |msg| self.process(rqst, msg))
+                .with_received(n.min(buf.len()), |msg| self.process(rqst, msg, spare))
                 .and_then(|r| r),
             (None, _) => Err(EINVAL),
             (_, Err(e)) => Err(e),
@@ -138,7 +146,12 @@ impl Conn {
 
     /// Works on a received message: answers what is wrong with it,
     /// assembles an inline Call, or starts the RDMA Reads of its chunks.
-    fn process(&self, rqst: &mut Rqst, msg: &[u8]) -> Result<Option<KBox<CallCtxt>>> {
+    fn process(
+        &self,
+        rqst: &mut Rqst,
+        msg: &[u8],
+        spare: Option<KBox<CallCtxt>>,
+    ) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
         let hdr = match decode_call(msg, &s.limits) {
             Ok(h) => h,
@@ -160,7 +173,9 @@ impl Conn {
             }
             return Ok(None);
         }
-        let mut store = PclStore::for_lists(lists)?;
+        // The request's state, its chunk lists parsed straight into it.
+        let mut ctxt = CallCtxt::reuse_or_new(spare)?;
+        let store = ctxt.call.store_for(lists)?;
         let Ok(pcl) = ParsedChunks::build(
             lists,
             store.chunks.as_mut_slice(),
@@ -181,8 +196,8 @@ impl Conn {
                 return Ok(None);
             }
             let layout = pcl.layout();
-            let call = DecodedCall::new(msg, &hdr, inline, store, layout);
-            return Ok(Some(CallCtxt::new(call)?));
+            ctxt.call.set(msg, &hdr, inline, layout);
+            return Ok(Some(ctxt));
         }
         // One Read chunk (an NFS WRITE's data): read into pages of its
         // own that the request takes over, without a copy.
@@ -192,12 +207,12 @@ impl Conn {
             None
         };
         let layout = pcl.layout();
-        let call = DecodedCall::new(msg, &hdr, inline, store, layout);
+        ctxt.call.set(msg, &hdr, inline, layout);
         // The inline part is assembled when the Reads are done, after the
         // Receive went back to the device: it keeps a copy of the message.
         let mut kept = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
         kept.extend_from_slice(msg, GFP_KERNEL)?;
-        self.start_reads(ReadWork::new(kept, call, paged, &s.read_sinks)?)?;
+        self.start_reads(ReadWork::new(kept, ctxt, paged, &s.read_sinks)?)?;
         Ok(None)
     }
 
@@ -296,8 +311,9 @@ impl Conn {
     fn finish_read(&self, rqst: &mut Rqst, mut work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
         let msg = core::mem::replace(&mut work.msg, KVec::new());
-        let mut call = work.take_call().ok_or(EINVAL)?;
+        let mut ctxt = work.take_call().ok_or(EINVAL)?;
         let assembled = {
+            let call = &mut ctxt.call;
             let xid = call.xid;
             let inline = call.inline(&msg);
             match &work.paged {
@@ -314,7 +330,7 @@ impl Conn {
         };
         work.recycle(&s.cache);
         if assembled {
-            Ok(Some(CallCtxt::new(call)?))
+            Ok(Some(ctxt))
         } else {
             Ok(None)
         }

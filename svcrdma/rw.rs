@@ -27,7 +27,7 @@
 //! Call. No server thread ever waits for a peer to answer a Read.
 
 use super::cache::{BufCache, Class};
-use super::conn::DecodedCall;
+use super::conn::CallCtxt;
 use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
@@ -275,8 +275,9 @@ fn piece_error(e: PieceError) -> Error {
 pub(super) struct ReadWork {
     /// The received transport header and inline body.
     pub(super) msg: KVec<u8>,
-    /// Its decoded header, until the Call is assembled.
-    call: Option<DecodedCall>,
+    /// The request's state with the decoded header, until the Call is
+    /// assembled.
+    call: Option<KBox<CallCtxt>>,
     pieces: KVec<ReadPiece>,
     /// Pieces `[..next]` were posted.
     next: usize,
@@ -291,7 +292,7 @@ impl ReadWork {
     /// sinks.
     pub(super) fn new(
         msg: KVec<u8>,
-        mut call: DecodedCall,
+        mut ctxt: KBox<CallCtxt>,
         paged: Option<PagedCall>,
         sinks: &ReadSinks,
     ) -> Result<Self> {
@@ -305,7 +306,7 @@ impl ReadWork {
         };
         let paged = paged.map(|l| PagedSinks::new(l, pool)).transpose()?;
         let mut pieces = KVec::new();
-        for p in CallReadPieces::new(&call.pcl()?, piece_size) {
+        for p in CallReadPieces::new(&ctxt.call.pcl()?, piece_size) {
             let (src, piece) = p.map_err(piece_error)?;
             let (sink, run) = (None, None);
             pieces.push(
@@ -320,15 +321,15 @@ impl ReadWork {
         }
         Ok(Self {
             msg,
-            call: Some(call),
+            call: Some(ctxt),
             pieces,
             next: 0,
             paged,
         })
     }
 
-    /// Takes the Call's decoded header (once).
-    pub(super) fn take_call(&mut self) -> Option<DecodedCall> {
+    /// Takes the request's state with the Call's decoded header (once).
+    pub(super) fn take_call(&mut self) -> Option<KBox<CallCtxt>> {
         self.call.take()
     }
 

@@ -8,6 +8,7 @@ use super::cache::BufCache;
 use crate::rust::svc::{stat_add, Stat, XprtLink};
 use crate::rust::trace;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::wr_pool::WrPool;
 use kernel::new_condvar;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -41,13 +42,23 @@ pub(super) struct SqGate {
     depth: u32,
     /// Told when room appears for a starved Read operation.
     link: Arc<XprtLink>,
+    /// The allocations of completed Sends and RDMA Writes, reused by the
+    /// next ones (C keeps its send and R/W contexts on free lists).
+    #[pin]
+    wrs: WrPool<SqHandler>,
 }
+
+/// Most work request allocations a connection keeps for reuse: a Reply
+/// in flight is a Send and usually one RDMA Write, and a client keeps a
+/// few dozen calls in flight.
+const WR_POOL_MAX: u32 = 64;
 
 impl SqGate {
     /// A gate of `depth` slots whose Reads leave `read_keep` of them to
     /// Sends and Writes.
     pub(super) fn new(depth: u32, read_keep: u32, link: Arc<XprtLink>) -> Result<Arc<Self>> {
         let depth = depth.max(2);
+        let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock_irq!(
@@ -58,6 +69,7 @@ impl SqGate {
                 read_keep: read_keep.min(depth - 1),
                 depth,
                 link,
+                wrs <- wrs,
             }),
             GFP_KERNEL,
         )
@@ -178,5 +190,9 @@ impl CompletionHandler for SqHandler {
         if let (Some((cache, slot)), Some(buf)) = (&self.cache, wr.buf(0)) {
             cache.put(buf, *slot);
         }
+    }
+
+    fn pool(&self) -> Option<&WrPool<Self>> {
+        Some(&self.sq.wrs)
     }
 }

@@ -29,6 +29,7 @@ use crate::proto::planner::TransportParams;
 use crate::rust::send_batch::SendBatch;
 use crate::rust::shrinker::ObjectShrinker;
 use crate::rust::verbs::{DmaBuf, Endpoint, WorkRequest};
+use crate::rust::wr_pool::WrPool;
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -101,6 +102,10 @@ pub(super) struct Conn {
     /// Send's completion.
     #[pin]
     pub(super) send_bufs: SpinLock<KVec<Arc<DmaBuf>>>,
+    /// The allocations of completed Sends, reused by the next ones (C's
+    /// send contexts are allocated once, too).
+    #[pin]
+    pub(super) send_wrs: WrPool<SendDone>,
     /// Calls' Sends go out unsignaled but for every `send_batch(credits)`th
     /// (and those with mapped pages): their completions come with the next
     /// signaled one (C `re_send_batch`); released by [`Conn::shutdown`].

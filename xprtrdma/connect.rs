@@ -23,6 +23,7 @@ use crate::rust::trace;
 use crate::rust::verbs::{
     DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
 };
+use crate::rust::wr_pool::WrPool;
 use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -199,6 +200,7 @@ impl Conn {
         let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
         let send_batch = SendBatch::new(batch as usize)?;
+        let send_wrs = WrPool::new((reqs + BC_SLOTS) as usize)?;
         let cache = if settings.strategy == Strategy::Cache {
             Some(super::regcache::CacheState::new(settings.cache_pages)?)
         } else {
@@ -231,6 +233,7 @@ impl Conn {
                 write_pad,
                 global_rkey,
                 send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
+                send_wrs <- send_wrs,
                 send_batch,
                 recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
                 cache <- new_spinlock!(cache, "rpcrdma_rs::xprt::cache"),

@@ -10,6 +10,7 @@ use crate::rust::verbs::{
     CompletionHandler, DmaBuf, DmaDir, MappedPage, Segment as SgSegment, SgEntry, WorkCompletion,
     WorkRequest,
 };
+use crate::rust::wr_pool::WrPool;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -91,6 +92,10 @@ impl CompletionHandler for SendDone {
         if let Some(buf) = wr.buf(0) {
             self.conn.put_send_buf(buf);
         }
+    }
+
+    fn pool(&self) -> Option<&WrPool<Self>> {
+        Some(&self.conn.send_wrs)
     }
 }
 

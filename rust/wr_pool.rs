@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests kept for reuse (C keeps its send contexts,
+//! `rpcrdma_sendctx` and `svc_rdma_send_ctxt`, on free lists for the same
+//! reason): a connection that posts a Send or an RDMA Write per RPC would
+//! otherwise allocate and free one per RPC.
+//!
+//! A [`WrPool`] holds *shells*: the allocations of completed work requests
+//! whose contents (scatter/gather list, the buffers and pages it held, the
+//! completion handler) were dropped, so a shell keeps nothing alive. A
+//! handler names its pool ([`CompletionHandler::pool`]); building a work
+//! request with such a handler takes a shell if there is one, and the
+//! completion gives the allocation back once it holds the last reference
+//! (see `WorkRequest::release`). Every step is a bounded list operation
+//! under a lock: nothing waits and nothing allocates.
+//!
+//! [`CompletionHandler::pool`]: super::verbs::CompletionHandler::pool
+
+use super::verbs::{CompletionHandler, WorkRequest};
+use core::mem::MaybeUninit;
+use core::pin::Pin;
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::{SpinLock, UniqueArc};
+
+/// The allocation of a work request whose contents were dropped.
+pub(in crate::rust) type Shell<H> = Pin<UniqueArc<MaybeUninit<WorkRequest<H>>>>;
+
+/// Up to a fixed number of work request allocations of one handler type.
+/// A shell is `MaybeUninit`: freeing one (a full pool, a dropped pool)
+/// frees memory and drops nothing.
+#[pin_data]
+pub struct WrPool<H: CompletionHandler> {
+    #[pin]
+    free: SpinLock<KVec<Shell<H>>>,
+}
+
+impl<H: CompletionHandler> WrPool<H> {
+    /// A pool that keeps at most `max` allocations (room for them is
+    /// reserved now, so giving one back never allocates).
+    pub fn new(max: usize) -> Result<impl PinInit<Self>> {
+        let free = KVec::with_capacity(max, GFP_KERNEL)?;
+        Ok(pin_init!(Self {
+            free <- new_spinlock!(free, "rpcrdma_rs::wr_pool"),
+        }))
+    }
+
+    /// A kept allocation, if there is one.
+    pub(in crate::rust) fn take(&self) -> Option<Shell<H>> {
+        self.free.lock().pop()
+    }
+
+    /// Keeps `shell` if there is room; a full pool frees it.
+    pub(in crate::rust) fn put(&self, shell: Shell<H>) {
+        let rejected = self.free.lock().push_within_capacity(shell).err();
+        // Freed outside the lock.
+        drop(rejected);
+    }
+
+    /// Allocations kept now (for tests).
+    pub fn kept(&self) -> usize {
+        self.free.lock().len()
+    }
+}
