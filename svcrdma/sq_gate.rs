@@ -48,10 +48,13 @@ pub(super) struct SqGate {
     wrs: WrPool<SqHandler>,
 }
 
-/// Most work request allocations a connection keeps for reuse: a Reply
-/// in flight is a Send and usually one RDMA Write, and a client keeps a
-/// few dozen calls in flight.
-const WR_POOL_MAX: u32 = 64;
+/// Most work request allocations a connection keeps for reuse (at most
+/// its send queue's depth): a 4 KiB READ's Reply is a Send and one RDMA
+/// Write, but a 256 KiB one is a Send and four Writes of 16 pages, and a
+/// client keeps dozens of calls in flight (1 MiB reads at iodepth 8 with
+/// rsize 256 KiB: up to 8 x 4 x 5 = 160). Each is about 1 KiB, allocated
+/// only when that many were in flight at once.
+const WR_POOL_MAX: u32 = 256;
 
 impl SqGate {
     /// A gate of `depth` slots whose Reads leave `read_keep` of them to
