@@ -1902,9 +1902,10 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // the handler moves into the closure).
         let shell = handler.pool().and_then(WrPool::take);
         let init = move |slot: *mut Self| -> Result {
-            // SAFETY: `slot` is the fresh allocation `Arc::pin_init` made,
-            // valid for writes of a `Self` and not shared yet; every pointer
-            // below is derived from it, within the fields it names.
+            // SAFETY: `slot` is the allocation `Arc::pin_init` made or a
+            // kept shell, valid for writes of a `Self` and not shared yet;
+            // every pointer below is derived from it, within the fields it
+            // names.
             unsafe {
                 let holds = addr_of_mut!((*slot).holds).cast::<Hold>();
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
