@@ -84,10 +84,17 @@ impl Waiter {
     }
 }
 
-impl CompletionHandler for Arc<Waiter> {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+impl Waiter {
+    /// Hands `wc` to the thread in [`Self::wait`].
+    fn notify(&self, wc: &WorkCompletion) {
         *self.state.lock() = Some(*wc);
         self.cv.notify_all();
+    }
+}
+
+impl CompletionHandler for Arc<Waiter> {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.notify(wc);
     }
 }
 
@@ -106,8 +113,7 @@ struct PoolHolder {
 
 impl CompletionHandler for Pooled {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        *self.waiter.state.lock() = Some(*wc);
-        self.waiter.cv.notify_all();
+        self.waiter.notify(wc);
     }
 
     fn pool(&self) -> Option<&WrPool<Self>> {

@@ -311,7 +311,7 @@ impl Conn {
     fn finish_read(&self, rqst: &mut Rqst, mut work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
         let msg = core::mem::replace(&mut work.msg, KVec::new());
-        let mut ctxt = work.take_call().ok_or(EINVAL)?;
+        let mut ctxt = work.take_ctxt().ok_or(EINVAL)?;
         let assembled = {
             let call = &mut ctxt.call;
             let xid = call.xid;

@@ -277,7 +277,7 @@ pub(super) struct ReadWork {
     pub(super) msg: KVec<u8>,
     /// The request's state with the decoded header, until the Call is
     /// assembled.
-    call: Option<KBox<CallCtxt>>,
+    ctxt: Option<KBox<CallCtxt>>,
     pieces: KVec<ReadPiece>,
     /// Pieces `[..next]` were posted.
     next: usize,
@@ -321,7 +321,7 @@ impl ReadWork {
         }
         Ok(Self {
             msg,
-            call: Some(ctxt),
+            ctxt: Some(ctxt),
             pieces,
             next: 0,
             paged,
@@ -329,8 +329,8 @@ impl ReadWork {
     }
 
     /// Takes the request's state with the Call's decoded header (once).
-    pub(super) fn take_call(&mut self) -> Option<KBox<CallCtxt>> {
-        self.call.take()
+    pub(super) fn take_ctxt(&mut self) -> Option<KBox<CallCtxt>> {
+        self.ctxt.take()
     }
 
     /// Whether every Read was posted.

@@ -177,13 +177,13 @@ if chained:
 if chained and calls_out:
     with open(calls_out, 'w') as out:
         out.write("# transport functions, inclusive (callees too): kinstr_per_MiB [module] symbol\n")
-        for (sym, mod), n in sorted(incl_funcs.items(), key=lambda x: -x[1]):
+        ranked = sorted(incl_funcs.items(), key=lambda x: -x[1])
+        for (sym, mod), n in ranked:
             out.write("%.0f [%s] %s\n" % (n / 1000 / mib, mod, sym))
         # Where the time under the biggest ones went: the sampled functions
         # (the leaves), with the number of samples, which says how far to
         # trust a line (one sample is one period of cpu-clock).
-        top = [k for k, n in sorted(incl_funcs.items(), key=lambda x: -x[1])][:12]
-        for k in top:
+        for k, _ in ranked[:12]:
             out.write("# under %s: kinstr_per_MiB samples [module] leaf\n" % k[0])
             for (sym, mod), n in sorted(leaves[k].items(), key=lambda x: -x[1])[:15]:
                 out.write("  %.0f %d [%s] %s\n" % (n / 1000 / mib, round(n / period_ns), mod or 'kernel', sym))
