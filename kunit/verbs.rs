@@ -9,6 +9,7 @@ use crate::proto::pieces::page_spans;
 use crate::rust::cm::{Addr, CmEvent, CmId};
 use crate::rust::device;
 use crate::rust::live;
+use crate::rust::page_sinks::{PageSinks, SinkSpan};
 use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
 use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::slab::SlabCache;
@@ -303,13 +304,14 @@ fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>
     let mut data = KVec::from_elem(0u8, page_size, GFP_KERNEL)?;
     pattern(seed, &mut data);
     source.write(0, &data)?;
-    let sink = pair.client.alloc_page_sink()?;
+    let sinks = fresh_sinks(&pair.client, 1)?;
     let read = SendOp::RdmaRead {
         remote_addr: addr,
         rkey,
     };
-    assert!(client_op(pair, one_segment(&sink, page_size)?, read)?.is_ok());
-    Ok(Some((sink.received_page()?, data)))
+    assert!(client_op(pair, sink_sgl(&sinks, 0, page_size)?, read)?.is_ok());
+    let page = sinks.received_pages()?.pop().ok_or(EINVAL)?;
+    Ok(Some((page, data)))
 }
 
 /// The test chunk of the Reads into pages: bytes [100, 100 + 3 pages) of a
@@ -319,29 +321,23 @@ const CHUNK_OFF: usize = 100;
 const CHUNK_LEN: usize = 3 * kernel::page::PAGE_SIZE;
 const CHUNK_PAGES: usize = 4;
 
-/// [`CHUNK_PAGES`] fresh page sinks on `ep`.
-fn page_sinks(ep: &Endpoint) -> Result<KVec<Arc<DmaBuf>>> {
-    let mut sinks = KVec::new();
-    for _ in 0..CHUNK_PAGES {
-        sinks.push(ep.alloc_page_sink()?, GFP_KERNEL)?;
+/// `n` freshly allocated pages mapped on `ep` as Read sinks, as the server
+/// maps a request's pages.
+fn fresh_sinks(ep: &Endpoint, n: usize) -> Result<Arc<PageSinks>> {
+    let mut pages = KVec::new();
+    for _ in 0..n {
+        pages.push(PageRef::alloc()?, GFP_KERNEL)?;
     }
-    Ok(sinks)
+    ep.map_page_sinks(pages)
 }
 
-/// The ranges of `sinks` the test chunk occupies, one per page.
-fn chunk_spans(sinks: &[Arc<DmaBuf>]) -> Result<KVec<Segment>> {
-    let mut segments = KVec::new();
-    for span in page_spans(CHUNK_OFF, CHUNK_LEN, kernel::page::PAGE_SIZE).ok_or(EINVAL)? {
-        segments.push(
-            Segment {
-                buf: sinks.get(span.page).ok_or(EINVAL)?.clone(),
-                offset: span.offset,
-                len: span.len,
-            },
-            GFP_KERNEL,
-        )?;
+/// The scatter list of a Read of bytes `[off, off + len)` of `sinks`.
+fn sink_sgl(sinks: &Arc<PageSinks>, off: usize, len: usize) -> Result<KVec<SinkSpan>> {
+    let mut sgl = KVec::new();
+    for span in sinks.spans(off, len)? {
+        sgl.push(span?, GFP_KERNEL)?;
     }
-    Ok(segments)
+    Ok(sgl)
 }
 
 /// Writes `seed`'s pattern into `source`, RDMA-Reads it from the client
@@ -350,8 +346,8 @@ fn chunk_spans(sinks: &[Arc<DmaBuf>]) -> Result<KVec<Segment>> {
 fn read_chunk_into_pages(
     pair: &Pair,
     source: &Arc<DmaBuf>,
-    sinks: &[Arc<DmaBuf>],
-    segments: KVec<Segment>,
+    sinks: &PageSinks,
+    segments: impl IntoIterator<Item = impl Into<SgEntry>>,
     seed: u8,
 ) -> Result {
     let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
@@ -370,10 +366,7 @@ fn read_chunk_into_pages(
     let mut at = 0;
     for span in page_spans(CHUNK_OFF, CHUNK_LEN, kernel::page::PAGE_SIZE).ok_or(EINVAL)? {
         let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
-        sinks
-            .get(span.page)
-            .ok_or(EINVAL)?
-            .read(span.offset, &mut got)?;
+        sinks.read(span.page, span.offset, &mut got)?;
         assert!(got[..] == expect[at..at + span.len]);
         at += span.len;
     }
@@ -585,9 +578,10 @@ mod tests {
     }
 
     /// The server's RDMA Reads into pages (`svc_memreg=direct`): one Read
-    /// scattered over freshly allocated page sinks, starting inside the
-    /// first page as a piece of a client's unaligned segment may, and the
-    /// pages then handed on. Devices whose sinks need a registration
+    /// scattered over page sinks (pages mapped as a request's are),
+    /// starting inside the first page as a piece of a client's unaligned
+    /// segment may, and the pages then handed on: they keep the bytes
+    /// after the sinks are gone. Devices whose sinks need a registration
     /// (iWARP) or that scatter a Read over too few entries never take this
     /// path (`svcrdma/accept.rs`, `paged_reads_fit`): nothing to check
     /// there.
@@ -599,15 +593,23 @@ mod tests {
             return Ok(());
         }
         let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
-        let sinks = page_sinks(&pair.client)?;
-        let segments = chunk_spans(&sinks)?;
+        let sinks = fresh_sinks(&pair.client, CHUNK_PAGES)?;
+        let segments = sink_sgl(&sinks, CHUNK_OFF, CHUNK_LEN)?;
         assert_eq!(segments.len(), CHUNK_PAGES);
         read_chunk_into_pages(&pair, &source, &sinks, segments, 0x3c)?;
-        // The pages are handed on; the CPU never writes a page sink.
-        for sink in sinks.iter() {
-            drop(sink.received_page()?);
-            assert_eq!(sink.write(0, &[0u8]), Err(EPERM));
-        }
+        // The pages are handed on holding what was read, though the
+        // sinks still map them.
+        let pages = sinks.received_pages()?;
+        assert_eq!(pages.len(), CHUNK_PAGES);
+        let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
+        pattern(0x3c, &mut expect);
+        let mut first = [0u8; 8];
+        pages[1].read(0, &mut first)?;
+        let at = kernel::page::PAGE_SIZE - CHUNK_OFF;
+        assert!(first[..] == expect[at..at + first.len()]);
+        drop(sinks);
+        pages[1].read(0, &mut first)?;
+        assert!(first[..] == expect[at..at + first.len()]);
         Ok(())
     }
 
@@ -628,12 +630,14 @@ mod tests {
             return Ok(());
         }
         let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
-        let sinks = page_sinks(&pair.client)?;
+        let sinks = fresh_sinks(&pair.client, CHUNK_PAGES)?;
         let pool = SinkMrPool::new(pair.client.pd(), 8, 1)?;
         // Registers a run over the pages and reads `seed`'s pattern
         // through it; returns the run and the key the Read used.
         let read_through = |seed: u8| -> Result<(Arc<DmaBuf>, u32)> {
-            let run = pair.client.register_page_run(&pool, chunk_spans(&sinks)?)?;
+            let run = pair
+                .client
+                .register_page_run(&pool, &sinks, CHUNK_OFF, CHUNK_LEN)?;
             assert!(run.sink_registers_per_use());
             run.post_sink_registration(&pair.client)?;
             let key = run.sink_key().ok_or(EINVAL)?;
@@ -655,7 +659,9 @@ mod tests {
         // Registered, never read: its key may be valid, so it is freed
         // (after a later Read on the queue pair, which the registration
         // preceded, completed); the Read took a new MR.
-        let armed = pair.client.register_page_run(&pool, chunk_spans(&sinks)?)?;
+        let armed = pair
+            .client
+            .register_page_run(&pool, &sinks, CHUNK_OFF, CHUNK_LEN)?;
         armed.post_sink_registration(&pair.client)?;
         let (run, third_key) = read_through(0x7f)?;
         assert_eq!(pool.allocated(), 2);

@@ -29,6 +29,7 @@ pub mod fault;
 pub mod live;
 pub mod memalloc;
 pub mod mr;
+pub mod page_sinks;
 pub mod params;
 pub mod ratelimit;
 pub mod regcache;

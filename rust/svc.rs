@@ -266,6 +266,37 @@ impl Rqst {
         pages.saturating_sub(1)
     }
 
+    /// Takes the argument pages `rq_pages[1..=n]` out of the request (C
+    /// `svc_rdma_clear_rqst_pages`): the sinks of a Call's RDMA Reads,
+    /// which the request that assembles the Call takes over
+    /// ([`Self::set_arg_paged`]). `svc_alloc_arg` refills the slots in
+    /// bulk before this request receives again (`rq_pages_nfree`).
+    pub fn take_arg_pages(&mut self, n: usize) -> Result<KVec<PageRef>> {
+        if n.checked_add(1).ok_or(EINVAL)? > self.arg_pages() {
+            return Err(EINVAL);
+        }
+        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
+        // `rq_pages` has more than `n + 1` entries. Each page taken out of
+        // a slot is the request's reference, which the slot gives up (it is
+        // left empty), and `rq_pages_nfree` tells svc_alloc_arg to refill
+        // the slots up to `n`.
+        unsafe {
+            let rq_pages = (*r).rq_pages;
+            let nfree = c_ulong::try_from(n + 1).map_err(|_| EINVAL)?;
+            (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
+            for i in 1..=n {
+                let slot = rq_pages.add(i);
+                let page = NonNull::new(*slot).ok_or(EINVAL)?;
+                *slot = core::ptr::null_mut();
+                // Room was reserved above: this push does not allocate.
+                pages.push(PageRef::from_raw(page), GFP_KERNEL)?;
+            }
+        }
+        Ok(pages)
+    }
+
     /// Lays out `rq_arg` as C's `svc_rdma_read_complete_one` does for a
     /// Call with one Read chunk read into pages of its own: `inline` in
     /// the head page (`rq_pages[0]`), its bytes before `position` as the
@@ -301,8 +332,8 @@ impl Rqst {
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
         // `rq_pages` has more than `pages.len() + 1` entries, each a page
-        // (svc_alloc_arg filled them); `inline` fits the head page and the
-        // pad the page it lands in (checked above).
+        // (svc_alloc_arg filled them) or empty; `inline` fits the head page
+        // and the pad the page it lands in (checked above).
         unsafe {
             let rq_pages = (*r).rq_pages;
             let head = bindings::rpcrdma_rs_page_address(*rq_pages).cast::<u8>();
@@ -310,13 +341,13 @@ impl Rqst {
                 return Err(EINVAL);
             }
             core::ptr::copy_nonoverlapping(inline.as_ptr(), head, inline.len());
+            // The pages there now are put in one batch (the slots are
+            // overwritten just below).
+            let n = c_uint::try_from(pages.len()).map_err(|_| EINVAL)?;
+            bindings::rpcrdma_rs_release_page_slots(rq_pages.add(1), n);
             for (i, page) in pages.into_iter().enumerate() {
                 let slot = rq_pages.add(1 + i);
-                let old = *slot;
                 *slot = page.into_raw().as_ptr();
-                if !old.is_null() {
-                    bindings::rpcrdma_rs_page_put(old);
-                }
                 if i == pad_page && pad > 0 {
                     let base = bindings::rpcrdma_rs_page_address(*slot).cast::<u8>();
                     if !base.is_null() {

@@ -18,3 +18,18 @@ void *rpcrdma_rs_page_address(struct page *page)
 {
 	return page_address(page);
 }
+
+/*
+ * Puts the pages of @nr page slots of a request about to be overwritten, in
+ * one batch as C's svc_rdma_read_complete() does. release_pages() takes no
+ * NULL entries: the slots are compacted first.
+ */
+void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < nr; i++)
+		if (slots[i])
+			slots[n++] = slots[i];
+	release_pages(slots, n);
+}

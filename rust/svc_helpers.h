@@ -21,5 +21,6 @@ struct rpc_rqst;
 
 struct page *rpcrdma_rs_alloc_page(void);
 void *rpcrdma_rs_page_address(struct page *page);
+void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr);
 
 #endif

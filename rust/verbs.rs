@@ -29,6 +29,7 @@ use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
+use super::page_sinks::{PageSinks, SinkSpan};
 use super::sink_pool::SinkMrPool;
 use super::slab::SlabObj;
 use super::wr_pool::WrPool;
@@ -545,67 +546,38 @@ impl Endpoint {
         MappedPage::new(&self.anchor.pd, page, off, len)
     }
 
-    /// Allocates a page and maps it whole for the device to write (the
-    /// sink of an RDMA Read whose page is later handed to a request with
-    /// [`DmaBuf::received_page`]).
-    pub fn alloc_page_sink(&self) -> Result<Arc<DmaBuf>> {
-        let page = PageRef::alloc()?;
-        DmaBuf::from_page(
-            &self.anchor.pd,
-            page,
-            0,
-            kernel::page::PAGE_SIZE,
-            DmaDir::FromDevice,
-        )
-    }
-
-    /// Maps the ranges `spans` of page sinks ([`Self::alloc_page_sink`]),
-    /// in order, into an MR of `pool` (iWARP only): the result is the one
-    /// sink of an RDMA Read that lands straight in those pages. Like a
-    /// registered slab sink, its MR is registered with
+    /// Registers the bytes `[off, off + len)` of `sinks` (counted from the
+    /// first page's first byte) in an MR of `pool` (iWARP only): the
+    /// result is the one sink of an RDMA Read that lands straight in those
+    /// pages. Like a registered slab sink, its MR is registered with
     /// [`DmaBuf::post_sink_registration`] before the Read, which then
     /// invalidates it; when the buffer is dropped the MR goes back to
-    /// `pool`, or is freed if its key may still be valid.
-    ///
-    /// Only the first range may start inside its page and only the last
-    /// may end inside its page (FRWR maps page lists); at most
-    /// [`SinkMrPool::pages`] ranges.
+    /// `pool`, or is freed if its key may still be valid. At most
+    /// [`SinkMrPool::pages`] pages.
     pub fn register_page_run(
         &self,
         pool: &Arc<SinkMrPool>,
-        spans: KVec<Segment>,
+        sinks: &Arc<PageSinks>,
+        off: usize,
+        len: usize,
     ) -> Result<Arc<DmaBuf>> {
         let pd = &self.anchor.pd;
-        if !pd.is_iwarp() || !Arc::ptr_eq(pd, pool.pd()) {
-            return Err(EINVAL);
-        }
-        let n = spans.len();
-        if n == 0 || n > pool.pages() as usize {
+        if !pd.is_iwarp() || !Arc::ptr_eq(pd, pool.pd()) || !Arc::ptr_eq(pd, sinks.pd()) {
             return Err(EINVAL);
         }
         let page = kernel::page::PAGE_SIZE;
-        let mut len = 0usize;
-        for (i, s) in spans.iter().enumerate() {
-            let b = &s.buf;
-            let end = b.range(s.offset, s.len)?;
-            let whole_page = matches!(b.backing, Backing::Page(_)) && b.len == page;
-            if !whole_page
-                || b.dir != DmaDir::FromDevice
-                || s.len == 0
-                || !Arc::ptr_eq(&b.pd, pd)
-                || (i > 0 && s.offset != 0)
-                || (i + 1 < n && end != page)
-            {
-                return Err(EINVAL);
-            }
-            len = len.checked_add(s.len).ok_or(EINVAL)?;
+        let last = off
+            .checked_add(len)
+            .ok_or(EINVAL)?
+            .checked_sub(1)
+            .ok_or(EINVAL)?;
+        let n = last / page - off / page + 1;
+        if n > pool.pages() as usize {
+            return Err(EINVAL);
         }
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
         let mut mr = pool.take()?;
-        let mapped = mr.map_dma_runs(spans.iter().map(|s| {
-            // In range (checked above): a page is far below `u32::MAX`.
-            (s.buf.dma.wrapping_add(s.offset as u64), s.len as u32)
-        }));
+        let mapped = mr.map_dma_runs(sinks.dma_runs(off, len)?);
         let seg = mr.segment();
         if let Err(e) = mapped.and(if seg.length == len32 {
             Ok(())
@@ -618,12 +590,14 @@ impl Endpoint {
         }
         live::inc(live::Kind::DmaBuf);
         // INVARIANT: no bytes or mapping of its own (`Backing::Registered`):
-        // the MR maps the ranges, kept mapped by `spans`, at `seg.offset`.
+        // the MR maps the range, kept mapped by `sinks`, at `seg.offset`.
         Ok(Arc::new(
             DmaBuf {
                 ptr: core::ptr::null_mut(),
                 len,
-                backing: Backing::Registered { _spans: spans },
+                backing: Backing::Registered {
+                    _sinks: sinks.clone(),
+                },
                 dma: seg.offset,
                 dir: DmaDir::FromDevice,
                 mr: Some(SinkMr {
@@ -1032,14 +1006,10 @@ enum Backing {
     Vec { cap: usize },
     /// An object of a slab cache.
     Slab(SlabObj),
-    /// A referenced page: an RDMA Read sink handed on without a copy
-    /// ([`DmaBuf::received_page`]). The CPU never writes it through the
-    /// buffer.
-    Page(PageRef),
-    /// Ranges of page sinks, in order, that the buffer's MR maps for one
-    /// RDMA Read ([`Endpoint::register_page_run`]); kept mapped by the
-    /// references held here while the MR names them (only held).
-    Registered { _spans: KVec<Segment> },
+    /// A range of page sinks that the buffer's MR maps for one RDMA Read
+    /// ([`Endpoint::register_page_run`]); kept mapped by the reference
+    /// held here while the MR names them (only held).
+    Registered { _sinks: Arc<PageSinks> },
 }
 
 /// A reference on a page, put on drop.
@@ -1071,6 +1041,17 @@ impl PageRef {
 }
 
 impl PageRef {
+    /// Takes over a reference the caller holds on `page`.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live page, and the caller gives one reference it holds
+    /// up to the result.
+    pub(in crate::rust) unsafe fn from_raw(page: NonNull<bindings::page>) -> Self {
+        // INVARIANT: The reference is handed over by the caller.
+        Self { page }
+    }
+
     /// Allocates a page (`GFP_KERNEL`); the new reference is its only one.
     pub fn alloc() -> Result<Self> {
         // SAFETY: No requirement; a null result is a failed allocation.
@@ -1081,12 +1062,49 @@ impl PageRef {
         })
     }
 
+    /// The page.
+    pub(in crate::rust) fn as_ptr(&self) -> *mut bindings::page {
+        self.page.as_ptr()
+    }
+
+    /// Copies `out.len()` bytes at `offset` of the page out.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
+        let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
+        if end > kernel::page::PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        // SAFETY: The page is live (type invariant).
+        let base = unsafe { bindings::rpcrdma_rs_page_address(self.page.as_ptr()) };
+        if base.is_null() {
+            // A highmem page has no permanent kernel address.
+            return Err(EINVAL);
+        }
+        // SAFETY: `[offset, end)` lies within the page (checked above),
+        // which stays referenced during the copy; `out` is a distinct
+        // Rust slice.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                base.cast::<u8>().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
+        Ok(())
+    }
+
     /// Gives the reference up to C code that puts it (a request's page
     /// array): the page is not put on drop.
     pub(in crate::rust) fn into_raw(self) -> NonNull<bindings::page> {
         let page = self.page;
         core::mem::forget(self);
         page
+    }
+}
+
+impl Clone for PageRef {
+    fn clone(&self) -> Self {
+        // SAFETY: The page is live: `self` holds a reference.
+        unsafe { Self::get(self.page) }
     }
 }
 
@@ -1320,36 +1338,6 @@ impl DmaBuf {
         )?)
     }
 
-    /// Maps `[off, off + len)` of `page` for the device, in direction
-    /// `dir`.
-    fn from_page(
-        pd: &Arc<Pd>,
-        page: PageRef,
-        off: usize,
-        len: usize,
-        dir: DmaDir,
-    ) -> Result<Arc<Self>> {
-        // The page moves into the buffer, which unmaps it before it puts
-        // the reference.
-        let (ptr, dma) = map_page_range(pd, &page, off, len, dir)?;
-        live::inc(live::Kind::DmaBuf);
-        // INVARIANT: `ptr` holds `len` bytes of the referenced page, mapped
-        // at `dma`.
-        Ok(Arc::new(
-            Self {
-                ptr,
-                len,
-                backing: Backing::Page(page),
-                dma,
-                dir,
-                mr: None,
-                pd: pd.clone(),
-                cpu_busy: Atomic::new(false),
-            },
-            GFP_KERNEL,
-        )?)
-    }
-
     /// Maps a whole slab object for DMA on `pd`'s device. With `sink_mr`
     /// (an RDMA Read sink, direction `FromDevice`) a fast-registration MR
     /// is also allocated and mapped over it; it becomes usable once
@@ -1476,12 +1464,8 @@ impl DmaBuf {
         self.dir
     }
 
-    /// As [`Self::range`], for the CPU to write: never a page the buffer
-    /// only lends to the device (someone else's data).
+    /// As [`Self::range`], for the CPU to write.
     fn writable_range(&self, offset: usize, len: usize) -> Result<usize> {
-        if matches!(self.backing, Backing::Page(_)) {
-            return Err(EPERM);
-        }
         self.cpu_range(offset, len)
     }
 
@@ -1652,22 +1636,6 @@ impl DmaBuf {
         };
         self.sync_for_device(self.len);
         Ok(r)
-    }
-
-    /// For a page the device wrote (a sink of [`Endpoint::alloc_page_sink`]
-    /// whose Reads completed): makes its bytes visible to the CPU and
-    /// returns a new reference on the page, to hand it to a request
-    /// without a copy. The device must be done writing it.
-    pub fn received_page(&self) -> Result<PageRef> {
-        let Backing::Page(page) = &self.backing else {
-            return Err(EINVAL);
-        };
-        if self.dir != DmaDir::FromDevice {
-            return Err(EINVAL);
-        }
-        self.sync_for_cpu(self.len);
-        // SAFETY: The page is live: `page` holds a reference.
-        Ok(unsafe { PageRef::get(page.page) })
     }
 
     /// The address and rkey a peer uses to reach this buffer with RDMA, when
@@ -1842,6 +1810,9 @@ enum Hold {
     /// A page mapped for this request alone, unmapped when it is dropped
     /// (only held).
     Page { _mapping: MappedPage },
+    /// Pages shared by a Call's Reads, which keep their own mappings
+    /// (only held).
+    Sinks { _sinks: Arc<PageSinks> },
 }
 
 /// One entry of a scatter/gather list to build a [`WorkRequest`] from.
@@ -1850,6 +1821,8 @@ pub enum SgEntry {
     Buf(Segment),
     /// A page mapped for the request alone ([`Endpoint::map_page`]).
     Page(MappedPage),
+    /// Part of a page of a Call's Read sinks ([`PageSinks::spans`]).
+    Sink(SinkSpan),
 }
 
 impl From<Segment> for SgEntry {
@@ -2011,6 +1984,15 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 Ok((sge, Hold::Buf(seg.buf)))
             }
             SgEntry::Page(page) => Ok((page.sge(), Hold::Page { _mapping: page })),
+            SgEntry::Sink(span) => {
+                let (addr, length, pd) = span.dma_range();
+                let sge = bindings::ib_sge {
+                    addr,
+                    length,
+                    lkey: pd.lkey(),
+                };
+                Ok((sge, Hold::Sinks { _sinks: span.sinks }))
+            }
         }
     }
 
@@ -2051,7 +2033,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     fn bufs(&self) -> impl Iterator<Item = &Arc<DmaBuf>> {
         self.holds().iter().filter_map(|h| match h {
             Hold::Buf(b) => Some(b),
-            Hold::Page { .. } => None,
+            Hold::Page { .. } | Hold::Sinks { .. } => None,
         })
     }
 
@@ -2096,6 +2078,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
             Hold::Buf(b) => b.dir == DmaDir::ToDevice,
             // Mapped for the device to read.
             Hold::Page { .. } => true,
+            // Mapped for the device to write.
+            Hold::Sinks { .. } => false,
         })
     }
 

@@ -201,10 +201,19 @@ impl Conn {
         }
         // One Read chunk (an NFS WRITE's data): read into pages of its
         // own that the request takes over, without a copy.
-        let paged = if s.read_sinks.land_in_pages() {
+        let paged_layout = if s.read_sinks.land_in_pages() {
             PagedCall::new(&pcl, inline.len(), PAGE_SIZE, rqst.arg_pages())
         } else {
             None
+        };
+        // The pages come from this request, as in C: svc_alloc_arg
+        // refills its slots in bulk.
+        let paged = match paged_layout {
+            Some(l) => {
+                let pages = rqst.take_arg_pages(l.pages)?;
+                Some((l, s.ep.map_page_sinks(pages)?))
+            }
+            None => None,
         };
         let layout = pcl.layout();
         ctxt.call.set(msg, &hdr, inline, layout);

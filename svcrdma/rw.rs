@@ -9,8 +9,9 @@
 //! is pulled into them and later copied into the pages of whichever
 //! request finishes the Call. With `svc_memreg=direct` there is no copy
 //! for Write chunks (pushed from the Reply's pages) nor for a Call's single
-//! Read chunk where the device allows (pulled into pages allocated for it,
-//! [`PagedSinks`], which the finishing request takes over). On iWARP,
+//! Read chunk where the device allows (pulled into pages taken from the
+//! request that posts the Reads, as C does, mapped once: [`PagedSinks`];
+//! the finishing request takes them over). On iWARP,
 //! where a Read's sink needs a remotely writable registration, each such
 //! Read goes through an MR of the connection's pool registered over the
 //! pages it lands in ([`ReadSinks::RegisteredPages`]).
@@ -31,8 +32,9 @@ use super::conn::CallCtxt;
 use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
 use crate::proto::msg::Segment;
-use crate::proto::pieces::{page_spans, CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
+use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
+use crate::rust::page_sinks::PageSinks;
 use crate::rust::send_chain::SendChain;
 use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::svc::{stat_add, Rqst, Stat};
@@ -171,79 +173,57 @@ impl kernel::fmt::Display for ReadSinks {
 }
 
 /// The pages a Call's single Read chunk is read into (see [`PagedCall`]):
-/// one sink per page, allocated and mapped when the first Read into it is
-/// posted, and handed to the request that assembles the Call.
+/// taken from the request that posts the Reads, mapped once, and handed
+/// to the request that assembles the Call.
 pub(super) struct PagedSinks {
     pub(super) layout: PagedCall,
-    pages: KVec<Option<Arc<DmaBuf>>>,
+    sinks: Arc<PageSinks>,
     /// The MR pool each Read's pages are registered through (iWARP).
     pool: Option<Arc<SinkMrPool>>,
 }
 
+/// Where one Read into a Call's pages lands.
+enum PagedTarget {
+    /// Scattered over the pages, one entry per page.
+    Pages(Arc<PageSinks>),
+    /// Through a registration of the pages it covers (its one entry).
+    Run(Arc<DmaBuf>),
+}
+
 impl PagedSinks {
-    fn new(layout: PagedCall, pool: Option<Arc<SinkMrPool>>) -> Result<Self> {
+    /// The sinks of `layout`'s chunk: `sinks` has one page per page of
+    /// the chunk.
+    pub(super) fn new(
+        layout: PagedCall,
+        sinks: Arc<PageSinks>,
+        pool: Option<Arc<SinkMrPool>>,
+    ) -> Result<Self> {
+        if sinks.len() != layout.pages {
+            return Err(EINVAL);
+        }
         Ok(Self {
             layout,
-            pages: KVec::from_elem(None, layout.pages, GFP_KERNEL)?,
+            sinks,
             pool,
         })
     }
 
-    /// The scatter list of the Read of `piece` into the pages and, when
-    /// the connection registers them, the registration it goes through
-    /// (its one entry): see [`Self::sgl`].
-    fn target(
-        &mut self,
-        ep: &Endpoint,
-        piece: &Piece,
-    ) -> Result<(KVec<SgSegment>, Option<Arc<DmaBuf>>)> {
-        let spans = self.sgl(ep, piece)?;
-        let Some(pool) = &self.pool else {
-            return Ok((spans, None));
-        };
-        let run = ep.register_page_run(pool, spans)?;
-        let mut one = KVec::with_capacity(1, GFP_KERNEL)?;
-        one.push(
-            SgSegment {
-                buf: run.clone(),
-                offset: 0,
-                len: piece.len,
-            },
-            GFP_KERNEL,
-        )?;
-        Ok((one, Some(run)))
-    }
-
-    /// The ranges of the pages the Read of `piece` (bytes of the chunk)
-    /// lands in, one per page, mapping the pages not mapped yet.
-    fn sgl(&mut self, ep: &Endpoint, piece: &Piece) -> Result<KVec<SgSegment>> {
-        let mut segs = KVec::with_capacity(PAGED_SGES, GFP_KERNEL)?;
-        for span in page_spans(piece.off, piece.len, PAGE_SIZE).ok_or(EINVAL)? {
-            let slot = self.pages.get_mut(span.page).ok_or(EINVAL)?;
-            let buf = match slot {
-                Some(buf) => buf.clone(),
-                None => slot.insert(ep.alloc_page_sink()?).clone(),
-            };
-            segs.push(
-                SgSegment {
-                    buf,
-                    offset: span.offset,
-                    len: span.len,
-                },
-                GFP_KERNEL,
-            )?;
-        }
-        Ok(segs)
+    /// Where the Read of `piece` (bytes of the chunk) lands: scattered
+    /// over the pages, or through a registration of them when the
+    /// connection registers its sinks.
+    fn target(&self, ep: &Endpoint, piece: &Piece) -> Result<PagedTarget> {
+        Ok(match &self.pool {
+            Some(pool) => {
+                PagedTarget::Run(ep.register_page_run(pool, &self.sinks, piece.off, piece.len)?)
+            }
+            None => PagedTarget::Pages(self.sinks.clone()),
+        })
     }
 
     /// New references on the pages, in order, for the request; every
     /// page was read into (the chunk covers all of them).
     pub(super) fn take_pages(&self) -> Result<KVec<PageRef>> {
-        let mut pages = KVec::with_capacity(self.pages.len(), GFP_KERNEL)?;
-        for sink in self.pages.iter() {
-            pages.push(sink.as_ref().ok_or(EINVAL)?.received_page()?, GFP_KERNEL)?;
-        }
-        Ok(pages)
+        self.sinks.received_pages()
     }
 }
 
@@ -293,7 +273,7 @@ impl ReadWork {
     pub(super) fn new(
         msg: KVec<u8>,
         mut ctxt: KBox<CallCtxt>,
-        paged: Option<PagedCall>,
+        paged: Option<(PagedCall, Arc<PageSinks>)>,
         sinks: &ReadSinks,
     ) -> Result<Self> {
         let pool = match sinks {
@@ -304,7 +284,9 @@ impl ReadWork {
             Some(_) => sinks.piece_size(),
             None => PIECE,
         };
-        let paged = paged.map(|l| PagedSinks::new(l, pool)).transpose()?;
+        let paged = paged
+            .map(|(l, pages)| PagedSinks::new(l, pages, pool))
+            .transpose()?;
         let mut pieces = KVec::new();
         for p in CallReadPieces::new(&ctxt.call.pcl()?, piece_size) {
             let (src, piece) = p.map_err(piece_error)?;
@@ -639,20 +621,27 @@ impl Io<'_> {
         while let Some(p) = work.pieces.get_mut(work.next) {
             // Into the Call's own pages (scattered over, or through a
             // registration of them), or into a sink from the cache.
-            let (paged_sgl, cached_sgl, taken, run) = match &mut work.paged {
-                Some(paged) => {
-                    let (sgl, run) = paged.target(self.ep, &p.piece)?;
-                    (Some(sgl), None, None, run)
-                }
+            let (pages, one_sink, taken, run) = match &work.paged {
+                Some(paged) => match paged.target(self.ep, &p.piece)? {
+                    PagedTarget::Pages(pages) => (Some(pages), None, None, None),
+                    PagedTarget::Run(run) => {
+                        let sgl = one_segment(run.clone(), p.piece.len);
+                        (None, Some(sgl), None, Some(run))
+                    }
+                },
                 None => {
                     let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
                     let sgl = one_segment(t.buf.clone(), p.piece.len);
                     (None, Some(sgl), Some(t), None)
                 }
             };
+            let page_sgl = match &pages {
+                Some(pages) => Some(pages.spans(p.piece.off, p.piece.len)?),
+                None => None,
+            };
             let segs = Iterator::chain(
-                paged_sgl.into_iter().flatten(),
-                cached_sgl.into_iter().flatten(),
+                page_sgl.into_iter().flatten().map(|s| s.map(SgEntry::from)),
+                one_sink.into_iter().flatten().map(|s| Ok(SgEntry::from(s))),
             );
             // The sink whose MR is registered ahead of the Read, if any.
             let register = match (&run, &taken) {
@@ -669,7 +658,7 @@ impl Io<'_> {
                 }
                 break;
             }
-            let wr = match WorkRequest::new(
+            let wr = match WorkRequest::try_new(
                 ReadHandler {
                     sq: self.sq.clone(),
                     slots,
