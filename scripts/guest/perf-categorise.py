@@ -22,6 +22,11 @@ them); and writes CALLS_OUT (the 7th argument): per transport function its
 inclusive instructions per MiB, and per caller of a copy function (the
 first frame of the chain outside the copy category) the copies' share.
 
+IPS_OUT (the 8th argument) gets the samples that landed in the transport
+module by address, as "samples symbol+0xoffset", most sampled first: with
+a long job, where inside a function the instructions go (to read against
+`objdump -dr` of the module the benchmark built).
+
 Kernel addresses are resolved here, not by perf: perf (6.1, Debian's) places
 each module at /proc/modules' address with /proc/modules' size, but since
 Linux 6.4 a module's text, data and read-only data are allocated apart and
@@ -37,6 +42,7 @@ import sys
 
 kallsyms, cfg, prof, kib, fio_ms, syms_out = sys.argv[1:7]
 calls_out = sys.argv[7] if len(sys.argv) > 7 else None
+ips_out = sys.argv[8] if len(sys.argv) > 8 else None
 mib = float(kib) / 1024
 
 addrs, names = [], []
@@ -131,6 +137,8 @@ def samples(lines):
 
 
 cats, syms = {}, {}
+# Transport samples by (symbol, offset in it).
+ips = {}
 # With call chains: what samples under a transport frame landed in, by
 # category; inclusive instructions per transport function; copy callers.
 incl_cats, incl_funcs, copy_callers, leaves = {}, {}, {}, {}
@@ -140,6 +148,9 @@ for period, chain in samples(sys.stdin):
     period_ns = period_ns or period
     c, key = resolve(chain[0])
     cats[c] = cats.get(c, 0) + period
+    if c == 'transport':
+        at = (key[0], chain[0] - addrs[bisect.bisect_right(addrs, chain[0]) - 1])
+        ips[at] = ips.get(at, 0) + 1
     syms[(c,) + key] = syms.get((c,) + key, 0) + period
     if len(chain) < 2:
         continue
@@ -190,3 +201,7 @@ if chained and calls_out:
         out.write("# callers of copy functions: kinstr_per_MiB (in the copy) [module] caller\n")
         for (sym, mod), n in sorted(copy_callers.items(), key=lambda x: -x[1]):
             out.write("%.0f [%s] %s\n" % (n / 1000 / mib, mod or 'kernel', sym))
+if ips_out:
+    with open(ips_out, 'w') as out:
+        for (sym, off), n in sorted(ips.items(), key=lambda x: -x[1]):
+            out.write("%d %s+%#x\n" % (n, sym, off))

@@ -336,10 +336,11 @@ RES
     perf script -i "$_data" -F period,ip 2>>"$_log" |
         python3 "$REPO_ROOT/scripts/guest/perf-categorise.py" "/tmp/kallsyms-$_cfg" "$_cfg" "$_prof" \
             "$_kib" "$_fio_ms" "$RESULTS/syms-$_cfg-$_prof.txt" "$RESULTS/calls-$_cfg-$_prof.txt" \
-            > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
+            "$RESULTS/ips-$_cfg-$_prof.txt" > "/tmp/profile-$_cfg-$_prof.txt" 2>>"$_log"
     rm -f "$_data" "/tmp/kallsyms-$_cfg" "$_ctl" "$_ack"
     # Rust's symbols demangled (binutils' c++filt knows Rust's v0 mangling)
-    for _f in "$RESULTS/syms-$_cfg-$_prof.txt" "$RESULTS/calls-$_cfg-$_prof.txt"; do
+    for _f in "$RESULTS/syms-$_cfg-$_prof.txt" "$RESULTS/calls-$_cfg-$_prof.txt" \
+        "$RESULTS/ips-$_cfg-$_prof.txt"; do
         [ -f "$_f" ] && command -v c++filt >/dev/null && c++filt < "$_f" > /tmp/syms.txt && cp /tmp/syms.txt "$_f"
     done
     grep -q '^icount-profile cfg' "/tmp/profile-$_cfg-$_prof.txt" ||
