@@ -192,7 +192,7 @@ impl Conn {
             return Ok(None);
         };
         if !layout.needs_reads() {
-            if !self.assemble(rqst, xid, &pcl, inline, None)? {
+            if !self.assemble_in(rqst, xid, &layout, inline, None)? {
                 return Ok(None);
             }
             let layout = pcl.layout();
@@ -387,6 +387,19 @@ impl Conn {
             self.send_err_chunk(xid);
             return Ok(false);
         };
+        self.assemble_in(rqst, xid, &layout, inline, work)
+    }
+
+    /// [`Self::assemble`] with the Call's layout in `rqst`'s pages already
+    /// checked (`CallLayout::new` with `rqst`'s `arg_max`).
+    fn assemble_in(
+        &self,
+        rqst: &mut Rqst,
+        xid: u32,
+        layout: &CallLayout<'_>,
+        inline: &[u8],
+        work: Option<&ReadWork>,
+    ) -> Result<bool> {
         rqst.set_arg(layout.total())?;
         for step in layout.steps() {
             let step = match step {

@@ -154,6 +154,15 @@ impl Conn {
             offset: first,
             len: tail,
         });
+        let done = SendDone {
+            conn: this.clone(),
+            slots,
+        };
+        if pages.is_empty() && tail.is_none() {
+            // Most calls: one entry, without the general list's chained
+            // iterators.
+            return Ok((WorkRequest::new(done, [head])?, len));
+        }
         // Header and head, the mapped pages, the tail: no allocation for
         // the list itself.
         let segs = Iterator::chain(
@@ -163,14 +172,7 @@ impl Conn {
             ),
             tail.map(SgEntry::from),
         );
-        let wr = WorkRequest::new(
-            SendDone {
-                conn: this.clone(),
-                slots,
-            },
-            segs,
-        )?;
-        Ok((wr, len))
+        Ok((WorkRequest::new(done, segs)?, len))
     }
 
     /// Reserves the send queue slot of a Send that carries no
