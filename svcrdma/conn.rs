@@ -20,7 +20,7 @@ use super::rw::{Io, ReadSinks};
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
-use crate::proto::svc_reply::{route_result_payload_in, PayloadRoute};
+use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::cm::CmId;
 use crate::rust::svc::XprtLink;
 use crate::rust::verbs::{Endpoint, WorkRequest};
@@ -130,6 +130,12 @@ impl DecodedCall {
         .map_err(|_| EINVAL)
     }
 
+    /// The length of Write chunk `index` of the Call, if it has one.
+    pub(super) fn write_chunk_length(&self, index: usize) -> Option<u32> {
+        self.layout
+            .write_chunk_length(self.store.chunks.as_slice(), index)
+    }
+
     /// The inline body of the received message `msg`.
     pub(super) fn inline<'m>(&self, msg: &'m [u8]) -> &'m [u8] {
         msg.get(self.inline_at..).unwrap_or(&[])
@@ -181,7 +187,7 @@ impl CallCtxt {
             return Ok(());
         }
         // The Write chunks the client offered, as `xpo_recvfrom` parsed them.
-        let route = route_result_payload_in(&self.call.pcl()?, self.payloads.len(), length);
+        let route = route_to(self.call.write_chunk_length(self.payloads.len()), length);
         match route {
             Ok(PayloadRoute::Inline) => Ok(()),
             Ok(PayloadRoute::WriteChunk) => self.payloads.push((offset, length)),

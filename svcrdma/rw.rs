@@ -793,13 +793,20 @@ impl Io<'_> {
                 // Each page is taken and mapped as the work request is
                 // built, for that request alone (no allocation per page or
                 // for the list).
-                let sgl = pages.map(|page| {
+                let mut sgl = pages.map(|page| {
                     let (page, off, l) = page?;
                     self.ep.map_page(page, off, l)
                 });
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
-                self.queue_wr(chain, None, sgl, write_op(&p))?;
+                if n == 1 {
+                    // One page (a 4 KiB READ's): a one-entry list, without
+                    // the page walk's iterator in the request's builder.
+                    let one = sgl.next().ok_or(EINVAL)?;
+                    self.queue_wr(chain, None, [one], write_op(&p))?;
+                } else {
+                    self.queue_wr(chain, None, sgl, write_op(&p))?;
+                }
                 DIRECT_WRITES.add(1, Relaxed);
                 DIRECT_PAGES.add(n, Relaxed);
             } else {

@@ -11,8 +11,8 @@ use rpcrdma_proto::proto::pieces::{
 };
 use rpcrdma_proto::proto::svc_call::{CallLayout, PagedCall, Source, Step};
 use rpcrdma_proto::proto::svc_reply::{
-    route_result_payload, route_result_payload_in, set_result_payloads, BodyRun, PayloadRoute,
-    PayloadWrites, ReplyBody,
+    route_result_payload, route_result_payload_in, route_to, set_result_payloads, BodyRun,
+    PayloadRoute, PayloadWrites, ReplyBody,
 };
 
 /// An `RDMA_MSG` Call with these chunk lists and `inline` bytes of body.
@@ -172,6 +172,48 @@ fn result_payloads_routed_by_parsed_write_chunks() {
         assert_eq!(r(1, 9), Err(PclError::TooBig));
         assert_eq!(r(2, 9), Ok(PayloadRoute::Inline));
     });
+}
+
+/// The lengths the request state reads from the stored layout
+/// (`ChunkLayout::write_chunk_length`, no lists rebuilt) are the parsed
+/// Write chunks' lengths, past a Read chunk stored ahead of them, and none
+/// past the last; routing by them gives the same answers.
+#[test]
+fn write_chunk_lengths_from_the_layout_match_the_parsed_lists() {
+    let r0 = [ReadSegment {
+        position: 8,
+        segment: Segment::new(9, 12, 0x900),
+    }];
+    let w0 = [Segment::new(1, 60, 0), Segment::new(2, 40, 0)];
+    let w1 = [Segment::new(3, 8, 0)];
+    let msg = call(
+        ChunkListsRef {
+            read: &r0,
+            write: &[&w0, &w1],
+            reply: Some(&w1),
+        },
+        8,
+    );
+    let h = decode_call(&msg, &DecodeLimits::server_default()).unwrap();
+    let (lists, _) = h.body.chunks_and_inline().unwrap();
+    let mut chunks = vec![PclChunk::default(); ParsedChunks::chunks_needed(lists)];
+    let mut segs = vec![Segment::default(); ParsedChunks::segments_needed(lists)];
+    let pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+    let parsed: Vec<Option<u32>> = (0..4)
+        .map(|i| pcl.write_chunks().get(i).map(|c| c.length))
+        .collect();
+    let routed: Vec<_> = (0..4)
+        .map(|i| route_result_payload_in(&pcl, i, 50))
+        .collect();
+    let layout = pcl.layout();
+    let stored: Vec<Option<u32>> = (0..4)
+        .map(|i| layout.write_chunk_length(&chunks, i))
+        .collect();
+    assert_eq!(parsed, [Some(100), Some(8), None, None]);
+    assert_eq!(stored, parsed);
+    let by_layout: Vec<_> = stored.iter().map(|&l| route_to(l, 50)).collect();
+    assert_eq!(by_layout, routed);
+    assert_eq!(layout.write_chunk_length(&chunks, usize::MAX), None);
 }
 
 #[test]

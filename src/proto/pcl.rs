@@ -89,6 +89,20 @@ pub struct ChunkLayout {
     reply: Range<usize>,
 }
 
+impl ChunkLayout {
+    /// The length of Write chunk `index` in `chunk_store` as this layout
+    /// places the lists (see [`ParsedChunks::from_layout`]), without
+    /// building the lists again; `None` past the last Write chunk or the
+    /// storage.
+    pub fn write_chunk_length(&self, chunk_store: &[PclChunk], index: usize) -> Option<u32> {
+        let at = self.write.start.checked_add(index)?;
+        if at >= self.write.end {
+            return None;
+        }
+        chunk_store.get(at).map(|c| c.length)
+    }
+}
+
 fn push<T: Copy>(store: &mut [T], used: &mut usize, v: T, err: PclError) -> Result<(), PclError> {
     let slot = store.get_mut(*used).ok_or(err)?;
     *slot = v;

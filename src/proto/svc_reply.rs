@@ -49,8 +49,8 @@ pub fn route_result_payload_in(
 }
 
 /// Routes a payload of `length` bytes given the length of the next unused
-/// Write chunk, if there is one.
-fn route_to(next_write_len: Option<u32>, length: u32) -> Result<PayloadRoute, PclError> {
+/// Write chunk, if there is one (see [`route_result_payload`]).
+pub fn route_to(next_write_len: Option<u32>, length: u32) -> Result<PayloadRoute, PclError> {
     if length == 0 {
         return Ok(PayloadRoute::Inline);
     }
