@@ -193,7 +193,7 @@ enum PagedTarget {
 impl PagedSinks {
     /// The sinks of `layout`'s chunk: `sinks` has one page per page of
     /// the chunk.
-    pub(super) fn new(
+    fn new(
         layout: PagedCall,
         sinks: Arc<PageSinks>,
         pool: Option<Arc<SinkMrPool>>,
