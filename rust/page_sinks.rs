@@ -9,14 +9,12 @@
 //! ([`PageSinks::received_pages`]). A 1 MiB WRITE costs one allocation
 //! here, not one page and one buffer object per page.
 
-use core::ops::Range;
-
-use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelude::*, sync::Arc};
+use kernel::{alloc::flags::GFP_KERNEL, page::PAGE_SIZE, prelude::*, sync::Arc};
 
 use super::bindings;
 use super::live;
-use super::verbs::{Endpoint, PageRef, Pd, SgEntry};
-use crate::proto::pieces::page_spans;
+use super::verbs::{map_page_range, DmaDir, Endpoint, PageRef, Pd, SgEntry};
+use crate::proto::pieces::{page_spans, PageSpan};
 
 /// One page of [`PageSinks`] and where the device sees it.
 struct SinkPage {
@@ -81,22 +79,9 @@ impl Endpoint {
             pages: KVec::with_capacity(pages.len(), GFP_KERNEL)?,
             pd: pd.clone(),
         };
-        let to_device = i32::from(false);
         for page in pages {
-            let mut dma = 0u64;
-            // SAFETY: The page is live (referenced by `page`, which the
-            // sinks keep until the mapping is undone in `drop`); the device
-            // is held by `pd`.
-            to_result(unsafe {
-                bindings::rpcrdma_rs_dma_map_page(
-                    pd.device_ptr(),
-                    page.as_ptr(),
-                    0,
-                    PAGE_SIZE as u32,
-                    to_device,
-                    &mut dma,
-                )
-            })?;
+            // The sinks keep `page` until `drop` undoes the mapping.
+            let (_, dma) = map_page_range(pd, &page, 0, PAGE_SIZE, DmaDir::FromDevice)?;
             live::inc(live::Kind::DmaBuf);
             // Room was reserved above: this push does not allocate.
             // INVARIANT: mapped whole for the device to write just above.
@@ -129,14 +114,14 @@ impl PageSinks {
         self: &Arc<Self>,
         off: usize,
         len: usize,
-    ) -> Result<impl Iterator<Item = Result<SinkSpan>> + '_> {
-        self.check_range(off, len)?;
-        let spans = page_spans(off, len, PAGE_SIZE).ok_or(EINVAL)?;
+    ) -> Result<impl Iterator<Item = Result<SinkSpan>>> {
+        let spans = self.page_spans(off, len)?;
+        let sinks = self.clone();
         Ok(spans.map(move |s| {
             // INVARIANT: `page_spans` keeps each span within its page and
-            // non-empty; the range was checked against the pages above.
+            // non-empty, and within the pages.
             Ok(SinkSpan {
-                sinks: self.clone(),
+                sinks: sinks.clone(),
                 page: s.page,
                 offset: u32::try_from(s.offset)?,
                 len: u32::try_from(s.len)?,
@@ -151,23 +136,22 @@ impl PageSinks {
         off: usize,
         len: usize,
     ) -> Result<impl Iterator<Item = (u64, u32)> + '_> {
-        self.check_range(off, len)?;
-        let spans = page_spans(off, len, PAGE_SIZE).ok_or(EINVAL)?;
-        Ok(spans.map(move |s| {
-            // In bounds (checked above); a span is at most a page long.
+        Ok(self.page_spans(off, len)?.map(move |s| {
+            // In bounds (`page_spans`); a span is at most a page long.
             let page = &self.pages[s.page];
             (page.dma.wrapping_add(s.offset as u64), s.len as u32)
         }))
     }
 
-    /// Refuses a byte range that is empty or reaches past the last page.
-    fn check_range(&self, off: usize, len: usize) -> Result<Range<usize>> {
+    /// The per-page pieces of the bytes `[off, off + len)`; `EINVAL` for
+    /// a range that is empty or reaches past the last page.
+    fn page_spans(&self, off: usize, len: usize) -> Result<impl Iterator<Item = PageSpan>> {
         let end = off.checked_add(len).ok_or(EINVAL)?;
         let room = self.pages.len().checked_mul(PAGE_SIZE).ok_or(EINVAL)?;
         if len == 0 || end > room {
             return Err(EINVAL);
         }
-        Ok(off..end)
+        page_spans(off, len, PAGE_SIZE).ok_or(EINVAL)
     }
 
     /// Makes what the device wrote visible to the CPU and returns new
@@ -187,10 +171,6 @@ impl PageSinks {
     /// what a completed Read put there).
     pub fn read(&self, page: usize, offset: usize, out: &mut [u8]) -> Result {
         let p = self.pages.get(page).ok_or(EINVAL)?;
-        let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
-        if end > PAGE_SIZE {
-            return Err(EINVAL);
-        }
         self.sync_for_cpu(p);
         p.page.read(offset, out)
     }
@@ -214,10 +194,10 @@ impl Drop for PageSinks {
             // SAFETY: The mapping is live (type invariant) and no posted
             // work request names it: each holds a reference to `self`.
             unsafe {
-                bindings::rpcrdma_rs_dma_unmap_page(
+                bindings::rpcrdma_rs_dma_unmap(
                     self.pd.device_ptr(),
                     p.dma,
-                    PAGE_SIZE as u32,
+                    PAGE_SIZE,
                     i32::from(false),
                 )
             };

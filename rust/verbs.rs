@@ -1062,11 +1062,6 @@ impl PageRef {
         })
     }
 
-    /// The page.
-    pub(in crate::rust) fn as_ptr(&self) -> *mut bindings::page {
-        self.page.as_ptr()
-    }
-
     /// Copies `out.len()` bytes at `offset` of the page out.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
         let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
@@ -1118,7 +1113,7 @@ impl Drop for PageRef {
 /// Maps `[off, off + len)` of the page `page` references on `pd`'s device
 /// in direction `dir`: the first byte's kernel address and DMA address.
 /// The mapping must be undone before the reference is put.
-fn map_page_range(
+pub(in crate::rust) fn map_page_range(
     pd: &Pd,
     page: &PageRef,
     off: usize,
@@ -1464,11 +1459,6 @@ impl DmaBuf {
         self.dir
     }
 
-    /// As [`Self::range`], for the CPU to write.
-    fn writable_range(&self, offset: usize, len: usize) -> Result<usize> {
-        self.cpu_range(offset, len)
-    }
-
     /// As [`Self::range`], for the CPU to reach: never a registration of
     /// pages, which has no bytes of its own (those are its pages').
     fn cpu_range(&self, offset: usize, len: usize) -> Result<usize> {
@@ -1539,7 +1529,7 @@ impl DmaBuf {
         if self.dir != DmaDir::ToDevice {
             return Err(EINVAL);
         }
-        self.writable_range(0, self.len)?;
+        self.cpu_range(0, self.len)?;
         let used = {
             let _cpu = self.cpu_access()?;
             // SAFETY: `ptr` is valid for `len` bytes by the type invariant;
@@ -1556,7 +1546,7 @@ impl DmaBuf {
     /// Copies `src` into the buffer at `offset` and makes it visible to the
     /// device.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
-        self.writable_range(offset, src.len())?;
+        self.cpu_range(offset, src.len())?;
         let _cpu = self.cpu_access()?;
         // SAFETY: `offset + src.len() <= len` was checked; `ptr` is valid for
         // `len` bytes by the type invariant, and `src` cannot overlap it.
@@ -1628,7 +1618,7 @@ impl DmaBuf {
         len: usize,
         f: impl FnOnce(*mut u8) -> R,
     ) -> Result<R> {
-        self.writable_range(offset, len)?;
+        self.cpu_range(offset, len)?;
         let r = {
             let _cpu = self.cpu_access()?;
             // SAFETY: `offset + len <= self.len` was checked.

@@ -621,9 +621,12 @@ impl Io<'_> {
         while let Some(p) = work.pieces.get_mut(work.next) {
             // Into the Call's own pages (scattered over, or through a
             // registration of them), or into a sink from the cache.
-            let (pages, one_sink, taken, run) = match &work.paged {
+            let (page_sgl, one_sink, taken, run) = match &work.paged {
                 Some(paged) => match paged.target(self.ep, &p.piece)? {
-                    PagedTarget::Pages(pages) => (Some(pages), None, None, None),
+                    PagedTarget::Pages(pages) => {
+                        let sgl = pages.spans(p.piece.off, p.piece.len)?;
+                        (Some(sgl), None, None, None)
+                    }
                     PagedTarget::Run(run) => {
                         let sgl = one_segment(run.clone(), p.piece.len);
                         (None, Some(sgl), None, Some(run))
@@ -634,10 +637,6 @@ impl Io<'_> {
                     let sgl = one_segment(t.buf.clone(), p.piece.len);
                     (None, Some(sgl), Some(t), None)
                 }
-            };
-            let page_sgl = match &pages {
-                Some(pages) => Some(pages.spans(p.piece.off, p.piece.len)?),
-                None => None,
             };
             let segs = Iterator::chain(
                 page_sgl.into_iter().flatten().map(|s| s.map(SgEntry::from)),
