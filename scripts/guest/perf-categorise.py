@@ -95,13 +95,20 @@ def category(sym, mod):
     return 'other_kernel'
 
 
+def resolve_at(ip):
+    """(category, (symbol, module), offset in the symbol) of an address."""
+    if ip < KERNEL:
+        return 'user', ('', 'user'), 0
+    i = bisect.bisect_right(addrs, ip) - 1
+    if i < 0:
+        return category('?', ''), ('?', ''), 0
+    return category(*names[i]), names[i], ip - addrs[i]
+
+
 def resolve(ip):
     """(category, (symbol, module)) of an address."""
-    if ip < KERNEL:
-        return 'user', ('', 'user')
-    i = bisect.bisect_right(addrs, ip) - 1
-    key = names[i] if i >= 0 else ('?', '')
-    return category(*key), key
+    c, key, _ = resolve_at(ip)
+    return c, key
 
 
 def samples(lines):
@@ -146,11 +153,10 @@ chained = False
 period_ns = 0
 for period, chain in samples(sys.stdin):
     period_ns = period_ns or period
-    c, key = resolve(chain[0])
+    c, key, off = resolve_at(chain[0])
     cats[c] = cats.get(c, 0) + period
     if c == 'transport':
-        at = (key[0], chain[0] - addrs[bisect.bisect_right(addrs, chain[0]) - 1])
-        ips[at] = ips.get(at, 0) + 1
+        ips[(key[0], off)] = ips.get((key[0], off), 0) + 1
     syms[(c,) + key] = syms.get((c,) + key, 0) + period
     if len(chain) < 2:
         continue
