@@ -24,6 +24,7 @@ use super::regcache::CacheState;
 use super::reply::RecvDone;
 use super::send_buf::{SendDone, SendSlots};
 use super::transport::{Settings, Stats};
+use crate::proto::key_index::KeyIndex;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
 use crate::rust::send_batch::SendBatch;
@@ -46,17 +47,71 @@ pub(super) struct Pending {
     pub(super) offered: Offered,
 }
 
-/// Takes entry `pos` of the pending list, moving the last entry into its
-/// place: the list is searched by xid or key, never by order, and a
-/// removal that kept the order would shift every entry after it (up to a
-/// credit window of them, for each reply).
-pub(super) fn take_at(pending: &mut KVec<Pending>, pos: usize) -> Option<Pending> {
-    let last = pending.len().checked_sub(1)?;
-    if pos > last {
-        return None;
+/// The registrations of the calls awaiting their replies, found by request
+/// in constant time (`crate::proto::key_index`): the reply handler and
+/// `buf_free` each look one up per RPC, and a scan would cost a comparison
+/// per call in flight.
+///
+/// # Invariants
+///
+/// `index` indexes `list`, keyed by [`Pending::key`].
+pub(super) struct PendingList {
+    list: KVec<Pending>,
+    index: KeyIndex<KVec<u32>>,
+}
+
+fn key_of(p: &Pending) -> usize {
+    p.key
+}
+
+impl PendingList {
+    /// Room for `capacity` calls, with twice as many buckets (rounded up
+    /// to a power of two) to keep the index's walks short.
+    pub(super) fn with_capacity(capacity: usize) -> Result<Self> {
+        let buckets = capacity
+            .checked_mul(2)
+            .and_then(usize::checked_next_power_of_two)
+            .ok_or(EINVAL)?;
+        let index = KeyIndex::new(KVec::from_elem(0u32, buckets, GFP_KERNEL)?).ok_or(EINVAL)?;
+        // INVARIANT: an empty list, an empty index.
+        Ok(Self {
+            list: KVec::with_capacity(capacity, GFP_KERNEL)?,
+            index,
+        })
     }
-    pending.swap(pos, last);
-    pending.pop()
+
+    /// Adds `p` if there is room without an allocation; gives it back
+    /// otherwise.
+    pub(super) fn push_within_capacity(&mut self, p: Pending) -> core::result::Result<(), Pending> {
+        let key = p.key;
+        let pos = self.list.len();
+        self.list.push_within_capacity(p).map_err(|e| e.0)?;
+        // INVARIANT: the new entry is indexed.
+        self.index.added(key, pos);
+        Ok(())
+    }
+
+    /// The entry added last.
+    pub(super) fn last(&self) -> Option<&Pending> {
+        self.list.last()
+    }
+
+    /// Takes the entry of the request `key`, if it has one.
+    pub(super) fn take(&mut self, key: usize) -> Option<Pending> {
+        let pos = self.index.find(key, &self.list, key_of)?;
+        // INVARIANT: the index follows the entry's removal by swap.
+        self.index.removing(pos, &self.list, key_of);
+        let last = self.list.len().checked_sub(1)?;
+        self.list.swap(pos, last);
+        self.list.pop()
+    }
+
+    /// Takes every entry.
+    pub(super) fn take_all(&mut self) -> KVec<Pending> {
+        // INVARIANT: an empty list, an empty index.
+        self.index.clear();
+        core::mem::take(&mut self.list)
+    }
 }
 
 /// What a request registered for the server to write into.
@@ -91,7 +146,7 @@ pub(super) struct Conn {
     #[pin]
     pub(super) mrs: SpinLock<KVec<Mr>>,
     #[pin]
-    pub(super) pending: SpinLock<KVec<Pending>>,
+    pub(super) pending: SpinLock<PendingList>,
     /// MRs whose RPC completed but which await a batched invalidation.
     #[pin]
     pub(super) dirty: SpinLock<KVec<Mr>>,

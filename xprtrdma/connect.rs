@@ -7,7 +7,7 @@
 //! inline sizes, and the drain that revokes every registration.
 
 use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
-use super::conn::Conn;
+use super::conn::{Conn, PendingList};
 use super::reg::{add, Strategy};
 use super::reply::{RecvDone, RECV_REPOST_BATCH};
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
@@ -197,7 +197,7 @@ impl Conn {
         let recv_len = settings.inline_read as usize;
         // Filled once the negotiated inline send size is known.
         let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
-        let pending = KVec::with_capacity(2 * reqs as usize, GFP_KERNEL)?;
+        let pending = PendingList::with_capacity(2 * reqs as usize)?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
         let send_batch = SendBatch::new(batch as usize)?;
         let send_wrs = WrPool::new((reqs + BC_SLOTS) as usize)?;
@@ -414,7 +414,7 @@ impl Conn {
         self.clear_cache();
         // Registrations of requests still waiting are invalid now that the
         // QP is in the error state; drop them with their MRs.
-        let pending = core::mem::take(&mut *self.pending.lock());
+        let pending = self.pending.lock().take_all();
         drop(pending);
         // So do the MRs awaiting a batched invalidation.
         let dirty = core::mem::take(&mut *self.dirty.lock());

@@ -7,7 +7,7 @@
 //! `fmr_dirty_watermark` is set; revocation of everything when an MR
 //! cannot be invalidated.
 
-use super::conn::{take_at, Conn, Pending};
+use super::conn::{Conn, Pending};
 use super::reg::{
     add, counters, Reg, RegList, Segs, Span, Strategy, StrategyCounters, DIRTY_FLUSH_MS,
 };
@@ -362,13 +362,7 @@ impl Conn {
     /// `frwr_unmap_sync`); only if that cannot be done is the connection
     /// closed, which revokes every registration at once.
     pub(super) fn release_request(&self, this: &Arc<Self>, key: usize) {
-        let found = {
-            let mut pending = self.pending.lock();
-            pending
-                .iter()
-                .position(|p| p.key == key)
-                .and_then(|pos| take_at(&mut pending, pos))
-        };
+        let found = self.pending.lock().take(key);
         let Some(p) = found else {
             return;
         };

@@ -230,7 +230,7 @@ impl Conn {
             };
             let mut list = self.pending.lock();
             if let Err(p) = list.push_within_capacity(pending) {
-                mrs = p.0.regs;
+                mrs = p.regs;
                 return Err(ENOBUFS);
             }
             rqst.mark_sent();
@@ -264,7 +264,7 @@ impl Conn {
             // posted ones are invalidated, and their slots come back with
             // that.
             self.slots.give(1);
-            if let Some(p) = self.take_pending(info.xid) {
+            if let Some(p) = self.take_pending(rqst.key()) {
                 mrs = p.regs;
             }
             self.unpost(&mut mrs, regs_posted);

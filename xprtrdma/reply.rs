@@ -5,7 +5,7 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{take_at, Conn, Pending};
+use super::conn::{Conn, Pending};
 use super::reg::add;
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -85,10 +85,9 @@ impl Conn {
 }
 
 impl Conn {
-    pub(super) fn take_pending(&self, xid: u32) -> Option<Pending> {
-        let mut pending = self.pending.lock();
-        let pos = pending.iter().position(|p| p.xid == xid)?;
-        take_at(&mut pending, pos)
+    /// Takes what the request `key` registered off the pending list.
+    pub(super) fn take_pending(&self, key: usize) -> Option<Pending> {
+        self.pending.lock().take(key)
     }
 
     /// Whether a reply's chunk claims more than the request offered: the
@@ -126,7 +125,7 @@ impl Conn {
                 if let Some(x) = bytes.get(..4) {
                     let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
                     if let Some(rqst) = self.xprt.lookup(xid) {
-                        let pending = self.take_pending(xid);
+                        let pending = self.take_pending(rqst.key());
                         self.finish(this, rqst, pending, EIO.to_errno(), inv_rkey);
                     }
                 }
@@ -154,7 +153,7 @@ impl Conn {
         // What the request registered, taken off the pending list once:
         // the chunk checks below and the invalidation read it. The request
         // is pinned (`lookup`), so `buf_free` cannot look for it meanwhile.
-        let pending = self.take_pending(hdr.xid);
+        let pending = self.take_pending(rqst.key());
         let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
         let status = match hdr.body {
             Body::Msg { chunks, payload } => {

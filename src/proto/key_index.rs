@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A hashed index over a dense list whose entries carry a key: the client's
+//! pending registrations, one entry per call awaiting its reply, keyed by
+//! the request.
+//!
+//! The reply handler and `buf_free` each look a request's entry up once per
+//! RPC. A scan of the list costs a comparison per call in flight (up to the
+//! credit window), and `buf_free` usually scans it all only to find that the
+//! reply handler took the entry already. C keeps the list in its
+//! `rpcrdma_req`, which we do not own (sunrpc allocates our requests); this
+//! index makes both lookups constant time instead.
+//!
+//! The list stays a dense array that the caller owns and removes from by
+//! swapping the last entry into the hole. The index is an open-addressed
+//! table (linear probing, deletion by backward shift) of positions in that
+//! list: a lookup walks from the key's home bucket to the entry or to an
+//! empty bucket, a couple of buckets when the table has about twice as
+//! many buckets as entries. Should the table ever be full, an entry is
+//! only counted, and lookups that miss scan the list while any such entry
+//! exists: a lookup never misses an entry, whatever the keys.
+//!
+//! Pure `core` code on caller-provided storage (no allocation): the kernel
+//! gives it a vector of buckets per connection (`xprtrdma/conn.rs`).
+
+use core::ops::DerefMut;
+
+/// Bucket value of no entry.
+const EMPTY: u32 = 0;
+
+/// An index over a list of up to `u32::MAX - 1` entries, in `S`'s buckets.
+///
+/// # Invariants
+///
+/// - `buckets` has a power-of-two length.
+/// - A bucket holds [`EMPTY`] or `position + 1` of an entry of the list;
+///   each entry is named by at most one bucket.
+/// - A named entry is reached from its key's home bucket
+///   ([`bucket_of`]) by walking forward (wrapping) over buckets that are
+///   not empty.
+/// - `unindexed` is the number of entries of the list no bucket names.
+pub struct KeyIndex<S> {
+    buckets: S,
+    unindexed: usize,
+}
+
+/// The home bucket of `key` among `len` (a power of two): Fibonacci
+/// hashing, whose upper product bits mix every bit of the key (request
+/// addresses differ in their upper bits only: they are slab objects of one
+/// size).
+fn bucket_of(key: usize, len: usize) -> usize {
+    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mixed = (key as u64).wrapping_mul(GOLDEN);
+    // `len` is a power of two: the mask keeps the index below it.
+    ((mixed >> 32) as usize) & len.wrapping_sub(1)
+}
+
+/// The bucket value naming position `pos`, if it has one.
+fn named(pos: usize) -> Option<u32> {
+    u32::try_from(pos)
+        .ok()
+        .and_then(|p| p.checked_add(1))
+        .filter(|&v| v != EMPTY)
+}
+
+/// The position a non-empty bucket value names.
+fn position(value: u32) -> Option<usize> {
+    (value as usize).checked_sub(1)
+}
+
+impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
+    /// An index over an empty list in `buckets`, whose length must be a
+    /// power of two (`None` otherwise). About twice as many buckets as
+    /// entries keep the walks short.
+    pub fn new(mut buckets: S) -> Option<Self> {
+        if !buckets.deref().len().is_power_of_two() {
+            return None;
+        }
+        buckets.deref_mut().fill(EMPTY);
+        // INVARIANT: no entry, no bucket used, none unindexed.
+        Some(Self {
+            buckets,
+            unindexed: 0,
+        })
+    }
+
+    /// How many entries of the list no bucket names (the table was full
+    /// when they were added; a lookup that misses scans the list while
+    /// there are any).
+    pub fn unindexed(&self) -> usize {
+        self.unindexed
+    }
+
+    /// The buckets from `key`'s home on, once round the table.
+    fn walk(&self, key: usize) -> impl Iterator<Item = usize> {
+        let len = self.buckets.deref().len();
+        let home = bucket_of(key, len);
+        (0..len).map(move |i| home.wrapping_add(i) & len.wrapping_sub(1))
+    }
+
+    /// The bucket naming position `pos`, walking from `key`'s home.
+    fn bucket_naming(&self, key: usize, pos: usize) -> Option<usize> {
+        let value = named(pos)?;
+        let buckets = self.buckets.deref();
+        for b in self.walk(key) {
+            match buckets.get(b).copied() {
+                Some(v) if v == value => return Some(b),
+                Some(EMPTY) | None => return None,
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// Records that the entry of `key` was appended at `pos`.
+    pub fn added(&mut self, key: usize, pos: usize) {
+        let free = self
+            .walk(key)
+            .find(|&b| self.buckets.deref().get(b) == Some(&EMPTY));
+        match (free, named(pos)) {
+            (Some(b), Some(v)) => {
+                if let Some(slot) = self.buckets.deref_mut().get_mut(b) {
+                    // INVARIANT: reached from the home over full buckets.
+                    *slot = v;
+                    return;
+                }
+                self.unindexed = self.unindexed.saturating_add(1);
+            }
+            // INVARIANT: the entry is counted instead of named.
+            _ => self.unindexed = self.unindexed.saturating_add(1),
+        }
+    }
+
+    /// The position in `list` of the entry whose key is `key`, if any.
+    pub fn find<T>(&self, key: usize, list: &[T], key_of: impl Fn(&T) -> usize) -> Option<usize> {
+        let buckets = self.buckets.deref();
+        for b in self.walk(key) {
+            let Some(pos) = buckets.get(b).copied().and_then(position) else {
+                break;
+            };
+            if list.get(pos).is_some_and(|e| key_of(e) == key) {
+                return Some(pos);
+            }
+        }
+        if self.unindexed == 0 {
+            return None;
+        }
+        list.iter().position(|e| key_of(e) == key)
+    }
+
+    /// Updates the index for the removal of entry `pos` by swapping the
+    /// last entry into its place; call it before that removal.
+    pub fn removing<T>(&mut self, pos: usize, list: &[T], key_of: impl Fn(&T) -> usize) {
+        let Some(entry) = list.get(pos) else {
+            return;
+        };
+        match self.bucket_naming(key_of(entry), pos) {
+            Some(b) => self.vacate(b, list, &key_of),
+            // INVARIANT: an unindexed entry leaves the list.
+            None => self.unindexed = self.unindexed.saturating_sub(1),
+        }
+        let Some(last) = list.len().checked_sub(1) else {
+            return;
+        };
+        if last == pos {
+            return;
+        }
+        // The last entry moves to `pos`: the bucket naming it follows it.
+        let Some(moved) = list.get(last) else {
+            return;
+        };
+        if let (Some(b), Some(to)) = (self.bucket_naming(key_of(moved), last), named(pos)) {
+            if let Some(slot) = self.buckets.deref_mut().get_mut(b) {
+                *slot = to;
+            }
+        }
+    }
+
+    /// Empties bucket `hole`, then moves back each later bucket of the run
+    /// whose entry's walk passes the hole (deletion by backward shift), so
+    /// every named entry stays reachable from its home.
+    fn vacate<T>(&mut self, mut hole: usize, list: &[T], key_of: &impl Fn(&T) -> usize) {
+        let len = self.buckets.deref().len();
+        let mask = len.wrapping_sub(1);
+        let mut next = hole.wrapping_add(1) & mask;
+        while next != hole {
+            let Some(value) = self.buckets.deref().get(next).copied() else {
+                break;
+            };
+            let Some(key) = position(value).and_then(|p| list.get(p)).map(key_of) else {
+                // An empty bucket ends the run.
+                break;
+            };
+            let home = bucket_of(key, len);
+            // Distances walked (mod `len`) from the home to the hole and
+            // to where the entry sits: it may move into the hole when the
+            // hole lies on its walk.
+            let to_hole = hole.wrapping_sub(home) & mask;
+            let to_next = next.wrapping_sub(home) & mask;
+            if to_hole < to_next {
+                let buckets = self.buckets.deref_mut();
+                if let Some(h) = buckets.get_mut(hole) {
+                    *h = value;
+                }
+                hole = next;
+            }
+            next = next.wrapping_add(1) & mask;
+        }
+        if let Some(h) = self.buckets.deref_mut().get_mut(hole) {
+            *h = EMPTY;
+        }
+    }
+
+    /// Forgets every entry (the list was emptied).
+    pub fn clear(&mut self) {
+        self.buckets.deref_mut().fill(EMPTY);
+        // INVARIANT: no entry.
+        self.unindexed = 0;
+    }
+}
