@@ -157,11 +157,8 @@ impl Conn {
         let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
         let status = match hdr.body {
             Body::Msg { chunks, payload } => {
-                let written = chunks
-                    .write
-                    .iter()
-                    .map(|c| c.total_length())
-                    .fold(0u32, |a, b| a.saturating_add(b));
+                // Summed by the decoder: the list is not walked again.
+                let written = chunks.write.total_length();
                 if written > 0 && self.overrun(hdr.xid, "Write", written, offered.write) {
                     self.finish(this, rqst, pending, EIO.to_errno(), inv_rkey);
                     return;

@@ -56,6 +56,31 @@ fn words(w: &[u32]) -> Vec<u8> {
 // ---- accepted ----
 
 #[test]
+fn write_list_total_is_the_sum_of_its_chunks() {
+    // What the client's reply handler reads as the bytes written: summed
+    // while decoding, equal to a walk of the chunks.
+    let a = [seg(1, 4096), seg(2, 100)];
+    let b = [seg(3, 8192)];
+    let wire = msg(&[], &[&a, &b], None, 8);
+    let h = decode_header(&wire, &LIM).unwrap();
+    let Body::Msg { chunks, .. } = h.body else {
+        panic!("not RDMA_MSG");
+    };
+    let walked: u32 = chunks.write.iter().map(|c| c.total_length()).sum();
+    assert_eq!(chunks.write.total_length(), walked);
+    assert_eq!(walked, 4096 + 100 + 8192);
+    // Each chunk fits u32; their sum saturates rather than fail the call.
+    let big = [seg(4, u32::MAX - 1)];
+    let wire = msg(&[], &[&big, &b], None, 8);
+    let h = decode_header(&wire, &LIM).unwrap();
+    let Body::Msg { chunks, .. } = h.body else {
+        panic!("not RDMA_MSG");
+    };
+    assert_eq!(chunks.write.total_length(), u32::MAX);
+    assert_eq!(chunks.write.iter().count(), 2);
+}
+
+#[test]
 fn accepts_plain_msg_and_exposes_payload() {
     let b = msg(&[], &[], None, 12);
     let h = decode_call(&b, &LIM).unwrap();

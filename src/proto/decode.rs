@@ -20,6 +20,7 @@
 //! order by repeated minimum search, bounded by `max_chunks`.
 
 use super::msg::read_segment;
+use super::msg::sum_segment_lengths;
 use super::msg::Body;
 use super::msg::ChunkLists;
 use super::msg::DecodeError;
@@ -249,6 +250,7 @@ fn decode_write_list<'a>(
     let start = r.position();
     let all = r.buffer();
     let mut count: u32 = 0;
+    let mut length: u32 = 0;
     let mut end = start;
     while r.read_bool()? {
         count = count
@@ -257,11 +259,17 @@ fn decode_write_list<'a>(
         if count > limits.max_chunks {
             return Err(DecodeError::TooManyWriteChunks);
         }
-        decode_write_chunk(r, limits)?;
+        // Each chunk's own length is checked; their sum only saturates,
+        // as nothing depends on it fitting (a server writes each chunk).
+        length = length.saturating_add(decode_write_chunk(r, limits)?.length);
         end = r.position();
     }
     let bytes = all.get(start..end).ok_or(DecodeError::Truncated)?;
-    Ok(WriteList { bytes, count })
+    Ok(WriteList {
+        bytes,
+        count,
+        length,
+    })
 }
 
 /// Decodes one counted array of segments (C `xdr_check_write_chunk()`).
@@ -287,14 +295,7 @@ fn decode_write_chunk<'a>(
         return Err(DecodeError::CountExceedsBuffer);
     }
     let bytes = r.take(len)?;
-    let mut sr = XdrReader::new(bytes);
-    let mut length: u32 = 0;
-    for _ in 0..count {
-        let seg = read_segment(&mut sr)?;
-        length = length
-            .checked_add(seg.length)
-            .ok_or(DecodeError::LengthOverflow)?;
-    }
+    let length = sum_segment_lengths(bytes).ok_or(DecodeError::LengthOverflow)?;
     Ok(WriteChunk {
         bytes,
         count,

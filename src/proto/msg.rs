@@ -170,6 +170,22 @@ pub(crate) fn read_segment(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
     })
 }
 
+/// Sum of the lengths of the segments encoded in `bytes` (whole segments
+/// only: a partial one at the end is ignored), or `None` if it overflows
+/// `u32`. Reads only the length words, each at a fixed offset in its
+/// segment, with one bound check per segment.
+#[inline]
+pub(crate) fn sum_segment_lengths(bytes: &[u8]) -> Option<u32> {
+    let mut total: u32 = 0;
+    let mut rest = bytes;
+    while let Some((seg, next)) = rest.split_first_chunk::<SEGMENT_LEN>() {
+        let [_, _, _, _, a, b, c, d, ..] = *seg;
+        total = total.checked_add(u32::from_be_bytes([a, b, c, d]))?;
+        rest = next;
+    }
+    Some(total)
+}
+
 /// A validated Read list, borrowed from the received header.
 ///
 /// Holds the raw list items (each discriminator + position + segment,
@@ -286,6 +302,9 @@ impl Iterator for Segments<'_> {
 pub struct WriteList<'a> {
     pub(crate) bytes: &'a [u8],
     pub(crate) count: u32,
+    /// Sum of the lengths of every chunk's segments, saturated at
+    /// `u32::MAX`.
+    pub(crate) length: u32,
 }
 
 impl<'a> WriteList<'a> {
@@ -297,6 +316,13 @@ impl<'a> WriteList<'a> {
     /// Whether the list is empty.
     pub const fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// Sum of the lengths of every chunk, saturated at `u32::MAX` (each
+    /// chunk's own is validated not to overflow): what a reply says the
+    /// server wrote.
+    pub const fn total_length(&self) -> u32 {
+        self.length
     }
 
     /// Iterates over the Write chunks in wire order.
@@ -325,12 +351,7 @@ impl<'a> Iterator for WriteChunks<'a> {
         let count = self.r.read_u32().ok()?;
         let len = usize::try_from(count).ok()?.checked_mul(SEGMENT_LEN)?;
         let bytes = self.r.take(len).ok()?;
-        let mut length: u32 = 0;
-        let mut sr = XdrReader::new(bytes);
-        for _ in 0..count {
-            let seg = read_segment(&mut sr).ok()?;
-            length = length.checked_add(seg.length)?;
-        }
+        let length = sum_segment_lengths(bytes)?;
         Some(WriteChunk {
             bytes,
             count,
