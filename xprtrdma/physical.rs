@@ -27,6 +27,7 @@ impl Conn {
         let max = self.params().max_rdma_segs;
         let (rcv, writable) = (span.rcv, span.writable());
         let pm = PhysMap::map_rqst(&self.ep, rqst, rcv, span.offset, span.len, writable, max)?;
+        let pm = KBox::new(pm, GFP_KERNEL)?;
         for i in 0..pm.count() {
             let (addr, l) = pm.piece(i);
             segs.push(Segment::new(self.global_rkey, l, addr))?;

@@ -147,8 +147,11 @@ pub(super) type Segs = SmallList<Segment, INLINE_SEGS>;
 pub(super) enum Reg {
     /// A mapped and registered MR (returns to the pool once invalidated).
     Mr(Mr),
-    /// DMA mappings under the global rkey (unmapped on drop).
-    Phys(#[expect(dead_code, reason = "held only to be unmapped on drop")] PhysMap),
+    /// DMA mappings under the global rkey (unmapped on drop). Boxed: the
+    /// mapping is twice the size of the other kinds, and every request's
+    /// list of registrations moves (built, added to the pending list,
+    /// taken off it) at the size of its largest kind.
+    Phys(#[expect(dead_code, reason = "held only to be unmapped on drop")] KBox<PhysMap>),
     /// A use of a cached registration (released after the reply).
     Cached(CacheUse),
 }
