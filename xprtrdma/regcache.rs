@@ -681,6 +681,11 @@ impl Conn {
     /// `inv_rkey` is a steering tag the server invalidated remotely. Idle
     /// doomed registrations are then invalidated.
     pub(super) fn release_cached(&self, this: &Arc<Self>, regs: &RegList, inv_rkey: Option<u32>) {
+        // Only `memreg=cache` has a cache: the other strategies skip its
+        // lock on every reply.
+        if self.settings.strategy != Strategy::Cache {
+            return;
+        }
         let mut flush = false;
         let mut lost = None;
         if let Some(st) = (*self.cache.lock()).as_mut() {
