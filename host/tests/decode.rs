@@ -56,7 +56,7 @@ fn words(w: &[u32]) -> Vec<u8> {
 // ---- accepted ----
 
 #[test]
-fn write_list_total_is_the_sum_of_its_chunks() {
+fn write_list_totals_are_the_sums_of_its_chunks() {
     // What the client's reply handler reads as the bytes written: summed
     // while decoding, equal to a walk of the chunks.
     let a = [seg(1, 4096), seg(2, 100)];
@@ -69,6 +69,10 @@ fn write_list_total_is_the_sum_of_its_chunks() {
     let walked: u32 = chunks.write.iter().map(|c| c.total_length()).sum();
     assert_eq!(chunks.write.total_length(), walked);
     assert_eq!(walked, 4096 + 100 + 8192);
+    // So is the segment count the server sizes its parsed lists by.
+    let segs: u32 = chunks.write.iter().map(|c| c.segment_count()).sum();
+    assert_eq!(chunks.write.segment_count(), segs);
+    assert_eq!(segs, 3);
     // Each chunk fits u32; their sum saturates rather than fail the call.
     let big = [seg(4, u32::MAX - 1)];
     let wire = msg(&[], &[&big, &b], None, 8);

@@ -251,6 +251,7 @@ fn decode_write_list<'a>(
     let all = r.buffer();
     let mut count: u32 = 0;
     let mut length: u32 = 0;
+    let mut segments: u32 = 0;
     let mut end = start;
     while r.read_bool()? {
         count = count
@@ -261,7 +262,9 @@ fn decode_write_list<'a>(
         }
         // Each chunk's own length is checked; their sum only saturates,
         // as nothing depends on it fitting (a server writes each chunk).
-        length = length.saturating_add(decode_write_chunk(r, limits)?.length);
+        let chunk = decode_write_chunk(r, limits)?;
+        length = length.saturating_add(chunk.length);
+        segments = segments.saturating_add(chunk.count);
         end = r.position();
     }
     let bytes = all.get(start..end).ok_or(DecodeError::Truncated)?;
@@ -269,6 +272,7 @@ fn decode_write_list<'a>(
         bytes,
         count,
         length,
+        segments,
     })
 }
 

@@ -305,6 +305,8 @@ pub struct WriteList<'a> {
     /// Sum of the lengths of every chunk's segments, saturated at
     /// `u32::MAX`.
     pub(crate) length: u32,
+    /// Number of segments of every chunk, saturated at `u32::MAX`.
+    pub(crate) segments: u32,
 }
 
 impl<'a> WriteList<'a> {
@@ -323,6 +325,11 @@ impl<'a> WriteList<'a> {
     /// server wrote.
     pub const fn total_length(&self) -> u32 {
         self.length
+    }
+
+    /// Number of segments of every chunk, saturated at `u32::MAX`.
+    pub const fn segment_count(&self) -> u32 {
+        self.segments
     }
 
     /// Iterates over the Write chunks in wire order.

@@ -132,10 +132,9 @@ impl<'s> ParsedChunks<'s> {
 
     /// Number of [`Segment`] slots [`Self::build`] needs for `lists`.
     pub fn segments_needed(lists: &ChunkLists<'_>) -> usize {
+        // The Write list's count was summed by the decoder.
         let mut n = usize::try_from(lists.read.len()).unwrap_or(usize::MAX);
-        for c in lists.write.iter() {
-            n = n.saturating_add(usize::try_from(c.segment_count()).unwrap_or(usize::MAX));
-        }
+        n = n.saturating_add(usize::try_from(lists.write.segment_count()).unwrap_or(usize::MAX));
         if let Some(r) = lists.reply {
             n = n.saturating_add(usize::try_from(r.segment_count()).unwrap_or(usize::MAX));
         }
