@@ -378,6 +378,24 @@ pub fn count_segments(
     // ps is a non-zero power of two, so ps - 1 is the in-page mask.
     let mask = ps.wrapping_sub(1);
     let in_page = |v: u32| v & mask;
+    // The page list alone (a Write chunk: most calls that register): each
+    // MR maps `max_fr_depth` of the pages it touches, so the walk below
+    // reduces to two divisions. Only where no offset can overflow, which
+    // the walk would report.
+    if !with_head && !with_tail && buf.page_base.checked_add(buf.page_len).is_some() {
+        if buf.page_len == 0 {
+            return Err(PlanError::EmptyChunk);
+        }
+        // No overflow: in_page(page_base) <= page_base.
+        let touched = in_page(buf.page_base)
+            .saturating_add(buf.page_len)
+            .div_ceil(ps);
+        let nsegs = touched.div_ceil(p.max_fr_depth);
+        if nsegs > p.max_rdma_segs {
+            return Err(PlanError::TooManySegments);
+        }
+        return Ok(nsegs);
+    }
     // Difference 3: an empty head is not registered.
     let mut head_done = !with_head || buf.head_len == 0;
     let mut pages_done = buf.page_len == 0;
