@@ -48,6 +48,7 @@ pub struct KeyIndex<S> {
 /// hashing, whose upper product bits mix every bit of the key (request
 /// addresses differ in their upper bits only: they are slab objects of one
 /// size).
+#[inline]
 fn bucket_of(key: usize, len: usize) -> usize {
     const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
     let mixed = (key as u64).wrapping_mul(GOLDEN);
@@ -56,6 +57,7 @@ fn bucket_of(key: usize, len: usize) -> usize {
 }
 
 /// The bucket value naming position `pos`, if it has one.
+#[inline]
 fn named(pos: usize) -> Option<u32> {
     u32::try_from(pos)
         .ok()
@@ -64,6 +66,7 @@ fn named(pos: usize) -> Option<u32> {
 }
 
 /// The position a non-empty bucket value names.
+#[inline]
 fn position(value: u32) -> Option<usize> {
     (value as usize).checked_sub(1)
 }
@@ -91,22 +94,23 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
         self.unindexed
     }
 
-    /// The buckets from `key`'s home on, once round the table.
-    fn walk(&self, key: usize) -> impl Iterator<Item = usize> {
-        let len = self.buckets.deref().len();
-        let home = bucket_of(key, len);
-        (0..len).map(move |i| home.wrapping_add(i) & len.wrapping_sub(1))
+    /// The bucket after `b`, wrapping (`len` a power of two).
+    #[inline]
+    fn next_bucket(b: usize, len: usize) -> usize {
+        b.wrapping_add(1) & len.wrapping_sub(1)
     }
 
     /// The bucket naming position `pos`, walking from `key`'s home.
     fn bucket_naming(&self, key: usize, pos: usize) -> Option<usize> {
         let value = named(pos)?;
         let buckets = self.buckets.deref();
-        for b in self.walk(key) {
+        let len = buckets.len();
+        let mut b = bucket_of(key, len);
+        for _ in 0..len {
             match buckets.get(b).copied() {
                 Some(v) if v == value => return Some(b),
                 Some(EMPTY) | None => return None,
-                Some(_) => {}
+                Some(_) => b = Self::next_bucket(b, len),
             }
         }
         None
@@ -114,33 +118,39 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
 
     /// Records that the entry of `key` was appended at `pos`.
     pub fn added(&mut self, key: usize, pos: usize) {
-        let free = self
-            .walk(key)
-            .find(|&b| self.buckets.deref().get(b) == Some(&EMPTY));
-        match (free, named(pos)) {
-            (Some(b), Some(v)) => {
-                if let Some(slot) = self.buckets.deref_mut().get_mut(b) {
-                    // INVARIANT: reached from the home over full buckets.
-                    *slot = v;
-                    return;
+        let buckets = self.buckets.deref_mut();
+        let len = buckets.len();
+        if let Some(value) = named(pos) {
+            let mut b = bucket_of(key, len);
+            for _ in 0..len {
+                match buckets.get_mut(b) {
+                    Some(slot) if *slot == EMPTY => {
+                        // INVARIANT: reached from the home over full buckets.
+                        *slot = value;
+                        return;
+                    }
+                    Some(_) => b = Self::next_bucket(b, len),
+                    None => break,
                 }
-                self.unindexed = self.unindexed.saturating_add(1);
             }
-            // INVARIANT: the entry is counted instead of named.
-            _ => self.unindexed = self.unindexed.saturating_add(1),
         }
+        // INVARIANT: the entry is counted instead of named.
+        self.unindexed = self.unindexed.saturating_add(1);
     }
 
     /// The position in `list` of the entry whose key is `key`, if any.
     pub fn find<T>(&self, key: usize, list: &[T], key_of: impl Fn(&T) -> usize) -> Option<usize> {
         let buckets = self.buckets.deref();
-        for b in self.walk(key) {
+        let len = buckets.len();
+        let mut b = bucket_of(key, len);
+        for _ in 0..len {
             let Some(pos) = buckets.get(b).copied().and_then(position) else {
                 break;
             };
             if list.get(pos).is_some_and(|e| key_of(e) == key) {
                 return Some(pos);
             }
+            b = Self::next_bucket(b, len);
         }
         if self.unindexed == 0 {
             return None;
@@ -180,11 +190,12 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
     /// whose entry's walk passes the hole (deletion by backward shift), so
     /// every named entry stays reachable from its home.
     fn vacate<T>(&mut self, mut hole: usize, list: &[T], key_of: &impl Fn(&T) -> usize) {
-        let len = self.buckets.deref().len();
+        let buckets = self.buckets.deref_mut();
+        let len = buckets.len();
         let mask = len.wrapping_sub(1);
-        let mut next = hole.wrapping_add(1) & mask;
+        let mut next = Self::next_bucket(hole, len);
         while next != hole {
-            let Some(value) = self.buckets.deref().get(next).copied() else {
+            let Some(value) = buckets.get(next).copied() else {
                 break;
             };
             let Some(key) = position(value).and_then(|p| list.get(p)).map(key_of) else {
@@ -198,15 +209,14 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
             let to_hole = hole.wrapping_sub(home) & mask;
             let to_next = next.wrapping_sub(home) & mask;
             if to_hole < to_next {
-                let buckets = self.buckets.deref_mut();
                 if let Some(h) = buckets.get_mut(hole) {
                     *h = value;
                 }
                 hole = next;
             }
-            next = next.wrapping_add(1) & mask;
+            next = Self::next_bucket(next, len);
         }
-        if let Some(h) = self.buckets.deref_mut().get_mut(hole) {
+        if let Some(h) = buckets.get_mut(hole) {
             *h = EMPTY;
         }
     }
