@@ -192,10 +192,9 @@ pub fn encode_chunk_lists(
 /// Nothing is written past the returned length; on error the contents of
 /// `out` are unspecified.
 pub fn encode_header(hdr: &HeaderRef<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
-    let need = hdr.encoded_len().ok_or(EncodeError::TooLarge)?;
-    if need > out.len() {
-        return Err(EncodeError::NoSpace);
-    }
+    // Every write is bounds-checked: a header longer than `out` fails
+    // with `NoSpace` where it would cross the end, without a first pass
+    // over the lists to size it (`HeaderRef::encoded_len`).
     let mut w = XdrWriter::new(out);
     w.write_u32(hdr.xid)?;
     w.write_u32(hdr.vers)?;
