@@ -11,8 +11,8 @@ use rpcrdma_proto::proto::pieces::{
 };
 use rpcrdma_proto::proto::svc_call::{CallLayout, PagedCall, Source, Step};
 use rpcrdma_proto::proto::svc_reply::{
-    route_result_payload, route_result_payload_in, route_to, set_result_payloads, BodyRun,
-    PayloadRoute, PayloadWrites, ReplyBody,
+    route_result_payload, route_to, set_result_payloads, BodyRun, PayloadRoute, PayloadWrites,
+    ReplyBody,
 };
 
 /// An `RDMA_MSG` Call with these chunk lists and `inline` bytes of body.
@@ -166,7 +166,8 @@ fn result_payloads_routed_by_parsed_write_chunks() {
         8,
     );
     with_pcl(&msg, |pcl, _| {
-        let r = |placed, len| route_result_payload_in(pcl, placed, len);
+        let r =
+            |placed: usize, len| route_to(pcl.write_chunks().get(placed).map(|c| c.length), len);
         assert_eq!(r(0, 0), Ok(PayloadRoute::Inline));
         assert_eq!(r(0, 100), Ok(PayloadRoute::WriteChunk));
         assert_eq!(r(1, 9), Err(PclError::TooBig));
@@ -202,9 +203,7 @@ fn write_chunk_lengths_from_the_layout_match_the_parsed_lists() {
     let parsed: Vec<Option<u32>> = (0..4)
         .map(|i| pcl.write_chunks().get(i).map(|c| c.length))
         .collect();
-    let routed: Vec<_> = (0..4)
-        .map(|i| route_result_payload_in(&pcl, i, 50))
-        .collect();
+    let routed: Vec<_> = parsed.iter().map(|&l| route_to(l, 50)).collect();
     let layout = pcl.layout();
     let stored: Vec<Option<u32>> = (0..4)
         .map(|i| layout.write_chunk_length(&chunks, i))

@@ -38,16 +38,6 @@ pub fn route_result_payload(
     route_to(write_lens.get(placed).copied(), length)
 }
 
-/// [`route_result_payload`] for the Write chunks of `pcl`, which the server
-/// keeps with the request (no separate list of their lengths).
-pub fn route_result_payload_in(
-    pcl: &ParsedChunks<'_>,
-    placed: usize,
-    length: u32,
-) -> Result<PayloadRoute, PclError> {
-    route_to(pcl.write_chunks().get(placed).map(|c| c.length), length)
-}
-
 /// Routes a payload of `length` bytes given the length of the next unused
 /// Write chunk, if there is one (see [`route_result_payload`]).
 pub fn route_to(next_write_len: Option<u32>, length: u32) -> Result<PayloadRoute, PclError> {
