@@ -3,13 +3,11 @@
 //! The protocol core inside the kernel: the same golden vectors the host
 //! tests use, and a mutation sweep over them that proves the decoders return
 //! an error instead of panicking on hostile bytes when built with the
-//! kernel's overflow checks (`CONFIG_RUST_OVERFLOW_CHECKS`); and the
-//! short lists chunk lists are built in.
+//! kernel's overflow checks (`CONFIG_RUST_OVERFLOW_CHECKS`).
 
 use crate::proto::decode::{decode_call, decode_header, decode_reply};
 use crate::proto::golden;
 use crate::proto::msg::DecodeLimits;
-use crate::small_list::SmallList;
 use kernel::prelude::*;
 
 /// Largest vector the mutation sweep copies onto the stack.
@@ -39,46 +37,6 @@ mod tests {
         }
         assert_eq!(failed, 0);
         assert!(golden::VECTORS.len() >= 10);
-    }
-
-    #[test]
-    fn small_lists_start_empty_and_go_inline_then_to_a_vector() {
-        // New: no storage (a vector without capacity), nothing zeroed.
-        let mut l = SmallList::<u32, 2>::new();
-        assert!(l.is_empty());
-        assert!(matches!(&l, SmallList::Heap(v) if v.capacity() == 0));
-        // The first item makes it inline; past N it moves to a vector.
-        assert_eq!(l.push(7), Ok(()));
-        assert!(matches!(&l, SmallList::Inline { len: 1, .. }));
-        assert_eq!(l.push_within_capacity(8), Ok(()));
-        assert_eq!(l.push_within_capacity(9), Err(9));
-        assert_eq!(l.push(9), Ok(()));
-        assert!(matches!(&l, SmallList::Heap(_)));
-        assert_eq!(l.as_slice(), &[7, 8, 9]);
-        // Cleared, it keeps its vector.
-        l.clear();
-        assert!(l.is_empty());
-        assert_eq!(l.push(1), Ok(()));
-        assert_eq!(l.as_slice(), &[1]);
-        // A new list taken straight to within-capacity pushes, or
-        // reserved, or refilled, starts inline too.
-        let mut l = SmallList::<u32, 2>::new();
-        assert_eq!(l.push_within_capacity(5), Ok(()));
-        assert_eq!(l.as_slice(), &[5]);
-        let mut l = SmallList::<u32, 2>::new();
-        assert_eq!(l.reserve(2), Ok(()));
-        assert!(matches!(&l, SmallList::Inline { len: 0, .. }));
-        let mut l = SmallList::<u32, 2>::new();
-        assert_eq!(l.refill(2), Ok(()));
-        assert_eq!(l.as_slice(), &[0, 0]);
-        if let Some(first) = l.as_mut_slice().first_mut() {
-            *first = 3;
-        }
-        assert_eq!(l.as_slice(), &[3, 0]);
-        // More than N reserved at once goes to a vector.
-        let mut l = SmallList::<u32, 2>::new();
-        assert_eq!(l.reserve(3), Ok(()));
-        assert!(matches!(&l, SmallList::Heap(v) if v.capacity() >= 3));
     }
 
     #[test]

@@ -19,9 +19,6 @@ const IB_CLIENT_NAME: &core::ffi::CStr = c"rpcrdma_rs_kunit";
 #[path = "../src/proto/mod.rs"]
 pub mod proto;
 
-#[path = "../src/small_list.rs"]
-mod small_list;
-
 mod client_tests;
 mod proto_tests;
 mod svc_hostile;

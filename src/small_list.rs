@@ -13,37 +13,19 @@ use kernel::alloc::KVec;
 use kernel::prelude::*;
 
 /// Up to `N` items inline, more in a vector.
-///
-/// A new list is an empty vector, which allocates nothing and costs no
-/// zeroing of the inline storage; the first item makes it inline. A build
-/// of a call creates three lists and usually fills one (an NFS READ's
-/// Write chunk), so the other two are never initialised.
 pub(crate) enum SmallList<T: Copy + Default, const N: usize> {
     /// The first `len` of `items` are the list.
     Inline { items: [T; N], len: usize },
-    /// More than `N` items, or none yet (a vector without storage).
+    /// More than `N` items.
     Heap(KVec<T>),
 }
 
 impl<T: Copy + Default, const N: usize> SmallList<T, N> {
-    /// An empty list (no storage until the first item).
+    /// An empty list.
     pub(crate) fn new() -> Self {
-        Self::Heap(KVec::new())
-    }
-
-    /// Whether this is a new list: a vector without storage, which the
-    /// first item turns into an inline list.
-    fn unstarted(&self) -> bool {
-        matches!(self, Self::Heap(heap) if heap.capacity() == 0)
-    }
-
-    /// Starts an unstarted list inline (see [`Self::unstarted`]).
-    fn start_inline(&mut self) {
-        if self.unstarted() {
-            *self = Self::Inline {
-                items: [T::default(); N],
-                len: 0,
-            };
+        Self::Inline {
+            items: [T::default(); N],
+            len: 0,
         }
     }
 
@@ -94,9 +76,6 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
     /// Makes room for `additional` more items, so that as many
     /// [`Self::push_within_capacity`] calls succeed.
     pub(crate) fn reserve(&mut self, additional: usize) -> Result {
-        if additional <= N {
-            self.start_inline();
-        }
         match self {
             Self::Inline { items, len } => {
                 let need = len.checked_add(additional).ok_or(ENOMEM)?;
@@ -115,7 +94,6 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
     /// Appends `v` if there is room without an allocation; gives it back
     /// otherwise.
     pub(crate) fn push_within_capacity(&mut self, v: T) -> core::result::Result<(), T> {
-        self.start_inline();
         match self {
             Self::Inline { items, len } => match items.get_mut(*len) {
                 Some(slot) => {
