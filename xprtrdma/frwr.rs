@@ -362,8 +362,7 @@ impl Conn {
     /// `frwr_unmap_sync`); only if that cannot be done is the connection
     /// closed, which revokes every registration at once.
     pub(super) fn release_request(&self, this: &Arc<Self>, key: usize) {
-        let found = self.pending.lock().take(key);
-        let Some(p) = found else {
+        let Some(p) = self.take_pending(key) else {
             return;
         };
         if self.closing.load(Relaxed) {
