@@ -56,13 +56,11 @@ fn bucket_of(key: usize, len: usize) -> usize {
     ((mixed >> 32) as usize) & len.wrapping_sub(1)
 }
 
-/// The bucket value naming position `pos`, if it has one.
+/// The bucket value naming position `pos` (never [`EMPTY`]: it is
+/// `pos + 1`), if it has one.
 #[inline]
 fn named(pos: usize) -> Option<u32> {
-    u32::try_from(pos)
-        .ok()
-        .and_then(|p| p.checked_add(1))
-        .filter(|&v| v != EMPTY)
+    u32::try_from(pos).ok().and_then(|p| p.checked_add(1))
 }
 
 /// The position a non-empty bucket value names.
