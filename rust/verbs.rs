@@ -1961,7 +1961,10 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     /// The scatter/gather entry of `entry` and what holds its memory,
-    /// after checking that a buffer's range lies within it.
+    /// after checking that a buffer's range lies within it. Inlined into
+    /// the builder's loop, so that the hold is written into its slot
+    /// rather than returned through the stack.
+    #[inline(always)]
     fn entry(entry: SgEntry) -> Result<(bindings::ib_sge, Hold)> {
         match entry {
             SgEntry::Buf(seg) => {
