@@ -625,6 +625,32 @@ fn xdr_round_trip_and_padding() {
 }
 
 #[test]
+fn xdr_words_match_single_words() {
+    let mut a = [0u8; 16];
+    let mut b = [0u8; 16];
+    XdrWriter::new(&mut a)
+        .write_words([1, 0xdead_beef, 0x0102_0304, 7])
+        .unwrap();
+    let mut w = XdrWriter::new(&mut b);
+    w.write_u32(1).unwrap();
+    w.write_u32(0xdead_beef).unwrap();
+    w.write_u64(0x0102_0304_0000_0007).unwrap();
+    assert_eq!(a, b);
+    let mut r = XdrReader::new(&a);
+    assert_eq!(r.read_words::<4>(), Ok([1, 0xdead_beef, 0x0102_0304, 7]));
+    assert_eq!(r.remaining(), 0);
+    // Short input or output: nothing is consumed or written.
+    let mut r = XdrReader::new(&a[..15]);
+    assert_eq!(r.read_words::<4>(), Err(XdrError::Truncated));
+    assert_eq!(r.position(), 0);
+    let mut short = [0u8; 12];
+    let mut w = XdrWriter::new(&mut short);
+    assert_eq!(w.write_words([1, 2, 3, 4]), Err(XdrError::NoSpace));
+    assert_eq!(w.position(), 0);
+    assert_eq!(short, [0u8; 12]);
+}
+
+#[test]
 fn xdr_rejects_hostile_lengths() {
     let b = words(&[u32::MAX]);
     assert_eq!(

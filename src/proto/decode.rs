@@ -63,10 +63,7 @@ fn decode_as<'a>(
     if r.remaining() < 16 {
         return Err(DecodeError::Truncated);
     }
-    let xid = r.read_u32()?;
-    let vers = r.read_u32()?;
-    let credits = r.read_u32()?;
-    let proc_word = r.read_u32()?;
+    let [xid, vers, credits, proc_word] = r.read_words::<4>()?;
     if vers != RPCRDMA_VERSION {
         return Err(DecodeError::BadVersion(vers));
     }

@@ -144,9 +144,9 @@ impl HeaderRef<'_> {
 }
 
 fn encode_segment(w: &mut XdrWriter<'_>, s: &Segment) -> Result<(), XdrError> {
-    w.write_u32(s.handle)?;
-    w.write_u32(s.length)?;
-    w.write_u64(s.offset)
+    // The offset's high word first (XDR "unsigned hyper").
+    let (hi, lo) = ((s.offset >> 32) as u32, s.offset as u32);
+    w.write_words([s.handle, s.length, hi, lo])
 }
 
 fn encode_write_chunk(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), EncodeError> {
@@ -196,10 +196,7 @@ pub fn encode_header(hdr: &HeaderRef<'_>, out: &mut [u8]) -> Result<usize, Encod
     // with `NoSpace` where it would cross the end, without a first pass
     // over the lists to size it (`HeaderRef::encoded_len`).
     let mut w = XdrWriter::new(out);
-    w.write_u32(hdr.xid)?;
-    w.write_u32(hdr.vers)?;
-    w.write_u32(hdr.credits)?;
-    w.write_u32(hdr.proc_().to_u32())?;
+    w.write_words([hdr.xid, hdr.vers, hdr.credits, hdr.proc_().to_u32()])?;
     match &hdr.body {
         BodyRef::Msg(c) | BodyRef::NoMsg(c) => encode_chunk_lists(&mut w, c)?,
         BodyRef::Msgp {

@@ -160,13 +160,11 @@ pub enum ErrorBody {
 /// the reads stay fallible so a logic slip cannot panic.
 #[inline]
 pub(crate) fn read_segment(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
-    let handle = r.read_u32()?;
-    let length = r.read_u32()?;
-    let offset = r.read_u64()?;
+    let [handle, length, hi, lo] = r.read_words::<4>()?;
     Ok(Segment {
         handle,
         length,
-        offset,
+        offset: (u64::from(hi) << 32) | u64::from(lo),
     })
 }
 

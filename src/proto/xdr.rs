@@ -114,6 +114,23 @@ impl<'a> XdrReader<'a> {
         }
     }
 
+    /// Decodes `N` big-endian `u32`s with one bounds check (a header's
+    /// fixed words, a segment's).
+    #[inline]
+    pub fn read_words<const N: usize>(&mut self) -> Result<[u32; N], XdrError> {
+        let len = N.checked_mul(4).ok_or(XdrError::Overflow)?;
+        let mut rest = self.take(len)?;
+        let mut out = [0u32; N];
+        for word in out.iter_mut() {
+            let Some((bytes, next)) = rest.split_first_chunk::<4>() else {
+                return Err(XdrError::Truncated);
+            };
+            *word = u32::from_be_bytes(*bytes);
+            rest = next;
+        }
+        Ok(out)
+    }
+
     /// Decodes a big-endian `i32`.
     #[inline]
     pub fn read_i32(&mut self) -> Result<i32, XdrError> {
@@ -245,6 +262,21 @@ impl<'a> XdrWriter<'a> {
     #[inline]
     pub fn write_u32(&mut self, v: u32) -> Result<(), XdrError> {
         self.write_raw(&v.to_be_bytes())
+    }
+
+    /// Encodes `N` big-endian `u32`s with one bounds check.
+    #[inline]
+    pub fn write_words<const N: usize>(&mut self, words: [u32; N]) -> Result<(), XdrError> {
+        let len = N.checked_mul(4).ok_or(XdrError::Overflow)?;
+        let mut out = self.reserve(len)?;
+        for word in words {
+            let Some((bytes, next)) = out.split_first_chunk_mut::<4>() else {
+                return Err(XdrError::NoSpace);
+            };
+            *bytes = word.to_be_bytes();
+            out = next;
+        }
+        Ok(())
     }
 
     /// Encodes a big-endian `i32`.
