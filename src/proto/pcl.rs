@@ -402,11 +402,8 @@ impl<'s> ParsedChunks<'s> {
         } else {
             Proc::Msg
         };
-        w.write_u32(xid)?;
-        w.write_u32(RPCRDMA_VERSION)?;
-        w.write_u32(credits)?;
-        w.write_u32(proc_.to_u32())?;
-        w.write_bool(false)?;
+        // The fixed words and an empty Read list.
+        w.write_words([xid, RPCRDMA_VERSION, credits, proc_.to_u32(), 0])?;
         for chunk in self.write_chunks() {
             w.write_bool(true)?;
             self.encode_trimmed(&mut w, chunk, chunk.payload_length)?;
@@ -462,9 +459,9 @@ impl<'s> ParsedChunks<'s> {
         for s in segs {
             let length = remaining.min(s.length);
             remaining = remaining.saturating_sub(length);
-            w.write_u32(s.handle)?;
-            w.write_u32(length)?;
-            w.write_u64(s.offset)?;
+            // The offset's high word first (XDR "unsigned hyper").
+            let (hi, lo) = ((s.offset >> 32) as u32, s.offset as u32);
+            w.write_words([s.handle, length, hi, lo])?;
         }
         Ok(())
     }
