@@ -140,15 +140,14 @@ impl Conn {
             return Err(e);
         }
 
-        let write_list: [&[Segment]; 1] = [writes.as_slice()];
+        // The lists as slices once: each `as_slice` checks which storage
+        // its list uses.
+        let (reads, writes, reply) = (reads.as_slice(), writes.as_slice(), reply.as_slice());
+        let write_list: [&[Segment]; 1] = [writes];
         let chunks = ChunkListsRef {
-            read: reads.as_slice(),
+            read: reads,
             write: if writes.is_empty() { &[] } else { &write_list },
-            reply: if reply.is_empty() {
-                None
-            } else {
-                Some(reply.as_slice())
-            },
+            reply: if reply.is_empty() { None } else { Some(reply) },
         };
         let long_call = matches!(p.call, CallStrategy::LongCall { .. });
         let hdr = HeaderRef {
@@ -224,8 +223,8 @@ impl Conn {
                 key: rqst.key(),
                 regs: core::mem::take(&mut mrs),
                 offered: Offered {
-                    write: total(writes.as_slice()),
-                    reply: total(reply.as_slice()),
+                    write: total(writes),
+                    reply: total(reply),
                 },
             };
             let mut list = self.pending.lock();
@@ -271,13 +270,7 @@ impl Conn {
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
-        self.count_sent(
-            &call,
-            &snd,
-            reads.as_slice(),
-            writes.as_slice(),
-            reply.as_slice(),
-        );
+        self.count_sent(&call, &snd, reads, writes, reply);
         Ok(())
     }
 
