@@ -107,11 +107,6 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         }
     }
 
-    /// Whether the list is empty.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The items.
     pub(crate) fn as_slice(&self) -> &[T] {
         match self {
