@@ -20,6 +20,11 @@ struct GateState {
     closed: bool,
     /// A Read operation waits for room ([`SqGate::starve`]).
     starved: bool,
+    /// Threads waiting in [`SqGate::acquire_n`]: a release wakes the wait
+    /// queue only when there are some (C checks `waitqueue_active`), so
+    /// the completion of every Send and Write does not take the wait
+    /// queue's lock for nobody.
+    waiters: u32,
 }
 
 /// Send queue slots: a work request is posted only with a slot, and its
@@ -65,7 +70,7 @@ impl SqGate {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock_irq!(
-                    GateState { avail: depth, closed: false, starved: false },
+                    GateState { avail: depth, closed: false, starved: false, waiters: 0 },
                     "svcrdma::sq"
                 ),
                 wait <- new_condvar!("svcrdma::sq_wait"),
@@ -98,9 +103,14 @@ impl SqGate {
             }
             stat_add(Stat::SqStarve, 1);
             trace::svcrdma_sq_full(st.avail);
+            // Counted under the lock the wait releases only once this
+            // thread is on the wait queue: a release that sees the count
+            // finds it there.
+            st.waiters = st.waiters.saturating_add(1);
             let _ = self
                 .wait
                 .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
+            st.waiters = st.waiters.saturating_sub(1);
             trace::svcrdma_sq_retry(st.avail);
         }
     }
@@ -153,16 +163,18 @@ impl SqGate {
 
     /// Returns `n` slots.
     pub(super) fn release(&self, n: u32) {
-        let wake_reads = {
+        let (wake_waiters, wake_reads) = {
             let mut st = self.state.lock();
             st.avail = st.avail.saturating_add(n);
             let wake = st.starved && st.avail > self.read_keep;
             if wake {
                 st.starved = false;
             }
-            wake
+            (st.waiters > 0, wake)
         };
-        self.wait.notify_all();
+        if wake_waiters {
+            self.wait.notify_all();
+        }
         if wake_reads {
             self.link.data_ready();
         }
