@@ -8,6 +8,7 @@
 //! so callers need no allocation; [`ChunkListsRef`] mirrors the decoded
 //! [`ChunkLists`](super::msg::ChunkLists).
 
+use super::msg::write_segment;
 use super::msg::DecodeError;
 use super::msg::ErrorAction;
 use super::msg::ErrorBody;
@@ -143,12 +144,6 @@ impl HeaderRef<'_> {
     }
 }
 
-fn encode_segment(w: &mut XdrWriter<'_>, s: &Segment) -> Result<(), XdrError> {
-    // The offset's high word first (XDR "unsigned hyper").
-    let (hi, lo) = ((s.offset >> 32) as u32, s.offset as u32);
-    w.write_words([s.handle, s.length, hi, lo])
-}
-
 fn encode_write_chunk(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), EncodeError> {
     if segs.is_empty() {
         return Err(EncodeError::EmptyChunk);
@@ -156,7 +151,7 @@ fn encode_write_chunk(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), Enc
     let count = u32::try_from(segs.len()).map_err(|_| EncodeError::TooLarge)?;
     w.write_u32(count)?;
     for s in segs {
-        encode_segment(w, s)?;
+        write_segment(w, s)?;
     }
     Ok(())
 }
@@ -169,7 +164,7 @@ pub fn encode_chunk_lists(
     for rs in chunks.read {
         w.write_bool(true)?;
         w.write_u32(rs.position)?;
-        encode_segment(w, &rs.segment)?;
+        write_segment(w, &rs.segment)?;
     }
     w.write_bool(false)?;
     for chunk in chunks.write {

@@ -21,6 +21,7 @@
 
 use super::xdr::XdrError;
 use super::xdr::XdrReader;
+use super::xdr::XdrWriter;
 
 /// The only protocol version this implementation speaks.
 pub const RPCRDMA_VERSION: u32 = 1;
@@ -166,6 +167,14 @@ pub(crate) fn read_segment(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
         length,
         offset: (u64::from(hi) << 32) | u64::from(lo),
     })
+}
+
+/// Writes one segment (handle, length, then the offset's high and low
+/// words: XDR "unsigned hyper") with one bounds check.
+#[inline]
+pub(crate) fn write_segment(w: &mut XdrWriter<'_>, s: &Segment) -> Result<(), XdrError> {
+    let (hi, lo) = ((s.offset >> 32) as u32, s.offset as u32);
+    w.write_words([s.handle, s.length, hi, lo])
 }
 
 /// Sum of the lengths of the segments encoded in `bytes` (whole segments

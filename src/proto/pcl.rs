@@ -22,6 +22,7 @@
 use core::ops::Range;
 
 use super::encode::EncodeError;
+use super::msg::write_segment;
 use super::msg::ChunkLists;
 use super::msg::DecodeLimits;
 use super::msg::Proc;
@@ -459,9 +460,7 @@ impl<'s> ParsedChunks<'s> {
         for s in segs {
             let length = remaining.min(s.length);
             remaining = remaining.saturating_sub(length);
-            // The offset's high word first (XDR "unsigned hyper").
-            let (hi, lo) = ((s.offset >> 32) as u32, s.offset as u32);
-            w.write_words([s.handle, length, hi, lo])?;
+            write_segment(w, &Segment { length, ..*s })?;
         }
         Ok(())
     }
