@@ -3,17 +3,27 @@
 """The transport's profile samples by source line and by function.
 
     scripts/ips-lines.py MODULE.ko IPS-FILE [TOP]
+    scripts/ips-lines.py --within SYMBOL [ANCHOR] MODULE.ko IPS-FILE [TOP]
 
 IPS-FILE is a bench-icount profile by address (`ips-CFG-PROF.txt` in the
 VM's results: lines of `samples symbol+0xoffset`); MODULE.ko the module
 that profile ran, built with debug information (bench-icount's
 BENCH_LINES=1 builds it so: `KRUSTFLAGS=-Cdebuginfo=2`, which changes the
-code a little, so profile that build, not the plain one). Each sample's
+code a little, so profile that build, not the plain one; it keeps that
+build as `rust.ko` in the results directory it prints). Each sample's
 address is resolved with llvm-addr2line through the inlined frames, and
 counted for the innermost frame in this repository's sources: its line,
 and the function that line belongs to (inlined helpers such as
 `XdrReader::take` count as themselves, not as the function they were
 inlined into). Prints the TOP (default 40) functions and lines.
+
+With --within, only the samples of the symbols whose name contains SYMBOL
+(a function as the profile names it, e.g. `XprtOps>::send_request`), by
+that function's own lines (the outermost frame: which of its calls or
+statements the time went to) and by the function inlined at that line.
+ANCHOR (a name inlined into it, e.g. `xprtrdma::conn::Conn>::send`) takes
+the frame of that function as the outermost instead, to look one level
+further in; samples outside it are counted apart.
 """
 import collections
 import re
@@ -22,10 +32,20 @@ import sys
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    within = anchor = None
+    if args[:1] == ['--within']:
+        if len(args) < 2:
+            sys.exit(__doc__)
+        within = args[1]
+        args = args[2:]
+        # An anchor is a Rust path, never a file name.
+        if args and not args[0].endswith('.ko'):
+            anchor, args = args[0], args[1:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    ko, ips = sys.argv[1], sys.argv[2]
-    top = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+    ko, ips = args[0], args[1]
+    top = int(args[2]) if len(args) > 2 else 40
     # Symbols as perf printed them carry crate hashes; nm's do not.
     unhash = lambda s: re.sub(r'\[[0-9a-f]{16}\]', '', s)
     syms = {}
@@ -38,6 +58,8 @@ def main():
     for line in open(ips):
         n, rest = line.split(None, 1)
         sym, _, off = rest.strip().rpartition('+0x')
+        if within is not None and within not in sym:
+            continue
         addr = syms.get(unhash(sym))
         if addr is None or not off:
             unresolved += int(n)
@@ -57,6 +79,9 @@ def main():
         func, loc = out[i], out[i + 1] if i + 1 < len(out) else '?'
         frames[cur].append((func, loc))
         i += 2
+    if within is not None:
+        print_within(samples, unresolved, frames, within, anchor, top)
+        return
     # This repository's sources, as the build named them
     # (<tree>/src/../xprtrdma/conn.rs); not the kernel's rust/ nor core's.
     ours = re.compile(r'/((?:src/proto|src|xprtrdma|svcrdma|rust)/[a-z0-9_]+\.rs:\d+)')
@@ -81,6 +106,35 @@ def main():
     print("by line:")
     for k, v in by_line.most_common(top):
         print(f"{v:6} {k}")
+
+
+def print_within(samples, unresolved, frames, within, anchor, top):
+    """One function's samples by its own lines and by the function each
+    line inlined (see --within in the module's documentation)."""
+    short = lambda loc: re.sub(r'.*/(src/proto|src|xprtrdma|svcrdma|rust|library)/', r'\1/',
+                               loc.replace('src/../', ''))
+    by_line, by_callee = collections.Counter(), collections.Counter()
+    total = sum(n for _, n in samples) + unresolved
+    apart = unresolved
+    for a, n in samples:
+        f = frames.get(a, [])
+        if anchor:
+            k = next((j for j in range(len(f) - 1, -1, -1) if anchor in f[j][0]), None)
+            f = f[:k + 1] if k is not None else []
+        if not f:
+            apart += n
+            continue
+        by_line[short(f[-1][1])] += n
+        callee = f[-2][0] if len(f) > 1 else '(its own code)'
+        by_callee[re.sub(r'rpcrdma_rs_main::', '', callee)] += n
+    outside = f', {apart} outside {anchor} (or unresolved)' if anchor else f', {apart} unresolved'
+    print(f"{total} samples in {within}{outside}")
+    print("by its own line:")
+    for k, v in by_line.most_common(top):
+        print(f"{v:6} {k}")
+    print("by the function inlined there:")
+    for k, v in by_callee.most_common(top):
+        print(f"{v:6} {k[:140]}")
 
 
 if __name__ == '__main__':
