@@ -5,6 +5,7 @@
 //! a slot, and its completion gives the slot back.
 
 use super::cache::BufCache;
+use crate::proto::sq_slots::{SlotError, SqSlots, Starve};
 use crate::rust::svc::{stat_add, Stat, XprtLink};
 use crate::rust::trace;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
@@ -15,34 +16,18 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, CondVar, SpinLockIrq};
 use kernel::time::msecs_to_jiffies;
 
-struct GateState {
-    avail: u32,
-    closed: bool,
-    /// A Read operation waits for room ([`SqGate::starve`]).
-    starved: bool,
-    /// Threads waiting in [`SqGate::acquire_n`]: a release wakes the wait
-    /// queue only when there are some (C checks `waitqueue_active`), so
-    /// the completion of every Send and Write does not take the wait
-    /// queue's lock for nobody.
-    waiters: u32,
-}
-
-/// Send queue slots: a work request is posted only with a slot, and its
-/// completion returns the slot, so the send queue never overflows. The
-/// queue pair's spare entry for the drain (see
-/// [`Endpoint::send_depth`]) is not among them.
+/// Send queue slots under a lock, with the wait of the Replies that find
+/// too few free: the accounting is [`SqSlots`]; this does the waiting and
+/// the waking it decides. The queue pair's spare entry for the drain (see
+/// [`Endpoint::send_depth`]) is not among the slots.
 ///
-/// RDMA Reads never wait for a slot ([`Self::try_acquire_read`]) and never
-/// take the last [`Self::read_keep`] slots: a peer that stops answering
-/// Reads can fill at most the rest of the queue, so Replies on its
-/// connection still find room for at least one Send per credit.
+/// [`Endpoint::send_depth`]: crate::rust::verbs::Endpoint::send_depth
 #[pin_data]
 pub(super) struct SqGate {
     #[pin]
-    state: SpinLockIrq<GateState>,
+    state: SpinLockIrq<SqSlots>,
     #[pin]
     wait: CondVar,
-    read_keep: u32,
     /// Slots in all.
     depth: u32,
     /// Told when room appears for a starved Read operation.
@@ -61,20 +46,24 @@ pub(super) struct SqGate {
 /// only when that many were in flight at once.
 const WR_POOL_MAX: u32 = 256;
 
+fn slot_error(e: SlotError) -> Error {
+    match e {
+        SlotError::Closed => ENOTCONN,
+        SlotError::TooMany => EINVAL,
+    }
+}
+
 impl SqGate {
     /// A gate of `depth` slots whose Reads leave `read_keep` of them to
     /// Sends and Writes.
     pub(super) fn new(depth: u32, read_keep: u32, link: Arc<XprtLink>) -> Result<Arc<Self>> {
-        let depth = depth.max(2);
+        let slots = SqSlots::new(depth, read_keep);
+        let depth = slots.depth();
         let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock_irq!(
-                    GateState { avail: depth, closed: false, starved: false, waiters: 0 },
-                    "svcrdma::sq"
-                ),
+                state <- new_spinlock_irq!(slots, "svcrdma::sq"),
                 wait <- new_condvar!("svcrdma::sq_wait"),
-                read_keep: read_keep.min(depth - 1),
                 depth,
                 link,
                 wrs <- wrs,
@@ -89,30 +78,21 @@ impl SqGate {
     /// slots in all. Like C, a Reply waits for room; closing the
     /// connection ([`Self::close`]) ends the wait.
     pub(super) fn acquire_n(&self, n: u32) -> Result {
-        if n > self.depth {
-            return Err(EINVAL);
-        }
         let mut st = self.state.lock();
-        loop {
-            if st.closed {
-                return Err(ENOTCONN);
-            }
-            if st.avail >= n {
-                st.avail -= n;
-                return Ok(());
-            }
+        while !st.try_take(n).map_err(slot_error)? {
             stat_add(Stat::SqStarve, 1);
-            trace::svcrdma_sq_full(st.avail);
+            trace::svcrdma_sq_full(st.avail());
             // Counted under the lock the wait releases only once this
             // thread is on the wait queue: a release that sees the count
             // finds it there.
-            st.waiters = st.waiters.saturating_add(1);
+            st.begin_wait();
             let _ = self
                 .wait
                 .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
-            st.waiters = st.waiters.saturating_sub(1);
-            trace::svcrdma_sq_retry(st.avail);
+            st.end_wait();
+            trace::svcrdma_sq_retry(st.avail());
         }
+        Ok(())
     }
 
     /// Slots in all: the most one chain may take.
@@ -123,23 +103,12 @@ impl SqGate {
     /// Takes `n` slots for RDMA Reads (and their registrations) if they
     /// are free beyond the reserve, without waiting: `Ok(false)` if not.
     pub(super) fn try_acquire_read(&self, n: u32) -> Result<bool> {
-        let mut st = self.state.lock();
-        if st.closed {
-            return Err(ENOTCONN);
-        }
-        match n.checked_add(self.read_keep) {
-            Some(need) if st.avail >= need => {
-                st.avail -= n;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        self.state.lock().try_take_read(n).map_err(slot_error)
     }
 
     /// Whether a Read could take a slot now.
     pub(super) fn read_room(&self) -> bool {
-        let st = self.state.lock();
-        !st.closed && st.avail > self.read_keep
+        self.state.lock().read_room()
     }
 
     /// Called by a thread about to leave a Read operation waiting for
@@ -148,42 +117,31 @@ impl SqGate {
     /// marks the transport `XPT_DATA` (checking and noting under one lock,
     /// so that release cannot be missed).
     pub(super) fn starve(&self) -> bool {
-        let mut st = self.state.lock();
-        if st.closed {
-            // Nothing will be posted again: nothing to wake.
-            return true;
+        match self.state.lock().starve() {
+            Starve::Room => false,
+            Starve::Closed => true,
+            Starve::Starved => {
+                stat_add(Stat::SqStarve, 1);
+                true
+            }
         }
-        if st.avail > self.read_keep {
-            return false;
-        }
-        stat_add(Stat::SqStarve, 1);
-        st.starved = true;
-        true
     }
 
     /// Returns `n` slots.
     pub(super) fn release(&self, n: u32) {
-        let (wake_waiters, wake_reads) = {
-            let mut st = self.state.lock();
-            st.avail = st.avail.saturating_add(n);
-            let wake = st.starved && st.avail > self.read_keep;
-            if wake {
-                st.starved = false;
-            }
-            (st.waiters > 0, wake)
-        };
-        if wake_waiters {
+        let wake = self.state.lock().release(n);
+        if wake.waiters {
             self.wait.notify_all();
         }
-        if wake_reads {
+        if wake.reads {
             self.link.data_ready();
         }
     }
 
-    /// Fails every current and later [`Self::acquire`] and
+    /// Fails every current and later [`Self::acquire_n`] and
     /// [`Self::try_acquire_read`].
     pub(super) fn close(&self) {
-        self.state.lock().closed = true;
+        self.state.lock().close();
         self.wait.notify_all();
     }
 }

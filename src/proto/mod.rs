@@ -53,6 +53,7 @@ pub mod pcl;
 pub mod pieces;
 pub mod planner;
 pub mod regcache_policy;
+pub mod sq_slots;
 pub mod svc_call;
 pub mod svc_reply;
 pub mod xdr;
