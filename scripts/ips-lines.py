@@ -100,12 +100,16 @@ def main():
         else:
             other += n
     print(f"{total} samples, {other} outside this repository's sources (or unresolved)")
-    print("by function (innermost of ours, inlined ones counted as themselves):")
-    for k, v in by_func.most_common(top):
+    print_counts("by function (innermost of ours, inlined ones counted as themselves):",
+                 by_func, top)
+    print_counts("by line:", by_line, top)
+
+
+def print_counts(title, counts, top):
+    """The TOP most counted keys under a title, names cut at 140 characters."""
+    print(title)
+    for k, v in counts.most_common(top):
         print(f"{v:6} {k[:140]}")
-    print("by line:")
-    for k, v in by_line.most_common(top):
-        print(f"{v:6} {k}")
 
 
 def print_within(samples, unresolved, frames, within, anchor, top):
@@ -129,12 +133,8 @@ def print_within(samples, unresolved, frames, within, anchor, top):
         by_callee[re.sub(r'rpcrdma_rs_main::', '', callee)] += n
     outside = f', {apart} outside {anchor} (or unresolved)' if anchor else f', {apart} unresolved'
     print(f"{total} samples in {within}{outside}")
-    print("by its own line:")
-    for k, v in by_line.most_common(top):
-        print(f"{v:6} {k}")
-    print("by the function inlined there:")
-    for k, v in by_callee.most_common(top):
-        print(f"{v:6} {k[:140]}")
+    print_counts("by its own line:", by_line, top)
+    print_counts("by the function inlined there:", by_callee, top)
 
 
 if __name__ == '__main__':
