@@ -30,6 +30,15 @@ import re
 import subprocess
 import sys
 
+# This repository's source directories, as the build names them
+# (<tree>/src/../xprtrdma/conn.rs).
+OUR_DIRS = r'src/proto|src|xprtrdma|svcrdma|rust'
+
+
+def ours_only(name):
+    """A function name without the transport crate's prefix."""
+    return re.sub(r'rpcrdma_rs_main::', '', name)
+
 
 def main():
     args = sys.argv[1:]
@@ -84,7 +93,7 @@ def main():
         return
     # This repository's sources, as the build named them
     # (<tree>/src/../xprtrdma/conn.rs); not the kernel's rust/ nor core's.
-    ours = re.compile(r'/((?:src/proto|src|xprtrdma|svcrdma|rust)/[a-z0-9_]+\.rs:\d+)')
+    ours = re.compile(rf'/((?:{OUR_DIRS})/[a-z0-9_]+\.rs:\d+)')
     foreign = re.compile(r'/library/|/rust-src|/linux-source|/rustc-')
     by_line, by_func = collections.Counter(), collections.Counter()
     total = sum(n for _, n in samples) + unresolved
@@ -95,7 +104,7 @@ def main():
             m = None if foreign.search(loc) else ours.search(loc)
             if m:
                 by_line[m.group(1)] += n
-                by_func[re.sub(r'rpcrdma_rs_main::', '', func)] += n
+                by_func[ours_only(func)] += n
                 break
         else:
             other += n
@@ -115,8 +124,7 @@ def print_counts(title, counts, top):
 def print_within(samples, unresolved, frames, within, anchor, top):
     """One function's samples by its own lines and by the function each
     line inlined (see --within in the module's documentation)."""
-    short = lambda loc: re.sub(r'.*/(src/proto|src|xprtrdma|svcrdma|rust|library)/', r'\1/',
-                               loc.replace('src/../', ''))
+    short = lambda loc: re.sub(rf'.*/({OUR_DIRS}|library)/', r'\1/', loc.replace('src/../', ''))
     by_line, by_callee = collections.Counter(), collections.Counter()
     total = sum(n for _, n in samples) + unresolved
     apart = unresolved
@@ -130,7 +138,7 @@ def print_within(samples, unresolved, frames, within, anchor, top):
             continue
         by_line[short(f[-1][1])] += n
         callee = f[-2][0] if len(f) > 1 else '(its own code)'
-        by_callee[re.sub(r'rpcrdma_rs_main::', '', callee)] += n
+        by_callee[ours_only(callee)] += n
     outside = f', {apart} outside {anchor} (or unresolved)' if anchor else f', {apart} unresolved'
     print(f"{total} samples in {within}{outside}")
     print_counts("by its own line:", by_line, top)
