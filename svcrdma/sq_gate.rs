@@ -28,7 +28,8 @@ pub(super) struct SqGate {
     state: SpinLockIrq<SqSlots>,
     #[pin]
     wait: CondVar,
-    /// Slots in all.
+    /// Slots in all: [`SqSlots::depth`], fixed at creation and kept here
+    /// too so that sizing a chain ([`Self::depth`]) takes no lock.
     depth: u32,
     /// Told when room appears for a starved Read operation.
     link: Arc<XprtLink>,
