@@ -105,9 +105,11 @@ impl Conn {
             return Err(ENOBUFS);
         }
         let mut mrs = RegList::new();
-        let mut reads = SmallList::<ReadSegment, INLINE_SEGS>::new();
-        let mut writes = Segs::new();
-        let mut reply = Segs::new();
+        // Built only for a call with a Read chunk; a result has either a
+        // Write chunk or a Reply chunk, so one list serves both (each list
+        // is zeroed when made, on every call).
+        let mut reads = None;
+        let mut result_segs = Segs::new();
         let res = self.register_chunks(
             rqst,
             &p.call,
@@ -116,8 +118,7 @@ impl Conn {
             &rcv,
             &mut mrs,
             &mut reads,
-            &mut writes,
-            &mut reply,
+            &mut result_segs,
         );
         if let Err(e) = res {
             self.slots.give(1);
@@ -142,7 +143,12 @@ impl Conn {
 
         // The lists as slices once: each `as_slice` checks which storage
         // its list uses.
-        let (reads, writes, reply) = (reads.as_slice(), writes.as_slice(), reply.as_slice());
+        let reads = reads.as_ref().map_or(&[][..], SmallList::as_slice);
+        let (writes, reply) = match p.result {
+            ResultStrategy::WriteChunk { .. } => (result_segs.as_slice(), &[][..]),
+            ResultStrategy::ReplyChunk { .. } => (&[][..], result_segs.as_slice()),
+            ResultStrategy::Inline => (&[][..], &[][..]),
+        };
         let write_list: [&[Segment]; 1] = [writes];
         let chunks = ChunkListsRef {
             read: reads,
@@ -313,6 +319,9 @@ impl Conn {
         }
     }
 
+    /// Registers the call's Read chunk into `reads` (made here, only for
+    /// a call that has one) and the result's Write or Reply chunk into
+    /// `result_segs`.
     #[expect(clippy::too_many_arguments)]
     fn register_chunks(
         &self,
@@ -322,29 +331,24 @@ impl Conn {
         snd: &XdrBufShape,
         rcv: &XdrBufShape,
         mrs: &mut RegList,
-        reads: &mut SmallList<ReadSegment, INLINE_SEGS>,
-        writes: &mut Segs,
-        reply: &mut Segs,
+        reads: &mut Option<SmallList<ReadSegment, INLINE_SEGS>>,
+        result_segs: &mut Segs,
     ) -> Result {
-        let mut segs = Segs::new();
-        let position = match call {
+        let read_chunk = match call {
             CallStrategy::ReadChunk { position, .. } => {
-                let span = Span::send(snd.head_len, snd.page_len);
-                self.register(rqst, span, mrs, &mut segs)?;
-                Some(*position)
+                Some((*position, Span::send(snd.head_len, snd.page_len)))
             }
-            CallStrategy::LongCall { .. } => {
-                let len = snd.len().ok_or(EINVAL)?;
-                self.register(rqst, Span::send(0, len), mrs, &mut segs)?;
-                Some(0)
-            }
+            CallStrategy::LongCall { .. } => Some((0, Span::send(0, snd.len().ok_or(EINVAL)?))),
             _ => None,
         };
-        if let Some(position) = position {
+        if let Some((position, span)) = read_chunk {
+            let mut segs = Segs::new();
+            self.register(rqst, span, mrs, &mut segs)?;
+            let list = reads.insert(SmallList::new());
             for (i, s) in segs.as_slice().iter().enumerate() {
                 let is_last = i + 1 == segs.len();
                 trace::xprtrdma_chunk_read(rqst, position, s.handle, s.length, s.offset, is_last);
-                reads.push(ReadSegment {
+                list.push(ReadSegment {
                     position,
                     segment: *s,
                 })?;
@@ -353,6 +357,7 @@ impl Conn {
         match result {
             ResultStrategy::Inline => {}
             ResultStrategy::WriteChunk { write_pad, .. } => {
+                let writes = result_segs;
                 let span = Span::recv(rcv.head_len, rcv.page_len);
                 self.register(rqst, span, mrs, writes)?;
                 if *write_pad {
@@ -369,6 +374,7 @@ impl Conn {
             ResultStrategy::ReplyChunk { .. } => {
                 // The whole receive buffer as head, pages and tail describe
                 // it (C rpcrdma_convert_iovs), not its allocation size.
+                let reply = result_segs;
                 let len = rcv.len().ok_or(EINVAL)?;
                 self.register(rqst, Span::recv(0, len), mrs, reply)?;
                 for (i, s) in reply.as_slice().iter().enumerate() {
