@@ -11,15 +11,19 @@
 //! inputs included, whatever else the machine is doing. Pieces: `plan`
 //! (the client's planner), `encode` (the client's call header), `reply`
 //! (the client's `decode_reply`), `call` (the server's `decode_call`),
-//! `build` (the server's parsed chunk lists and Call layout), `all`.
+//! `build` (the server's parsed chunk lists and Call layout), `sreply`
+//! (the server's Reply: the lists again from their layout, the payload
+//! recorded, its Write, the inline body's runs and the Reply's header),
+//! `all`.
 
 use core::hint::black_box;
 use rpcrdma_proto::proto::decode::{decode_call, decode_reply};
 use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use rpcrdma_proto::proto::msg::{DecodeLimits, Segment};
-use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk};
+use rpcrdma_proto::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use rpcrdma_proto::proto::planner::{plan, RpcShape, TransportParams, XdrBufShape};
 use rpcrdma_proto::proto::svc_call::CallLayout;
+use rpcrdma_proto::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
 
 /// The Write chunk a 4 KiB READ offers: one segment over the page.
 const WRITE: &[Segment] = &[Segment::new(0x1234, 4096, 0x7f00_1000)];
@@ -105,6 +109,32 @@ fn run_build(
     CallLayout::new(&pcl, inline.len(), 1 << 20).map_or(0, |l| l.total())
 }
 
+/// The server's side of the Reply to the 4 KiB READ: the payload at
+/// offset 120 of a 236-byte Reply goes to the Write chunk, the rest inline.
+fn run_sreply(layout: &ChunkLayout, chunks: &mut [PclChunk], segs: &[Segment]) -> usize {
+    let Ok(mut pcl) = ParsedChunks::from_layout(black_box(layout), chunks, segs) else {
+        return 0;
+    };
+    if set_result_payloads(&mut pcl, &[(120, 4096)]).is_err() {
+        return 0;
+    }
+    let xdr_len = black_box(120 + 4096 + 20);
+    let mut n = 0;
+    for w in PayloadWrites::new(&pcl, xdr_len).flatten() {
+        n += pcl.segments(w.chunk).len();
+    }
+    let Ok(body) = ReplyBody::new(&pcl, xdr_len) else {
+        return 0;
+    };
+    for run in body.runs(0, body.len() as usize).flatten() {
+        n += run.len;
+    }
+    let mut out = [0u8; 256];
+    n + pcl
+        .encode_reply_header(0x1234_5678, 128, 0, &mut out)
+        .unwrap_or(0)
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let piece = args.next().unwrap_or_else(|| "all".into());
@@ -118,6 +148,16 @@ fn main() {
     let mut chunks = [PclChunk::default(); 8];
     let mut segs = [Segment::default(); 8];
     let mut sum = 0u64;
+    // The layout `xpo_recvfrom` keeps for the Reply, over storage of its own.
+    let mut reply_chunks = [PclChunk::default(); 8];
+    let mut reply_segs = [Segment::default(); 8];
+    let layout = {
+        let hdr = decode_call(&call, &server).expect("the call decodes");
+        let (lists, _) = hdr.body.chunks_and_inline().expect("it has lists");
+        ParsedChunks::build(&lists, &mut reply_chunks, &mut reply_segs)
+            .expect("the lists fit")
+            .layout()
+    };
     let mut build = |sum: &mut u64| {
         *sum += u64::from(run_build(&call, &server, &mut chunks, &mut segs));
     };
@@ -128,14 +168,16 @@ fn main() {
             "reply" => sum += run_reply(&reply, &client) as u64,
             "call" => sum += run_call(&call, &server) as u64,
             "build" => build(&mut sum),
+            "sreply" => sum += run_sreply(&layout, &mut reply_chunks, &reply_segs) as u64,
             "all" => {
                 sum += u64::from(run_plan(&params));
                 sum += run_encode(&mut out) as u64;
                 sum += run_reply(&reply, &client) as u64;
                 build(&mut sum);
+                sum += run_sreply(&layout, &mut reply_chunks, &reply_segs) as u64;
             }
             other => {
-                eprintln!("unknown piece {other}: plan, encode, reply, call, build or all");
+                eprintln!("unknown piece {other}: plan, encode, reply, call, build, sreply or all");
                 std::process::exit(2);
             }
         }
