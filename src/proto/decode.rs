@@ -87,9 +87,10 @@ fn decode_as<'a>(
             // (RDMA_NOMSG).
             let rest = r.rest();
             // Most headers have no Read list: nothing to check, and no
-            // call that would need the lists spilled to memory.
+            // call that would need the lists spilled to memory (the list
+            // goes by value, so that only it is, when there is one).
             if !chunks.read.is_empty() {
-                check_read_positions(&chunks.read, rest.len())?;
+                check_read_positions(chunks.read, rest.len())?;
             }
             let header_len = buf.len().saturating_sub(rest.len());
             let body = match msgp {
@@ -343,7 +344,7 @@ fn decode_write_chunk<'a>(
 /// Chunks are visited in position order without storage: each step finds
 /// the smallest position above the previous one. Work is
 /// O(distinct positions × segments), bounded by `max_chunks²`.
-fn check_read_positions(list: &ReadList<'_>, inline_len: usize) -> Result<(), DecodeError> {
+fn check_read_positions(list: ReadList<'_>, inline_len: usize) -> Result<(), DecodeError> {
     let mut call_len: Option<u32> = None;
     for s in list.iter().filter(|s| s.position == 0) {
         let prev = call_len.unwrap_or(0);
