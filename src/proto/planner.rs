@@ -365,6 +365,7 @@ pub enum PlanError {
 /// `with_head`/`with_tail` say whether the head and tail are part of the
 /// chunk. Without SG-gap support each MR stops after the head, and before
 /// a tail that does not continue the previous piece's page.
+#[inline]
 pub fn count_segments(
     buf: &XdrBufShape,
     with_head: bool,
@@ -396,6 +397,23 @@ pub fn count_segments(
         }
         return Ok(nsegs);
     }
+    count_segments_walk(buf, with_head, with_tail, p)
+}
+
+/// [`count_segments`] for a chunk with its head or tail, or offsets that
+/// may overflow: MR by MR, as `frwr_map()` does. Apart, so that the page
+/// list alone (the common case) is counted without its frame.
+fn count_segments_walk(
+    buf: &XdrBufShape,
+    with_head: bool,
+    with_tail: bool,
+    p: &TransportParams,
+) -> Result<u32, PlanError> {
+    let ps = p.page_size;
+    // ps is a non-zero power of two (checked by the caller), so ps - 1 is
+    // the in-page mask.
+    let mask = ps.wrapping_sub(1);
+    let in_page = |v: u32| v & mask;
     // Difference 3: an empty head is not registered.
     let mut head_done = !with_head || buf.head_len == 0;
     let mut pages_done = buf.page_len == 0;
