@@ -239,11 +239,9 @@ fn decode_read_list<'a>(
     r: &mut XdrReader<'a>,
     limits: &DecodeLimits,
 ) -> Result<ReadList<'a>, DecodeError> {
-    let start = r.position();
-    let all = r.buffer();
+    let list = r.rest();
     let mut count: u32 = 0;
     let mut total: u32 = 0;
-    let mut end = start;
     while r.read_bool()? {
         count = count
             .checked_add(1)
@@ -262,9 +260,11 @@ fn decode_read_list<'a>(
         if total > limits.max_payload {
             return Err(DecodeError::PayloadTooLarge);
         }
-        end = r.position();
     }
-    let bytes = all.get(start..end).ok_or(DecodeError::Truncated)?;
+    // The items: all read since `list` but the 4-byte zero ending it;
+    // no end position to keep up to date in the loop.
+    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
+    let bytes = list.get(..len).ok_or(DecodeError::Truncated)?;
     Ok(ReadList { bytes, count })
 }
 
@@ -273,12 +273,10 @@ fn decode_write_list<'a>(
     r: &mut XdrReader<'a>,
     limits: &DecodeLimits,
 ) -> Result<WriteList<'a>, DecodeError> {
-    let start = r.position();
-    let all = r.buffer();
+    let list = r.rest();
     let mut count: u32 = 0;
     let mut length: u32 = 0;
     let mut segments: u32 = 0;
-    let mut end = start;
     while r.read_bool()? {
         count = count
             .checked_add(1)
@@ -291,9 +289,11 @@ fn decode_write_list<'a>(
         let chunk = decode_write_chunk(r, limits)?;
         length = length.saturating_add(chunk.length);
         segments = segments.saturating_add(chunk.count);
-        end = r.position();
     }
-    let bytes = all.get(start..end).ok_or(DecodeError::Truncated)?;
+    // The items: all read since `list` but the 4-byte zero ending it;
+    // no end position to keep up to date in the loop.
+    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
+    let bytes = list.get(..len).ok_or(DecodeError::Truncated)?;
     Ok(WriteList {
         bytes,
         count,
