@@ -68,55 +68,58 @@ fn decode_as<'a>(
         return Err(DecodeError::BadVersion(vers));
     }
     let proc_ = Proc::from_u32(proc_word).ok_or(DecodeError::UnknownProc(proc_word))?;
-    let header = |body, header_len| Header {
+    // The three procedures with chunk lists share one decode of them
+    // (written once, so that inlining it costs one copy of the code), and
+    // every procedure meets `accept` at one place, so that it is inlined.
+    let (body, header_len) = match proc_ {
+        Proc::Done => (Body::Done, r.position()),
+        Proc::Error => (Body::Error(decode_error_body(&mut r)?), r.position()),
+        Proc::Msg | Proc::NoMsg | Proc::Msgp => {
+            let msgp = if proc_ == Proc::Msgp {
+                let align = r.read_u32()?;
+                let thresh = r.read_u32()?;
+                Some((align, thresh))
+            } else {
+                None
+            };
+            let chunks = decode_chunk_lists(&mut r, limits)?;
+            // Inline payload (RDMA_MSG, RDMA_MSGP) or trailing bytes
+            // (RDMA_NOMSG).
+            let rest = r.rest();
+            // Most headers have no Read list: nothing to check, and no
+            // call that would need the lists spilled to memory (the list
+            // goes by value, so that only it is, when there is one).
+            if !chunks.read.is_empty() {
+                check_read_positions(chunks.read, rest.len())?;
+            }
+            let header_len = buf.len().saturating_sub(rest.len());
+            let body = match msgp {
+                Some((align, thresh)) => Body::Msgp {
+                    align,
+                    thresh,
+                    chunks,
+                    payload: rest,
+                },
+                None if proc_ == Proc::NoMsg => Body::NoMsg {
+                    chunks,
+                    trailing: rest,
+                },
+                None => Body::Msg {
+                    chunks,
+                    payload: rest,
+                },
+            };
+            (body, header_len)
+        }
+    };
+    accept(&body)?;
+    Ok(Header {
         xid,
         vers,
         credits,
         body,
         header_len,
-    };
-    // The three procedures with chunk lists share one decode of them
-    // (written once, so that inlining it costs one copy of the code).
-    let msgp = match proc_ {
-        Proc::Done => {
-            accept(&Body::Done)?;
-            return Ok(header(Body::Done, r.position()));
-        }
-        Proc::Error => {
-            let body = Body::Error(decode_error_body(&mut r)?);
-            accept(&body)?;
-            return Ok(header(body, r.position()));
-        }
-        Proc::Msgp => {
-            let align = r.read_u32()?;
-            let thresh = r.read_u32()?;
-            Some((align, thresh))
-        }
-        Proc::Msg | Proc::NoMsg => None,
-    };
-    let chunks = decode_chunk_lists(&mut r, limits)?;
-    // Inline payload (RDMA_MSG, RDMA_MSGP) or trailing bytes (RDMA_NOMSG).
-    let rest = r.rest();
-    check_read_positions(&chunks.read, rest.len())?;
-    let header_len = buf.len().saturating_sub(rest.len());
-    let body = match msgp {
-        Some((align, thresh)) => Body::Msgp {
-            align,
-            thresh,
-            chunks,
-            payload: rest,
-        },
-        None if proc_ == Proc::NoMsg => Body::NoMsg {
-            chunks,
-            trailing: rest,
-        },
-        None => Body::Msg {
-            chunks,
-            payload: rest,
-        },
-    };
-    accept(&body)?;
-    Ok(header(body, header_len))
+    })
 }
 
 /// Decodes a call as a responder (server) must.
@@ -236,11 +239,9 @@ fn decode_read_list<'a>(
     r: &mut XdrReader<'a>,
     limits: &DecodeLimits,
 ) -> Result<ReadList<'a>, DecodeError> {
-    let start = r.position();
-    let all = r.buffer();
+    let list = r.rest();
     let mut count: u32 = 0;
     let mut total: u32 = 0;
-    let mut end = start;
     while r.read_bool()? {
         count = count
             .checked_add(1)
@@ -259,9 +260,11 @@ fn decode_read_list<'a>(
         if total > limits.max_payload {
             return Err(DecodeError::PayloadTooLarge);
         }
-        end = r.position();
     }
-    let bytes = all.get(start..end).ok_or(DecodeError::Truncated)?;
+    // The items: all read since `list` but the 4-byte zero ending it;
+    // no end position to keep up to date in the loop.
+    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
+    let bytes = list.get(..len).ok_or(DecodeError::Truncated)?;
     Ok(ReadList { bytes, count })
 }
 
@@ -270,12 +273,10 @@ fn decode_write_list<'a>(
     r: &mut XdrReader<'a>,
     limits: &DecodeLimits,
 ) -> Result<WriteList<'a>, DecodeError> {
-    let start = r.position();
-    let all = r.buffer();
+    let list = r.rest();
     let mut count: u32 = 0;
     let mut length: u32 = 0;
     let mut segments: u32 = 0;
-    let mut end = start;
     while r.read_bool()? {
         count = count
             .checked_add(1)
@@ -288,9 +289,11 @@ fn decode_write_list<'a>(
         let chunk = decode_write_chunk(r, limits)?;
         length = length.saturating_add(chunk.length);
         segments = segments.saturating_add(chunk.count);
-        end = r.position();
     }
-    let bytes = all.get(start..end).ok_or(DecodeError::Truncated)?;
+    // The items: all read since `list` but the 4-byte zero ending it;
+    // no end position to keep up to date in the loop.
+    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
+    let bytes = list.get(..len).ok_or(DecodeError::Truncated)?;
     Ok(WriteList {
         bytes,
         count,
@@ -341,10 +344,7 @@ fn decode_write_chunk<'a>(
 /// Chunks are visited in position order without storage: each step finds
 /// the smallest position above the previous one. Work is
 /// O(distinct positions × segments), bounded by `max_chunks²`.
-fn check_read_positions(list: &ReadList<'_>, inline_len: usize) -> Result<(), DecodeError> {
-    if list.is_empty() {
-        return Ok(());
-    }
+fn check_read_positions(list: ReadList<'_>, inline_len: usize) -> Result<(), DecodeError> {
     let mut call_len: Option<u32> = None;
     for s in list.iter().filter(|s| s.position == 0) {
         let prev = call_len.unwrap_or(0);

@@ -157,6 +157,7 @@ fn encode_write_chunk(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), Enc
 }
 
 /// Encodes the Read list, Write list and Reply chunk.
+#[inline]
 pub fn encode_chunk_lists(
     w: &mut XdrWriter<'_>,
     chunks: &ChunkListsRef<'_>,
@@ -192,8 +193,10 @@ pub fn encode_header(hdr: &HeaderRef<'_>, out: &mut [u8]) -> Result<usize, Encod
     // over the lists to size it (`HeaderRef::encoded_len`).
     let mut w = XdrWriter::new(out);
     w.write_words([hdr.xid, hdr.vers, hdr.credits, hdr.proc_().to_u32()])?;
-    match &hdr.body {
-        BodyRef::Msg(c) | BodyRef::NoMsg(c) => encode_chunk_lists(&mut w, c)?,
+    // The chunk lists are encoded from one place, so that the call is
+    // inlined and the writer stays in registers.
+    let chunks = match &hdr.body {
+        BodyRef::Msg(c) | BodyRef::NoMsg(c) => c,
         BodyRef::Msgp {
             align,
             thresh,
@@ -201,11 +204,15 @@ pub fn encode_header(hdr: &HeaderRef<'_>, out: &mut [u8]) -> Result<usize, Encod
         } => {
             w.write_u32(*align)?;
             w.write_u32(*thresh)?;
-            encode_chunk_lists(&mut w, chunks)?;
+            chunks
         }
-        BodyRef::Done => {}
-        BodyRef::Error(e) => encode_error_body(&mut w, e)?,
-    }
+        BodyRef::Done => return Ok(w.position()),
+        BodyRef::Error(e) => {
+            encode_error_body(&mut w, e)?;
+            return Ok(w.position());
+        }
+    };
+    encode_chunk_lists(&mut w, chunks)?;
     Ok(w.position())
 }
 

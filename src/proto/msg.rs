@@ -169,6 +169,18 @@ pub(crate) fn read_segment(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
     })
 }
 
+/// Decodes the segment in `b` (handle, length, offset64), for walks over
+/// lists the decoder has already bounds-checked.
+#[inline]
+fn segment_from(b: &[u8; SEGMENT_LEN]) -> Segment {
+    let [h0, h1, h2, h3, l0, l1, l2, l3, o0, o1, o2, o3, o4, o5, o6, o7] = *b;
+    Segment {
+        handle: u32::from_be_bytes([h0, h1, h2, h3]),
+        length: u32::from_be_bytes([l0, l1, l2, l3]),
+        offset: u64::from_be_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
+    }
+}
+
 /// Writes one segment (handle, length, then the offset's high and low
 /// words: XDR "unsigned hyper") with one bounds check.
 #[inline]
@@ -218,7 +230,7 @@ impl<'a> ReadList<'a> {
     /// Iterates over the Read segments in wire order.
     pub fn iter(&self) -> ReadSegments<'a> {
         ReadSegments {
-            r: XdrReader::new(self.bytes),
+            rest: self.bytes,
             left: self.count,
         }
     }
@@ -232,7 +244,9 @@ impl<'a> ReadList<'a> {
 /// Iterator over a [`ReadList`].
 #[derive(Clone, Debug)]
 pub struct ReadSegments<'a> {
-    r: XdrReader<'a>,
+    /// The items not yet yielded: whole items, read with one bound check
+    /// each.
+    rest: &'a [u8],
     left: u32,
 }
 
@@ -241,11 +255,15 @@ impl Iterator for ReadSegments<'_> {
 
     fn next(&mut self) -> Option<ReadSegment> {
         self.left = self.left.checked_sub(1)?;
-        // Skip the "present" discriminator already validated as 1.
-        self.r.skip(4).ok()?;
-        let position = self.r.read_u32().ok()?;
-        let segment = read_segment(&mut self.r).ok()?;
-        Some(ReadSegment { position, segment })
+        let (item, rest) = self.rest.split_first_chunk::<READ_ITEM_LEN>()?;
+        self.rest = rest;
+        // The "present" discriminator, already validated as 1, then the
+        // position and the segment.
+        let [_, _, _, _, p0, p1, p2, p3, segment @ ..] = item;
+        Some(ReadSegment {
+            position: u32::from_be_bytes([*p0, *p1, *p2, *p3]),
+            segment: segment_from(segment),
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -277,7 +295,7 @@ impl<'a> WriteChunk<'a> {
     /// Iterates over the segments in wire order.
     pub fn segments(&self) -> Segments<'a> {
         Segments {
-            r: XdrReader::new(self.bytes),
+            rest: self.bytes,
             left: self.count,
         }
     }
@@ -286,7 +304,8 @@ impl<'a> WriteChunk<'a> {
 /// Iterator over the segments of a [`WriteChunk`].
 #[derive(Clone, Debug)]
 pub struct Segments<'a> {
-    r: XdrReader<'a>,
+    /// The segments not yet yielded, read with one bound check each.
+    rest: &'a [u8],
     left: u32,
 }
 
@@ -295,7 +314,9 @@ impl Iterator for Segments<'_> {
 
     fn next(&mut self) -> Option<Segment> {
         self.left = self.left.checked_sub(1)?;
-        read_segment(&mut self.r).ok()
+        let (segment, rest) = self.rest.split_first_chunk::<SEGMENT_LEN>()?;
+        self.rest = rest;
+        Some(segment_from(segment))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -342,7 +363,7 @@ impl<'a> WriteList<'a> {
     /// Iterates over the Write chunks in wire order.
     pub fn iter(&self) -> WriteChunks<'a> {
         WriteChunks {
-            r: XdrReader::new(self.bytes),
+            rest: self.bytes,
             left: self.count,
         }
     }
@@ -351,7 +372,8 @@ impl<'a> WriteList<'a> {
 /// Iterator over the chunks of a [`WriteList`].
 #[derive(Clone, Debug)]
 pub struct WriteChunks<'a> {
-    r: XdrReader<'a>,
+    /// The chunks not yet yielded.
+    rest: &'a [u8],
     left: u32,
 }
 
@@ -361,10 +383,11 @@ impl<'a> Iterator for WriteChunks<'a> {
     fn next(&mut self) -> Option<WriteChunk<'a>> {
         self.left = self.left.checked_sub(1)?;
         // Discriminator (validated as 1), then the counted array.
-        self.r.skip(4).ok()?;
-        let count = self.r.read_u32().ok()?;
+        let ([_, _, _, _, c0, c1, c2, c3], rest) = self.rest.split_first_chunk::<8>()?;
+        let count = u32::from_be_bytes([*c0, *c1, *c2, *c3]);
         let len = usize::try_from(count).ok()?.checked_mul(SEGMENT_LEN)?;
-        let bytes = self.r.take(len).ok()?;
+        let (bytes, rest) = rest.split_at_checked(len)?;
+        self.rest = rest;
         let length = sum_segment_lengths(bytes)?;
         Some(WriteChunk {
             bytes,

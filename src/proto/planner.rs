@@ -365,6 +365,7 @@ pub enum PlanError {
 /// `with_head`/`with_tail` say whether the head and tail are part of the
 /// chunk. Without SG-gap support each MR stops after the head, and before
 /// a tail that does not continue the previous piece's page.
+#[inline]
 pub fn count_segments(
     buf: &XdrBufShape,
     with_head: bool,
@@ -396,6 +397,23 @@ pub fn count_segments(
         }
         return Ok(nsegs);
     }
+    count_segments_walk(buf, with_head, with_tail, p)
+}
+
+/// [`count_segments`] for a chunk with its head or tail, or offsets that
+/// may overflow: MR by MR, as `frwr_map()` does. Apart, so that the page
+/// list alone (the common case) is counted without its frame.
+fn count_segments_walk(
+    buf: &XdrBufShape,
+    with_head: bool,
+    with_tail: bool,
+    p: &TransportParams,
+) -> Result<u32, PlanError> {
+    let ps = p.page_size;
+    // ps is a non-zero power of two (checked by the caller), so ps - 1 is
+    // the in-page mask.
+    let mask = ps.wrapping_sub(1);
+    let in_page = |v: u32| v & mask;
     // Difference 3: an empty head is not registered.
     let mut head_done = !with_head || buf.head_len == 0;
     let mut pages_done = buf.page_len == 0;
@@ -470,6 +488,12 @@ pub fn count_segments(
 /// and its page list needs no more Send SGEs than the device has.
 pub fn args_inline(send: &XdrBufShape, p: &TransportParams) -> Result<bool, PlanError> {
     let len = send.len().ok_or(PlanError::BadParams)?;
+    args_fit_inline(send, len, p)
+}
+
+/// [`args_inline`] for a Call of `len` bytes (`send.len()`, which the
+/// planner has at hand).
+fn args_fit_inline(send: &XdrBufShape, len: u32, p: &TransportParams) -> Result<bool, PlanError> {
     if len > p.max_inline_send() {
         return Ok(false);
     }
@@ -512,7 +536,7 @@ pub fn plan(shape: &RpcShape, p: &TransportParams) -> Result<Plan, PlanError> {
     let send = &shape.send;
     let len = send.len().ok_or(PlanError::BadParams)?;
 
-    let call = if args_inline(send, p)? {
+    let call = if args_fit_inline(send, len, p)? {
         if len < shape.send_buf_len {
             CallStrategy::InlinePullup
         } else {
@@ -527,10 +551,10 @@ pub fn plan(shape: &RpcShape, p: &TransportParams) -> Result<Plan, PlanError> {
         long_call(send, p)?
     };
 
-    match finish(shape, p, call, result) {
+    match finish(shape, len, p, call, result) {
         // Difference 2: fall back to a long call rather than overrun.
         Err(PlanError::TooLarge) if matches!(call, CallStrategy::ReadChunk { .. }) => {
-            finish(shape, p, long_call(send, p)?, result)
+            finish(shape, len, p, long_call(send, p)?, result)
         }
         other => other,
     }
@@ -565,15 +589,16 @@ fn plan_result(shape: &RpcShape, p: &TransportParams) -> Result<ResultStrategy, 
     })
 }
 
-/// Computes header length, inline bytes and SGEs, and checks the Send fits.
+/// Computes header length, inline bytes and SGEs, and checks the Send fits
+/// (`len` is the Call's length, `shape.send.len()`).
 fn finish(
     shape: &RpcShape,
+    len: u32,
     p: &TransportParams,
     call: CallStrategy,
     result: ResultStrategy,
 ) -> Result<Plan, PlanError> {
     let send = &shape.send;
-    let len = send.len().ok_or(PlanError::BadParams)?;
     let seg_len =
         |n: u32| -> Result<u32, PlanError> { n.checked_mul(16).ok_or(PlanError::TooLarge) };
     // Fixed words plus the three list terminators / absent flags.

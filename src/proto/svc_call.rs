@@ -57,7 +57,9 @@ impl<'c> CallLayout<'c> {
         if total == 0 || total > arg_max {
             return None;
         }
-        if ReadRegions::new(read_chunks, base_len).any(|r| r.is_err()) {
+        // Without Read chunks the base is the whole Call, which cannot be
+        // inconsistent: only chunks need the walk.
+        if !read_chunks.is_empty() && ReadRegions::new(read_chunks, base_len).any(|r| r.is_err()) {
             return None;
         }
         // INVARIANT: checked just above.

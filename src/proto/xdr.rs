@@ -50,37 +50,41 @@ pub const fn align_up_u32(len: u32) -> Option<u32> {
 }
 
 /// Zero-copy XDR decoder over a borrowed byte slice.
+///
+/// It keeps the bytes not yet consumed as a slice of their own, so that a
+/// read is one length comparison: no position to add to (and to check
+/// for overflow) and no second bound to check.
 #[derive(Clone, Debug)]
 pub struct XdrReader<'a> {
     buf: &'a [u8],
-    pos: usize,
+    /// The bytes not yet consumed: always a suffix of `buf`.
+    rest: &'a [u8],
 }
 
 impl<'a> XdrReader<'a> {
     /// Creates a reader positioned at the start of `buf`.
     #[inline]
     pub const fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
+        Self { buf, rest: buf }
     }
 
     /// Number of bytes consumed so far.
     #[inline]
     pub const fn position(&self) -> usize {
-        self.pos
+        // `rest` is a suffix of `buf`: no wrap.
+        self.buf.len().wrapping_sub(self.rest.len())
     }
 
     /// Number of bytes not yet consumed.
     #[inline]
     pub fn remaining(&self) -> usize {
-        // `pos <= buf.len()` always holds: it only advances after a
-        // successful bounds-checked `get`.
-        self.buf.len().saturating_sub(self.pos)
+        self.rest.len()
     }
 
     /// The bytes not yet consumed, without consuming them.
     #[inline]
     pub fn rest(&self) -> &'a [u8] {
-        self.buf.get(self.pos..).unwrap_or(&[])
+        self.rest
     }
 
     /// The whole underlying buffer.
@@ -92,9 +96,15 @@ impl<'a> XdrReader<'a> {
     /// Consumes exactly `len` bytes (no padding) and returns them.
     #[inline]
     pub fn take(&mut self, len: usize) -> Result<&'a [u8], XdrError> {
-        let end = self.pos.checked_add(len).ok_or(XdrError::Overflow)?;
-        let out = self.buf.get(self.pos..end).ok_or(XdrError::Truncated)?;
-        self.pos = end;
+        let Some((out, rest)) = self.rest.split_at_checked(len) else {
+            // An end past `usize::MAX` is an overflow, as a position plus
+            // `len` would be; anything else runs past the input.
+            return Err(match self.position().checked_add(len) {
+                None => XdrError::Overflow,
+                Some(_) => XdrError::Truncated,
+            });
+        };
+        self.rest = rest;
         Ok(out)
     }
 
@@ -107,11 +117,12 @@ impl<'a> XdrReader<'a> {
     /// Decodes a big-endian `u32`.
     #[inline]
     pub fn read_u32(&mut self) -> Result<u32, XdrError> {
-        let b = self.take(4)?;
-        match *b {
-            [a, b, c, d] => Ok(u32::from_be_bytes([a, b, c, d])),
-            _ => Err(XdrError::Truncated),
-        }
+        let (b, rest) = self
+            .rest
+            .split_first_chunk::<4>()
+            .ok_or(XdrError::Truncated)?;
+        self.rest = rest;
+        Ok(u32::from_be_bytes(*b))
     }
 
     /// Decodes `N` big-endian `u32`s with one bounds check (a header's
