@@ -19,8 +19,6 @@
 //! payloads, like C `svc_rdma_read_multiple_chunks()` and
 //! `pcl_process_nonpayloads()`, with every offset computed checked.
 
-use core::ops::Range;
-
 use super::encode::EncodeError;
 use super::msg::write_segment;
 use super::msg::ChunkLists;
@@ -67,27 +65,36 @@ pub enum PclError {
 }
 
 /// Server-side parsed chunk lists backed by caller storage.
+///
+/// # Invariants
+///
+/// The lists lie one after the other in `chunks`: the call chunk (none or
+/// one) in `..read`, the Read chunks in `read..write`, the Write chunks in
+/// `write..reply` and the Reply chunk (none or one) in `reply..`. Three
+/// boundaries rather than four ranges keep the lists from disagreeing and
+/// the value small, as it is built again for every Reply.
 #[derive(Debug)]
 pub struct ParsedChunks<'s> {
     chunks: &'s mut [PclChunk],
     segments: &'s [Segment],
-    call: Range<usize>,
-    read: Range<usize>,
-    write: Range<usize>,
-    reply: Range<usize>,
+    read: usize,
+    write: usize,
+    reply: usize,
 }
 
 /// Where [`ParsedChunks`] put each list in its storage: what the server
 /// keeps of a decoded Call so that its Reply is placed without decoding
 /// the header again ([`ParsedChunks::layout`], [`ParsedChunks::from_layout`]).
+///
+/// Its boundaries are those of [`ParsedChunks`]; `chunks` and `segments`
+/// are how much of the storage the lists use.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkLayout {
     chunks: usize,
     segments: usize,
-    call: Range<usize>,
-    read: Range<usize>,
-    write: Range<usize>,
-    reply: Range<usize>,
+    read: usize,
+    write: usize,
+    reply: usize,
 }
 
 impl ChunkLayout {
@@ -96,8 +103,8 @@ impl ChunkLayout {
     /// building the lists again; `None` past the last Write chunk or the
     /// storage.
     pub fn write_chunk_length(&self, chunk_store: &[PclChunk], index: usize) -> Option<u32> {
-        let at = self.write.start.checked_add(index)?;
-        if at >= self.write.end {
+        let at = self.write.checked_add(index)?;
+        if at >= self.reply {
             return None;
         }
         chunk_store.get(at).map(|c| c.length)
@@ -165,7 +172,6 @@ impl<'s> ParsedChunks<'s> {
         let mut ns: usize = 0;
 
         // Call chunk: every position-zero segment, in wire order.
-        let call_start = nc;
         if lists.read.has_call_chunk() {
             let first = ns;
             let mut length: u32 = 0;
@@ -184,10 +190,9 @@ impl<'s> ParsedChunks<'s> {
             };
             push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
         }
-        let call = call_start..nc;
 
         // Read chunks, in increasing position order.
-        let read_start = nc;
+        let read = nc;
         let mut last: u32 = 0;
         while let Some(pos) = next_position(lists, last) {
             let first = ns;
@@ -208,10 +213,9 @@ impl<'s> ParsedChunks<'s> {
             push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
             last = pos;
         }
-        let read = read_start..nc;
 
         // Write chunks, then the Reply chunk.
-        let write_start = nc;
+        let write = nc;
         for wc in lists.write.iter() {
             let first = ns;
             for s in wc.segments() {
@@ -226,9 +230,8 @@ impl<'s> ParsedChunks<'s> {
             };
             push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
         }
-        let write = write_start..nc;
 
-        let reply_start = nc;
+        let reply = nc;
         if let Some(rc) = lists.reply {
             let first = ns;
             for s in rc.segments() {
@@ -243,15 +246,15 @@ impl<'s> ParsedChunks<'s> {
             };
             push(chunk_store, &mut nc, chunk, PclError::NoChunkSpace)?;
         }
-        let reply = reply_start..nc;
 
         let (chunks, _) = chunk_store.split_at_mut(nc);
         let segments: &'s [Segment] = seg_store;
         let segments = segments.get(..ns).ok_or(PclError::NoSegmentSpace)?;
+        // INVARIANT: the lists were stored in this order, at most one call
+        // chunk and one Reply chunk.
         Ok(Self {
             chunks,
             segments,
-            call,
             read,
             write,
             reply,
@@ -263,10 +266,9 @@ impl<'s> ParsedChunks<'s> {
         ChunkLayout {
             chunks: self.chunks.len(),
             segments: self.segments.len(),
-            call: self.call.clone(),
-            read: self.read.clone(),
-            write: self.write.clone(),
-            reply: self.reply.clone(),
+            read: self.read,
+            write: self.write,
+            reply: self.reply,
         }
     }
 
@@ -280,17 +282,13 @@ impl<'s> ParsedChunks<'s> {
         seg_store: &'s [Segment],
     ) -> Result<Self, PclError> {
         let l = layout;
-        let ordered = l.call.start == 0
-            && l.call.start <= l.call.end
-            && l.call.end == l.read.start
-            && l.read.start <= l.read.end
-            && l.read.end == l.write.start
-            && l.write.start <= l.write.end
-            && l.write.end == l.reply.start
-            && l.reply.start <= l.reply.end
-            && l.reply.end == l.chunks
-            && l.call.len() <= 1
-            && l.reply.len() <= 1;
+        // At most one call chunk before the Read chunks, at most one Reply
+        // chunk after the Write chunks.
+        let ordered = l.read <= 1
+            && l.read <= l.write
+            && l.write <= l.reply
+            && l.reply <= l.chunks
+            && l.chunks.saturating_sub(l.reply) <= 1;
         if !ordered {
             return Err(PclError::Inconsistent);
         }
@@ -305,38 +303,34 @@ impl<'s> ParsedChunks<'s> {
                 _ => return Err(PclError::Inconsistent),
             }
         }
+        // INVARIANT: `ordered` holds and `chunks` is `l.chunks` long.
         Ok(Self {
             chunks,
             segments,
-            call: l.call.clone(),
-            read: l.read.clone(),
-            write: l.write.clone(),
-            reply: l.reply.clone(),
+            read: l.read,
+            write: l.write,
+            reply: l.reply,
         })
-    }
-
-    fn range(&self, r: &Range<usize>) -> &[PclChunk] {
-        self.chunks.get(r.clone()).unwrap_or(&[])
     }
 
     /// The call chunk (position-zero Read segments), if any.
     pub fn call_chunk(&self) -> Option<&PclChunk> {
-        self.range(&self.call).first()
+        self.chunks.get(..self.read).and_then(<[PclChunk]>::first)
     }
 
     /// Read chunks sorted by position.
     pub fn read_chunks(&self) -> &[PclChunk] {
-        self.range(&self.read)
+        self.chunks.get(self.read..self.write).unwrap_or(&[])
     }
 
     /// Write chunks in wire order.
     pub fn write_chunks(&self) -> &[PclChunk] {
-        self.range(&self.write)
+        self.chunks.get(self.write..self.reply).unwrap_or(&[])
     }
 
-    /// The Reply chunk, if any.
+    /// The Reply chunk, if any: the chunk after the Write chunks, the last.
     pub fn reply_chunk(&self) -> Option<&PclChunk> {
-        self.range(&self.reply).first()
+        self.chunks.get(self.reply)
     }
 
     /// The segments of `chunk` (a chunk of this list).
@@ -365,9 +359,8 @@ impl<'s> ParsedChunks<'s> {
     ) -> Result<(), PclError> {
         let i = self
             .write
-            .start
             .checked_add(index)
-            .filter(|&i| i < self.write.end)
+            .filter(|&i| i < self.reply)
             .ok_or(PclError::NoChunk)?;
         let chunk = self.chunks.get_mut(i).ok_or(PclError::NoChunk)?;
         if length > chunk.length {
