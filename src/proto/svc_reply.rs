@@ -55,6 +55,7 @@ pub fn route_to(next_write_len: Option<u32>, length: u32) -> Result<PayloadRoute
 
 /// Records the result payloads `(position, length)`, one per Write chunk in
 /// order, in `pcl`. An error is answered with `ERR_CHUNK`.
+#[inline]
 pub fn set_result_payloads(
     pcl: &mut ParsedChunks<'_>,
     payloads: &[(u32, u32)],
@@ -95,6 +96,7 @@ pub struct PayloadWrites<'c> {
 
 impl<'c> PayloadWrites<'c> {
     /// The payload writes of `pcl` for a Reply of `xdr_len` bytes.
+    #[inline]
     pub fn new(pcl: &'c ParsedChunks<'_>, xdr_len: u32) -> Self {
         Self {
             chunks: pcl.write_chunks().iter(),
