@@ -196,10 +196,9 @@ impl<'c> ReplyBody<'c> {
     pub fn runs(&self, off: usize, len: usize) -> BodyRuns<'c> {
         BodyRuns {
             regions: self.regions.clone(),
-            off,
-            len,
-            stream: 0,
-            filled: 0,
+            skip: off,
+            at: 0,
+            left: len,
             finished: false,
         }
     }
@@ -222,12 +221,12 @@ pub struct BodyRun {
 #[derive(Clone, Debug)]
 pub struct BodyRuns<'c> {
     regions: NonPayloadRegions<'c>,
-    off: usize,
-    len: usize,
-    /// Offset in the body of the next region.
-    stream: usize,
+    /// Bytes of the body before the range not walked past yet.
+    skip: usize,
     /// Bytes of the range already yielded.
-    filled: usize,
+    at: usize,
+    /// Bytes of the range still to yield.
+    left: usize,
     finished: bool,
 }
 
@@ -242,7 +241,7 @@ impl Iterator for BodyRuns<'_> {
     type Item = Result<BodyRun, PclError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.finished && self.filled < self.len {
+        while !self.finished && self.left != 0 {
             let r = match self.regions.next() {
                 None => break,
                 Some(Err(_)) => return self.fail(),
@@ -251,22 +250,15 @@ impl Iterator for BodyRuns<'_> {
             let Ok(rlen) = usize::try_from(r.len) else {
                 return self.fail();
             };
-            let (Some(rend), Some(want)) = (
-                self.stream.checked_add(rlen),
-                self.off.checked_add(self.filled),
-            ) else {
-                return self.fail();
-            };
-            let start = self.stream;
-            self.stream = rend;
-            if want >= rend {
+            // What is left to skip and to yield is counted down, with no
+            // sums to check for overflow.
+            if self.skip >= rlen {
+                // The range starts past this region.
+                self.skip = self.skip.saturating_sub(rlen);
                 continue;
             }
-            // `start <= want < rend`: the range goes on inside this region.
-            let in_region = want.saturating_sub(start);
-            let n = rlen
-                .saturating_sub(in_region)
-                .min(self.len.saturating_sub(self.filled));
+            let in_region = core::mem::take(&mut self.skip);
+            let n = rlen.saturating_sub(in_region).min(self.left);
             let Some(reply_offset) = u32::try_from(in_region)
                 .ok()
                 .and_then(|o| r.offset.checked_add(o))
@@ -275,17 +267,19 @@ impl Iterator for BodyRuns<'_> {
             };
             let run = BodyRun {
                 reply_offset,
-                at: self.filled,
+                at: self.at,
                 len: n,
             };
-            self.filled = self.filled.saturating_add(n);
+            // `n <= left`, and `at + left` is the range's length.
+            self.at = self.at.saturating_add(n);
+            self.left = self.left.saturating_sub(n);
             return Some(Ok(run));
         }
         if self.finished {
             return None;
         }
         self.finished = true;
-        if self.filled < self.len {
+        if self.left != 0 {
             return Some(Err(PclError::BadRegion));
         }
         None
