@@ -276,6 +276,7 @@ impl<'s> ParsedChunks<'s> {
     /// as `layout` (from [`Self::layout`]) describes it. Storage or a
     /// layout that do not match (lists out of order or beyond the storage,
     /// a chunk whose segments are not stored) give `Inconsistent`.
+    #[inline]
     pub fn from_layout(
         layout: &ChunkLayout,
         chunk_store: &'s mut [PclChunk],
