@@ -28,22 +28,26 @@ use rpcrdma_proto::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyB
 /// The Write chunk a 4 KiB READ offers: one segment over the page.
 const WRITE: &[Segment] = &[Segment::new(0x1234, 4096, 0x7f00_1000)];
 
-/// A transport header with the 4 KiB READ's Write list and `body` bytes
-/// of RPC message behind it.
-fn message(body: usize) -> Vec<u8> {
-    let write: [&[Segment]; 1] = [WRITE];
-    let hdr = HeaderRef {
-        xid: 0x1234_5678,
+/// The call header of the 4 KiB READ: its Write list, `write`.
+fn read_header<'a>(xid: u32, write: &'a [&'a [Segment]; 1]) -> HeaderRef<'a> {
+    HeaderRef {
+        xid,
         vers: 1,
         credits: 128,
         body: BodyRef::Msg(ChunkListsRef {
             read: &[],
-            write: &write,
+            write,
             reply: None,
         }),
-    };
+    }
+}
+
+/// A transport header with the 4 KiB READ's Write list and `body` bytes
+/// of RPC message behind it.
+fn message(body: usize) -> Vec<u8> {
+    let write: [&[Segment]; 1] = [WRITE];
     let mut out = vec![0u8; 1024];
-    let n = encode_header(&hdr, &mut out).expect("the header fits");
+    let n = encode_header(&read_header(0x1234_5678, &write), &mut out).expect("the header fits");
     out.truncate(n + body);
     out
 }
@@ -70,16 +74,7 @@ fn run_plan(params: &TransportParams) -> u32 {
 
 fn run_encode(out: &mut [u8]) -> usize {
     let write: [&[Segment]; 1] = [black_box(WRITE)];
-    let hdr = HeaderRef {
-        xid: black_box(0x1234_5678),
-        vers: 1,
-        credits: 128,
-        body: BodyRef::Msg(ChunkListsRef {
-            read: &[],
-            write: &write,
-            reply: None,
-        }),
-    };
+    let hdr = read_header(black_box(0x1234_5678), &write);
     encode_header(&hdr, out).unwrap_or(0)
 }
 
