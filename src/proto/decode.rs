@@ -233,6 +233,16 @@ fn decode_chunk_lists<'a>(
     Ok(ChunkLists { read, write, reply })
 }
 
+/// The items of a list whose decode began where `list` (the reader's
+/// unread bytes then) begins and has just read the list's terminating
+/// zero: all read since, but that zero. No end position is kept up to
+/// date in the decode loops.
+#[inline]
+fn list_items<'a>(list: &'a [u8], r: &XdrReader<'a>) -> Result<&'a [u8], DecodeError> {
+    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
+    list.get(..len).ok_or(DecodeError::Truncated)
+}
+
 /// Decodes the Read list (C `xdr_count_read_segments()`), checking
 /// alignment, the segment bound and the payload bound as it goes.
 fn decode_read_list<'a>(
@@ -261,10 +271,7 @@ fn decode_read_list<'a>(
             return Err(DecodeError::PayloadTooLarge);
         }
     }
-    // The items: all read since `list` but the 4-byte zero ending it;
-    // no end position to keep up to date in the loop.
-    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
-    let bytes = list.get(..len).ok_or(DecodeError::Truncated)?;
+    let bytes = list_items(list, r)?;
     Ok(ReadList { bytes, count })
 }
 
@@ -290,10 +297,7 @@ fn decode_write_list<'a>(
         length = length.saturating_add(chunk.length);
         segments = segments.saturating_add(chunk.count);
     }
-    // The items: all read since `list` but the 4-byte zero ending it;
-    // no end position to keep up to date in the loop.
-    let len = list.len().saturating_sub(r.remaining()).saturating_sub(4);
-    let bytes = list.get(..len).ok_or(DecodeError::Truncated)?;
+    let bytes = list_items(list, r)?;
     Ok(WriteList {
         bytes,
         count,

@@ -161,16 +161,14 @@ pub enum ErrorBody {
 /// the reads stay fallible so a logic slip cannot panic.
 #[inline]
 pub(crate) fn read_segment(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
-    let [handle, length, hi, lo] = r.read_words::<4>()?;
-    Ok(Segment {
-        handle,
-        length,
-        offset: (u64::from(hi) << 32) | u64::from(lo),
-    })
+    let b = r.take(SEGMENT_LEN)?;
+    let b = <&[u8; SEGMENT_LEN]>::try_from(b).map_err(|_| XdrError::Truncated)?;
+    Ok(segment_from(b))
 }
 
-/// Decodes the segment in `b` (handle, length, offset64), for walks over
-/// lists the decoder has already bounds-checked.
+/// Decodes the segment in `b` (handle, length, offset64): the one decoder
+/// of a segment's bytes, for the reader above and for walks over lists
+/// the decoder has already bounds-checked.
 #[inline]
 fn segment_from(b: &[u8; SEGMENT_LEN]) -> Segment {
     let [h0, h1, h2, h3, l0, l1, l2, l3, o0, o1, o2, o3, o4, o5, o6, o7] = *b;

@@ -87,12 +87,6 @@ impl<'a> XdrReader<'a> {
         self.rest
     }
 
-    /// The whole underlying buffer.
-    #[inline]
-    pub const fn buffer(&self) -> &'a [u8] {
-        self.buf
-    }
-
     /// Consumes exactly `len` bytes (no padding) and returns them.
     #[inline]
     pub fn take(&mut self, len: usize) -> Result<&'a [u8], XdrError> {
