@@ -30,11 +30,13 @@ use kernel::{new_condvar, new_spinlock};
 
 const LEN: usize = 8192;
 
-/// Completions of a batch of Sends: how many ran, and whether in order.
+/// Completions of a batch of Sends: how many ran, whether in order, and
+/// how many work requests their completions accounted for
+/// (`WorkCompletion::covers`, which must add up to the count).
 #[pin_data]
 struct Log {
     #[pin]
-    state: SpinLock<(u32, bool)>,
+    state: SpinLock<(u32, bool, u32)>,
     #[pin]
     cv: CondVar,
 }
@@ -43,20 +45,25 @@ impl Log {
     fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock!((0, true), "rpcrdma_rs_kunit::log"),
+                state <- new_spinlock!((0, true, 0), "rpcrdma_rs_kunit::log"),
                 cv <- new_condvar!("rpcrdma_rs_kunit::log"),
             }),
             GFP_KERNEL,
         )
     }
 
-    fn record(&self, n: u32) {
+    fn record(&self, n: u32, covers: u32) {
         let mut st = self.state.lock();
         if st.0 != n {
             st.1 = false;
         }
         st.0 += 1;
+        st.2 += covers;
         self.cv.notify_all();
+    }
+
+    fn covered(&self) -> u32 {
+        self.state.lock().2
     }
 
     fn count(&self) -> u32 {
@@ -89,8 +96,8 @@ struct Counted {
 }
 
 impl CompletionHandler for Counted {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {
-        self.log.record(self.n);
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        self.log.record(self.n, wc.covers);
     }
 }
 
@@ -261,6 +268,7 @@ mod tests {
         batch.release(&pair.client);
         assert_eq!(log.count(), 5);
         assert!(log.in_order());
+        assert_eq!(log.covered(), 5);
         Ok(())
     }
 
@@ -320,6 +328,8 @@ mod tests {
         assert!(chain.is_empty());
         assert_eq!(log.wait_for(4)?, 4);
         assert!(log.in_order());
+        // The Send's completion accounted for all four.
+        assert_eq!(log.covered(), 4);
         assert!(recv_wait.wait()?.is_ok());
         let mut back = KVec::from_elem(0u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
         target.read(0, &mut back)?;
@@ -393,6 +403,8 @@ mod tests {
         pair.server.drain();
         assert_eq!(log.count(), 1);
         assert!(log.in_order());
+        // Flushed alone: it accounts for itself.
+        assert_eq!(log.covered(), 1);
         Ok(())
     }
 

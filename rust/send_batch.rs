@@ -114,21 +114,22 @@ impl<H: CompletionHandler> SendBatch<H> {
         // SAFETY: As above.
         drop(unsafe { wr.set_ahead(first) });
         // SAFETY: By the caller's requirement.
-        let res = unsafe { ep.post_send_behind(wr.clone(), SendOp::Send, chain) };
-        if res.is_err() {
-            // Not posted: the held Sends stay held, in order.
-            // SAFETY: `wr` was not posted, so no completion walks its links.
-            let mut next = unsafe { wr.set_ahead(None) };
-            while let Some(held_wr) = next {
-                // SAFETY: As above.
-                next = unsafe { held_wr.set_ahead(None) };
-                if let Err(e) = held.sends.push_within_capacity(held_wr) {
-                    // Cannot happen: they came out of this vector.
-                    core::mem::forget(e.0);
-                }
+        let res = unsafe { ep.post_send_behind(wr, SendOp::Send, chain) };
+        let Err(failed) = res else {
+            return Ok(false);
+        };
+        // Not posted: the held Sends stay held, in order.
+        // SAFETY: `wr` was not posted, so no completion walks its links.
+        let mut next = unsafe { failed.wr.set_ahead(None) };
+        while let Some(held_wr) = next {
+            // SAFETY: As above.
+            next = unsafe { held_wr.set_ahead(None) };
+            if let Err(e) = held.sends.push_within_capacity(held_wr) {
+                // Cannot happen: they came out of this vector.
+                core::mem::forget(e.0);
             }
         }
-        res.map(|()| false)
+        Err((failed.error, failed.chain_posted))
     }
 
     /// Posts `wr` as a Send on `ep`, unsignaled unless `signal` or the

@@ -132,10 +132,11 @@ impl<H: CompletionHandler> SendChain<H> {
         // they live in this frame across the post and describe the ahead
         // requests, whose buffers those requests (held by the links) keep
         // mapped on `ep`'s device.
-        let res = unsafe { ep.post_send_behind(last.clone(), last_op, chain) };
-        let Err((e, posted)) = res else {
+        let res = unsafe { ep.post_send_behind(last, last_op, chain) };
+        let Err(failed) = res else {
             return Ok(());
         };
+        let (e, posted, last) = (failed.error, failed.chain_posted, failed.wr);
         // `last` was not posted, so no completion walks the links: they
         // are this thread's again.
         // SAFETY: As just said.

@@ -619,13 +619,14 @@ impl Endpoint {
     /// On success `wr` is owned by the queue until its completion has run.
     pub fn post_send<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
         // SAFETY: No chain.
-        unsafe { self.post_send_behind(wr, op, None) }.map_err(|(e, _)| e)
+        unsafe { self.post_send_behind(wr, op, None) }.map_err(|f| f.error)
     }
 
     /// As [`Self::post_send`], with the work requests `chain` (its first
     /// and last) posted ahead of it by the same `ib_post_send` (C
     /// `frwr_send` chains its REG_MRs ahead of the Send so). On failure
-    /// returns how many of `chain` were posted; `wr` was not.
+    /// returns how many of `chain` were posted, and `wr`, which was not
+    /// (the caller needs no reference of its own to undo its links).
     ///
     /// # Safety
     ///
@@ -638,10 +639,14 @@ impl Endpoint {
         wr: Arc<WorkRequest<H>>,
         op: SendOp,
         chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
-    ) -> core::result::Result<(), (Error, usize)> {
+    ) -> core::result::Result<(), NotPosted<H>> {
         let mut chain_posted = 0usize;
         let res = self.post_send_inner(wr, op, chain, &mut chain_posted);
-        res.map_err(|e| (e, chain_posted))
+        res.map_err(|(error, wr)| NotPosted {
+            error,
+            chain_posted,
+            wr,
+        })
     }
 
     fn post_send_inner<H: CompletionHandler>(
@@ -650,9 +655,12 @@ impl Endpoint {
         op: SendOp,
         chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
         chain_posted: &mut usize,
-    ) -> Result {
-        let prep = SendPrep::new(&wr, op)?;
-        WorkRequest::post_with(wr, |wr, cqe| {
+    ) -> core::result::Result<(), (Error, Arc<WorkRequest<H>>)> {
+        let prep = match SendPrep::new(&wr, op) {
+            Ok(prep) => prep,
+            Err(e) => return Err((e, wr)),
+        };
+        WorkRequest::post_with_back(wr, |wr, cqe| {
             // The Read consumes the sink's registration (before posting: its
             // completion may give the buffer back at once); a Read that was
             // not posted leaves the key valid, so the sink stays armed and
@@ -894,6 +902,16 @@ impl Drop for Endpoint {
         self.flush_parked();
         // The CQs are freed next (field order), then the anchor reference.
     }
+}
+
+/// A work request whose post failed ([`Endpoint::post_send_behind`]).
+pub(in crate::rust) struct NotPosted<H: CompletionHandler> {
+    /// Why.
+    pub(in crate::rust) error: Error,
+    /// How many of the chain posted ahead of it went out.
+    pub(in crate::rust) chain_posted: usize,
+    /// The request, not posted: no completion will run for it.
+    pub(in crate::rust) wr: Arc<WorkRequest<H>>,
 }
 
 /// What a Send, RDMA Write or RDMA Read work request carries besides its
@@ -1715,6 +1733,13 @@ pub struct WorkCompletion {
     pub byte_len: u32,
     /// The rkey the peer invalidated with Send With Invalidate, if any.
     pub invalidated_rkey: Option<u32>,
+    /// How many work requests this completion accounts for, for handlers
+    /// that give queue entries back in one step: 1 for a request that
+    /// completed alone or was flushed after a drain; for the requests of a
+    /// chain or batch that completed with its signaled one, 0 for those
+    /// ahead of it (their handlers run first) and their number plus one
+    /// for the signaled one.
+    pub covers: u32,
 }
 
 impl WorkCompletion {
@@ -1726,6 +1751,7 @@ impl WorkCompletion {
             opcode: -1,
             byte_len: 0,
             invalidated_rkey: None,
+            covers: 1,
         }
     }
 
@@ -1905,6 +1931,26 @@ impl<H: CompletionHandler> WorkRequest<H> {
             }
             Ok(())
         };
+        if let Some(shell) = shell {
+            let slot = Arc::into_raw(shell).cast::<Self>().cast_mut();
+            // SAFETY: A shell from the pool is the only reference to its
+            // allocation (the pool's invariant), which holds a `Self`'s
+            // room (`MaybeUninit<Self>` has its layout): `slot` is valid
+            // for writes of a `Self` and not shared, as `init` requires.
+            return match init(slot) {
+                // SAFETY: `init` initialised every field (see below), so
+                // the allocation, one reference still, holds a `Self`.
+                // INVARIANT: as listed below.
+                Ok(()) => Ok(unsafe { Arc::from_raw(slot) }),
+                Err(e) => {
+                    // SAFETY: Nothing is initialised (`init` dropped what
+                    // it wrote): the reference is given back as the shell
+                    // it was, which frees the memory and drops nothing.
+                    drop(unsafe { Arc::<MaybeUninit<Self>>::from_raw(slot.cast()) });
+                    Err(e)
+                }
+            };
+        }
         // SAFETY: On `Ok` the closure initialised every field:
         // `holds[..nsge]` and `sges[..nsge]` (the rest is `MaybeUninit`),
         // `cqe` with `done::<H>`, `nsge <= MAX_SGE` and `handler`. On an
@@ -1912,15 +1958,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // the writes could break: the slot is not yet shared.
         // INVARIANT: as just listed.
         let init = unsafe { pin_init_from_closure(init) };
-        match shell {
-            // SAFETY: A shell holds nothing (it is `MaybeUninit`), so
-            // nothing pinned is moved out of it; `pin_init_with` writes
-            // the new request in place, in the same allocation.
-            Some(shell) => Ok(unsafe { Pin::into_inner_unchecked(shell) }
-                .pin_init_with(init)?
-                .into()),
-            None => Arc::pin_init(init, GFP_KERNEL),
-        }
+        Arc::pin_init(init, GFP_KERNEL)
     }
 
     /// Drops a reference to a completed work request; the last one gives
@@ -1943,7 +1981,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // rest, `cqe`, `sges` and `nsge` need no drop. Then the allocation
         // is retyped as `MaybeUninit<Self>`, which has the layout of
         // `Self`, so its `Arc` is the same allocation with the same count
-        // of one.
+        // of one: the only reference, as `put` requires.
         unsafe {
             let handler = core::ptr::read(addr_of_mut!((*raw).handler));
             let n = (*raw).nsge.min(MAX_SGE);
@@ -1953,8 +1991,9 @@ impl<H: CompletionHandler> WorkRequest<H> {
             ));
             core::ptr::drop_in_place(addr_of_mut!((*raw).ahead));
             let empty = Arc::<MaybeUninit<Self>>::from_raw(raw.cast_const().cast());
-            if let (Some(pool), Some(shell)) = (handler.pool(), Arc::into_unique_or_drop(empty)) {
-                pool.put(shell);
+            match handler.pool() {
+                Some(pool) => pool.put(empty),
+                None => drop(empty),
             }
             drop(handler);
         }
@@ -2051,19 +2090,29 @@ impl<H: CompletionHandler> WorkRequest<H> {
         wr: Arc<Self>,
         post: impl FnOnce(&Self, *mut bindings::ib_cqe) -> kernel::ffi::c_int,
     ) -> Result {
+        Self::post_with_back(wr, post).map_err(|(e, _)| e)
+    }
+
+    /// As [`Self::post_with`], giving the reference back when `post`
+    /// fails.
+    fn post_with_back(
+        wr: Arc<Self>,
+        post: impl FnOnce(&Self, *mut bindings::ib_cqe) -> kernel::ffi::c_int,
+    ) -> core::result::Result<(), (Error, Arc<Self>)> {
         let raw = Arc::into_raw(wr);
         live::inc(live::Kind::PostedWr);
         // SAFETY: `raw` came from `into_raw` above, so it is live until the
         // reference is consumed below or by the completion.
         let this = unsafe { &*raw };
         let rc = post(this, Opaque::cast_into(&this.cqe));
-        if rc != 0 {
-            // SAFETY: The work request was not posted, so no completion will
-            // consume the reference that `into_raw` produced.
-            drop(unsafe { Arc::from_raw(raw) });
-            live::dec(live::Kind::PostedWr);
+        if rc == 0 {
+            return Ok(());
         }
-        to_result(rc)
+        live::dec(live::Kind::PostedWr);
+        // SAFETY: The work request was not posted, so no completion will
+        // consume the reference that `into_raw` produced.
+        let wr = unsafe { Arc::from_raw(raw) };
+        Err((Error::from_errno(rc), wr))
     }
 
     fn dirs_to_device(&self) -> bool {
@@ -2157,7 +2206,7 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     // exactly once, here.
     let wr = unsafe { Arc::from_raw(wr_ptr.cast_const()) };
     live::dec(live::Kind::PostedWr);
-    let completion = WorkCompletion {
+    let mut completion = WorkCompletion {
         status,
         // The opcode is undefined in a completion with an error status.
         opcode: if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
@@ -2173,6 +2222,7 @@ unsafe extern "C" fn done<H: CompletionHandler>(
         } else {
             None
         },
+        covers: 1,
     };
     if !completion.is_ok() {
         // A Read that did not complete may not have invalidated its sink:
@@ -2183,24 +2233,38 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     // no longer touches the links.
     let ahead = unsafe { wr.set_ahead(None) };
     // The unsignaled requests linked ahead of it (its chain's, or a
-    // batch's Sends) completed with it.
-    complete_chain(ahead, &completion);
+    // batch's Sends) completed with it: this completion accounts for them
+    // all.
+    if ahead.is_some() {
+        let ahead_wc = WorkCompletion {
+            covers: 0,
+            ..completion
+        };
+        let n = complete_chain(ahead, &ahead_wc);
+        completion.covers = n.saturating_add(1);
+    }
     wr.handler.complete(&wr, &completion);
     WorkRequest::release(wr);
 }
 
 /// Runs the handlers of a chain's unsignaled work requests from `first`
 /// on, in posting order, with `wc`: they completed (or were flushed) with
-/// the signaled one behind them.
-fn complete_chain<H: CompletionHandler>(first: Option<Arc<WorkRequest<H>>>, wc: &WorkCompletion) {
+/// the signaled one behind them. Returns how many there were.
+fn complete_chain<H: CompletionHandler>(
+    first: Option<Arc<WorkRequest<H>>>,
+    wc: &WorkCompletion,
+) -> u32 {
     let mut next = first;
+    let mut n = 0u32;
     while let Some(wr) = next {
         // SAFETY: Only the completion of the chain's signaled request, or
         // a flush after the drain, walks the chain, once.
         next = unsafe { wr.set_ahead(None) };
         wr.handler.complete(&wr, wc);
         WorkRequest::release(wr);
+        n = n.saturating_add(1);
     }
+    n
 }
 
 /// Completes, as flushed, a chain of unsignaled work requests left posted
@@ -2214,5 +2278,6 @@ fn complete_chain<H: CompletionHandler>(first: Option<Arc<WorkRequest<H>>>, wc: 
 unsafe fn flush_parked<H: CompletionHandler>(first: *const core::ffi::c_void) {
     // SAFETY: By the function's requirement.
     let first = unsafe { Arc::from_raw(first.cast::<WorkRequest<H>>()) };
+    // Each accounts for itself: the signaled request was not posted.
     complete_chain(Some(first), &WorkCompletion::flushed());
 }

@@ -12,24 +12,29 @@
 //! request with such a handler takes a shell if there is one, and the
 //! completion gives the allocation back once it holds the last reference
 //! (see `WorkRequest::release`). Every step is a bounded list operation
-//! under a lock: nothing waits and nothing allocates.
+//! under a lock: nothing waits and nothing allocates. A shell is kept as
+//! the `Arc` it was, with the pool's reference its only one, so neither
+//! giving it back nor taking it touches the reference count.
 //!
 //! [`CompletionHandler::pool`]: super::verbs::CompletionHandler::pool
 
 use super::verbs::{CompletionHandler, WorkRequest};
 use core::mem::MaybeUninit;
-use core::pin::Pin;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{SpinLock, UniqueArc};
+use kernel::sync::{Arc, SpinLock};
 
 /// The allocation of a work request whose contents were dropped.
-pub(in crate::rust) type Shell<H> = Pin<UniqueArc<MaybeUninit<WorkRequest<H>>>>;
+pub(in crate::rust) type Shell<H> = Arc<MaybeUninit<WorkRequest<H>>>;
 
 /// Up to a fixed number of work request allocations of one handler type.
 /// A shell is `MaybeUninit`: freeing one (a full pool, a dropped pool)
 /// frees memory and drops nothing.
+///
+/// # Invariants
+///
+/// Every shell in `free` is the only reference to its allocation.
 #[pin_data]
 pub struct WrPool<H: CompletionHandler> {
     #[pin]
@@ -46,13 +51,19 @@ impl<H: CompletionHandler> WrPool<H> {
         }))
     }
 
-    /// A kept allocation, if there is one.
+    /// A kept allocation, if there is one: the only reference to it.
     pub(in crate::rust) fn take(&self) -> Option<Shell<H>> {
         self.free.lock().pop()
     }
 
     /// Keeps `shell` if there is room; a full pool frees it.
-    pub(in crate::rust) fn put(&self, shell: Shell<H>) {
+    ///
+    /// # Safety
+    ///
+    /// `shell` is the only reference to its allocation.
+    pub(in crate::rust) unsafe fn put(&self, shell: Shell<H>) {
+        // INVARIANT: `shell` is the only reference (the caller's
+        // requirement).
         let rejected = self.free.lock().push_within_capacity(shell).err();
         // Freed outside the lock.
         drop(rejected);

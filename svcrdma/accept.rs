@@ -192,7 +192,7 @@ impl Conn {
                 ep,
                 recvs,
                 rq,
-                sq: SqGate::new(sq_depth, read_keep, link.clone())?,
+                sq: SqGate::new(sq_depth, read_keep, link.clone(), cache.clone())?,
                 cache,
                 link,
                 credits: credits.grant(),

@@ -506,23 +506,22 @@ impl Io<'_> {
         op: SendOp,
         slot: usize,
     ) -> Result {
-        let cache = Some((self.cache.clone(), slot));
-        self.queue_wr(chain, cache, one_segment(buf, len).map(Ok), op)
+        self.queue_wr(chain, Some(slot), one_segment(buf, len).map(Ok), op)
     }
 
     /// Adds `op` over `sgl` (made as the request is built: the first
     /// error fails it) to `chain`, posting the chain first if it is full;
-    /// on completion the first buffer goes back to the cache if `cache`
+    /// on completion the first buffer goes back to the cache if `cache_slot`
     /// names its class, and the others (page mappings) are released.
     fn queue_wr(
         &self,
         chain: &mut SendChain<SqHandler>,
-        cache: Option<(Arc<BufCache>, usize)>,
+        cache_slot: Option<usize>,
         sgl: impl IntoIterator<Item = Result<impl Into<SgEntry>>>,
         op: SendOp,
     ) -> Result {
         let sq = self.sq.clone();
-        let wr = WorkRequest::try_new(SqHandler { sq, cache }, sgl)?;
+        let wr = WorkRequest::try_new(SqHandler { sq, cache_slot }, sgl)?;
         // A chain takes its slots at once: never more than the gate has.
         if chain.is_full() || chain.len() >= self.sq.depth() as usize {
             self.post_chain(chain)?;

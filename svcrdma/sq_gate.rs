@@ -33,6 +33,10 @@ pub(super) struct SqGate {
     depth: u32,
     /// Told when room appears for a starved Read operation.
     link: Arc<XprtLink>,
+    /// Where a completed Send's or copied Write's buffer goes back (the
+    /// connection's cache; held here so that a work request need not hold
+    /// a reference of its own).
+    cache: Arc<BufCache>,
     /// The allocations of completed Sends and RDMA Writes, reused by the
     /// next ones (C keeps its send and R/W contexts on free lists).
     #[pin]
@@ -57,7 +61,12 @@ fn slot_error(e: SlotError) -> Error {
 impl SqGate {
     /// A gate of `depth` slots whose Reads leave `read_keep` of them to
     /// Sends and Writes.
-    pub(super) fn new(depth: u32, read_keep: u32, link: Arc<XprtLink>) -> Result<Arc<Self>> {
+    pub(super) fn new(
+        depth: u32,
+        read_keep: u32,
+        link: Arc<XprtLink>,
+        cache: Arc<BufCache>,
+    ) -> Result<Arc<Self>> {
         let slots = SqSlots::new(depth, read_keep);
         let depth = slots.depth();
         let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
@@ -67,6 +76,7 @@ impl SqGate {
                 wait <- new_condvar!("svcrdma::sq_wait"),
                 depth,
                 link,
+                cache,
                 wrs <- wrs,
             }),
             GFP_KERNEL,
@@ -151,18 +161,24 @@ impl SqGate {
 /// gives the buffer back to the cache.
 pub(super) struct SqHandler {
     pub(super) sq: Arc<SqGate>,
-    pub(super) cache: Option<(Arc<BufCache>, usize)>,
+    /// The cache class of the request's first buffer, if it came from the
+    /// connection's cache (a Send, a copied Write).
+    pub(super) cache_slot: Option<usize>,
 }
 
 impl CompletionHandler for SqHandler {
     fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        self.sq.release(1);
+        // Each request took one slot; a chain's come back together, with
+        // its signaled request (one lock, one wake check).
+        if wc.covers > 0 {
+            self.sq.release(wc.covers);
+        }
         if !wc.is_ok() && !wc.is_flush() {
             trace::svcrdma_wc_send_err(wc.status);
             crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
         }
-        if let (Some((cache, slot)), Some(buf)) = (&self.cache, wr.buf(0)) {
-            cache.put(buf, *slot);
+        if let (Some(slot), Some(buf)) = (self.cache_slot, wr.buf(0)) {
+            self.sq.cache.put(buf, slot);
         }
     }
 
