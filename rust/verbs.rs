@@ -810,76 +810,72 @@ impl Endpoint {
     ) -> Result {
         // Every request checked, and its entry count taken, before any
         // reference is handed over.
-        let mut taken: [Option<&Arc<WorkRequest<H>>>; RECV_BATCH_MAX] = [None; RECV_BATCH_MAX];
-        let mut nsges = [0i32; RECV_BATCH_MAX];
+        let mut taken = [None::<(&Arc<WorkRequest<H>>, i32)>; RECV_BATCH_MAX];
         let mut n = 0;
         for wr in wrs {
-            let (Some(slot), Some(nsge)) = (taken.get_mut(n), nsges.get_mut(n)) else {
+            let Some(slot) = taken.get_mut(n) else {
                 return Err(EINVAL);
             };
-            *nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
             if wr.dirs_to_device() {
                 return Err(EINVAL);
             }
-            *slot = Some(wr);
+            *slot = Some((wr, i32::try_from(wr.nsge).map_err(|_| EINVAL)?));
             n += 1;
         }
         if n == 0 {
             return Ok(());
         }
-        let mut raws = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
-        let mut cqes = [core::ptr::null_mut::<bindings::ib_cqe>(); RECV_BATCH_MAX];
-        let mut sges = [core::ptr::null::<bindings::ib_sge>(); RECV_BATCH_MAX];
-        for (i, wr) in taken.iter().take(n).flatten().copied().enumerate() {
+        // Only the first `n` entries are written (each in full), and
+        // linked in order, the last ending the list.
+        let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
+        let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
+        for (i, (wr, nsge)) in taken.iter().take(n).flatten().copied().enumerate() {
+            // A reference for the queue: the completion consumes it, or
+            // it is reclaimed below if this one is not posted. Its pointer
+            // is `Arc::as_ptr(wr)`.
             let raw = Arc::into_raw(Arc::clone(wr));
             live::inc(live::Kind::PostedWr);
             // SAFETY: `raw` came from `into_raw` above: live until the
             // reference is consumed by the completion or reclaimed below.
             let this = unsafe { &*raw };
-            // `i < n <= RECV_BATCH_MAX`: every index is in bounds.
-            if let (Some(r), Some(c), Some(s)) = (raws.get_mut(i), cqes.get_mut(i), sges.get_mut(i))
-            {
-                *r = raw;
-                *c = Opaque::cast_into(&this.cqe);
-                *s = this.sg_list();
-            }
-        }
-        // SAFETY: An all-zero `ib_recv_wr` is a valid (empty) one.
-        let mut list: [bindings::ib_recv_wr; RECV_BATCH_MAX] = unsafe { core::mem::zeroed() };
-        let base = list.as_mut_ptr();
-        for i in 0..n {
-            // SAFETY: `i < n <= RECV_BATCH_MAX`: within `list` and the
-            // arrays above; `next` links to the following entry of `list`.
-            unsafe {
-                let w = &mut *base.add(i);
-                w.next = if i + 1 < n {
-                    base.add(i + 1)
-                } else {
-                    core::ptr::null_mut()
-                };
-                w.__bindgen_anon_1.wr_cqe = *cqes.get_unchecked(i);
-                w.sg_list = (*sges.get_unchecked(i)).cast_mut();
-                w.num_sge = *nsges.get_unchecked(i);
+            let next = if i + 1 < n {
+                // SAFETY: `i + 1 < n <= RECV_BATCH_MAX`: within `list`.
+                unsafe { base.add(i + 1) }
+            } else {
+                core::ptr::null_mut()
+            };
+            if let Some(entry) = list.get_mut(i) {
+                entry.write(bindings::ib_recv_wr {
+                    next,
+                    __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
+                        wr_cqe: Opaque::cast_into(&this.cqe),
+                    },
+                    sg_list: this.sg_list(),
+                    num_sge: nsge,
+                });
             }
         }
         let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
         // SAFETY: The QP is live (type invariant); the first `n` entries of
-        // `list` describe work requests whose buffers they own and which
-        // stay alive through the references handed over above.
+        // `list` are written and linked, and describe work requests whose
+        // buffers they own and which stay alive through the references
+        // handed over above.
         let rc = unsafe { bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), base, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
         // Those before the one that failed were posted.
-        let posted = if rc == 0 {
-            n
-        } else if bad.is_null() {
+        let posted = if bad.is_null() {
             0
         } else {
             // SAFETY: `bad` points into `list`.
             usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
         };
-        for raw in raws.iter().take(n).skip(posted) {
+        for (wr, _) in taken.iter().take(n).skip(posted).flatten() {
             // SAFETY: This work request was not posted, so no completion
-            // consumes the reference `into_raw` produced above.
-            drop(unsafe { Arc::from_raw(*raw) });
+            // consumes the reference `into_raw` produced above, whose
+            // pointer is its `as_ptr`.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(wr)) });
             live::dec(live::Kind::PostedWr);
         }
         to_result(rc)
@@ -927,11 +923,14 @@ pub(in crate::rust) struct SendPrep {
 }
 
 impl SendPrep {
+    /// Sends and RDMA Writes (every request of a Reply, every client
+    /// Send) are worked out inline; an RDMA Read, which checks its sinks,
+    /// out of line.
+    #[inline]
     pub(in crate::rust) fn new<H: CompletionHandler>(
         wr: &WorkRequest<H>,
         op: SendOp,
     ) -> Result<Self> {
-        let mut invalidates = false;
         let (opcode, remote_addr, rkey, inv) = match op {
             SendOp::Send => (bindings::ib_wr_opcode_IB_WR_SEND, 0, 0, 0),
             SendOp::SendWithInvalidate(key) => {
@@ -943,24 +942,37 @@ impl SendPrep {
                 rkey,
                 0,
             ),
-            SendOp::RdmaRead { remote_addr, rkey } => match wr.remote_sink()? {
-                // The sink's remotely writable key dies with this Read.
-                Some(inv) => {
-                    invalidates = true;
-                    (
-                        bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV,
-                        remote_addr,
-                        rkey,
-                        inv,
-                    )
-                }
-                None => (bindings::ib_wr_opcode_IB_WR_RDMA_READ, remote_addr, rkey, 0),
-            },
+            SendOp::RdmaRead { remote_addr, rkey } => {
+                return Self::read(wr, remote_addr, rkey);
+            }
         };
-        if matches!(op, SendOp::RdmaRead { .. }) && wr.dirs_to_device() {
+        Ok(Self {
+            opcode,
+            remote_addr,
+            rkey,
+            inv,
+            invalidates: false,
+            nsge: i32::try_from(wr.nsge).map_err(|_| EINVAL)?,
+        })
+    }
+
+    /// An RDMA Read of the peer's `rkey` at `remote_addr` into `wr`'s
+    /// buffers, which must all be sinks the device writes.
+    #[inline(never)]
+    fn read<H: CompletionHandler>(
+        wr: &WorkRequest<H>,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<Self> {
+        if wr.dirs_to_device() {
             // An RDMA Read writes into the local buffers.
             return Err(EINVAL);
         }
+        let (opcode, inv, invalidates) = match wr.remote_sink()? {
+            // The sink's remotely writable key dies with this Read.
+            Some(inv) => (bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV, inv, true),
+            None => (bindings::ib_wr_opcode_IB_WR_RDMA_READ, 0, false),
+        };
         Ok(Self {
             opcode,
             remote_addr,
