@@ -98,12 +98,16 @@ impl PendingList {
 
     /// Takes the entry of the request `key`, if it has one.
     pub(super) fn take(&mut self, key: usize) -> Option<Pending> {
-        let pos = self.index.find(key, &self.list, key_of)?;
         // INVARIANT: the index follows the entry's removal by swap.
-        self.index.removing(pos, &self.list, key_of);
-        let last = self.list.len().checked_sub(1)?;
-        self.list.swap(pos, last);
-        self.list.pop()
+        let pos = self.index.find_removing(key, &self.list, key_of)?;
+        // The last entry fills the hole: each entry moves once (a swap
+        // and a pop would move both twice).
+        let last = self.list.pop()?;
+        match self.list.get_mut(pos) {
+            Some(hole) => Some(core::mem::replace(hole, last)),
+            // It was the last.
+            None => Some(last),
+        }
     }
 
     /// Takes every entry.
