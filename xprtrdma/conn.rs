@@ -22,7 +22,7 @@
 use super::reg::RegList;
 use super::regcache::CacheState;
 use super::reply::RecvDone;
-use super::send_buf::{SendDone, SendSlots};
+use super::send_buf::{SendBufs, SendDone, SendSlots};
 use super::transport::{Settings, Stats};
 use crate::proto::key_index::KeyIndex;
 use crate::proto::msg::DecodeLimits;
@@ -160,7 +160,7 @@ pub(super) struct Conn {
     /// reused (C `rpcrdma_sendctx`): taken by `send_wr`, given back by the
     /// Send's completion.
     #[pin]
-    pub(super) send_bufs: SpinLock<KVec<Arc<DmaBuf>>>,
+    pub(super) send_bufs: SpinLock<SendBufs>,
     /// The allocations of completed Sends, reused by the next ones (C's
     /// send contexts are allocated once, too).
     #[pin]
