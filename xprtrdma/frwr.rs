@@ -444,10 +444,7 @@ impl Conn {
         // An MR the server invalidated remotely needs no LOCAL_INV.
         // We always offer Send With Invalidate (RFC 8797 flag).
         if let Some(rkey) = inv_rkey {
-            let pos = regs
-                .iter()
-                .position(|r| matches!(r, Reg::Mr(m) if m.segment().handle == rkey));
-            if let Some(Some(Reg::Mr(mr))) = pos.map(|i| regs.remove(i)) {
+            if let Some(mr) = regs.take_mr(rkey) {
                 trace::xprtrdma_mr_reminv(&rqst, &mr);
                 bump(&self.stats.remote_inv);
                 add(&self.counters().remote_invalidations, 1);
@@ -458,7 +455,7 @@ impl Conn {
         }
         // The common case (one MR, invalidated by the server's Send) needs
         // no list of the MRs left.
-        if !regs.iter().any(|r| matches!(r, Reg::Mr(_))) {
+        if regs.mrs().next().is_none() {
             drop(regs);
             rqst.complete(status);
             return;
