@@ -35,7 +35,7 @@ use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;
-use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
 
 /// Registrations of one request, kept until its reply arrives.
 pub(super) struct Pending {
@@ -132,10 +132,12 @@ pub(super) struct Conn {
     pub(super) xprt: Xprt,
     pub(super) stats: Arc<Stats>,
     pub(super) settings: Settings,
-    /// Set before connecting from our own thresholds, then once from the
-    /// negotiation (before any call is sent).
-    #[pin]
-    pub(super) params: SpinLock<TransportParams>,
+    /// Our own thresholds: the connection's parameters until
+    /// [`Self::negotiated`] is set.
+    pub(super) initial_params: TransportParams,
+    /// The parameters of the negotiation, set once (before any call is
+    /// sent): every call reads them, without a lock.
+    pub(super) negotiated: SetOnce<TransportParams>,
     pub(super) limits: DecodeLimits,
     pub(super) credits: Atomic<u32>,
     /// The send queue's gate.
@@ -202,6 +204,6 @@ impl Conn {
 
     /// The connection's parameters (negotiated once connected).
     pub(super) fn params(&self) -> TransportParams {
-        *self.params.lock()
+        self.negotiated.copy().unwrap_or(self.initial_params)
     }
 }

@@ -29,7 +29,7 @@ use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion};
+use kernel::sync::{Arc, Completion, SetOnce};
 
 /// Address and route resolution timeout (C `RDMA_RESOLVE_TIMEOUT`).
 const RESOLVE_TIMEOUT_MS: u32 = 5000;
@@ -212,7 +212,8 @@ impl Conn {
                 xprt,
                 stats,
                 settings,
-                params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
+                initial_params: params,
+                negotiated: SetOnce::new(),
                 // Replies fill at most our receive buffer, and echo Write
                 // chunks of up to as many segments as we send.
                 limits: DecodeLimits::client(settings.inline_read).with_segments(
@@ -314,7 +315,10 @@ impl Conn {
         } else {
             TransportParams::from_device(neg.inline_send, neg.inline_recv, caps)
         };
-        *self.params.lock() = params;
+        if !self.negotiated.populate(params) {
+            // Cannot happen: a connection is established once.
+            return Err(EINVAL);
+        }
         trace::xprtrdma_inline_thresh(
             &self.xprt,
             neg.inline_send,
