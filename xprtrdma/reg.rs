@@ -237,14 +237,16 @@ impl RegList {
         let is_it = |r: &Reg| matches!(r, Reg::Mr(m) if m.segment().handle == rkey);
         // The usual case (a READ's Write chunk, invalidated by the server's
         // Send) is the only entry: no search, no entries to move up.
-        let i = if self.rest.is_empty() {
-            self.first.as_ref().is_some_and(is_it).then_some(0)?
+        let taken = if self.rest.is_empty() {
+            // INVARIANT: `rest` stays empty.
+            self.first.take_if(|r| is_it(r))
         } else {
-            self.iter().position(is_it)?
+            let i = self.iter().position(is_it)?;
+            self.remove(i)
         };
-        match self.remove(i) {
+        match taken {
             Some(Reg::Mr(m)) => Some(m),
-            // Cannot happen: entry `i` is an MR.
+            // No such MR (only an MR is ever taken).
             _ => None,
         }
     }
