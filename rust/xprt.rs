@@ -15,6 +15,7 @@ use super::live;
 use super::send_batch::SendBatch;
 use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, WorkRequest};
 use super::xprt_class;
+use crate::proto::planner::{RpcShape, XdrBufShape};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
@@ -82,12 +83,32 @@ pub struct XdrShape {
     pub len: u32,
 }
 
+/// Offset of `p` in its page.
+fn in_page(p: *mut c_void) -> u32 {
+    (p as usize % kernel::page::PAGE_SIZE) as u32
+}
+
 impl XdrShape {
     fn of(b: &bindings::xdr_buf) -> Self {
-        let in_page = |p: *mut c_void| (p as usize % kernel::page::PAGE_SIZE) as u32;
+        let p = Self::planner(b);
+        Self {
+            head_len: p.head_len,
+            head_page_offset: p.head_page_offset,
+            page_base: p.page_base,
+            page_len: p.page_len,
+            tail_len: p.tail_len,
+            tail_page_offset: p.tail_page_offset,
+            buflen: p.buflen,
+            flags: b.flags,
+            len: b.len,
+        }
+    }
+
+    /// The fields of [`Self::of`] the planner reads.
+    fn planner(b: &bindings::xdr_buf) -> XdrBufShape {
         // Lengths of a live xdr_buf fit 32 bits (sunrpc keeps them in
         // `unsigned int`, `iov_len` is bounded by the buffer's pages).
-        Self {
+        XdrBufShape {
             head_len: b.head[0].iov_len as u32,
             head_page_offset: in_page(b.head[0].iov_base),
             page_base: b.page_base,
@@ -95,8 +116,6 @@ impl XdrShape {
             tail_len: b.tail[0].iov_len as u32,
             tail_page_offset: in_page(b.tail[0].iov_base),
             buflen: b.buflen,
-            flags: b.flags,
-            len: b.len,
         }
     }
 }
@@ -373,6 +392,17 @@ impl Rqst<'_> {
         // SAFETY: The request is valid while borrowed, and sunrpc does not
         // change it while it is lent to the transport.
         let r = unsafe { &*self.ptr.as_ptr() };
+        RqstInfo {
+            xid: u32::from_be(r.rq_xid),
+            snd: XdrShape::of(&r.rq_snd_buf),
+            rcv: XdrShape::of(&r.rq_rcv_buf),
+            ddp_allowed: Self::ddp_allowed(r),
+        }
+    }
+
+    /// Whether the request's payloads may be placed directly (see
+    /// [`RqstInfo::ddp_allowed`]).
+    fn ddp_allowed(r: &bindings::rpc_rqst) -> bool {
         // SAFETY: A request being sent holds its bound credential, and the
         // credential its auth (C `rpcrdma_marshal_req` reads the same).
         let data_touch = unsafe {
@@ -381,12 +411,25 @@ impl Rqst<'_> {
                 && !(*cred).cr_auth.is_null()
                 && (*(*cred).cr_auth).au_flags & (1 << RPCAUTH_AUTH_DATATOUCH) != 0
         };
-        RqstInfo {
-            xid: u32::from_be(r.rq_xid),
-            snd: XdrShape::of(&r.rq_snd_buf),
-            rcv: XdrShape::of(&r.rq_rcv_buf),
-            ddp_allowed: !data_touch,
-        }
+        !data_touch
+    }
+
+    /// Its xid and the call as the planner sees it, with a Send buffer of
+    /// `send_buf_len` bytes: what [`Self::info`] says, built in place (the
+    /// marshaling of every call would otherwise copy both shapes twice).
+    pub fn call_shape(&self, send_buf_len: u32) -> (u32, RpcShape) {
+        // SAFETY: The request is valid while borrowed, and sunrpc does not
+        // change it while it is lent to the transport.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        let rpc = RpcShape {
+            send: XdrShape::planner(&r.rq_snd_buf),
+            send_ddp: r.rq_snd_buf.flags & XDRBUF_WRITE != 0,
+            recv: XdrShape::planner(&r.rq_rcv_buf),
+            recv_ddp: r.rq_rcv_buf.flags & XDRBUF_READ != 0,
+            ddp_allowed: Self::ddp_allowed(r),
+            send_buf_len,
+        };
+        (u32::from_be(r.rq_xid), rpc)
     }
 
     /// Page `index` of the send (`rcv` false) or receive buffer's page

@@ -22,7 +22,7 @@
 use super::reg::RegList;
 use super::regcache::CacheState;
 use super::reply::RecvDone;
-use super::send_buf::{SendDone, SendSlots};
+use super::send_buf::{SendBufs, SendDone, SendSlots};
 use super::transport::{Settings, Stats};
 use crate::proto::key_index::KeyIndex;
 use crate::proto::msg::DecodeLimits;
@@ -35,7 +35,7 @@ use crate::rust::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;
-use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
 
 /// Registrations of one request, kept until its reply arrives.
 pub(super) struct Pending {
@@ -98,12 +98,16 @@ impl PendingList {
 
     /// Takes the entry of the request `key`, if it has one.
     pub(super) fn take(&mut self, key: usize) -> Option<Pending> {
-        let pos = self.index.find(key, &self.list, key_of)?;
         // INVARIANT: the index follows the entry's removal by swap.
-        self.index.removing(pos, &self.list, key_of);
-        let last = self.list.len().checked_sub(1)?;
-        self.list.swap(pos, last);
-        self.list.pop()
+        let pos = self.index.find_removing(key, &self.list, key_of)?;
+        // The last entry fills the hole: each entry moves once (a swap
+        // and a pop would move both twice).
+        let last = self.list.pop()?;
+        match self.list.get_mut(pos) {
+            Some(hole) => Some(core::mem::replace(hole, last)),
+            // It was the last.
+            None => Some(last),
+        }
     }
 
     /// Takes every entry.
@@ -128,10 +132,12 @@ pub(super) struct Conn {
     pub(super) xprt: Xprt,
     pub(super) stats: Arc<Stats>,
     pub(super) settings: Settings,
-    /// Set before connecting from our own thresholds, then once from the
-    /// negotiation (before any call is sent).
-    #[pin]
-    pub(super) params: SpinLock<TransportParams>,
+    /// Our own thresholds: the connection's parameters until
+    /// [`Self::negotiated`] is set.
+    pub(super) initial_params: TransportParams,
+    /// The parameters of the negotiation, set once (before any call is
+    /// sent): every call reads them, without a lock.
+    pub(super) negotiated: SetOnce<TransportParams>,
     pub(super) limits: DecodeLimits,
     pub(super) credits: Atomic<u32>,
     /// The send queue's gate.
@@ -156,7 +162,7 @@ pub(super) struct Conn {
     /// reused (C `rpcrdma_sendctx`): taken by `send_wr`, given back by the
     /// Send's completion.
     #[pin]
-    pub(super) send_bufs: SpinLock<KVec<Arc<DmaBuf>>>,
+    pub(super) send_bufs: SpinLock<SendBufs>,
     /// The allocations of completed Sends, reused by the next ones (C's
     /// send contexts are allocated once, too).
     #[pin]
@@ -198,6 +204,6 @@ impl Conn {
 
     /// The connection's parameters (negotiated once connected).
     pub(super) fn params(&self) -> TransportParams {
-        *self.params.lock()
+        self.negotiated.copy().unwrap_or(self.initial_params)
     }
 }

@@ -10,7 +10,7 @@ use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
 use super::conn::{Conn, PendingList};
 use super::reg::{add, Strategy};
 use super::reply::{RecvDone, RECV_REPOST_BATCH};
-use super::send_buf::{SendSlots, SLOTS_PER_MR};
+use super::send_buf::{SendBufs, SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
 use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -29,7 +29,7 @@ use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion};
+use kernel::sync::{Arc, Completion, SetOnce};
 
 /// Address and route resolution timeout (C `RDMA_RESOLVE_TIMEOUT`).
 const RESOLVE_TIMEOUT_MS: u32 = 5000;
@@ -196,7 +196,7 @@ impl Conn {
 
         let recv_len = settings.inline_read as usize;
         // Filled once the negotiated inline send size is known.
-        let send_bufs = KVec::with_capacity((reqs + BC_SLOTS) as usize, GFP_KERNEL)?;
+        let send_bufs = SendBufs::with_capacity((reqs + BC_SLOTS) as usize)?;
         let pending = PendingList::with_capacity(2 * reqs as usize)?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
         let send_batch = SendBatch::new(batch as usize)?;
@@ -212,7 +212,8 @@ impl Conn {
                 xprt,
                 stats,
                 settings,
-                params <- new_spinlock!(params, "rpcrdma_rs::xprt::params"),
+                initial_params: params,
+                negotiated: SetOnce::new(),
                 // Replies fill at most our receive buffer, and echo Write
                 // chunks of up to as many segments as we send.
                 limits: DecodeLimits::client(settings.inline_read).with_segments(
@@ -314,7 +315,10 @@ impl Conn {
         } else {
             TransportParams::from_device(neg.inline_send, neg.inline_recv, caps)
         };
-        *self.params.lock() = params;
+        if !self.negotiated.populate(params) {
+            // Cannot happen: a connection is established once.
+            return Err(EINVAL);
+        }
         trace::xprtrdma_inline_thresh(
             &self.xprt,
             neg.inline_send,
@@ -335,10 +339,13 @@ impl Conn {
         // Enough Send buffers for every credit and callback reply; more are
         // allocated (and dropped after use) only if they are all in flight.
         let send_len = params.inline_send as usize;
+        self.send_bufs.lock().set_len(send_len);
         for _ in 0..reqs + BC_SLOTS {
             let buf = self.ep.alloc_buf(send_len, DmaDir::ToDevice)?;
-            // Capacity for all of them was reserved at allocation.
-            let rejected = self.send_bufs.lock().push_within_capacity(buf).err();
+            // Capacity for all of them was reserved at allocation. One
+            // that does not fit is dropped (unmapped) after the guard is
+            // released.
+            let rejected = self.send_bufs.lock().put(buf).err();
             drop(rejected);
         }
         // Disconnects by the server, device removal and address changes

@@ -428,11 +428,12 @@ impl Conn {
         &self,
         this: &Arc<Self>,
         rqst: PinnedRqst,
-        pending: Option<Pending>,
+        mut pending: Option<Pending>,
         status: i32,
         inv_rkey: Option<u32>,
     ) {
-        let Some(p) = pending else {
+        // Worked on in place: the entry is not moved again.
+        let Some(p) = pending.as_mut() else {
             rqst.complete(status);
             return;
         };
@@ -440,14 +441,10 @@ impl Conn {
         // Cached registrations stay; physical mappings are simply
         // unmapped; MRs need invalidation.
         self.release_cached(this, &p.regs, inv_rkey);
-        let mut regs = p.regs;
         // An MR the server invalidated remotely needs no LOCAL_INV.
         // We always offer Send With Invalidate (RFC 8797 flag).
         if let Some(rkey) = inv_rkey {
-            let pos = regs
-                .iter()
-                .position(|r| matches!(r, Reg::Mr(m) if m.segment().handle == rkey));
-            if let Some(Some(Reg::Mr(mr))) = pos.map(|i| regs.remove(i)) {
+            if let Some(mr) = p.regs.take_mr(rkey) {
                 trace::xprtrdma_mr_reminv(&rqst, &mr);
                 bump(&self.stats.remote_inv);
                 add(&self.counters().remote_invalidations, 1);
@@ -458,12 +455,13 @@ impl Conn {
         }
         // The common case (one MR, invalidated by the server's Send) needs
         // no list of the MRs left.
-        if !regs.iter().any(|r| matches!(r, Reg::Mr(_))) {
-            drop(regs);
+        if p.regs.mrs().next().is_none() {
+            // Physical mappings are unmapped before the RPC completes.
+            drop(pending);
             rqst.complete(status);
             return;
         }
-        let (mrs, lost) = mrs_of(regs);
+        let (mrs, lost) = mrs_of(core::mem::take(&mut p.regs));
         if lost > 0 {
             // An MR was freed without invalidation: revoke all.
             self.count_orphaned(lost);

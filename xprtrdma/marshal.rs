@@ -8,32 +8,21 @@
 
 use super::conn::{Conn, Offered, Pending};
 use super::frwr::mr_count;
-use super::reg::{add, Reg, RegList, Segs, Span, INLINE_SEGS};
+use super::reg::{add, RegList, Segs, Span, INLINE_SEGS};
+use super::send_buf::SendDone;
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::pieces::page_spans;
-use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
+use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
 use crate::rust::trace::{self, ChunkType};
-use crate::rust::verbs::MappedPage;
-use crate::rust::xprt::{post_send_after_regs, Rqst, XdrShape, XDRBUF_READ, XDRBUF_WRITE};
+use crate::rust::verbs::{MappedPage, WorkRequest};
+use crate::rust::xprt::{post_send_after_regs, Rqst};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-fn shape(s: &XdrShape) -> XdrBufShape {
-    XdrBufShape {
-        head_len: s.head_len,
-        head_page_offset: s.head_page_offset,
-        page_base: s.page_base,
-        page_len: s.page_len,
-        tail_len: s.tail_len,
-        tail_page_offset: s.tail_page_offset,
-        buflen: s.buflen,
-    }
-}
 
 /// How the call goes, in the terms of the `xprtrdma_marshal` event.
 fn call_chunk_type(call: &CallStrategy) -> ChunkType {
@@ -75,21 +64,12 @@ impl Conn {
     pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
         let params = self.params();
         rqst.alloc_sparse_pages()?;
-        let info = rqst.info();
-        let snd = shape(&info.snd);
-        let rcv = shape(&info.rcv);
-        let rpc = RpcShape {
-            send: snd,
-            send_ddp: info.snd.flags & XDRBUF_WRITE != 0,
-            recv: rcv,
-            recv_ddp: info.rcv.flags & XDRBUF_READ != 0,
-            ddp_allowed: info.ddp_allowed,
-            // Every call is pulled up into one Send buffer.
-            send_buf_len: params.inline_send,
-        };
+        // Every call is pulled up into one Send buffer.
+        let (xid, rpc) = rqst.call_shape(params.inline_send);
+        let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, &params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
-            crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", info.xid, e);
+            crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", xid, e);
             trace::xprtrdma_marshal_failed(rqst, EIO);
             EIO
         })?;
@@ -114,8 +94,8 @@ impl Conn {
             rqst,
             &p.call,
             &p.result,
-            &snd,
-            &rcv,
+            snd,
+            rcv,
             &mut mrs,
             &mut reads,
             &mut result_segs,
@@ -131,11 +111,7 @@ impl Conn {
                 // Dirty MRs come back only through a batch: run it now.
                 self.flush_dirty(this);
             } else {
-                crate::pr_warn_ratelimited!(
-                    "cannot register chunks of xid {:#x}: {:?}\n",
-                    info.xid,
-                    e
-                );
+                crate::pr_warn_ratelimited!("cannot register chunks of xid {:#x}: {:?}\n", xid, e);
                 trace::xprtrdma_marshal_failed(rqst, e);
             }
             return Err(e);
@@ -157,7 +133,7 @@ impl Conn {
         };
         let long_call = matches!(p.call, CallStrategy::LongCall { .. });
         let hdr = HeaderRef {
-            xid: info.xid,
+            xid,
             vers: RPCRDMA_VERSION,
             credits: self.settings.max_requests,
             body: if long_call {
@@ -172,7 +148,7 @@ impl Conn {
         let mut hdrlen = 0;
         let pages = match p.call {
             CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
-                self.map_send_pages(rqst, &snd)
+                self.map_send_pages(rqst, snd)
             }
             _ => Ok(None),
         };
@@ -184,7 +160,7 @@ impl Conn {
                 // No mapping (no memory): pulled up as C does anyway.
                 crate::pr_warn_ratelimited!(
                     "cannot map the pages of xid {:#x} ({:?}); pulled up instead\n",
-                    info.xid,
+                    xid,
                     e
                 );
                 (p.call, KVec::new())
@@ -192,7 +168,7 @@ impl Conn {
         };
         let mapped = !pages.is_empty();
         let built = self.send_wr(this, 1 + reg_slots, pages, |out| {
-            let (parts, hlen) = fill_send(rqst, &hdr, &call, &snd, mapped, out)?;
+            let (parts, hlen) = fill_send(rqst, &hdr, &call, snd, mapped, out)?;
             hdrlen = hlen;
             Ok(parts)
         });
@@ -213,71 +189,83 @@ impl Conn {
             call_chunk_type(&call),
             result_chunk_type(&p.result),
         );
-        // How many of the REG_MRs went out when the post failed.
-        let mut regs_posted = 0;
         // A Send with mapped pages asks for its completion, which releases
         // them (C signals a Send whose request holds DMA mappings); the
         // others go unsignaled but for one in `send_batch`.
         let signal = mapped;
-        let res = (|| -> Result<bool> {
-            if mrs.is_empty() {
-                rqst.mark_sent();
-                return self.send_batch.post_send(&self.ep, wr, signal);
-            }
+        let res = if mrs.is_empty() {
+            rqst.mark_sent();
+            self.send_batch
+                .post_send(&self.ep, wr, signal)
+                .map_err(|e| (e, None, 0))
+        } else {
+            // Moved, not copied: the list is not used here again.
             let pending = Pending {
-                xid: info.xid,
+                xid,
                 key: rqst.key(),
-                regs: core::mem::take(&mut mrs),
+                regs: mrs,
                 offered: Offered {
                     write: total(writes),
                     reply: total(reply),
                 },
             };
-            let mut list = self.pending.lock();
-            if let Err(p) = list.push_within_capacity(pending) {
-                mrs = p.regs;
-                return Err(ENOBUFS);
-            }
-            rqst.mark_sent();
-            // The REG_MRs and the Send in one chain, one post (C
-            // `frwr_send`). Posted under the lock, which lends the MRs:
-            // the reply that looks the entry up cannot come before it.
-            let regs = list.last().into_iter().flat_map(|p| p.regs.iter());
-            let mrs_to_post = regs.filter_map(|r| match r {
-                Reg::Mr(m) => Some(m),
-                _ => None,
-            });
-            post_send_after_regs(&self.ep, &self.send_batch, wr, mrs_to_post, signal).map_err(
-                |(e, posted)| {
-                    regs_posted = posted;
-                    e
-                },
-            )
-        })();
-        match res {
+            self.post_pending(rqst, pending, wr, signal)
+        };
+        match &res {
             Ok(unsignaled) => {
                 trace::xprtrdma_post_send(rqst, send_len);
-                if unsignaled {
+                if *unsignaled {
                     add(&self.counters().unsignaled_sends, 1);
                 }
             }
-            Err(e) => trace::xprtrdma_post_send_err(rqst, e),
+            Err((e, _, _)) => trace::xprtrdma_post_send_err(rqst, *e),
         }
-        if let Err(e) = res {
+        if let Err((e, unposted, regs_posted)) = res {
             // The Send was not posted, nor the REG_MRs after the first
             // `regs_posted`: those MRs go straight back to the pool; the
             // posted ones are invalidated, and their slots come back with
             // that.
             self.slots.give(1);
-            if let Some(p) = self.take_pending(rqst.key()) {
-                mrs = p.regs;
-            }
+            let mut mrs = match unposted {
+                Some(regs) => regs,
+                None => self
+                    .take_pending(rqst.key())
+                    .map(|p| p.regs)
+                    .unwrap_or_default(),
+            };
             self.unpost(&mut mrs, regs_posted);
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
-        self.count_sent(&call, &snd, reads, writes, reply);
+        self.count_sent(&call, snd, reads, writes, reply);
         Ok(())
+    }
+
+    /// Adds `pending` to the pending list and posts its REG_MRs and `wr`,
+    /// the call's Send, in one chain, one post (C `frwr_send`); `Ok(true)`
+    /// when the Send went unsignaled. On failure, the error, the
+    /// registrations if they did not go on the list (from where they are
+    /// taken back otherwise), and how many of the REG_MRs went out.
+    fn post_pending(
+        &self,
+        rqst: &Rqst<'_>,
+        pending: Pending,
+        wr: Arc<WorkRequest<SendDone>>,
+        signal: bool,
+    ) -> core::result::Result<bool, (Error, Option<RegList>, usize)> {
+        let mut list = self.pending.lock();
+        if let Err(p) = list.push_within_capacity(pending) {
+            return Err((ENOBUFS, Some(p.regs), 0));
+        }
+        rqst.mark_sent();
+        // Posted under the lock, which lends the MRs: the reply that looks
+        // the entry up cannot come before it.
+        let Some(regs) = list.last().map(|p| &p.regs) else {
+            // Cannot happen: just added.
+            return Err((EINVAL, None, 0));
+        };
+        post_send_after_regs(&self.ep, &self.send_batch, wr, regs.mrs(), signal)
+            .map_err(|(e, posted)| (e, None, posted))
     }
 
     /// Counts a posted call the way C's `rpcrdma_marshal_req` does: chunk

@@ -192,6 +192,14 @@ impl RegList {
         Iterator::chain(self.first.iter(), self.rest.iter())
     }
 
+    /// The pool MRs among the registrations, in order.
+    pub(super) fn mrs(&self) -> impl Iterator<Item = &Mr> {
+        self.iter().filter_map(|r| match r {
+            Reg::Mr(m) => Some(m),
+            _ => None,
+        })
+    }
+
     /// Makes room for one more, so that [`Self::push_within_capacity`]
     /// succeeds.
     pub(super) fn reserve_one(&mut self) -> Result {
@@ -202,9 +210,14 @@ impl RegList {
     }
 
     /// Appends `reg`.
+    #[inline]
     pub(super) fn push(&mut self, reg: Reg) -> Result {
-        self.reserve_one()?;
-        self.push_within_capacity(reg).map_err(|_| ENOMEM)
+        if self.first.is_none() {
+            // INVARIANT: `rest` is empty (the invariant), and stays so.
+            self.first = Some(reg);
+            return Ok(());
+        }
+        Ok(self.rest.push(reg, GFP_KERNEL)?)
     }
 
     /// Appends `reg` if there is room without an allocation; gives it back
@@ -218,7 +231,28 @@ impl RegList {
         self.rest.push_within_capacity(reg).map_err(|e| e.0)
     }
 
+    /// Takes out the pool MR whose steering tag is `rkey`, if there is
+    /// one, keeping the order of the others.
+    pub(super) fn take_mr(&mut self, rkey: u32) -> Option<Mr> {
+        let is_it = |r: &Reg| matches!(r, Reg::Mr(m) if m.segment().handle == rkey);
+        // The usual case (a READ's Write chunk, invalidated by the server's
+        // Send) is the only entry: no search, no entries to move up.
+        let taken = if self.rest.is_empty() {
+            // INVARIANT: `rest` stays empty.
+            self.first.take_if(|r| is_it(r))
+        } else {
+            let i = self.iter().position(is_it)?;
+            self.remove(i)
+        };
+        match taken {
+            Some(Reg::Mr(m)) => Some(m),
+            // No such MR (only an MR is ever taken).
+            _ => None,
+        }
+    }
+
     /// Removes and returns entry `i`, keeping the order of the others.
+    #[inline]
     pub(super) fn remove(&mut self, i: usize) -> Option<Reg> {
         if i == 0 {
             let taken = self.first.take()?;

@@ -110,9 +110,13 @@ impl Conn {
 
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
         self.xprt.data_seen();
-        let hdr = match decode_reply(bytes, &self.limits) {
+        // Borrowed from the decoder's result, not moved out of it: the
+        // header with its chunk lists is not copied again.
+        let decoded = decode_reply(bytes, &self.limits);
+        let hdr = match &decoded {
             Ok(h) => h,
             Err(e) => {
+                let e = *e;
                 bump(&self.stats.bad_reply_count);
                 crate::pr_warn_ratelimited!("malformed reply ({:?}), {} bytes\n", e, bytes.len());
                 let why = match e {
@@ -135,7 +139,7 @@ impl Conn {
         // A reverse-direction (backchannel) Call: never matched against
         // our own xids, and its credit field is the server's backchannel
         // window, not a grant for our Calls.
-        if let Body::Msg { payload, .. } = hdr.body {
+        if let Body::Msg { payload, .. } = &hdr.body {
             if is_call(payload) {
                 self.bc_call(payload);
                 return;
@@ -155,7 +159,7 @@ impl Conn {
         // is pinned (`lookup`), so `buf_free` cannot look for it meanwhile.
         let pending = self.take_pending(rqst.key());
         let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
-        let status = match hdr.body {
+        let status = match &hdr.body {
             Body::Msg { chunks, payload } => {
                 // Summed by the decoder: the list is not walked again.
                 let written = chunks.write.total_length();
@@ -193,9 +197,9 @@ impl Conn {
             },
             Body::Error(e) => {
                 match e {
-                    ErrorBody::Vers { low, high } => trace::xprtrdma_err_vers(&rqst, low, high),
+                    ErrorBody::Vers { low, high } => trace::xprtrdma_err_vers(&rqst, *low, *high),
                     ErrorBody::Chunk => trace::xprtrdma_err_chunk(&rqst),
-                    ErrorBody::Other(code) => trace::xprtrdma_err_unrecognized(&rqst, code),
+                    ErrorBody::Other(code) => trace::xprtrdma_err_unrecognized(&rqst, *code),
                 }
                 bump(&self.stats.bad_reply_count);
                 crate::pr_warn_ratelimited!(

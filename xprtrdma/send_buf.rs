@@ -68,6 +68,39 @@ impl SendSlots {
     }
 }
 
+/// The pooled Send buffers of a connection, all of the negotiated inline
+/// send size, kept with that size: giving one back then needs no look at
+/// the connection's parameters (and their lock) on every Send.
+pub(super) struct SendBufs {
+    bufs: KVec<Arc<DmaBuf>>,
+    /// The size of the buffers (0 until the connection is negotiated).
+    len: usize,
+}
+
+impl SendBufs {
+    /// An empty pool with room for `capacity` buffers.
+    pub(super) fn with_capacity(capacity: usize) -> Result<Self> {
+        Ok(Self {
+            bufs: KVec::with_capacity(capacity, GFP_KERNEL)?,
+            len: 0,
+        })
+    }
+
+    /// Sets the size of the buffers, once negotiated.
+    pub(super) fn set_len(&mut self, len: usize) {
+        self.len = len;
+    }
+
+    /// Keeps `buf` if it has the pool's size and there is room; gives it
+    /// back otherwise.
+    pub(super) fn put(&mut self, buf: Arc<DmaBuf>) -> core::result::Result<(), Arc<DmaBuf>> {
+        if buf.len() != self.len {
+            return Err(buf);
+        }
+        self.bufs.push_within_capacity(buf).map_err(|e| e.0)
+    }
+}
+
 /// Send queue slots an MR is registered with: its REG_MR's, and its
 /// LOCAL_INV's.
 pub(super) const SLOTS_PER_MR: u32 = 2;
@@ -114,18 +147,20 @@ impl Conn {
         pages: KVec<MappedPage>,
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
-        let pooled = self.send_bufs.lock().pop();
+        let (pooled, buf_len) = {
+            let mut pool = self.send_bufs.lock();
+            (pool.bufs.pop(), pool.len)
+        };
         let buf = match pooled {
             Some(b) => b,
             None => {
                 // The pool is empty (buffers went with failed posts): one is
                 // allocated and DMA-mapped now, C's "hardway" registration
                 // of a buffer (counted in bytes).
-                let len = self.inline_send() as usize;
-                let buf = self.ep.alloc_buf(len, DmaDir::ToDevice)?;
+                let buf = self.ep.alloc_buf(buf_len, DmaDir::ToDevice)?;
                 add(
                     &self.stats.hardway_register_count,
-                    u64::try_from(len).unwrap_or(u64::MAX),
+                    u64::try_from(buf_len).unwrap_or(u64::MAX),
                 );
                 buf
             }
@@ -144,16 +179,22 @@ impl Conn {
         for page in pages.iter() {
             len = len.checked_add(page.len()).ok_or(EINVAL)?;
         }
+        // The buffer's reference is cloned only for a tail of its own.
+        let (head_buf, tail) = if tail > 0 {
+            let seg = SgSegment {
+                buf: buf.clone(),
+                offset: first,
+                len: tail,
+            };
+            (buf, Some(seg))
+        } else {
+            (buf, None)
+        };
         let head = SgSegment {
-            buf: buf.clone(),
+            buf: head_buf,
             offset: 0,
             len: first,
         };
-        let tail = (tail > 0).then(|| SgSegment {
-            buf,
-            offset: first,
-            len: tail,
-        });
         let done = SendDone {
             conn: this.clone(),
             slots,
@@ -203,9 +244,8 @@ impl Conn {
 
     /// Gives a Send buffer back (from its completion; never allocates).
     fn put_send_buf(&self, buf: &Arc<DmaBuf>) {
-        if buf.len() == self.inline_send() as usize {
-            // A full pool drops the extra buffer.
-            let _ = self.send_bufs.lock().push_within_capacity(buf.clone());
-        }
+        // A full pool drops the extra buffer; the caller holds a reference
+        // still, so nothing is freed under the lock.
+        let _ = self.send_bufs.lock().put(buf.clone());
     }
 }

@@ -84,6 +84,8 @@ enum Op {
     Add(usize),
     /// Take the entry of key `k`, if any.
     Take(usize),
+    /// The same with `find_removing` (the kernel's pending list).
+    FindRemoving(usize),
     /// Empty the list.
     Clear,
 }
@@ -91,16 +93,17 @@ enum Op {
 fn op(keys: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0..keys).prop_map(Op::Add),
-        6 => (0..keys).prop_map(Op::Take),
+        3 => (0..keys).prop_map(Op::Take),
+        3 => (0..keys).prop_map(Op::FindRemoving),
         1 => Just(Op::Clear),
     ]
 }
 
 proptest! {
     // Against a scan of the list: lookups agree after any sequence of
-    // additions, removals by swap and clears, for any bucket count
-    // (collisions included), and an entry goes unindexed only when it was
-    // added to a full table.
+    // additions, removals by swap (indexed either way) and clears, for any
+    // bucket count (collisions included), and an entry goes unindexed only
+    // when it was added to a full table.
     #[test]
     fn lookups_agree_with_a_scan(
         bucket_bits in 0u32..6,
@@ -132,6 +135,17 @@ proptest! {
                     prop_assert_eq!(found, list.iter().position(|e| e.0 == key));
                     if let Some(pos) = found {
                         let e = take(&mut index, &mut list, pos);
+                        prop_assert_eq!(e.0, key);
+                        unindexed.remove(&e.1);
+                    }
+                }
+                Op::FindRemoving(k) => {
+                    let key = k * stride;
+                    let expected = list.iter().position(|e| e.0 == key);
+                    let found = index.find_removing(key, &list, key_of);
+                    prop_assert_eq!(found, expected);
+                    if let Some(pos) = found {
+                        let e = list.swap_remove(pos);
                         prop_assert_eq!(e.0, key);
                         unindexed.remove(&e.1);
                     }

@@ -156,6 +156,39 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
         list.iter().position(|e| key_of(e) == key)
     }
 
+    /// The position in `list` of the entry whose key is `key`, if any,
+    /// with the index updated for its removal by swapping the last entry
+    /// into its place (as [`Self::removing`]), which the caller then does.
+    /// The walk that finds the entry's bucket also empties it: [`Self::find`]
+    /// then [`Self::removing`] would walk to it twice.
+    pub fn find_removing<T>(
+        &mut self,
+        key: usize,
+        list: &[T],
+        key_of: impl Fn(&T) -> usize,
+    ) -> Option<usize> {
+        let len = self.buckets.deref().len();
+        let mut b = bucket_of(key, len);
+        for _ in 0..len {
+            let Some(pos) = self.buckets.deref().get(b).copied().and_then(position) else {
+                break;
+            };
+            if list.get(pos).is_some_and(|e| key_of(e) == key) {
+                self.vacate(b, list, &key_of);
+                self.follow_last(pos, list, &key_of);
+                return Some(pos);
+            }
+            b = Self::next_bucket(b, len);
+        }
+        if self.unindexed == 0 {
+            return None;
+        }
+        // Not named by a bucket: an unindexed entry, if any.
+        let pos = list.iter().position(|e| key_of(e) == key)?;
+        self.removing(pos, list, key_of);
+        Some(pos)
+    }
+
     /// Updates the index for the removal of entry `pos` by swapping the
     /// last entry into its place; call it before that removal.
     pub fn removing<T>(&mut self, pos: usize, list: &[T], key_of: impl Fn(&T) -> usize) {
@@ -167,6 +200,13 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
             // INVARIANT: an unindexed entry leaves the list.
             None => self.unindexed = self.unindexed.saturating_sub(1),
         }
+        self.follow_last(pos, list, &key_of);
+    }
+
+    /// Renames the bucket of the last entry of `list` to `pos`, where the
+    /// removal of entry `pos` by swap moves it (nothing when `pos` is the
+    /// last).
+    fn follow_last<T>(&mut self, pos: usize, list: &[T], key_of: &impl Fn(&T) -> usize) {
         let Some(last) = list.len().checked_sub(1) else {
             return;
         };
