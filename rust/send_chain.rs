@@ -22,9 +22,11 @@ pub const CHAIN_MAX: usize = 8;
 ///
 /// # Invariants
 ///
-/// `wrs[..len]` are `Some`, the rest `None`; none of them was posted.
+/// `wrs[..len]` are initialised and owned by the chain, the rest are not;
+/// none of them was posted. Only the entries in use are written, read and
+/// dropped (a Reply's chain is mostly one Write and its Send).
 pub struct SendChain<H: CompletionHandler> {
-    wrs: [Option<(Arc<WorkRequest<H>>, SendOp)>; CHAIN_MAX],
+    wrs: [MaybeUninit<(Arc<WorkRequest<H>>, SendOp)>; CHAIN_MAX],
     len: usize,
 }
 
@@ -34,11 +36,18 @@ impl<H: CompletionHandler> Default for SendChain<H> {
     }
 }
 
+impl<H: CompletionHandler> Drop for SendChain<H> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 impl<H: CompletionHandler> SendChain<H> {
-    /// An empty chain (no allocation).
+    /// An empty chain (no allocation, nothing written).
     pub fn new() -> Self {
+        // INVARIANT: none in use.
         Self {
-            wrs: [const { None }; CHAIN_MAX],
+            wrs: [const { MaybeUninit::uninit() }; CHAIN_MAX],
             len: 0,
         }
     }
@@ -58,6 +67,41 @@ impl<H: CompletionHandler> SendChain<H> {
         self.len >= CHAIN_MAX
     }
 
+    /// The waiting requests, in order.
+    fn entries(&self) -> &[(Arc<WorkRequest<H>>, SendOp)] {
+        let n = self.len.min(CHAIN_MAX);
+        // SAFETY: `wrs[..len]` are initialised (type invariant), and
+        // `MaybeUninit<T>` has the layout of `T`.
+        unsafe { core::slice::from_raw_parts(self.wrs.as_ptr().cast(), n) }
+    }
+
+    /// Drops every waiting request (none was posted).
+    fn clear(&mut self) {
+        let n = core::mem::take(&mut self.len).min(CHAIN_MAX);
+        // SAFETY: `wrs[..n]` were initialised and owned (type invariant);
+        // `len` is 0 first, so they are dropped once. INVARIANT: none in
+        // use.
+        unsafe {
+            core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
+                self.wrs
+                    .as_mut_ptr()
+                    .cast::<(Arc<WorkRequest<H>>, SendOp)>(),
+                n,
+            ))
+        };
+    }
+
+    /// Moves entry `i` out.
+    ///
+    /// # Safety
+    ///
+    /// `wrs[i]` is initialised and no longer counted in `len`, and is
+    /// taken once.
+    unsafe fn take_at(&mut self, i: usize) -> Option<(Arc<WorkRequest<H>>, SendOp)> {
+        // SAFETY: By the caller's requirement.
+        self.wrs.get(i).map(|e| unsafe { e.assume_init_read() })
+    }
+
     /// Adds a Send or RDMA Write (`EINVAL` for a Read, whose completion
     /// must be seen on its own; `ENOSPC` when full).
     pub fn push(&mut self, wr: Arc<WorkRequest<H>>, op: SendOp) -> Result {
@@ -65,8 +109,8 @@ impl<H: CompletionHandler> SendChain<H> {
             return Err(EINVAL);
         }
         let slot = self.wrs.get_mut(self.len).ok_or(ENOSPC)?;
-        // INVARIANT: `wrs[len]` is filled, then counted.
-        *slot = Some((wr, op));
+        slot.write((wr, op));
+        // INVARIANT: `wrs[len]` was written, then counted.
         self.len += 1;
         Ok(())
     }
@@ -76,24 +120,19 @@ impl<H: CompletionHandler> SendChain<H> {
     /// complete as flushed once `ep` is drained ([`Endpoint::park`]); the
     /// others were not posted and are dropped, their handlers not run.
     pub fn post(&mut self, ep: &Endpoint) -> core::result::Result<(), (Error, usize)> {
-        let n = core::mem::take(&mut self.len);
-        let Some(last_at) = n.checked_sub(1) else {
+        let Some(last_at) = self.len.checked_sub(1) else {
             return Ok(());
         };
         // The ahead requests' `ib_rdma_wr`s, alive for the post: only the
         // first `last_at` are written.
         let mut raw = [const { MaybeUninit::<bindings::ib_rdma_wr>::uninit() }; CHAIN_MAX];
         let base = raw.as_mut_ptr().cast::<bindings::ib_rdma_wr>();
-        for i in 0..last_at {
-            let w = match self.wrs.get(i).and_then(Option::as_ref) {
-                Some((wr, op)) => SendPrep::new(wr, *op).and_then(|p| p.unsignaled_wr(wr)),
-                None => Err(EINVAL),
-            };
-            let w = match w {
+        for (i, (wr, op)) in self.entries().iter().take(last_at).enumerate() {
+            let w = match SendPrep::new(wr, *op).and_then(|p| p.unsignaled_wr(wr)) {
                 Ok(w) => w,
                 Err(e) => {
-                    // INVARIANT: nothing was posted; every entry goes.
-                    self.wrs = [const { None }; CHAIN_MAX];
+                    // Nothing was posted; every entry goes.
+                    self.clear();
                     return Err((e, 0));
                 }
             };
@@ -108,16 +147,20 @@ impl<H: CompletionHandler> SendChain<H> {
         }
         // The completion of the last request completes the others: it
         // holds the first, each holds the next (moved there, back to
-        // front). INVARIANT: every entry is taken out; `len` is 0.
+        // front). INVARIANT: every entry is moved out: none in use.
+        self.len = 0;
         let mut next = None;
-        for entry in self.wrs.iter_mut().take(last_at).rev() {
-            if let Some((wr, _)) = entry.take() {
+        for i in (0..last_at).rev() {
+            // SAFETY: `i < last_at`: initialised, no longer counted, taken
+            // once.
+            if let Some((wr, _)) = unsafe { self.take_at(i) } {
                 // SAFETY: Not posted yet; this thread is its only poster.
                 drop(unsafe { wr.set_ahead(next) });
                 next = Some(wr);
             }
         }
-        let Some((last, last_op)) = self.wrs.get_mut(last_at).and_then(Option::take) else {
+        // SAFETY: As above, for `last_at`.
+        let Some((last, last_op)) = (unsafe { self.take_at(last_at) }) else {
             return Err((EINVAL, 0));
         };
         // SAFETY: As above.
