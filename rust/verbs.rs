@@ -2001,7 +2001,12 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 addr_of_mut!((*raw).holds).cast::<Hold>(),
                 n,
             ));
-            core::ptr::drop_in_place(addr_of_mut!((*raw).ahead));
+            // Empty after a completion: checked here, so that the drop
+            // glue (a call) runs only for a link left behind.
+            let ahead = &mut *UnsafeCell::raw_get(addr_of_mut!((*raw).ahead));
+            if ahead.is_some() {
+                drop(ahead.take());
+            }
             let empty = Arc::<MaybeUninit<Self>>::from_raw(raw.cast_const().cast());
             match handler.pool() {
                 Some(pool) => pool.put(empty),
