@@ -202,8 +202,10 @@ impl Conn {
         self.params().inline_send
     }
 
-    /// The connection's parameters (negotiated once connected).
-    pub(super) fn params(&self) -> TransportParams {
-        self.negotiated.copy().unwrap_or(self.initial_params)
+    /// The connection's parameters (negotiated once connected), borrowed:
+    /// every call reads them, and a copy of the whole set costs more than
+    /// the fields it reads.
+    pub(super) fn params(&self) -> &TransportParams {
+        self.negotiated.as_ref().unwrap_or(&self.initial_params)
     }
 }

@@ -564,9 +564,22 @@ pub(super) fn mrs_of(regs: RegList) -> (KVec<Mr>, usize) {
     (mrs, lost)
 }
 
+impl Conn {
+    /// Send queue slots the REG_MRs of `regs`, a call's registrations,
+    /// take: with `memreg=fmr` every registration is a pool MR
+    /// ([`Conn::register_mrs`] adds nothing else), so the list's length,
+    /// without a walk; the other strategies mix kinds.
+    pub(super) fn reg_slots(&self, regs: &RegList) -> u32 {
+        match self.settings.strategy {
+            Strategy::Fmr => u32::try_from(regs.len()).unwrap_or(u32::MAX),
+            Strategy::Physical | Strategy::Cache => mr_count(regs),
+        }
+    }
+}
+
 /// Send queue slots the registrations among `regs` hold for their REG_MRs
 /// (pool MRs, and cache entries registered for this request).
-pub(super) fn mr_count(regs: &RegList) -> u32 {
+fn mr_count(regs: &RegList) -> u32 {
     let n = regs
         .iter()
         .filter(|r| match r {

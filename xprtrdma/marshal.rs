@@ -7,7 +7,6 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending};
-use super::frwr::mr_count;
 use super::reg::{add, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::SendDone;
 use super::transport::bump;
@@ -22,6 +21,7 @@ use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::Atomic;
 use kernel::sync::Arc;
 
 /// How the call goes, in the terms of the `xprtrdma_marshal` event.
@@ -43,20 +43,38 @@ fn result_chunk_type(result: &ResultStrategy) -> ChunkType {
     }
 }
 
-/// Bytes the segments of a chunk cover.
-fn total(segs: &[Segment]) -> u32 {
-    segs.iter().fold(0u32, |a, s| a.saturating_add(s.length))
+/// Bytes the Write and Reply segments of a call cover, summed where the
+/// segments are traced (`register_chunks`), so that neither the pending
+/// entry nor the counters walk the lists again.
+#[derive(Clone, Copy, Default)]
+struct ResultBytes {
+    write: u64,
+    reply: u64,
 }
 
-/// Bytes the segments of a chunk cover, for the 64-bit counters.
-fn total_bytes(segs: &[Segment]) -> u64 {
-    segs.iter()
-        .fold(0u64, |a, s| a.saturating_add(u64::from(s.length)))
+impl ResultBytes {
+    /// What the reply may claim the server wrote (see [`Offered`]).
+    fn offered(self) -> Offered {
+        let sat = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        Offered {
+            write: sat(self.write),
+            reply: sat(self.reply),
+        }
+    }
 }
 
 /// A count of segments for the counters.
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Adds `n` to a counter unless it is zero: most calls have no Read
+/// chunk, no Reply chunk and nothing pulled up behind the head, and an
+/// atomic add is a call to a helper.
+fn add_some(c: &Atomic<u64>, n: u64) {
+    if n != 0 {
+        add(c, n);
+    }
 }
 
 impl Conn {
@@ -67,7 +85,7 @@ impl Conn {
         // Every call is pulled up into one Send buffer.
         let (xid, rpc) = rqst.call_shape(params.inline_send);
         let (snd, rcv) = (&rpc.send, &rpc.recv);
-        let p = plan(&rpc, &params).map_err(|e| {
+        let p = plan(&rpc, params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
             crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", xid, e);
             trace::xprtrdma_marshal_failed(rqst, EIO);
@@ -100,22 +118,10 @@ impl Conn {
             &mut reads,
             &mut result_segs,
         );
-        if let Err(e) = res {
-            self.slots.give(1);
-            self.unpost(&mut mrs, 0);
-            self.abandon(this, mrs);
-            // C counts an MR shortage (-EAGAIN, retried) as a failed
-            // marshal too.
-            bump(&self.stats.failed_marshal_count);
-            if e == ENOBUFS {
-                // Dirty MRs come back only through a batch: run it now.
-                self.flush_dirty(this);
-            } else {
-                crate::pr_warn_ratelimited!("cannot register chunks of xid {:#x}: {:?}\n", xid, e);
-                trace::xprtrdma_marshal_failed(rqst, e);
-            }
-            return Err(e);
-        }
+        let bytes = match res {
+            Ok(bytes) => bytes,
+            Err(e) => return Err(self.chunks_failed(this, rqst, xid, mrs, e)),
+        };
 
         // The lists as slices once: each `as_slice` checks which storage
         // its list uses.
@@ -144,7 +150,7 @@ impl Conn {
         };
 
         // The Send takes its slot and those of the REG_MRs before it.
-        let reg_slots = mr_count(&mrs);
+        let reg_slots = self.reg_slots(&mrs);
         let mut hdrlen = 0;
         let pages = match p.call {
             CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
@@ -204,10 +210,7 @@ impl Conn {
                 xid,
                 key: rqst.key(),
                 regs: mrs,
-                offered: Offered {
-                    write: total(writes),
-                    reply: total(reply),
-                },
+                offered: bytes.offered(),
             };
             self.post_pending(rqst, pending, wr, signal)
         };
@@ -237,8 +240,36 @@ impl Conn {
             self.abandon(this, mrs);
             return Err(if e == ENOBUFS { e } else { ENOTCONN });
         }
-        self.count_sent(&call, snd, reads, writes, reply);
+        self.count_sent(&call, snd, reads, writes, reply, bytes);
         Ok(())
+    }
+
+    /// Undoes a call whose chunks could not all be registered (`e`):
+    /// gives back the Send's slot and the registrations made, and counts
+    /// the failed marshal. Returns `e`.
+    #[cold]
+    fn chunks_failed(
+        &self,
+        this: &Arc<Self>,
+        rqst: &Rqst<'_>,
+        xid: u32,
+        mut mrs: RegList,
+        e: Error,
+    ) -> Error {
+        self.slots.give(1);
+        self.unpost(&mut mrs, 0);
+        self.abandon(this, mrs);
+        // C counts an MR shortage (-EAGAIN, retried) as a failed marshal
+        // too.
+        bump(&self.stats.failed_marshal_count);
+        if e == ENOBUFS {
+            // Dirty MRs come back only through a batch: run it now.
+            self.flush_dirty(this);
+        } else {
+            crate::pr_warn_ratelimited!("cannot register chunks of xid {:#x}: {:?}\n", xid, e);
+            trace::xprtrdma_marshal_failed(rqst, e);
+        }
+        e
     }
 
     /// Adds `pending` to the pending list and posts its REG_MRs and `wr`,
@@ -279,13 +310,14 @@ impl Conn {
         reads: &[ReadSegment],
         writes: &[Segment],
         reply: &[Segment],
+        bytes: ResultBytes,
     ) {
-        add(&self.stats.read_chunk_count, count(reads.len()));
-        add(&self.stats.write_chunk_count, count(writes.len()));
-        add(&self.stats.reply_chunk_count, count(reply.len()));
-        add(
+        add_some(&self.stats.read_chunk_count, count(reads.len()));
+        add_some(&self.stats.write_chunk_count, count(writes.len()));
+        add_some(&self.stats.reply_chunk_count, count(reply.len()));
+        add_some(
             &self.stats.total_rdma_request,
-            total_bytes(writes).saturating_add(total_bytes(reply)),
+            bytes.write.saturating_add(bytes.reply),
         );
         match call {
             CallStrategy::InlinePullup => {
@@ -294,11 +326,11 @@ impl Conn {
                 // page list and the tail), the head being in place already;
                 // so this counts those bytes.
                 let behind_head = u64::from(snd.page_len).saturating_add(u64::from(snd.tail_len));
-                add(&self.stats.pullup_copy_count, behind_head);
+                add_some(&self.stats.pullup_copy_count, behind_head);
             }
             CallStrategy::InlineMapped => {
                 // The pages went out mapped; only the tail was copied.
-                add(&self.stats.pullup_copy_count, u64::from(snd.tail_len));
+                add_some(&self.stats.pullup_copy_count, u64::from(snd.tail_len));
                 add(&self.counters().mapped_sends, 1);
                 add(&self.counters().mapped_bytes, u64::from(snd.page_len));
             }
@@ -309,7 +341,7 @@ impl Conn {
 
     /// Registers the call's Read chunk into `reads` (made here, only for
     /// a call that has one) and the result's Write or Reply chunk into
-    /// `result_segs`.
+    /// `result_segs`; returns the bytes of the Write and Reply segments.
     #[expect(clippy::too_many_arguments)]
     fn register_chunks(
         &self,
@@ -321,7 +353,7 @@ impl Conn {
         mrs: &mut RegList,
         reads: &mut Option<SmallList<ReadSegment, INLINE_SEGS>>,
         result_segs: &mut Segs,
-    ) -> Result {
+    ) -> Result<ResultBytes> {
         let read_chunk = match call {
             CallStrategy::ReadChunk { position, .. } => {
                 Some((*position, Span::send(snd.head_len, snd.page_len)))
@@ -342,6 +374,7 @@ impl Conn {
                 })?;
             }
         }
+        let mut bytes = ResultBytes::default();
         match result {
             ResultStrategy::Inline => {}
             ResultStrategy::WriteChunk { write_pad, .. } => {
@@ -357,6 +390,7 @@ impl Conn {
                 for (i, s) in writes.as_slice().iter().enumerate() {
                     let is_last = i + 1 == writes.len();
                     trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
+                    bytes.write = bytes.write.saturating_add(u64::from(s.length));
                 }
             }
             ResultStrategy::ReplyChunk { .. } => {
@@ -368,10 +402,11 @@ impl Conn {
                 for (i, s) in reply.as_slice().iter().enumerate() {
                     let is_last = i + 1 == reply.len();
                     trace::xprtrdma_chunk_reply(rqst, s.handle, s.length, s.offset, is_last);
+                    bytes.reply = bytes.reply.saturating_add(u64::from(s.length));
                 }
             }
         }
-        Ok(())
+        Ok(bytes)
     }
 }
 
