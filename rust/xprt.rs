@@ -59,64 +59,24 @@ pub struct XprtStats {
     pub empty_sendctx_q: u64,
 }
 
-/// Shape of an `xdr_buf`: lengths, and where its head and tail start
-/// within their pages.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct XdrShape {
-    /// `head[0].iov_len`.
-    pub head_len: u32,
-    /// Offset of `head[0].iov_base` in its page.
-    pub head_page_offset: u32,
-    /// `page_base`.
-    pub page_base: u32,
-    /// `page_len`.
-    pub page_len: u32,
-    /// `tail[0].iov_len`.
-    pub tail_len: u32,
-    /// Offset of `tail[0].iov_base` in its page.
-    pub tail_page_offset: u32,
-    /// `buflen`.
-    pub buflen: u32,
-    /// `flags` (`XDRBUF_READ`, `XDRBUF_WRITE`).
-    pub flags: u32,
-    /// `len`.
-    pub len: u32,
-}
-
 /// Offset of `p` in its page.
 fn in_page(p: *mut c_void) -> u32 {
     (p as usize % kernel::page::PAGE_SIZE) as u32
 }
 
-impl XdrShape {
-    fn of(b: &bindings::xdr_buf) -> Self {
-        let p = Self::planner(b);
-        Self {
-            head_len: p.head_len,
-            head_page_offset: p.head_page_offset,
-            page_base: p.page_base,
-            page_len: p.page_len,
-            tail_len: p.tail_len,
-            tail_page_offset: p.tail_page_offset,
-            buflen: p.buflen,
-            flags: b.flags,
-            len: b.len,
-        }
-    }
-
-    /// The fields of [`Self::of`] the planner reads.
-    fn planner(b: &bindings::xdr_buf) -> XdrBufShape {
-        // Lengths of a live xdr_buf fit 32 bits (sunrpc keeps them in
-        // `unsigned int`, `iov_len` is bounded by the buffer's pages).
-        XdrBufShape {
-            head_len: b.head[0].iov_len as u32,
-            head_page_offset: in_page(b.head[0].iov_base),
-            page_base: b.page_base,
-            page_len: b.page_len,
-            tail_len: b.tail[0].iov_len as u32,
-            tail_page_offset: in_page(b.tail[0].iov_base),
-            buflen: b.buflen,
-        }
+/// The shape of an `xdr_buf`: its lengths, and where its head and tail
+/// start within their pages.
+fn buf_shape(b: &bindings::xdr_buf) -> XdrBufShape {
+    // Lengths of a live xdr_buf fit 32 bits (sunrpc keeps them in
+    // `unsigned int`, `iov_len` is bounded by the buffer's pages).
+    XdrBufShape {
+        head_len: b.head[0].iov_len as u32,
+        head_page_offset: in_page(b.head[0].iov_base),
+        page_base: b.page_base,
+        page_len: b.page_len,
+        tail_len: b.tail[0].iov_len as u32,
+        tail_page_offset: in_page(b.tail[0].iov_base),
+        buflen: b.buflen,
     }
 }
 
@@ -126,14 +86,11 @@ pub struct RqstInfo {
     /// The xid, host order.
     pub xid: u32,
     /// `rq_snd_buf`.
-    pub snd: XdrShape,
+    pub snd: XdrBufShape,
+    /// `rq_snd_buf.len`.
+    pub snd_len: u32,
     /// `rq_rcv_buf`.
-    pub rcv: XdrShape,
-    /// Whether payloads may be placed directly (Read and Write chunks):
-    /// not when the security flavor checksums or encrypts the data, since
-    /// data moved outside the inline message would escape it (C
-    /// `rpcrdma_marshal_req`, `RPCAUTH_AUTH_DATATOUCH`).
-    pub ddp_allowed: bool,
+    pub rcv: XdrBufShape,
 }
 
 /// One piece of an `xdr_buf` range: part of a page, or (head and tail)
@@ -394,14 +351,16 @@ impl Rqst<'_> {
         let r = unsafe { &*self.ptr.as_ptr() };
         RqstInfo {
             xid: u32::from_be(r.rq_xid),
-            snd: XdrShape::of(&r.rq_snd_buf),
-            rcv: XdrShape::of(&r.rq_rcv_buf),
-            ddp_allowed: Self::ddp_allowed(r),
+            snd: buf_shape(&r.rq_snd_buf),
+            snd_len: r.rq_snd_buf.len,
+            rcv: buf_shape(&r.rq_rcv_buf),
         }
     }
 
-    /// Whether the request's payloads may be placed directly (see
-    /// [`RqstInfo::ddp_allowed`]).
+    /// Whether the request's payloads may be placed directly (Read and
+    /// Write chunks): not when the security flavor checksums or encrypts
+    /// the data, since data moved outside the inline message would escape
+    /// it (C `rpcrdma_marshal_req`, `RPCAUTH_AUTH_DATATOUCH`).
     fn ddp_allowed(r: &bindings::rpc_rqst) -> bool {
         // SAFETY: A request being sent holds its bound credential, and the
         // credential its auth (C `rpcrdma_marshal_req` reads the same).
@@ -415,16 +374,16 @@ impl Rqst<'_> {
     }
 
     /// Its xid and the call as the planner sees it, with a Send buffer of
-    /// `send_buf_len` bytes: what [`Self::info`] says, built in place (the
-    /// marshaling of every call would otherwise copy both shapes twice).
+    /// `send_buf_len` bytes, built in place (the marshaling of every call
+    /// would otherwise copy both shapes twice).
     pub fn call_shape(&self, send_buf_len: u32) -> (u32, RpcShape) {
         // SAFETY: The request is valid while borrowed, and sunrpc does not
         // change it while it is lent to the transport.
         let r = unsafe { &*self.ptr.as_ptr() };
         let rpc = RpcShape {
-            send: XdrShape::planner(&r.rq_snd_buf),
+            send: buf_shape(&r.rq_snd_buf),
             send_ddp: r.rq_snd_buf.flags & XDRBUF_WRITE != 0,
-            recv: XdrShape::planner(&r.rq_rcv_buf),
+            recv: buf_shape(&r.rq_rcv_buf),
             recv_ddp: r.rq_rcv_buf.flags & XDRBUF_READ != 0,
             ddp_allowed: Self::ddp_allowed(r),
             send_buf_len,

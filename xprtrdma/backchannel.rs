@@ -94,7 +94,7 @@ impl Conn {
     /// without chunks, then the RPC Reply, inline.
     pub(super) fn bc_send_reply(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
         let info = rqst.info();
-        let len = info.snd.len;
+        let len = info.snd_len;
         // A full send queue: sunrpc retries the reply after a delay.
         self.reserve_send_slot()?;
         let built = self.send_wr(this, 1, KVec::new(), |out| {

@@ -31,12 +31,13 @@
 use super::conn::Conn;
 use super::reg::{counters, Reg, RegList, Segs, Span, Strategy};
 use crate::proto::msg::Segment;
+use crate::proto::planner::XdrBufShape;
 use crate::proto::regcache_policy::{Cache, Entry, PageRun, Policy};
 use crate::rust::memalloc::NoIoScope;
 use crate::rust::run_mr::RunMr;
 use crate::rust::shrinker::{ObjectShrinker, ShrinkObject};
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
-use crate::rust::xprt::{Rqst, XdrShape};
+use crate::rust::xprt::Rqst;
 use core::cmp::Reverse;
 use kernel::alloc::{Flags, KVec, VVec};
 use kernel::new_spinlock;
@@ -445,7 +446,7 @@ impl Conn {
         &self,
         rqst: &Rqst<'_>,
         rcv: bool,
-        shape: &XdrShape,
+        shape: &XdrBufShape,
         at: u32,
         len: u32,
         regs: &mut RegList,
