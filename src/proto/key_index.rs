@@ -138,22 +138,7 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
 
     /// The position in `list` of the entry whose key is `key`, if any.
     pub fn find<T>(&self, key: usize, list: &[T], key_of: impl Fn(&T) -> usize) -> Option<usize> {
-        let buckets = self.buckets.deref();
-        let len = buckets.len();
-        let mut b = bucket_of(key, len);
-        for _ in 0..len {
-            let Some(pos) = buckets.get(b).copied().and_then(position) else {
-                break;
-            };
-            if list.get(pos).is_some_and(|e| key_of(e) == key) {
-                return Some(pos);
-            }
-            b = Self::next_bucket(b, len);
-        }
-        if self.unindexed == 0 {
-            return None;
-        }
-        list.iter().position(|e| key_of(e) == key)
+        self.locate(key, list, &key_of).map(|(_, pos)| pos)
     }
 
     /// The position in `list` of the entry whose key is `key`, if any,
@@ -167,16 +152,33 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
         list: &[T],
         key_of: impl Fn(&T) -> usize,
     ) -> Option<usize> {
-        let len = self.buckets.deref().len();
+        let (bucket, pos) = self.locate(key, list, &key_of)?;
+        match bucket {
+            Some(b) => self.vacate(b, list, &key_of),
+            // INVARIANT: an unindexed entry leaves the list.
+            None => self.unindexed = self.unindexed.saturating_sub(1),
+        }
+        self.follow_last(pos, list, &key_of);
+        Some(pos)
+    }
+
+    /// The entry whose key is `key`: the bucket naming it (`None` for an
+    /// unindexed entry, found by a scan) and its position in `list`.
+    fn locate<T>(
+        &self,
+        key: usize,
+        list: &[T],
+        key_of: &impl Fn(&T) -> usize,
+    ) -> Option<(Option<usize>, usize)> {
+        let buckets = self.buckets.deref();
+        let len = buckets.len();
         let mut b = bucket_of(key, len);
         for _ in 0..len {
-            let Some(pos) = self.buckets.deref().get(b).copied().and_then(position) else {
+            let Some(pos) = buckets.get(b).copied().and_then(position) else {
                 break;
             };
             if list.get(pos).is_some_and(|e| key_of(e) == key) {
-                self.vacate(b, list, &key_of);
-                self.follow_last(pos, list, &key_of);
-                return Some(pos);
+                return Some((Some(b), pos));
             }
             b = Self::next_bucket(b, len);
         }
@@ -185,8 +187,7 @@ impl<S: DerefMut<Target = [u32]>> KeyIndex<S> {
         }
         // Not named by a bucket: an unindexed entry, if any.
         let pos = list.iter().position(|e| key_of(e) == key)?;
-        self.removing(pos, list, key_of);
-        Some(pos)
+        Some((None, pos))
     }
 
     /// Updates the index for the removal of entry `pos` by swapping the
