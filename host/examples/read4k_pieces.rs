@@ -98,7 +98,7 @@ fn run_build(
     let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
         return 0;
     };
-    let Ok(pcl) = ParsedChunks::build(black_box(&lists), chunks, segs) else {
+    let Ok(pcl) = ParsedChunks::build(black_box(lists), chunks, segs) else {
         return 0;
     };
     CallLayout::new(&pcl, inline.len(), 1 << 20).map_or(0, |l| l.total())
@@ -149,7 +149,7 @@ fn main() {
     let layout = {
         let hdr = decode_call(&call, &server).expect("the call decodes");
         let (lists, _) = hdr.body.chunks_and_inline().expect("it has lists");
-        ParsedChunks::build(&lists, &mut reply_chunks, &mut reply_segs)
+        ParsedChunks::build(lists, &mut reply_chunks, &mut reply_segs)
             .expect("the lists fit")
             .layout()
     };
