@@ -504,12 +504,10 @@ impl Conn {
         add(&self.counters().invalidations, n as u64);
         trace_local_invs(Some(&rqst), &mrs);
         let Ok(keys) = rkeys(&mrs) else {
-            // Cannot track the invalidation: deregister the MRs first, then
-            // revoke everything (dropping `rqst` fails the RPC).
-            self.count_orphaned(mrs.len());
-            drop(mrs);
-            self.xprt.force_disconnect();
-            drop(rqst);
+            // Cannot track the invalidation: deregister the MRs, then the
+            // RPC completes with its reply (deregistration revokes their
+            // steering tags, so nothing can reach the pages any more).
+            self.orphan_and_complete(rqst, status, mrs);
             return;
         };
         // Allocated empty and filled afterwards: should the allocation
@@ -524,11 +522,8 @@ impl Conn {
             GFP_KERNEL,
         );
         let Ok(done) = done else {
-            // Cannot track the invalidation: revoke everything instead.
-            self.count_orphaned(mrs.len());
-            drop(mrs);
-            self.xprt.force_disconnect();
-            drop(rqst);
+            // Cannot track the invalidation: deregister instead, as above.
+            self.orphan_and_complete(rqst, status, mrs);
             return;
         };
         *done.state.lock() = Some((rqst, status, mrs));
@@ -538,13 +533,24 @@ impl Conn {
             // MRs (which revokes their steering tags) before the RPC
             // completes and its buffers can go back.
             let taken = done.state.lock().take();
-            if let Some((rqst, status, mrs)) = taken {
-                self.count_orphaned(mrs.len());
-                drop(mrs);
-                rqst.complete(status);
+            match taken {
+                Some((rqst, status, mrs)) => self.orphan_and_complete(rqst, status, mrs),
+                None => self.xprt.force_disconnect(),
             }
-            self.xprt.force_disconnect();
         }
+    }
+
+    /// The invalidation of `mrs` cannot be tracked: deregisters them, which
+    /// revokes their steering tags, then completes `rqst` with its reply's
+    /// `status` (the reply itself is good: failing the RPC would hand
+    /// `-EIO` to a hard mount), and closes the connection, which recovers
+    /// the pool's MRs.
+    #[cold]
+    fn orphan_and_complete(&self, rqst: PinnedRqst, status: i32, mrs: KVec<Mr>) {
+        self.count_orphaned(mrs.len());
+        drop(mrs);
+        rqst.complete(status);
+        self.xprt.force_disconnect();
     }
 }
 

@@ -78,7 +78,10 @@ alloc_faults_arm() {
         echo 32 > "$_d/stacktrace-depth"
         echo N > "$_d/ignore-gfp-wait"
         [ -f "$_d/min-order" ] && echo 0 > "$_d/min-order"
-        echo 0 > "$_d/verbose"
+        # Each injected fault's call stack in the kernel log (verbose 2; 1
+        # prints only that one was injected): the budget is a few faults,
+        # so a few stacks, and a failure names the path that failed.
+        echo 2 > "$_d/verbose"
         echo 1 > "$_d/interval"
         echo $ALLOC_TIMES > "$_d/times"
         echo "$ALLOC_PERCENT" > "$_d/probability"
@@ -188,10 +191,16 @@ serve_direction() {
 
 # ---- client --------------------------------------------------------------------
 # ask NAME [SECONDS]: the server's answer to request NAME, or non-zero.
+# The request is a file made over the mount under test: should making it
+# fail (a hard mount must never see an error), that is the failure, said
+# at once, not a server that did not answer.
 ask() {
     _f=$MNT/.fi-ack-$1
     rm -f "$_f"
-    touch "$MNT/.fi-req-$1" && sync
+    if ! _err=$(touch "$MNT/.fi-req-$1" 2>&1 && sync 2>&1); then
+        echo "cannot make the request over the mount: $_err" >&2
+        return 2
+    fi
     wait_for "${2:-120}" sh -c "ls -a $MNT | grep -q '^.fi-ack-$1$'" || return 1
     cat "$_f"; rm -f "$_f"
 }
@@ -219,7 +228,11 @@ phase() {  # phase NAME CMD...: PASS/FAIL DIRECTION:NAME with the time it took
 
 alloc_phase() {
     if [ "$CLIENT_MOD" = rust ]; then alloc_faults_arm || { PHASE_ERR="cannot arm the client"; return 1; }; fi
-    _srv=$(ask alloc-arm) || { PHASE_ERR="server did not arm"; return 1; }
+    if ! _srv=$(ask alloc-arm 2>/tmp/.fi-ask-err); then
+        PHASE_ERR="server did not arm$(sed "s/^/: /" /tmp/.fi-ask-err)"
+        [ "$CLIENT_MOD" = rust ] && alloc_faults_disarm > /dev/null
+        return 1
+    fi
     fio_verify fi-alloc $(( SIZE * 2 )); _rc=$?
     _cli=none
     [ "$CLIENT_MOD" = rust ] && _cli=$(alloc_faults_disarm)
