@@ -36,79 +36,19 @@ sample in rpcrdma.ko landed in [rdma_rxe], one in rdma_rxe.ko in
 guest does not have. Here every kernel address goes to the text symbol at
 or below it in KALLSYMS, with that symbol's module.
 """
-import bisect
-import re
 import sys
+
+from ksyms import Symbols
 
 kallsyms, cfg, prof, kib, fio_ms, syms_out = sys.argv[1:7]
 calls_out = sys.argv[7] if len(sys.argv) > 7 else None
 ips_out = sys.argv[8] if len(sys.argv) > 8 else None
 mib = float(kib) / 1024
 
-addrs, names = [], []
-for line in open(kallsyms):
-    f = line.split()
-    if len(f) < 3 or f[1] not in 'tTwW':
-        continue
-    a = int(f[0], 16)
-    if a == 0:
-        continue
-    mod = f[3].strip('[]') if len(f) > 3 else ''
-    addrs.append(a)
-    names.append((f[2], mod))
-order = sorted(range(len(addrs)), key=addrs.__getitem__)
-addrs = [addrs[i] for i in order]
-names = [names[i] for i in order]
-if not addrs:
+SYMS = Symbols(kallsyms)
+if not SYMS.addrs:
     sys.exit("no addresses in %s (kptr_restrict?)" % kallsyms)
-
-KERNEL = 0xffff800000000000
-IDLE = re.compile(r'^(default_idle|pv_native_safe_halt|native_safe_halt|arch_cpu_idle|do_idle|cpu_idle|default_idle_call)')
-COPY = re.compile(r'(memcpy|memmove|copy_user|copy_page|copy_to_iter|copy_from_iter|rep_movs|copy_mc)')
-CRC = re.compile(r'(crc32|icrc)')
-IB = re.compile(r'^(ib_|rdma_|cma_|iw_|ucma_|__ib_)')
-NFSD = re.compile(r'^(nfsd|nfs3svc|nfs4svc|nfssvc|svcxdr)')
-NFS = re.compile(r'^(nfs|pnfs)')
-SUNRPC = re.compile(r'^(rpc_|rpcauth|xprt_|svc_|xdr_|gss_|cache_|auth_|__rpc|__svc|__xprt)')
-
-
-def category(sym, mod):
-    if mod in ('rpcrdma', 'rpcrdma_rs'):
-        return 'transport'
-    if mod in ('rdma_rxe', 'siw'):
-        # The software RDMA device (BENCH_DEV=siw runs siw): one category.
-        return 'rxe'
-    if IDLE.search(sym):
-        return 'idle'
-    if COPY.search(sym):
-        return 'copy'
-    if CRC.search(sym):
-        return 'crc'
-    if mod in ('ib_core', 'rdma_cm', 'iw_cm', 'ib_cm', 'ib_uverbs') or IB.search(sym):
-        return 'ib_core'
-    if mod == 'nfsd' or NFSD.search(sym):
-        return 'nfsd'
-    if mod in ('nfs', 'nfsv4') or NFS.search(sym):
-        return 'nfs'
-    if mod == 'sunrpc' or SUNRPC.search(sym):
-        return 'sunrpc'
-    return 'other_kernel'
-
-
-def resolve_at(ip):
-    """(category, (symbol, module), offset in the symbol) of an address."""
-    if ip < KERNEL:
-        return 'user', ('', 'user'), 0
-    i = bisect.bisect_right(addrs, ip) - 1
-    if i < 0:
-        return category('?', ''), ('?', ''), 0
-    return category(*names[i]), names[i], ip - addrs[i]
-
-
-def resolve(ip):
-    """(category, (symbol, module)) of an address."""
-    c, key, _ = resolve_at(ip)
-    return c, key
+resolve_at, resolve = SYMS.resolve_at, SYMS.resolve
 
 
 def samples(lines):

@@ -48,6 +48,12 @@
 #   callees included, by category, and calls-CFG-PROF.txt in the results
 #   directory lists each transport function's inclusive instructions per
 #   MiB and the callers of the copy functions.
+#   16 (a bit, with 1: 17) counts the kernel's instructions exactly around
+#   each profile's jobs (the kcount QEMU plugin that scripts/bench-icount
+#   loads for this bit; scripts/icount-plugin/kcount.c): icount-kcount
+#   lines give each category's instructions per I/O, icount-kfunc lines the
+#   transport's costliest functions, and kfuncs-CFG-PROF.txt in the results
+#   directory every function's (scripts/guest/kcount-diff.py).
 #
 # One INFO line per config and repetition, the mount's sizes:
 #   icount-mount cfg=<c> rep=<n> rsize=<n> wsize=<n>
@@ -275,6 +281,20 @@ EOF
 # data; reports profile PROF (icount-profile lines; per MiB: what these jobs
 # moved). Its log and the split by symbol go to the results directory
 # (perf-CFG-PROF.log, syms-CFG-PROF.txt).
+# kcount_snap NAME: the kcount plugin's snapshot of the kernel's
+# instruction counts, as $RESULTS/kcount-NAME.txt; waits for it (the
+# plugin's thread on the host polls for the request every 20 ms).
+kcount_snap() {
+    rm -f "$RESULTS/kcount-$1.done" "$RESULTS/kcount-$1.txt"
+    : > "$RESULTS/kcount-$1.req"
+    _w=0
+    while [ ! -e "$RESULTS/kcount-$1.done" ]; do
+        _w=$((_w + 1))
+        [ $_w -gt 3000 ] && { say "kcount: no snapshot $1 (is the plugin loaded?)"; return 1; }
+        sleep 0.1
+    done
+}
+
 perf_jobs() {
     _cfg=$1 _prof=$2; shift 2
     _ctl=/tmp/perf-$_cfg-$_prof.ctl _ack=/tmp/perf-$_cfg-$_prof.ack
@@ -300,7 +320,8 @@ perf_jobs() {
     # to the command: it applies to head, which gets the ack.
     _on="--exec_prerun=echo enable > $_ctl; head -n 1 $_ack"
     _off="--exec_postrun=echo disable > $_ctl; head -n 1 $_ack"
-    _ok=1 _fio_ms=0 _kib=0
+    _ok=1 _fio_ms=0 _kib=0 _nios=0 _kc=0
+    [ $((PROFILE & 16)) != 0 ] && kcount_snap "$_cfg-$_prof-begin" && _kc=1
     for _spec in "$@"; do
         IFS=: read -r _j _rw _bs _qd _io <<SPEC
 $_spec
@@ -313,6 +334,7 @@ SPEC
 $_res
 RES
             _fio_ms=$((_fio_ms + _ms))
+            _nios=$((_nios + _ios))
             case $_bs in
                 *k) _kib=$((_kib + _ios * ${_bs%k})) ;;
                 *m) _kib=$((_kib + _ios * ${_bs%m} * 1024)) ;;
@@ -324,12 +346,25 @@ RES
             [ -f "$_f" ] && { echo "== $_f"; cat "$_f"; rm -f "$_f"; } >> "$_log"
         done
     done
+    [ $_kc = 1 ] && { kcount_snap "$_cfg-$_prof-end" || _kc=0; }
     kill -INT $_perf 2>/dev/null; pkill -INT -f 'sleep 100000'; wait $_perf
     # The addresses of the kernel's and the modules' symbols, taken while the
     # profiled modules are still loaded: perf-categorise.py resolves the
     # kernel samples with them (perf's own module maps are wrong on this
     # kernel; see there).
     cp /proc/kallsyms "/tmp/kallsyms-$_cfg"
+    if [ $_kc = 1 ]; then
+        python3 "$REPO_ROOT/scripts/guest/kcount-diff.py" "/tmp/kallsyms-$_cfg" \
+            "$RESULTS/kcount-$_cfg-$_prof-begin.txt" "$RESULTS/kcount-$_cfg-$_prof-end.txt" \
+            "$_cfg" "$_prof" "$_nios" "$_kib" "$RESULTS/kfuncs-$_cfg-$_prof.txt" \
+            > "/tmp/kcount-$_cfg-$_prof.txt" 2>>"$_log" &&
+            while read -r _l; do info "$_l"; done < "/tmp/kcount-$_cfg-$_prof.txt"
+        # The snapshots are large; the per-function split stays.
+        rm -f "$RESULTS/kcount-$_cfg-$_prof-"*.txt "$RESULTS/kcount-$_cfg-$_prof-"*.done
+        [ -f "$RESULTS/kfuncs-$_cfg-$_prof.txt" ] && command -v c++filt >/dev/null &&
+            c++filt < "$RESULTS/kfuncs-$_cfg-$_prof.txt" > /tmp/kfuncs.txt &&
+            cp /tmp/kfuncs.txt "$RESULTS/kfuncs-$_cfg-$_prof.txt"
+    fi
     ls -la "$_data" >> "$_log" 2>&1
     [ $_ok = 1 ] || { fail "profile-$_cfg-$_prof" "fio failed under perf"; return 1; }
     perf report -i "$_data" --stats >> "$_log" 2>&1
