@@ -9,7 +9,7 @@ use rpcrdma_proto::proto::encode::{
 };
 use rpcrdma_proto::proto::golden::compare_header;
 use rpcrdma_proto::proto::msg::{Body, DecodeLimits, ErrorBody, Header, ReadSegment, Segment};
-use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, ReadRegion};
+use rpcrdma_proto::proto::pcl::{NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion};
 use rpcrdma_proto::proto::pieces::{page_spans, CallReadPieces};
 use rpcrdma_proto::proto::svc_call::PagedCall;
 use rpcrdma_proto::targets::decode_header::reencode;
@@ -360,5 +360,39 @@ proptest! {
         prop_assert!((1024..=262_144).contains(&s));
         prop_assert!(s <= send.max(1024));
         prop_assert_eq!(encode_buffer_size(decode_buffer_size(p.send_size)), p.send_size);
+    }
+}
+
+/// A position or length of a Reply's payload: mostly small, so that
+/// payloads meet, overlap and fit, sometimes near `u32::MAX`.
+fn reply_offset() -> impl Strategy<Value = u32> {
+    prop_oneof![8 => 0u32..300, 1 => (u32::MAX - 300)..=u32::MAX]
+}
+
+proptest! {
+    #![proptest_config(cfg(4000))]
+
+    /// The length of a Reply's non-payload regions, counted in one loop,
+    /// is the sum of what the walk yields, and an error exactly when the
+    /// walk yields one.
+    #[test]
+    fn nonpayload_total_len_is_the_walks_sum(
+        payloads in prop::collection::vec((reply_offset(), reply_offset()), 0..5),
+        xdr_len in reply_offset(),
+    ) {
+        let chunks: Vec<PclChunk> = payloads
+            .iter()
+            .map(|&(position, payload_length)| PclChunk {
+                position,
+                payload_length,
+                ..PclChunk::default()
+            })
+            .collect();
+        let walk = NonPayloadRegions::new(&chunks, xdr_len);
+        let mut sum: Result<u32, PclError> = Ok(0);
+        for r in walk.clone() {
+            sum = sum.and_then(|s| s.checked_add(r?.len).ok_or(PclError::BadRegion));
+        }
+        prop_assert_eq!(walk.total_len(), sum);
     }
 }

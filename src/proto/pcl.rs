@@ -636,6 +636,37 @@ impl<'c> NonPayloadRegions<'c> {
             done: false,
         }
     }
+
+    /// The sum of the lengths of the regions still to come, or
+    /// [`PclError::BadRegion`] if the walk would yield an error: the
+    /// checks of [`Iterator::next`] in one loop, without an `Option` and
+    /// a `Result` per region (what a Reply's body length is counted with).
+    #[inline]
+    pub fn total_len(&self) -> Result<u32, PclError> {
+        if self.done {
+            return Ok(0);
+        }
+        let chunks = self.chunks.get(self.next..).unwrap_or(&[]);
+        let mut start = self.start;
+        let mut len: u32 = 0;
+        for c in chunks.iter().take_while(|c| c.payload_length != 0) {
+            // The region before the payload: from the end of the previous
+            // payload's pad to the payload, inside the reply.
+            let gap = c
+                .position
+                .checked_sub(start)
+                .filter(|_| c.position <= self.xdr_len)
+                .ok_or(PclError::BadRegion)?;
+            start = c
+                .position
+                .checked_add(c.payload_length)
+                .and_then(align_up_u32)
+                .ok_or(PclError::BadRegion)?;
+            len = len.checked_add(gap).ok_or(PclError::BadRegion)?;
+        }
+        let tail = self.xdr_len.checked_sub(start).ok_or(PclError::BadRegion)?;
+        len.checked_add(tail).ok_or(PclError::BadRegion)
+    }
 }
 
 impl Iterator for NonPayloadRegions<'_> {
