@@ -672,6 +672,7 @@ impl<'c> NonPayloadRegions<'c> {
 impl Iterator for NonPayloadRegions<'_> {
     type Item = Result<Region, PclError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if self.done {
