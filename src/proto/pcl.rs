@@ -20,7 +20,7 @@
 //! `pcl_process_nonpayloads()`, with every offset computed checked.
 
 use super::encode::EncodeError;
-use super::msg::write_segment;
+use super::msg::write_present_chunk;
 use super::msg::ChunkLists;
 use super::msg::DecodeLimits;
 use super::msg::Proc;
@@ -400,19 +400,18 @@ impl<'s> ParsedChunks<'s> {
         // The fixed words and an empty Read list.
         w.write_words([xid, RPCRDMA_VERSION, credits, proc_.to_u32(), 0])?;
         for chunk in self.write_chunks() {
-            w.write_bool(true)?;
             self.encode_trimmed(&mut w, chunk, chunk.payload_length)?;
         }
-        w.write_bool(false)?;
         match reply {
             Some(chunk) => {
+                w.write_bool(false)?;
                 if reply_len > chunk.length {
                     return Err(EncodeError::TooLarge);
                 }
-                w.write_bool(true)?;
                 self.encode_trimmed(&mut w, chunk, reply_len)?;
             }
-            None => w.write_bool(false)?,
+            // The end of the Write list and no Reply chunk.
+            None => w.write_words([0, 0])?,
         }
         Ok(w.position())
     }
@@ -439,8 +438,10 @@ impl<'s> ParsedChunks<'s> {
         Some(())
     }
 
-    /// Encodes `chunk` as a counted array with lengths trimmed to `used`
-    /// bytes in total (C `svc_rdma_encode_write_chunk()`).
+    /// Encodes `chunk`, present (its discriminator), as a counted array
+    /// with lengths trimmed to `used` bytes in total (C
+    /// `svc_rdma_encode_write_chunk()`).
+    #[inline]
     fn encode_trimmed(
         &self,
         w: &mut XdrWriter<'_>,
@@ -448,14 +449,17 @@ impl<'s> ParsedChunks<'s> {
         used: u32,
     ) -> Result<(), EncodeError> {
         let segs = self.segments(chunk);
-        let count = u32::try_from(segs.len()).map_err(|_| EncodeError::TooLarge)?;
-        w.write_u32(count)?;
+        let Ok(count) = u32::try_from(segs.len()) else {
+            // After the discriminator, as it is written first.
+            w.write_bool(true)?;
+            return Err(EncodeError::TooLarge);
+        };
         let mut remaining = used;
-        for s in segs {
+        write_present_chunk(w, segs, count, |s| {
             let length = remaining.min(s.length);
             remaining = remaining.saturating_sub(length);
-            write_segment(w, &Segment { length, ..*s })?;
-        }
+            length
+        })?;
         Ok(())
     }
 
