@@ -5,13 +5,14 @@ use proptest::prelude::*;
 use rpcrdma_proto::proto::cm::{decode_buffer_size, encode_buffer_size, ConnectPrivate};
 use rpcrdma_proto::proto::decode::{decode_call, decode_header, decode_reply};
 use rpcrdma_proto::proto::encode::{
-    encode_header, error_reply_for, BodyRef, ChunkListsRef, HeaderRef,
+    encode_header, error_reply_for, BodyRef, ChunkListsRef, EncodeError, HeaderRef,
 };
 use rpcrdma_proto::proto::golden::compare_header;
 use rpcrdma_proto::proto::msg::{Body, DecodeLimits, ErrorBody, Header, ReadSegment, Segment};
-use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, ReadRegion};
+use rpcrdma_proto::proto::pcl::{NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion};
 use rpcrdma_proto::proto::pieces::{page_spans, CallReadPieces};
 use rpcrdma_proto::proto::svc_call::PagedCall;
+use rpcrdma_proto::proto::xdr::XdrWriter;
 use rpcrdma_proto::targets::decode_header::reencode;
 
 const LIM: DecodeLimits = DecodeLimits {
@@ -360,5 +361,115 @@ proptest! {
         prop_assert!((1024..=262_144).contains(&s));
         prop_assert!(s <= send.max(1024));
         prop_assert_eq!(encode_buffer_size(decode_buffer_size(p.send_size)), p.send_size);
+    }
+}
+
+/// A position or length of a Reply's payload: mostly small, so that
+/// payloads meet, overlap and fit, sometimes near `u32::MAX`.
+fn reply_offset() -> impl Strategy<Value = u32> {
+    prop_oneof![8 => 0u32..300, 1 => (u32::MAX - 300)..=u32::MAX]
+}
+
+proptest! {
+    #![proptest_config(cfg(4000))]
+
+    /// The length of a Reply's non-payload regions, counted in one loop,
+    /// is the sum of what the walk yields, and an error exactly when the
+    /// walk yields one.
+    #[test]
+    fn nonpayload_total_len_is_the_walks_sum(
+        payloads in prop::collection::vec((reply_offset(), reply_offset()), 0..5),
+        xdr_len in reply_offset(),
+    ) {
+        let chunks: Vec<PclChunk> = payloads
+            .iter()
+            .map(|&(position, payload_length)| PclChunk {
+                position,
+                payload_length,
+                ..PclChunk::default()
+            })
+            .collect();
+        let walk = NonPayloadRegions::new(&chunks, xdr_len);
+        let mut sum: Result<u32, PclError> = Ok(0);
+        for r in walk.clone() {
+            sum = sum.and_then(|s| s.checked_add(r?.len).ok_or(PclError::BadRegion));
+        }
+        prop_assert_eq!(walk.total_len(), sum);
+    }
+}
+
+/// `ParsedChunks::encode_reply_header` as it was written word by word,
+/// each word bounds-checked: what the encoder must match, bytes and
+/// errors, for every output length.
+fn reply_header_word_by_word(
+    pcl: &ParsedChunks<'_>,
+    xid: u32,
+    credits: u32,
+    reply_len: u32,
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let trimmed = |w: &mut XdrWriter<'_>, chunk: &PclChunk, used: u32| {
+        let segs = pcl.segments(chunk);
+        w.write_u32(u32::try_from(segs.len()).unwrap())?;
+        let mut remaining = used;
+        for s in segs {
+            let length = remaining.min(s.length);
+            remaining -= length;
+            w.write_words([s.handle, length, (s.offset >> 32) as u32, s.offset as u32])?;
+        }
+        Ok::<(), EncodeError>(())
+    };
+    let mut w = XdrWriter::new(out);
+    let reply = pcl.reply_chunk();
+    w.write_words([xid, 1, credits, u32::from(reply.is_some()), 0])?;
+    for chunk in pcl.write_chunks() {
+        w.write_bool(true)?;
+        trimmed(&mut w, chunk, chunk.payload_length)?;
+    }
+    w.write_bool(false)?;
+    match reply {
+        Some(chunk) => {
+            if reply_len > chunk.length {
+                return Err(EncodeError::TooLarge);
+            }
+            w.write_bool(true)?;
+            trimmed(&mut w, chunk, reply_len)?;
+        }
+        None => w.write_bool(false)?,
+    }
+    Ok(w.position())
+}
+
+proptest! {
+    #![proptest_config(cfg(1000))]
+
+    /// The Reply's header is the same, bytes or error, as written word by
+    /// word, whatever room it is given.
+    #[test]
+    fn reply_header_matches_word_by_word(
+        o in owned(),
+        payloads in prop::collection::vec((0u32..300, 0u32..80_000), 0..3),
+        reply_len in 0u32..80_000,
+    ) {
+        let o = Owned { kind: 0, read: Vec::new(), ..o };
+        let bytes = encode(&o);
+        let h = decode_call(&bytes, &LIM).unwrap();
+        let (lists, _) = h.body.chunks_and_inline().unwrap();
+        let mut chunks = [PclChunk::default(); 8];
+        let mut segs = [Segment::default(); 32];
+        let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+        for (i, &(position, length)) in payloads.iter().enumerate() {
+            let _ = pcl.set_result_payload(i, position, length);
+        }
+        let mut a = [0u8; 512];
+        let mut b = [0u8; 512];
+        for room in 0..=a.len() {
+            let got = pcl.encode_reply_header(o.xid, o.credits, reply_len, &mut a[..room]);
+            let want = reply_header_word_by_word(&pcl, o.xid, o.credits, reply_len, &mut b[..room]);
+            prop_assert_eq!(got, want);
+            if let Ok(n) = got {
+                prop_assert_eq!(&a[..n], &b[..n]);
+            }
+        }
     }
 }

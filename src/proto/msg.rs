@@ -187,6 +187,39 @@ pub(crate) fn write_segment(w: &mut XdrWriter<'_>, s: &Segment) -> Result<(), Xd
     w.write_words([s.handle, s.length, hi, lo])
 }
 
+/// The wire bytes of segment `s` with the length `length`: the encoder's
+/// twin of [`segment_from`].
+#[inline]
+fn segment_bytes(s: &Segment, length: u32) -> [u8; SEGMENT_LEN] {
+    let words = (u128::from(s.handle) << 96) | (u128::from(length) << 64) | u128::from(s.offset);
+    words.to_be_bytes()
+}
+
+/// Writes a chunk its list says is there: the discriminator 1, `count`
+/// (the number of `segs`) and the segments, each with the length
+/// `length` gives it, with one bounds check for the whole chunk.
+#[inline]
+pub(crate) fn write_present_chunk(
+    w: &mut XdrWriter<'_>,
+    segs: &[Segment],
+    count: u32,
+    mut length: impl FnMut(&Segment) -> u32,
+) -> Result<(), XdrError> {
+    let len = segs
+        .len()
+        .checked_mul(SEGMENT_LEN)
+        .and_then(|n| n.checked_add(8))
+        .ok_or(XdrError::Overflow)?;
+    let Some((head, body)) = w.reserve(len)?.split_first_chunk_mut::<8>() else {
+        return Err(XdrError::NoSpace);
+    };
+    *head = ((1u64 << 32) | u64::from(count)).to_be_bytes();
+    for (out, s) in body.chunks_exact_mut(SEGMENT_LEN).zip(segs) {
+        out.copy_from_slice(&segment_bytes(s, length(s)));
+    }
+    Ok(())
+}
+
 /// Sum of the lengths of the segments encoded in `bytes` (whole segments
 /// only: a partial one at the end is ignored), or `None` if it overflows
 /// `u32`. Reads only the length words, each at a fixed offset in its

@@ -20,7 +20,7 @@
 //! `pcl_process_nonpayloads()`, with every offset computed checked.
 
 use super::encode::EncodeError;
-use super::msg::write_segment;
+use super::msg::write_present_chunk;
 use super::msg::ChunkLists;
 use super::msg::DecodeLimits;
 use super::msg::Proc;
@@ -352,6 +352,9 @@ impl<'s> ParsedChunks<'s> {
     /// XDR offset `position` of the reply and is `length` bytes long (C
     /// `svc_rdma_result_payload()`), rejecting a payload larger than the
     /// chunk.
+    // Inlined into the loop over nfsd's payloads: the lists stay in
+    // registers rather than going to memory for a call per payload.
+    #[inline]
     pub fn set_result_payload(
         &mut self,
         index: usize,
@@ -400,19 +403,18 @@ impl<'s> ParsedChunks<'s> {
         // The fixed words and an empty Read list.
         w.write_words([xid, RPCRDMA_VERSION, credits, proc_.to_u32(), 0])?;
         for chunk in self.write_chunks() {
-            w.write_bool(true)?;
             self.encode_trimmed(&mut w, chunk, chunk.payload_length)?;
         }
-        w.write_bool(false)?;
         match reply {
             Some(chunk) => {
+                w.write_bool(false)?;
                 if reply_len > chunk.length {
                     return Err(EncodeError::TooLarge);
                 }
-                w.write_bool(true)?;
                 self.encode_trimmed(&mut w, chunk, reply_len)?;
             }
-            None => w.write_bool(false)?,
+            // The end of the Write list and no Reply chunk.
+            None => w.write_words([0, 0])?,
         }
         Ok(w.position())
     }
@@ -439,8 +441,10 @@ impl<'s> ParsedChunks<'s> {
         Some(())
     }
 
-    /// Encodes `chunk` as a counted array with lengths trimmed to `used`
-    /// bytes in total (C `svc_rdma_encode_write_chunk()`).
+    /// Encodes `chunk`, present (its discriminator), as a counted array
+    /// with lengths trimmed to `used` bytes in total (C
+    /// `svc_rdma_encode_write_chunk()`).
+    #[inline]
     fn encode_trimmed(
         &self,
         w: &mut XdrWriter<'_>,
@@ -448,14 +452,17 @@ impl<'s> ParsedChunks<'s> {
         used: u32,
     ) -> Result<(), EncodeError> {
         let segs = self.segments(chunk);
-        let count = u32::try_from(segs.len()).map_err(|_| EncodeError::TooLarge)?;
-        w.write_u32(count)?;
+        let Ok(count) = u32::try_from(segs.len()) else {
+            // After the discriminator, as it is written first.
+            w.write_bool(true)?;
+            return Err(EncodeError::TooLarge);
+        };
         let mut remaining = used;
-        for s in segs {
+        write_present_chunk(w, segs, count, |s| {
             let length = remaining.min(s.length);
             remaining = remaining.saturating_sub(length);
-            write_segment(w, &Segment { length, ..*s })?;
-        }
+            length
+        })?;
         Ok(())
     }
 
@@ -636,11 +643,43 @@ impl<'c> NonPayloadRegions<'c> {
             done: false,
         }
     }
+
+    /// The sum of the lengths of the regions still to come, or
+    /// [`PclError::BadRegion`] if the walk would yield an error: the
+    /// checks of [`Iterator::next`] in one loop, without an `Option` and
+    /// a `Result` per region (what a Reply's body length is counted with).
+    #[inline]
+    pub fn total_len(&self) -> Result<u32, PclError> {
+        if self.done {
+            return Ok(0);
+        }
+        let chunks = self.chunks.get(self.next..).unwrap_or(&[]);
+        let mut start = self.start;
+        let mut len: u32 = 0;
+        for c in chunks.iter().take_while(|c| c.payload_length != 0) {
+            // The region before the payload: from the end of the previous
+            // payload's pad to the payload, inside the reply.
+            let gap = c
+                .position
+                .checked_sub(start)
+                .filter(|_| c.position <= self.xdr_len)
+                .ok_or(PclError::BadRegion)?;
+            start = c
+                .position
+                .checked_add(c.payload_length)
+                .and_then(align_up_u32)
+                .ok_or(PclError::BadRegion)?;
+            len = len.checked_add(gap).ok_or(PclError::BadRegion)?;
+        }
+        let tail = self.xdr_len.checked_sub(start).ok_or(PclError::BadRegion)?;
+        len.checked_add(tail).ok_or(PclError::BadRegion)
+    }
 }
 
 impl Iterator for NonPayloadRegions<'_> {
     type Item = Result<Region, PclError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if self.done {

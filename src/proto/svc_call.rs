@@ -43,6 +43,9 @@ impl<'c> CallLayout<'c> {
     /// regions are consistent and it fits an argument of `arg_max` bytes.
     /// `None` is answered with `ERR_CHUNK`; a call chunk too large for the
     /// request is refused here, before anything is read.
+    // Inlined into the receive path; the walk of the Read regions, which
+    // most Calls (none with a Read chunk) skip, stays out of line.
+    #[inline]
     pub fn new(pcl: &'c ParsedChunks<'_>, inline_len: usize, arg_max: u32) -> Option<Self> {
         let (base_len, base_in_call_chunk) = match pcl.call_chunk() {
             Some(cc) if cc.length == 0 => return None,
@@ -59,7 +62,7 @@ impl<'c> CallLayout<'c> {
         }
         // Without Read chunks the base is the whole Call, which cannot be
         // inconsistent: only chunks need the walk.
-        if !read_chunks.is_empty() && ReadRegions::new(read_chunks, base_len).any(|r| r.is_err()) {
+        if !read_chunks.is_empty() && !regions_consistent(read_chunks, base_len) {
             return None;
         }
         // INVARIANT: checked just above.
@@ -92,6 +95,12 @@ impl<'c> CallLayout<'c> {
             finished: false,
         }
     }
+}
+
+/// Whether the Read regions of `read_chunks` over a base of `base_len`
+/// bytes are consistent (their walk yields no error).
+fn regions_consistent(read_chunks: &[PclChunk], base_len: u32) -> bool {
+    ReadRegions::new(read_chunks, base_len).all(|r| r.is_ok())
 }
 
 /// Where the bytes of one [`Step`] come from.

@@ -151,13 +151,11 @@ pub struct ReplyBody<'c> {
 impl<'c> ReplyBody<'c> {
     /// The rest of a Reply of `xdr_len` bytes around the payloads recorded
     /// in `pcl`; [`PclError::BadRegion`] if they do not fit in it.
+    #[inline]
     pub fn new(pcl: &'c ParsedChunks<'_>, xdr_len: u32) -> Result<Self, PclError> {
         let regions = pcl.nonpayload_regions(xdr_len);
-        let mut len: u32 = 0;
-        for r in regions.clone() {
-            len = len.checked_add(r?.len).ok_or(PclError::BadRegion)?;
-        }
-        // INVARIANT: every region was checked just above.
+        let len = regions.total_len()?;
+        // INVARIANT: `total_len` checks every region.
         Ok(Self { regions, len })
     }
 
@@ -240,6 +238,9 @@ impl BodyRuns<'_> {
 impl Iterator for BodyRuns<'_> {
     type Item = Result<BodyRun, PclError>;
 
+    // Inlined, with the regions' walk, into the loop that copies the
+    // runs: no call and no `Option<Result>` in memory per run.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         while !self.finished && self.left != 0 {
             let r = match self.regions.next() {

@@ -248,7 +248,7 @@ impl<'a> XdrWriter<'a> {
 
     /// Reserves `len` bytes and returns them for the caller to fill.
     #[inline]
-    fn reserve(&mut self, len: usize) -> Result<&mut [u8], XdrError> {
+    pub(crate) fn reserve(&mut self, len: usize) -> Result<&mut [u8], XdrError> {
         let start = self.pos;
         let end = start.checked_add(len).ok_or(XdrError::Overflow)?;
         let out = self.buf.get_mut(start..end).ok_or(XdrError::NoSpace)?;
