@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kcount: a QEMU TCG plugin that counts the guest kernel's executed
- * instructions per translation block, for scripts/bench-icount.
+ * instructions, each instruction's executions, for scripts/bench-icount.
  *
  * Every translation block that starts in the kernel's half of the address
- * space gets an inline counter of its executions; a block's instructions
- * times its executions is exact (blocks run whole under -icount, which
- * sizes them to the instruction budget before they start), where a sampled
+ * space gets an inline counter of its executions; each of its instructions
+ * ran that many times, exactly (blocks run whole under -icount, which sizes
+ * them to the instruction budget before they start), where a sampled
  * profile weighs each sample. The guest asks for a snapshot by creating
  * "kcount-NAME.req" in the VM's results directory (dir=, a 9p share): a
  * thread here polls for it, writes the cumulative counts to
- * "kcount-NAME.txt" ("vaddr instructions" per block start, hexadecimal
- * address, blocks translated more than once summed), then renames the
- * request to "kcount-NAME.done", which the guest waits for. The difference
- * of two snapshots is what ran between them (scripts/kcount-diff.py
- * resolves it with the guest's /proc/kallsyms).
+ * "kcount-NAME.txt" ("vaddr executions" per instruction, hexadecimal
+ * address; an instruction in several blocks, or translated more than once,
+ * summed), then renames the request to "kcount-NAME.done", which the guest
+ * waits for. The difference of two snapshots is what ran between them
+ * (scripts/guest/kcount-diff.py resolves it with the guest's
+ * /proc/kallsyms).
  *
  * Built by scripts/bench-icount with the host's gcc. The plugin API is
  * QEMU's stable C ABI (version 1 in QEMU 7.2); its few declarations are
@@ -31,6 +32,7 @@
 /* ---- QEMU plugin API (include/qemu/qemu-plugin.h, version 1) ---- */
 typedef uint64_t qemu_plugin_id_t;
 struct qemu_plugin_tb;
+struct qemu_plugin_insn;
 struct qemu_info_t;
 enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
 typedef void (*tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
@@ -38,6 +40,9 @@ typedef void (*udata_cb_t)(qemu_plugin_id_t id, void *userdata);
 extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, tb_trans_cb_t cb);
 extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 extern uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
+extern struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb,
+							size_t idx);
+extern uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 extern void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb,
 						     enum qemu_plugin_op op,
 						     void *ptr, uint64_t imm);
@@ -50,9 +55,15 @@ __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 #define KERNEL_START 0xffff800000000000ULL
 
 struct block {
-	uint64_t vaddr;
-	uint64_t insns;
+	uint64_t *insns; /* each instruction's address */
+	size_t n_insns;
 	uint64_t execs; /* incremented inline by the translated code */
+};
+
+/* One instruction's executions, for a snapshot. */
+struct insn_count {
+	uint64_t vaddr;
+	uint64_t execs;
 };
 
 /*
@@ -70,7 +81,7 @@ static struct chunk *chunks;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char dir[4096];
 
-static struct block *new_block(uint64_t vaddr, uint64_t insns)
+static struct block *new_block(uint64_t *insns, size_t n_insns)
 {
 	struct block *b;
 
@@ -86,8 +97,8 @@ static struct block *new_block(uint64_t vaddr, uint64_t insns)
 		chunks = c;
 	}
 	b = &chunks->blocks[chunks->used];
-	b->vaddr = vaddr;
 	b->insns = insns;
+	b->n_insns = n_insns;
 	/* Published after its fields: the snapshot thread reads `used`. */
 	__atomic_store_n(&chunks->used, chunks->used + 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lock);
@@ -96,48 +107,62 @@ static struct block *new_block(uint64_t vaddr, uint64_t insns)
 
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
-	uint64_t vaddr = qemu_plugin_tb_vaddr(tb);
+	size_t i, n = qemu_plugin_tb_n_insns(tb);
+	uint64_t *insns;
 	struct block *b;
 
 	(void)id;
-	if (vaddr < KERNEL_START)
+	if (qemu_plugin_tb_vaddr(tb) < KERNEL_START || !n)
 		return;
-	b = new_block(vaddr, qemu_plugin_tb_n_insns(tb));
-	if (b)
-		qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
-							 &b->execs, 1);
+	insns = malloc(n * sizeof(*insns));
+	if (!insns)
+		return;
+	for (i = 0; i < n; i++)
+		insns[i] = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
+	b = new_block(insns, n);
+	if (!b) {
+		free(insns);
+		return;
+	}
+	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &b->execs, 1);
 }
 
 static int cmp_vaddr(const void *a, const void *b)
 {
-	const struct block *x = a, *y = b;
+	const struct insn_count *x = a, *y = b;
 
 	return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
 }
 
-/* Writes every block's instructions so far, a block start's translations summed. */
+/* Writes every instruction's executions so far, its blocks' summed. */
 static int snapshot(const char *path)
 {
-	struct block *all;
-	size_t n = 0, i, cap = 0;
+	struct insn_count *all;
+	size_t n = 0, i, j, cap = 0;
 	struct chunk *c;
 	FILE *f;
 
 	pthread_mutex_lock(&lock);
 	for (c = chunks; c; c = c->next)
-		cap += __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+		for (i = 0; i < c->used; i++)
+			cap += c->blocks[i].n_insns;
 	all = malloc((cap ? cap : 1) * sizeof(*all));
 	if (!all) {
 		pthread_mutex_unlock(&lock);
 		return -1;
 	}
 	for (c = chunks; c; c = c->next) {
-		size_t used = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+		for (i = 0; i < c->used; i++) {
+			const struct block *b = &c->blocks[i];
+			uint64_t execs = __atomic_load_n(&b->execs, __ATOMIC_RELAXED);
 
-		for (i = 0; i < used && n < cap; i++) {
-			all[n] = c->blocks[i];
-			all[n].execs = __atomic_load_n(&c->blocks[i].execs, __ATOMIC_RELAXED);
-			n++;
+			if (!execs)
+				continue;
+			for (j = 0; j < b->n_insns && n < cap; j++) {
+				all[n].vaddr = b->insns[j];
+				all[n].execs = execs;
+				n++;
+			}
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -151,10 +176,8 @@ static int snapshot(const char *path)
 		uint64_t vaddr = all[i].vaddr, sum = 0;
 
 		for (; i < n && all[i].vaddr == vaddr; i++)
-			sum += all[i].insns * all[i].execs;
-		if (sum)
-			fprintf(f, "%llx %llu\n", (unsigned long long)vaddr,
-				(unsigned long long)sum);
+			sum += all[i].execs;
+		fprintf(f, "%llx %llu\n", (unsigned long long)vaddr, (unsigned long long)sum);
 	}
 	free(all);
 	return fclose(f);

@@ -53,7 +53,8 @@
 #   loads for this bit; scripts/icount-plugin/kcount.c): icount-kcount
 #   lines give each category's instructions per I/O, icount-kfunc lines the
 #   transport's costliest functions, and kfuncs-CFG-PROF.txt in the results
-#   directory every function's (scripts/guest/kcount-diff.py).
+#   directory every function's, kips-CFG-PROF.txt the transport's by
+#   instruction (scripts/guest/kcount-diff.py).
 #
 # One INFO line per config and repetition, the mount's sizes:
 #   icount-mount cfg=<c> rep=<n> rsize=<n> wsize=<n>
@@ -357,13 +358,14 @@ RES
         python3 "$REPO_ROOT/scripts/guest/kcount-diff.py" "/tmp/kallsyms-$_cfg" \
             "$RESULTS/kcount-$_cfg-$_prof-begin.txt" "$RESULTS/kcount-$_cfg-$_prof-end.txt" \
             "$_cfg" "$_prof" "$_nios" "$_kib" "$RESULTS/kfuncs-$_cfg-$_prof.txt" \
-            > "/tmp/kcount-$_cfg-$_prof.txt" 2>>"$_log" &&
+            "$RESULTS/kips-$_cfg-$_prof.txt" > "/tmp/kcount-$_cfg-$_prof.txt" 2>>"$_log" &&
             while read -r _l; do info "$_l"; done < "/tmp/kcount-$_cfg-$_prof.txt"
         # The snapshots are large; the per-function split stays.
         rm -f "$RESULTS/kcount-$_cfg-$_prof-"*.txt "$RESULTS/kcount-$_cfg-$_prof-"*.done
-        [ -f "$RESULTS/kfuncs-$_cfg-$_prof.txt" ] && command -v c++filt >/dev/null &&
-            c++filt < "$RESULTS/kfuncs-$_cfg-$_prof.txt" > /tmp/kfuncs.txt &&
-            cp /tmp/kfuncs.txt "$RESULTS/kfuncs-$_cfg-$_prof.txt"
+        for _f in "$RESULTS/kfuncs-$_cfg-$_prof.txt" "$RESULTS/kips-$_cfg-$_prof.txt"; do
+            [ -f "$_f" ] && command -v c++filt >/dev/null && c++filt < "$_f" > /tmp/kfuncs.txt &&
+                cp /tmp/kfuncs.txt "$_f"
+        done
     fi
     ls -la "$_data" >> "$_log" 2>&1
     [ $_ok = 1 ] || { fail "profile-$_cfg-$_prof" "fio failed under perf"; return 1; }
