@@ -18,11 +18,15 @@ use crate::rust::memalloc::NoIoScope;
 use crate::rust::trace;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use crate::rust::xprt::{post_local_inv, Mr, PinnedRqst, Rqst};
+use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Completion, SpinLock};
+
+/// The steering tags of a LOCAL_INV chain: up to 8 inline.
+type InvKeys = SmallList<u32, 8>;
 
 /// Completion of a batched invalidation: the MRs return to the pool.
 #[pin_data]
@@ -281,7 +285,7 @@ impl Conn {
         };
         trace_local_invs(None, &mrs);
         *done.mrs.lock() = Some(mrs);
-        if let Err(e) = self.post_inv_chain(&keys, done.clone()) {
+        if let Err(e) = self.post_inv_chain(keys.as_slice(), done.clone()) {
             trace::xprtrdma_post_linv_err(0, e);
             // The QP is gone: deregister the MRs now.
             // Taken first: deregistering may sleep, not under the lock.
@@ -333,7 +337,7 @@ impl Conn {
             GFP_KERNEL,
         );
         // The QP is gone or the batch cannot be tracked: revoke all.
-        if let Err(e) = done.and_then(|d| self.post_inv_chain(&keys, d)) {
+        if let Err(e) = done.and_then(|d| self.post_inv_chain(keys.as_slice(), d)) {
             trace::xprtrdma_post_linv_err(0, e);
             self.count_orphaned(keys.len());
             self.xprt.force_disconnect();
@@ -400,7 +404,7 @@ impl Conn {
                 }),
                 GFP_KERNEL,
             )?;
-            self.post_inv_chain(&keys, done.clone())
+            self.post_inv_chain(keys.as_slice(), done.clone())
                 .inspect_err(|e| trace::xprtrdma_post_linv_err(p.xid, *e))?;
             Ok(done)
         });
@@ -527,7 +531,7 @@ impl Conn {
             return;
         };
         *done.state.lock() = Some((rqst, status, mrs));
-        if let Err(e) = self.post_inv_chain(&keys, done.clone()) {
+        if let Err(e) = self.post_inv_chain(keys.as_slice(), done.clone()) {
             trace::xprtrdma_post_linv_err(xid, e);
             // The QP is gone or its queue refused the chain: deregister the
             // MRs (which revokes their steering tags) before the RPC
@@ -605,11 +609,15 @@ fn trace_local_invs(rqst: Option<&PinnedRqst>, mrs: &KVec<Mr>) {
     }
 }
 
-/// The steering tags of `mrs`.
-fn rkeys(mrs: &KVec<Mr>) -> Result<KVec<u32>> {
-    let mut keys = KVec::with_capacity(mrs.len(), GFP_KERNEL)?;
+/// The steering tags of `mrs`, for their LOCAL_INV chain: a reply's few
+/// MRs kept inline, so that the chain after a reply allocates nothing
+/// that could fail (a batch of dirty MRs spills into a vector).
+fn rkeys(mrs: &KVec<Mr>) -> Result<InvKeys> {
+    let mut keys = InvKeys::new();
+    keys.reserve(mrs.len())?;
     for mr in mrs.iter() {
-        keys.push(mr.segment().handle, GFP_KERNEL)?;
+        keys.push_within_capacity(mr.segment().handle)
+            .map_err(|_| ENOMEM)?;
     }
     Ok(keys)
 }
