@@ -99,8 +99,7 @@ static struct block *new_block(uint64_t *insns, size_t n_insns)
 	b = &chunks->blocks[chunks->used];
 	b->insns = insns;
 	b->n_insns = n_insns;
-	/* Published after its fields: the snapshot thread reads `used`. */
-	__atomic_store_n(&chunks->used, chunks->used + 1, __ATOMIC_RELEASE);
+	chunks->used++; /* the snapshot reads it under the lock too */
 	pthread_mutex_unlock(&lock);
 	return b;
 }

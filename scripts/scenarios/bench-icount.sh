@@ -277,11 +277,6 @@ EOF
     done
 }
 
-# perf_jobs CFG PROF JOB:RW:BS:IODEPTH:IO_SIZE...: the jobs once more, in
-# order, under one perf record -e cpu-clock that samples only while fio moves
-# data; reports profile PROF (icount-profile lines; per MiB: what these jobs
-# moved). Its log and the split by symbol go to the results directory
-# (perf-CFG-PROF.log, syms-CFG-PROF.txt).
 # kcount_snap NAME: the kcount plugin's snapshot of the kernel's
 # instruction counts, as $RESULTS/kcount-NAME.txt; waits for it (the
 # plugin's thread on the host polls for the request every 20 ms).
@@ -296,6 +291,11 @@ kcount_snap() {
     done
 }
 
+# perf_jobs CFG PROF JOB:RW:BS:IODEPTH:IO_SIZE...: the jobs once more, in
+# order, under one perf record -e cpu-clock that samples only while fio moves
+# data; reports profile PROF (icount-profile lines; per MiB: what these jobs
+# moved). Its log and the split by symbol go to the results directory
+# (perf-CFG-PROF.log, syms-CFG-PROF.txt).
 perf_jobs() {
     _cfg=$1 _prof=$2; shift 2
     _ctl=/tmp/perf-$_cfg-$_prof.ctl _ack=/tmp/perf-$_cfg-$_prof.ack
