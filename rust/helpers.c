@@ -86,6 +86,58 @@ void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
 	ib_dma_unmap_page(device, dma_addr, len, rpcrdma_rs_dir(to_device));
 }
 
+/* Takes a reference on each of the @n pages at @pages and maps the bytes
+ * [@off, @off + @len) of them, counted from the first page's first byte,
+ * for the device to read: one scatter/gather entry per page, with @lkey,
+ * written to @sges, and the page to @held (C svc_rdma_pagelist_to_bvec and
+ * the mapping rdma_rw_ctx_init_bvec makes, in one call for one RDMA Write
+ * rather than four calls per page). The range must span exactly @n pages.
+ * Returns 0, or -EINVAL or -EIO with nothing referenced or mapped.
+ */
+int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
+			    u32 n, u32 off, u32 len, u32 lkey,
+			    struct ib_sge *sges, struct page **held)
+{
+	u32 i;
+
+	if (!n || !len || off >= PAGE_SIZE ||
+	    DIV_ROUND_UP((u64)off + len, PAGE_SIZE) != n)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		u32 l = min_t(u32, PAGE_SIZE - off, len);
+		u64 addr = ib_dma_map_page(device, pages[i], off, l,
+					   DMA_TO_DEVICE);
+
+		if (ib_dma_mapping_error(device, addr)) {
+			rpcrdma_rs_unmap_page_run(device, held, sges, i);
+			return -EIO;
+		}
+		get_page(pages[i]);
+		held[i] = pages[i];
+		sges[i].addr = addr;
+		sges[i].length = l;
+		sges[i].lkey = lkey;
+		len -= l;
+		off = 0;
+	}
+	return 0;
+}
+
+/* Undoes rpcrdma_rs_map_page_run() for its first @n entries: each mapping,
+ * then the page's reference.
+ */
+void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *held,
+			       const struct ib_sge *sges, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
+				  DMA_TO_DEVICE);
+		put_page(held[i]);
+	}
+}
+
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device)
 {

@@ -52,6 +52,16 @@ pub(crate) fn dec(kind: Kind) {
     COUNTS[kind as usize].add(-1, Relaxed);
 }
 
+/// Counts `n` more live objects of `kind` (made together).
+pub(crate) fn add(kind: Kind, n: usize) {
+    COUNTS[kind as usize].add(n as i64, Relaxed);
+}
+
+/// Counts `n` fewer live objects of `kind` (freed together).
+pub(crate) fn sub(kind: Kind, n: usize) {
+    COUNTS[kind as usize].add(-(n as i64), Relaxed);
+}
+
 /// Number of live objects of `kind`.
 pub fn count(kind: Kind) -> i64 {
     COUNTS[kind as usize].load(Relaxed)

@@ -53,6 +53,11 @@ int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
 			    u32 off, u32 len, int to_device, u64 *dma_addr);
 void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
 			       int to_device);
+int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
+			    u32 n, u32 off, u32 len, u32 lkey,
+			    struct ib_sge *sges, struct page **held);
+void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *held,
+			       const struct ib_sge *sges, u32 n);
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device);
 void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,

@@ -33,7 +33,7 @@ use super::svc_bc::BcRegistration;
 use super::svc_class;
 use super::svc_sysctl;
 use super::sysctl::{Entry, Sysctl};
-use super::verbs::{DmaBuf, PageRef};
+use super::verbs::{DmaBuf, PageRange, PageRef};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
@@ -511,16 +511,15 @@ impl Rqst {
             .saturating_add(res.tail[0].iov_len as u32)
     }
 
-    /// The Reply's bytes `[offset, offset + len)` as references on the
-    /// pages that hold them, each with its byte range in the page, for an
-    /// RDMA Write without a copy (C `svc_rdma_page_dma_map`). Only if every
+    /// The Reply's bytes `[offset, offset + len)` in the pages that hold
+    /// them, for an RDMA Write without a copy (C `svc_rdma_page_dma_map`). Only if every
     /// byte is in the page list, within `max` pages, and in pages the
     /// request releases after the reply (`rq_respages .. rq_next_page`,
     /// which `svc_rqst_release_pages` puts and the next request refills
     /// with new pages, so a page referenced here is never reused for
     /// another reply while the Write is in flight); `None` otherwise. The
-    /// pages are checked here and taken one by one as the work request is
-    /// built: no list is allocated for them.
+    /// pages are checked here; the work request built over them references
+    /// and maps them all in one call ([`ResPages::range`]).
     pub fn res_pages(&self, offset: u32, len: u32, max: usize) -> Option<ResPages<'_>> {
         // SAFETY: By the type invariant `ptr` is live; sunrpc does not
         // change the Reply while it is being sent.
@@ -1154,8 +1153,7 @@ impl<T: SvcTransport> Drop for Registration<T> {
     }
 }
 
-/// The pages of a Reply's byte range, from [`Rqst::res_pages`]: each as a
-/// new reference with its byte range in the page.
+/// The pages of a Reply's byte range, from [`Rqst::res_pages`].
 ///
 /// # Invariants
 ///
@@ -1170,33 +1168,29 @@ pub struct ResPages<'a> {
 }
 
 impl ResPages<'_> {
-    /// How many pages the range spans (the entries the iterator yields).
+    /// How many pages the range spans.
     pub fn count_pages(&self) -> usize {
         self.count
     }
-}
 
-impl Iterator for ResPages<'_> {
-    type Item = Result<(PageRef, usize, usize)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.at >= self.end {
-            return None;
-        }
+    /// The range as a [`PageRange`], for a work request that references
+    /// and maps its pages ([`WorkRequest::with_pages`]).
+    ///
+    /// [`WorkRequest::with_pages`]: super::verbs::WorkRequest::with_pages
+    pub fn range(&self) -> Result<PageRange<'_>> {
         let page = kernel::page::PAGE_SIZE as u64;
-        let (index, off) = (self.at / page, self.at % page);
-        let l = (page - off).min(self.end - self.at);
-        self.at += l;
+        let first = usize::try_from(self.at / page)?;
+        let off = usize::try_from(self.at % page)?;
+        let len = usize::try_from(self.end - self.at)?;
         // SAFETY: By the type invariant `ptr` is live, and sunrpc does not
         // change the Reply while it is being sent.
         let res = unsafe { &(*self.rqst.ptr.as_ptr()).rq_res };
-        // SAFETY: By the type invariant the entry of this page is within
-        // the page array and not null.
-        let Some(p) = NonNull::new(unsafe { *res.pages.add(index as usize) }) else {
-            return Some(Err(EINVAL));
-        };
-        // SAFETY: A page of the live request.
-        let held = unsafe { PageRef::get(p.cast()) };
-        Some(Ok((held, off as usize, l as usize)))
+        // SAFETY: By the type invariant the `count` entries from `first`
+        // are within the page array, which the request keeps while `self`
+        // borrows it.
+        let pages = unsafe { core::slice::from_raw_parts(res.pages.add(first), self.count) };
+        // SAFETY: Each of those entries is a live page, not null (type
+        // invariant), the request's until it is released, after `self`.
+        unsafe { PageRange::new(pages, off, len) }
     }
 }

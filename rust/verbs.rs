@@ -9,8 +9,9 @@
 //!   it drains the queue pair, so every posted work request completes (with
 //!   a flush error if need be) before the queues go away;
 //! - a posted [`WorkRequest`] owns a reference to itself and to every
-//!   [`DmaBuf`] its scatter/gather list names, and the [`MappedPage`]s
-//!   mapped for it alone, until its completion has run;
+//!   [`DmaBuf`] its scatter/gather list names, and the [`MappedPage`]s and
+//!   page runs ([`PageRange`]) mapped for it alone, until its completion
+//!   has run;
 //! - every `DmaBuf` keeps its [`Pd`] alive until it is unmapped (and its
 //!   sink MR, if any, deregistered), and a `Pd` holds a reference on its
 //!   device, so the device stays registered (its removal waits) until the
@@ -1168,6 +1169,52 @@ pub(in crate::rust) fn map_page_range(
     Ok((ptr, dma))
 }
 
+/// Bytes of consecutive pages of a page array the caller keeps (a Reply's
+/// pages): the scatter/gather list of one RDMA Write or Send straight from
+/// them ([`WorkRequest::with_pages`]), which references and maps them.
+///
+/// # Invariants
+///
+/// `pages` are live, non-null pages while `'a` lasts; `[off, off + len)`,
+/// counted from the first page's first byte, spans exactly `pages.len()`
+/// pages: `off < PAGE_SIZE` and `len > 0`.
+pub struct PageRange<'a> {
+    pages: &'a [*mut bindings::page],
+    off: u32,
+    len: u32,
+}
+
+impl<'a> PageRange<'a> {
+    /// The bytes `[off, off + len)` of `pages`; `EINVAL` unless they span
+    /// exactly those pages.
+    ///
+    /// # Safety
+    ///
+    /// Every entry of `pages` is a live page, not null, while `'a` lasts.
+    pub(in crate::rust) unsafe fn new(
+        pages: &'a [*mut bindings::page],
+        off: usize,
+        len: usize,
+    ) -> Result<Self> {
+        let page = kernel::page::PAGE_SIZE;
+        let end = off.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || off >= page || end.div_ceil(page) != pages.len() {
+            return Err(EINVAL);
+        }
+        // INVARIANT: checked above; the pages by the safety requirement.
+        Ok(Self {
+            pages,
+            off: u32::try_from(off)?,
+            len: u32::try_from(len)?,
+        })
+    }
+
+    /// How many pages.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+}
+
 /// Part of a referenced page mapped for the device to read: the source of
 /// one Send or RDMA Write without a copy ([`Endpoint::map_page`]). Unlike a
 /// [`DmaBuf`] it is neither allocated nor shared: it moves into the one
@@ -1800,8 +1847,12 @@ pub trait CompletionHandler: Send + Sync + Sized {
 /// # Invariants
 ///
 /// `cqe` is initialised with `done::<H>`; `nsge <= MAX_SGE`; `sges[..nsge]`
-/// and `holds[..nsge]` are initialised, and the former describe ranges of
-/// the latter, which stay mapped while `self` lives.
+/// are initialised. Without `run_pd`, `holds[..nsge]` are initialised and
+/// the sges describe ranges of them, which stay mapped while `self` lives;
+/// with it (a page run, [`WorkRequest::with_pages`]), no hold is
+/// initialised and `run_pages[..nsge]` are the pages whose references this
+/// request took and which `sges[..nsge]` map on `run_pd`'s device, for the
+/// device to read, until the request is dropped or released.
 #[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
@@ -1812,6 +1863,12 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// Likewise: only the first `nsge` are written, and dropped.
     holds: [MaybeUninit<Hold>; MAX_SGE],
     nsge: usize,
+    /// The pages of a page run, referenced and mapped for this request
+    /// alone: one call maps them all, one unmaps them all (no object and
+    /// no call of its own per page).
+    run_pages: [MaybeUninit<*mut bindings::page>; MAX_SGE],
+    /// Set for a page run: the protection domain whose device mapped it.
+    run_pd: Option<Arc<Pd>>,
     /// For a signaled request of a [`SendChain`](super::send_chain::SendChain)
     /// or of a [`SendBatch`](super::send_batch::SendBatch): the first of the
     /// unsignaled requests posted ahead of it, whose completion its own
@@ -1899,14 +1956,10 @@ impl<H: CompletionHandler> WorkRequest<H> {
         handler: H,
         segments: impl IntoIterator<Item = Result<E>>,
     ) -> Result<Arc<Self>> {
-        // A kept allocation if the handler's pool has one (taken before
-        // the handler moves into the closure).
-        let shell = handler.pool().and_then(WrPool::take);
-        let init = move |slot: *mut Self| -> Result {
-            // SAFETY: `slot` is the allocation `Arc::pin_init` made or a
-            // kept shell, valid for writes of a `Self` and not shared yet;
-            // every pointer below is derived from it, within the fields it
-            // names.
+        Self::build(handler, move |slot: *mut Self| -> Result {
+            // SAFETY: `slot` is valid for writes of a `Self` and not shared
+            // (`build`'s guarantee); every pointer below is derived from
+            // it, within the fields it names.
             unsafe {
                 let holds = addr_of_mut!((*slot).holds).cast::<Hold>();
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
@@ -1934,10 +1987,76 @@ impl<H: CompletionHandler> WorkRequest<H> {
                         }
                     }
                 }
+                addr_of_mut!((*slot).nsge).write(nsge);
+                addr_of_mut!((*slot).run_pd).write(None);
+            }
+            Ok(())
+        })
+    }
+
+    /// Builds a work request whose scatter/gather list is `pages`, each
+    /// page referenced and mapped for the device to read by one call for
+    /// them all (C maps a Write chunk's pages with one `rdma_rw_ctx` over
+    /// a `bio_vec` array); the request unmaps and puts them, again in one
+    /// call, when it is dropped after its completion. No allocation but
+    /// the request's own, and none of that when its handler's pool has a
+    /// kept one.
+    pub fn with_pages(handler: H, ep: &Endpoint, pages: PageRange<'_>) -> Result<Arc<Self>> {
+        let n = pages.pages.len();
+        if n > MAX_SGE {
+            return Err(EINVAL);
+        }
+        let pd = ep.pd().clone();
+        Self::build(handler, move |slot: *mut Self| -> Result {
+            // SAFETY: `slot` is valid for writes of a `Self` and not shared
+            // (`build`'s guarantee), so the arrays its two pointers name
+            // have room for `MAX_SGE >= n` entries each; `pages` names `n`
+            // live pages spanned by `[off, off + len)` (its invariant),
+            // which the helper checks again. On success it took a reference
+            // on each and mapped it into `sges[..n]`; on an error it left
+            // nothing taken or mapped.
+            unsafe {
+                let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
+                let held = addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>();
+                to_result(bindings::rpcrdma_rs_map_page_run(
+                    pd.device_ptr(),
+                    pages.pages.as_ptr(),
+                    n as u32,
+                    pages.off,
+                    pages.len,
+                    pd.lkey(),
+                    sges,
+                    held,
+                ))?;
+                live::add(live::Kind::DmaBuf, n);
+                addr_of_mut!((*slot).nsge).write(n);
+                addr_of_mut!((*slot).run_pd).write(Some(pd));
+            }
+            Ok(())
+        })
+    }
+
+    /// Builds a work request in a kept allocation of the handler's pool, or
+    /// a new one: `fill` writes the scatter/gather list, `nsge`, `run_pd`
+    /// and the holds or run pages (the type invariant's part for them),
+    /// or returns an error with nothing of its own left initialised; then
+    /// the completion entry, the link and the handler are written here.
+    ///
+    /// `fill` is called with a pointer valid for writes of a `Self`, to an
+    /// allocation not shared yet.
+    #[inline(always)]
+    fn build(handler: H, fill: impl FnOnce(*mut Self) -> Result) -> Result<Arc<Self>> {
+        // A kept allocation if the handler's pool has one (taken before
+        // the handler moves into the closure).
+        let shell = handler.pool().and_then(WrPool::take);
+        let init = move |slot: *mut Self| -> Result {
+            fill(slot)?;
+            // SAFETY: `slot` is the allocation `Arc::pin_init` made or a
+            // kept shell, valid for writes of a `Self` and not shared yet.
+            unsafe {
                 Opaque::cast_into(addr_of_mut!((*slot).cqe)).write(bindings::ib_cqe {
                     done: Some(done::<H>),
                 });
-                addr_of_mut!((*slot).nsge).write(nsge);
                 addr_of_mut!((*slot).ahead).write(UnsafeCell::new(None));
                 addr_of_mut!((*slot).handler).write(handler);
             }
@@ -1955,7 +2074,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 // INVARIANT: as listed below.
                 Ok(()) => Ok(unsafe { Arc::from_raw(slot) }),
                 Err(e) => {
-                    // SAFETY: Nothing is initialised (`init` dropped what
+                    // SAFETY: Nothing is initialised (`fill` dropped what
                     // it wrote): the reference is given back as the shell
                     // it was, which frees the memory and drops nothing.
                     drop(unsafe { Arc::<MaybeUninit<Self>>::from_raw(slot.cast()) });
@@ -1963,11 +2082,12 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 }
             };
         }
-        // SAFETY: On `Ok` the closure initialised every field:
-        // `holds[..nsge]` and `sges[..nsge]` (the rest is `MaybeUninit`),
-        // `cqe` with `done::<H>`, `nsge <= MAX_SGE` and `handler`. On an
-        // error it dropped what it had written. Nothing is pinned in a way
-        // the writes could break: the slot is not yet shared.
+        // SAFETY: On `Ok` the closure initialised every field: what `fill`
+        // writes (the scatter/gather list, `nsge`, `run_pd`, the holds or
+        // the run's pages; the rest is `MaybeUninit`), `cqe` with
+        // `done::<H>`, the link and `handler`. On an error `fill` dropped
+        // what it had written. Nothing is pinned in a way the writes could
+        // break: the slot is not yet shared.
         // INVARIANT: as just listed.
         let init = unsafe { pin_init_from_closure(init) };
         Arc::pin_init(init, GFP_KERNEL)
@@ -1986,7 +2106,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
         let raw = Arc::into_raw(Arc::from(unique)).cast_mut();
         // SAFETY: `raw` is the only reference to a live request (it came
         // from the `UniqueArc`). Its fields are dropped here as its drop
-        // would: the first `nsge` holds (the type invariant), the link
+        // would: a page run's pages or the first `nsge` holds (the type
+        // invariant), the link
         // (empty after a completion, dropped all the same) and the handler,
         // which is moved out first and dropped last, after the pool it
         // names (which it may keep alive) has taken the allocation. Of the
@@ -1996,7 +2117,9 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // of one: the only reference, as `put` requires.
         unsafe {
             let handler = core::ptr::read(addr_of_mut!((*raw).handler));
-            let n = (*raw).nsge.min(MAX_SGE);
+            // Counted first: a page run has none, until it is released.
+            let n = (*raw).nholds();
+            (*raw).release_run();
             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
                 addr_of_mut!((*raw).holds).cast::<Hold>(),
                 n,
@@ -2070,12 +2193,48 @@ impl<H: CompletionHandler> WorkRequest<H> {
         unsafe { (*self.ahead.get()).clone() }
     }
 
-    /// What holds the memory of each scatter/gather entry.
+    /// How many holds are initialised: none for a page run.
+    fn nholds(&self) -> usize {
+        if self.run_pd.is_some() {
+            0
+        } else {
+            self.nsge.min(MAX_SGE)
+        }
+    }
+
+    /// What holds the memory of each scatter/gather entry (nothing for a
+    /// page run, whose pages the request holds itself).
     fn holds(&self) -> &[Hold] {
+        // SAFETY: `holds[..nholds()]` are initialised and `nholds() <=
+        // MAX_SGE` (type invariant).
+        unsafe { core::slice::from_raw_parts(self.holds.as_ptr().cast::<Hold>(), self.nholds()) }
+    }
+
+    /// Unmaps and puts the pages of a page run, if this request is one (no
+    /// hold is initialised then); afterwards it is not.
+    ///
+    /// # Safety
+    ///
+    /// No posted work request names the pages any more: this one
+    /// completed (or was never posted) and is being dropped or released.
+    unsafe fn release_run(&mut self) {
+        let Some(pd) = self.run_pd.take() else {
+            return;
+        };
         let n = self.nsge.min(MAX_SGE);
-        // SAFETY: `holds[..nsge]` are initialised and `nsge <= MAX_SGE`
-        // (type invariant).
-        unsafe { core::slice::from_raw_parts(self.holds.as_ptr().cast::<Hold>(), n) }
+        // SAFETY: `run_pages[..n]` are the pages whose references this
+        // request took and `sges[..n]` their mappings on `pd`'s device
+        // (type invariant), which nothing uses any more (the caller's
+        // requirement); `run_pd` is now `None`, so this runs once.
+        unsafe {
+            bindings::rpcrdma_rs_unmap_page_run(
+                pd.device_ptr(),
+                self.run_pages.as_ptr().cast::<*mut bindings::page>(),
+                self.sges.as_ptr().cast::<bindings::ib_sge>(),
+                n as u32,
+            )
+        };
+        live::sub(live::Kind::DmaBuf, n);
     }
 
     /// The shared buffers of the scatter/gather list (not its pages).
@@ -2133,13 +2292,15 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     fn dirs_to_device(&self) -> bool {
-        self.holds().iter().any(|h| match h {
-            Hold::Buf(b) => b.dir == DmaDir::ToDevice,
-            // Mapped for the device to read.
-            Hold::Page { .. } => true,
-            // Mapped for the device to write.
-            Hold::Sinks { .. } => false,
-        })
+        // A page run is mapped for the device to read.
+        self.run_pd.is_some()
+            || self.holds().iter().any(|h| match h {
+                Hold::Buf(b) => b.dir == DmaDir::ToDevice,
+                // Mapped for the device to read.
+                Hold::Page { .. } => true,
+                // Mapped for the device to write.
+                Hold::Sinks { .. } => false,
+            })
     }
 
     /// For an RDMA Read into a remotely writable sink: the key to
@@ -2184,12 +2345,16 @@ impl<H: CompletionHandler> WorkRequest<H> {
 #[pinned_drop]
 impl<H: CompletionHandler> PinnedDrop for WorkRequest<H> {
     fn drop(self: Pin<&mut Self>) {
-        let n = self.nsge.min(MAX_SGE);
-        // SAFETY: `holds[..nsge]` are initialised (type invariant) and
-        // dropped once, here; nothing reads them after. Nothing is moved:
-        // `holds` is not structurally pinned and is dropped in place.
+        // SAFETY: `holds[..nholds()]` are initialised (type invariant) and
+        // dropped once, here; nothing reads them after; a page run's pages
+        // are no longer named by a posted request (the last reference of
+        // a request goes after its completion, or it was never posted).
+        // Nothing is moved: neither `holds` nor `run_pd` is structurally
+        // pinned, and the holds are dropped in place.
         unsafe {
             let this = Pin::into_inner_unchecked(self);
+            let n = this.nholds();
+            this.release_run();
             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
                 this.holds.as_mut_ptr().cast::<Hold>(),
                 n,

@@ -522,6 +522,17 @@ impl Io<'_> {
     ) -> Result {
         let sq = self.sq.clone();
         let wr = WorkRequest::try_new(SqHandler { sq, cache_slot }, sgl)?;
+        self.queue_built(chain, wr, op)
+    }
+
+    /// Adds the built request `wr` to `chain` as `op`, posting the chain
+    /// first if it is full.
+    fn queue_built(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        wr: Arc<WorkRequest<SqHandler>>,
+        op: SendOp,
+    ) -> Result {
         // A chain takes its slots at once: never more than the gate has.
         if chain.is_full() || chain.len() >= self.sq.depth() as usize {
             self.post_chain(chain)?;
@@ -787,24 +798,18 @@ impl Io<'_> {
             let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
             let len = u32::try_from(p.len)?;
             if let Some(pages) = rqst.res_pages(at, len, sges) {
+                // The pages are referenced and mapped as the work request is
+                // built, for that request alone, all in one call (no
+                // allocation or object per page or for the list).
                 let n = pages.count_pages() as u64;
-                // Each page is taken and mapped as the work request is
-                // built, for that request alone (no allocation per page or
-                // for the list).
-                let mut sgl = pages.map(|page| {
-                    let (page, off, l) = page?;
-                    self.ep.map_page(page, off, l)
-                });
+                let handler = SqHandler {
+                    sq: self.sq.clone(),
+                    cache_slot: None,
+                };
+                let wr = WorkRequest::with_pages(handler, self.ep, pages.range()?)?;
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
-                if n == 1 {
-                    // One page (a 4 KiB READ's): a one-entry list, without
-                    // the page walk's iterator in the request's builder.
-                    let one = sgl.next().ok_or(EINVAL)?;
-                    self.queue_wr(chain, None, [one], write_op(&p))?;
-                } else {
-                    self.queue_wr(chain, None, sgl, write_op(&p))?;
-                }
+                self.queue_built(chain, wr, write_op(&p))?;
                 DIRECT_WRITES.add(1, Relaxed);
                 DIRECT_PAGES.add(n, Relaxed);
             } else {
