@@ -9,13 +9,13 @@ use crate::proto::pieces::page_spans;
 use crate::rust::cm::{Addr, CmEvent, CmId};
 use crate::rust::device;
 use crate::rust::live;
-use crate::rust::page_sinks::{PageSinks, SinkSpan};
+use crate::rust::page_sinks::PageSinks;
 use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
 use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::slab::SlabCache;
 use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, PageRef, Segment, SendOp, SgEntry,
-    WorkCompletion, WorkRequest,
+    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, PageRange, PageRef, Segment,
+    SendOp, SgEntry, WorkCompletion, WorkRequest,
 };
 use crate::rust::wr_pool::WrPool;
 use kernel::alloc::KVec;
@@ -318,7 +318,8 @@ fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>
         remote_addr: addr,
         rkey,
     };
-    assert!(client_op(pair, sink_sgl(&sinks, 0, page_size)?, read)?.is_ok());
+    let build = |w| WorkRequest::with_sinks(w, &sinks, 0, page_size);
+    assert!(op_with(&pair.client, build, read)?.is_ok());
     let page = sinks.received_pages()?.pop().ok_or(EINVAL)?;
     Ok(Some((page, data)))
 }
@@ -340,32 +341,24 @@ fn fresh_sinks(ep: &Endpoint, n: usize) -> Result<Arc<PageSinks>> {
     ep.map_page_sinks(pages)
 }
 
-/// The scatter list of a Read of bytes `[off, off + len)` of `sinks`.
-fn sink_sgl(sinks: &Arc<PageSinks>, off: usize, len: usize) -> Result<KVec<SinkSpan>> {
-    let mut sgl = KVec::new();
-    for span in sinks.spans(off, len)? {
-        sgl.push(span?, GFP_KERNEL)?;
-    }
-    Ok(sgl)
-}
-
 /// Writes `seed`'s pattern into `source`, RDMA-Reads it from the client
-/// into `segments` and checks that each page of `sinks` holds its part of
-/// the test chunk at the span's offset.
+/// with the work request `build` makes (over `sinks` or a registration of
+/// them) and checks that each page of `sinks` holds its part of the test
+/// chunk at the span's offset.
 fn read_chunk_into_pages(
     pair: &Pair,
     source: &Arc<DmaBuf>,
     sinks: &PageSinks,
-    segments: impl IntoIterator<Item = impl Into<SgEntry>>,
+    build: impl FnOnce(Arc<Waiter>) -> Result<Arc<WorkRequest<Arc<Waiter>>>>,
     seed: u8,
 ) -> Result {
     let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
     let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
     pattern(seed, &mut expect);
     source.write(0, &expect)?;
-    let wc = client_op(
-        pair,
-        segments,
+    let wc = op_with(
+        &pair.client,
+        build,
         SendOp::RdmaRead {
             remote_addr: addr,
             rkey,
@@ -403,8 +396,18 @@ pub(crate) fn op_on<E: Into<SgEntry>>(
     segments: impl IntoIterator<Item = E>,
     op: SendOp,
 ) -> Result<WorkCompletion> {
+    op_with(ep, |w| WorkRequest::new(w, segments), op)
+}
+
+/// Posts `op` on `ep` as the work request `build` makes for a waiter, and
+/// waits for its completion.
+pub(crate) fn op_with(
+    ep: &Endpoint,
+    build: impl FnOnce(Arc<Waiter>) -> Result<Arc<WorkRequest<Arc<Waiter>>>>,
+    op: SendOp,
+) -> Result<WorkCompletion> {
     let waiter = Waiter::new()?;
-    let wr = WorkRequest::new(waiter.clone(), segments)?;
+    let wr = build(waiter.clone())?;
     step("post_send", ep.post_send(wr, op))?;
     waiter.wait()
 }
@@ -603,9 +606,12 @@ mod tests {
         }
         let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
         let sinks = fresh_sinks(&pair.client, CHUNK_PAGES)?;
-        let segments = sink_sgl(&sinks, CHUNK_OFF, CHUNK_LEN)?;
-        assert_eq!(segments.len(), CHUNK_PAGES);
-        read_chunk_into_pages(&pair, &source, &sinks, segments, 0x3c)?;
+        let build = |w| {
+            let wr = WorkRequest::with_sinks(w, &sinks, CHUNK_OFF, CHUNK_LEN)?;
+            assert_eq!(wr.sge_count(), CHUNK_PAGES);
+            Ok(wr)
+        };
+        read_chunk_into_pages(&pair, &source, &sinks, build, 0x3c)?;
         // The pages are handed on holding what was read, though the
         // sinks still map them.
         let pages = sinks.received_pages()?;
@@ -651,7 +657,8 @@ mod tests {
             run.post_sink_registration(&pair.client)?;
             let key = run.sink_key().ok_or(EINVAL)?;
             let one = one_segment(&run, CHUNK_LEN)?;
-            read_chunk_into_pages(&pair, &source, &sinks, one, seed)?;
+            let build = |w| WorkRequest::new(w, one);
+            read_chunk_into_pages(&pair, &source, &sinks, build, seed)?;
             // The CPU reaches the pages, never the registration.
             let mut byte = [0u8; 1];
             assert_eq!(run.read(0, &mut byte), Err(EPERM));
@@ -779,6 +786,66 @@ mod tests {
             let mut got = KVec::from_elem(0u8, total, GFP_KERNEL)?;
             sink.read(0, &mut got)?;
             assert!(got[..] == expect[..]);
+        }
+        // The pages were unmapped with their work request: no mapping of
+        // the test outlives the drained connections.
+        assert_eq!(live::count(live::Kind::DmaBuf), before);
+        Ok(())
+    }
+
+    /// An RDMA Write straight from a run of pages referenced and mapped
+    /// in one call for it alone (the server's Write chunks from a Reply's
+    /// pages, rw.rs `write_chunk_direct`, `WorkRequest::with_pages`): the
+    /// end of one page, a whole page and the start of a third land in
+    /// order in the peer's buffer; a range that does not span exactly its
+    /// pages is refused; the pages' references and mappings go with the
+    /// work request (none is left once the connections are gone).
+    #[test]
+    fn rdma_write_from_a_page_run() -> Result {
+        let before = live::count(live::Kind::DmaBuf);
+        {
+            let pair = connect_pair()?;
+            if pair.client.max_send_sge() < 3 {
+                return Ok(());
+            }
+            let page_size = kernel::page::PAGE_SIZE;
+            let mut pages = KVec::new();
+            let mut data = KVec::new();
+            for seed in [0x12u8, 0x34, 0x56] {
+                let Some((page, bytes)) = client_page_with(&pair, seed)? else {
+                    return Ok(());
+                };
+                pages.push(page, GFP_KERNEL)?;
+                data.extend_from_slice(&bytes, GFP_KERNEL)?;
+            }
+            let (off, total) = (100, 2 * page_size - 100 + 500);
+            let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
+            let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
+            // Two pages' bytes over three pages, and four pages' over three.
+            assert_eq!(
+                PageRange::of_refs(&pages, off, page_size).err(),
+                Some(EINVAL)
+            );
+            assert_eq!(
+                PageRange::of_refs(&pages, 0, 3 * page_size + 1).err(),
+                Some(EINVAL)
+            );
+            let range = PageRange::of_refs(&pages, off, total)?;
+            let write = SendOp::RdmaWrite {
+                remote_addr: addr,
+                rkey,
+            };
+            let build = |w| {
+                let wr = WorkRequest::with_pages(w, &pair.client, range)?;
+                assert_eq!(wr.sge_count(), 3);
+                Ok(wr)
+            };
+            assert!(op_with(&pair.client, build, write)?.is_ok());
+            // The test's own references are the pages' only others.
+            drop(pages);
+            let mut got = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+            sink.read(0, &mut got)?;
+            assert!(got[..] == data[off..off + total]);
         }
         // The pages were unmapped with their work request: no mapping of
         // the test outlives the drained connections.

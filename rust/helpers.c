@@ -138,6 +138,61 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 	}
 }
 
+/* Maps each of the @n pages at @pages whole for the device to write (the
+ * sinks of a Call's RDMA Reads, C svc_rdma_build_read_segment's pages),
+ * writing the DMA addresses to @dmas. Returns 0, or -EIO with none mapped.
+ */
+int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
+				  struct page *const *pages, u32 n, u64 *dmas)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		u64 addr = ib_dma_map_page(device, pages[i], 0, PAGE_SIZE,
+					   DMA_FROM_DEVICE);
+
+		if (ib_dma_mapping_error(device, addr)) {
+			while (i--)
+				ib_dma_unmap_page(device, dmas[i], PAGE_SIZE,
+						  DMA_FROM_DEVICE);
+			return -EIO;
+		}
+		dmas[i] = addr;
+	}
+	return 0;
+}
+
+/* Makes what the device wrote into the @n sink pages visible to the CPU and
+ * takes a new reference on each, written to @out in order.
+ */
+void rpcrdma_rs_sink_pages_received(struct ib_device *device,
+				    struct page *const *pages, const u64 *dmas,
+				    u32 n, struct page **out)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		ib_dma_sync_single_for_cpu(device, dmas[i], PAGE_SIZE,
+					   DMA_FROM_DEVICE);
+		get_page(pages[i]);
+		out[i] = pages[i];
+	}
+}
+
+/* Unmaps the first @mapped of the @n sink pages and puts all @n in one
+ * batch.
+ */
+void rpcrdma_rs_release_sink_pages(struct ib_device *device,
+				   struct page *const *pages, const u64 *dmas,
+				   u32 mapped, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < mapped; i++)
+		ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
+	release_pages((struct page **)pages, n);
+}
+
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device)
 {

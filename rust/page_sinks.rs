@@ -9,65 +9,36 @@
 //! ([`PageSinks::received_pages`]). A 1 MiB WRITE costs one allocation
 //! here, not one page and one buffer object per page.
 
-use kernel::{alloc::flags::GFP_KERNEL, page::PAGE_SIZE, prelude::*, sync::Arc};
+use core::ptr::NonNull;
+use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelude::*, sync::Arc};
 
 use super::bindings;
 use super::live;
-use super::verbs::{map_page_range, DmaDir, Endpoint, PageRef, Pd, SgEntry};
+use super::verbs::{Endpoint, PageRef, Pd};
 use crate::proto::pieces::{page_spans, PageSpan};
-
-/// One page of [`PageSinks`] and where the device sees it.
-struct SinkPage {
-    /// Only held: put after the mapping is undone.
-    page: PageRef,
-    dma: u64,
-}
 
 /// Pages mapped whole for the device to write: the sinks of the RDMA Reads
 /// of one Call's Read chunk, whose bytes lie from offset 0 of the first
 /// page on. Shared (`Arc`) by the Reads that land in them (each holds it
 /// until its completion is released) and by the work that assembles the
-/// Call.
+/// Call. One helper call maps them all, one unmaps and puts them all.
 ///
 /// # Invariants
 ///
-/// Each `pages[i].dma` maps the whole page `pages[i].page` references, for
-/// the device to write, on `pd`'s device, until `drop`.
+/// `pages` and `dmas` have the same length; each `dmas[i]` maps the whole
+/// page `pages[i]`, on which the sinks hold a reference, for the device to
+/// write, on `pd`'s device, until `drop`.
 pub struct PageSinks {
-    pages: KVec<SinkPage>,
+    pages: KVec<NonNull<bindings::page>>,
+    dmas: KVec<u64>,
     pd: Arc<Pd>,
 }
 
-/// Part of one page of a [`PageSinks`]: one scatter/gather entry of an
-/// RDMA Read ([`PageSinks::spans`]), which holds the pages while posted.
-///
-/// # Invariants
-///
-/// `offset + len <= PAGE_SIZE`, `len > 0` and `page < sinks.pages.len()`.
-pub struct SinkSpan {
-    pub(in crate::rust) sinks: Arc<PageSinks>,
-    page: usize,
-    offset: u32,
-    len: u32,
-}
-
-impl SinkSpan {
-    /// The entry's DMA address and length, and the protection domain whose
-    /// local key covers it.
-    pub(in crate::rust) fn dma_range(&self) -> (u64, u32, &Pd) {
-        // In bounds by the type invariant; the offset is below a page.
-        let dma = self.sinks.pages[self.page]
-            .dma
-            .wrapping_add(u64::from(self.offset));
-        (dma, self.len, &self.sinks.pd)
-    }
-}
-
-impl From<SinkSpan> for SgEntry {
-    fn from(span: SinkSpan) -> Self {
-        Self::Sink(span)
-    }
-}
+// SAFETY: The page references may be put from any thread, and the pages'
+// mappings are only read.
+unsafe impl Send for PageSinks {}
+// SAFETY: Shared references only read the page and DMA addresses.
+unsafe impl Sync for PageSinks {}
 
 impl Endpoint {
     /// Maps `pages` (taken from a request: [`super::svc::Rqst::take_arg_pages`])
@@ -75,18 +46,38 @@ impl Endpoint {
     /// On an error the pages are put.
     pub fn map_page_sinks(&self, pages: KVec<PageRef>) -> Result<Arc<PageSinks>> {
         let pd = self.pd();
+        let n = pages.len();
+        let dmas = KVec::<u64>::with_capacity(n, GFP_KERNEL)?;
+        // SAFETY: `PageRef` is a transparent `NonNull<page>` of the same
+        // layout, so the vector's allocation holds as many page pointers,
+        // whose references the new vector takes over.
+        let pages = unsafe {
+            let (ptr, len, cap) = pages.into_raw_parts();
+            KVec::from_raw_parts(ptr.cast::<NonNull<bindings::page>>(), len, cap)
+        };
         let mut sinks = PageSinks {
-            pages: KVec::with_capacity(pages.len(), GFP_KERNEL)?,
+            pages,
+            dmas,
             pd: pd.clone(),
         };
-        for page in pages {
-            // The sinks keep `page` until `drop` undoes the mapping.
-            let (_, dma) = map_page_range(pd, &page, 0, PAGE_SIZE, DmaDir::FromDevice)?;
-            live::inc(live::Kind::DmaBuf);
-            // Room was reserved above: this push does not allocate.
-            // INVARIANT: mapped whole for the device to write just above.
-            sinks.pages.push(SinkPage { page, dma }, GFP_KERNEL)?;
-        }
+        let count = u32::try_from(n)?;
+        // SAFETY: The `n` pages are live (referenced by `sinks`), and
+        // `dmas` has room for `n` addresses; on success the helper wrote
+        // them all, so the first `n` entries are initialised; on an error
+        // it mapped none (and `sinks` drops with no address: the pages are
+        // put).
+        to_result(unsafe {
+            bindings::rpcrdma_rs_dma_map_sink_pages(
+                pd.device_ptr(),
+                sinks.pages.as_ptr().cast(),
+                count,
+                sinks.dmas.as_mut_ptr(),
+            )
+        })?;
+        // SAFETY: Written just above, within the capacity.
+        // INVARIANT: every page is mapped whole for the device to write.
+        unsafe { sinks.dmas.inc_len(n) };
+        live::add(live::Kind::DmaBuf, n);
         Ok(Arc::new(sinks, GFP_KERNEL)?)
     }
 }
@@ -107,39 +98,21 @@ impl PageSinks {
         &self.pd
     }
 
-    /// The scatter list of an RDMA Read of the bytes `[off, off + len)`,
-    /// counted from the first page's first byte: one entry per page they
-    /// touch. Fails with `EINVAL` past the last page.
-    pub fn spans(
-        self: &Arc<Self>,
-        off: usize,
-        len: usize,
-    ) -> Result<impl Iterator<Item = Result<SinkSpan>>> {
-        let spans = self.page_spans(off, len)?;
-        let sinks = self.clone();
-        Ok(spans.map(move |s| {
-            // INVARIANT: `page_spans` keeps each span within its page and
-            // non-empty, and within the pages.
-            Ok(SinkSpan {
-                sinks: sinks.clone(),
-                page: s.page,
-                offset: u32::try_from(s.offset)?,
-                len: u32::try_from(s.len)?,
-            })
-        }))
-    }
-
-    /// The pages' DMA runs for the bytes `[off, off + len)` (see
-    /// [`Self::spans`]), for a registration over them.
+    /// The pages' DMA runs for the bytes `[off, off + len)`, counted from
+    /// the first page's first byte: one per page they touch, for a Read's
+    /// scatter list or a registration over them. Fails with `EINVAL` for
+    /// an empty range or one past the last page.
     pub(in crate::rust) fn dma_runs(
         &self,
         off: usize,
         len: usize,
     ) -> Result<impl Iterator<Item = (u64, u32)> + '_> {
+        let dmas = &self.dmas[..];
         Ok(self.page_spans(off, len)?.map(move |s| {
-            // In bounds (`page_spans`); a span is at most a page long.
-            let page = &self.pages[s.page];
-            (page.dma.wrapping_add(s.offset as u64), s.len as u32)
+            // Within the pages (`page_spans`); a span is at most a page
+            // long.
+            let dma = dmas.get(s.page).copied().unwrap_or_default();
+            (dma.wrapping_add(s.offset as u64), s.len as u32)
         }))
     }
 
@@ -158,11 +131,22 @@ impl PageSinks {
     /// references on the pages, in order, to hand them to a request
     /// without a copy. Every Read into the pages must have completed.
     pub fn received_pages(&self) -> Result<KVec<PageRef>> {
-        let mut out = KVec::with_capacity(self.pages.len(), GFP_KERNEL)?;
-        for p in self.pages.iter() {
-            self.sync_for_cpu(p);
-            // Room was reserved above: this push does not allocate.
-            out.push(p.page.clone(), GFP_KERNEL)?;
+        let n = self.pages.len();
+        let count = u32::try_from(n)?;
+        let mut out = KVec::<PageRef>::with_capacity(n, GFP_KERNEL)?;
+        // SAFETY: The pages are live and mapped (type invariant), `out`
+        // has room for `n` entries, and a `PageRef` is a transparent page
+        // pointer: the helper takes a reference on each page and writes it
+        // to `out`, so its first `n` entries are initialised references.
+        unsafe {
+            bindings::rpcrdma_rs_sink_pages_received(
+                self.pd.device_ptr(),
+                self.pages.as_ptr().cast(),
+                self.dmas.as_ptr(),
+                count,
+                out.as_mut_ptr().cast(),
+            );
+            out.inc_len(n);
         }
         Ok(out)
     }
@@ -170,39 +154,43 @@ impl PageSinks {
     /// Copies `out.len()` bytes at `offset` of page `page` out (to check
     /// what a completed Read put there).
     pub fn read(&self, page: usize, offset: usize, out: &mut [u8]) -> Result {
-        let p = self.pages.get(page).ok_or(EINVAL)?;
-        self.sync_for_cpu(p);
-        p.page.read(offset, out)
-    }
-
-    fn sync_for_cpu(&self, p: &SinkPage) {
+        let (p, dma) = match (self.pages.get(page), self.dmas.get(page)) {
+            (Some(p), Some(dma)) => (*p, *dma),
+            _ => return Err(EINVAL),
+        };
         // SAFETY: The mapping is live by the type invariant.
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_cpu(
                 self.pd.device_ptr(),
-                p.dma,
+                dma,
                 PAGE_SIZE,
                 i32::from(false),
             )
         };
+        // SAFETY: The sinks hold a reference on the page (type invariant),
+        // which the temporary takes another of.
+        let page = unsafe { PageRef::get(p) };
+        page.read(offset, out)
     }
 }
 
 impl Drop for PageSinks {
     fn drop(&mut self) {
-        for p in self.pages.iter() {
-            // SAFETY: The mapping is live (type invariant) and no posted
-            // work request names it: each holds a reference to `self`.
-            unsafe {
-                bindings::rpcrdma_rs_dma_unmap(
-                    self.pd.device_ptr(),
-                    p.dma,
-                    PAGE_SIZE,
-                    i32::from(false),
-                )
-            };
-            live::dec(live::Kind::DmaBuf);
-        }
-        // The pages are put when `pages` drops, their mappings undone.
+        let n = self.dmas.len().min(self.pages.len());
+        // SAFETY: The first `n` pages are mapped at `dmas` (type invariant)
+        // and no posted work request names them: each holds a reference to
+        // `self`. The helper unmaps and puts each of the `pages.len()`
+        // pages (those past `n` were never mapped: a failed map); the
+        // vectors then free their memory, dropping no element.
+        unsafe {
+            bindings::rpcrdma_rs_release_sink_pages(
+                self.pd.device_ptr(),
+                self.pages.as_ptr().cast(),
+                self.dmas.as_ptr(),
+                n as u32,
+                self.pages.len() as u32,
+            )
+        };
+        live::sub(live::Kind::DmaBuf, n);
     }
 }

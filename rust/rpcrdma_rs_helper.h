@@ -58,6 +58,14 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			    struct ib_sge *sges, struct page **held);
 void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *held,
 			       const struct ib_sge *sges, u32 n);
+int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
+				  struct page *const *pages, u32 n, u64 *dmas);
+void rpcrdma_rs_sink_pages_received(struct ib_device *device,
+				    struct page *const *pages, const u64 *dmas,
+				    u32 n, struct page **out);
+void rpcrdma_rs_release_sink_pages(struct ib_device *device,
+				   struct page *const *pages, const u64 *dmas,
+				   u32 mapped, u32 n);
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device);
 void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,

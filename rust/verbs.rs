@@ -30,7 +30,7 @@ use super::cm::{CmEvent, CmId};
 use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
-use super::page_sinks::{PageSinks, SinkSpan};
+use super::page_sinks::PageSinks;
 use super::sink_pool::SinkMrPool;
 use super::slab::SlabObj;
 use super::wr_pool::WrPool;
@@ -1043,11 +1043,13 @@ enum Backing {
     Registered { _sinks: Arc<PageSinks> },
 }
 
-/// A reference on a page, put on drop.
+/// A reference on a page, put on drop. Transparent: an array of them is an
+/// array of page pointers, for C helpers that take or put many at once.
 ///
 /// # Invariants
 ///
 /// The holder took one reference on `page`.
+#[repr(transparent)]
 pub struct PageRef {
     page: NonNull<bindings::page>,
 }
@@ -1207,6 +1209,18 @@ impl<'a> PageRange<'a> {
             off: u32::try_from(off)?,
             len: u32::try_from(len)?,
         })
+    }
+
+    /// The bytes `[off, off + len)` of the pages `refs` holds; `EINVAL`
+    /// unless they span exactly those pages.
+    pub fn of_refs(refs: &'a [PageRef], off: usize, len: usize) -> Result<Self> {
+        // SAFETY: `PageRef` is a transparent `NonNull<page>`, so the slice
+        // is one of as many page pointers, none null; each page is live
+        // while `refs` is borrowed (each entry holds a reference on it).
+        unsafe {
+            let pages = core::slice::from_raw_parts(refs.as_ptr().cast(), refs.len());
+            Self::new(pages, off, len)
+        }
     }
 
     /// How many pages.
@@ -1847,12 +1861,14 @@ pub trait CompletionHandler: Send + Sync + Sized {
 /// # Invariants
 ///
 /// `cqe` is initialised with `done::<H>`; `nsge <= MAX_SGE`; `sges[..nsge]`
-/// are initialised. Without `run_pd`, `holds[..nsge]` are initialised and
-/// the sges describe ranges of them, which stay mapped while `self` lives;
-/// with it (a page run, [`WorkRequest::with_pages`]), no hold is
-/// initialised and `run_pages[..nsge]` are the pages whose references this
-/// request took and which `sges[..nsge]` map on `run_pd`'s device, for the
-/// device to read, until the request is dropped or released.
+/// are initialised, and `holds[..nholds]` with `nholds <= nsge`: the sges
+/// describe ranges of the holds' memory, which stays mapped while `self`
+/// lives (one hold per sge, or one for them all: a Read's page sinks,
+/// [`WorkRequest::with_sinks`]). With `run_pd` (a page run,
+/// [`WorkRequest::with_pages`]) `nholds` is 0 and `run_pages[..nsge]` are
+/// the pages whose references this request took and which `sges[..nsge]`
+/// map on `run_pd`'s device, for the device to read, until the request is
+/// dropped or released.
 #[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
@@ -1860,9 +1876,10 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// Only the first `nsge` are written: a request is built in place in its
     /// allocation, without zeroing or copying the unused entries.
     sges: [MaybeUninit<bindings::ib_sge>; MAX_SGE],
-    /// Likewise: only the first `nsge` are written, and dropped.
+    /// Likewise: only the first `nholds` are written, and dropped.
     holds: [MaybeUninit<Hold>; MAX_SGE],
     nsge: usize,
+    nholds: usize,
     /// The pages of a page run, referenced and mapped for this request
     /// alone: one call maps them all, one unmaps them all (no object and
     /// no call of its own per page).
@@ -1906,8 +1923,6 @@ pub enum SgEntry {
     Buf(Segment),
     /// A page mapped for the request alone ([`Endpoint::map_page`]).
     Page(MappedPage),
-    /// Part of a page of a Call's Read sinks ([`PageSinks::spans`]).
-    Sink(SinkSpan),
 }
 
 impl From<Segment> for SgEntry {
@@ -1988,6 +2003,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     }
                 }
                 addr_of_mut!((*slot).nsge).write(nsge);
+                addr_of_mut!((*slot).nholds).write(nsge);
                 addr_of_mut!((*slot).run_pd).write(None);
             }
             Ok(())
@@ -2030,7 +2046,51 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 ))?;
                 live::add(live::Kind::DmaBuf, n);
                 addr_of_mut!((*slot).nsge).write(n);
+                addr_of_mut!((*slot).nholds).write(0);
                 addr_of_mut!((*slot).run_pd).write(Some(pd));
+            }
+            Ok(())
+        })
+    }
+
+    /// Builds an RDMA Read's work request whose scatter/gather list is the
+    /// bytes `[off, off + len)` of `sinks` (counted from the first page's
+    /// first byte): one entry per page they touch, at most [`MAX_SGE`],
+    /// all held by one reference on `sinks` (no object or reference count
+    /// per page). `EINVAL` for a range past the last page or over more
+    /// pages than that.
+    pub fn with_sinks(
+        handler: H,
+        sinks: &Arc<PageSinks>,
+        off: usize,
+        len: usize,
+    ) -> Result<Arc<Self>> {
+        let runs = sinks.dma_runs(off, len)?;
+        let first = off % kernel::page::PAGE_SIZE;
+        if first.saturating_add(len).div_ceil(kernel::page::PAGE_SIZE) > MAX_SGE {
+            return Err(EINVAL);
+        }
+        let lkey = sinks.pd().lkey();
+        let hold = Hold::Sinks {
+            _sinks: sinks.clone(),
+        };
+        Self::build(handler, move |slot: *mut Self| -> Result {
+            // SAFETY: `slot` is valid for writes of a `Self` and not shared
+            // (`build`'s guarantee); the runs are at most `MAX_SGE` (checked
+            // above: one per page the range touches), so each write is
+            // within `sges`. The pages they name stay mapped while the hold
+            // written last keeps `sinks`.
+            unsafe {
+                let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
+                let mut n = 0;
+                for (addr, length) in runs.take(MAX_SGE) {
+                    sges.add(n).write(bindings::ib_sge { addr, length, lkey });
+                    n += 1;
+                }
+                addr_of_mut!((*slot).holds).cast::<Hold>().write(hold);
+                addr_of_mut!((*slot).nsge).write(n);
+                addr_of_mut!((*slot).nholds).write(1);
+                addr_of_mut!((*slot).run_pd).write(None);
             }
             Ok(())
         })
@@ -2156,15 +2216,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 Ok((sge, Hold::Buf(seg.buf)))
             }
             SgEntry::Page(page) => Ok((page.sge(), Hold::Page { _mapping: page })),
-            SgEntry::Sink(span) => {
-                let (addr, length, pd) = span.dma_range();
-                let sge = bindings::ib_sge {
-                    addr,
-                    length,
-                    lkey: pd.lkey(),
-                };
-                Ok((sge, Hold::Sinks { _sinks: span.sinks }))
-            }
         }
     }
 
@@ -2193,13 +2244,14 @@ impl<H: CompletionHandler> WorkRequest<H> {
         unsafe { (*self.ahead.get()).clone() }
     }
 
-    /// How many holds are initialised: none for a page run.
+    /// How many holds are initialised.
     fn nholds(&self) -> usize {
-        if self.run_pd.is_some() {
-            0
-        } else {
-            self.nsge.min(MAX_SGE)
-        }
+        self.nholds.min(self.nsge).min(MAX_SGE)
+    }
+
+    /// How many scatter/gather entries.
+    pub fn sge_count(&self) -> usize {
+        self.nsge
     }
 
     /// What holds the memory of each scatter/gather entry (nothing for a

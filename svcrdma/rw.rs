@@ -182,6 +182,14 @@ pub(super) struct PagedSinks {
     pool: Option<Arc<SinkMrPool>>,
 }
 
+/// What one Read's work request scatters into.
+enum ReadSink {
+    /// A Call's pages, one entry per page.
+    Pages(Arc<PageSinks>),
+    /// One buffer: a cached sink or a registration of pages.
+    Buf(Arc<DmaBuf>),
+}
+
 /// Where one Read into a Call's pages lands.
 enum PagedTarget {
     /// Scattered over the pages, one entry per page.
@@ -631,27 +639,16 @@ impl Io<'_> {
         while let Some(p) = work.pieces.get_mut(work.next) {
             // Into the Call's own pages (scattered over, or through a
             // registration of them), or into a sink from the cache.
-            let (page_sgl, one_sink, taken, run) = match &work.paged {
+            let (sink, taken, run) = match &work.paged {
                 Some(paged) => match paged.target(self.ep, &p.piece)? {
-                    PagedTarget::Pages(pages) => {
-                        let sgl = pages.spans(p.piece.off, p.piece.len)?;
-                        (Some(sgl), None, None, None)
-                    }
-                    PagedTarget::Run(run) => {
-                        let sgl = one_segment(run.clone(), p.piece.len);
-                        (None, Some(sgl), None, Some(run))
-                    }
+                    PagedTarget::Pages(pages) => (ReadSink::Pages(pages), None, None),
+                    PagedTarget::Run(run) => (ReadSink::Buf(run.clone()), None, Some(run)),
                 },
                 None => {
                     let t = self.cache.get(self.ep, Class::ReadPiece, p.piece.len)?;
-                    let sgl = one_segment(t.buf.clone(), p.piece.len);
-                    (None, Some(sgl), Some(t), None)
+                    (ReadSink::Buf(t.buf.clone()), Some(t), None)
                 }
             };
-            let segs = Iterator::chain(
-                page_sgl.into_iter().flatten().map(|s| s.map(SgEntry::from)),
-                one_sink.into_iter().flatten().map(|s| Ok(SgEntry::from(s))),
-            );
             // The sink whose MR is registered ahead of the Read, if any.
             let register = match (&run, &taken) {
                 (Some(run), _) => Some(run.clone()),
@@ -667,15 +664,20 @@ impl Io<'_> {
                 }
                 break;
             }
-            let wr = match WorkRequest::try_new(
-                ReadHandler {
-                    sq: self.sq.clone(),
-                    slots,
-                    op: op.clone(),
-                    q: q.clone(),
-                },
-                segs,
-            ) {
+            let handler = ReadHandler {
+                sq: self.sq.clone(),
+                slots,
+                op: op.clone(),
+                q: q.clone(),
+            };
+            let built = match sink {
+                // One entry per page, all held by one reference.
+                ReadSink::Pages(pages) => {
+                    WorkRequest::with_sinks(handler, &pages, p.piece.off, p.piece.len)
+                }
+                ReadSink::Buf(buf) => WorkRequest::new(handler, one_segment(buf, p.piece.len)),
+            };
+            let wr = match built {
                 Ok(wr) => wr,
                 Err(e) => {
                     self.sq.release(slots);
