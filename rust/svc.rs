@@ -275,24 +275,25 @@ impl Rqst {
         if n.checked_add(1).ok_or(EINVAL)? > self.arg_pages() {
             return Err(EINVAL);
         }
-        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut pages = KVec::<PageRef>::with_capacity(n, GFP_KERNEL)?;
+        let nfree = c_ulong::try_from(n + 1).map_err(|_| EINVAL)?;
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
-        // `rq_pages` has more than `n + 1` entries. Each page taken out of
-        // a slot is the request's reference, which the slot gives up (it is
-        // left empty), and `rq_pages_nfree` tells svc_alloc_arg to refill
-        // the slots up to `n`.
+        // `rq_pages` has more than `n + 1` entries, so `slots` names `n` of
+        // them. Each page taken out of a slot is the request's reference,
+        // which the slot gives up (it is left empty), and `rq_pages_nfree`
+        // tells svc_alloc_arg to refill the slots up to `n`. A `PageRef` is
+        // a transparent page pointer: the `n` non-null pointers copied
+        // into `pages`, within its capacity, are its first `n` entries.
         unsafe {
-            let rq_pages = (*r).rq_pages;
-            let nfree = c_ulong::try_from(n + 1).map_err(|_| EINVAL)?;
-            (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
-            for i in 1..=n {
-                let slot = rq_pages.add(i);
-                let page = NonNull::new(*slot).ok_or(EINVAL)?;
-                *slot = core::ptr::null_mut();
-                // Room was reserved above: this push does not allocate.
-                pages.push(PageRef::from_raw(page), GFP_KERNEL)?;
+            let slots = (*r).rq_pages.add(1);
+            if (0..n).any(|i| (*slots.add(i)).is_null()) {
+                return Err(EINVAL);
             }
+            core::ptr::copy_nonoverlapping(slots, pages.as_mut_ptr().cast(), n);
+            core::ptr::write_bytes(slots, 0, n);
+            pages.inc_len(n);
+            (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
         }
         Ok(pages)
     }
@@ -345,14 +346,16 @@ impl Rqst {
             // overwritten just below).
             let n = c_uint::try_from(pages.len()).map_err(|_| EINVAL)?;
             bindings::rpcrdma_rs_release_page_slots(rq_pages.add(1), n);
-            for (i, page) in pages.into_iter().enumerate() {
-                let slot = rq_pages.add(1 + i);
-                *slot = page.into_raw().as_ptr();
-                if i == pad_page && pad > 0 {
-                    let base = bindings::rpcrdma_rs_page_address(*slot).cast::<u8>();
-                    if !base.is_null() {
-                        core::ptr::write_bytes(base.add(pad_off), 0, pad as usize);
-                    }
+            // The references move into the slots: a `PageRef` is a
+            // transparent page pointer, and the vector then frees its
+            // memory without putting any.
+            let (ptr, count, cap) = pages.into_raw_parts();
+            core::ptr::copy_nonoverlapping(ptr.cast(), rq_pages.add(1), count);
+            drop(KVec::<PageRef>::from_raw_parts(ptr, 0, cap));
+            if pad > 0 && pad_page < count {
+                let base = bindings::rpcrdma_rs_page_address(*rq_pages.add(1 + pad_page));
+                if !base.is_null() {
+                    core::ptr::write_bytes(base.cast::<u8>().add(pad_off), 0, pad as usize);
                 }
             }
             let arg = &mut (*r).rq_arg;

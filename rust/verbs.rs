@@ -1074,17 +1074,6 @@ impl PageRef {
 }
 
 impl PageRef {
-    /// Takes over a reference the caller holds on `page`.
-    ///
-    /// # Safety
-    ///
-    /// `page` is a live page, and the caller gives one reference it holds
-    /// up to the result.
-    pub(in crate::rust) unsafe fn from_raw(page: NonNull<bindings::page>) -> Self {
-        // INVARIANT: The reference is handed over by the caller.
-        Self { page }
-    }
-
     /// Allocates a page (`GFP_KERNEL`); the new reference is its only one.
     pub fn alloc() -> Result<Self> {
         // SAFETY: No requirement; a null result is a failed allocation.
@@ -1118,14 +1107,6 @@ impl PageRef {
             )
         };
         Ok(())
-    }
-
-    /// Gives the reference up to C code that puts it (a request's page
-    /// array): the page is not put on drop.
-    pub(in crate::rust) fn into_raw(self) -> NonNull<bindings::page> {
-        let page = self.page;
-        core::mem::forget(self);
-        page
     }
 }
 
