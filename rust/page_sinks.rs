@@ -116,6 +116,20 @@ impl PageSinks {
         }))
     }
 
+    /// The DMA addresses of the pages the bytes `[off, off + len)` touch
+    /// (counted from the first page's first byte), and the range's offset
+    /// in the first of them: a Read's scatter list without a walk of
+    /// pieces. `EINVAL` for an empty range or one past the last page.
+    pub(in crate::rust) fn page_dmas(&self, off: usize, len: usize) -> Result<(&[u64], usize)> {
+        let end = off.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        let (first, last) = (off / PAGE_SIZE, (end - 1) / PAGE_SIZE);
+        let dmas = self.dmas.get(first..=last).ok_or(EINVAL)?;
+        Ok((dmas, off % PAGE_SIZE))
+    }
+
     /// The per-page pieces of the bytes `[off, off + len)`; `EINVAL` for
     /// a range that is empty or reaches past the last page.
     fn page_spans(&self, off: usize, len: usize) -> Result<impl Iterator<Item = PageSpan>> {

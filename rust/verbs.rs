@@ -2046,9 +2046,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
         off: usize,
         len: usize,
     ) -> Result<Arc<Self>> {
-        let runs = sinks.dma_runs(off, len)?;
-        let first = off % kernel::page::PAGE_SIZE;
-        if first.saturating_add(len).div_ceil(kernel::page::PAGE_SIZE) > MAX_SGE {
+        let (dmas, first_off) = sinks.page_dmas(off, len)?;
+        if dmas.len() > MAX_SGE {
             return Err(EINVAL);
         }
         let lkey = sinks.pd().lkey();
@@ -2057,19 +2056,26 @@ impl<H: CompletionHandler> WorkRequest<H> {
         };
         Self::build(handler, move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
-            // (`build`'s guarantee); the runs are at most `MAX_SGE` (checked
-            // above: one per page the range touches), so each write is
-            // within `sges`. The pages they name stay mapped while the hold
-            // written last keeps `sinks`.
+            // (`build`'s guarantee); there are at most `MAX_SGE` pages
+            // (checked above), so each write is within `sges`. The pages
+            // stay mapped while the hold written last keeps `sinks`.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                let mut n = 0;
-                for (addr, length) in runs.take(MAX_SGE) {
-                    sges.add(n).write(bindings::ib_sge { addr, length, lkey });
-                    n += 1;
+                // From `first_off` in the first page, whole pages after it:
+                // the last one's entry ends where the range does.
+                let (mut at, mut left) = (first_off, len);
+                for (i, &dma) in dmas.iter().enumerate() {
+                    let length = kernel::page::PAGE_SIZE.saturating_sub(at).min(left);
+                    sges.add(i).write(bindings::ib_sge {
+                        addr: dma.wrapping_add(at as u64),
+                        length: length as u32,
+                        lkey,
+                    });
+                    left = left.saturating_sub(length);
+                    at = 0;
                 }
                 addr_of_mut!((*slot).holds).cast::<Hold>().write(hold);
-                addr_of_mut!((*slot).nsge).write(n);
+                addr_of_mut!((*slot).nsge).write(dmas.len());
                 addr_of_mut!((*slot).nholds).write(1);
                 addr_of_mut!((*slot).run_pd).write(None);
             }
