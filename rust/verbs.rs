@@ -2256,6 +2256,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     ///
     /// No posted work request names the pages any more: this one
     /// completed (or was never posted) and is being dropped or released.
+    #[inline(always)]
     unsafe fn release_run(&mut self) {
         let Some(pd) = self.run_pd.take() else {
             return;
