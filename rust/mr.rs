@@ -183,12 +183,16 @@ impl Mr {
         self.unmap();
         let mr = self.ptr.as_ptr();
         let n = u32::try_from(pages.len()).map_err(|_| EINVAL)?;
-        const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
-        for (i, page) in (0u32..).zip(pages.iter()) {
-            // SAFETY: The MR is live; the page is by the safety requirement
-            // (`sg_set_page` records it, bounds are checked on the C side).
-            to_result(unsafe { bindings::rpcrdma_rs_mr_sg_set(mr, i, page.as_ptr(), 0, PAGE) })?;
-        }
+        let len = n
+            .checked_mul(kernel::page::PAGE_SIZE as u32)
+            .ok_or(EINVAL)?;
+        // SAFETY: The MR is live; `pages` holds `n` pages (`NonNull` has the
+        // layout of a pointer), each valid by the safety requirement
+        // (`sg_set_page` records it); the helper bounds the entries by the
+        // MR's and fails for none.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_mr_sg_set_pages(mr, 0, pages.as_ptr().cast(), 0, len)
+        })?;
         // SAFETY: The MR and the device are live; its first `n` entries name
         // the pages, valid until unmapped.
         to_result(unsafe {
