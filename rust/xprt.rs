@@ -137,38 +137,41 @@ pub(super) unsafe fn walk_xdr_spans(
     let page_len = u64::from(b.page_len);
     let page_size = kernel::page::PAGE_SIZE as u64;
     let mut done = 0u64;
-    if offset < head_len {
-        let l = (head_len - offset).min(len);
-        // SAFETY: Within the head (`offset + l <= iov_len`).
-        let at = unsafe { b.head[0].iov_base.cast::<u8>().add(offset as usize) };
-        let took = u64::from(add(Span::Virt(at.cast(), l as u32))?).min(l);
+    // One call of `add` in a loop, not one per part: the callers' closure
+    // is inlined at its one call site.
+    loop {
+        let pos = offset + done;
+        let (span, l) = if pos < head_len {
+            // Only on the first turn: the head, also when `len` is 0.
+            let l = (head_len - pos).min(len - done);
+            // SAFETY: Within the head (`pos + l <= iov_len`).
+            let at = unsafe { b.head[0].iov_base.cast::<u8>().add(pos as usize) };
+            (Span::Virt(at.cast(), l as u32), l)
+        } else if done < len && pos < head_len + page_len {
+            let in_pages = pos - head_len;
+            let at = u64::from(b.page_base) + in_pages;
+            let l = (len - done).min(page_len - in_pages);
+            // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is
+            // below that, and the run from it ends within it.
+            let first = unsafe { b.pages.add((at / page_size) as usize) };
+            (Span::Pages(first, (at % page_size) as u32, l as u32), l)
+        } else if done < len {
+            let in_tail = pos - head_len - page_len;
+            let l = len - done;
+            if in_tail + l > b.tail[0].iov_len as u64 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Within the tail (checked above).
+            let at = unsafe { b.tail[0].iov_base.cast::<u8>().add(in_tail as usize) };
+            (Span::Virt(at.cast(), l as u32), l)
+        } else {
+            break;
+        };
+        let took = u64::from(add(span)?).min(l);
         done += took;
-        if took < l {
-            return Ok(done as u32);
+        if took < l || done >= len {
+            break;
         }
-    }
-    if done < len && offset + done < head_len + page_len {
-        let in_pages = offset + done - head_len;
-        let pos = u64::from(b.page_base) + in_pages;
-        let l = (len - done).min(page_len - in_pages);
-        // SAFETY: `pages` covers `page_base + page_len` bytes: `pos` is
-        // below that, and the run from it ends within it.
-        let at = unsafe { b.pages.add((pos / page_size) as usize) };
-        let took = u64::from(add(Span::Pages(at, (pos % page_size) as u32, l as u32))?).min(l);
-        done += took;
-        if took < l {
-            return Ok(done as u32);
-        }
-    }
-    if done < len {
-        let in_tail = offset + done - head_len - page_len;
-        let l = len - done;
-        if in_tail + l > b.tail[0].iov_len as u64 {
-            return Err(EINVAL);
-        }
-        // SAFETY: Within the tail (checked above).
-        let at = unsafe { b.tail[0].iov_base.cast::<u8>().add(in_tail as usize) };
-        done += u64::from(add(Span::Virt(at.cast(), l as u32))?).min(l);
     }
     Ok(done as u32)
 }
