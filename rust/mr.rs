@@ -11,7 +11,7 @@
 use super::bindings;
 use super::live;
 use super::verbs::Pd;
-use super::xprt::{walk_xdr_buf, Piece};
+use super::xprt::{walk_xdr_spans, Span};
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
@@ -85,7 +85,9 @@ impl Mr {
         // it with no division-by-zero panic path (objtool took that path's
         // call for a fall-through into the next function).
         const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
-        let (mut n, mut pages, mut prev_end) = (0u32, 0u32, 0u32);
+        // Entries set, pages they cover, and where the last one ends inside
+        // its page (0 at a page boundary).
+        let (mut n, mut pages, mut end) = (0u32, 0u32, 0u32);
         // SAFETY: `rqst` by the safety requirement.
         let buf = unsafe {
             if rcv {
@@ -96,32 +98,64 @@ impl Mr {
         };
         // FRWR maps page lists: only the first entry may start inside a
         // page and only the last may end inside one. The walk stops at the
-        // MR's depth or at a gap it cannot map (C `frwr_map`).
-        // SAFETY: As above; the MR is live.
-        let done = unsafe {
-            walk_xdr_buf(buf, offset, len, |piece| {
-                let (page, off, l) = match piece {
-                    Piece::Page(p, off, l) => (p, off, l),
-                    Piece::Virt(v, l) => (
-                        bindings::rpcrdma_rs_virt_to_page(v),
-                        (v as usize % kernel::page::PAGE_SIZE) as u32,
-                        l,
-                    ),
-                };
-                if n > 0 && (off != 0 || prev_end % PAGE != 0) {
-                    return Ok(false);
+        // MR's depth or at a gap it cannot map (C `frwr_map`). The page
+        // part of the buffer comes as one run of whole pages that is set in
+        // one call: inside it only its first page may start inside the page
+        // and only its last end inside one, so the rule is checked at its
+        // ends, and it is cut at the MR's depth.
+        let add = |span| match span {
+            Span::Virt(v, l) => {
+                let off = (v as usize % kernel::page::PAGE_SIZE) as u32;
+                if n > 0 && (off != 0 || end != 0) {
+                    return Ok(0);
                 }
                 let npages = off.saturating_add(l).div_ceil(PAGE);
                 if n >= max || pages.saturating_add(npages) > max {
-                    return Ok(false);
+                    return Ok(0);
                 }
-                to_result(bindings::rpcrdma_rs_mr_sg_set(mr, n, page, off, l))?;
+                // SAFETY: The MR is live; `v` is kernel memory of the
+                // request, valid until unmapped (the safety requirement).
+                let rc = unsafe {
+                    let page = bindings::rpcrdma_rs_virt_to_page(v);
+                    bindings::rpcrdma_rs_mr_sg_set(mr, n, page, off, l)
+                };
+                to_result(rc)?;
                 n += 1;
                 pages += npages;
-                prev_end = off + l;
-                Ok(true)
-            })
-        }?;
+                // `PAGE` divides 2^32: the wrapped sum has the same offset.
+                end = off.wrapping_add(l) % PAGE;
+                Ok(l)
+            }
+            Span::Pages(run, off, l) => {
+                if n > 0 && (off != 0 || end != 0) {
+                    return Ok(0);
+                }
+                // One entry per page, as many as the MR has left.
+                let room = max.saturating_sub(pages.max(n));
+                if room == 0 {
+                    return Ok(0);
+                }
+                let fits = u64::from(room) * u64::from(PAGE);
+                let take = if u64::from(off) + u64::from(l) <= fits {
+                    l
+                } else {
+                    // `room` whole entries, the first from `off`: fewer
+                    // bytes than `l`.
+                    (fits - u64::from(off)) as u32
+                };
+                // SAFETY: The MR is live; `run` heads pages covering `off +
+                // l` bytes (`Span::Pages`), valid until unmapped (the safety
+                // requirement); the helper bounds the entries by the MR's.
+                let k = unsafe { bindings::rpcrdma_rs_mr_sg_set_pages(mr, n, run, off, take) };
+                to_result(k)?;
+                n += k as u32;
+                pages += k as u32;
+                end = off.wrapping_add(take) % PAGE;
+                Ok(take)
+            }
+        };
+        // SAFETY: `buf` by the safety requirement.
+        let done = unsafe { walk_xdr_spans(buf, offset, len, add) }?;
         if n == 0 {
             return Err(EINVAL);
         }
@@ -149,12 +183,16 @@ impl Mr {
         self.unmap();
         let mr = self.ptr.as_ptr();
         let n = u32::try_from(pages.len()).map_err(|_| EINVAL)?;
-        const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
-        for (i, page) in (0u32..).zip(pages.iter()) {
-            // SAFETY: The MR is live; the page is by the safety requirement
-            // (`sg_set_page` records it, bounds are checked on the C side).
-            to_result(unsafe { bindings::rpcrdma_rs_mr_sg_set(mr, i, page.as_ptr(), 0, PAGE) })?;
-        }
+        let len = n
+            .checked_mul(kernel::page::PAGE_SIZE as u32)
+            .ok_or(EINVAL)?;
+        // SAFETY: The MR is live; `pages` holds `n` pages (`NonNull` has the
+        // layout of a pointer), each valid by the safety requirement
+        // (`sg_set_page` records it); the helper bounds the entries by the
+        // MR's and fails for none.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_mr_sg_set_pages(mr, 0, pages.as_ptr().cast(), 0, len)
+        })?;
         // SAFETY: The MR and the device are live; its first `n` entries name
         // the pages, valid until unmapped.
         to_result(unsafe {

@@ -102,6 +102,80 @@ pub(super) enum Piece {
     Virt(*mut c_void, u32),
 }
 
+/// One span of an `xdr_buf` range: the part in its page array as one run,
+/// or (head and tail) kernel virtual memory.
+pub(super) enum Span {
+    /// `len` bytes of a run of whole pages from `off` (below the page
+    /// size) inside the first: the first page is at the pointer, and the
+    /// `(off + len).div_ceil(PAGE_SIZE)` entries from it are valid for the
+    /// walk. Only the first page may start inside it (at `off`) and only
+    /// the last may end inside it.
+    Pages(*const *mut bindings::page, u32, u32),
+    /// `len` bytes at a kernel virtual address.
+    Virt(*mut c_void, u32),
+}
+
+/// Walks `[offset, offset + len)` of `buf` as head range, page run and
+/// tail range, in order, handing each to `add`, which returns how many of
+/// its bytes it took (a run may be taken in part; fewer bytes than the
+/// span's stop the walk there) or an error. Returns the bytes taken.
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf` whose head, pages and tail stay valid for the
+/// call.
+pub(super) unsafe fn walk_xdr_spans(
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+    mut add: impl FnMut(Span) -> Result<u32>,
+) -> Result<u32> {
+    // SAFETY: By the safety requirement.
+    let b = unsafe { &*buf };
+    let (offset, len) = (u64::from(offset), u64::from(len));
+    let head_len = b.head[0].iov_len as u64;
+    let page_len = u64::from(b.page_len);
+    let page_size = kernel::page::PAGE_SIZE as u64;
+    let mut done = 0u64;
+    // One call of `add` in a loop, not one per part: the callers' closure
+    // is inlined at its one call site.
+    loop {
+        let pos = offset + done;
+        let (span, l) = if pos < head_len {
+            // Only on the first turn: the head, also when `len` is 0.
+            let l = (head_len - pos).min(len - done);
+            // SAFETY: Within the head (`pos + l <= iov_len`).
+            let at = unsafe { b.head[0].iov_base.cast::<u8>().add(pos as usize) };
+            (Span::Virt(at.cast(), l as u32), l)
+        } else if done < len && pos < head_len + page_len {
+            let in_pages = pos - head_len;
+            let at = u64::from(b.page_base) + in_pages;
+            let l = (len - done).min(page_len - in_pages);
+            // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is
+            // below that, and the run from it ends within it.
+            let first = unsafe { b.pages.add((at / page_size) as usize) };
+            (Span::Pages(first, (at % page_size) as u32, l as u32), l)
+        } else if done < len {
+            let in_tail = pos - head_len - page_len;
+            let l = len - done;
+            if in_tail + l > b.tail[0].iov_len as u64 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Within the tail (checked above).
+            let at = unsafe { b.tail[0].iov_base.cast::<u8>().add(in_tail as usize) };
+            (Span::Virt(at.cast(), l as u32), l)
+        } else {
+            break;
+        };
+        let took = u64::from(add(span)?).min(l);
+        done += took;
+        if took < l || done >= len {
+            break;
+        }
+    }
+    Ok(done as u32)
+}
+
 /// Walks `[offset, offset + len)` of `buf` as head range, page pieces and
 /// tail range, in order, handing each to `add`, which returns `Ok(true)`
 /// to go on, `Ok(false)` to stop before that piece, or an error. Returns
@@ -117,49 +191,28 @@ pub(super) unsafe fn walk_xdr_buf(
     len: u32,
     mut add: impl FnMut(Piece) -> Result<bool>,
 ) -> Result<u32> {
+    const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
+    let spans = |span| match span {
+        Span::Virt(v, l) => Ok(if add(Piece::Virt(v, l))? { l } else { 0 }),
+        Span::Pages(pages, mut off, l) => {
+            let (mut took, mut i) = (0u32, 0usize);
+            while took < l {
+                let pl = (PAGE - off).min(l - took);
+                // SAFETY: The run's pages cover `off + l` bytes from its
+                // first (`Span::Pages`); page `i` holds byte `took`.
+                let page = unsafe { *pages.add(i) };
+                if !add(Piece::Page(page, off, pl))? {
+                    break;
+                }
+                took += pl;
+                off = 0;
+                i += 1;
+            }
+            Ok(took)
+        }
+    };
     // SAFETY: By the safety requirement.
-    let b = unsafe { &*buf };
-    let (offset, len) = (u64::from(offset), u64::from(len));
-    let head_len = b.head[0].iov_len as u64;
-    let page_len = u64::from(b.page_len);
-    let page_size = kernel::page::PAGE_SIZE as u64;
-    let mut done = 0u64;
-    if offset < head_len {
-        let l = (head_len - offset).min(len);
-        // SAFETY: Within the head (`offset + l <= iov_len`).
-        let at = unsafe { b.head[0].iov_base.cast::<u8>().add(offset as usize) };
-        if !add(Piece::Virt(at.cast(), l as u32))? {
-            return Ok(done as u32);
-        }
-        done += l;
-    }
-    while done < len && offset + done < head_len + page_len {
-        let in_pages = offset + done - head_len;
-        let pos = u64::from(b.page_base) + in_pages;
-        let off = pos % page_size;
-        let l = (page_size - off).min(len - done).min(page_len - in_pages);
-        // SAFETY: `pages` covers `page_base + page_len` bytes and `pos` is
-        // below that.
-        let page = unsafe { *b.pages.add((pos / page_size) as usize) };
-        if !add(Piece::Page(page, off as u32, l as u32))? {
-            return Ok(done as u32);
-        }
-        done += l;
-    }
-    if done < len {
-        let in_tail = offset + done - head_len - page_len;
-        let l = len - done;
-        if in_tail + l > b.tail[0].iov_len as u64 {
-            return Err(EINVAL);
-        }
-        // SAFETY: Within the tail (checked above).
-        let at = unsafe { b.tail[0].iov_base.cast::<u8>().add(in_tail as usize) };
-        if !add(Piece::Virt(at.cast(), l as u32))? {
-            return Ok(done as u32);
-        }
-        done += l;
-    }
-    Ok(done as u32)
+    unsafe { walk_xdr_spans(buf, offset, len, spans) }
 }
 
 /// A client transport (`struct rpc_xprt`) created by our `setup`.

@@ -77,6 +77,42 @@ int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
 	return 0;
 }
 
+/* Sets entries @i.. of the MR's scatterlist to @len bytes of the page array
+ * @pages, from @off inside its first page: one entry per page, where only
+ * the first starts inside its page and only the last may end inside one
+ * (the page part of an xdr_buf, a run of whole pages). The state and the
+ * bounds are checked once for the run, not per page. Returns the number of
+ * entries set, or -EBUSY while mapped, -EINVAL if @len is 0, @off is not
+ * inside a page or the run does not fit the MR.
+ */
+int rpcrdma_rs_mr_sg_set_pages(struct rpcrdma_rs_mr *mr, u32 i,
+			       struct page *const *pages, u32 off, u32 len)
+{
+	struct scatterlist *sg;
+	u64 n;
+
+	if (mr->nents)
+		return -EBUSY;
+	if (!len || off >= PAGE_SIZE)
+		return -EINVAL;
+	n = DIV_ROUND_UP((u64)off + len, PAGE_SIZE);
+	if (i > mr->max_pages || n > mr->max_pages - i)
+		return -EINVAL;
+	sg = &mr->sg[i];
+	for (;;) {
+		u32 l = min_t(u32, PAGE_SIZE - off, len);
+
+		sg_set_page(sg, *pages, l, off);
+		len -= l;
+		if (!len)
+			break;
+		sg++;
+		pages++;
+		off = 0;
+	}
+	return n;
+}
+
 /* DMA-maps the first @n scatterlist entries and maps them into the MR with
  * a new key (C frwr_map).
  */

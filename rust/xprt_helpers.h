@@ -22,6 +22,8 @@ struct rpcrdma_rs_mr *rpcrdma_rs_mr_alloc(struct ib_pd *pd, u32 max_pages);
 void rpcrdma_rs_mr_destroy(struct ib_device *device, struct rpcrdma_rs_mr *mr);
 int rpcrdma_rs_mr_sg_set(struct rpcrdma_rs_mr *mr, u32 i, struct page *page,
 			 u32 off, u32 len);
+int rpcrdma_rs_mr_sg_set_pages(struct rpcrdma_rs_mr *mr, u32 i,
+			       struct page *const *pages, u32 off, u32 len);
 int rpcrdma_rs_mr_map_sg(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 			 u32 n, bool writable);
 struct page *rpcrdma_rs_virt_to_page(const void *virt);
