@@ -145,8 +145,20 @@ impl Mr {
                 };
                 // SAFETY: The MR is live; `run` heads pages covering `off +
                 // l` bytes (`Span::Pages`), valid until unmapped (the safety
-                // requirement); the helper bounds the entries by the MR's.
-                let k = unsafe { bindings::rpcrdma_rs_mr_sg_set_pages(mr, n, run, off, take) };
+                // requirement), so its first entry is a page when `take`
+                // is not 0; the helpers bound the entries by the MR's.
+                let k = unsafe {
+                    if take > 0 && take <= PAGE.saturating_sub(off) {
+                        // One page (a 4 KiB I/O's): one entry, without the
+                        // run's setup.
+                        match bindings::rpcrdma_rs_mr_sg_set(mr, n, *run, off, take) {
+                            0 => 1,
+                            e => e,
+                        }
+                    } else {
+                        bindings::rpcrdma_rs_mr_sg_set_pages(mr, n, run, off, take)
+                    }
+                };
                 to_result(k)?;
                 n += k as u32;
                 pages += k as u32;
