@@ -747,11 +747,12 @@ mod tests {
         Ok(())
     }
 
-    /// An RDMA Write straight from pages mapped for it alone (the server's
-    /// Write chunks from a Reply's pages, rw.rs `write_chunk_direct`): the
-    /// end of one page, a whole page and the start of a third land in
-    /// order in the peer's buffer, and the mappings are undone with the
-    /// work request (none is left once the connections are gone).
+    /// An RDMA Write straight from pages each mapped for it alone
+    /// (`Endpoint::map_page`, as the client maps an inline call's page
+    /// data, marshal.rs `map_send_pages`): the end of one page, a whole
+    /// page and the start of a third land in order in the peer's buffer,
+    /// and the mappings are undone with the work request (none is left
+    /// once the connections are gone).
     #[test]
     fn rdma_write_from_mapped_pages() -> Result {
         let before = live::count(live::Kind::DmaBuf);
