@@ -1214,8 +1214,9 @@ impl<'a> PageRange<'a> {
 /// one Send or RDMA Write without a copy ([`Endpoint::map_page`]). Unlike a
 /// [`DmaBuf`] it is neither allocated nor shared: it moves into the one
 /// work request that names it ([`SgEntry::Page`]), which unmaps and puts
-/// it when it is dropped, after its completion. A Reply's Write of 64 pages
-/// costs no allocation per page.
+/// it when it is dropped, after its completion: no allocation per page (the
+/// client's inline page data; a run of a Reply's pages is mapped in one
+/// call, [`PageRange`]).
 ///
 /// # Invariants
 ///
