@@ -6,8 +6,10 @@
 //! does (`svc_rdma_clear_rqst_pages`: `svc_alloc_arg` refills the slots in
 //! bulk), maps each once for the device to write, and scatters the Reads
 //! over them. The request that assembles the Call takes them over
-//! ([`PageSinks::received_pages`]). A 1 MiB WRITE costs one allocation
-//! here, not one page and one buffer object per page.
+//! ([`PageSinks::received_pages`]). A 1 MiB WRITE costs two allocations
+//! here (the DMA addresses and the shared object; the page array is the
+//! one the request's pages came in), not one page and one buffer object
+//! per page.
 
 use core::ptr::NonNull;
 use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelude::*, sync::Arc};
@@ -99,9 +101,10 @@ impl PageSinks {
     }
 
     /// The pages' DMA runs for the bytes `[off, off + len)`, counted from
-    /// the first page's first byte: one per page they touch, for a Read's
-    /// scatter list or a registration over them. Fails with `EINVAL` for
-    /// an empty range or one past the last page.
+    /// the first page's first byte: one per page they touch, for a
+    /// registration over them (a Read's own scatter list is built from
+    /// [`Self::page_dmas`]). Fails with `EINVAL` for an empty range or one
+    /// past the last page.
     pub(in crate::rust) fn dma_runs(
         &self,
         off: usize,

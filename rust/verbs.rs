@@ -1203,11 +1203,6 @@ impl<'a> PageRange<'a> {
             Self::new(pages, off, len)
         }
     }
-
-    /// How many pages.
-    pub fn page_count(&self) -> usize {
-        self.pages.len()
-    }
 }
 
 /// Part of a referenced page mapped for the device to read: the source of
@@ -2085,8 +2080,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     /// Builds a work request in a kept allocation of the handler's pool, or
-    /// a new one: `fill` writes the scatter/gather list, `nsge`, `run_pd`
-    /// and the holds or run pages (the type invariant's part for them),
+    /// a new one: `fill` writes the scatter/gather list, `nsge`, `nholds`,
+    /// `run_pd` and the holds or run pages (the type invariant's part for them),
     /// or returns an error with nothing of its own left initialised; then
     /// the completion entry, the link and the handler are written here.
     ///
@@ -2131,7 +2126,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             };
         }
         // SAFETY: On `Ok` the closure initialised every field: what `fill`
-        // writes (the scatter/gather list, `nsge`, `run_pd`, the holds or
+        // writes (the scatter/gather list, `nsge`, `nholds`, `run_pd`, the holds or
         // the run's pages; the rest is `MaybeUninit`), `cqe` with
         // `done::<H>`, the link and `handler`. On an error `fill` dropped
         // what it had written. Nothing is pinned in a way the writes could
@@ -2154,7 +2149,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
         let raw = Arc::into_raw(Arc::from(unique)).cast_mut();
         // SAFETY: `raw` is the only reference to a live request (it came
         // from the `UniqueArc`). Its fields are dropped here as its drop
-        // would: a page run's pages or the first `nsge` holds (the type
+        // would: a page run's pages and the first `nholds` holds (the type
         // invariant), the link
         // (empty after a completion, dropped all the same) and the handler,
         // which is moved out first and dropped last, after the pool it
@@ -2165,7 +2160,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // of one: the only reference, as `put` requires.
         unsafe {
             let handler = core::ptr::read(addr_of_mut!((*raw).handler));
-            // Counted first: a page run has none, until it is released.
             let n = (*raw).nholds();
             (*raw).release_run();
             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
