@@ -11,6 +11,7 @@ use crate::rust::device;
 use crate::rust::live;
 use crate::rust::page_sinks::PageSinks;
 use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
+use crate::rust::reply_pages::ReplyPages;
 use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::slab::SlabCache;
 use crate::rust::verbs::{
@@ -320,7 +321,7 @@ fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>
     };
     let build = |w| WorkRequest::with_sinks(w, &sinks, 0, page_size);
     assert!(op_with(&pair.client, build, read)?.is_ok());
-    let page = sinks.received_pages()?.pop().ok_or(EINVAL)?;
+    let page = sinks.take_received_pages()?.pop().ok_or(EINVAL)?;
     Ok(Some((page, data)))
 }
 
@@ -612,10 +613,15 @@ mod tests {
             Ok(wr)
         };
         read_chunk_into_pages(&pair, &source, &sinks, build, 0x3c)?;
-        // The pages are handed on holding what was read, though the
-        // sinks still map them.
-        let pages = sinks.received_pages()?;
+        // The pages are handed on, with the sinks' references, holding
+        // what was read; the sinks map nothing after, and hand nothing
+        // over twice.
+        let maps = live::count(live::Kind::DmaBuf);
+        let pages = sinks.take_received_pages()?;
         assert_eq!(pages.len(), CHUNK_PAGES);
+        assert_eq!(live::count(live::Kind::DmaBuf), maps - CHUNK_PAGES as i64);
+        assert_eq!(sinks.take_received_pages().err(), Some(EINVAL));
+        assert_eq!(sinks.read(1, 0, &mut [0u8; 8]).err(), Some(EINVAL));
         let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
         pattern(0x3c, &mut expect);
         let mut first = [0u8; 8];
@@ -851,6 +857,77 @@ mod tests {
         // The pages were unmapped with their work request: no mapping of
         // the test outlives the drained connections.
         assert_eq!(live::count(live::Kind::DmaBuf), before);
+        Ok(())
+    }
+
+    /// RDMA Writes straight from a Reply's pages whose references the
+    /// Reply's page array holds for them (`WorkRequest::with_reply_pages`,
+    /// the server's long Write chunks): two Writes, the end of one page and
+    /// a whole page, then the start of a third, land in order; each only
+    /// maps its pages and holds the array, which puts the pages once the
+    /// test and both Writes have let it go (no mapping and no array left).
+    #[test]
+    fn rdma_writes_from_a_replys_pages() -> Result {
+        let (maps, arrays) = (
+            live::count(live::Kind::DmaBuf),
+            live::count(live::Kind::ReplyPages),
+        );
+        {
+            let pair = connect_pair()?;
+            if pair.client.max_send_sge() < 2 {
+                return Ok(());
+            }
+            let page_size = kernel::page::PAGE_SIZE;
+            let mut pages = KVec::new();
+            let mut data = KVec::new();
+            for seed in [0x9au8, 0xbc, 0xde] {
+                let Some((page, bytes)) = client_page_with(&pair, seed)? else {
+                    return Ok(());
+                };
+                pages.push(page, GFP_KERNEL)?;
+                data.extend_from_slice(&bytes, GFP_KERNEL)?;
+            }
+            let mut given = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
+            for page in pages.iter() {
+                given.push(page.clone(), GFP_KERNEL)?;
+            }
+            let reply = ReplyPages::of_refs(given)?;
+            assert_eq!(live::count(live::Kind::ReplyPages), arrays + 1);
+            let (off, first_len, second_len) = (100, 2 * page_size - 100, 500);
+            let total = first_len + second_len;
+            let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
+            let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
+            let writes = [
+                (PageRange::of_refs(&pages[..2], off, first_len)?, 0, 2),
+                (
+                    PageRange::of_refs(&pages[2..], 0, second_len)?,
+                    first_len,
+                    1,
+                ),
+            ];
+            for (range, at, sges) in writes {
+                let write = SendOp::RdmaWrite {
+                    remote_addr: addr + at as u64,
+                    rkey,
+                };
+                let build = |w| {
+                    let wr = WorkRequest::with_reply_pages(w, &pair.client, &reply, range)?;
+                    assert_eq!(wr.sge_count(), sges);
+                    Ok(wr)
+                };
+                assert!(op_with(&pair.client, build, write)?.is_ok());
+            }
+            let mut got = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+            sink.read(0, &mut got)?;
+            assert!(got[..] == data[off..off + total]);
+            drop(reply);
+            // The Writes' requests hold the array until their completions
+            // have run their handlers (which woke this thread) and let
+            // them go.
+            let gone = || live::count(live::Kind::ReplyPages) == arrays;
+            assert!(wait_for(STEP_TIMEOUT_MS, gone).is_ok());
+        }
+        assert_eq!(live::count(live::Kind::DmaBuf), maps);
         Ok(())
     }
 

@@ -91,7 +91,9 @@ void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
  * for the device to read: one scatter/gather entry per page, with @lkey,
  * written to @sges, and the page to @held (C svc_rdma_pagelist_to_bvec and
  * the mapping rdma_rw_ctx_init_bvec makes, in one call for one RDMA Write
- * rather than four calls per page). The range must span exactly @n pages.
+ * rather than four calls per page). With @held NULL no reference is taken:
+ * the caller keeps the pages (a Reply's, held until its Writes complete, as
+ * C's send context does). The range must span exactly @n pages.
  * Returns 0, or -EINVAL or -EIO with nothing referenced or mapped.
  */
 int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
@@ -112,8 +114,10 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			rpcrdma_rs_unmap_page_run(device, held, sges, i);
 			return -EIO;
 		}
-		get_page(pages[i]);
-		held[i] = pages[i];
+		if (held) {
+			get_page(pages[i]);
+			held[i] = pages[i];
+		}
 		sges[i].addr = addr;
 		sges[i].length = l;
 		sges[i].lkey = lkey;
@@ -124,7 +128,7 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 }
 
 /* Undoes rpcrdma_rs_map_page_run() for its first @n entries: each mapping,
- * then the page's reference.
+ * then the page's reference, if it took them (@held not NULL).
  */
 void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *held,
 			       const struct ib_sge *sges, u32 n)
@@ -134,7 +138,8 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 	for (i = 0; i < n; i++) {
 		ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
 				  DMA_TO_DEVICE);
-		put_page(held[i]);
+		if (held)
+			put_page(held[i]);
 	}
 }
 
@@ -162,8 +167,10 @@ int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
 	return 0;
 }
 
-/* Makes what the device wrote into the @n sink pages visible to the CPU and
- * takes a new reference on each, written to @out in order.
+/* Unmaps the @n sink pages, which the device has finished writing (which
+ * makes what it wrote visible to the CPU), and hands their references over:
+ * the pages go to @out in order (C svc_rdma_read_complete moves rc_pages
+ * into rq_pages).
  */
 void rpcrdma_rs_sink_pages_received(struct ib_device *device,
 				    struct page *const *pages, const u64 *dmas,
@@ -172,9 +179,7 @@ void rpcrdma_rs_sink_pages_received(struct ib_device *device,
 	u32 i;
 
 	for (i = 0; i < n; i++) {
-		ib_dma_sync_single_for_cpu(device, dmas[i], PAGE_SIZE,
-					   DMA_FROM_DEVICE);
-		get_page(pages[i]);
+		ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
 		out[i] = pages[i];
 	}
 }

@@ -29,11 +29,15 @@ pub enum Kind {
     Mr = 6,
     /// DMA mappings of the "physical" registration strategy.
     PhysMap = 7,
+    /// A Reply's page array holding the request's page references for
+    /// the Writes from its pages (`reply_pages.rs`).
+    ReplyPages = 8,
 }
 
-const KINDS: usize = 8;
+const KINDS: usize = 9;
 
 static COUNTS: [Atomic<i64>; KINDS] = [
+    Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),

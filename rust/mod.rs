@@ -33,6 +33,7 @@ pub mod page_sinks;
 pub mod params;
 pub mod ratelimit;
 pub mod regcache;
+pub mod reply_pages;
 pub mod run_mr;
 pub mod send_batch;
 pub mod send_chain;

@@ -6,12 +6,13 @@
 //! does (`svc_rdma_clear_rqst_pages`: `svc_alloc_arg` refills the slots in
 //! bulk), maps each once for the device to write, and scatters the Reads
 //! over them. The request that assembles the Call takes them over
-//! ([`PageSinks::received_pages`]). A 1 MiB WRITE costs two allocations
+//! ([`PageSinks::take_received_pages`]). A 1 MiB WRITE costs two allocations
 //! here (the DMA addresses and the shared object; the page array is the
 //! one the request's pages came in), not one page and one buffer object
 //! per page.
 
 use core::ptr::NonNull;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelude::*, sync::Arc};
 
 use super::bindings;
@@ -23,17 +24,22 @@ use crate::proto::pieces::{page_spans, PageSpan};
 /// of one Call's Read chunk, whose bytes lie from offset 0 of the first
 /// page on. Shared (`Arc`) by the Reads that land in them (each holds it
 /// until its completion is released) and by the work that assembles the
-/// Call. One helper call maps them all, one unmaps and puts them all.
+/// Call. One helper call maps them all; once they were read into, one
+/// unmaps them and hands their references to the request
+/// ([`PageSinks::take_received_pages`]); otherwise one unmaps and puts
+/// them on drop.
 ///
 /// # Invariants
 ///
-/// `pages` and `dmas` have the same length; each `dmas[i]` maps the whole
-/// page `pages[i]`, on which the sinks hold a reference, for the device to
-/// write, on `pd`'s device, until `drop`.
+/// `pages` and `dmas` have the same length. Until `taken` is set, each
+/// `dmas[i]` maps the whole page `pages[i]`, on which the sinks hold a
+/// reference, for the device to write, on `pd`'s device; after, the sinks
+/// hold neither the mappings nor the references. `taken` is set once.
 pub struct PageSinks {
     pages: KVec<NonNull<bindings::page>>,
     dmas: KVec<u64>,
     pd: Arc<Pd>,
+    taken: Atomic<bool>,
 }
 
 // SAFETY: The page references may be put from any thread, and the pages'
@@ -61,6 +67,7 @@ impl Endpoint {
             pages,
             dmas,
             pd: pd.clone(),
+            taken: Atomic::new(false),
         };
         let count = u32::try_from(n)?;
         // SAFETY: The `n` pages are live (referenced by `sinks`), and
@@ -144,17 +151,26 @@ impl PageSinks {
         page_spans(off, len, PAGE_SIZE).ok_or(EINVAL)
     }
 
-    /// Makes what the device wrote visible to the CPU and returns new
-    /// references on the pages, in order, to hand them to a request
-    /// without a copy. Every Read into the pages must have completed.
-    pub fn received_pages(&self) -> Result<KVec<PageRef>> {
+    /// Unmaps the pages, which makes what the device wrote visible to the
+    /// CPU, and hands their references over, in order, for a request
+    /// (C `svc_rdma_read_complete` moves `rc_pages` into `rq_pages`): no
+    /// reference taken or put per page. Every Read into the pages must have
+    /// completed: the device is done with them. Once only: `EINVAL` after,
+    /// and the sinks then map and hold nothing.
+    pub fn take_received_pages(&self) -> Result<KVec<PageRef>> {
         let n = self.pages.len();
         let count = u32::try_from(n)?;
         let mut out = KVec::<PageRef>::with_capacity(n, GFP_KERNEL)?;
-        // SAFETY: The pages are live and mapped (type invariant), `out`
-        // has room for `n` entries, and a `PageRef` is a transparent page
-        // pointer: the helper takes a reference on each page and writes it
-        // to `out`, so its first `n` entries are initialised references.
+        if self.taken.xchg(true, Relaxed) {
+            return Err(EINVAL);
+        }
+        // SAFETY: The pages are mapped and referenced by the sinks (type
+        // invariant, not taken before), and the device is done with them
+        // (the caller's requirement); `out` has room for `n` entries, and a
+        // `PageRef` is a transparent page pointer: the helper unmaps each
+        // page and writes it to `out`, so its first `n` entries are
+        // initialised references, the sinks' own, which `taken` (set above,
+        // once) gives up. INVARIANT: no longer mapped or held.
         unsafe {
             bindings::rpcrdma_rs_sink_pages_received(
                 self.pd.device_ptr(),
@@ -165,17 +181,22 @@ impl PageSinks {
             );
             out.inc_len(n);
         }
+        live::sub(live::Kind::DmaBuf, n);
         Ok(out)
     }
 
     /// Copies `out.len()` bytes at `offset` of page `page` out (to check
     /// what a completed Read put there).
     pub fn read(&self, page: usize, offset: usize, out: &mut [u8]) -> Result {
+        if self.taken.load(Relaxed) {
+            return Err(EINVAL);
+        }
         let (p, dma) = match (self.pages.get(page), self.dmas.get(page)) {
             (Some(p), Some(dma)) => (*p, *dma),
             _ => return Err(EINVAL),
         };
-        // SAFETY: The mapping is live by the type invariant.
+        // SAFETY: The mapping is live by the type invariant (not taken:
+        // only a test reads, not racing the take).
         unsafe {
             bindings::rpcrdma_rs_dma_sync_for_cpu(
                 self.pd.device_ptr(),
@@ -193,8 +214,13 @@ impl PageSinks {
 
 impl Drop for PageSinks {
     fn drop(&mut self) {
+        if self.taken.load(Relaxed) {
+            // The request has the pages; nothing is mapped.
+            return;
+        }
         let n = self.dmas.len().min(self.pages.len());
-        // SAFETY: The first `n` pages are mapped at `dmas` (type invariant)
+        // SAFETY: The first `n` pages are mapped at `dmas` (type invariant,
+        // not taken)
         // and no posted work request names them: each holds a reference to
         // `self`. The helper unmaps and puts each of the `pages.len()`
         // pages (those past `n` were never mapped: a failed map); the

@@ -29,6 +29,7 @@ use super::cm::CmHandler;
 use super::cm::CmId;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
+use super::reply_pages::ReplyPages;
 use super::svc_bc::BcRegistration;
 use super::svc_class;
 use super::svc_sysctl;
@@ -512,6 +513,73 @@ impl Rqst {
         (res.head[0].iov_len as u32)
             .saturating_add(res.page_len)
             .saturating_add(res.tail[0].iov_len as u32)
+    }
+
+    /// A copy of the Reply's page array `rq_respages .. rq_next_page`, to
+    /// be held by RDMA Writes straight from those pages in place of a
+    /// reference per page ([`ReplyPages`]); the request keeps its
+    /// references until [`Self::give_reply_pages`]. `None` for a Reply with
+    /// no pages there or an empty slot among them.
+    pub fn reply_pages(&self) -> Result<Option<Arc<ReplyPages>>> {
+        // SAFETY: By the type invariant `ptr` is live; sunrpc does not
+        // change the Reply while it is being sent.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        // SAFETY: Both point into `rq_pages`, `rq_respages` first.
+        let n = unsafe { r.rq_next_page.offset_from(r.rq_respages) };
+        let n = usize::try_from(n).map_err(|_| EINVAL)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut pages = KVec::<NonNull<bindings::page>>::with_capacity(n, GFP_KERNEL)?;
+        for i in 0..n {
+            // SAFETY: `i` is below `rq_next_page`, within `rq_pages`.
+            let Some(page) = NonNull::new(unsafe { *r.rq_respages.add(i) }) else {
+                return Ok(None);
+            };
+            pages.push(page, GFP_KERNEL)?;
+        }
+        // SAFETY: The slots hold a reference on each page until the request
+        // gives them ([`Self::give_reply_pages`]) or, if it never does, the
+        // reply is done with, after the Writes built while it is sent.
+        let pages = unsafe { ReplyPages::borrowed(pages) };
+        Ok(Some(Arc::new(pages, GFP_KERNEL)?))
+    }
+
+    /// Gives the request's references on the Reply's pages to `pages`, a
+    /// copy of them ([`Self::reply_pages`]; C `svc_rdma_save_io_pages`):
+    /// each slot still naming its page is emptied, so that
+    /// `svc_rqst_release_pages` skips it and `svc_alloc_arg` refills it. A
+    /// slot no longer naming it (sunrpc does not change a Reply while it is
+    /// sent, so none should) keeps its page, and `pages` takes a reference
+    /// of its own. Called once per copy, after the Reply's last read of its
+    /// pages.
+    pub fn give_reply_pages(&mut self, pages: &ReplyPages) {
+        // SAFETY: The loop below leaves `pages` holding one reference per
+        // page, before the caller's reference to it (which outlives this
+        // call) can be the last.
+        if !unsafe { pages.claim() } {
+            return;
+        }
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live and this thread's
+        // (`&mut self`). Each slot read or emptied is below `rq_next_page`
+        // (`i < now`), within `rq_pages`. A page taken from a slot carries
+        // the slot's reference; any other page of the copy is live (the
+        // request held it when it was copied and this thread has not
+        // released the request since) and gets a new one. So the copy ends
+        // holding one reference per page, as `claim` requires.
+        unsafe {
+            let first = (*r).rq_respages;
+            let now = (*r).rq_next_page.offset_from(first);
+            for (i, page) in pages.pages().iter().enumerate() {
+                let in_range = isize::try_from(i).is_ok_and(|i| i < now);
+                if in_range && *first.add(i) == page.as_ptr() {
+                    *first.add(i) = core::ptr::null_mut();
+                } else {
+                    bindings::rpcrdma_rs_get_page(page.as_ptr());
+                }
+            }
+        }
     }
 
     /// The Reply's bytes `[offset, offset + len)` in the pages that hold

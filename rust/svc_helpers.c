@@ -33,3 +33,15 @@ void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
 			slots[n++] = slots[i];
 	release_pages(slots, n);
 }
+
+/* get_page() is an inline. */
+void rpcrdma_rs_get_page(struct page *page)
+{
+	get_page(page);
+}
+
+/* Puts @n pages (none NULL) in one batch. */
+void rpcrdma_rs_release_page_array(struct page **pages, unsigned int n)
+{
+	release_pages(pages, n);
+}

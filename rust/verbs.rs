@@ -31,6 +31,7 @@ use super::device::DeviceAttr;
 use super::live;
 use super::mr::Mr;
 use super::page_sinks::PageSinks;
+use super::reply_pages::ReplyPages;
 use super::sink_pool::SinkMrPool;
 use super::slab::SlabObj;
 use super::wr_pool::WrPool;
@@ -1842,10 +1843,12 @@ pub trait CompletionHandler: Send + Sync + Sized {
 /// describe ranges of the holds' memory, which stays mapped while `self`
 /// lives (one hold per sge, or one for them all: a Read's page sinks,
 /// [`WorkRequest::with_sinks`]). With `run_pd` (a page run,
-/// [`WorkRequest::with_pages`]) `nholds` is 0 and `run_pages[..nsge]` are
-/// the pages whose references this request took and which `sges[..nsge]`
-/// map on `run_pd`'s device, for the device to read, until the request is
-/// dropped or released.
+/// [`WorkRequest::with_pages`]) `sges[..nsge]` map the run's pages on
+/// `run_pd`'s device, for the device to read, until the request is dropped
+/// or released; either `nholds` is 0 and `run_pages[..nsge]` are those
+/// pages, on which this request took a reference each, or `nholds` is 1
+/// and its hold is the Reply's page array that keeps them
+/// ([`WorkRequest::with_reply_pages`]).
 #[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
@@ -1892,6 +1895,9 @@ enum Hold {
     /// Pages shared by a Call's Reads, which keep their own mappings
     /// (only held).
     Sinks { _sinks: Arc<PageSinks> },
+    /// A Reply's pages, kept for the Writes of a page run from them, which
+    /// map them themselves (only held).
+    Reply { _pages: Arc<ReplyPages> },
 }
 
 /// One entry of a scatter/gather list to build a [`WorkRequest`] from.
@@ -1995,6 +2001,32 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// the request's own, and none of that when its handler's pool has a
     /// kept one.
     pub fn with_pages(handler: H, ep: &Endpoint, pages: PageRange<'_>) -> Result<Arc<Self>> {
+        Self::with_run(handler, ep, pages, None)
+    }
+
+    /// As [`Self::with_pages`] for pages of a Reply's page array `reply`,
+    /// which the request holds instead of a reference per page (C's send
+    /// context keeps a Reply's pages for its Writes): the pages are only
+    /// mapped, and unmapped when the request is dropped, before it lets
+    /// go of `reply`.
+    pub fn with_reply_pages(
+        handler: H,
+        ep: &Endpoint,
+        reply: &Arc<ReplyPages>,
+        pages: PageRange<'_>,
+    ) -> Result<Arc<Self>> {
+        Self::with_run(handler, ep, pages, Some(reply.clone()))
+    }
+
+    /// The builder of [`Self::with_pages`] (`reply` `None`) and
+    /// [`Self::with_reply_pages`].
+    #[inline(always)]
+    fn with_run(
+        handler: H,
+        ep: &Endpoint,
+        pages: PageRange<'_>,
+        reply: Option<Arc<ReplyPages>>,
+    ) -> Result<Arc<Self>> {
         let n = pages.pages.len();
         if n > MAX_SGE {
             return Err(EINVAL);
@@ -2002,15 +2034,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
         let pd = ep.pd().clone();
         Self::build(handler, move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
-            // (`build`'s guarantee), so the arrays its two pointers name
-            // have room for `MAX_SGE >= n` entries each; `pages` names `n`
-            // live pages spanned by `[off, off + len)` (its invariant),
-            // which the helper checks again. On success it took a reference
-            // on each and mapped it into `sges[..n]`; on an error it left
-            // nothing taken or mapped.
+            // (`build`'s guarantee), so the arrays its pointers name have
+            // room for `MAX_SGE >= n` entries each; `pages` names `n` live
+            // pages spanned by `[off, off + len)` (its invariant), which
+            // the helper checks again. On success it mapped them into
+            // `sges[..n]` and, without `reply` (`held` not null), took a
+            // reference on each, written to `run_pages[..n]`; with it, the
+            // one hold written keeps the pages. On an error it left nothing
+            // taken or mapped.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                let held = addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>();
+                let held = match reply {
+                    None => addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
+                    Some(_) => core::ptr::null_mut(),
+                };
                 to_result(bindings::rpcrdma_rs_map_page_run(
                     pd.device_ptr(),
                     pages.pages.as_ptr(),
@@ -2022,8 +2059,16 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     held,
                 ))?;
                 live::add(live::Kind::DmaBuf, n);
+                let nholds = match reply {
+                    None => 0,
+                    Some(reply) => {
+                        let holds = addr_of_mut!((*slot).holds).cast::<Hold>();
+                        holds.write(Hold::Reply { _pages: reply });
+                        1
+                    }
+                };
                 addr_of_mut!((*slot).nsge).write(n);
-                addr_of_mut!((*slot).nholds).write(0);
+                addr_of_mut!((*slot).nholds).write(nholds);
                 addr_of_mut!((*slot).run_pd).write(Some(pd));
             }
             Ok(())
@@ -2244,8 +2289,10 @@ impl<H: CompletionHandler> WorkRequest<H> {
         unsafe { core::slice::from_raw_parts(self.holds.as_ptr().cast::<Hold>(), self.nholds()) }
     }
 
-    /// Unmaps and puts the pages of a page run, if this request is one (no
-    /// hold is initialised then); afterwards it is not.
+    /// Unmaps the pages of a page run, if this request is one, and puts
+    /// them if it took their references (no hold); afterwards it is not a
+    /// run. Called before the holds are dropped: a Reply's page array,
+    /// the hold of a run from it, may put the pages.
     ///
     /// # Safety
     ///
@@ -2257,14 +2304,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
             return;
         };
         let n = self.nsge.min(MAX_SGE);
-        // SAFETY: `run_pages[..n]` are the pages whose references this
-        // request took and `sges[..n]` their mappings on `pd`'s device
-        // (type invariant), which nothing uses any more (the caller's
-        // requirement); `run_pd` is now `None`, so this runs once.
+        // Without a hold the request took the pages' references itself.
+        let held = match self.nholds {
+            0 => self.run_pages.as_ptr().cast::<*mut bindings::page>(),
+            _ => core::ptr::null(),
+        };
+        // SAFETY: `sges[..n]` map the run's pages on `pd`'s device and,
+        // with `held` not null, `run_pages[..n]` are those pages, on which
+        // this request took a reference each (type invariant); nothing
+        // uses the mappings any more (the caller's requirement); `run_pd`
+        // is now `None`, so this runs once.
         unsafe {
             bindings::rpcrdma_rs_unmap_page_run(
                 pd.device_ptr(),
-                self.run_pages.as_ptr().cast::<*mut bindings::page>(),
+                held,
                 self.sges.as_ptr().cast::<bindings::ib_sge>(),
                 n as u32,
             )
@@ -2276,7 +2329,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     fn bufs(&self) -> impl Iterator<Item = &Arc<DmaBuf>> {
         self.holds().iter().filter_map(|h| match h {
             Hold::Buf(b) => Some(b),
-            Hold::Page { .. } | Hold::Sinks { .. } => None,
+            Hold::Page { .. } | Hold::Sinks { .. } | Hold::Reply { .. } => None,
         })
     }
 
@@ -2335,6 +2388,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 Hold::Page { .. } => true,
                 // Mapped for the device to write.
                 Hold::Sinks { .. } => false,
+                // Mapped by the run (above).
+                Hold::Reply { .. } => true,
             })
     }
 

@@ -35,6 +35,7 @@ use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::page_sinks::PageSinks;
+use crate::rust::reply_pages::ReplyPages;
 use crate::rust::send_chain::SendChain;
 use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::svc::{stat_add, Rqst, Stat};
@@ -112,6 +113,12 @@ fn write_op(p: &Piece) -> SendOp {
 
 /// Largest buffer of one RDMA Read or Write (order-4 slab object).
 pub(super) const PIECE: usize = 64 * 1024;
+
+/// Bytes from which a chunk's Writes straight from the Reply's pages hold
+/// the Reply's page array ([`ReplyPages`]) rather than a reference per
+/// page: the array costs two allocations and a pass over the Reply's
+/// pages, a page's reference two atomic operations and its lookups.
+const REPLY_PAGES_MIN: usize = 16 * PAGE_SIZE;
 
 /// Most pages one RDMA Read into pages scatters over (its SGEs).
 pub(super) const PAGED_SGES: usize = MAX_SGE;
@@ -228,10 +235,10 @@ impl PagedSinks {
         })
     }
 
-    /// New references on the pages, in order, for the request; every
-    /// page was read into (the chunk covers all of them).
+    /// The pages, in order, with the sinks' references, for the request;
+    /// every page was read into (the chunk covers all of them). Once.
     pub(super) fn take_pages(&self) -> Result<KVec<PageRef>> {
-        self.sinks.received_pages()
+        self.sinks.take_received_pages()
     }
 }
 
@@ -768,9 +775,16 @@ impl Io<'_> {
     /// Pushes `total` bytes of the Reply from offset `start` to the
     /// client's segments `segs` straight from the Reply's pages (C
     /// `svc_rdma_send_write_chunk`): one RDMA Write per piece, each page a
-    /// scatter/gather entry, the pages referenced until the Write
-    /// completes. A piece whose bytes are not all in pages the request
-    /// releases (see [`Rqst::res_pages`]) is copied through a cached buffer.
+    /// scatter/gather entry, the pages kept until the Write completes. A
+    /// piece whose bytes are not all in pages the request releases (see
+    /// [`Rqst::res_pages`]) is copied through a cached buffer.
+    ///
+    /// A long chunk's Writes hold the Reply's page array, `reply` (made
+    /// here by the first such chunk, given the request's page references
+    /// by the caller once the Reply is sent: [`Rqst::give_reply_pages`]);
+    /// a short one's take a reference per page, cheaper than the copy of
+    /// the array.
+    #[expect(clippy::too_many_arguments)]
     pub(super) fn write_chunk_direct(
         &self,
         chain: &mut SendChain<SqHandler>,
@@ -779,6 +793,7 @@ impl Io<'_> {
         total: usize,
         rqst: &Rqst,
         start: u32,
+        reply: &mut Option<Arc<ReplyPages>>,
     ) -> Result {
         let sges = self.ep.max_send_sge();
         // An unaligned piece spans one page more than its length needs.
@@ -794,21 +809,30 @@ impl Io<'_> {
         }
         // The pages of one piece at a time: at most `sges`.
         let sges = sges.min(MAX_SGE);
+        if reply.is_none() && total >= REPLY_PAGES_MIN {
+            *reply = rqst.reply_pages()?;
+        }
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
             let p = p.map_err(piece_error)?;
             let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
             let len = u32::try_from(p.len)?;
             if let Some(pages) = rqst.res_pages(at, len, sges) {
-                // The pages are referenced and mapped as the work request is
-                // built, for that request alone, all in one call (no
-                // allocation or object per page or for the list).
+                // The pages are mapped (and, without the Reply's array,
+                // referenced) as the work request is built, for that
+                // request alone, all in one call (no allocation or object
+                // per page or for the list).
                 let n = pages.count_pages() as u64;
                 let handler = SqHandler {
                     sq: self.sq.clone(),
                     cache_slot: None,
                 };
-                let wr = WorkRequest::with_pages(handler, self.ep, pages.range()?)?;
+                let wr = match reply {
+                    Some(reply) => {
+                        WorkRequest::with_reply_pages(handler, self.ep, reply, pages.range()?)?
+                    }
+                    None => WorkRequest::with_pages(handler, self.ep, pages.range()?)?,
+                };
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
                 self.queue_built(chain, wr, write_op(&p))?;
