@@ -515,70 +515,51 @@ impl Rqst {
             .saturating_add(res.tail[0].iov_len as u32)
     }
 
-    /// A copy of the Reply's page array `rq_respages .. rq_next_page`, to
-    /// be held by RDMA Writes straight from those pages in place of a
-    /// reference per page ([`ReplyPages`]); the request keeps its
-    /// references until [`Self::give_reply_pages`]. `None` for a Reply with
-    /// no pages there or an empty slot among them.
-    pub fn reply_pages(&self) -> Result<Option<Arc<ReplyPages>>> {
+    /// An array for the Reply's pages `rq_respages .. rq_next_page`, to be
+    /// held by RDMA Writes straight from those pages in place of a
+    /// reference per page ([`ReplyPages`]): empty, with room for them, the
+    /// request keeping its pages and references until
+    /// [`Self::give_reply_pages`].
+    pub fn reply_pages(&self) -> Result<Arc<ReplyPages>> {
         // SAFETY: By the type invariant `ptr` is live; sunrpc does not
         // change the Reply while it is being sent.
         let r = unsafe { &*self.ptr.as_ptr() };
         // SAFETY: Both point into `rq_pages`, `rq_respages` first.
         let n = unsafe { r.rq_next_page.offset_from(r.rq_respages) };
-        let n = usize::try_from(n).map_err(|_| EINVAL)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let mut pages = KVec::<NonNull<bindings::page>>::with_capacity(n, GFP_KERNEL)?;
-        for i in 0..n {
-            // SAFETY: `i` is below `rq_next_page`, within `rq_pages`.
-            let Some(page) = NonNull::new(unsafe { *r.rq_respages.add(i) }) else {
-                return Ok(None);
-            };
-            pages.push(page, GFP_KERNEL)?;
-        }
-        // SAFETY: The slots hold a reference on each page until the request
-        // gives them ([`Self::give_reply_pages`]) or, if it never does, the
-        // reply is done with, after the Writes built while it is sent.
-        let pages = unsafe { ReplyPages::borrowed(pages) };
-        Ok(Some(Arc::new(pages, GFP_KERNEL)?))
+        ReplyPages::with_capacity(usize::try_from(n).map_err(|_| EINVAL)?)
     }
 
-    /// Gives the request's references on the Reply's pages to `pages`, a
-    /// copy of them ([`Self::reply_pages`]; C `svc_rdma_save_io_pages`):
-    /// each slot still naming its page is emptied, so that
-    /// `svc_rqst_release_pages` skips it and `svc_alloc_arg` refills it. A
-    /// slot no longer naming it (sunrpc does not change a Reply while it is
-    /// sent, so none should) keeps its page, and `pages` takes a reference
-    /// of its own. Called once per copy, after the Reply's last read of its
-    /// pages.
+    /// Gives the request's Reply pages `rq_respages .. rq_next_page`, with
+    /// their references, to `pages` ([`Self::reply_pages`]; C
+    /// `svc_rdma_save_io_pages`): the slots are emptied, so that
+    /// `svc_rqst_release_pages` skips them and `svc_alloc_arg` refills
+    /// them. Called once the Reply's pages are no longer read, after its
+    /// Writes were built; sunrpc does not change them while the Reply is
+    /// sent, so they are the pages those Writes name. Only the first give
+    /// to an array moves anything.
     pub fn give_reply_pages(&mut self, pages: &ReplyPages) {
-        // SAFETY: The loop below leaves `pages` holding one reference per
-        // page, before the caller's reference to it (which outlives this
-        // call) can be the last.
-        if !unsafe { pages.claim() } {
+        // SAFETY: What is written below are the slots' pages, each with
+        // the slot's reference (the slot is emptied), or nulls, within the
+        // array's capacity; the caller's reference to `pages` outlives
+        // this call.
+        let Some(to) = (unsafe { pages.claim() }) else {
             return;
-        }
+        };
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live and this thread's
-        // (`&mut self`). Each slot read or emptied is below `rq_next_page`
-        // (`i < now`), within `rq_pages`. A page taken from a slot carries
-        // the slot's reference; any other page of the copy is live (the
-        // request held it when it was copied and this thread has not
-        // released the request since) and gets a new one. So the copy ends
-        // holding one reference per page, as `claim` requires.
+        // (`&mut self`); the `n` slots from `rq_respages` lie below
+        // `rq_next_page`, within `rq_pages`, and `to` has room for `n` more
+        // pointers (its spare capacity, all of it: the array is made with
+        // room for every slot, which sunrpc does not add to while the Reply
+        // is sent): they are copied there, then emptied, so each page's
+        // reference moves over once.
         unsafe {
             let first = (*r).rq_respages;
-            let now = (*r).rq_next_page.offset_from(first);
-            for (i, page) in pages.pages().iter().enumerate() {
-                let in_range = isize::try_from(i).is_ok_and(|i| i < now);
-                if in_range && *first.add(i) == page.as_ptr() {
-                    *first.add(i) = core::ptr::null_mut();
-                } else {
-                    bindings::rpcrdma_rs_get_page(page.as_ptr());
-                }
-            }
+            let now = usize::try_from((*r).rq_next_page.offset_from(first)).unwrap_or(0);
+            let n = now.min(to.capacity().saturating_sub(to.len()));
+            core::ptr::copy_nonoverlapping(first.cast_const(), to.as_mut_ptr().add(to.len()), n);
+            to.inc_len(n);
+            core::ptr::write_bytes(first, 0, n);
         }
     }
 

@@ -20,9 +20,10 @@ void *rpcrdma_rs_page_address(struct page *page)
 }
 
 /*
- * Puts the pages of @nr page slots of a request about to be overwritten, in
- * one batch as C's svc_rdma_read_complete() does. release_pages() takes no
- * NULL entries: the slots are compacted first.
+ * Puts the pages of @nr page slots, in one batch: a request's about to be
+ * overwritten, as C's svc_rdma_read_complete() does, or a Reply's page
+ * array once its Writes are done with it. release_pages() takes no NULL
+ * entries: the slots are compacted first.
  */
 void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
 {
@@ -32,16 +33,4 @@ void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
 		if (slots[i])
 			slots[n++] = slots[i];
 	release_pages(slots, n);
-}
-
-/* get_page() is an inline. */
-void rpcrdma_rs_get_page(struct page *page)
-{
-	get_page(page);
-}
-
-/* Puts @n pages (none NULL) in one batch. */
-void rpcrdma_rs_release_page_array(struct page **pages, unsigned int n)
-{
-	release_pages(pages, n);
 }

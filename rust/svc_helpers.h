@@ -22,7 +22,5 @@ struct rpc_rqst;
 struct page *rpcrdma_rs_alloc_page(void);
 void *rpcrdma_rs_page_address(struct page *page);
 void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr);
-void rpcrdma_rs_get_page(struct page *page);
-void rpcrdma_rs_release_page_array(struct page **pages, unsigned int n);
 
 #endif

@@ -592,7 +592,9 @@ impl Endpoint {
         }
         live::inc(live::Kind::DmaBuf);
         // INVARIANT: no bytes or mapping of its own (`Backing::Registered`):
-        // the MR maps the range, kept mapped by `sinks`, at `seg.offset`.
+        // the MR maps the range, kept mapped by `sinks` (until the Reads into
+        // them all completed and they hand their pages over), at
+        // `seg.offset`.
         Ok(Arc::new(
             DmaBuf {
                 ptr: core::ptr::null_mut(),
@@ -1040,7 +1042,9 @@ enum Backing {
     Slab(SlabObj),
     /// A range of page sinks that the buffer's MR maps for one RDMA Read
     /// ([`Endpoint::register_page_run`]); kept mapped by the reference
-    /// held here while the MR names them (only held).
+    /// held here while the MR names them, until every Read into them
+    /// completed (invalidating the MR) and the sinks hand their pages over
+    /// (only held).
     Registered { _sinks: Arc<PageSinks> },
 }
 

@@ -810,7 +810,7 @@ impl Io<'_> {
         // The pages of one piece at a time: at most `sges`.
         let sges = sges.min(MAX_SGE);
         if reply.is_none() && total >= REPLY_PAGES_MIN {
-            *reply = rqst.reply_pages()?;
+            *reply = Some(rqst.reply_pages()?);
         }
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
