@@ -93,8 +93,9 @@ void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
  * the mapping rdma_rw_ctx_init_bvec makes, in one call for one RDMA Write
  * rather than four calls per page). With @held NULL no reference is taken:
  * the caller keeps the pages (a Reply's, held until its Writes complete, as
- * C's send context does). The range must span exactly @n pages.
- * Returns 0, or -EINVAL or -EIO with nothing referenced or mapped.
+ * C's send context does). The range must span exactly @n pages, none of
+ * them NULL (checked here, where each entry is read anyway). Returns 0, or
+ * -EINVAL or -EIO with nothing referenced or mapped.
  */
 int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			    u32 n, u32 off, u32 len, u32 lkey,
@@ -107,9 +108,13 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
 		u32 l = min_t(u32, PAGE_SIZE - off, len);
-		u64 addr = ib_dma_map_page(device, pages[i], off, l,
-					   DMA_TO_DEVICE);
+		u64 addr;
 
+		if (!pages[i]) {
+			rpcrdma_rs_unmap_page_run(device, held, sges, i);
+			return -EINVAL;
+		}
+		addr = ib_dma_map_page(device, pages[i], off, l, DMA_TO_DEVICE);
 		if (ib_dma_mapping_error(device, addr)) {
 			rpcrdma_rs_unmap_page_run(device, held, sges, i);
 			return -EIO;

@@ -570,8 +570,9 @@ impl Rqst {
     /// which `svc_rqst_release_pages` puts and the next request refills
     /// with new pages, so a page referenced here is never reused for
     /// another reply while the Write is in flight); `None` otherwise. The
-    /// pages are checked here; the work request built over them references
-    /// and maps them all in one call ([`ResPages::range`]).
+    /// range's slots are checked here; that each holds a page is checked
+    /// as the work request built over them maps them, all in one call
+    /// ([`ResPages::range`]), which fails on an empty one.
     pub fn res_pages(&self, offset: u32, len: u32, max: usize) -> Option<ResPages<'_>> {
         // SAFETY: By the type invariant `ptr` is live; sunrpc does not
         // change the Reply while it is being sent.
@@ -592,16 +593,21 @@ impl Rqst {
             return None;
         }
         let (lo, hi) = (r.rq_respages.cast_const(), r.rq_next_page.cast_const());
-        for index in first..=last {
-            // SAFETY: The page array covers `page_base + page_len` bytes and
-            // `index` is a page below that.
-            let slot = unsafe { res.pages.add(index as usize) }.cast_const();
-            // SAFETY: `slot` is an entry of the page array (above).
-            if slot < lo || slot >= hi || unsafe { *slot }.is_null() {
-                return None;
-            }
+        // SAFETY: The page array covers `page_base + page_len` bytes and
+        // `first <= last` are pages below that.
+        let (first_slot, last_slot) = unsafe {
+            (
+                res.pages.add(usize::try_from(first).ok()?).cast_const(),
+                res.pages.add(usize::try_from(last).ok()?).cast_const(),
+            )
+        };
+        // The slots are consecutive: all lie in the range if both ends do.
+        // Whether each holds a page is checked where it is mapped, in the
+        // same pass (`rpcrdma_rs_map_page_run`), not in one of its own.
+        if first_slot < lo || last_slot >= hi {
+            return None;
         }
-        // INVARIANT: every page of `[at, end)` was checked just above.
+        // INVARIANT: the slots of `[at, end)` were checked just above.
         Some(ResPages {
             rqst: self,
             at,
@@ -1210,8 +1216,9 @@ impl<T: SvcTransport> Drop for Registration<T> {
 /// # Invariants
 ///
 /// Every page of `[at, end)` of `rqst`'s `rq_res` page list (offsets from
-/// its first page) is a non-null entry within `rq_respages ..
-/// rq_next_page`; `count` is how many pages that range spans.
+/// its first page) is an entry within `rq_respages .. rq_next_page` (a
+/// page, or null, which the mapping refuses); `count` is how many pages
+/// that range spans.
 pub struct ResPages<'a> {
     rqst: &'a Rqst,
     at: u64,
@@ -1241,8 +1248,8 @@ impl ResPages<'_> {
         // are within the page array, which the request keeps while `self`
         // borrows it.
         let pages = unsafe { core::slice::from_raw_parts(res.pages.add(first), self.count) };
-        // SAFETY: Each of those entries is a live page, not null (type
-        // invariant), the request's until it is released, after `self`.
+        // SAFETY: Each of those entries is a live page, the request's until
+        // it is released, after `self`, or null (type invariant).
         unsafe { PageRange::new(pages, off, len) }
     }
 }

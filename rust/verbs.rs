@@ -1163,9 +1163,11 @@ pub(in crate::rust) fn map_page_range(
 ///
 /// # Invariants
 ///
-/// `pages` are live, non-null pages while `'a` lasts; `[off, off + len)`,
-/// counted from the first page's first byte, spans exactly `pages.len()`
-/// pages: `off < PAGE_SIZE` and `len > 0`.
+/// Each of `pages` is a live page while `'a` lasts, or null (a Reply's
+/// slot: the mapping, which reads each entry anyway, refuses it rather
+/// than a pass of its own before); `[off, off + len)`, counted from the
+/// first page's first byte, spans exactly `pages.len()` pages:
+/// `off < PAGE_SIZE` and `len > 0`.
 pub struct PageRange<'a> {
     pages: &'a [*mut bindings::page],
     off: u32,
@@ -1178,7 +1180,7 @@ impl<'a> PageRange<'a> {
     ///
     /// # Safety
     ///
-    /// Every entry of `pages` is a live page, not null, while `'a` lasts.
+    /// Every entry of `pages` is a live page, or null, while `'a` lasts.
     pub(in crate::rust) unsafe fn new(
         pages: &'a [*mut bindings::page],
         off: usize,
