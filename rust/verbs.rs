@@ -1926,6 +1926,45 @@ impl From<MappedPage> for SgEntry {
     }
 }
 
+/// What keeps the pages of a page run for its work request
+/// ([`WorkRequest::with_pages`] and [`WorkRequest::with_reply_pages`]): a
+/// type per choice, so that each builder is compiled without the other's
+/// branches (a 4 KiB READ's one-page Write takes the first).
+trait RunKeeper {
+    /// Whether the request takes a reference on each page itself.
+    const OWN_REFS: bool;
+
+    /// Writes the hold that keeps the pages, if any, to `holds[0]`;
+    /// returns how many were written.
+    ///
+    /// # Safety
+    ///
+    /// `holds` is valid for writing one `Hold`.
+    unsafe fn write_hold(self, holds: *mut Hold) -> usize;
+}
+
+/// The request references each page of its run itself.
+struct OwnRefs;
+
+impl RunKeeper for OwnRefs {
+    const OWN_REFS: bool = true;
+
+    unsafe fn write_hold(self, _holds: *mut Hold) -> usize {
+        0
+    }
+}
+
+/// A Reply's page array keeps the run's pages.
+impl RunKeeper for Arc<ReplyPages> {
+    const OWN_REFS: bool = false;
+
+    unsafe fn write_hold(self, holds: *mut Hold) -> usize {
+        // SAFETY: By the caller's requirement.
+        unsafe { holds.write(Hold::Reply { _pages: self }) };
+        1
+    }
+}
+
 /// A range of a DMA buffer for a scatter/gather list.
 pub struct Segment {
     /// The buffer.
@@ -2007,7 +2046,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// the request's own, and none of that when its handler's pool has a
     /// kept one.
     pub fn with_pages(handler: H, ep: &Endpoint, pages: PageRange<'_>) -> Result<Arc<Self>> {
-        Self::with_run(handler, ep, pages, None)
+        Self::with_run(handler, ep, pages, OwnRefs)
     }
 
     /// As [`Self::with_pages`] for pages of a Reply's page array `reply`,
@@ -2021,17 +2060,17 @@ impl<H: CompletionHandler> WorkRequest<H> {
         reply: &Arc<ReplyPages>,
         pages: PageRange<'_>,
     ) -> Result<Arc<Self>> {
-        Self::with_run(handler, ep, pages, Some(reply.clone()))
+        Self::with_run(handler, ep, pages, reply.clone())
     }
 
-    /// The builder of [`Self::with_pages`] (`reply` `None`) and
-    /// [`Self::with_reply_pages`].
+    /// The builder of [`Self::with_pages`] and [`Self::with_reply_pages`]:
+    /// `keep` says what keeps the pages, compiled into each.
     #[inline(always)]
-    fn with_run(
+    fn with_run<K: RunKeeper>(
         handler: H,
         ep: &Endpoint,
         pages: PageRange<'_>,
-        reply: Option<Arc<ReplyPages>>,
+        keep: K,
     ) -> Result<Arc<Self>> {
         let n = pages.pages.len();
         if n > MAX_SGE {
@@ -2044,15 +2083,15 @@ impl<H: CompletionHandler> WorkRequest<H> {
             // room for `MAX_SGE >= n` entries each; `pages` names `n` live
             // pages spanned by `[off, off + len)` (its invariant), which
             // the helper checks again. On success it mapped them into
-            // `sges[..n]` and, without `reply` (`held` not null), took a
-            // reference on each, written to `run_pages[..n]`; with it, the
-            // one hold written keeps the pages. On an error it left nothing
-            // taken or mapped.
+            // `sges[..n]` and, for `OwnRefs` (`held` not null), took a
+            // reference on each, written to `run_pages[..n]`; otherwise the
+            // one hold `keep` writes keeps the pages. On an error it left
+            // nothing taken or mapped.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                let held = match reply {
-                    None => addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
-                    Some(_) => core::ptr::null_mut(),
+                let held = match K::OWN_REFS {
+                    true => addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
+                    false => core::ptr::null_mut(),
                 };
                 to_result(bindings::rpcrdma_rs_map_page_run(
                     pd.device_ptr(),
@@ -2065,14 +2104,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     held,
                 ))?;
                 live::add(live::Kind::DmaBuf, n);
-                let nholds = match reply {
-                    None => 0,
-                    Some(reply) => {
-                        let holds = addr_of_mut!((*slot).holds).cast::<Hold>();
-                        holds.write(Hold::Reply { _pages: reply });
-                        1
-                    }
-                };
+                let nholds = keep.write_hold(addr_of_mut!((*slot).holds).cast::<Hold>());
                 addr_of_mut!((*slot).nsge).write(n);
                 addr_of_mut!((*slot).nholds).write(nholds);
                 addr_of_mut!((*slot).run_pd).write(Some(pd));
