@@ -49,6 +49,7 @@ pub mod trace;
 pub mod verbs;
 pub mod wq;
 pub mod wr_pool;
+mod xdr_buf;
 pub mod xprt;
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 mod xprt_bc;

@@ -35,6 +35,7 @@ use super::svc_class;
 use super::svc_sysctl;
 use super::sysctl::{Entry, Sysctl};
 use super::verbs::{DmaBuf, PageRange, PageRef};
+use super::xdr_buf::{read_xdr, write_xdr};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
@@ -437,18 +438,13 @@ impl Rqst {
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; the range is checked
         // against `rq_arg.len` first; `src` by the safety requirement.
-        to_result(unsafe {
+        unsafe {
             let arg_len = (*r).rq_arg.len;
             if offset > arg_len || len > arg_len - offset {
                 return Err(EMSGSIZE);
             }
-            bindings::write_bytes_to_xdr_buf(
-                addr_of!((*r).rq_arg),
-                offset,
-                src.cast_mut().cast(),
-                len,
-            )
-        })
+            write_xdr(addr_of!((*r).rq_arg), offset, src, len)
+        }
     }
 
     /// Whether nfsd set up a backchannel on this connection.
@@ -658,26 +654,6 @@ impl Rqst {
             )
         }
     }
-}
-
-/// Copies `len` bytes at `offset` of `buf`, whose content is `total` bytes
-/// long, to `dst`; `EMSGSIZE` for a range beyond `total`.
-///
-/// # Safety
-///
-/// `buf` is a live `xdr_buf`; `dst` is writable for `len` bytes.
-unsafe fn read_xdr(
-    buf: *const bindings::xdr_buf,
-    total: u32,
-    offset: u32,
-    dst: *mut u8,
-    len: u32,
-) -> Result {
-    if offset > total || len > total - offset {
-        return Err(EMSGSIZE);
-    }
-    // SAFETY: By the safety requirement; the range is within the content.
-    to_result(unsafe { bindings::read_bytes_from_xdr_buf(buf, offset, dst.cast(), len) })
 }
 
 /// A backchannel (server to client) RPC Call being sent

@@ -14,6 +14,7 @@ use super::cm::{Addr, SockAddr};
 use super::live;
 use super::send_batch::SendBatch;
 use super::verbs::{Anchor, CompletionHandler, DmaBuf, Endpoint, PageRef, WorkRequest};
+use super::xdr_buf::{read_xdr, write_xdr};
 use super::xprt_class;
 use crate::proto::planner::{RpcShape, XdrBufShape};
 use core::marker::PhantomData;
@@ -519,16 +520,13 @@ impl Rqst<'_> {
     /// Copies `dst.len()` bytes of the Call from `offset` into `dst`.
     pub fn read(&self, offset: u32, dst: &mut [u8]) -> Result {
         let len = u32::try_from(dst.len()).map_err(|_| EINVAL)?;
-        // SAFETY: The request is valid while borrowed; `dst` is writable
-        // for `len` bytes; the copy is bounded by the buffer's length.
-        to_result(unsafe {
-            bindings::read_bytes_from_xdr_buf(
-                addr_of!((*self.ptr.as_ptr()).rq_snd_buf),
-                offset,
-                dst.as_mut_ptr().cast(),
-                len,
-            )
-        })
+        // SAFETY: The request is valid while borrowed, and its send buffer
+        // not written while it is sent; `dst` is writable for `len` bytes
+        // and apart from it; the copy is bounded by the buffer's length.
+        unsafe {
+            let buf = addr_of!((*self.ptr.as_ptr()).rq_snd_buf);
+            read_xdr(buf, (*buf).len, offset, dst.as_mut_ptr(), len)
+        }
     }
 
     /// Records the transmit time.
@@ -638,11 +636,10 @@ impl PinnedRqst {
                 if len > (*buf).buflen {
                     return Err(EIO);
                 }
-                let rc =
-                    bindings::write_bytes_to_xdr_buf(buf, 0, src.as_ptr().cast_mut().cast(), len);
+                let rc = write_xdr(buf, 0, src.as_ptr(), len);
                 (rc, (*buf).head[0].iov_len, (*buf).page_len)
             };
-            if rc != 0 {
+            if rc.is_err() {
                 return Err(EIO);
             }
             // What went past the head landed in the page list first (C
