@@ -114,6 +114,29 @@ fn write_op(p: &Piece) -> SendOp {
 /// Largest buffer of one RDMA Read or Write (order-4 slab object).
 pub(super) const PIECE: usize = 64 * 1024;
 
+/// A Reply being sent: its request and, once a long chunk's Writes go out
+/// straight from its pages, the array those Writes hold the pages in
+/// ([`ReplyPages`], made by the first such chunk). The request's page
+/// references go to the array once the Reply is sent, whatever the
+/// outcome ([`Rqst::give_reply_pages`]; Writes may have been posted even
+/// if the rest failed).
+pub(super) struct ReplyFrom<'a> {
+    pub(super) rqst: &'a Rqst,
+    pages: Option<Arc<ReplyPages>>,
+}
+
+impl<'a> ReplyFrom<'a> {
+    /// The Reply of `rqst`, no array made yet.
+    pub(super) fn new(rqst: &'a Rqst) -> Self {
+        Self { rqst, pages: None }
+    }
+
+    /// The array, if a chunk made one: the request's references go to it.
+    pub(super) fn into_pages(self) -> Option<Arc<ReplyPages>> {
+        self.pages
+    }
+}
+
 /// Bytes from which a chunk's Writes straight from the Reply's pages hold
 /// the Reply's page array ([`ReplyPages`]) rather than a reference per
 /// page: the array costs two allocations and a pass over the Reply's
@@ -779,22 +802,19 @@ impl Io<'_> {
     /// piece whose bytes are not all in pages the request releases (see
     /// [`Rqst::res_pages`]) is copied through a cached buffer.
     ///
-    /// A long chunk's Writes hold the Reply's page array, `reply` (made
-    /// here by the first such chunk, given the request's page references
-    /// by the caller once the Reply is sent: [`Rqst::give_reply_pages`]);
-    /// a short one's take a reference per page, cheaper than the copy of
-    /// the array.
-    #[expect(clippy::too_many_arguments)]
+    /// A long chunk's Writes hold the Reply's page array (see
+    /// [`ReplyFrom`]); a short one's take a reference per page, cheaper
+    /// than making the array.
     pub(super) fn write_chunk_direct(
         &self,
         chain: &mut SendChain<SqHandler>,
         kind: ChunkOp,
         segs: &[Segment],
         total: usize,
-        rqst: &Rqst,
+        from: &mut ReplyFrom<'_>,
         start: u32,
-        reply: &mut Option<Arc<ReplyPages>>,
     ) -> Result {
+        let rqst = from.rqst;
         let sges = self.ep.max_send_sge();
         // An unaligned piece spans one page more than its length needs.
         let max_piece = sges
@@ -809,8 +829,8 @@ impl Io<'_> {
         }
         // The pages of one piece at a time: at most `sges`.
         let sges = sges.min(MAX_SGE);
-        if reply.is_none() && total >= REPLY_PAGES_MIN {
-            *reply = Some(rqst.reply_pages()?);
+        if from.pages.is_none() && total >= REPLY_PAGES_MIN {
+            from.pages = Some(rqst.reply_pages()?);
         }
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
@@ -827,7 +847,7 @@ impl Io<'_> {
                     sq: self.sq.clone(),
                     cache_slot: None,
                 };
-                let wr = match reply {
+                let wr = match &from.pages {
                     Some(reply) => {
                         WorkRequest::with_reply_pages(handler, self.ep, reply, pages.range()?)?
                     }

@@ -6,16 +6,15 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
+use super::rw::ReplyFrom;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
-use crate::rust::reply_pages::ReplyPages;
 use crate::rust::send_chain::SendChain;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Arc;
 
 /// Replies left whose first Write chunk the server overstates by 4096
 /// bytes: fault injection that lets a test watch the client refuse a
@@ -53,25 +52,20 @@ impl Conn {
         res
     }
 
-    /// Sends the Reply; the Reply's pages, if its Writes hold them, are
-    /// given their references once it is sent, whatever the outcome (its
-    /// Writes may have been posted even if the rest failed).
+    /// Sends the Reply, then gives the request's page references to the
+    /// array its Writes hold the pages in, if they do ([`ReplyFrom`]).
     fn send_reply(&self, rqst: &mut Rqst, ctxt: &mut CallCtxt) -> Result {
-        let mut reply = None;
-        let res = self.send_reply_with(rqst, ctxt, &mut reply);
-        if let Some(pages) = reply {
+        let mut from = ReplyFrom::new(rqst);
+        let res = self.send_reply_from(&mut from, ctxt);
+        if let Some(pages) = from.into_pages() {
             rqst.give_reply_pages(&pages);
         }
         res
     }
 
-    fn send_reply_with(
-        &self,
-        rqst: &Rqst,
-        ctxt: &mut CallCtxt,
-        reply: &mut Option<Arc<ReplyPages>>,
-    ) -> Result {
+    fn send_reply_from(&self, from: &mut ReplyFrom<'_>, ctxt: &mut CallCtxt) -> Result {
         let s = &self.shared;
+        let rqst = from.rqst;
         let xid = ctxt.call.xid;
         let hroom = ctxt.call.reply_header_room();
         // The chunk lists `xpo_recvfrom` decoded; not decoded again.
@@ -92,15 +86,8 @@ impl Conn {
                 let start = w.reply_offset(0).ok_or(EINVAL)?;
                 let segs = pcl.segments(w.chunk);
                 let len = usize_of(w.len)?;
-                self.io().write_chunk_direct(
-                    &mut chain,
-                    ChunkOp::Write,
-                    segs,
-                    len,
-                    rqst,
-                    start,
-                    reply,
-                )?;
+                self.io()
+                    .write_chunk_direct(&mut chain, ChunkOp::Write, segs, len, from, start)?;
                 continue;
             }
             self.io().write_chunk(
@@ -138,9 +125,8 @@ impl Conn {
                     ChunkOp::Reply,
                     pcl.segments(rc),
                     usize_of(rest)?,
-                    rqst,
+                    from,
                     start,
-                    reply,
                 )?;
             } else {
                 self.io().write_chunk(
