@@ -325,6 +325,24 @@ fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>
     Ok(Some((page, data)))
 }
 
+/// As [`client_page_with`] for a page per seed: the pages in order and
+/// their bytes one after the other (`None` on iWARP).
+fn client_pages_with<const N: usize>(
+    pair: &Pair,
+    seeds: [u8; N],
+) -> Result<Option<(KVec<PageRef>, KVec<u8>)>> {
+    let mut pages = KVec::with_capacity(N, GFP_KERNEL)?;
+    let mut data = KVec::new();
+    for seed in seeds {
+        let Some((page, bytes)) = client_page_with(pair, seed)? else {
+            return Ok(None);
+        };
+        pages.push(page, GFP_KERNEL)?;
+        data.extend_from_slice(&bytes, GFP_KERNEL)?;
+    }
+    Ok(Some((pages, data)))
+}
+
 /// The test chunk of the Reads into pages: bytes [100, 100 + 3 pages) of a
 /// chunk laid out over four pages, so a Read starts inside its first page
 /// as a piece of a client's unaligned segment may.
@@ -816,15 +834,9 @@ mod tests {
                 return Ok(());
             }
             let page_size = kernel::page::PAGE_SIZE;
-            let mut pages = KVec::new();
-            let mut data = KVec::new();
-            for seed in [0x12u8, 0x34, 0x56] {
-                let Some((page, bytes)) = client_page_with(&pair, seed)? else {
-                    return Ok(());
-                };
-                pages.push(page, GFP_KERNEL)?;
-                data.extend_from_slice(&bytes, GFP_KERNEL)?;
-            }
+            let Some((pages, data)) = client_pages_with(&pair, [0x12, 0x34, 0x56])? else {
+                return Ok(());
+            };
             let (off, total) = (100, 2 * page_size - 100 + 500);
             let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
             let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
@@ -878,15 +890,9 @@ mod tests {
                 return Ok(());
             }
             let page_size = kernel::page::PAGE_SIZE;
-            let mut pages = KVec::new();
-            let mut data = KVec::new();
-            for seed in [0x9au8, 0xbc, 0xde] {
-                let Some((page, bytes)) = client_page_with(&pair, seed)? else {
-                    return Ok(());
-                };
-                pages.push(page, GFP_KERNEL)?;
-                data.extend_from_slice(&bytes, GFP_KERNEL)?;
-            }
+            let Some((pages, data)) = client_pages_with(&pair, [0x9a, 0xbc, 0xde])? else {
+                return Ok(());
+            };
             let mut given = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
             for page in pages.iter() {
                 given.push(page.clone(), GFP_KERNEL)?;
