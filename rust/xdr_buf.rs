@@ -12,6 +12,25 @@ use kernel::prelude::*;
 
 use super::bindings;
 
+/// Where the bytes `[offset, offset + len)` of `buf` start when they all
+/// lie in its head (and `len > 0`): the one `memcpy` both directions take.
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf` whose head's `iov_base` spans its `iov_len`
+/// bytes.
+unsafe fn in_head(buf: *const bindings::xdr_buf, offset: u32, len: u32) -> Option<*mut u8> {
+    // SAFETY: `buf` is live (the safety requirement).
+    let head = unsafe { &(*buf).head[0] };
+    let end = u64::from(offset) + u64::from(len);
+    if len == 0 || end > head.iov_len as u64 {
+        return None;
+    }
+    // SAFETY: `offset < end <= iov_len`: within the head (not null: it
+    // holds at least `len > 0` bytes).
+    Some(unsafe { head.iov_base.cast::<u8>().add(offset as usize) })
+}
+
 /// Copies `len` bytes at `offset` of `buf`, whose content is `total` bytes
 /// long, to `dst`; `EMSGSIZE` for a range beyond `total`.
 ///
@@ -30,21 +49,13 @@ pub(in crate::rust) unsafe fn read_xdr(
     if offset > total || len > total - offset {
         return Err(EMSGSIZE);
     }
-    // SAFETY: `buf` is live (the safety requirement).
-    let head = unsafe { &(*buf).head[0] };
-    let end = u64::from(offset) + u64::from(len);
-    if len > 0 && end <= head.iov_len as u64 {
-        // SAFETY: `[offset, offset + len)` lies within the head, readable
-        // for `iov_len` bytes (not null: it holds at least `len > 0`);
-        // `dst` is writable for `len` bytes and apart from it (the safety
-        // requirement).
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                head.iov_base.cast::<u8>().add(offset as usize),
-                dst,
-                len as usize,
-            )
-        };
+    // SAFETY: `buf` is live and its head spans `iov_len` bytes (the
+    // safety requirement).
+    if let Some(at) = unsafe { in_head(buf, offset, len) } {
+        // SAFETY: `at` starts `len` bytes within the head, readable (the
+        // safety requirement); `dst` is writable for `len` bytes and apart
+        // from it.
+        unsafe { core::ptr::copy_nonoverlapping(at, dst, len as usize) };
         return Ok(());
     }
     // SAFETY: By the safety requirement; the range is within the content.
@@ -65,21 +76,13 @@ pub(in crate::rust) unsafe fn write_xdr(
     src: *const u8,
     len: u32,
 ) -> Result {
-    // SAFETY: `buf` is live (the safety requirement).
-    let head = unsafe { &(*buf).head[0] };
-    let end = u64::from(offset) + u64::from(len);
-    if len > 0 && end <= head.iov_len as u64 {
-        // SAFETY: `[offset, offset + len)` lies within the head, writable
-        // for `iov_len` bytes (not null: it holds at least `len > 0`);
-        // `src` is readable for `len` bytes and apart from it (the safety
-        // requirement).
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                src,
-                head.iov_base.cast::<u8>().add(offset as usize),
-                len as usize,
-            )
-        };
+    // SAFETY: `buf` is live and its head spans `iov_len` bytes (the
+    // safety requirement).
+    if let Some(at) = unsafe { in_head(buf, offset, len) } {
+        // SAFETY: `at` starts `len` bytes within the head, writable (the
+        // safety requirement); `src` is readable for `len` bytes and apart
+        // from it.
+        unsafe { core::ptr::copy_nonoverlapping(src, at, len as usize) };
         return Ok(());
     }
     // SAFETY: By the safety requirement; sunrpc bounds the copy by the
