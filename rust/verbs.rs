@@ -2081,8 +2081,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
             // (`build`'s guarantee), so the arrays its pointers name have
             // room for `MAX_SGE >= n` entries each; `pages` names `n` live
-            // pages spanned by `[off, off + len)` (its invariant), which
-            // the helper checks again. On success it mapped them into
+            // pages or nulls spanned by `[off, off + len)` (its invariant),
+            // which the helper checks again, refusing a null. On success it mapped them into
             // `sges[..n]` and, for `OwnRefs` (`held` not null), took a
             // reference on each, written to `run_pages[..n]`; otherwise the
             // one hold `keep` writes keeps the pages. On an error it left
@@ -2320,7 +2320,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
     }
 
     /// What holds the memory of each scatter/gather entry (nothing for a
-    /// page run, whose pages the request holds itself).
+    /// page run whose pages the request holds itself; a Reply's page array
+    /// for one from it).
     fn holds(&self) -> &[Hold] {
         // SAFETY: `holds[..nholds()]` are initialised and `nholds() <=
         // MAX_SGE` (type invariant).
