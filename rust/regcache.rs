@@ -47,11 +47,11 @@ use super::slab::SlabCache;
 use super::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
 use super::wq::OwnedQueue;
 use kernel::alloc::KVec;
-use kernel::new_spinlock_irq;
+use kernel::new_spinlock;
 use kernel::new_work;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::{Arc, SpinLock};
 use kernel::workqueue::{impl_has_work, Queue, Work, WorkItem};
 
 /// Most size classes a cache can have.
@@ -160,10 +160,10 @@ pub struct DevCache {
     max_idle: usize,
     /// Idle buffers per class.
     #[pin]
-    idle: SpinLockIrq<KVec<KVec<Arc<DmaBuf>>>>,
+    idle: SpinLock<KVec<KVec<Arc<DmaBuf>>>>,
     /// Buffers with an MR the shrinker took, freed by `work`.
     #[pin]
-    reap: SpinLockIrq<KVec<Arc<DmaBuf>>>,
+    reap: SpinLock<KVec<Arc<DmaBuf>>>,
     #[pin]
     work: Work<DevCache>,
 }
@@ -221,8 +221,8 @@ impl DevCache {
                 classes,
                 enabled: root.enabled,
                 max_idle: cap,
-                idle <- new_spinlock_irq!(idle, "rpcrdma_rs::regcache::idle"),
-                reap <- new_spinlock_irq!(reap, "rpcrdma_rs::regcache::reap"),
+                idle <- new_spinlock!(idle, "rpcrdma_rs::regcache::idle"),
+                reap <- new_spinlock!(reap, "rpcrdma_rs::regcache::reap"),
                 work <- new_work!("rpcrdma_rs::regcache::work"),
             }),
             GFP_KERNEL,

@@ -15,10 +15,10 @@
 use super::mr::Mr;
 use super::verbs::Pd;
 use kernel::alloc::KVec;
-use kernel::new_spinlock_irq;
+use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::{Arc, SpinLock};
 
 /// Idle MRs of one connection, each mapping up to [`Self::pages`] pages.
 ///
@@ -31,7 +31,7 @@ use kernel::sync::{Arc, SpinLockIrq};
 #[pin_data]
 pub struct SinkMrPool {
     #[pin]
-    idle: SpinLockIrq<KVec<Mr>>,
+    idle: SpinLock<KVec<Mr>>,
     pd: Arc<Pd>,
     pages: u32,
     /// MRs allocated in all, at creation and when the pool ran dry.
@@ -50,7 +50,7 @@ impl SinkMrPool {
         }
         Arc::pin_init(
             pin_init!(Self {
-                idle <- new_spinlock_irq!(idle, "rpcrdma_rs::sink_pool"),
+                idle <- new_spinlock!(idle, "rpcrdma_rs::sink_pool"),
                 pd: pd.clone(),
                 pages,
                 allocated: Atomic::new(count as u64),

@@ -40,9 +40,9 @@ use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
-use kernel::new_spinlock_irq;
+use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::{Arc, SpinLock};
 use kernel::types::ForeignOwnable;
 use kernel::ThisModule;
 
@@ -79,7 +79,7 @@ struct LinkState {
 #[pin_data]
 pub struct XprtLink {
     #[pin]
-    state: SpinLockIrq<LinkState>,
+    state: SpinLock<LinkState>,
 }
 
 impl XprtLink {
@@ -87,7 +87,7 @@ impl XprtLink {
     pub fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock_irq!(
+                state <- new_spinlock!(
                     LinkState {
                         xprt: None,
                         pending_conn: false,

@@ -22,7 +22,7 @@ use crate::rust::svc::XprtLink;
 use crate::rust::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, MAX_SGE, RECV_BATCH_MAX};
 use kernel::alloc::KVec;
-use kernel::new_spinlock_irq;
+use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -120,7 +120,7 @@ impl Conn {
         let rq_link = link.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
-                ring <- new_spinlock_irq!(
+                ring <- new_spinlock!(
                     Ring {
                         slots: ring_slots,
                         head: 0,

@@ -12,7 +12,7 @@ use crate::rust::svc::XprtLink;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::{Arc, SpinLock};
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
 /// a batch of 7 in flight while being refilled).
@@ -116,7 +116,7 @@ impl Ring {
 #[pin_data]
 pub(super) struct RecvQ {
     #[pin]
-    pub(super) ring: SpinLockIrq<Ring>,
+    pub(super) ring: SpinLock<Ring>,
     pub(super) link: Arc<XprtLink>,
 }
 

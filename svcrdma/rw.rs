@@ -45,11 +45,11 @@ use crate::rust::verbs::{
     WorkCompletion, WorkRequest, MAX_SGE,
 };
 use kernel::alloc::KVec;
-use kernel::new_spinlock_irq;
+use kernel::new_spinlock;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::{Arc, SpinLock};
 
 /// Write and Reply chunk pieces sent straight from Reply pages, the pages
 /// they named, and pieces copied into a cached buffer instead (debugfs
@@ -414,7 +414,7 @@ struct OpState {
 #[pin_data]
 pub(super) struct ReadOp {
     #[pin]
-    state: SpinLockIrq<OpState>,
+    state: SpinLock<OpState>,
 }
 
 /// What a thread finds in an operation it took off a queue.
@@ -431,7 +431,7 @@ impl ReadOp {
     pub(super) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock_irq!(
+                state <- new_spinlock!(
                     OpState { pending: 0, failed: false, hold: false, work: None },
                     "svcrdma::read_op"
                 ),

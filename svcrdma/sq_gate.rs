@@ -11,9 +11,9 @@ use crate::rust::trace;
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use crate::rust::wr_pool::WrPool;
 use kernel::new_condvar;
-use kernel::new_spinlock_irq;
+use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, CondVar, SpinLockIrq};
+use kernel::sync::{Arc, CondVar, SpinLock};
 use kernel::time::msecs_to_jiffies;
 
 /// Send queue slots under a lock, with the wait of the Replies that find
@@ -25,7 +25,7 @@ use kernel::time::msecs_to_jiffies;
 #[pin_data]
 pub(super) struct SqGate {
     #[pin]
-    state: SpinLockIrq<SqSlots>,
+    state: SpinLock<SqSlots>,
     #[pin]
     wait: CondVar,
     /// Slots in all: [`SqSlots::depth`], fixed at creation and kept here
@@ -72,7 +72,7 @@ impl SqGate {
         let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock_irq!(slots, "svcrdma::sq"),
+                state <- new_spinlock!(slots, "svcrdma::sq"),
                 wait <- new_condvar!("svcrdma::sq_wait"),
                 depth,
                 link,
