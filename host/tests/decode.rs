@@ -651,6 +651,24 @@ fn xdr_words_match_single_words() {
 }
 
 #[test]
+fn xdr_take_zero_consumes_only_a_zero_word() {
+    let b = words(&[0, 1, 0]);
+    let mut r = XdrReader::new(&b);
+    assert!(r.take_zero());
+    assert_eq!(r.position(), 4);
+    // A non-zero word, or fewer than four bytes, is left where it is.
+    assert!(!r.take_zero());
+    assert_eq!(r.position(), 4);
+    assert_eq!(r.read_u32(), Ok(1));
+    let mut short = XdrReader::new(&b[8..11]);
+    assert!(!short.take_zero());
+    assert_eq!(short.remaining(), 3);
+    assert!(r.take_zero());
+    assert_eq!(r.remaining(), 0);
+    assert!(!r.take_zero());
+}
+
+#[test]
 fn xdr_rejects_hostile_lengths() {
     let b = words(&[u32::MAX]);
     assert_eq!(

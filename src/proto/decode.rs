@@ -223,8 +223,19 @@ fn decode_chunk_lists<'a>(
     r: &mut XdrReader<'a>,
     limits: &DecodeLimits,
 ) -> Result<ChunkLists<'a>, DecodeError> {
-    let read = decode_read_list(r, limits)?;
-    let write = decode_write_list(r, limits)?;
+    // Most headers have no Read list, and most replies no Write list:
+    // their terminating zero is taken here, without a call of the list's
+    // decoder (whose result for it is the same empty list).
+    let read = if r.take_zero() {
+        ReadList::default()
+    } else {
+        decode_read_list(r, limits)?
+    };
+    let write = if r.take_zero() {
+        WriteList::default()
+    } else {
+        decode_write_list(r, limits)?
+    };
     let reply = if r.read_bool()? {
         Some(decode_write_chunk(r, limits)?)
     } else {

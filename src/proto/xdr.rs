@@ -169,6 +169,20 @@ impl<'a> XdrReader<'a> {
         }
     }
 
+    /// Consumes the next word if it is zero (an empty list's terminator,
+    /// an absent optional item): `true` if it did. Decoders check for the
+    /// common empty case with this before calling out of line.
+    #[inline]
+    pub fn take_zero(&mut self) -> bool {
+        match self.rest.split_first_chunk::<4>() {
+            Some((&[0, 0, 0, 0], rest)) => {
+                self.rest = rest;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Decodes fixed-length opaque data of `len` bytes plus its padding.
     ///
     /// The padding bytes are skipped, not checked for zero (RFC 4506 says
