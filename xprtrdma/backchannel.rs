@@ -16,7 +16,6 @@ use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
 use crate::rust::verbs::SendOp;
 use crate::rust::xprt::Rqst;
-use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -97,7 +96,7 @@ impl Conn {
         let len = info.snd_len;
         // A full send queue: sunrpc retries the reply after a delay.
         self.reserve_send_slot()?;
-        let built = self.send_wr(this, 1, KVec::new(), |out| {
+        let built = self.send_wr(this, 1, None, |out| {
             let hlen = encode_header(info.xid, BC_SLOTS, out).map_err(|_| EIO)?;
             let end = hlen.checked_add(len as usize).ok_or(EIO)?;
             let Some(dst) = out.get_mut(hlen..end) else {

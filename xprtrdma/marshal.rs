@@ -158,10 +158,12 @@ impl Conn {
             }
             _ => Ok(None),
         };
-        // Page data mapped for the Send goes out as InlineMapped.
+        // Page data mapped for the Send goes out as InlineMapped. No
+        // vector is made for the others: dropping even an empty one calls
+        // the allocator.
         let (call, pages) = match pages {
-            Ok(Some(pages)) => (CallStrategy::InlineMapped, pages),
-            Ok(None) => (p.call, KVec::new()),
+            Ok(Some(pages)) => (CallStrategy::InlineMapped, Some(pages)),
+            Ok(None) => (p.call, None),
             Err(e) => {
                 // No mapping (no memory): pulled up as C does anyway.
                 crate::pr_warn_ratelimited!(
@@ -169,10 +171,10 @@ impl Conn {
                     xid,
                     e
                 );
-                (p.call, KVec::new())
+                (p.call, None)
             }
         };
-        let mapped = !pages.is_empty();
+        let mapped = pages.as_ref().is_some_and(|p| !p.is_empty());
         let built = self.send_wr(this, 1 + reg_slots, pages, |out| {
             let (parts, hlen) = fill_send(rqst, &hdr, &call, snd, mapped, out)?;
             hdrlen = hlen;

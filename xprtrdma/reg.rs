@@ -164,11 +164,14 @@ pub(super) enum Reg {
 ///
 /// # Invariants
 ///
-/// `rest` is empty whenever `first` is `None`.
+/// `rest` is `None` or empty whenever `first` is `None`.
 #[derive(Default)]
 pub(super) struct RegList {
     first: Option<Reg>,
-    rest: KVec<Reg>,
+    /// Made at the second registration only: the kernel's `Vec` calls the
+    /// allocator when dropped even if it never allocated, and a list is
+    /// dropped once per RPC.
+    rest: Option<KVec<Reg>>,
 }
 
 impl RegList {
@@ -179,7 +182,7 @@ impl RegList {
 
     /// How many registrations the list holds.
     pub(super) fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
+        usize::from(self.first.is_some()) + self.rest.as_ref().map_or(0, |r| r.len())
     }
 
     /// Whether the list is empty.
@@ -189,7 +192,12 @@ impl RegList {
 
     /// The registrations, in order.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Reg> {
-        Iterator::chain(self.first.iter(), self.rest.iter())
+        Iterator::chain(self.first.iter(), self.rest.iter().flatten())
+    }
+
+    /// The registrations after the first.
+    fn rest_slice(&self) -> &[Reg] {
+        self.rest.as_deref().unwrap_or_default()
     }
 
     /// The pool MRs among the registrations, in order.
@@ -204,7 +212,9 @@ impl RegList {
     /// succeeds.
     pub(super) fn reserve_one(&mut self) -> Result {
         if self.first.is_some() {
-            self.rest.reserve(1, GFP_KERNEL)?;
+            self.rest
+                .get_or_insert_with(KVec::new)
+                .reserve(1, GFP_KERNEL)?;
         }
         Ok(())
     }
@@ -217,7 +227,10 @@ impl RegList {
             self.first = Some(reg);
             return Ok(());
         }
-        Ok(self.rest.push(reg, GFP_KERNEL)?)
+        Ok(self
+            .rest
+            .get_or_insert_with(KVec::new)
+            .push(reg, GFP_KERNEL)?)
     }
 
     /// Appends `reg` if there is room without an allocation; gives it back
@@ -228,7 +241,10 @@ impl RegList {
             self.first = Some(reg);
             return Ok(());
         }
-        self.rest.push_within_capacity(reg).map_err(|e| e.0)
+        match &mut self.rest {
+            Some(rest) => rest.push_within_capacity(reg).map_err(|e| e.0),
+            None => Err(reg),
+        }
     }
 
     /// Takes out the pool MR whose steering tag is `rkey`, if there is
@@ -237,7 +253,7 @@ impl RegList {
         let is_it = |r: &Reg| matches!(r, Reg::Mr(m) if m.segment().handle == rkey);
         // The usual case (a READ's Write chunk, invalidated by the server's
         // Send) is the only entry: no search, no entries to move up.
-        let taken = if self.rest.is_empty() {
+        let taken = if self.rest_slice().is_empty() {
             // INVARIANT: `rest` stays empty.
             self.first.take_if(|r| is_it(r))
         } else {
@@ -256,13 +272,13 @@ impl RegList {
     pub(super) fn remove(&mut self, i: usize) -> Option<Reg> {
         if i == 0 {
             let taken = self.first.take()?;
-            if !self.rest.is_empty() {
+            if let Some(rest) = self.rest.as_mut().filter(|r| !r.is_empty()) {
                 // INVARIANT: the next entry moves up into `first`.
-                self.first = self.rest.remove(0).ok();
+                self.first = rest.remove(0).ok();
             }
             return Some(taken);
         }
-        self.rest.remove(i - 1).ok()
+        self.rest.as_mut()?.remove(i - 1).ok()
     }
 }
 
@@ -270,11 +286,11 @@ impl IntoIterator for RegList {
     type Item = Reg;
     type IntoIter = core::iter::Chain<
         core::option::IntoIter<Reg>,
-        kernel::alloc::kvec::IntoIter<Reg, kernel::alloc::allocator::Kmalloc>,
+        core::iter::Flatten<core::option::IntoIter<KVec<Reg>>>,
     >;
 
     fn into_iter(self) -> Self::IntoIter {
-        Iterator::chain(self.first.into_iter(), self.rest)
+        Iterator::chain(self.first.into_iter(), self.rest.into_iter().flatten())
     }
 }
 

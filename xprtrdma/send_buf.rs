@@ -139,12 +139,14 @@ impl Conn {
     /// `first` bytes, then come the `pages` (page data mapped for the
     /// device, if any) and then the `tail` bytes the buffer holds after the
     /// first ones. Its completion gives back `slots` send queue slots,
-    /// which the caller reserved.
+    /// which the caller reserved. `pages` is `None` rather than an empty
+    /// vector when there are none: dropping a vector calls the allocator
+    /// even if it never allocated.
     pub(super) fn send_wr(
         &self,
         this: &Arc<Self>,
         slots: u32,
-        pages: KVec<MappedPage>,
+        pages: Option<KVec<MappedPage>>,
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
         let (pooled, buf_len) = {
@@ -176,7 +178,7 @@ impl Conn {
         }
         let (first, tail) = parts;
         let mut len = first.checked_add(tail).ok_or(EINVAL)?;
-        for page in pages.iter() {
+        for page in pages.iter().flatten() {
             len = len.checked_add(page.len()).ok_or(EINVAL)?;
         }
         // The buffer's reference is cloned only for a tail of its own.
@@ -199,7 +201,8 @@ impl Conn {
             conn: this.clone(),
             slots,
         };
-        if pages.is_empty() && tail.is_none() {
+        let pages = pages.filter(|p| !p.is_empty());
+        if pages.is_none() && tail.is_none() {
             // Most calls: one entry, without the general list's chained
             // iterators.
             return Ok((WorkRequest::new(done, [head])?, len));
@@ -209,7 +212,7 @@ impl Conn {
         let segs = Iterator::chain(
             Iterator::chain(
                 core::iter::once(SgEntry::from(head)),
-                pages.into_iter().map(SgEntry::from),
+                pages.into_iter().flatten().map(SgEntry::from),
             ),
             tail.map(SgEntry::from),
         );
