@@ -22,6 +22,7 @@ use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
 use kernel::ffi::{c_ulong, c_void};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
 /// `XDRBUF_READ`: the page data is the target of a file read (DDP-eligible
@@ -366,6 +367,45 @@ impl Xprt {
     }
 }
 
+/// Bytes the class's `buf_alloc` keeps in front of a request's
+/// `rq_buffer`: the count of registration lists the transport keeps for
+/// the request ([`Rqst::note_regs_kept`]). C keeps those lists on its own
+/// `rpcrdma_req`; sunrpc's generic requests have no room for a
+/// transport, and their `rq_buffer` is the transport's to allocate.
+pub(super) const RQST_PRIVATE: usize = 8;
+
+/// The count in front of `r`'s `rq_buffer` (see [`RQST_PRIVATE`]), if it
+/// has a buffer (a backchannel reply has none).
+///
+/// # Safety
+///
+/// `r` is a live request of a transport of this class, so a non-null
+/// `rq_buffer` came from its `buf_alloc`, and the returned reference is
+/// not used past the request's `buf_free` (sunrpc frees the buffer only
+/// after the task's transmissions and after any pin is dropped).
+unsafe fn kept_regs<'a>(r: *mut bindings::rpc_rqst) -> Option<&'a Atomic<u32>> {
+    // SAFETY: `r` is live (the caller's requirement).
+    let buf = unsafe { (*r).rq_buffer };
+    if buf.is_null() {
+        return None;
+    }
+    // SAFETY: `buf_alloc` allocated `RQST_PRIVATE` bytes in front of
+    // `rq_buffer`, from a kmalloc (8-byte aligned), and set the count to
+    // zero there; it is only accessed atomically, through this.
+    Some(unsafe { Atomic::from_ptr(buf.cast::<u8>().sub(RQST_PRIVATE).cast::<u32>()) })
+}
+
+/// Counts one registration list fewer, never below zero.
+fn count_down(kept: &Atomic<u32>) {
+    let mut cur = kept.load(Relaxed);
+    while cur > 0 {
+        match kept.cmpxchg(cur, cur - 1, Relaxed) {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
+}
+
 /// A request being sent (`struct rpc_rqst`), borrowed for the duration of
 /// `send_request`.
 ///
@@ -587,6 +627,39 @@ impl Rqst<'_> {
     pub fn key(&self) -> usize {
         self.ptr.as_ptr() as usize
     }
+
+    /// Notes that the transport keeps one more list of registrations for
+    /// this request (under the key [`Self::key`]), until the reply
+    /// handler takes it ([`PinnedRqst::note_regs_taken`]) or `buf_free`
+    /// releases it. A request without a buffer (a backchannel reply) keeps
+    /// no count.
+    pub fn note_regs_kept(&self) {
+        // SAFETY: The request is lent for the call, before its `buf_free`.
+        if let Some(kept) = unsafe { kept_regs(self.ptr.as_ptr()) } {
+            kept.add(1, Relaxed);
+        }
+    }
+
+    /// Notes that a list [`Self::note_regs_kept`] counted was taken back.
+    pub fn note_regs_taken(&self) {
+        // SAFETY: As in `note_regs_kept`.
+        if let Some(kept) = unsafe { kept_regs(self.ptr.as_ptr()) } {
+            count_down(kept);
+        }
+    }
+
+    /// Whether the transport may still keep registrations for this
+    /// request: `false` only when every list counted was taken, so that
+    /// `buf_free` need not look. The count is written before the reply
+    /// that takes a list completes the RPC, and read in `buf_free` after
+    /// the task saw that completion, so a relaxed load sees it.
+    pub fn may_keep_regs(&self) -> bool {
+        // SAFETY: As in `note_regs_kept`.
+        match unsafe { kept_regs(self.ptr.as_ptr()) } {
+            Some(kept) => kept.load(Relaxed) != 0,
+            None => true,
+        }
+    }
 }
 
 /// What [`PinnedRqst::fill_reply`] did with an `RDMA_MSG` reply.
@@ -720,6 +793,15 @@ impl PinnedRqst {
     /// Identity of the request (matches [`Rqst::key`]).
     pub fn key(&self) -> usize {
         self.rqst.as_ptr() as usize
+    }
+
+    /// Notes that the reply handler took a list of registrations
+    /// [`Rqst::note_regs_kept`] counted.
+    pub fn note_regs_taken(&self) {
+        // SAFETY: The request is pinned: `buf_free` waits for the pin.
+        if let Some(kept) = unsafe { kept_regs(self.rqst.as_ptr()) } {
+            count_down(kept);
+        }
     }
 
     /// Completes the RPC with `status` (the reply length, or a negative

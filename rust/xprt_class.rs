@@ -18,7 +18,7 @@
 use super::bindings;
 use super::cm::{Addr, SockAddr};
 use super::wq::OwnedQueue;
-use super::xprt::{Rqst, Xprt, XprtStats};
+use super::xprt::{Rqst, Xprt, XprtStats, RQST_PRIVATE};
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 use super::xprt_bc::BcPool;
 use core::fmt::Write;
@@ -833,16 +833,29 @@ impl<T: XprtOps> OpsTable<T> {
     ///
     /// Called by sunrpc with a live task that holds a request.
     unsafe extern "C" fn buf_alloc(task: *mut bindings::rpc_task) -> c_int {
-        // SAFETY: `tk_rqstp` is the task's request.
+        // SAFETY: `tk_rqstp` is the task's request. The allocation is
+        // `RQST_PRIVATE` bytes (8-byte aligned, as kmalloc's are, for the
+        // count `xprt::kept_regs` reads there) and then the call and
+        // reply buffers, which `rq_buffer` and `rq_rbuffer` point at.
         unsafe {
             let rqst = (*task).tk_rqstp;
-            let size = (*rqst).rq_callsize + (*rqst).rq_rcvsize;
-            let buf = kb::__kmalloc_noprof(size, bindings::rpc_task_gfp_mask());
-            if buf.is_null() {
+            // The transport's count in front of the call (`RQST_PRIVATE`).
+            let Some(size) = (*rqst)
+                .rq_callsize
+                .checked_add((*rqst).rq_rcvsize)
+                .and_then(|n| n.checked_add(RQST_PRIVATE))
+            else {
+                return ENOMEM.to_errno();
+            };
+            let base = kb::__kmalloc_noprof(size, bindings::rpc_task_gfp_mask());
+            if base.is_null() {
                 return ENOMEM.to_errno();
             }
-            (*rqst).rq_buffer = buf;
-            (*rqst).rq_rbuffer = buf.cast::<u8>().add((*rqst).rq_callsize).cast();
+            // No registrations kept yet.
+            base.cast::<u64>().write(0);
+            let buf = base.cast::<u8>().add(RQST_PRIVATE);
+            (*rqst).rq_buffer = buf.cast();
+            (*rqst).rq_rbuffer = buf.add((*rqst).rq_callsize).cast();
         }
         0
     }
@@ -857,7 +870,12 @@ impl<T: XprtOps> OpsTable<T> {
             if let Some(r) = NonNull::new(rqst) {
                 Self::state((*rqst).rq_xprt).buf_free(&Rqst::from_raw(r));
             }
-            kb::kfree((*rqst).rq_buffer);
+            let buf = (*rqst).rq_buffer.cast::<u8>();
+            if !buf.is_null() {
+                // `buf_alloc`'s allocation starts `RQST_PRIVATE` bytes
+                // before the call.
+                kb::kfree(buf.sub(RQST_PRIVATE).cast());
+            }
             (*rqst).rq_buffer = null_mut();
             (*rqst).rq_rbuffer = null_mut();
         }

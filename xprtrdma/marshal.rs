@@ -233,10 +233,13 @@ impl Conn {
             self.slots.give(1);
             let mut mrs = match unposted {
                 Some(regs) => regs,
-                None => self
-                    .take_pending(rqst.key())
-                    .map(|p| p.regs)
-                    .unwrap_or_default(),
+                None => match self.take_pending(rqst.key()) {
+                    Some(p) => {
+                        rqst.note_regs_taken();
+                        p.regs
+                    }
+                    None => RegList::new(),
+                },
             };
             self.unpost(&mut mrs, regs_posted);
             self.abandon(this, mrs);
@@ -290,6 +293,8 @@ impl Conn {
         if let Err(p) = list.push_within_capacity(pending) {
             return Err((ENOBUFS, Some(p.regs), 0));
         }
+        // Counted before the post, so before any reply can take it.
+        rqst.note_regs_kept();
         rqst.mark_sent();
         // Posted under the lock, which lends the MRs: the reply that looks
         // the entry up cannot come before it.

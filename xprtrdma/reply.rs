@@ -13,6 +13,7 @@ use crate::proto::msg::{Body, DecodeError, ErrorBody};
 use crate::rust::memalloc::NoIoScope;
 use crate::rust::trace::{self, ReplyError};
 use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::xprt::PinnedRqst;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
 use kernel::sync::Arc;
@@ -90,6 +91,17 @@ impl Conn {
         self.pending.lock().take(key)
     }
 
+    /// Takes what the request of a reply registered off the pending list,
+    /// and counts it taken, so that the request's `buf_free` need not
+    /// look again.
+    fn take_pending_of(&self, rqst: &PinnedRqst) -> Option<Pending> {
+        let pending = self.take_pending(rqst.key());
+        if pending.is_some() {
+            rqst.note_regs_taken();
+        }
+        pending
+    }
+
     /// Whether a reply's chunk claims more than the request offered: the
     /// server would have written past our registration, or the length is
     /// a lie that would make sunrpc read pages nobody wrote.
@@ -129,7 +141,7 @@ impl Conn {
                 if let Some(x) = bytes.get(..4) {
                     let xid = u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
                     if let Some(rqst) = self.xprt.lookup(xid) {
-                        let pending = self.take_pending(rqst.key());
+                        let pending = self.take_pending_of(&rqst);
                         self.finish(this, rqst, pending, EIO.to_errno(), inv_rkey);
                     }
                 }
@@ -157,7 +169,7 @@ impl Conn {
         // What the request registered, taken off the pending list once:
         // the chunk checks below and the invalidation read it. The request
         // is pinned (`lookup`), so `buf_free` cannot look for it meanwhile.
-        let pending = self.take_pending(rqst.key());
+        let pending = self.take_pending_of(&rqst);
         let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
         let status = match &hdr.body {
             Body::Msg { chunks, payload } => {

@@ -288,6 +288,11 @@ impl XprtOps for Client {
     }
 
     fn buf_free(&self, rqst: &Rqst<'_>) {
+        // Most replies took the request's registrations already: then
+        // there is nothing to look up (C checks `rl_registered` likewise).
+        if !rqst.may_keep_regs() {
+            return;
+        }
         if let Some(conn) = self.conn() {
             conn.release_request(&conn, rqst.key());
         }
