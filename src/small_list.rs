@@ -40,15 +40,15 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         Ok(Self::Heap(KVec::from_elem(T::default(), len, GFP_KERNEL)?))
     }
 
-    /// Makes the list `len` default items in place, as [`Self::filled`]
-    /// would (storage for a parser to fill again): the inline storage is
-    /// reused when `len` fits it, so no new list is built and moved.
+    /// Makes the list `len` items long in place, as storage for a parser
+    /// that writes every item it hands out (`ParsedChunks::build` exposes
+    /// only the items it stored). The inline storage is reused when `len`
+    /// fits it, its items left as they were (the previous call's, or
+    /// defaults) rather than zeroed for the parser to overwrite: no new
+    /// list is built and moved, and no `memset` runs per call.
     pub(crate) fn refill(&mut self, len: usize) -> Result {
         match self {
-            Self::Inline { items, len: used } if len <= N => {
-                for item in items.iter_mut().take(len) {
-                    *item = T::default();
-                }
+            Self::Inline { len: used, .. } if len <= N => {
                 *used = len;
                 Ok(())
             }
