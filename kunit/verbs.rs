@@ -1004,7 +1004,7 @@ mod tests {
         read_pattern_into(&pair_a, &src_a, handle_a, &got.buf, 0x21)?;
         // What A's Read Request carried (iWARP Data Sink STag and TO).
         let seen = (got.buf.dma_addr(), got.buf.sink_key().ok_or(EINVAL)?);
-        user_a.put(0, &got.buf);
+        user_a.put(0, got.buf.clone());
         let sink = got.buf;
         // Client B's Read: a hit on the same sink.
         let src_b = pair_b.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
@@ -1027,7 +1027,7 @@ mod tests {
         let mut now = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
         got.buf.read(0, &mut now)?;
         assert!(now[..] == expect[..]);
-        user_b.put(0, &got.buf);
+        user_b.put(0, got.buf.clone());
         drop(got);
         drop(sink);
         let c = regcache::class_counters(0).ok_or(EINVAL)?;

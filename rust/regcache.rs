@@ -407,7 +407,7 @@ impl CacheUser {
     /// Gives a buffer of `class` back for reuse (any context; never
     /// allocates). Only return buffers whose last use succeeded: a sink
     /// whose registration may not have executed must be dropped instead.
-    pub fn put(&self, class: usize, buf: &Arc<DmaBuf>) {
+    pub fn put(&self, class: usize, buf: Arc<DmaBuf>) {
         let c = &self.cache;
         if !c.enabled {
             return;
@@ -424,10 +424,17 @@ impl CacheUser {
         let Some(list) = idle.get_mut(class) else {
             return;
         };
-        if list.len() < c.max_idle && list.push_within_capacity(buf.clone()).is_ok() {
+        let rejected = if list.len() < c.max_idle {
+            list.push_within_capacity(buf).err().map(|e| e.0)
+        } else {
+            Some(buf)
+        };
+        let Some(rejected) = rejected else {
             return;
-        }
+        };
+        // Freed outside the lock.
         drop(idle);
+        drop(rejected);
         if let Some(s) = STATS.get(class) {
             s.overflows.add(1, Relaxed);
         }

@@ -1837,6 +1837,16 @@ pub trait CompletionHandler: Send + Sync + Sized {
     fn pool(&self) -> Option<&WrPool<Self>> {
         None
     }
+
+    /// Takes back, by value, the buffer a completed request held first
+    /// (a Send's, a copied Write's), when the request's allocation goes
+    /// back to its pool: the last reference to the request, after its
+    /// completion, so the device no longer reads or writes the buffer. A
+    /// request whose last reference goes elsewhere drops it instead. The
+    /// default drops it.
+    fn recycle_buf(&self, buf: Arc<DmaBuf>) {
+        drop(buf);
+    }
 }
 
 /// One work request: its completion entry, its scatter/gather list and the
@@ -2221,7 +2231,9 @@ impl<H: CompletionHandler> WorkRequest<H> {
 
     /// Drops a reference to a completed work request; the last one gives
     /// its allocation to the handler's pool, if it has one, after dropping
-    /// what the request held (its buffers and pages, then its handler).
+    /// what the request held (its buffers and pages, then its handler),
+    /// but for its first buffer, which the handler takes back
+    /// ([`CompletionHandler::recycle_buf`]).
     fn release(wr: Arc<Self>) {
         if wr.handler.pool().is_none() {
             return;
@@ -2233,7 +2245,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // SAFETY: `raw` is the only reference to a live request (it came
         // from the `UniqueArc`). Its fields are dropped here as its drop
         // would: a page run's pages and the first `nholds` holds (the type
-        // invariant), the link
+        // invariant; a first buffer is moved out instead, and handed to the
+        // handler once the pool has the allocation), the link
         // (empty after a completion, dropped all the same) and the handler,
         // which is moved out first and dropped last, after the pool it
         // names (which it may keep alive) has taken the allocation. Of the
@@ -2245,9 +2258,27 @@ impl<H: CompletionHandler> WorkRequest<H> {
             let handler = core::ptr::read(addr_of_mut!((*raw).handler));
             let n = (*raw).nholds();
             (*raw).release_run();
+            let holds = addr_of_mut!((*raw).holds).cast::<Hold>();
+            // A first buffer goes back to the handler by value (moved out,
+            // so it is not dropped below): no reference taken and dropped
+            // to recycle it.
+            let recycled = if n > 0 && matches!(&*holds, Hold::Buf(_)) {
+                match core::ptr::read(holds) {
+                    Hold::Buf(buf) => Some(buf),
+                    // Not reached (just matched); forgotten, not dropped,
+                    // as it stays in place to be dropped below.
+                    other => {
+                        core::mem::forget(other);
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let moved = usize::from(recycled.is_some());
             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
-                addr_of_mut!((*raw).holds).cast::<Hold>(),
-                n,
+                holds.add(moved),
+                n - moved,
             ));
             // Empty after a completion: checked here, so that the drop
             // glue (a call) runs only for a link left behind.
@@ -2259,6 +2290,9 @@ impl<H: CompletionHandler> WorkRequest<H> {
             match handler.pool() {
                 Some(pool) => pool.put(empty),
                 None => drop(empty),
+            }
+            if let Some(buf) = recycled {
+                handler.recycle_buf(buf);
             }
             drop(handler);
         }

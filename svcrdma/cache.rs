@@ -138,7 +138,7 @@ impl BufCache {
     }
 
     /// Gives a buffer back (any context; never allocates).
-    pub(super) fn put(&self, buf: &Arc<DmaBuf>, slot: usize) {
+    pub(super) fn put(&self, buf: Arc<DmaBuf>, slot: usize) {
         self.user.put(slot, buf);
     }
 }

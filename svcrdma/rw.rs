@@ -381,9 +381,9 @@ impl ReadWork {
     /// succeeded, so their registration, if any, is known to be good (a
     /// work that failed is dropped instead, which frees its buffers).
     pub(super) fn recycle(self, cache: &BufCache) {
-        for p in self.pieces.iter() {
-            if let Some((buf, slot)) = &p.sink {
-                cache.put(buf, *slot);
+        for p in self.pieces {
+            if let Some((buf, slot)) = p.sink {
+                cache.put(buf, slot);
             }
         }
     }
@@ -631,7 +631,7 @@ impl Io<'_> {
         let len = match t.buf.fill(fill) {
             Ok(len) => len,
             Err(e) => {
-                self.cache.put(&t.buf, t.slot);
+                self.cache.put(t.buf, t.slot);
                 return Err(e);
             }
         };
@@ -690,7 +690,7 @@ impl Io<'_> {
                 // Nothing was posted with it: it goes back as it came (a
                 // registration of pages returns its MR, never registered).
                 if let Some(t) = taken {
-                    self.cache.put(&t.buf, t.slot);
+                    self.cache.put(t.buf, t.slot);
                 }
                 break;
             }

@@ -8,7 +8,7 @@ use super::cache::BufCache;
 use crate::proto::sq_slots::{SlotError, SqSlots, Starve};
 use crate::rust::svc::{stat_add, Stat, XprtLink};
 use crate::rust::trace;
-use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::verbs::{CompletionHandler, DmaBuf, WorkCompletion, WorkRequest};
 use crate::rust::wr_pool::WrPool;
 use kernel::new_condvar;
 use kernel::new_spinlock;
@@ -167,7 +167,7 @@ pub(super) struct SqHandler {
 }
 
 impl CompletionHandler for SqHandler {
-    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         // Each request took one slot; a chain's come back together, with
         // its signaled request (one lock, one wake check).
         if wc.covers > 0 {
@@ -177,12 +177,15 @@ impl CompletionHandler for SqHandler {
             trace::svcrdma_wc_send_err(wc.status);
             crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
         }
-        if let (Some(slot), Some(buf)) = (self.cache_slot, wr.buf(0)) {
-            self.sq.cache.put(buf, slot);
-        }
     }
 
     fn pool(&self) -> Option<&WrPool<Self>> {
         Some(&self.sq.wrs)
+    }
+
+    fn recycle_buf(&self, buf: Arc<DmaBuf>) {
+        if let Some(slot) = self.cache_slot {
+            self.sq.cache.put(buf, slot);
+        }
     }
 }

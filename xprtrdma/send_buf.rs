@@ -115,20 +115,21 @@ pub(super) struct SendDone {
 }
 
 impl CompletionHandler for SendDone {
-    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         // Flushed or not, the Send and everything before it left the queue.
         self.conn.slots.give(self.slots);
         if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
             crate::pr_warn_ratelimited!("send failed: status {}\n", wc.status);
             self.conn.xprt.force_disconnect();
         }
-        if let Some(buf) = wr.buf(0) {
-            self.conn.put_send_buf(buf);
-        }
     }
 
     fn pool(&self) -> Option<&WrPool<Self>> {
         Some(&self.conn.send_wrs)
+    }
+
+    fn recycle_buf(&self, buf: Arc<DmaBuf>) {
+        self.conn.put_send_buf(buf);
     }
 }
 
@@ -173,7 +174,7 @@ impl Conn {
             parts.0.checked_add(parts.1).ok_or(EINVAL)
         });
         if let Err(e) = filled {
-            self.put_send_buf(&buf);
+            self.put_send_buf(buf);
             return Err(e);
         }
         let (first, tail) = parts;
@@ -246,9 +247,9 @@ impl Conn {
     }
 
     /// Gives a Send buffer back (from its completion; never allocates).
-    fn put_send_buf(&self, buf: &Arc<DmaBuf>) {
-        // A full pool drops the extra buffer; the caller holds a reference
-        // still, so nothing is freed under the lock.
-        let _ = self.send_bufs.lock().put(buf.clone());
+    fn put_send_buf(&self, buf: Arc<DmaBuf>) {
+        let rejected = self.send_bufs.lock().put(buf).err();
+        // A full pool drops the extra buffer, outside the lock.
+        drop(rejected);
     }
 }
