@@ -7,7 +7,7 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending};
-use super::reg::{add, RegList, Segs, Span, INLINE_SEGS};
+use super::reg::{add, add_some, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::SendDone;
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
@@ -21,7 +21,6 @@ use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::Atomic;
 use kernel::sync::Arc;
 
 /// How the call goes, in the terms of the `xprtrdma_marshal` event.
@@ -66,15 +65,6 @@ impl ResultBytes {
 /// A count of segments for the counters.
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-/// Adds `n` to a counter unless it is zero: most calls have no Read
-/// chunk, no Reply chunk and nothing pulled up behind the head, and an
-/// atomic add is a call to a helper.
-fn add_some(c: &Atomic<u64>, n: u64) {
-    if n != 0 {
-        add(c, n);
-    }
 }
 
 impl Conn {

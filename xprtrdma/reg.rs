@@ -373,6 +373,16 @@ pub(crate) fn add(c: &Atomic<u64>, n: u64) {
     c.add(n, Relaxed);
 }
 
+/// Adds `n` to a counter unless it is zero: most calls have no Read
+/// chunk, no Reply chunk and nothing pulled up behind the head, most
+/// replies nothing copied into pages, and an atomic add is a call to a
+/// helper.
+pub(crate) fn add_some(c: &Atomic<u64>, n: u64) {
+    if n != 0 {
+        add(c, n);
+    }
+}
+
 /// Writes the debugfs view of every strategy.
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(

@@ -6,7 +6,7 @@
 
 use super::backchannel::is_call;
 use super::conn::{Conn, Pending};
-use super::reg::add;
+use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
 use crate::proto::msg::{Body, DecodeError, ErrorBody};
@@ -185,7 +185,7 @@ impl Conn {
                         // C's `rpcrdma_inline_fixup` counts the bytes it
                         // copies from the Receive buffer into the page list;
                         // head and tail are pointed at, not copied, in C.
-                        add(&self.stats.fixup_copy_count, u64::from(filled.page_bytes));
+                        add_some(&self.stats.fixup_copy_count, u64::from(filled.page_bytes));
                         i32::try_from(filled.len).unwrap_or(EIO.to_errno())
                     }
                     Err(_) => {
