@@ -833,12 +833,13 @@ impl Endpoint {
         // linked in order, the last ending the list.
         let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
         let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
+        // Counted together (one atomic add, not one per Receive).
+        live::add(live::Kind::PostedWr, n);
         for (i, (wr, nsge)) in taken.iter().take(n).flatten().copied().enumerate() {
             // A reference for the queue: the completion consumes it, or
             // it is reclaimed below if this one is not posted. Its pointer
             // is `Arc::as_ptr(wr)`.
             let raw = Arc::into_raw(Arc::clone(wr));
-            live::inc(live::Kind::PostedWr);
             // SAFETY: `raw` came from `into_raw` above: live until the
             // reference is consumed by the completion or reclaimed below.
             let this = unsafe { &*raw };
