@@ -803,44 +803,84 @@ impl Endpoint {
 /// Most Receives [`Endpoint::post_recv_batch`] posts with one call.
 pub const RECV_BATCH_MAX: usize = 16;
 
+/// A Receive for [`Endpoint::post_recv_batch`]: borrowed (the queue takes
+/// a reference of its own) or owned (the queue takes this one, so none is
+/// taken and dropped).
+pub trait RecvWr<H: CompletionHandler> {
+    /// The work request.
+    fn wr(&self) -> &WorkRequest<H>;
+    /// The reference the queue holds while the Receive is posted.
+    fn into_queued(self) -> *const WorkRequest<H>;
+}
+
+impl<H: CompletionHandler> RecvWr<H> for &Arc<WorkRequest<H>> {
+    fn wr(&self) -> &WorkRequest<H> {
+        self
+    }
+
+    fn into_queued(self) -> *const WorkRequest<H> {
+        Arc::into_raw(Arc::clone(self))
+    }
+}
+
+impl<H: CompletionHandler> RecvWr<H> for Arc<WorkRequest<H>> {
+    fn wr(&self) -> &WorkRequest<H> {
+        self
+    }
+
+    fn into_queued(self) -> *const WorkRequest<H> {
+        Arc::into_raw(self)
+    }
+}
+
 impl Endpoint {
     /// Posts several Receives, at most [`RECV_BATCH_MAX`], with one
     /// `ib_post_recv` call (one doorbell); the caller need not gather them
     /// in a list of its own. On failure the ones after the first that
-    /// failed were not posted and their references are released here.
-    pub fn post_recv_batch<'a, H: CompletionHandler + 'a>(
+    /// failed were not posted and their references are released here
+    /// (owned ones included: an error drops them).
+    pub fn post_recv_batch<H: CompletionHandler, R: RecvWr<H>>(
         &self,
-        wrs: impl IntoIterator<Item = &'a Arc<WorkRequest<H>>>,
+        wrs: impl IntoIterator<Item = R>,
     ) -> Result {
         // Every request checked, and its entry count taken, before any
         // reference is handed over.
-        let mut taken = [None::<(&Arc<WorkRequest<H>>, i32)>; RECV_BATCH_MAX];
+        let mut taken = [const { None::<(R, i32)> }; RECV_BATCH_MAX];
         let mut n = 0;
-        for wr in wrs {
+        for r in wrs {
             let Some(slot) = taken.get_mut(n) else {
                 return Err(EINVAL);
             };
+            let wr = r.wr();
             if wr.dirs_to_device() {
                 return Err(EINVAL);
             }
-            *slot = Some((wr, i32::try_from(wr.nsge).map_err(|_| EINVAL)?));
+            let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
+            *slot = Some((r, nsge));
             n += 1;
         }
         if n == 0 {
             return Ok(());
         }
         // Only the first `n` entries are written (each in full), and
-        // linked in order, the last ending the list.
+        // linked in order, the last ending the list; `queued[i]` is the
+        // reference entry `i` hands to the queue.
         let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
+        let mut queued = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
         let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
         // Counted together (one atomic add, not one per Receive).
         live::add(live::Kind::PostedWr, n);
-        for (i, (wr, nsge)) in taken.iter().take(n).flatten().copied().enumerate() {
+        for (i, slot) in taken.iter_mut().take(n).enumerate() {
+            let Some((r, nsge)) = slot.take() else {
+                continue;
+            };
             // A reference for the queue: the completion consumes it, or
-            // it is reclaimed below if this one is not posted. Its pointer
-            // is `Arc::as_ptr(wr)`.
-            let raw = Arc::into_raw(Arc::clone(wr));
-            // SAFETY: `raw` came from `into_raw` above: live until the
+            // it is reclaimed below if this one is not posted.
+            let raw = r.into_queued();
+            if let Some(q) = queued.get_mut(i) {
+                *q = raw;
+            }
+            // SAFETY: `raw` came from `into_raw`: live until the
             // reference is consumed by the completion or reclaimed below.
             let this = unsafe { &*raw };
             let next = if i + 1 < n {
@@ -876,11 +916,13 @@ impl Endpoint {
             // SAFETY: `bad` points into `list`.
             usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
         };
-        for (wr, _) in taken.iter().take(n).skip(posted).flatten() {
+        for raw in queued.iter().take(n).skip(posted) {
+            if raw.is_null() {
+                continue;
+            }
             // SAFETY: This work request was not posted, so no completion
-            // consumes the reference `into_raw` produced above, whose
-            // pointer is its `as_ptr`.
-            drop(unsafe { Arc::from_raw(Arc::as_ptr(wr)) });
+            // consumes the reference `into_queued` produced above.
+            drop(unsafe { Arc::from_raw(*raw) });
             live::dec(live::Kind::PostedWr);
         }
         to_result(rc)

@@ -77,11 +77,10 @@ impl Conn {
         if held.len() < RECV_REPOST_BATCH {
             return Ok(());
         }
-        let res = self.ep.post_recv_batch(held.iter());
-        // Posted ones hold their own reference; receive buffers have no MR,
-        // so dropping one that failed to post does not sleep.
-        held.clear();
-        res
+        // The held references go to the queue as they are; receive
+        // buffers have no MR, so dropping one that failed to post does not
+        // sleep.
+        self.ep.post_recv_batch(held.drain_all())
     }
 }
 
