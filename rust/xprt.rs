@@ -650,9 +650,13 @@ impl Rqst<'_> {
 
     /// Whether the transport may still keep registrations for this
     /// request: `false` only when every list counted was taken, so that
-    /// `buf_free` need not look. The count is written before the reply
-    /// that takes a list completes the RPC, and read in `buf_free` after
-    /// the task saw that completion, so a relaxed load sees it.
+    /// `buf_free` need not look. A relaxed load sees both writes: the
+    /// count goes up before the transmit that posted the list unpins the
+    /// request under `queue_lock`, which `xprt_release` takes before
+    /// `buf_free` while the request is queued for a reply; it goes down
+    /// before the reply handler completes the RPC, whose wakeup comes
+    /// before `buf_free`. A count missed by `count_down` stays up, which
+    /// only makes `buf_free` look.
     pub fn may_keep_regs(&self) -> bool {
         // SAFETY: As in `note_regs_kept`.
         match unsafe { kept_regs(self.ptr.as_ptr()) } {
