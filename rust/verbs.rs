@@ -34,7 +34,7 @@ use super::page_sinks::PageSinks;
 use super::reply_pages::ReplyPages;
 use super::sink_pool::SinkMrPool;
 use super::slab::SlabObj;
-use super::wr_pool::WrPool;
+use super::wr_pool::{KeptShell, Shell, WrPool};
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 use core::ptr::{addr_of_mut, NonNull};
@@ -1890,6 +1890,12 @@ pub trait CompletionHandler: Send + Sync + Sized {
     fn recycle_buf(&self, buf: Arc<DmaBuf>) {
         drop(buf);
     }
+
+    /// Whether that buffer stays with the request's allocation in the
+    /// pool instead (not given to [`Self::recycle_buf`]), for the next
+    /// request built in it ([`WorkRequest::new_in`]): one lock takes both,
+    /// and one gives both back.
+    const KEEPS_BUF: bool = false;
 }
 
 /// One work request: its completion entry, its scatter/gather list and the
@@ -2052,7 +2058,28 @@ impl<H: CompletionHandler> WorkRequest<H> {
         handler: H,
         segments: impl IntoIterator<Item = Result<E>>,
     ) -> Result<Arc<Self>> {
-        Self::build(handler, move |slot: *mut Self| -> Result {
+        let shell = handler.pool().and_then(WrPool::take);
+        Self::try_new_in(shell, handler, segments)
+    }
+
+    /// As [`Self::new`], in `kept`, an allocation taken from the handler's
+    /// pool with [`WrPool::take_kept`] (with the buffer kept with it,
+    /// which the caller uses), or a new one.
+    pub fn new_in<E: Into<SgEntry>>(
+        kept: Option<KeptShell<H>>,
+        handler: H,
+        segments: impl IntoIterator<Item = E>,
+    ) -> Result<Arc<Self>> {
+        Self::try_new_in(kept.map(|k| k.0), handler, segments.into_iter().map(Ok))
+    }
+
+    /// [`Self::try_new`] in `shell`, a kept allocation, if there is one.
+    fn try_new_in<E: Into<SgEntry>>(
+        shell: Option<Shell<H>>,
+        handler: H,
+        segments: impl IntoIterator<Item = Result<E>>,
+    ) -> Result<Arc<Self>> {
+        Self::build_in(shell, handler, move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
             // (`build`'s guarantee); every pointer below is derived from
             // it, within the fields it names.
@@ -2228,6 +2255,16 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // A kept allocation if the handler's pool has one (taken before
         // the handler moves into the closure).
         let shell = handler.pool().and_then(WrPool::take);
+        Self::build_in(shell, handler, fill)
+    }
+
+    /// [`Self::build`] in `shell`, a kept allocation, if there is one.
+    #[inline(always)]
+    fn build_in(
+        shell: Option<Shell<H>>,
+        handler: H,
+        fill: impl FnOnce(*mut Self) -> Result,
+    ) -> Result<Arc<Self>> {
         let init = move |slot: *mut Self| -> Result {
             fill(slot)?;
             // SAFETY: `slot` is the allocation `Arc::pin_init` made or a
@@ -2305,7 +2342,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             // A first buffer goes back to the handler by value (moved out,
             // so it is not dropped below): no reference taken and dropped
             // to recycle it.
-            let recycled = if n > 0 && matches!(&*holds, Hold::Buf(_)) {
+            let mut recycled = if n > 0 && matches!(&*holds, Hold::Buf(_)) {
                 match core::ptr::read(holds) {
                     Hold::Buf(buf) => Some(buf),
                     // Not reached (just matched); forgotten, not dropped,
@@ -2331,7 +2368,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
             }
             let empty = Arc::<MaybeUninit<Self>>::from_raw(raw.cast_const().cast());
             match handler.pool() {
-                Some(pool) => pool.put(empty),
+                Some(pool) if H::KEEPS_BUF => pool.put(empty, recycled.take()),
+                Some(pool) => pool.put(empty, None),
                 None => drop(empty),
             }
             if let Some(buf) = recycled {

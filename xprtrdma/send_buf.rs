@@ -131,6 +131,10 @@ impl CompletionHandler for SendDone {
     fn recycle_buf(&self, buf: Arc<DmaBuf>) {
         self.conn.put_send_buf(buf);
     }
+
+    // The Send buffer stays with the request's allocation: the next Send
+    // takes both with one lock (C's `rpcrdma_sendctx` carries both).
+    const KEEPS_BUF: bool = true;
 }
 
 impl Conn {
@@ -150,23 +154,13 @@ impl Conn {
         pages: Option<KVec<MappedPage>>,
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
-        let (pooled, buf_len) = {
-            let mut pool = self.send_bufs.lock();
-            (pool.bufs.pop(), pool.len)
-        };
-        let buf = match pooled {
+        // An allocation kept with its buffer (most Sends), else a buffer
+        // from the pool of those without one. Every buffer of the
+        // connection has the negotiated inline size.
+        let (kept, kept_buf) = self.send_wrs.take_kept();
+        let buf = match kept_buf {
             Some(b) => b,
-            None => {
-                // The pool is empty (buffers went with failed posts): one is
-                // allocated and DMA-mapped now, C's "hardway" registration
-                // of a buffer (counted in bytes).
-                let buf = self.ep.alloc_buf(buf_len, DmaDir::ToDevice)?;
-                add(
-                    &self.stats.hardway_register_count,
-                    u64::try_from(buf_len).unwrap_or(u64::MAX),
-                );
-                buf
-            }
+            None => self.pooled_send_buf()?,
         };
         let mut parts = (0, 0);
         let filled = buf.fill(|bytes| {
@@ -206,7 +200,7 @@ impl Conn {
         if pages.is_none() && tail.is_none() {
             // Most calls: one entry, without the general list's chained
             // iterators.
-            return Ok((WorkRequest::new(done, [head])?, len));
+            return Ok((WorkRequest::new_in(kept, done, [head])?, len));
         }
         // Header and head, the mapped pages, the tail: no allocation for
         // the list itself.
@@ -217,7 +211,7 @@ impl Conn {
             ),
             tail.map(SgEntry::from),
         );
-        Ok((WorkRequest::new(done, segs)?, len))
+        Ok((WorkRequest::new_in(kept, done, segs)?, len))
     }
 
     /// Reserves the send queue slot of a Send that carries no
@@ -244,6 +238,27 @@ impl Conn {
     /// posted.
     pub(super) fn unreserve_send_slot(&self) {
         self.slots.give(1);
+    }
+
+    /// A Send buffer from the pool of those not kept with a request's
+    /// allocation.
+    fn pooled_send_buf(&self) -> Result<Arc<DmaBuf>> {
+        let (pooled, buf_len) = {
+            let mut pool = self.send_bufs.lock();
+            (pool.bufs.pop(), pool.len)
+        };
+        if let Some(b) = pooled {
+            return Ok(b);
+        }
+        // The pool is empty (buffers went with failed posts): one is
+        // allocated and DMA-mapped now, C's "hardway" registration of a
+        // buffer (counted in bytes).
+        let buf = self.ep.alloc_buf(buf_len, DmaDir::ToDevice)?;
+        add(
+            &self.stats.hardway_register_count,
+            u64::try_from(buf_len).unwrap_or(u64::MAX),
+        );
+        Ok(buf)
     }
 
     /// Gives a Send buffer back (from its completion; never allocates).
