@@ -68,9 +68,11 @@ impl SendSlots {
     }
 }
 
-/// The pooled Send buffers of a connection, all of the negotiated inline
-/// send size, kept with that size: giving one back then needs no look at
-/// the connection's parameters (and their lock) on every Send.
+/// The pooled Send buffers of a connection that no kept work request
+/// allocation holds (those made at connect, until their first Send; see
+/// [`SendDone`]), all of the negotiated inline send size, kept with that
+/// size: giving one back then needs no look at the connection's
+/// parameters (and their lock) on every Send.
 pub(super) struct SendBufs {
     bufs: KVec<Arc<DmaBuf>>,
     /// The size of the buffers (0 until the connection is negotiated).
@@ -105,8 +107,9 @@ impl SendBufs {
 /// LOCAL_INV's.
 pub(super) const SLOTS_PER_MR: u32 = 2;
 
-/// Send completion: the buffer goes back to the pool; errors lose the
-/// connection.
+/// Send completion: errors lose the connection. The request's buffer
+/// stays with its allocation in the connection's work request pool
+/// (`KEEPS_BUF`), for the next Send built in it.
 pub(super) struct SendDone {
     conn: Arc<Conn>,
     /// Send queue slots this completion frees: the Send's, and those of
