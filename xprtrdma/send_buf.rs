@@ -131,10 +131,6 @@ impl CompletionHandler for SendDone {
         Some(&self.conn.send_wrs)
     }
 
-    fn recycle_buf(&self, buf: Arc<DmaBuf>) {
-        self.conn.put_send_buf(buf);
-    }
-
     // The Send buffer stays with the request's allocation: the next Send
     // takes both with one lock (C's `rpcrdma_sendctx` carries both).
     const KEEPS_BUF: bool = true;
