@@ -870,10 +870,12 @@ impl Endpoint {
         let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
         // Counted together (one atomic add, not one per Receive).
         live::add(live::Kind::PostedWr, n);
-        for (i, slot) in taken.iter_mut().take(n).enumerate() {
-            let Some((r, nsge)) = slot.take() else {
-                continue;
-            };
+        for (i, (r, nsge)) in taken
+            .iter_mut()
+            .take(n)
+            .filter_map(Option::take)
+            .enumerate()
+        {
             // A reference for the queue: the completion consumes it, or
             // it is reclaimed below if this one is not posted.
             let raw = r.into_queued();
