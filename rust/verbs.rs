@@ -843,57 +843,41 @@ impl Endpoint {
         &self,
         wrs: impl IntoIterator<Item = R>,
     ) -> Result {
-        // Every request checked, and its entry count taken, before any
-        // reference is handed over.
-        let mut taken = [const { None::<(R, i32)> }; RECV_BATCH_MAX];
-        let mut n = 0;
-        for r in wrs {
-            let Some(slot) = taken.get_mut(n) else {
-                return Err(EINVAL);
-            };
-            let wr = r.wr();
-            if wr.dirs_to_device() {
-                return Err(EINVAL);
-            }
-            let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
-            *slot = Some((r, nsge));
-            n += 1;
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        // Only the first `n` entries are written (each in full), and
-        // linked in order, the last ending the list; `queued[i]` is the
+        // One pass: each Receive is checked, handed over and written into
+        // the list as it comes (no array of the taken ones to fill, walk
+        // and drop). Only the first `n` entries are written, each linked
+        // to the next; the last is unlinked below. `queued[i]` is the
         // reference entry `i` hands to the queue.
         let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
         let mut queued = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
         let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
-        // Counted together (one atomic add, not one per Receive).
-        live::add(live::Kind::PostedWr, n);
-        for (i, (r, nsge)) in taken
-            .iter_mut()
-            .take(n)
-            .filter_map(Option::take)
-            .enumerate()
-        {
+        let mut n = 0;
+        let mut refused = false;
+        for r in wrs {
+            let wr = r.wr();
+            let nsge = i32::try_from(wr.nsge).ok();
+            let (true, Some(q), Some(nsge), false) = (
+                n < RECV_BATCH_MAX,
+                queued.get_mut(n),
+                nsge,
+                wr.dirs_to_device(),
+            ) else {
+                refused = true;
+                break;
+            };
             // A reference for the queue: the completion consumes it, or
             // it is reclaimed below if this one is not posted.
             let raw = r.into_queued();
-            if let Some(q) = queued.get_mut(i) {
-                *q = raw;
-            }
-            // SAFETY: `raw` came from `into_raw`: live until the
-            // reference is consumed by the completion or reclaimed below.
-            let this = unsafe { &*raw };
-            let next = if i + 1 < n {
-                // SAFETY: `i + 1 < n <= RECV_BATCH_MAX`: within `list`.
-                unsafe { base.add(i + 1) }
-            } else {
-                core::ptr::null_mut()
-            };
-            if let Some(entry) = list.get_mut(i) {
-                entry.write(bindings::ib_recv_wr {
-                    next,
+            *q = raw;
+            // SAFETY: `raw` came from `into_raw`: live until the reference
+            // is consumed by the completion or reclaimed below. `n <
+            // RECV_BATCH_MAX`: entry `n` lies within `list`.
+            unsafe {
+                let this = &*raw;
+                base.add(n).write(bindings::ib_recv_wr {
+                    // One past this entry; for the last, unlinked below
+                    // before the list is posted.
+                    next: base.wrapping_add(n + 1),
                     __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
                         wr_cqe: Opaque::cast_into(&this.cqe),
                     },
@@ -901,33 +885,44 @@ impl Endpoint {
                     num_sge: nsge,
                 });
             }
+            n += 1;
         }
-        let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
-        // SAFETY: The QP is live (type invariant); the first `n` entries of
-        // `list` are written and linked, and describe work requests whose
-        // buffers they own and which stay alive through the references
-        // handed over above.
-        let rc = unsafe { bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), base, &mut bad) };
-        if rc == 0 {
-            return Ok(());
-        }
-        // Those before the one that failed were posted.
-        let posted = if bad.is_null() {
-            0
+        // Those after a refused one are dropped by the iterator; the ones
+        // taken before it give their queue references back.
+        let (posted, res) = if refused || n == 0 {
+            (0, if refused { Err(EINVAL) } else { Ok(()) })
         } else {
-            // SAFETY: `bad` points into `list`.
-            usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
+            // SAFETY: Entry `n - 1` is written (above); it ends the list.
+            unsafe { (*base.add(n - 1)).next = core::ptr::null_mut() };
+            // Counted together (one atomic add, not one per Receive).
+            live::add(live::Kind::PostedWr, n);
+            let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
+            // SAFETY: The QP is live (type invariant); the first `n`
+            // entries of `list` are written and linked, the last ending the
+            // list, and describe work requests whose buffers they own and
+            // which stay alive through the references handed over above.
+            let rc = unsafe { bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), base, &mut bad) };
+            if rc == 0 {
+                return Ok(());
+            }
+            // Those before the one that failed were posted.
+            let posted = if bad.is_null() {
+                0
+            } else {
+                // SAFETY: `bad` points into `list`.
+                usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
+            };
+            for _ in posted..n {
+                live::dec(live::Kind::PostedWr);
+            }
+            (posted, to_result(rc))
         };
         for raw in queued.iter().take(n).skip(posted) {
-            if raw.is_null() {
-                continue;
-            }
             // SAFETY: This work request was not posted, so no completion
             // consumes the reference `into_queued` produced above.
             drop(unsafe { Arc::from_raw(*raw) });
-            live::dec(live::Kind::PostedWr);
         }
-        to_result(rc)
+        res
     }
 }
 
@@ -2208,7 +2203,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
         len: usize,
     ) -> Result<Arc<Self>> {
         let (dmas, first_off) = sinks.page_dmas(off, len)?;
-        if dmas.len() > MAX_SGE {
+        if dmas.is_empty() || dmas.len() > MAX_SGE {
             return Err(EINVAL);
         }
         let lkey = sinks.pd().lkey();
@@ -2217,24 +2212,37 @@ impl<H: CompletionHandler> WorkRequest<H> {
         };
         Self::build(handler, move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
-            // (`build`'s guarantee); there are at most `MAX_SGE` pages
-            // (checked above), so each write is within `sges`. The pages
-            // stay mapped while the hold written last keeps `sinks`.
+            // (`build`'s guarantee); there are one to `MAX_SGE` pages
+            // (checked above), so each write is within `sges`, and the
+            // first and last entries are written before they are adjusted.
+            // The pages stay mapped while the hold written last keeps
+            // `sinks`.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                // From `first_off` in the first page, whole pages after it:
-                // the last one's entry ends where the range does.
-                let (mut at, mut left) = (first_off, len);
+                // Whole pages, written with nothing computed per page;
+                // then the first entry starts at `first_off` and the last
+                // ends where the range does (`page_dmas` gives exactly the
+                // pages the range touches, at least one).
                 for (i, &dma) in dmas.iter().enumerate() {
-                    let length = kernel::page::PAGE_SIZE.saturating_sub(at).min(left);
                     sges.add(i).write(bindings::ib_sge {
-                        addr: dma.wrapping_add(at as u64),
-                        length: length as u32,
+                        addr: dma,
+                        length: kernel::page::PAGE_SIZE as u32,
                         lkey,
                     });
-                    left = left.saturating_sub(length);
-                    at = 0;
                 }
+                let last = dmas.len().saturating_sub(1);
+                // The bytes the last page holds: all of the range past the
+                // first page's part and the whole pages between.
+                let head = kernel::page::PAGE_SIZE.saturating_sub(first_off).min(len);
+                let tail = if last == 0 {
+                    head
+                } else {
+                    len.saturating_sub(head)
+                        .saturating_sub((last - 1) * kernel::page::PAGE_SIZE)
+                };
+                (*sges).addr = (*sges).addr.wrapping_add(first_off as u64);
+                (*sges).length = head as u32;
+                (*sges.add(last)).length = tail as u32;
                 addr_of_mut!((*slot).holds).cast::<Hold>().write(hold);
                 addr_of_mut!((*slot).nsge).write(dmas.len());
                 addr_of_mut!((*slot).nholds).write(1);
