@@ -104,10 +104,19 @@ impl Conn {
     /// Whether a reply's chunk claims more than the request offered: the
     /// server would have written past our registration, or the length is
     /// a lie that would make sunrpc read pages nobody wrote.
+    #[inline]
     fn overrun(&self, xid: u32, what: &str, claimed: u32, offered: u32) -> bool {
         if claimed <= offered {
             return false;
         }
+        self.report_overrun(xid, what, claimed, offered);
+        true
+    }
+
+    /// Counts and reports a chunk [`Self::overrun`] found: out of line,
+    /// so that the check is not a call.
+    #[cold]
+    fn report_overrun(&self, xid: u32, what: &str, claimed: u32, offered: u32) {
         bump(&self.stats.bad_reply_count);
         crate::pr_warn_ratelimited!(
             "reply xid {:#x}: {} chunk of {} bytes, but {} were registered\n",
@@ -116,7 +125,6 @@ impl Conn {
             claimed,
             offered
         );
-        true
     }
 
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
