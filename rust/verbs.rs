@@ -912,9 +912,7 @@ impl Endpoint {
                 // SAFETY: `bad` points into `list`.
                 usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
             };
-            for _ in posted..n {
-                live::dec(live::Kind::PostedWr);
-            }
+            live::sub(live::Kind::PostedWr, n.saturating_sub(posted));
             (posted, to_result(rc))
         };
         for raw in queued.iter().take(n).skip(posted) {
