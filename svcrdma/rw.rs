@@ -326,8 +326,11 @@ impl ReadWork {
         let paged = paged
             .map(|(l, pages)| PagedSinks::new(l, pages, pool))
             .transpose()?;
-        let mut pieces = KVec::new();
-        for p in CallReadPieces::new(&ctxt.call.pcl()?, piece_size) {
+        let pcl = ctxt.call.pcl()?;
+        let reads = CallReadPieces::new(&pcl, piece_size);
+        // Room for every piece at once, not grown by doubling as they come.
+        let mut pieces = KVec::with_capacity(reads.max_count(), GFP_KERNEL)?;
+        for p in reads {
             let (src, piece) = p.map_err(piece_error)?;
             let (sink, run) = (None, None);
             pieces.push(

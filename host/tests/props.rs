@@ -261,7 +261,9 @@ fn check_paged(pcl: &ParsedChunks<'_>, inline_len: usize) {
     assert_eq!(p.padded_len % 4, 0);
     assert_eq!((p.padded_len as usize).div_ceil(PAGE), p.pages);
     assert!(p.pages < MAX_PAGES);
-    for piece in CallReadPieces::new(pcl, 15 * PAGE) {
+    let pieces = CallReadPieces::new(pcl, 15 * PAGE);
+    assert!(pieces.clone().count() <= pieces.max_count());
+    for piece in pieces {
         let Ok((src, piece)) = piece else { return };
         assert_eq!(src, 1);
         let spans: Vec<_> = page_spans(piece.off, piece.len, PAGE).unwrap().collect();

@@ -7,7 +7,7 @@ use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, Header
 use rpcrdma_proto::proto::msg::{DecodeLimits, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk, PclError};
 use rpcrdma_proto::proto::pieces::{
-    page_spans, PageSpan, Piece, PieceError, PieceRun, Pieces, RangeInPieces,
+    page_spans, CallReadPieces, PageSpan, Piece, PieceError, PieceRun, Pieces, RangeInPieces,
 };
 use rpcrdma_proto::proto::svc_call::{CallLayout, PagedCall, Source, Step};
 use rpcrdma_proto::proto::svc_reply::{
@@ -252,6 +252,40 @@ fn the_reply_body_is_the_reply_without_payloads_and_pads() {
         assert_eq!(body.inline_len(28, 40), Ok(Some(40)));
         assert_eq!(body.inline_len(28, 39), Ok(None));
         assert!(ReplyBody::new(pcl, 14).is_err());
+    });
+}
+
+#[test]
+fn a_calls_reads_never_outnumber_their_bound() {
+    let seg = |position, handle, len| ReadSegment {
+        position,
+        segment: Segment::new(handle, len, 0x1000),
+    };
+    // Two chunks: one of three segments (10, 5 and 1 bytes), one of one
+    // (12 bytes), cut into pieces of at most 4 bytes: 3 + 2 + 1 and 3.
+    let reads = [
+        seg(100, 1, 10),
+        seg(100, 2, 5),
+        seg(100, 3, 1),
+        seg(120, 4, 12),
+    ];
+    let msg = call(
+        ChunkListsRef {
+            read: &reads,
+            write: &[],
+            reply: None,
+        },
+        140,
+    );
+    with_pcl(&msg, |pcl, _| {
+        let pieces = CallReadPieces::new(pcl, 4);
+        assert_eq!(pieces.clone().count(), 9);
+        // 16 / 4 + 3 and 12 / 4 + 1.
+        assert_eq!(pieces.max_count(), 11);
+        // One piece per segment when pieces are larger than segments.
+        let whole = CallReadPieces::new(pcl, 1 << 20);
+        assert_eq!(whole.clone().count(), 4);
+        assert_eq!(whole.max_count(), 4);
     });
 }
 

@@ -162,6 +162,24 @@ impl<'p> CallReadPieces<'p> {
             finished: false,
         }
     }
+
+    /// At most how many pieces this yields, from the chunks' lengths and
+    /// segment counts alone: a chunk's length in whole pieces, plus one per
+    /// segment (each segment ends at most one short piece). Room for them
+    /// can be reserved at once; the chunk lists are bounded by the
+    /// decoder's limits, and so is this.
+    pub fn max_count(&self) -> usize {
+        let chunks = self.pcl.call_chunk().into_iter();
+        chunks
+            .chain(self.pcl.read_chunks())
+            .map(|c| {
+                let len = usize::try_from(c.length).unwrap_or(usize::MAX);
+                // `Pieces::new` cuts pieces of at least one byte likewise.
+                let whole = len.checked_div(self.max_piece.max(1)).unwrap_or(len);
+                whole.saturating_add(self.pcl.segments(c).len())
+            })
+            .fold(0, usize::saturating_add)
+    }
 }
 
 impl Iterator for CallReadPieces<'_> {
