@@ -159,30 +159,57 @@ impl PageSinks {
     /// and the sinks then map and hold nothing.
     pub fn take_received_pages(&self) -> Result<KVec<PageRef>> {
         let n = self.pages.len();
-        let count = u32::try_from(n)?;
         let mut out = KVec::<PageRef>::with_capacity(n, GFP_KERNEL)?;
+        // SAFETY: `out` has room for `n` entries, and a `PageRef` is a
+        // transparent page pointer: on success its first `n` entries are
+        // initialised references (the sinks' own). The caller's
+        // requirement is this function's.
+        unsafe {
+            self.hand_over_received_pages(out.as_mut_ptr().cast(), n)?;
+            out.inc_len(n);
+        }
+        Ok(out)
+    }
+
+    /// As [`Self::take_received_pages`], into the `n` page slots at
+    /// `slots` (a request's page array) rather than a vector of their own.
+    /// `EINVAL`, with nothing written, if `n` is not the number of pages
+    /// or the pages were taken before.
+    ///
+    /// # Safety
+    ///
+    /// `slots` is valid for writes of `n` page pointers, whose previous
+    /// contents the caller has given up; every Read into the pages has
+    /// completed.
+    pub(in crate::rust) unsafe fn hand_over_received_pages(
+        &self,
+        slots: *mut *mut bindings::page,
+        n: usize,
+    ) -> Result {
+        if n != self.pages.len() {
+            return Err(EINVAL);
+        }
+        let count = u32::try_from(n)?;
         if self.taken.xchg(true, Relaxed) {
             return Err(EINVAL);
         }
         // SAFETY: The pages are mapped and referenced by the sinks (type
-        // invariant, not taken before), and the device is done with them
-        // (the caller's requirement); `out` has room for `n` entries, and a
-        // `PageRef` is a transparent page pointer: the helper unmaps each
-        // page and writes it to `out`, so its first `n` entries are
-        // initialised references, the sinks' own, which `taken` (set above,
-        // once) gives up. INVARIANT: no longer mapped or held.
+        // invariant, not taken before), and the device is done with them;
+        // `slots` has room for `n` entries (the caller's requirements): the
+        // helper unmaps each page and writes it to its slot, handing over
+        // the sinks' own reference, which `taken` (set above, once) gives
+        // up. INVARIANT: no longer mapped or held.
         unsafe {
             bindings::rpcrdma_rs_sink_pages_received(
                 self.pd.device_ptr(),
                 self.pages.as_ptr().cast(),
                 self.dmas.as_ptr(),
                 count,
-                out.as_mut_ptr().cast(),
+                slots,
             );
-            out.inc_len(n);
         }
         live::sub(live::Kind::DmaBuf, n);
-        Ok(out)
+        Ok(())
     }
 
     /// Copies `out.len()` bytes at `offset` of page `page` out (to check

@@ -29,6 +29,7 @@ use super::cm::CmHandler;
 use super::cm::CmId;
 use super::cm::Net;
 use super::cm::{Addr, SockAddr};
+use super::page_sinks::PageSinks;
 use super::reply_pages::ReplyPages;
 use super::svc_bc::BcRegistration;
 use super::svc_class;
@@ -303,19 +304,21 @@ impl Rqst {
     /// Lays out `rq_arg` as C's `svc_rdma_read_complete_one` does for a
     /// Call with one Read chunk read into pages of its own: `inline` in
     /// the head page (`rq_pages[0]`), its bytes before `position` as the
-    /// head and the rest as the tail; `pages` in `rq_pages[1..]`, replacing
-    /// (and putting) the pages there, holding the chunk's `chunk_len`
-    /// bytes from offset 0 and then zeros up to `padded_len` (its XDR pad,
-    /// written here). The pages' references go to the request, which puts
-    /// them with its own.
+    /// head and the rest as the tail; the pages of `sinks`, every Read
+    /// into which completed, in `rq_pages[1..]`, replacing (and putting)
+    /// the pages there, holding the chunk's `chunk_len` bytes from offset 0
+    /// and then zeros up to `padded_len` (its XDR pad, written here). The
+    /// pages' references go straight from the sinks to the request's slots
+    /// (no vector between), and the request puts them with its own.
     pub fn set_arg_paged(
         &mut self,
         inline: &[u8],
         position: u32,
         chunk_len: u32,
         padded_len: u32,
-        pages: KVec<PageRef>,
+        sinks: &PageSinks,
     ) -> Result {
+        let n = sinks.len();
         let page_size = kernel::page::PAGE_SIZE;
         let inline_len = u32::try_from(inline.len()).map_err(|_| EMSGSIZE)?;
         let pad = padded_len.checked_sub(chunk_len).ok_or(EINVAL)?;
@@ -323,8 +326,8 @@ impl Rqst {
         if inline.len() > page_size
             || position > inline_len
             || pad > 3
-            || pages.len().checked_add(1).ok_or(EINVAL)? > self.arg_pages()
-            || (padded_len as usize).div_ceil(page_size) != pages.len()
+            || n.checked_add(1).ok_or(EINVAL)? > self.arg_pages()
+            || (padded_len as usize).div_ceil(page_size) != n
         {
             return Err(EINVAL);
         }
@@ -334,9 +337,12 @@ impl Rqst {
         let pad_off = chunk_len as usize % page_size;
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
-        // `rq_pages` has more than `pages.len() + 1` entries, each a page
+        // `rq_pages` has more than `n + 1` entries, each a page
         // (svc_alloc_arg filled them) or empty; `inline` fits the head page
-        // and the pad the page it lands in (checked above).
+        // and the pad the page it lands in (checked above). The `n` slots
+        // the sinks' pages are written to are put just before (so given
+        // up), and the Reads into the sinks completed, as
+        // `take_received_pages` requires too.
         unsafe {
             let rq_pages = (*r).rq_pages;
             let head = bindings::rpcrdma_rs_page_address(*rq_pages).cast::<u8>();
@@ -346,15 +352,19 @@ impl Rqst {
             core::ptr::copy_nonoverlapping(inline.as_ptr(), head, inline.len());
             // The pages there now are put in one batch (the slots are
             // overwritten just below).
-            let n = c_uint::try_from(pages.len()).map_err(|_| EINVAL)?;
-            bindings::rpcrdma_rs_release_page_slots(rq_pages.add(1), n);
-            // The references move into the slots: a `PageRef` is a
-            // transparent page pointer, and the vector then frees its
-            // memory without putting any.
-            let (ptr, count, cap) = pages.into_raw_parts();
-            core::ptr::copy_nonoverlapping(ptr.cast(), rq_pages.add(1), count);
-            drop(KVec::<PageRef>::from_raw_parts(ptr, 0, cap));
-            if pad > 0 && pad_page < count {
+            let count = c_uint::try_from(n).map_err(|_| EINVAL)?;
+            bindings::rpcrdma_rs_release_page_slots(rq_pages.add(1), count);
+            // The sinks' references move into the slots.
+            if let Err(e) = sinks.hand_over_received_pages(rq_pages.add(1), n) {
+                // Taken before (not reached: the work takes them once).
+                // The slots' pages were put: emptied, for svc_alloc_arg
+                // to refill.
+                core::ptr::write_bytes(rq_pages.add(1), 0, n);
+                let nfree = c_ulong::try_from(n + 1).map_err(|_| EINVAL)?;
+                (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
+                return Err(e);
+            }
+            if pad > 0 && pad_page < n {
                 let base = bindings::rpcrdma_rs_page_address(*rq_pages.add(1 + pad_page));
                 if !base.is_null() {
                     core::ptr::write_bytes(base.cast::<u8>().add(pad_off), 0, pad as usize);

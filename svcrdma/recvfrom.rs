@@ -363,8 +363,7 @@ impl Conn {
             self.send_err_chunk(xid);
             return Ok(false);
         }
-        let pages = paged.take_pages()?;
-        rqst.set_arg_paged(inline, l.position, l.chunk_len, l.padded_len, pages)?;
+        rqst.set_arg_paged(inline, l.position, l.chunk_len, l.padded_len, paged.sinks())?;
         count_read_call(Some(l.pages));
         Ok(true)
     }

@@ -41,8 +41,8 @@ use crate::rust::sink_pool::SinkMrPool;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, Endpoint, PageRef, Segment as SgSegment, SendOp, SgEntry,
-    WorkCompletion, WorkRequest, MAX_SGE,
+    CompletionHandler, DmaBuf, Endpoint, Segment as SgSegment, SendOp, SgEntry, WorkCompletion,
+    WorkRequest, MAX_SGE,
 };
 use crate::rust::wr_pool::WrPool;
 use kernel::alloc::KVec;
@@ -259,10 +259,10 @@ impl PagedSinks {
         })
     }
 
-    /// The pages, in order, with the sinks' references, for the request;
-    /// every page was read into (the chunk covers all of them). Once.
-    pub(super) fn take_pages(&self) -> Result<KVec<PageRef>> {
-        self.sinks.take_received_pages()
+    /// The pages the chunk was read into, every one of them (the chunk
+    /// covers all), for the request that assembles the Call to take.
+    pub(super) fn sinks(&self) -> &PageSinks {
+        &self.sinks
     }
 }
 
