@@ -30,6 +30,19 @@ fn call(lists: ChunkListsRef<'_>, inline: usize) -> Vec<u8> {
     buf
 }
 
+/// An `RDMA_MSG` Call with the Read list `reads`, no Write list or Reply
+/// chunk, and `inline` bytes of body.
+fn read_call(reads: &[ReadSegment], inline: usize) -> Vec<u8> {
+    call(
+        ChunkListsRef {
+            read: reads,
+            write: &[],
+            reply: None,
+        },
+        inline,
+    )
+}
+
 /// Runs `f` on the parsed chunk lists of `msg` and its inline length.
 fn with_pcl<R>(msg: &[u8], f: impl FnOnce(&mut ParsedChunks<'_>, usize) -> R) -> R {
     let h = decode_call(msg, &DecodeLimits::server_default()).unwrap();
@@ -269,14 +282,7 @@ fn a_calls_reads_never_outnumber_their_bound() {
         seg(100, 3, 1),
         seg(120, 4, 12),
     ];
-    let msg = call(
-        ChunkListsRef {
-            read: &reads,
-            write: &[],
-            reply: None,
-        },
-        140,
-    );
+    let msg = read_call(&reads, 140);
     with_pcl(&msg, |pcl, _| {
         let pieces = CallReadPieces::new(pcl, 4);
         assert_eq!(pieces.clone().count(), 9);
@@ -297,14 +303,7 @@ fn one_read_chunk_is_laid_out_in_pages_of_its_own() {
     };
     // 8 KiB + 3 of data: three pages, padded to 8196.
     let reads = [seg(8192), seg(3)];
-    let msg = call(
-        ChunkListsRef {
-            read: &reads,
-            write: &[],
-            reply: None,
-        },
-        140,
-    );
+    let msg = read_call(&reads, 140);
     with_pcl(&msg, |pcl, inline| {
         assert_eq!(
             PagedCall::new(pcl, inline, 4096, 64),
@@ -328,14 +327,7 @@ fn one_read_chunk_is_laid_out_in_pages_of_its_own() {
             segment: Segment::new(2, 4, 0x2000),
         },
     ];
-    let msg = call(
-        ChunkListsRef {
-            read: &two,
-            write: &[],
-            reply: None,
-        },
-        140,
-    );
+    let msg = read_call(&two, 140);
     with_pcl(&msg, |pcl, inline| {
         assert_eq!(PagedCall::new(pcl, inline, 4096, 64), None)
     });
