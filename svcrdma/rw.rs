@@ -44,7 +44,6 @@ use crate::rust::verbs::{
     CompletionHandler, DmaBuf, Endpoint, Segment as SgSegment, SendOp, SgEntry, WorkCompletion,
     WorkRequest, MAX_SGE,
 };
-use crate::rust::wr_pool::WrPool;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::page::PAGE_SIZE;
@@ -517,10 +516,6 @@ impl CompletionHandler for ReadHandler {
             self.q.read_done(self.op.clone());
         }
         self.sq.release(self.slots);
-    }
-
-    fn pool(&self) -> Option<&WrPool<Self>> {
-        Some(self.sq.read_wrs())
     }
 }
 

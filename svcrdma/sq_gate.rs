@@ -5,7 +5,6 @@
 //! a slot, and its completion gives the slot back.
 
 use super::cache::BufCache;
-use super::rw::ReadHandler;
 use crate::proto::sq_slots::{SlotError, SqSlots, Starve};
 use crate::rust::svc::{stat_add, Stat, XprtLink};
 use crate::rust::trace;
@@ -42,15 +41,10 @@ pub(super) struct SqGate {
     /// next ones (C keeps its send and R/W contexts on free lists).
     #[pin]
     wrs: WrPool<SqHandler>,
-    /// Likewise for RDMA Reads (C keeps its R/W contexts, Reads' too, on
-    /// one free list): a Call of 1 MiB is read with about 18.
-    #[pin]
-    reads: WrPool<ReadHandler>,
 }
 
-/// Most work request allocations a connection keeps for reuse, of Sends
-/// and Writes and, apart, of Reads (at most its send queue's depth each):
-/// a 4 KiB READ's Reply is a Send and one RDMA
+/// Most work request allocations a connection keeps for reuse (at most
+/// its send queue's depth): a 4 KiB READ's Reply is a Send and one RDMA
 /// Write, but a 256 KiB one is a Send and four Writes of 16 pages, and a
 /// client keeps dozens of calls in flight (1 MiB reads at iodepth 8 with
 /// rsize 256 KiB: up to 8 x 4 x 5 = 160). Each is about 1 KiB, allocated
@@ -76,7 +70,6 @@ impl SqGate {
         let slots = SqSlots::new(depth, read_keep);
         let depth = slots.depth();
         let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
-        let reads = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock!(slots, "svcrdma::sq"),
@@ -85,7 +78,6 @@ impl SqGate {
                 link,
                 cache,
                 wrs <- wrs,
-                reads <- reads,
             }),
             GFP_KERNEL,
         )
@@ -155,11 +147,6 @@ impl SqGate {
         if wake.reads {
             self.link.data_ready();
         }
-    }
-
-    /// The allocations of completed RDMA Reads, for the next ones.
-    pub(super) fn read_wrs(&self) -> &WrPool<ReadHandler> {
-        &self.reads
     }
 
     /// Fails every current and later [`Self::acquire_n`] and
