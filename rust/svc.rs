@@ -279,26 +279,44 @@ impl Rqst {
             return Err(EINVAL);
         }
         let mut pages = KVec::<PageRef>::with_capacity(n, GFP_KERNEL)?;
-        let nfree = c_ulong::try_from(n + 1).map_err(|_| EINVAL)?;
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
         // `rq_pages` has more than `n + 1` entries, so `slots` names `n` of
         // them. Each page taken out of a slot is the request's reference,
-        // which the slot gives up (it is left empty), and `rq_pages_nfree`
-        // tells svc_alloc_arg to refill the slots up to `n`. A `PageRef` is
-        // a transparent page pointer: the `n` non-null pointers copied
-        // into `pages`, within its capacity, are its first `n` entries.
+        // which the slot gives up (emptied below). A `PageRef` is a
+        // transparent page pointer: the `n` non-null pointers copied into
+        // `pages`, within its capacity, are its first `n` entries.
         unsafe {
             let slots = (*r).rq_pages.add(1);
             if (0..n).any(|i| (*slots.add(i)).is_null()) {
                 return Err(EINVAL);
             }
             core::ptr::copy_nonoverlapping(slots, pages.as_mut_ptr().cast(), n);
-            core::ptr::write_bytes(slots, 0, n);
             pages.inc_len(n);
-            (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
+            self.empty_arg_slots(n);
         }
         Ok(pages)
+    }
+
+    /// Leaves `rq_pages[1..=n]` empty, and `rq_pages_nfree` tells
+    /// `svc_alloc_arg` to refill them before this request receives again.
+    ///
+    /// # Safety
+    ///
+    /// `n + 1` is at most [`Self::arg_pages`], and the slots' pages were
+    /// given up (taken over or put) by the caller.
+    unsafe fn empty_arg_slots(&mut self, n: usize) {
+        let nfree = c_ulong::try_from(n)
+            .unwrap_or(c_ulong::MAX)
+            .saturating_add(1);
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live; `rq_pages` has more
+        // than `n + 1` entries, and the slots hold nothing the request
+        // still owns (the caller's requirements).
+        unsafe {
+            core::ptr::write_bytes((*r).rq_pages.add(1), 0, n);
+            (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
+        }
     }
 
     /// Lays out `rq_arg` as C's `svc_rdma_read_complete_one` does for a
@@ -359,9 +377,7 @@ impl Rqst {
                 // Taken before (not reached: the work takes them once).
                 // The slots' pages were put: emptied, for svc_alloc_arg
                 // to refill.
-                core::ptr::write_bytes(rq_pages.add(1), 0, n);
-                let nfree = c_ulong::try_from(n + 1).map_err(|_| EINVAL)?;
-                (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
+                self.empty_arg_slots(n);
                 return Err(e);
             }
             if pad > 0 && pad_page < n {
