@@ -856,12 +856,10 @@ impl Endpoint {
         for r in wrs {
             let wr = r.wr();
             let nsge = i32::try_from(wr.nsge).ok();
-            let (true, Some(q), Some(nsge), false) = (
-                n < RECV_BATCH_MAX,
-                queued.get_mut(n),
-                nsge,
-                wr.dirs_to_device(),
-            ) else {
+            // `queued` has as many entries as `list`: a slot in it means
+            // `n < RECV_BATCH_MAX`.
+            let (Some(q), Some(nsge), false) = (queued.get_mut(n), nsge, wr.dirs_to_device())
+            else {
                 refused = true;
                 break;
             };
@@ -870,8 +868,8 @@ impl Endpoint {
             let raw = r.into_queued();
             *q = raw;
             // SAFETY: `raw` came from `into_raw`: live until the reference
-            // is consumed by the completion or reclaimed below. `n <
-            // RECV_BATCH_MAX`: entry `n` lies within `list`.
+            // is consumed by the completion or reclaimed below. `queued[n]`
+            // exists, so `n < RECV_BATCH_MAX`: entry `n` lies within `list`.
             unsafe {
                 let this = &*raw;
                 base.add(n).write(bindings::ib_recv_wr {
