@@ -24,6 +24,12 @@
 #                 thresholds on both ends and nfsd's largest I/O raised to
 #                 1 MiB (/proc/fs/nfsd/max_block_size; every other config
 #                 runs with the guest's default): physical at full size
+#   rust-inline8k rpcrdma_rs.ko, max_inline_read=8192: the client takes
+#                 replies of up to 8 KiB inline and the server sends them
+#                 (a 4 KiB READ's reply needs no Write chunk)
+#   c-inline8k    the C rpcrdma.ko with the same thresholds
+#                 (sunrpc.rdma_max_inline_read and svc_rdma.max_req_size
+#                 8192), to compare rust-inline8k with
 #   alt           ALT_KO on both ends, default parameters (another build of
 #                 the project, for before/after comparisons in one boot)
 # REPS: repetitions, interleaved (every config once, then again).
@@ -122,13 +128,15 @@ use_config() {
     mountpoint -q $MNT && { nfs_umount $MNT || return 1; }
     pidof rpc.mountd >/dev/null && { stop_nfs_server || { NFS_ERR="nfsd did not stop"; return 1; }; }
     case $1 in
-        c) load_c_rpcrdma ;;
+        c) load_c_rpcrdma && c_inline_read 4096 ;;
+        c-inline8k) load_c_rpcrdma && c_inline_read 8192 ;;
         rust) load_rust_rpcrdma ;;
         rust-physical) load_rust_rpcrdma memreg=physical ;;
         rust-cache) load_rust_rpcrdma memreg=cache ;;
         rust-nocache) load_rust_rpcrdma svc_buf_cache=0 ;;
         rust-svccopy) load_rust_rpcrdma svc_memreg=cache ;;
         rust-physical-64k) load_rust_rpcrdma memreg=physical max_inline_read=65536 max_inline_write=65536 ;;
+        rust-inline8k) load_rust_rpcrdma max_inline_read=8192 ;;
         alt) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
              _ko=$RUST_RPCRDMA_KO; RUST_RPCRDMA_KO=$ALT_KO
              load_rust_rpcrdma; _lrc=$?; RUST_RPCRDMA_KO=$_ko; [ $_lrc = 0 ] ;;
@@ -140,6 +148,14 @@ use_config() {
     esac || { NFS_ERR="cannot set nfsd's max_block_size"; return 1; }
     start_nfs_server || return 1
     nfs_mount 4.2 "$SERVER_IP" $MNT "rsize=1048576,wsize=1048576"
+}
+
+# c_inline_read BYTES: the C module's client takes replies of up to BYTES
+# inline and its server sends them (its sysctls outlive a config: the C
+# module stays loaded between c and c-inline8k).
+c_inline_read() {
+    echo "$1" > /proc/sys/sunrpc/rdma_max_inline_read &&
+        echo "$1" > /proc/sys/sunrpc/svc_rdma/max_req_size
 }
 
 # nfsd_max_block [BYTES]: nfsd's largest I/O for the next start: BYTES, or
