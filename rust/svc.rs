@@ -537,6 +537,15 @@ impl Rqst {
             .saturating_add(res.tail[0].iov_len as u32)
     }
 
+    /// Where the Reply's page list lies in the Reply: its first byte's
+    /// offset (the head's length) and its length.
+    pub fn res_page_region(&self) -> (u32, u32) {
+        // SAFETY: By the type invariant `ptr` is live.
+        let res = unsafe { &(*self.ptr.as_ptr()).rq_res };
+        // sunrpc keeps a Reply's parts within its pages (u32 lengths).
+        (res.head[0].iov_len as u32, res.page_len)
+    }
+
     /// An array for the Reply's pages `rq_respages .. rq_next_page`, to be
     /// held by RDMA Writes straight from those pages in place of a
     /// reference per page ([`ReplyPages`]): empty, with room for them, the
@@ -1253,5 +1262,36 @@ impl ResPages<'_> {
         // SAFETY: Each of those entries is a live page, the request's until
         // it is released, after `self`, or null (type invariant).
         unsafe { PageRange::new(pages, off, len) }
+    }
+
+    /// The range page by page: a reference taken on each page, with the
+    /// offset and length of the range's bytes in it, for Send SGEs mapped
+    /// a page at a time ([`Endpoint::map_page`]). An empty slot yields
+    /// `EINVAL`.
+    ///
+    /// [`Endpoint::map_page`]: super::verbs::Endpoint::map_page
+    pub fn page_refs(&self) -> impl Iterator<Item = Result<(PageRef, usize, usize)>> + '_ {
+        let page = kernel::page::PAGE_SIZE as u64;
+        let first = self.at / page;
+        (0..self.count).map(move |i| {
+            // The page's first byte, in the page list; the range's bytes in
+            // it are `[from, to)`.
+            let slot = first.checked_add(i as u64).ok_or(EINVAL)?;
+            let start = slot.checked_mul(page).ok_or(EINVAL)?;
+            let (from, to) = (self.at.max(start), self.end.min(start.saturating_add(page)));
+            let off = usize::try_from(from.saturating_sub(start))?;
+            let len = usize::try_from(to.saturating_sub(from))?;
+            // SAFETY: By the type invariant `ptr` is live, and sunrpc does
+            // not change the Reply while it is being sent.
+            let res = unsafe { &(*self.rqst.ptr.as_ptr()).rq_res };
+            // SAFETY: By the type invariant the `count` entries from
+            // `first` are within the page array (`i < count`).
+            let entry = unsafe { *res.pages.add(usize::try_from(slot)?) };
+            let entry = NonNull::new(entry).ok_or(EINVAL)?;
+            // SAFETY: A page the request holds until it is released, after
+            // `self` (type invariant).
+            let held = unsafe { PageRef::get(entry) };
+            Ok((held, off, len))
+        })
     }
 }

@@ -38,7 +38,7 @@ use crate::rust::page_sinks::PageSinks;
 use crate::rust::reply_pages::ReplyPages;
 use crate::rust::send_chain::SendChain;
 use crate::rust::sink_pool::SinkMrPool;
-use crate::rust::svc::{stat_add, Rqst, Stat};
+use crate::rust::svc::{stat_add, ResPages, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
 use crate::rust::verbs::{
     CompletionHandler, DmaBuf, Endpoint, Segment as SgSegment, SendOp, SgEntry, WorkCompletion,
@@ -69,17 +69,21 @@ static CHAINED_WRITES: Atomic<u64> = Atomic::new(0);
 /// RDMA Reads into pages through a registration from the connection's MR
 /// pool (iWARP).
 static REGISTERED_READS: Atomic<u64> = Atomic::new(0);
+/// Inline Replies whose page data went out as Send SGEs of its own, and
+/// the pages they mapped ([`Io::send_filled_around`]).
+static MAPPED_SENDS: Atomic<u64> = Atomic::new(0);
+static MAPPED_SEND_PAGES: Atomic<u64> = Atomic::new(0);
 
 /// Writes the debugfs view of how Write chunk pieces left and Read chunks
 /// arrived.
 pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads chained_writes registered_reads"
+        "direct_writes direct_pages copied_writes paged_reads paged_pages copied_reads chained_writes registered_reads mapped_sends mapped_send_pages"
     )?;
     writeln!(
         f,
-        "{} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {} {}",
         DIRECT_WRITES.load(Relaxed),
         DIRECT_PAGES.load(Relaxed),
         COPIED_WRITES.load(Relaxed),
@@ -87,7 +91,9 @@ pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result
         PAGED_PAGES.load(Relaxed),
         COPIED_READS.load(Relaxed),
         CHAINED_WRITES.load(Relaxed),
-        REGISTERED_READS.load(Relaxed)
+        REGISTERED_READS.load(Relaxed),
+        MAPPED_SENDS.load(Relaxed),
+        MAPPED_SEND_PAGES.load(Relaxed)
     )
 }
 
@@ -644,6 +650,69 @@ impl Io<'_> {
         };
         self.queue_one(chain, t.buf, len, op, t.slot)?;
         self.post_chain(chain)?;
+        trace::svcrdma_post_send(len, inv);
+        Ok(())
+    }
+
+    /// As [`Self::send_filled`], with `pages` going out as Send SGEs of
+    /// their own, mapped a page at a time, between the first bytes `fill`
+    /// wrote and the rest (C `svc_rdma_map_reply_msg`): an inline Reply's
+    /// page data, not copied. `fill` returns where the pages go in what it
+    /// wrote, and how much it wrote.
+    pub(super) fn send_filled_around(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        len: usize,
+        inv: Option<u32>,
+        pages: &ResPages<'_>,
+        fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
+    ) -> Result {
+        let t = self.cache.get(self.ep, Class::Send, len)?;
+        let mut split = 0;
+        let filled = t.buf.fill(|out| {
+            let (at, n) = fill(out)?;
+            split = at;
+            Ok(n)
+        });
+        let len = match filled {
+            Ok(len) if split > 0 && split <= len => len,
+            Ok(_) => {
+                self.cache.put(t.buf, t.slot);
+                return Err(EINVAL);
+            }
+            Err(e) => {
+                self.cache.put(t.buf, t.slot);
+                return Err(e);
+            }
+        };
+        let op = match inv {
+            Some(k) => SendOp::SendWithInvalidate(k),
+            None => SendOp::Send,
+        };
+        // The bytes behind the pages come from the same buffer, which the
+        // first entry holds (and gives back to the cache on completion).
+        let behind = (len > split).then(|| SgSegment {
+            buf: t.buf.clone(),
+            offset: split,
+            len: len - split,
+        });
+        let ahead = SgSegment {
+            buf: t.buf,
+            offset: 0,
+            len: split,
+        };
+        let ep = self.ep;
+        let mapped = pages.page_refs().map(|page| {
+            let (page, off, n) = page?;
+            ep.map_page(page, off, n).map(SgEntry::Page)
+        });
+        let behind = behind.map(|seg| Ok(SgEntry::Buf(seg)));
+        let sgl = Iterator::chain(core::iter::once(Ok(SgEntry::Buf(ahead))), mapped);
+        let sgl = Iterator::chain(sgl, behind);
+        self.queue_wr(chain, Some(t.slot), sgl, op)?;
+        self.post_chain(chain)?;
+        MAPPED_SENDS.add(1, Relaxed);
+        MAPPED_SEND_PAGES.add(pages.count_pages() as u64, Relaxed);
         trace::svcrdma_post_send(len, inv);
         Ok(())
     }

@@ -12,6 +12,7 @@ use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
 use crate::rust::send_chain::SendChain;
 use crate::rust::svc::{stat_add, Rqst, Stat};
 use crate::rust::trace::{self, ChunkOp};
+use crate::rust::verbs::MAX_SGE;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -21,6 +22,11 @@ use kernel::sync::atomic::{Atomic, Relaxed};
 /// Write chunk longer than it registered. Written through debugfs
 /// `svc_fault_write_overrun` (kernels with `CONFIG_FAULT_INJECTION`); 0,
 /// the default and the only value elsewhere, injects nothing.
+/// Page data of an inline Reply shorter than this is copied into the Send
+/// buffer even where it could be mapped: a short copy costs less than
+/// mapping and unmapping a page (the client's calls use the same bound).
+const MAP_PAGES_MIN: usize = 1024;
+
 pub(super) static WRITE_OVERRUN_FAULTS: Atomic<u32> = Atomic::new(0);
 
 /// Takes one injected fault, if any is left.
@@ -153,12 +159,35 @@ impl Conn {
         }
         // Header and body written straight into the Send's buffer: one
         // that holds the longest header and the body, within the inline
-        // threshold (a longer Reply is refused below).
+        // threshold (a longer Reply is refused below). Page data of the
+        // body (a short READ's payload, READDIR's entries) goes out as
+        // Send SGEs of its own behind the bytes before it, not copied, when
+        // there is enough of it and the queue pair has the SGEs.
+        let rest_len = usize_of(rest)?;
+        let (pstart, plen) = rqst.res_page_region();
+        let sges = s.ep.max_send_sge().min(MAX_SGE);
+        let part = match s.direct {
+            true => body.page_part(pstart, plen, MAP_PAGES_MIN),
+            false => None,
+        };
+        // Two entries for the bytes before and after the pages.
+        let pages = part.and_then(|p| {
+            rqst.res_pages(
+                p.reply_offset,
+                u32::try_from(p.len).ok()?,
+                sges.saturating_sub(2),
+            )
+        });
+        // Where the pages lie in the body (none: past its end).
+        let (gap_at, gap_len) = match (&part, &pages) {
+            (Some(p), Some(_)) => (p.at, p.len),
+            _ => (rest_len, 0),
+        };
         let room = hroom
-            .saturating_add(usize_of(rest)?)
+            .saturating_add(rest_len.saturating_sub(gap_len))
             .min(s.inline_send as usize);
         let mut too_long = false;
-        let sent = self.io().send_filled(&mut chain, room, inv, |out| {
+        let mut fill = |out: &mut [u8]| -> Result<(usize, usize)> {
             let n = pcl
                 .encode_reply_header(xid, s.credits, 0, out)
                 .map_err(|_| EINVAL)?;
@@ -175,14 +204,30 @@ impl Conn {
                 too_long = true;
                 return Err(EMSGSIZE);
             };
-            let dst = out.get_mut(n..total).ok_or(EINVAL)?;
-            for run in body.runs(0, dst.len()) {
-                let run = run.map_err(|_| EINVAL)?;
-                let end = run.at.checked_add(run.len).ok_or(EINVAL)?;
-                rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
+            // The body less the pages' bytes, behind the header.
+            let filled = total.checked_sub(gap_len).ok_or(EINVAL)?;
+            let dst = out.get_mut(n..filled).ok_or(EINVAL)?;
+            let after = gap_at.checked_add(gap_len).ok_or(EINVAL)?;
+            let tail = rest_len.checked_sub(after).ok_or(EINVAL)?;
+            let copies = [(0, gap_at, 0), (after, tail, gap_at)];
+            for (from, len, to) in copies {
+                for run in body.runs(from, len) {
+                    let run = run.map_err(|_| EINVAL)?;
+                    let at = to + run.at;
+                    let end = at.checked_add(run.len).ok_or(EINVAL)?;
+                    rqst.read_res(run.reply_offset, dst.get_mut(at..end).ok_or(EINVAL)?)?;
+                }
             }
-            Ok(total)
-        });
+            Ok((n + gap_at, filled))
+        };
+        let sent = match &pages {
+            Some(pages) => self
+                .io()
+                .send_filled_around(&mut chain, room, inv, pages, fill),
+            None => self
+                .io()
+                .send_filled(&mut chain, room, inv, |out| fill(out).map(|(_, n)| n)),
+        };
         if too_long {
             // Too long for inline and the client gave no Reply chunk.
             self.send_err_chunk(xid);

@@ -265,6 +265,24 @@ fn the_reply_body_is_the_reply_without_payloads_and_pads() {
         assert_eq!(body.inline_len(28, 40), Ok(Some(40)));
         assert_eq!(body.inline_len(28, 39), Ok(None));
         assert!(ReplyBody::new(pcl, 14).is_err());
+        // The body's page part (the page list at [4, 18) of the Reply):
+        // two runs, [4, 8) and [16, 18), split by the payload.
+        assert_eq!(body.page_part(4, 14, 1), None);
+        // A page list of [10, 20) holds one run of four body bytes, at
+        // eight in the body.
+        assert_eq!(
+            body.page_part(10, 10, 4),
+            Some(BodyRun {
+                reply_offset: 16,
+                at: 8,
+                len: 4,
+            })
+        );
+        assert_eq!(body.page_part(10, 10, 5), None);
+        // Within the payload and its pad: no body bytes.
+        assert_eq!(body.page_part(8, 8, 1), None);
+        assert_eq!(body.page_part(0, 6, 1), Some(run(0, 0, 6).unwrap()));
+        assert_eq!(body.page_part(u32::MAX, 2, 1), None);
     });
 }
 

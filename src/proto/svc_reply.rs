@@ -189,6 +189,36 @@ impl<'c> ReplyBody<'c> {
         Ok(if total > max { None } else { Some(total) })
     }
 
+    /// The body's bytes that lie in `[start, start + len)` of the Reply
+    /// (its page list), if they are one run of at least `min` bytes: an
+    /// inline Reply's page data that can go out as Send SGEs of its own,
+    /// not copied. `None` when they are fewer, in more than one run (a
+    /// payload moved to a Write chunk splits them), or the body is not
+    /// whole.
+    pub fn page_part(&self, start: u32, len: u32, min: usize) -> Option<BodyRun> {
+        let end = start.checked_add(len)?;
+        let mut found = None;
+        for run in self.runs(0, usize::try_from(self.len).ok()?) {
+            let run = run.ok()?;
+            let run_end = run.reply_offset.checked_add(u32::try_from(run.len).ok()?)?;
+            let (lo, hi) = (run.reply_offset.max(start), run_end.min(end));
+            if lo >= hi {
+                continue;
+            }
+            if found.is_some() {
+                return None;
+            }
+            found = Some(BodyRun {
+                reply_offset: lo,
+                at: run
+                    .at
+                    .checked_add(usize::try_from(lo.checked_sub(run.reply_offset)?).ok()?)?,
+                len: usize::try_from(hi.checked_sub(lo)?).ok()?,
+            });
+        }
+        found.filter(|p| p.len >= min)
+    }
+
     /// The runs of the Reply that make up bytes `[off, off + len)` of the
     /// body.
     pub fn runs(&self, off: usize, len: usize) -> BodyRuns<'c> {
