@@ -12,6 +12,7 @@ use rpcrdma_proto::proto::msg::{Body, DecodeLimits, ErrorBody, Header, ReadSegme
 use rpcrdma_proto::proto::pcl::{NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion};
 use rpcrdma_proto::proto::pieces::{page_spans, CallReadPieces};
 use rpcrdma_proto::proto::svc_call::PagedCall;
+use rpcrdma_proto::proto::svc_reply::{BodyRun, ReplyBody};
 use rpcrdma_proto::proto::xdr::XdrWriter;
 use rpcrdma_proto::targets::decode_header::reencode;
 
@@ -472,6 +473,60 @@ proptest! {
             if let Ok(n) = got {
                 prop_assert_eq!(&a[..n], &b[..n]);
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(1000))]
+
+    /// An inline Reply's page part is the body's one run in the page
+    /// list, where the body has exactly one there: it lies in the list and
+    /// in the body, the body's bytes at its place are that run, and the
+    /// body around it holds no other bytes of the list.
+    #[test]
+    fn a_bodys_page_part_is_its_one_run_in_the_page_list(
+        o in owned(),
+        payloads in prop::collection::vec((0u32..3000, 0u32..3000), 0..3),
+        reply_len in 0u32..8000,
+        start in 0u32..8000,
+        len in 0u32..8000,
+    ) {
+        let o = Owned { kind: 0, read: Vec::new(), ..o };
+        let bytes = encode(&o);
+        let h = decode_call(&bytes, &LIM).unwrap();
+        let (lists, _) = h.body.chunks_and_inline().unwrap();
+        let mut chunks = [PclChunk::default(); 8];
+        let mut segs = [Segment::default(); 32];
+        let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+        for (i, &(position, length)) in payloads.iter().enumerate() {
+            let _ = pcl.set_result_payload(i, position, length);
+        }
+        let Ok(body) = ReplyBody::new(&pcl, reply_len) else {
+            return Ok(());
+        };
+        let total = body.len() as usize;
+        let end = start.saturating_add(len);
+        // The body's runs within the list, by brute force.
+        let inside: Vec<(u32, usize, usize)> = body
+            .runs(0, total)
+            .map(|r| r.unwrap())
+            .filter_map(|r| {
+                let (lo, hi) = (r.reply_offset.max(start), (r.reply_offset + r.len as u32).min(end));
+                (lo < hi).then(|| (lo, r.at + (lo - r.reply_offset) as usize, (hi - lo) as usize))
+            })
+            .collect();
+        let got = body.page_part(start, len, 1);
+        match inside.as_slice() {
+            [(reply_offset, at, n)] => {
+                let part = got.unwrap();
+                prop_assert_eq!((part.reply_offset, part.at, part.len), (*reply_offset, *at, *n));
+                let runs: Vec<BodyRun> = body.runs(part.at, part.len).map(|r| r.unwrap()).collect();
+                prop_assert_eq!(runs, vec![BodyRun { reply_offset: part.reply_offset, at: 0, len: part.len }]);
+                prop_assert!(part.at + part.len <= total);
+                prop_assert_eq!(body.page_part(start, len, part.len + 1), None);
+            }
+            _ => prop_assert_eq!(got, None),
         }
     }
 }
