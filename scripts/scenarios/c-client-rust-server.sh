@@ -35,10 +35,15 @@ small_io() {
         head -c $((i * 700)) /dev/urandom > "/tmp/.small.$i" || return 1
         cp "/tmp/.small.$i" "$_d/f$i" || { fail "$_n" "write f$i"; return 1; }
     done
-    # Read back from the server, not the client's page cache: replies
-    # this short carry their data inline (the Rust server's from the
-    # pages, check_svc_memreg's mapped_sends).
+    # Read back from the server, not the client's page cache. A page
+    # cache read asks for whole pages, so its reply has a Write chunk;
+    # a 2100-byte direct read's reply is inline, its data behind the
+    # header (the Rust server sends it from the pages: check_svc_memreg's
+    # mapped_sends).
     sync && echo 3 > /proc/sys/vm/drop_caches
+    dd if="$_d/f3" of=/tmp/.direct.3 bs=2100 count=1 iflag=direct 2>/dev/null &&
+        cmp -s /tmp/.small.3 /tmp/.direct.3 || { fail "$_n" "direct read of f3"; return 1; }
+    rm -f /tmp/.direct.3
     for i in 1 2 3 4 5 6 7 8; do
         cmp -s "/tmp/.small.$i" "$_d/f$i" || { fail "$_n" "content f$i"; return 1; }
         rm -f "/tmp/.small.$i"
@@ -338,9 +343,8 @@ check_svc_memreg() {
             else
                 fail svc-memreg-direct-writes "direct $_direct, copied $_copied"
             fi
-            # small_io's files of 1400 to 5600 bytes, read back: the
-            # shorter ones' READ replies are inline, their data sent from
-            # the pages as Send SGEs.
+            # small_io's direct read of 2100 bytes: its READ reply is
+            # inline, the data sent from the pages as Send SGEs.
             if [ "${_mapped:-0}" -gt 0 ]; then
                 pass svc-inline-reply-pages-mapped
             else
