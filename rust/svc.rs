@@ -1263,35 +1263,4 @@ impl ResPages<'_> {
         // it is released, after `self`, or null (type invariant).
         unsafe { PageRange::new(pages, off, len) }
     }
-
-    /// The range page by page: a reference taken on each page, with the
-    /// offset and length of the range's bytes in it, for Send SGEs mapped
-    /// a page at a time ([`Endpoint::map_page`]). An empty slot yields
-    /// `EINVAL`.
-    ///
-    /// [`Endpoint::map_page`]: super::verbs::Endpoint::map_page
-    pub fn page_refs(&self) -> impl Iterator<Item = Result<(PageRef, usize, usize)>> + '_ {
-        let page = kernel::page::PAGE_SIZE as u64;
-        let first = self.at / page;
-        (0..self.count).map(move |i| {
-            // The page's first byte, in the page list; the range's bytes in
-            // it are `[from, to)`.
-            let slot = first.checked_add(i as u64).ok_or(EINVAL)?;
-            let start = slot.checked_mul(page).ok_or(EINVAL)?;
-            let (from, to) = (self.at.max(start), self.end.min(start.saturating_add(page)));
-            let off = usize::try_from(from.saturating_sub(start))?;
-            let len = usize::try_from(to.saturating_sub(from))?;
-            // SAFETY: By the type invariant `ptr` is live, and sunrpc does
-            // not change the Reply while it is being sent.
-            let res = unsafe { &(*self.rqst.ptr.as_ptr()).rq_res };
-            // SAFETY: By the type invariant the `count` entries from
-            // `first` are within the page array (`i < count`).
-            let entry = unsafe { *res.pages.add(usize::try_from(slot)?) };
-            let entry = NonNull::new(entry).ok_or(EINVAL)?;
-            // SAFETY: A page the request holds until it is released, after
-            // `self` (type invariant).
-            let held = unsafe { PageRef::get(entry) };
-            Ok((held, off, len))
-        })
-    }
 }

@@ -1900,13 +1900,13 @@ pub trait CompletionHandler: Send + Sync + Sized {
 /// are initialised, and `holds[..nholds]` with `nholds <= nsge`: the sges
 /// describe ranges of the holds' memory, which stays mapped while `self`
 /// lives (one hold per sge, or one for them all: a Read's page sinks,
-/// [`WorkRequest::with_sinks`]). With `run_pd` (a page run,
-/// [`WorkRequest::with_pages`]) `sges[..nsge]` map the run's pages on
-/// `run_pd`'s device, for the device to read, until the request is dropped
-/// or released; either `nholds` is 0 and `run_pages[..nsge]` are those
-/// pages, on which this request took a reference each, or `nholds` is 1
-/// and its hold is the Reply's page array that keeps them
-/// ([`WorkRequest::with_reply_pages`]).
+/// [`WorkRequest::with_sinks`]). With `run` (a page run,
+/// [`WorkRequest::with_pages`]) `run.at + run.n <= nsge` and
+/// `sges[run.at..run.at + run.n]` map the run's pages on `run.pd`'s device,
+/// for the device to read, until the request is dropped or released;
+/// either `run.own_refs` and `run_pages[..run.n]` are those pages, on which
+/// this request took a reference each, or the first hold is the Reply's
+/// page array that keeps them ([`WorkRequest::with_reply_pages`]).
 #[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
@@ -1922,8 +1922,9 @@ pub struct WorkRequest<H: CompletionHandler> {
     /// alone: one call maps them all, one unmaps them all (no object and
     /// no call of its own per page).
     run_pages: [MaybeUninit<*mut bindings::page>; MAX_SGE],
-    /// Set for a page run: the protection domain whose device mapped it.
-    run_pd: Option<Arc<Pd>>,
+    /// Set for a page run: where it is in the list, and what maps and
+    /// holds it.
+    run: Option<PageRunMap>,
     /// For a signaled request of a [`SendChain`](super::send_chain::SendChain)
     /// or of a [`SendBatch`](super::send_batch::SendBatch): the first of the
     /// unsignaled requests posted ahead of it, whose completion its own
@@ -1942,6 +1943,19 @@ unsafe impl<H: CompletionHandler> Send for WorkRequest<H> {}
 // SAFETY: See `Send`; shared access never writes the cqe or sges, and
 // `ahead` is never accessed by two threads at once (see its comment).
 unsafe impl<H: CompletionHandler> Sync for WorkRequest<H> {}
+
+/// Where a work request's page run is in its scatter/gather list and what
+/// maps and holds its pages (see [`WorkRequest`]'s invariants).
+struct PageRunMap {
+    /// The protection domain whose device mapped the pages.
+    pd: Arc<Pd>,
+    /// The run's first entry.
+    at: usize,
+    /// Its entries, one per page.
+    n: usize,
+    /// Whether the request took a reference on each page (`run_pages`).
+    own_refs: bool,
+}
 
 /// What keeps the memory of one scatter/gather entry alive and mapped.
 enum Hold {
@@ -2105,7 +2119,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 }
                 addr_of_mut!((*slot).nsge).write(nsge);
                 addr_of_mut!((*slot).nholds).write(nsge);
-                addr_of_mut!((*slot).run_pd).write(None);
+                addr_of_mut!((*slot).run).write(None);
             }
             Ok(())
         })
@@ -2134,6 +2148,86 @@ impl<H: CompletionHandler> WorkRequest<H> {
         pages: PageRange<'_>,
     ) -> Result<Arc<Self>> {
         Self::with_run(handler, ep, pages, reply.clone())
+    }
+
+    /// Builds a Send's work request whose scatter/gather list is
+    /// `buf[..split]`, the pages of `pages` (referenced and mapped for the
+    /// device to read by one call for them all, as [`Self::with_pages`]),
+    /// then `buf[split..len]` if that is not empty: an inline message
+    /// whose page data is not copied (C `svc_rdma_map_reply_msg`). `buf` is
+    /// the first hold, so a handler that takes its first buffer back
+    /// ([`CompletionHandler::recycle_buf`]) gets it. `EINVAL` for an empty
+    /// first range, a range past the buffer, or more entries than
+    /// [`MAX_SGE`].
+    pub fn with_pages_between(
+        handler: H,
+        ep: &Endpoint,
+        buf: Arc<DmaBuf>,
+        split: usize,
+        len: usize,
+        pages: PageRange<'_>,
+    ) -> Result<Arc<Self>> {
+        let n = pages.pages.len();
+        let behind = len.checked_sub(split).ok_or(EINVAL)?;
+        let nsge = 1 + n + usize::from(behind > 0);
+        if split == 0 || nsge > MAX_SGE {
+            return Err(EINVAL);
+        }
+        buf.range(0, len)?;
+        let lkey = buf.lkey();
+        let ahead = bindings::ib_sge {
+            addr: buf.dma,
+            length: u32::try_from(split)?,
+            lkey,
+        };
+        let after = bindings::ib_sge {
+            addr: buf.dma.checked_add(split as u64).ok_or(EINVAL)?,
+            length: u32::try_from(behind)?,
+            lkey,
+        };
+        let pd = ep.pd().clone();
+        Self::build(handler, move |slot: *mut Self| -> Result {
+            // SAFETY: `slot` is valid for writes of a `Self` and not shared
+            // (`build`'s guarantee), so its arrays have room for `MAX_SGE >=
+            // nsge = 1 + n (+ 1)` entries; `pages` names `n` live pages or
+            // nulls spanned by `[off, off + len)` (its invariant), which the
+            // helper checks again, refusing a null. On success it mapped
+            // them into `sges[1..1 + n]` and took a reference on each,
+            // written to `run_pages[..n]`; on an error it left nothing
+            // taken or mapped, and nothing else is written yet. The two
+            // buffer entries lie within `buf` (checked above), which the
+            // one hold keeps.
+            unsafe {
+                let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
+                to_result(bindings::rpcrdma_rs_map_page_run(
+                    pd.device_ptr(),
+                    pages.pages.as_ptr(),
+                    n as u32,
+                    pages.off,
+                    pages.len,
+                    pd.lkey(),
+                    sges.add(1),
+                    addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
+                ))?;
+                live::add(live::Kind::DmaBuf, n);
+                sges.write(ahead);
+                if behind > 0 {
+                    sges.add(1 + n).write(after);
+                }
+                addr_of_mut!((*slot).holds)
+                    .cast::<Hold>()
+                    .write(Hold::Buf(buf));
+                addr_of_mut!((*slot).nsge).write(nsge);
+                addr_of_mut!((*slot).nholds).write(1);
+                addr_of_mut!((*slot).run).write(Some(PageRunMap {
+                    pd,
+                    at: 1,
+                    n,
+                    own_refs: true,
+                }));
+            }
+            Ok(())
+        })
     }
 
     /// The builder of [`Self::with_pages`] and [`Self::with_reply_pages`]:
@@ -2180,7 +2274,12 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 let nholds = keep.write_hold(addr_of_mut!((*slot).holds).cast::<Hold>());
                 addr_of_mut!((*slot).nsge).write(n);
                 addr_of_mut!((*slot).nholds).write(nholds);
-                addr_of_mut!((*slot).run_pd).write(Some(pd));
+                addr_of_mut!((*slot).run).write(Some(PageRunMap {
+                    pd,
+                    at: 0,
+                    n,
+                    own_refs: K::OWN_REFS,
+                }));
             }
             Ok(())
         })
@@ -2242,7 +2341,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 addr_of_mut!((*slot).holds).cast::<Hold>().write(hold);
                 addr_of_mut!((*slot).nsge).write(dmas.len());
                 addr_of_mut!((*slot).nholds).write(1);
-                addr_of_mut!((*slot).run_pd).write(None);
+                addr_of_mut!((*slot).run).write(None);
             }
             Ok(())
         })
@@ -2250,7 +2349,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
 
     /// Builds a work request in a kept allocation of the handler's pool, or
     /// a new one: `fill` writes the scatter/gather list, `nsge`, `nholds`,
-    /// `run_pd` and the holds or run pages (the type invariant's part for them),
+    /// `run` and the holds or run pages (the type invariant's part for them),
     /// or returns an error with nothing of its own left initialised; then
     /// the completion entry, the link and the handler are written here.
     ///
@@ -2305,7 +2404,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             };
         }
         // SAFETY: On `Ok` the closure initialised every field: what `fill`
-        // writes (the scatter/gather list, `nsge`, `nholds`, `run_pd`, the holds or
+        // writes (the scatter/gather list, `nsge`, `nholds`, `run`, the holds or
         // the run's pages; the rest is `MaybeUninit`), `cqe` with
         // `done::<H>`, the link and `handler`. On an error `fill` dropped
         // what it had written. Nothing is pinned in a way the writes could
@@ -2460,29 +2559,27 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// completed (or was never posted) and is being dropped or released.
     #[inline(always)]
     unsafe fn release_run(&mut self) {
-        let Some(pd) = self.run_pd.take() else {
+        let Some(run) = self.run.take() else {
             return;
         };
-        let n = self.nsge.min(MAX_SGE);
-        // Without a hold the request took the pages' references itself.
-        let held = match self.nholds {
-            0 => self.run_pages.as_ptr().cast::<*mut bindings::page>(),
-            _ => core::ptr::null(),
+        let held = match run.own_refs {
+            true => self.run_pages.as_ptr().cast::<*mut bindings::page>(),
+            false => core::ptr::null(),
         };
-        // SAFETY: `sges[..n]` map the run's pages on `pd`'s device and,
-        // with `held` not null, `run_pages[..n]` are those pages, on which
-        // this request took a reference each (type invariant); nothing
-        // uses the mappings any more (the caller's requirement); `run_pd`
-        // is now `None`, so this runs once.
+        // SAFETY: `sges[at..at + n]`, within the list, map the run's pages
+        // on `pd`'s device and, with `held` not null, `run_pages[..n]` are
+        // those pages, on which this request took a reference each (type
+        // invariant); nothing uses the mappings any more (the caller's
+        // requirement); `run` is now `None`, so this runs once.
         unsafe {
             bindings::rpcrdma_rs_unmap_page_run(
-                pd.device_ptr(),
+                run.pd.device_ptr(),
                 held,
-                self.sges.as_ptr().cast::<bindings::ib_sge>(),
-                n as u32,
+                self.sges.as_ptr().cast::<bindings::ib_sge>().add(run.at),
+                run.n as u32,
             )
         };
-        live::sub(live::Kind::DmaBuf, n);
+        live::sub(live::Kind::DmaBuf, run.n);
     }
 
     /// The shared buffers of the scatter/gather list (not its pages).
@@ -2541,7 +2638,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
 
     fn dirs_to_device(&self) -> bool {
         // A page run is mapped for the device to read.
-        self.run_pd.is_some()
+        self.run.is_some()
             || self.holds().iter().any(|h| match h {
                 Hold::Buf(b) => b.dir == DmaDir::ToDevice,
                 // Mapped for the device to read.
@@ -2599,7 +2696,7 @@ impl<H: CompletionHandler> PinnedDrop for WorkRequest<H> {
         // dropped once, here; nothing reads them after; a page run's pages
         // are no longer named by a posted request (the last reference of
         // a request goes after its completion, or it was never posted).
-        // Nothing is moved: neither `holds` nor `run_pd` is structurally
+        // Nothing is moved: neither `holds` nor `run` is structurally
         // pinned, and the holds are dropped in place.
         unsafe {
             let this = Pin::into_inner_unchecked(self);

@@ -655,10 +655,11 @@ impl Io<'_> {
     }
 
     /// As [`Self::send_filled`], with `pages` going out as Send SGEs of
-    /// their own, mapped a page at a time, between the first bytes `fill`
-    /// wrote and the rest (C `svc_rdma_map_reply_msg`): an inline Reply's
-    /// page data, not copied. `fill` returns where the pages go in what it
-    /// wrote, and how much it wrote.
+    /// their own (referenced and mapped until the Send completes) between
+    /// the first bytes `fill` wrote and the rest (C
+    /// `svc_rdma_map_reply_msg`): an inline Reply's page data, not copied.
+    /// `fill` returns where the pages go in what it wrote, and how much it
+    /// wrote.
     pub(super) fn send_filled_around(
         &self,
         chain: &mut SendChain<SqHandler>,
@@ -667,6 +668,7 @@ impl Io<'_> {
         pages: &ResPages<'_>,
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result {
+        let range = pages.range()?;
         let t = self.cache.get(self.ep, Class::Send, len)?;
         let mut split = 0;
         let filled = t.buf.fill(|out| {
@@ -690,26 +692,13 @@ impl Io<'_> {
             None => SendOp::Send,
         };
         // The bytes behind the pages come from the same buffer, which the
-        // first entry holds (and gives back to the cache on completion).
-        let behind = (len > split).then(|| SgSegment {
-            buf: t.buf.clone(),
-            offset: split,
-            len: len - split,
-        });
-        let ahead = SgSegment {
-            buf: t.buf,
-            offset: 0,
-            len: split,
+        // request holds (and gives back to the cache on completion).
+        let handler = SqHandler {
+            sq: self.sq.clone(),
+            cache_slot: Some(t.slot),
         };
-        let ep = self.ep;
-        let mapped = pages.page_refs().map(|page| {
-            let (page, off, n) = page?;
-            ep.map_page(page, off, n).map(SgEntry::Page)
-        });
-        let behind = behind.map(|seg| Ok(SgEntry::Buf(seg)));
-        let sgl = Iterator::chain(core::iter::once(Ok(SgEntry::Buf(ahead))), mapped);
-        let sgl = Iterator::chain(sgl, behind);
-        self.queue_wr(chain, Some(t.slot), sgl, op)?;
+        let wr = WorkRequest::with_pages_between(handler, self.ep, t.buf, split, len, range)?;
+        self.queue_built(chain, wr, op)?;
         self.post_chain(chain)?;
         MAPPED_SENDS.add(1, Relaxed);
         MAPPED_SEND_PAGES.add(pages.count_pages() as u64, Relaxed);

@@ -162,71 +162,64 @@ impl Conn {
         // threshold (a longer Reply is refused below). Page data of the
         // body (a short READ's payload, READDIR's entries) goes out as
         // Send SGEs of its own behind the bytes before it, not copied, when
-        // there is enough of it and the queue pair has the SGEs.
+        // there is enough of it and the queue pair has the SGEs. A body
+        // too short for that (a READ's whose payload went to a Write
+        // chunk) is not looked into.
         let rest_len = usize_of(rest)?;
         let (pstart, plen) = rqst.res_page_region();
-        let sges = s.ep.max_send_sge().min(MAX_SGE);
-        let part = match s.direct {
-            true => body.page_part(pstart, plen, MAP_PAGES_MIN),
+        let mapped = match s.direct && rest_len >= MAP_PAGES_MIN && plen as usize >= MAP_PAGES_MIN {
+            true => body
+                .page_part(pstart, plen, MAP_PAGES_MIN)
+                .and_then(|part| {
+                    // Two entries for the bytes before and after the pages.
+                    let sges = s.ep.max_send_sge().min(MAX_SGE).saturating_sub(2);
+                    let pages =
+                        rqst.res_pages(part.reply_offset, u32::try_from(part.len).ok()?, sges)?;
+                    Some((part, pages))
+                }),
             false => None,
         };
-        // Two entries for the bytes before and after the pages.
-        let pages = part.and_then(|p| {
-            rqst.res_pages(
-                p.reply_offset,
-                u32::try_from(p.len).ok()?,
-                sges.saturating_sub(2),
-            )
-        });
-        // Where the pages lie in the body (none: past its end).
-        let (gap_at, gap_len) = match (&part, &pages) {
-            (Some(p), Some(_)) => (p.at, p.len),
-            _ => (rest_len, 0),
-        };
-        let room = hroom
-            .saturating_add(rest_len.saturating_sub(gap_len))
-            .min(s.inline_send as usize);
         let mut too_long = false;
-        let mut fill = |out: &mut [u8]| -> Result<(usize, usize)> {
-            let n = pcl
-                .encode_reply_header(xid, s.credits, 0, out)
-                .map_err(|_| EINVAL)?;
-            if !pcl.write_chunks().is_empty() && take_write_overrun_fault() {
-                let lie = out.get_mut(..n).ok_or(EINVAL)?;
-                if ParsedChunks::overstate_first_write_segment(lie, 4096).is_some() {
-                    crate::pr_warn_ratelimited!(
-                        "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
-                        xid
-                    );
-                }
+        let sent = match mapped {
+            None => {
+                let room = hroom.saturating_add(rest_len).min(s.inline_send as usize);
+                self.io().send_filled(&mut chain, room, inv, |out| {
+                    let n = encode_inline_header(&pcl, xid, s.credits, out)?;
+                    let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
+                        too_long = true;
+                        return Err(EMSGSIZE);
+                    };
+                    copy_body(rqst, &body, 0, out.get_mut(n..total).ok_or(EINVAL)?)?;
+                    Ok(total)
+                })
             }
-            let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
-                too_long = true;
-                return Err(EMSGSIZE);
-            };
-            // The body less the pages' bytes, behind the header.
-            let filled = total.checked_sub(gap_len).ok_or(EINVAL)?;
-            let dst = out.get_mut(n..filled).ok_or(EINVAL)?;
-            let after = gap_at.checked_add(gap_len).ok_or(EINVAL)?;
-            let tail = rest_len.checked_sub(after).ok_or(EINVAL)?;
-            let copies = [(0, gap_at, 0), (after, tail, gap_at)];
-            for (from, len, to) in copies {
-                for run in body.runs(from, len) {
-                    let run = run.map_err(|_| EINVAL)?;
-                    let at = to + run.at;
-                    let end = at.checked_add(run.len).ok_or(EINVAL)?;
-                    rqst.read_res(run.reply_offset, dst.get_mut(at..end).ok_or(EINVAL)?)?;
-                }
+            Some((part, pages)) => {
+                let room = hroom
+                    .saturating_add(rest_len.saturating_sub(part.len))
+                    .min(s.inline_send as usize);
+                self.io()
+                    .send_filled_around(&mut chain, room, inv, &pages, |out| {
+                        let n = encode_inline_header(&pcl, xid, s.credits, out)?;
+                        let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)?
+                        else {
+                            too_long = true;
+                            return Err(EMSGSIZE);
+                        };
+                        // The body less the pages' bytes, behind the header;
+                        // the pages go between.
+                        let filled = total.checked_sub(part.len).ok_or(EINVAL)?;
+                        let split = n.checked_add(part.at).ok_or(EINVAL)?;
+                        let after = part.at.checked_add(part.len).ok_or(EINVAL)?;
+                        copy_body(rqst, &body, 0, out.get_mut(n..split).ok_or(EINVAL)?)?;
+                        copy_body(
+                            rqst,
+                            &body,
+                            after,
+                            out.get_mut(split..filled).ok_or(EINVAL)?,
+                        )?;
+                        Ok((split, filled))
+                    })
             }
-            Ok((n + gap_at, filled))
-        };
-        let sent = match &pages {
-            Some(pages) => self
-                .io()
-                .send_filled_around(&mut chain, room, inv, pages, fill),
-            None => self
-                .io()
-                .send_filled(&mut chain, room, inv, |out| fill(out).map(|(_, n)| n)),
         };
         if too_long {
             // Too long for inline and the client gave no Reply chunk.
@@ -235,4 +228,37 @@ impl Conn {
         }
         sent
     }
+}
+
+/// Writes an inline Reply's transport header into `out`, overstating its
+/// first Write chunk when fault injection asks for it; returns its length.
+fn encode_inline_header(
+    pcl: &ParsedChunks<'_>,
+    xid: u32,
+    credits: u32,
+    out: &mut [u8],
+) -> Result<usize> {
+    let n = pcl
+        .encode_reply_header(xid, credits, 0, out)
+        .map_err(|_| EINVAL)?;
+    if !pcl.write_chunks().is_empty() && take_write_overrun_fault() {
+        let lie = out.get_mut(..n).ok_or(EINVAL)?;
+        if ParsedChunks::overstate_first_write_segment(lie, 4096).is_some() {
+            crate::pr_warn_ratelimited!(
+                "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
+                xid
+            );
+        }
+    }
+    Ok(n)
+}
+
+/// Copies the body's bytes from `from` on into `dst`, all of it.
+fn copy_body(rqst: &Rqst, body: &ReplyBody<'_>, from: usize, dst: &mut [u8]) -> Result {
+    for run in body.runs(from, dst.len()) {
+        let run = run.map_err(|_| EINVAL)?;
+        let end = run.at.checked_add(run.len).ok_or(EINVAL)?;
+        rqst.read_res(run.reply_offset, dst.get_mut(run.at..end).ok_or(EINVAL)?)?;
+    }
+    Ok(())
 }

@@ -141,11 +141,13 @@ impl<'c> Iterator for PayloadWrites<'c> {
 ///
 /// # Invariants
 ///
-/// The regions are consistent and their lengths add up to `len`.
+/// The regions are consistent and their lengths add up to `len`, at most
+/// `xdr_len`.
 #[derive(Clone, Debug)]
 pub struct ReplyBody<'c> {
     regions: NonPayloadRegions<'c>,
     len: u32,
+    xdr_len: u32,
 }
 
 impl<'c> ReplyBody<'c> {
@@ -155,8 +157,13 @@ impl<'c> ReplyBody<'c> {
     pub fn new(pcl: &'c ParsedChunks<'_>, xdr_len: u32) -> Result<Self, PclError> {
         let regions = pcl.nonpayload_regions(xdr_len);
         let len = regions.total_len()?;
-        // INVARIANT: `total_len` checks every region.
-        Ok(Self { regions, len })
+        // INVARIANT: `total_len` checks every region (each within the
+        // Reply, in order).
+        Ok(Self {
+            regions,
+            len,
+            xdr_len,
+        })
     }
 
     /// Length in bytes.
@@ -194,10 +201,28 @@ impl<'c> ReplyBody<'c> {
     /// inline Reply's page data that can go out as Send SGEs of its own,
     /// not copied. `None` when they are fewer, in more than one run (a
     /// payload moved to a Write chunk splits them), or the body is not
-    /// whole.
+    /// whole. Runs that continue each other, in the Reply and in the
+    /// body, count as one.
     pub fn page_part(&self, start: u32, len: u32, min: usize) -> Option<BodyRun> {
         let end = start.checked_add(len)?;
-        let mut found = None;
+        // Nothing moved out (a Reply without payloads in Write chunks, the
+        // common inline case): the body is the Reply, offset for offset.
+        if self.len == self.xdr_len {
+            let hi = end.min(self.xdr_len);
+            return (start < hi)
+                .then(|| {
+                    let at = usize::try_from(start).ok()?;
+                    let n = usize::try_from(hi.checked_sub(start)?).ok()?;
+                    Some(BodyRun {
+                        reply_offset: start,
+                        at,
+                        len: n,
+                    })
+                })
+                .flatten()
+                .filter(|p| p.len >= min);
+        }
+        let mut found: Option<BodyRun> = None;
         for run in self.runs(0, usize::try_from(self.len).ok()?) {
             let run = run.ok()?;
             let run_end = run.reply_offset.checked_add(u32::try_from(run.len).ok()?)?;
@@ -205,16 +230,26 @@ impl<'c> ReplyBody<'c> {
             if lo >= hi {
                 continue;
             }
-            if found.is_some() {
-                return None;
-            }
-            found = Some(BodyRun {
+            let part = BodyRun {
                 reply_offset: lo,
                 at: run
                     .at
                     .checked_add(usize::try_from(lo.checked_sub(run.reply_offset)?).ok()?)?,
                 len: usize::try_from(hi.checked_sub(lo)?).ok()?,
-            });
+            };
+            found = match found {
+                None => Some(part),
+                Some(f) => {
+                    let f_end = f.reply_offset.checked_add(u32::try_from(f.len).ok()?)?;
+                    if f_end != part.reply_offset || f.at.checked_add(f.len)? != part.at {
+                        return None;
+                    }
+                    Some(BodyRun {
+                        len: f.len.checked_add(part.len)?,
+                        ..f
+                    })
+                }
+            };
         }
         found.filter(|p| p.len >= min)
     }
