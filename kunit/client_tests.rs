@@ -17,7 +17,7 @@ use crate::rust::run_mr::RunMr;
 use crate::rust::send_batch::SendBatch;
 use crate::rust::send_chain::SendChain;
 use crate::rust::verbs::{
-    CompletionHandler, DmaDir, Segment, SendOp, WorkCompletion, WorkRequest, MAX_SGE,
+    CompletionHandler, DmaDir, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest, MAX_SGE,
 };
 use crate::rust::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
@@ -141,6 +141,20 @@ mod tests {
         let mut mr = Mr::new(&pair.server, 4)?;
         mr.map_buf(&target)?;
         mr.post_reg(&pair.server, true)?;
+        // The REG_MR goes unsignaled. A signaled zero-length RDMA Write
+        // (no key checked, IBA C9-88) behind it on the same send queue
+        // completes only after the provider executed it, in order: without
+        // this fence the client's Write below could reach the key first
+        // (seen once on the debug kernel under load).
+        let fence = op_on(
+            &pair.server,
+            core::iter::empty::<SgEntry>(),
+            SendOp::RdmaWrite {
+                remote_addr: 0,
+                rkey: 0,
+            },
+        )?;
+        assert!(fence.is_ok());
         let seg = mr.segment();
         assert_eq!(seg.length as usize, LEN);
 

@@ -232,6 +232,7 @@ impl Conn {
 
 /// Writes an inline Reply's transport header into `out`, overstating its
 /// first Write chunk when fault injection asks for it; returns its length.
+#[inline]
 fn encode_inline_header(
     pcl: &ParsedChunks<'_>,
     xid: u32,
@@ -254,6 +255,7 @@ fn encode_inline_header(
 }
 
 /// Copies the body's bytes from `from` on into `dst`, all of it.
+#[inline]
 fn copy_body(rqst: &Rqst, body: &ReplyBody<'_>, from: usize, dst: &mut [u8]) -> Result {
     for run in body.runs(from, dst.len()) {
         let run = run.map_err(|_| EINVAL)?;
