@@ -232,7 +232,9 @@ impl Conn {
 
 /// Writes an inline Reply's transport header into `out`, overstating its
 /// first Write chunk when fault injection asks for it; returns its length.
-#[inline]
+/// Inlined into both inline Send paths, as the code was before they were
+/// two.
+#[inline(always)]
 fn encode_inline_header(
     pcl: &ParsedChunks<'_>,
     xid: u32,
@@ -243,19 +245,26 @@ fn encode_inline_header(
         .encode_reply_header(xid, credits, 0, out)
         .map_err(|_| EINVAL)?;
     if !pcl.write_chunks().is_empty() && take_write_overrun_fault() {
-        let lie = out.get_mut(..n).ok_or(EINVAL)?;
-        if ParsedChunks::overstate_first_write_segment(lie, 4096).is_some() {
-            crate::pr_warn_ratelimited!(
-                "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
-                xid
-            );
-        }
+        overstate_write_chunk(out.get_mut(..n).ok_or(EINVAL)?, xid);
     }
     Ok(n)
 }
 
-/// Copies the body's bytes from `from` on into `dst`, all of it.
-#[inline]
+/// Fault injection: `header` overstates its first Write chunk by 4096
+/// bytes.
+#[cold]
+fn overstate_write_chunk(header: &mut [u8], xid: u32) {
+    if ParsedChunks::overstate_first_write_segment(header, 4096).is_some() {
+        crate::pr_warn_ratelimited!(
+            "svcrdma: fault injection: reply xid {:#x} overstates its Write chunk by 4096 bytes\n",
+            xid
+        );
+    }
+}
+
+/// Copies the body's bytes from `from` on into `dst`, all of it (inlined
+/// as [`encode_inline_header`]).
+#[inline(always)]
 fn copy_body(rqst: &Rqst, body: &ReplyBody<'_>, from: usize, dst: &mut [u8]) -> Result {
     for run in body.runs(from, dst.len()) {
         let run = run.map_err(|_| EINVAL)?;
