@@ -2031,6 +2031,39 @@ impl RunKeeper for Arc<ReplyPages> {
     }
 }
 
+/// Maps the pages of `pages` on `pd`'s device for it to read into
+/// `sges[..n]`, one entry per page, and with `held` not null takes a
+/// reference on each, written to `held[..n]` (`n` pages in all): one
+/// helper call for them all. On an error nothing is left mapped or
+/// referenced.
+///
+/// # Safety
+///
+/// `sges` and, if not null, `held` are valid for writing `n` entries.
+#[inline(always)]
+unsafe fn map_page_run(
+    pd: &Pd,
+    pages: &PageRange<'_>,
+    sges: *mut bindings::ib_sge,
+    held: *mut *mut bindings::page,
+) -> Result {
+    // SAFETY: `pages` names `n` live pages or nulls spanned by its range
+    // (its invariant), which the helper checks again, refusing a null;
+    // the arrays have room for `n` entries (the caller's requirement).
+    to_result(unsafe {
+        bindings::rpcrdma_rs_map_page_run(
+            pd.device_ptr(),
+            pages.pages.as_ptr(),
+            pages.pages.len() as u32,
+            pages.off,
+            pages.len,
+            pd.lkey(),
+            sges,
+            held,
+        )
+    })
+}
+
 /// A range of a DMA buffer for a scatter/gather list.
 pub struct Segment {
     /// The buffer.
@@ -2199,16 +2232,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
             // one hold keeps.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                to_result(bindings::rpcrdma_rs_map_page_run(
-                    pd.device_ptr(),
-                    pages.pages.as_ptr(),
-                    n as u32,
-                    pages.off,
-                    pages.len,
-                    pd.lkey(),
-                    sges.add(1),
-                    addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
-                ))?;
+                let held = addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>();
+                map_page_run(&pd, &pages, sges.add(1), held)?;
                 live::add(live::Kind::DmaBuf, n);
                 sges.write(ahead);
                 if behind > 0 {
@@ -2260,16 +2285,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     true => addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
                     false => core::ptr::null_mut(),
                 };
-                to_result(bindings::rpcrdma_rs_map_page_run(
-                    pd.device_ptr(),
-                    pages.pages.as_ptr(),
-                    n as u32,
-                    pages.off,
-                    pages.len,
-                    pd.lkey(),
-                    sges,
-                    held,
-                ))?;
+                map_page_run(&pd, &pages, sges, held)?;
                 live::add(live::Kind::DmaBuf, n);
                 let nholds = keep.write_hold(addr_of_mut!((*slot).holds).cast::<Hold>());
                 addr_of_mut!((*slot).nsge).write(n);

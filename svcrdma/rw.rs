@@ -109,6 +109,14 @@ pub(super) fn count_read_call(pages: Option<usize>) {
     }
 }
 
+/// A Send, or a Send With Invalidate of `inv`.
+fn send_op(inv: Option<u32>) -> SendOp {
+    match inv {
+        Some(k) => SendOp::SendWithInvalidate(k),
+        None => SendOp::Send,
+    }
+}
+
 /// The RDMA Write of piece `p` to the client's segment.
 fn write_op(p: &Piece) -> SendOp {
     SendOp::RdmaWrite {
@@ -644,10 +652,7 @@ impl Io<'_> {
                 return Err(e);
             }
         };
-        let op = match inv {
-            Some(k) => SendOp::SendWithInvalidate(k),
-            None => SendOp::Send,
-        };
+        let op = send_op(inv);
         self.queue_one(chain, t.buf, len, op, t.slot)?;
         self.post_chain(chain)?;
         trace::svcrdma_post_send(len, inv);
@@ -687,10 +692,7 @@ impl Io<'_> {
                 return Err(e);
             }
         };
-        let op = match inv {
-            Some(k) => SendOp::SendWithInvalidate(k),
-            None => SendOp::Send,
-        };
+        let op = send_op(inv);
         // The bytes behind the pages come from the same buffer, which the
         // request holds (and gives back to the cache on completion).
         let handler = SqHandler {

@@ -443,6 +443,31 @@ fn reply_header_word_by_word(
     Ok(w.position())
 }
 
+/// The server's parsed chunk lists of `o` made a Call without Read
+/// chunks, with `payloads` recorded as result payloads where they fit:
+/// what `xpo_sendto` works from.
+fn with_reply_pcl<R>(
+    o: &Owned,
+    payloads: &[(u32, u32)],
+    f: impl FnOnce(&ParsedChunks<'_>) -> R,
+) -> R {
+    let o = Owned {
+        kind: 0,
+        read: Vec::new(),
+        ..o.clone()
+    };
+    let bytes = encode(&o);
+    let h = decode_call(&bytes, &LIM).unwrap();
+    let (lists, _) = h.body.chunks_and_inline().unwrap();
+    let mut chunks = [PclChunk::default(); 8];
+    let mut segs = [Segment::default(); 32];
+    let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
+    for (i, &(position, length)) in payloads.iter().enumerate() {
+        let _ = pcl.set_result_payload(i, position, length);
+    }
+    f(&pcl)
+}
+
 proptest! {
     #![proptest_config(cfg(1000))]
 
@@ -454,26 +479,19 @@ proptest! {
         payloads in prop::collection::vec((0u32..300, 0u32..80_000), 0..3),
         reply_len in 0u32..80_000,
     ) {
-        let o = Owned { kind: 0, read: Vec::new(), ..o };
-        let bytes = encode(&o);
-        let h = decode_call(&bytes, &LIM).unwrap();
-        let (lists, _) = h.body.chunks_and_inline().unwrap();
-        let mut chunks = [PclChunk::default(); 8];
-        let mut segs = [Segment::default(); 32];
-        let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
-        for (i, &(position, length)) in payloads.iter().enumerate() {
-            let _ = pcl.set_result_payload(i, position, length);
-        }
-        let mut a = [0u8; 512];
-        let mut b = [0u8; 512];
-        for room in 0..=a.len() {
-            let got = pcl.encode_reply_header(o.xid, o.credits, reply_len, &mut a[..room]);
-            let want = reply_header_word_by_word(&pcl, o.xid, o.credits, reply_len, &mut b[..room]);
-            prop_assert_eq!(got, want);
-            if let Ok(n) = got {
-                prop_assert_eq!(&a[..n], &b[..n]);
+        with_reply_pcl(&o, &payloads, |pcl| {
+            let mut a = [0u8; 512];
+            let mut b = [0u8; 512];
+            for room in 0..=a.len() {
+                let got = pcl.encode_reply_header(o.xid, o.credits, reply_len, &mut a[..room]);
+                let want = reply_header_word_by_word(pcl, o.xid, o.credits, reply_len, &mut b[..room]);
+                prop_assert_eq!(got, want);
+                if let Ok(n) = got {
+                    prop_assert_eq!(&a[..n], &b[..n]);
+                }
             }
-        }
+            Ok(())
+        })?;
     }
 }
 
@@ -492,51 +510,44 @@ proptest! {
         start in 0u32..8000,
         len in 0u32..8000,
     ) {
-        let o = Owned { kind: 0, read: Vec::new(), ..o };
-        let bytes = encode(&o);
-        let h = decode_call(&bytes, &LIM).unwrap();
-        let (lists, _) = h.body.chunks_and_inline().unwrap();
-        let mut chunks = [PclChunk::default(); 8];
-        let mut segs = [Segment::default(); 32];
-        let mut pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
-        for (i, &(position, length)) in payloads.iter().enumerate() {
-            let _ = pcl.set_result_payload(i, position, length);
-        }
-        let Ok(body) = ReplyBody::new(&pcl, reply_len) else {
-            return Ok(());
-        };
-        let total = body.len() as usize;
-        let end = start.saturating_add(len);
-        // The body's runs within the list, by brute force.
-        // Runs that continue each other (in the Reply and the body) merged.
-        let mut inside: Vec<(u32, usize, usize)> = Vec::new();
-        for r in body.runs(0, total).map(|r| r.unwrap()) {
-            let (lo, hi) = (r.reply_offset.max(start), (r.reply_offset + r.len as u32).min(end));
-            if lo >= hi {
-                continue;
-            }
-            let (at, n) = (r.at + (lo - r.reply_offset) as usize, (hi - lo) as usize);
-            match inside.last_mut() {
-                Some(l) if l.0 + l.2 as u32 == lo && l.1 + l.2 == at => l.2 += n,
-                _ => inside.push((lo, at, n)),
-            }
-        }
-        let got = body.page_part(start, len, 1);
-        match inside.as_slice() {
-            [(reply_offset, at, n)] => {
-                let part = got.unwrap();
-                prop_assert_eq!((part.reply_offset, part.at, part.len), (*reply_offset, *at, *n));
-                // The body's bytes there are the Reply's at the part's offset.
-                let mut next = part.reply_offset;
-                for r in body.runs(part.at, part.len).map(|r| r.unwrap()) {
-                    prop_assert_eq!(r.reply_offset, next);
-                    next += r.len as u32;
+        with_reply_pcl(&o, &payloads, |pcl| {
+            let Ok(body) = ReplyBody::new(pcl, reply_len) else {
+                return Ok(());
+            };
+            let total = body.len() as usize;
+            let end = start.saturating_add(len);
+            // The body's runs within the list, by brute force.
+            // Runs that continue each other (in the Reply and the body) merged.
+            let mut inside: Vec<(u32, usize, usize)> = Vec::new();
+            for r in body.runs(0, total).map(|r| r.unwrap()) {
+                let (lo, hi) = (r.reply_offset.max(start), (r.reply_offset + r.len as u32).min(end));
+                if lo >= hi {
+                    continue;
                 }
-                prop_assert_eq!(next, part.reply_offset + part.len as u32);
-                prop_assert!(part.at + part.len <= total);
-                prop_assert_eq!(body.page_part(start, len, part.len + 1), None);
+                let (at, n) = (r.at + (lo - r.reply_offset) as usize, (hi - lo) as usize);
+                match inside.last_mut() {
+                    Some(l) if l.0 + l.2 as u32 == lo && l.1 + l.2 == at => l.2 += n,
+                    _ => inside.push((lo, at, n)),
+                }
             }
-            _ => prop_assert_eq!(got, None),
-        }
+            let got = body.page_part(start, len, 1);
+            match inside.as_slice() {
+                [(reply_offset, at, n)] => {
+                    let part = got.unwrap();
+                    prop_assert_eq!((part.reply_offset, part.at, part.len), (*reply_offset, *at, *n));
+                    // The body's bytes there are the Reply's at the part's offset.
+                    let mut next = part.reply_offset;
+                    for r in body.runs(part.at, part.len).map(|r| r.unwrap()) {
+                        prop_assert_eq!(r.reply_offset, next);
+                        next += r.len as u32;
+                    }
+                    prop_assert_eq!(next, part.reply_offset + part.len as u32);
+                    prop_assert!(part.at + part.len <= total);
+                    prop_assert_eq!(body.page_part(start, len, part.len + 1), None);
+                }
+                _ => prop_assert_eq!(got, None),
+            }
+            Ok(())
+        })?;
     }
 }
