@@ -17,16 +17,16 @@ use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
-/// Replies left whose first Write chunk the server overstates by 4096
-/// bytes: fault injection that lets a test watch the client refuse a
-/// Write chunk longer than it registered. Written through debugfs
-/// `svc_fault_write_overrun` (kernels with `CONFIG_FAULT_INJECTION`); 0,
-/// the default and the only value elsewhere, injects nothing.
 /// Page data of an inline Reply shorter than this is copied into the Send
 /// buffer even where it could be mapped: a short copy costs less than
 /// mapping and unmapping a page (the client's calls use the same bound).
 const MAP_PAGES_MIN: usize = 1024;
 
+/// Replies left whose first Write chunk the server overstates by 4096
+/// bytes: fault injection that lets a test watch the client refuse a
+/// Write chunk longer than it registered. Written through debugfs
+/// `svc_fault_write_overrun` (kernels with `CONFIG_FAULT_INJECTION`); 0,
+/// the default and the only value elsewhere, injects nothing.
 pub(super) static WRITE_OVERRUN_FAULTS: Atomic<u32> = Atomic::new(0);
 
 /// Takes one injected fault, if any is left.
