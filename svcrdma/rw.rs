@@ -27,7 +27,7 @@
 //! posts the Reads that did not fit in the send queue yet or assembles the
 //! Call. No server thread ever waits for a peer to answer a Read.
 
-use super::cache::{BufCache, Class};
+use super::cache::{self, BufCache, Class};
 use super::conn::CallCtxt;
 use super::recv_queue::RecvQ;
 use super::sq_gate::{SqGate, SqHandler};
@@ -644,19 +644,31 @@ impl Io<'_> {
         inv: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
-        let t = self.cache.get(self.ep, Class::Send, len)?;
-        let len = match t.buf.fill(fill) {
-            Ok(len) => len,
-            Err(e) => {
-                self.cache.put(t.buf, t.slot);
-                return Err(e);
-            }
-        };
+        let (t, len) = self.filled_send_buf(len, fill)?;
         let op = send_op(inv);
         self.queue_one(chain, t.buf, len, op, t.slot)?;
         self.post_chain(chain)?;
         trace::svcrdma_post_send(len, inv);
         Ok(())
+    }
+
+    /// A cached Send buffer of at least `len` bytes that `fill` wrote in
+    /// place, and how many bytes it wrote; on an error the buffer goes
+    /// back to the cache.
+    #[inline(always)]
+    fn filled_send_buf(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result<(cache::Taken, usize)> {
+        let t = self.cache.get(self.ep, Class::Send, len)?;
+        match t.buf.fill(fill) {
+            Ok(len) => Ok((t, len)),
+            Err(e) => {
+                self.cache.put(t.buf, t.slot);
+                Err(e)
+            }
+        }
     }
 
     /// As [`Self::send_filled`], with `pages` going out as Send SGEs of
@@ -674,24 +686,15 @@ impl Io<'_> {
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result {
         let range = pages.range()?;
-        let t = self.cache.get(self.ep, Class::Send, len)?;
         let mut split = 0;
-        let filled = t.buf.fill(|out| {
+        let (t, len) = self.filled_send_buf(len, |out| {
             let (at, n) = fill(out)?;
-            split = at;
-            Ok(n)
-        });
-        let len = match filled {
-            Ok(len) if split > 0 && split <= len => len,
-            Ok(_) => {
-                self.cache.put(t.buf, t.slot);
+            if at == 0 || at > n {
                 return Err(EINVAL);
             }
-            Err(e) => {
-                self.cache.put(t.buf, t.slot);
-                return Err(e);
-            }
-        };
+            split = at;
+            Ok(n)
+        })?;
         let op = send_op(inv);
         // The bytes behind the pages come from the same buffer, which the
         // request holds (and gives back to the cache on completion).

@@ -180,15 +180,20 @@ impl Conn {
             false => None,
         };
         let mut too_long = false;
+        // The header, and the inline message's length: header and body.
+        let mut header = |out: &mut [u8]| -> Result<(usize, usize)> {
+            let n = encode_inline_header(&pcl, xid, s.credits, out)?;
+            let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
+                too_long = true;
+                return Err(EMSGSIZE);
+            };
+            Ok((n, total))
+        };
         let sent = match mapped {
             None => {
                 let room = hroom.saturating_add(rest_len).min(s.inline_send as usize);
                 self.io().send_filled(&mut chain, room, inv, |out| {
-                    let n = encode_inline_header(&pcl, xid, s.credits, out)?;
-                    let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)? else {
-                        too_long = true;
-                        return Err(EMSGSIZE);
-                    };
+                    let (n, total) = header(out)?;
                     copy_body(rqst, &body, 0, out.get_mut(n..total).ok_or(EINVAL)?)?;
                     Ok(total)
                 })
@@ -199,12 +204,7 @@ impl Conn {
                     .min(s.inline_send as usize);
                 self.io()
                     .send_filled_around(&mut chain, room, inv, &pages, |out| {
-                        let n = encode_inline_header(&pcl, xid, s.credits, out)?;
-                        let Some(total) = body.inline_len(n, s.inline_send).map_err(|_| EINVAL)?
-                        else {
-                            too_long = true;
-                            return Err(EMSGSIZE);
-                        };
+                        let (n, total) = header(out)?;
                         // The body less the pages' bytes, behind the header;
                         // the pages go between.
                         let filled = total.checked_sub(part.len).ok_or(EINVAL)?;
@@ -232,8 +232,6 @@ impl Conn {
 
 /// Writes an inline Reply's transport header into `out`, overstating its
 /// first Write chunk when fault injection asks for it; returns its length.
-/// Inlined into both inline Send paths, as the code was before they were
-/// two.
 #[inline(always)]
 fn encode_inline_header(
     pcl: &ParsedChunks<'_>,

@@ -208,19 +208,12 @@ impl<'c> ReplyBody<'c> {
         // Nothing moved out (a Reply without payloads in Write chunks, the
         // common inline case): the body is the Reply, offset for offset.
         if self.len == self.xdr_len {
-            let hi = end.min(self.xdr_len);
-            return (start < hi)
-                .then(|| {
-                    let at = usize::try_from(start).ok()?;
-                    let n = usize::try_from(hi.checked_sub(start)?).ok()?;
-                    Some(BodyRun {
-                        reply_offset: start,
-                        at,
-                        len: n,
-                    })
-                })
-                .flatten()
-                .filter(|p| p.len >= min);
+            let n = usize::try_from(end.min(self.xdr_len).checked_sub(start)?).ok()?;
+            return (n > 0 && n >= min).then_some(BodyRun {
+                reply_offset: start,
+                at: usize::try_from(start).ok()?,
+                len: n,
+            });
         }
         let mut found: Option<BodyRun> = None;
         for run in self.runs(0, usize::try_from(self.len).ok()?) {
