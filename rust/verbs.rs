@@ -48,7 +48,13 @@ use kernel::types::Opaque;
 use pin_init::pin_init_from_closure;
 
 /// Most scatter/gather entries in one work request built by this layer.
-pub const MAX_SGE: usize = 16;
+///
+/// 30: an RDMA Write or Read of up to 29 pages (one entry for a piece's
+/// unaligned start), where C's `rdma_rw` takes the device's own limits;
+/// mlx5's `max_sge_rd` is 30, rxe's 32. Every work request holds this many
+/// entries (64 bytes each) inline: at 30 the largest, about 2000 bytes,
+/// still fits the 2 KiB kmalloc class that 16 took.
+pub const MAX_SGE: usize = 30;
 
 /// A protection domain and the device it was allocated on.
 ///

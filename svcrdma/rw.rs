@@ -125,7 +125,9 @@ fn write_op(p: &Piece) -> SendOp {
     }
 }
 
-/// Largest buffer of one RDMA Read or Write (order-4 slab object).
+/// Largest buffer an RDMA Read or Write goes through (order-4 slab
+/// object). A Write straight from pages may be longer (up to `MAX_SGE - 1`
+/// pages, see [`Io::write_chunk_direct`]).
 pub(super) const PIECE: usize = 64 * 1024;
 
 /// A Reply being sent: its request and, once a long chunk's Writes go out
@@ -866,7 +868,8 @@ impl Io<'_> {
     /// `svc_rdma_send_write_chunk`): one RDMA Write per piece, each page a
     /// scatter/gather entry, the pages kept until the Write completes. A
     /// piece whose bytes are not all in pages the request releases (see
-    /// [`Rqst::res_pages`]) is copied through a cached buffer.
+    /// [`Rqst::res_pages`]) is copied through cached buffers, [`PIECE`]
+    /// bytes at a time.
     ///
     /// A long chunk's Writes hold the Reply's page array (see
     /// [`ReplyFrom`]); a short one's take a reference per page, cheaper
@@ -881,20 +884,21 @@ impl Io<'_> {
         start: u32,
     ) -> Result {
         let rqst = from.rqst;
-        let sges = self.ep.max_send_sge();
+        // The pages of one piece at a time: at most `sges`.
+        let sges = self.ep.max_send_sge().min(MAX_SGE);
         // An unaligned piece spans one page more than its length needs.
+        // Pieces written from pages may be longer than a buffer (`PIECE`):
+        // fewer Writes. One that is copied after all goes through buffers
+        // in parts.
         let max_piece = sges
             .saturating_sub(1)
-            .saturating_mul(kernel::page::PAGE_SIZE)
-            .min(PIECE);
+            .saturating_mul(kernel::page::PAGE_SIZE);
         if max_piece == 0 {
             return self.write_chunk(chain, kind, segs, total, |off, buf, len| {
                 let at = start.checked_add(u32::try_from(off)?).ok_or(EINVAL)?;
                 rqst.read_res_into_buf(at, buf, 0, len)
             });
         }
-        // The pages of one piece at a time: at most `sges`.
-        let sges = sges.min(MAX_SGE);
         if from.pages.is_none() && total >= REPLY_PAGES_MIN {
             from.pages = Some(rqst.reply_pages()?);
         }
@@ -924,11 +928,15 @@ impl Io<'_> {
                 self.queue_built(chain, wr, write_op(&p))?;
                 DIRECT_WRITES.add(1, Relaxed);
                 DIRECT_PAGES.add(n, Relaxed);
+                posted += 1;
             } else {
-                let copy = |buf: &DmaBuf| rqst.read_res_into_buf(at, buf, 0, p.len);
-                self.write_copied(chain, &p, copy)?;
+                for part in p.parts(PIECE) {
+                    let at = start.checked_add(u32::try_from(part.off)?).ok_or(EINVAL)?;
+                    let copy = |buf: &DmaBuf| rqst.read_res_into_buf(at, buf, 0, part.len);
+                    self.write_copied(chain, &part, copy)?;
+                    posted += 1;
+                }
             }
-            posted += 1;
         }
         trace::svcrdma_post_chunk(kind, posted, total);
         Ok(())

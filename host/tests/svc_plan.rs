@@ -383,3 +383,20 @@ fn page_spans_cut_a_range_at_page_boundaries() {
     assert_eq!(page_spans(0, 0, 4096).unwrap().count(), 0);
     assert!(page_spans(usize::MAX, 2, 4096).is_none());
 }
+
+#[test]
+fn a_piece_is_cut_into_parts_of_a_buffer_at_most() {
+    let p = piece(4, 10, 104, 7);
+    let parts: Vec<_> = p.parts(4).collect();
+    assert_eq!(
+        parts,
+        [
+            piece(4, 4, 104, 7),
+            piece(8, 4, 108, 7),
+            piece(12, 2, 112, 7)
+        ]
+    );
+    // A piece that fits is its only part; a zero size still cuts.
+    assert_eq!(p.parts(64).collect::<Vec<_>>(), [p]);
+    assert_eq!(p.parts(0).count(), 10);
+}

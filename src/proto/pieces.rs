@@ -32,6 +32,24 @@ pub struct Piece {
     pub rkey: u32,
 }
 
+impl Piece {
+    /// The piece cut into parts of at most `max` bytes (at least one), in
+    /// order: what a piece longer than a buffer is moved through. The
+    /// addresses cannot overflow: a piece's bytes were checked to fit
+    /// when it was cut.
+    pub fn parts(self, max: usize) -> impl Iterator<Item = Piece> {
+        let max = max.max(1);
+        (0..self.len).step_by(max).map(move |k| Piece {
+            off: self.off.saturating_add(k),
+            len: max.min(self.len.saturating_sub(k)),
+            addr: self
+                .addr
+                .saturating_add(u64::try_from(k).unwrap_or(u64::MAX)),
+            rkey: self.rkey,
+        })
+    }
+}
+
 /// Why a chunk cannot be cut into pieces or found in them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PieceError {
