@@ -2385,6 +2385,11 @@ impl<H: CompletionHandler> WorkRequest<H> {
         Self::build_in(shell, handler, fill)
     }
 
+    /// A work request and its reference count fit the 2 KiB kmalloc class
+    /// ([`MAX_SGE`] is as large as that allows): checked for each handler
+    /// type a request is built for.
+    const FITS_2K: () = assert!(size_of::<Self>() + 16 <= 2048);
+
     /// [`Self::build`] in `shell`, a kept allocation, if there is one.
     #[inline(always)]
     fn build_in(
@@ -2392,6 +2397,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
         handler: H,
         fill: impl FnOnce(*mut Self) -> Result,
     ) -> Result<Arc<Self>> {
+        let () = Self::FITS_2K;
         let init = move |slot: *mut Self| -> Result {
             fill(slot)?;
             // SAFETY: `slot` is the allocation `Arc::pin_init` made or a
