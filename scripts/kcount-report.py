@@ -13,8 +13,8 @@ guest's instructions per I/O and, from it, the most a config could gain on
 the first with a transport module that ran no instructions at all: how far
 the transport alone can move that profile's jobs.
 """
-import statistics
 import re
+import statistics
 import sys
 
 configs = sys.argv[1].split('+')

@@ -45,10 +45,11 @@ pub(super) struct SqGate {
 
 /// Most work request allocations a connection keeps for reuse (at most
 /// its send queue's depth): a 4 KiB READ's Reply is a Send and one RDMA
-/// Write, but a 256 KiB one is a Send and four Writes of 16 pages, and a
-/// client keeps dozens of calls in flight (1 MiB reads at iodepth 8 with
-/// rsize 256 KiB: up to 8 x 4 x 5 = 160). Each is about 1 KiB, allocated
-/// only when that many were in flight at once.
+/// Write, but a 256 KiB one is a Send and three Writes of up to 29 pages,
+/// and a client keeps dozens of calls in flight (1 MiB reads at iodepth 8
+/// with rsize 256 KiB: up to 8 x 4 x 4 = 128). Each is about 2 KiB (the
+/// 2 KiB kmalloc class, `WorkRequest`'s `FITS_2K`), allocated only when
+/// that many were in flight at once.
 const WR_POOL_MAX: u32 = 256;
 
 fn slot_error(e: SlotError) -> Error {
