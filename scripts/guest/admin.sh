@@ -133,16 +133,12 @@ admin_effect() {
         rm -f "$_m/adm.dat" /tmp/.adm-src
         _c=$(dmesg | grep 'rpcrdma_rs: connected:' | tail -n +$((_c0 + 1)) | tail -n 1)
         _a=$(dmesg | grep 'svcrdma: accepted:' | tail -n +$((_a0 + 1)) | tail -n 1)
-        # The newest rdma transport (sunrpc names them xprt-ID-PROTO; the
-        # TCP ones of lockd, rpcbind or the callback channel are not it).
-        _x=$(ls -d /sys/kernel/sunrpc/xprt-switches/switch-*/xprt-*-rdma 2>/dev/null |
-            awk -F/ '{ split($NF, a, "-"); print a[2], $0 }' | sort -n | tail -n 1 | cut -d' ' -f2)
-        _i=$(cat "$_x/xprt_info" 2>/dev/null | tr '\n' ' ')
+        _i=$(mount_xprt_info) _x=${_i%% *}
         _max=$(echo "$_i" | grep -o 'max_num_slots=[0-9]*' | head -n 1 | cut -d= -f2)
         _cwnd=$(echo "$_i" | grep -o 'cong_win=[0-9]*' | head -n 1 | cut -d= -f2)
         info "admin: client: ${_c#*rpcrdma_rs: }"
         info "admin: server: ${_a#*svcrdma: }"
-        info "admin: ${_x##*/} max_num_slots=$_max cong_win=$_cwnd (credits $(( ${_cwnd:-0} / 256 )))"
+        info "admin: ${_x:-no-rdma-transport} max_num_slots=$_max cong_win=$_cwnd (credits $(( ${_cwnd:-0} / 256 )))"
         _bad=
         case $_c in *"inline send $ADMIN_INLINE_WRITE "*"max_requests $ADMIN_SLOTS,"*) ;;
             *) _bad="$_bad client-line:'${_c#*rpcrdma_rs: }'" ;; esac

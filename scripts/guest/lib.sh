@@ -322,6 +322,19 @@ _xprt_fields() {
             print s; if (!all) exit }' /proc/self/mountstats
 }
 
+# mount_xprt_info: sunrpc's sysfs xprt_info of the mount's transport, on one
+# line: a connected rdma transport to the server's port. sunrpc names them
+# xprt-ID-PROTO (the TCP ones of lockd or rpcbind are not it); nfsd's NFSv4.1
+# callback client has an rdma transport too, on the backchannel, whose
+# dst_port is the client's. Assumes one rdma mount of the server.
+mount_xprt_info() {
+    for _mx in /sys/kernel/sunrpc/xprt-switches/switch-*/xprt-*-rdma; do
+        _mxi=$(cat "$_mx/xprt_info" 2>/dev/null | tr '\n' ' ')
+        case " $_mxi" in *" dst_port=$NFS_RDMA_PORT "*) echo "${_mx##*/} $_mxi"; return 0 ;; esac
+    done
+    return 1
+}
+
 # Show where the transport statistics say the traffic went.
 show_xprt() {
     awk '/^device / { nfs = ($0 ~ /fstype nfs4? /); if (nfs) print } nfs && /xprt:/' /proc/self/mountstats 2>/dev/null |

@@ -359,7 +359,7 @@ limits_check() {
     elif [ "$_rw" != "0 0" ]; then fail limits-inline-$LIMIT_INLINE "chunks used for 32 KiB I/O (read, write chunks: $_rw)"
     else pass limits-inline-$LIMIT_INLINE; fi
     rm -f "$_m/lim.dat" /tmp/.lim-src
-    _i=$(cat /sys/kernel/sunrpc/xprt-switches/switch-*/xprt-*/xprt_info 2>/dev/null | tr '\n' ' ')
+    _i=$(mount_xprt_info)
     say "xprt_info: $_i"
     _max=$(echo "$_i" | grep -o 'max_num_slots=[0-9]*' | head -n 1 | cut -d= -f2)
     _cwnd=$(echo "$_i" | grep -o 'cong_win=[0-9]*' | head -n 1 | cut -d= -f2)
