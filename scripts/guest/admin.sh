@@ -134,6 +134,8 @@ admin_effect() {
         _c=$(dmesg | grep 'rpcrdma_rs: connected:' | tail -n +$((_c0 + 1)) | tail -n 1)
         _a=$(dmesg | grep 'svcrdma: accepted:' | tail -n +$((_a0 + 1)) | tail -n 1)
         _i=$(mount_xprt_info) _x=${_i%% *}
+        info "admin: rdma transports: $(for _t in /sys/kernel/sunrpc/xprt-switches/switch-*/xprt-*-rdma; do
+            printf '%s(%s) ' "${_t##*/}" "$(grep -E '^(max_num_slots|dst_port)=' "$_t/xprt_info" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"; done)"
         _max=$(echo "$_i" | grep -o 'max_num_slots=[0-9]*' | head -n 1 | cut -d= -f2)
         _cwnd=$(echo "$_i" | grep -o 'cong_win=[0-9]*' | head -n 1 | cut -d= -f2)
         info "admin: client: ${_c#*rpcrdma_rs: }"
