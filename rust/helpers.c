@@ -6,6 +6,7 @@
  * doing it field by field from Rust.  Every function here is a thin
  * pass-through; policy lives in Rust.
  */
+#include <linux/percpu.h>
 #include <linux/sched/mm.h>
 
 #include "rpcrdma_rs_helper.h"
@@ -248,6 +249,48 @@ int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad)
 {
 	return ib_post_recv(qp, wr, bad);
+}
+
+/* ---- per-CPU counters ---- */
+
+/* One array per module (the KUnit module includes this file too), in the
+ * module's static per-CPU area: RPCRDMA_RS_PCPU_SLOTS * 8 bytes a CPU.
+ */
+struct rpcrdma_rs_pcpu {
+	s64 v[RPCRDMA_RS_PCPU_SLOTS];
+};
+static DEFINE_PER_CPU(struct rpcrdma_rs_pcpu, rpcrdma_rs_pcpu);
+
+void rpcrdma_rs_pcpu_add(unsigned int slot, s64 n)
+{
+	if (slot < RPCRDMA_RS_PCPU_SLOTS)
+		this_cpu_add(rpcrdma_rs_pcpu.v[slot], n);
+}
+
+/* Not a snapshot: adds on other CPUs during the sum may or may not count,
+ * as with percpu_counter_sum.
+ */
+s64 rpcrdma_rs_pcpu_sum(unsigned int slot)
+{
+	s64 sum = 0;
+	int cpu;
+
+	if (slot >= RPCRDMA_RS_PCPU_SLOTS)
+		return 0;
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(rpcrdma_rs_pcpu.v[slot], cpu);
+	return sum;
+}
+
+/* As percpu_counter_set(c, 0): an add racing with it may survive. */
+void rpcrdma_rs_pcpu_reset(unsigned int slot)
+{
+	int cpu;
+
+	if (slot >= RPCRDMA_RS_PCPU_SLOTS)
+		return;
+	for_each_possible_cpu(cpu)
+		WRITE_ONCE(per_cpu(rpcrdma_rs_pcpu.v[slot], cpu), 0);
 }
 
 /* ---- slab caches ---- */

@@ -8,7 +8,7 @@
 //! its counter when it takes ownership and decrements it when it releases the
 //! object. The counters are per module: the KUnit module has its own.
 
-use kernel::sync::atomic::{Atomic, Relaxed};
+use super::percpu::{self, PerCpuCounter};
 
 /// The kinds of objects that are counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,42 +36,36 @@ pub enum Kind {
 
 const KINDS: usize = 9;
 
-static COUNTS: [Atomic<i64>; KINDS] = [
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-];
+/// The counts: updated on every post and completion, from every CPU, so
+/// kept per CPU (an object may be counted in on one CPU and out on another;
+/// only the sum means anything).
+static COUNTS: [PerCpuCounter; KINDS] = percpu::counters::<{ percpu::LIVE_FIRST }, KINDS>();
+const _: () = assert!(percpu::LIVE_FIRST as usize + KINDS <= percpu::SVC_SYSCTL_FIRST as usize);
 
 pub(crate) fn inc(kind: Kind) {
-    COUNTS[kind as usize].add(1, Relaxed);
+    COUNTS[kind as usize].add(1);
 }
 
 pub(crate) fn dec(kind: Kind) {
-    COUNTS[kind as usize].add(-1, Relaxed);
+    COUNTS[kind as usize].add(-1);
 }
 
 /// Counts `n` more live objects of `kind` (made together).
 pub(crate) fn add(kind: Kind, n: usize) {
-    COUNTS[kind as usize].add(n as i64, Relaxed);
+    COUNTS[kind as usize].add(n as i64);
 }
 
 /// Counts `n` fewer live objects of `kind` (freed together).
 pub(crate) fn sub(kind: Kind, n: usize) {
-    COUNTS[kind as usize].add(-(n as i64), Relaxed);
+    COUNTS[kind as usize].add(-(n as i64));
 }
 
 /// Number of live objects of `kind`.
 pub fn count(kind: Kind) -> i64 {
-    COUNTS[kind as usize].load(Relaxed)
+    COUNTS[kind as usize].sum()
 }
 
 /// Total number of live objects of every kind.
 pub fn total() -> i64 {
-    COUNTS.iter().map(|c| c.load(Relaxed)).sum()
+    COUNTS.iter().map(|c| c.sum()).sum()
 }

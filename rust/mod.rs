@@ -31,6 +31,7 @@ pub mod memalloc;
 pub mod mr;
 pub mod page_sinks;
 pub mod params;
+pub mod percpu;
 pub mod ratelimit;
 pub mod regcache;
 pub mod reply_pages;

@@ -87,6 +87,15 @@ struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,
 					  unsigned int align);
 void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
 
+/* Module-wide counters kept per CPU (rust/percpu.rs): this_cpu_add and
+ * per_cpu are macros. A slot at or above RPCRDMA_RS_PCPU_SLOTS is ignored
+ * (adds) or reads 0.
+ */
+#define RPCRDMA_RS_PCPU_SLOTS 48
+void rpcrdma_rs_pcpu_add(unsigned int slot, s64 n);
+s64 rpcrdma_rs_pcpu_sum(unsigned int slot);
+void rpcrdma_rs_pcpu_reset(unsigned int slot);
+
 /* The module parameters (rust/params.c), as loaded. */
 struct rpcrdma_rs_params {
 	u32 max_requests;

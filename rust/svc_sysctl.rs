@@ -5,10 +5,10 @@
 //! `svc_rdma.c` shows there, plus ours. Reading a counter gives its value;
 //! writing anything resets it (as C `svcrdma_counter_handler`).
 
+use super::percpu::{self, PerCpuCounter};
 use super::sysctl::{Entry, Sysctl, Tunable};
 use core::ffi::CStr;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
 
 /// The counters, in the order of [`NAMES`].
 pub(super) const COUNTERS: usize = 14;
@@ -45,13 +45,17 @@ const UNUSED_NAMES: [&CStr; 5] = [
 /// The value behind every name of [`UNUSED_NAMES`].
 static UNUSED: Tunable = Tunable::new(0, 0, 0);
 
-/// Counter values, in the order of [`NAMES`].
-static VALUES: [Atomic<u64>; COUNTERS] = [const { Atomic::new(0) }; COUNTERS];
+/// Counter values, in the order of [`NAMES`]: per CPU, as C's
+/// `percpu_counter`s, since nfsd threads on every CPU add to them per RPC.
+static VALUES: [PerCpuCounter; COUNTERS] =
+    percpu::counters::<{ percpu::SVC_SYSCTL_FIRST }, COUNTERS>();
+const _: () =
+    assert!(percpu::SVC_SYSCTL_FIRST as usize + COUNTERS <= percpu::SVC_PATH_FIRST as usize);
 
 /// Adds `n` to counter `i` (an index below [`COUNTERS`]).
 pub(super) fn add(i: usize, n: u64) {
     if let Some(v) = VALUES.get(i) {
-        v.fetch_add(n, Relaxed);
+        v.count(n);
     }
 }
 

@@ -7,12 +7,13 @@
 //!   place with its own `proc_douintvec_minmax`, so a write outside the
 //!   range fails with `EINVAL` exactly as for C's tunables;
 //! - [`IntTunable`]: a signed integer without a range (`proc_dointvec`);
-//! - a counter (`Atomic<u64>`): reading gives its value, writing anything
-//!   resets it (C `svcrdma_counter_handler`).
+//! - a counter (a [`PerCpuCounter`]): reading gives its value, writing
+//!   anything resets it (C `svcrdma_counter_handler`).
 //!
 //! C header: [`include/linux/sysctl.h`](srctree/include/linux/sysctl.h).
 
 use super::bindings;
+use super::percpu::PerCpuCounter;
 use super::xprt_class::Name;
 use core::ffi::CStr;
 use core::ptr::{null_mut, NonNull};
@@ -129,11 +130,11 @@ impl Entry {
     }
 
     /// A file showing counter `c`; a write of anything resets it.
-    pub const fn counter(name: &'static CStr, c: &'static Atomic<u64>, mode: u16) -> Self {
+    pub const fn counter(name: &'static CStr, c: &'static PerCpuCounter, mode: u16) -> Self {
         Self(ctl_table(
             name,
             (&raw const *c).cast_mut().cast(),
-            core::mem::size_of::<u64>(),
+            core::mem::size_of::<PerCpuCounter>(),
             mode,
             Some(counter_handler),
             null_mut(),
@@ -155,15 +156,16 @@ unsafe extern "C" fn counter_handler(
     lenp: *mut usize,
     ppos: *mut bindings::loff_t,
 ) -> c_int {
-    // SAFETY: `Entry::counter` points `data` at a `'static` `Atomic<u64>`.
-    let value = unsafe { &*(*ctl).data.cast::<Atomic<u64>>() };
+    // SAFETY: `Entry::counter` points `data` at a `'static`
+    // `PerCpuCounter`.
+    let counter = unsafe { *(*ctl).data.cast::<PerCpuCounter>() };
     if write != 0 {
-        value.store(0, Relaxed);
+        counter.reset();
         return 0;
     }
     // A u64 and its newline take at most 21 bytes.
     let mut tmp = Name::<24>::new();
-    tmp.set(format_args!("{}\n", value.load(Relaxed)));
+    tmp.set(format_args!("{}\n", counter.value()));
     let text = tmp.as_bytes();
     // SAFETY: `ppos` and `lenp` are the caller's; `buffer` holds `*lenp`
     // bytes.
@@ -194,7 +196,7 @@ pub struct Sysctl {
 }
 
 // SAFETY: The header is only handed back to the sysctl core; the table is
-// only read, and what it points to is `'static` and atomic.
+// only read, and what it points to is `'static` and atomic or immutable.
 unsafe impl Send for Sysctl {}
 // SAFETY: See `Send`; `&Sysctl` gives access to nothing.
 unsafe impl Sync for Sysctl {}

@@ -35,6 +35,7 @@ use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::page_sinks::PageSinks;
+use crate::rust::percpu::{PerCpuCounter, SVC_PATH_FIRST};
 use crate::rust::reply_pages::ReplyPages;
 use crate::rust::send_chain::SendChain;
 use crate::rust::sink_pool::SinkMrPool;
@@ -48,31 +49,32 @@ use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, SpinLock};
 
+/// Counters of debugfs `svc_memreg`, per CPU since nfsd threads on every
+/// CPU count into them per RPC (slots from `percpu::SVC_PATH_FIRST`).
+///
 /// Write and Reply chunk pieces sent straight from Reply pages, the pages
-/// they named, and pieces copied into a cached buffer instead (debugfs
-/// `svc_memreg`).
-static DIRECT_WRITES: Atomic<u64> = Atomic::new(0);
-static DIRECT_PAGES: Atomic<u64> = Atomic::new(0);
-static COPIED_WRITES: Atomic<u64> = Atomic::new(0);
+/// they named, and pieces copied into a cached buffer instead.
+static DIRECT_WRITES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST);
+static DIRECT_PAGES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 1);
+static COPIED_WRITES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 2);
 /// Calls whose Read chunk was read into pages handed to the request, the
 /// pages handed over, and Calls whose Read chunks were copied out of
 /// cached sinks instead.
-static PAGED_READS: Atomic<u64> = Atomic::new(0);
-static PAGED_PAGES: Atomic<u64> = Atomic::new(0);
-static COPIED_READS: Atomic<u64> = Atomic::new(0);
+static PAGED_READS: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 3);
+static PAGED_PAGES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 4);
+static COPIED_READS: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 5);
 /// RDMA Writes posted unsignaled ahead of a Send or another Write in one
 /// chain ([`Io::post_chain`]).
-static CHAINED_WRITES: Atomic<u64> = Atomic::new(0);
+static CHAINED_WRITES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 6);
 /// RDMA Reads into pages through a registration from the connection's MR
 /// pool (iWARP).
-static REGISTERED_READS: Atomic<u64> = Atomic::new(0);
+static REGISTERED_READS: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 7);
 /// Inline Replies whose page data went out as Send SGEs of its own, and
 /// the pages they mapped ([`Io::send_filled_around`]).
-static MAPPED_SENDS: Atomic<u64> = Atomic::new(0);
-static MAPPED_SEND_PAGES: Atomic<u64> = Atomic::new(0);
+static MAPPED_SENDS: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 8);
+static MAPPED_SEND_PAGES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 9);
 
 /// Writes the debugfs view of how Write chunk pieces left and Read chunks
 /// arrived.
@@ -84,16 +86,16 @@ pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result
     writeln!(
         f,
         "{} {} {} {} {} {} {} {} {} {}",
-        DIRECT_WRITES.load(Relaxed),
-        DIRECT_PAGES.load(Relaxed),
-        COPIED_WRITES.load(Relaxed),
-        PAGED_READS.load(Relaxed),
-        PAGED_PAGES.load(Relaxed),
-        COPIED_READS.load(Relaxed),
-        CHAINED_WRITES.load(Relaxed),
-        REGISTERED_READS.load(Relaxed),
-        MAPPED_SENDS.load(Relaxed),
-        MAPPED_SEND_PAGES.load(Relaxed)
+        DIRECT_WRITES.value(),
+        DIRECT_PAGES.value(),
+        COPIED_WRITES.value(),
+        PAGED_READS.value(),
+        PAGED_PAGES.value(),
+        COPIED_READS.value(),
+        CHAINED_WRITES.value(),
+        REGISTERED_READS.value(),
+        MAPPED_SENDS.value(),
+        MAPPED_SEND_PAGES.value()
     )
 }
 
@@ -102,10 +104,10 @@ pub(super) fn show_writes(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result
 pub(super) fn count_read_call(pages: Option<usize>) {
     match pages {
         Some(n) => {
-            PAGED_READS.add(1, Relaxed);
-            PAGED_PAGES.add(u64::try_from(n).unwrap_or(u64::MAX), Relaxed);
+            PAGED_READS.count(1);
+            PAGED_PAGES.count(u64::try_from(n).unwrap_or(u64::MAX));
         }
-        None => COPIED_READS.add(1, Relaxed),
+        None => COPIED_READS.count(1),
     }
 }
 
@@ -611,7 +613,7 @@ impl Io<'_> {
             self.sq.release(u32::try_from(n - posted.min(n))?);
             return Err(e);
         }
-        CHAINED_WRITES.add((n - 1) as u64, Relaxed);
+        CHAINED_WRITES.count((n - 1) as u64);
         Ok(())
     }
 
@@ -707,8 +709,8 @@ impl Io<'_> {
         let wr = WorkRequest::with_pages_between(handler, self.ep, t.buf, split, len, range)?;
         self.queue_built(chain, wr, op)?;
         self.post_chain(chain)?;
-        MAPPED_SENDS.add(1, Relaxed);
-        MAPPED_SEND_PAGES.add(pages.count_pages() as u64, Relaxed);
+        MAPPED_SENDS.count(1);
+        MAPPED_SEND_PAGES.count(pages.count_pages() as u64);
         trace::svcrdma_post_send(len, inv);
         Ok(())
     }
@@ -797,7 +799,7 @@ impl Io<'_> {
                 p.sink = Some((t.buf, t.slot));
             }
             if run.is_some() {
-                REGISTERED_READS.add(1, Relaxed);
+                REGISTERED_READS.count(1);
             }
             p.run = run;
             op.add_pending();
@@ -859,7 +861,7 @@ impl Io<'_> {
         stat_add(Stat::Write, 1);
         stat_add(Stat::WriteBytes, p.len as u64);
         self.queue_one(chain, t.buf, p.len, write_op(p), t.slot)?;
-        COPIED_WRITES.add(1, Relaxed);
+        COPIED_WRITES.count(1);
         Ok(())
     }
 
@@ -926,8 +928,8 @@ impl Io<'_> {
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
                 self.queue_built(chain, wr, write_op(&p))?;
-                DIRECT_WRITES.add(1, Relaxed);
-                DIRECT_PAGES.add(n, Relaxed);
+                DIRECT_WRITES.count(1);
+                DIRECT_PAGES.count(n);
                 posted += 1;
             } else {
                 for part in p.parts(PIECE) {
