@@ -10,6 +10,7 @@ use crate::rust::cm::{Addr, CmEvent, CmId};
 use crate::rust::device;
 use crate::rust::live;
 use crate::rust::page_sinks::PageSinks;
+use crate::rust::percpu::{self, PerCpuCounter};
 use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
 use crate::rust::reply_pages::ReplyPages;
 use crate::rust::sink_pool::SinkMrPool;
@@ -486,6 +487,24 @@ mod tests {
             }
         });
         assert!(names >= 1);
+    }
+
+    #[test]
+    fn per_cpu_counter_sums_and_resets() {
+        let c = PerCpuCounter::new(percpu::TEST_SLOT);
+        c.reset();
+        c.add(5);
+        c.add(-2);
+        assert_eq!(c.sum(), 3);
+        c.count(7);
+        assert_eq!(c.value(), 10);
+        c.reset();
+        assert_eq!(c.sum(), 0);
+        // A count that dips below 0 (a reset racing with adds) reads 0.
+        c.add(-1);
+        assert_eq!(c.sum(), -1);
+        assert_eq!(c.value(), 0);
+        c.reset();
     }
 
     #[test]

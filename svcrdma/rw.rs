@@ -35,7 +35,7 @@ use crate::proto::msg::Segment;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::page_sinks::PageSinks;
-use crate::rust::percpu::{PerCpuCounter, SVC_PATH_FIRST};
+use crate::rust::percpu::{PerCpuCounter, SVC_PATH_FIRST, TEST_SLOT};
 use crate::rust::reply_pages::ReplyPages;
 use crate::rust::send_chain::SendChain;
 use crate::rust::sink_pool::SinkMrPool;
@@ -75,6 +75,7 @@ static REGISTERED_READS: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 7);
 /// the pages they mapped ([`Io::send_filled_around`]).
 static MAPPED_SENDS: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 8);
 static MAPPED_SEND_PAGES: PerCpuCounter = PerCpuCounter::new(SVC_PATH_FIRST + 9);
+const _: () = assert!(SVC_PATH_FIRST + 9 < TEST_SLOT);
 
 /// Writes the debugfs view of how Write chunk pieces left and Read chunks
 /// arrived.
