@@ -326,7 +326,8 @@ _xprt_fields() {
 # line: a connected rdma transport to the server's port. sunrpc names them
 # xprt-ID-PROTO (the TCP ones of lockd or rpcbind are not it); nfsd's NFSv4.1
 # callback client has an rdma transport too, on the backchannel, whose
-# dst_port is the client's. Assumes one rdma mount of the server.
+# dst_port is not the server's (0: nfsd keeps the client's address without
+# its port). Assumes one rdma mount of the server.
 mount_xprt_info() {
     for _mx in /sys/kernel/sunrpc/xprt-switches/switch-*/xprt-*-rdma; do
         _mxi=$(cat "$_mx/xprt_info" 2>/dev/null | tr '\n' ' ')
