@@ -887,6 +887,9 @@ impl Io<'_> {
         start: u32,
     ) -> Result {
         let rqst = from.rqst;
+        // Where the chunk's byte `off` is in the Reply.
+        let reply_at =
+            |off: usize| -> Result<u32> { start.checked_add(u32::try_from(off)?).ok_or(EINVAL) };
         // The pages of one piece at a time: at most `sges`.
         let sges = self.ep.max_send_sge().min(MAX_SGE);
         // An unaligned piece spans one page more than its length needs.
@@ -898,8 +901,7 @@ impl Io<'_> {
             .saturating_mul(kernel::page::PAGE_SIZE);
         if max_piece == 0 {
             return self.write_chunk(chain, kind, segs, total, |off, buf, len| {
-                let at = start.checked_add(u32::try_from(off)?).ok_or(EINVAL)?;
-                rqst.read_res_into_buf(at, buf, 0, len)
+                rqst.read_res_into_buf(reply_at(off)?, buf, 0, len)
             });
         }
         if from.pages.is_none() && total >= REPLY_PAGES_MIN {
@@ -908,7 +910,7 @@ impl Io<'_> {
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
             let p = p.map_err(piece_error)?;
-            let at = start.checked_add(u32::try_from(p.off)?).ok_or(EINVAL)?;
+            let at = reply_at(p.off)?;
             let len = u32::try_from(p.len)?;
             if let Some(pages) = rqst.res_pages(at, len, sges) {
                 // The pages are mapped (and, without the Reply's array,
@@ -934,7 +936,7 @@ impl Io<'_> {
                 posted += 1;
             } else {
                 for part in p.parts(PIECE) {
-                    let at = start.checked_add(u32::try_from(part.off)?).ok_or(EINVAL)?;
+                    let at = reply_at(part.off)?;
                     let copy = |buf: &DmaBuf| rqst.read_res_into_buf(at, buf, 0, part.len);
                     self.write_copied(chain, &part, copy)?;
                     posted += 1;
