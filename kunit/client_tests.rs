@@ -12,14 +12,14 @@
 use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
-use crate::rust::device;
-use crate::rust::run_mr::RunMr;
-use crate::rust::send_batch::SendBatch;
-use crate::rust::send_chain::SendChain;
-use crate::rust::verbs::{
+use crate::rust::rdma::device;
+use crate::rust::rdma::run_mr::RunMr;
+use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::verbs::{
     CompletionHandler, DmaDir, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest, MAX_SGE,
 };
-use crate::rust::xprt::{post_local_inv, post_send_after_regs, Mr};
+use crate::rust::sunrpc::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
@@ -123,7 +123,7 @@ mod tests {
     /// listener) gives back what it was given.
     #[test]
     fn socket_addresses_round_trip() {
-        use crate::rust::cm::Addr;
+        use crate::rust::rdma::cm::Addr;
         let v4 = Addr::V4([10, 99, 0, 1], 20049);
         assert_eq!(v4.to_sockaddr().addr(), Some(v4));
         let mut a6 = [0u8; 16];

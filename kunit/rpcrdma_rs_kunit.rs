@@ -39,16 +39,16 @@ module! {
 }
 
 struct RpcRdmaKunit {
-    _devices: crate::rust::device::DeviceClient,
+    _devices: crate::rust::rdma::device::DeviceClient,
 }
 
 impl kernel::Module for RpcRdmaKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         verbs::set_peer(module_parameters::rxe_ipv4.value());
-        let devices = crate::rust::device::DeviceClient::register()?;
+        let devices = crate::rust::rdma::device::DeviceClient::register(IB_CLIENT_NAME)?;
         pr_info!(
             "rpcrdma_rs_kunit loaded: rdma_devices={}\n",
-            crate::rust::device::count()
+            crate::rust::rdma::device::count()
         );
         Ok(Self { _devices: devices })
     }

@@ -22,10 +22,10 @@
 //! "svc_hostile: no server" so the scenario can tell.
 
 use crate::proto::cm::ConnectPrivate;
-use crate::rust::cm::{Addr, CmEvent, CmId};
-use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, Segment, SendOp, WorkCompletion,
-    WorkRequest,
+use crate::rust::rdma::cm::{Addr, CmEvent, CmId};
+use crate::rust::rdma::verbs::{
+    CompletionHandler, ConnParam, DmaDir, Endpoint, EndpointConfig, MappedBuf, Segment, SendOp,
+    WorkCompletion, WorkRequest,
 };
 use kernel::alloc::KVec;
 use kernel::new_condvar;
@@ -122,7 +122,7 @@ struct Client {
     next_xid: u32,
 }
 
-fn segs(buf: Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
+fn segs(buf: Arc<MappedBuf>, len: usize) -> Result<KVec<Segment>> {
     let mut v = KVec::new();
     v.push(
         Segment {
@@ -197,7 +197,12 @@ impl Client {
         // server invalidate them: it must not accept Send With Invalidate
         // (the Reply would fail at this end with a remote invalid request).
         let pdata = ConnectPrivate::new(4096, 4096, !opts.global_rkey).to_bytes();
-        ep.connect(&pdata, opts.responder_resources, 0)?;
+        ep.connect(&ConnParam {
+            private_data: &pdata,
+            responder_resources: opts.responder_resources,
+            retry_count: 6,
+            ..ConnParam::default()
+        })?;
         match ep.wait_event(STEP_MS)? {
             CmEvent::Established { .. } => {}
             _ => return Ok(None),
@@ -352,7 +357,7 @@ impl Client {
     /// after the RPC header) that names `src`, then stops answering: once
     /// the Send completed, the queue pair goes to the error state, where
     /// the server's Read Requests are dropped without a reply.
-    fn send_stalled_call(&mut self, src: &DmaBuf) -> Result<bool> {
+    fn send_stalled_call(&mut self, src: &MappedBuf) -> Result<bool> {
         let (addr, rkey) = src.remote_handle().ok_or(EINVAL)?;
         let hi = u32::try_from(addr >> 32).map_err(|_| EINVAL)?;
         let lo = u32::try_from(addr & 0xffff_ffff).map_err(|_| EINVAL)?;
@@ -395,7 +400,7 @@ const BIG: Opts = Opts {
 impl Client {
     /// Sends an RDMA_NOMSG whose call chunk is 4 MiB + 4 KiB; returns its
     /// XID and the answer.
-    fn send_big_call_chunk(&mut self, src: &DmaBuf) -> Result<(u32, Option<KVec<u8>>)> {
+    fn send_big_call_chunk(&mut self, src: &MappedBuf) -> Result<(u32, Option<KVec<u8>>)> {
         let (addr, rkey) = src.remote_handle().ok_or(EINVAL)?;
         let hi = u32::try_from(addr >> 32).map_err(|_| EINVAL)?;
         let lo = u32::try_from(addr & 0xffff_ffff).map_err(|_| EINVAL)?;

@@ -6,20 +6,20 @@
 //! teardown that releases every object.
 
 use crate::proto::pieces::page_spans;
-use crate::rust::cm::{Addr, CmEvent, CmId};
-use crate::rust::device;
-use crate::rust::live;
-use crate::rust::page_sinks::PageSinks;
-use crate::rust::percpu::{self, PerCpuCounter};
-use crate::rust::regcache::{self, CacheUser, ClassSpec, RegCache};
-use crate::rust::reply_pages::ReplyPages;
-use crate::rust::sink_pool::SinkMrPool;
-use crate::rust::slab::SlabCache;
-use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, Endpoint, EndpointConfig, PageRange, PageRef, Segment,
-    SendOp, SgEntry, WorkCompletion, WorkRequest,
+use crate::rust::kext::percpu::{self, PerCpuCounter};
+use crate::rust::kext::slab::SlabCache;
+use crate::rust::module::live;
+use crate::rust::module::regcache::{self, CacheUser, ClassSpec, RegCache};
+use crate::rust::rdma::cm::{Addr, CmEvent, CmId};
+use crate::rust::rdma::device;
+use crate::rust::rdma::sink_pool::SinkMrPool;
+use crate::rust::rdma::verbs::{
+    CompletionHandler, ConnParam, DmaDir, Endpoint, EndpointConfig, MappedBuf, PageRange, PageRef,
+    Segment, SendOp, SgEntry, WorkCompletion, WorkRequest,
 };
-use crate::rust::wr_pool::WrPool;
+use crate::rust::rdma::wr_pool::WrPool;
+use crate::rust::sunrpc::page_sinks::PageSinks;
+use crate::rust::sunrpc::reply_pages::ReplyPages;
 use kernel::alloc::KVec;
 use kernel::new_condvar;
 use kernel::new_spinlock;
@@ -146,6 +146,16 @@ fn wait_for(limit_ms: u32, done: impl Fn() -> bool) -> Result {
     Err(ETIMEDOUT)
 }
 
+fn conn_param(private_data: &[u8]) -> ConnParam<'_> {
+    ConnParam {
+        private_data,
+        responder_resources: 4,
+        initiator_depth: 4,
+        retry_count: 6,
+        ..ConnParam::default()
+    }
+}
+
 fn config() -> EndpointConfig {
     EndpointConfig {
         max_send_wr: 16,
@@ -214,7 +224,7 @@ fn connect_pair_on(cached: bool) -> Result<(Pair, Option<CacheUser>)> {
     } else {
         (step("client endpoint", Endpoint::new(id, &config()))?, None)
     };
-    step("connect", client.connect(CLIENT_PDATA, 4, 4))?;
+    step("connect", client.connect(&conn_param(CLIENT_PDATA)))?;
 
     let req = expect_event(
         "connect request",
@@ -234,7 +244,7 @@ fn connect_pair_on(cached: bool) -> Result<(Pair, Option<CacheUser>)> {
         return Err(EPROTO);
     }
     let server = step("server endpoint", Endpoint::new(child, &config()))?;
-    step("accept", server.accept(SERVER_PDATA, 4, 4))?;
+    step("accept", server.accept(&conn_param(SERVER_PDATA)))?;
     expect_event(
         "server established",
         server.wait_event(STEP_TIMEOUT_MS),
@@ -261,7 +271,7 @@ fn connect_pair_on(cached: bool) -> Result<(Pair, Option<CacheUser>)> {
     ))
 }
 
-pub(crate) fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>> {
+pub(crate) fn one_segment(buf: &Arc<MappedBuf>, len: usize) -> Result<KVec<Segment>> {
     let mut v = KVec::new();
     v.push(
         Segment {
@@ -279,9 +289,9 @@ pub(crate) fn one_segment(buf: &Arc<DmaBuf>, len: usize) -> Result<KVec<Segment>
 /// checks what arrived.
 fn read_pattern_into(
     pair: &Pair,
-    source: &Arc<DmaBuf>,
+    source: &Arc<MappedBuf>,
     (addr, rkey): (u64, u32),
-    sink: &Arc<DmaBuf>,
+    sink: &Arc<MappedBuf>,
     seed: u8,
 ) -> Result {
     let mut expect = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
@@ -367,7 +377,7 @@ fn fresh_sinks(ep: &Endpoint, n: usize) -> Result<Arc<PageSinks>> {
 /// chunk at the span's offset.
 fn read_chunk_into_pages(
     pair: &Pair,
-    source: &Arc<DmaBuf>,
+    source: &Arc<MappedBuf>,
     sinks: &PageSinks,
     build: impl FnOnce(Arc<Waiter>) -> Result<Arc<WorkRequest<Arc<Waiter>>>>,
     seed: u8,
@@ -653,10 +663,13 @@ mod tests {
         // The pages are handed on, with the sinks' references, holding
         // what was read; the sinks map nothing after, and hand nothing
         // over twice.
-        let maps = live::count(live::Kind::DmaBuf);
+        let maps = live::count(live::Kind::MappedBuf);
         let pages = sinks.take_received_pages()?;
         assert_eq!(pages.len(), CHUNK_PAGES);
-        assert_eq!(live::count(live::Kind::DmaBuf), maps - CHUNK_PAGES as i64);
+        assert_eq!(
+            live::count(live::Kind::MappedBuf),
+            maps - CHUNK_PAGES as i64
+        );
         assert_eq!(sinks.take_received_pages().err(), Some(EINVAL));
         assert_eq!(sinks.read(1, 0, &mut [0u8; 8]).err(), Some(EINVAL));
         let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
@@ -692,7 +705,7 @@ mod tests {
         let pool = SinkMrPool::new(pair.client.pd(), 8, 1)?;
         // Registers a run over the pages and reads `seed`'s pattern
         // through it; returns the run and the key the Read used.
-        let read_through = |seed: u8| -> Result<(Arc<DmaBuf>, u32)> {
+        let read_through = |seed: u8| -> Result<(Arc<MappedBuf>, u32)> {
             let run = pair
                 .client
                 .register_page_run(&pool, &sinks, CHUNK_OFF, CHUNK_LEN)?;
@@ -765,7 +778,7 @@ mod tests {
             Ok(head.len() + tail.len())
         })?;
         assert_eq!(used, head.len() + tail.len());
-        let segment = |buf: &Arc<DmaBuf>, offset, len| {
+        let segment = |buf: &Arc<MappedBuf>, offset, len| {
             SgEntry::from(Segment {
                 buf: buf.clone(),
                 offset,
@@ -798,7 +811,7 @@ mod tests {
     /// once the connections are gone).
     #[test]
     fn rdma_write_from_mapped_pages() -> Result {
-        let before = live::count(live::Kind::DmaBuf);
+        let before = live::count(live::Kind::MappedBuf);
         {
             let pair = connect_pair()?;
             if pair.client.max_send_sge() < 3 {
@@ -833,7 +846,7 @@ mod tests {
         }
         // The pages were unmapped with their work request: no mapping of
         // the test outlives the drained connections.
-        assert_eq!(live::count(live::Kind::DmaBuf), before);
+        assert_eq!(live::count(live::Kind::MappedBuf), before);
         Ok(())
     }
 
@@ -846,7 +859,7 @@ mod tests {
     /// work request (none is left once the connections are gone).
     #[test]
     fn rdma_write_from_a_page_run() -> Result {
-        let before = live::count(live::Kind::DmaBuf);
+        let before = live::count(live::Kind::MappedBuf);
         {
             let pair = connect_pair()?;
             if pair.client.max_send_sge() < 3 {
@@ -887,7 +900,7 @@ mod tests {
         }
         // The pages were unmapped with their work request: no mapping of
         // the test outlives the drained connections.
-        assert_eq!(live::count(live::Kind::DmaBuf), before);
+        assert_eq!(live::count(live::Kind::MappedBuf), before);
         Ok(())
     }
 
@@ -900,7 +913,7 @@ mod tests {
     #[test]
     fn rdma_writes_from_a_replys_pages() -> Result {
         let (maps, arrays) = (
-            live::count(live::Kind::DmaBuf),
+            live::count(live::Kind::MappedBuf),
             live::count(live::Kind::ReplyPages),
         );
         {
@@ -952,7 +965,7 @@ mod tests {
             let gone = || live::count(live::Kind::ReplyPages) == arrays;
             assert!(wait_for(STEP_TIMEOUT_MS, gone).is_ok());
         }
-        assert_eq!(live::count(live::Kind::DmaBuf), maps);
+        assert_eq!(live::count(live::Kind::MappedBuf), maps);
         Ok(())
     }
 
@@ -966,7 +979,7 @@ mod tests {
         let slab = SlabCache::new(c"rpcrdma_rs_kunit_sink", BULK_LEN, 4096)?;
         let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
         let handle = source.remote_handle().ok_or(EINVAL)?;
-        let sink = DmaBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
+        let sink = MappedBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
         assert!(sink.has_sink_mr());
         let per_use = sink.sink_registers_per_use();
         assert_eq!(per_use, pair.client.pd().is_iwarp());

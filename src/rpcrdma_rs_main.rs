@@ -44,8 +44,8 @@ module! {
     // name wins over these; packaging/modprobe.d/rpcrdma-rs.conf (make
     // install) aliases all four to this module.
     alias: ["rpcrdma", "rpcrdma6", "xprtrdma", "svcrdma"],
-    // The parameters are declared in C (`rust/params.c`, read through
-    // `crate::rust::params`): the `params` of this macro get permissions 0
+    // The parameters are declared in C (`rust/module/params.c`, read through
+    // `crate::rust::module::params`): the `params` of this macro get permissions 0
     // and would be missing from /sys/module/rpcrdma_rs/parameters/.
 }
 
@@ -56,12 +56,12 @@ struct RpcRdmaModule {
     // /sys/kernel/debug/rpcrdma_rs/, shared by both sides' files (which
     // hold it too, so the order does not matter).
     _debugfs: kernel::debugfs::Dir,
-    _devices: crate::rust::device::DeviceClient,
+    _devices: crate::rust::rdma::device::DeviceClient,
 }
 
 impl kernel::Module for RpcRdmaModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        let p = crate::rust::params::get();
+        let p = crate::rust::module::params::get();
         let cfg = config::Config::from_params(&config::Config {
             max_requests: p.max_requests,
             max_inline_read: p.max_inline_read,
@@ -75,7 +75,7 @@ impl kernel::Module for RpcRdmaModule {
         })
         .inspect_err(|e| pr_err!("not loaded: {}\n", e.reason()))
         .map_err(|_| EINVAL)?;
-        let devices = crate::rust::device::DeviceClient::register()
+        let devices = crate::rust::rdma::device::DeviceClient::register(IB_CLIENT_NAME)
             .inspect_err(|e| pr_err!("ib_client registration failed: {:?}\n", e))?;
         pr_info!(
             "rpcrdma_rs {} loaded: max_requests={} max_inline_read={} max_inline_write={} rdma_devices={}\n",
@@ -83,7 +83,7 @@ impl kernel::Module for RpcRdmaModule {
             cfg.max_requests,
             cfg.max_inline_read,
             cfg.max_inline_write,
-            crate::rust::device::count()
+            crate::rust::rdma::device::count()
         );
         let debugfs = kernel::debugfs::Dir::new(c"rpcrdma_rs");
         let client = xprtrdma::ClientTransport::register(&cfg, &debugfs, module)?;
@@ -99,7 +99,7 @@ impl kernel::Module for RpcRdmaModule {
 
 impl Drop for RpcRdmaModule {
     fn drop(&mut self) {
-        let live = crate::rust::live::total();
+        let live = crate::rust::module::live::total();
         if live != 0 {
             pr_err!("unloading with {} RDMA objects still live\n", live);
         }

@@ -8,19 +8,21 @@
 use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
+use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
 use super::recv_queue::{RecvHandler, RecvQ, Ring, RECV_BATCH, RECV_EXTRA_BC};
-use super::rw::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
-use crate::rust::cm::{CmEvent, CmHandler};
-use crate::rust::sink_pool::SinkMrPool;
-use crate::rust::svc::XprtLink;
-use crate::rust::trace::{self, AcceptStep, PeerAddr};
-use crate::rust::verbs::{DmaDir, Endpoint, EndpointConfig, WorkRequest, MAX_SGE, RECV_BATCH_MAX};
+use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
+use crate::rust::rdma::cm::{CmEvent, CmHandler};
+use crate::rust::rdma::sink_pool::SinkMrPool;
+use crate::rust::rdma::verbs::{
+    ConnParam, DmaDir, Endpoint, EndpointConfig, WorkRequest, MAX_SGE, RECV_BATCH_MAX,
+};
+use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
@@ -145,7 +147,7 @@ impl Conn {
             let buf = ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
             let mut segs = KVec::new();
             segs.push(
-                crate::rust::verbs::Segment {
+                crate::rust::rdma::verbs::Segment {
                     buf,
                     offset: 0,
                     len: recv_len,
@@ -172,7 +174,14 @@ impl Conn {
         let read_keep = sq_depth / 4;
         let read_sinks = read_sinks(&ep, set, (sq_depth - read_keep) / 2)?;
         let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
-        ep.accept(&pdata, 0, ird)?;
+        // As C's `svc_rdma_accept`: the server never lets the client read
+        // from it, issues up to `ird` RDMA Reads, and leaves flow control to
+        // the credits (retry counts are the active side's).
+        ep.accept(&ConnParam {
+            private_data: &pdata,
+            initiator_depth: ird,
+            ..ConnParam::default()
+        })?;
         // One line per connection, like the client's "connected:" line: an
         // administrator sees what was negotiated, where completions land and
         // where RDMA Reads land.

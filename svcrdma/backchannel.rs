@@ -5,8 +5,9 @@
 //! Replies to them arrive as Receives and are told apart in `recvfrom`.
 
 use super::conn::{usize_of, Conn};
+use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::{encode_header, HDRLEN_MIN};
-use crate::rust::svc::{stat_add, BcCall, Stat};
+use crate::rust::sunrpc::svc::BcCall;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The server's use of the registration cache ([`crate::rust::regcache`]:
+//! The server's use of the registration cache ([`crate::rust::module::regcache`]:
 //! per device, slab-backed size classes whose buffers keep their DMA
 //! mapping and, for RDMA Read sinks on devices that need it, their memory
 //! registration across requests).
@@ -17,11 +17,11 @@
 //! in `/proc/sys/sunrpc/svc_rdma/rdma_stat_cache_{hit,miss}`.
 
 use super::rw::PIECE;
+use super::stats::{stat_add, Stat};
 use crate::config::Config;
-use crate::rust::cm::CmId;
-use crate::rust::regcache::{CacheUser, ClassSpec, RegCache};
-use crate::rust::svc::{stat_add, Stat};
-use crate::rust::verbs::{DmaBuf, DmaDir, Endpoint, Pd};
+use crate::rust::module::regcache::{CacheUser, ClassSpec, RegCache};
+use crate::rust::rdma::cm::CmId;
+use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, Pd};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -80,7 +80,7 @@ pub(super) enum Class {
 
 /// A buffer taken from the cache, with the class it goes back to.
 pub(super) struct Taken {
-    pub(super) buf: Arc<DmaBuf>,
+    pub(super) buf: Arc<MappedBuf>,
     pub(super) slot: usize,
     /// The buffer's sink MR must be registered before its first use.
     pub(super) needs_registration: bool,
@@ -138,7 +138,7 @@ impl BufCache {
     }
 
     /// Gives a buffer back (any context; never allocates).
-    pub(super) fn put(&self, buf: Arc<DmaBuf>, slot: usize) {
+    pub(super) fn put(&self, buf: Arc<MappedBuf>, slot: usize) {
         self.user.put(slot, buf);
     }
 }

@@ -15,15 +15,16 @@
 //! - `backchannel`: callbacks to the client (`svc_rdma_backchannel.c`).
 
 use super::cache::BufCache;
+use super::read_sinks::ReadSinks;
 use super::recv_queue::{RecvHandler, RecvQ};
-use super::rw::{Io, ReadSinks};
+use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::svc_reply::{route_to, PayloadRoute};
-use crate::rust::cm::CmId;
-use crate::rust::svc::XprtLink;
-use crate::rust::verbs::{Endpoint, WorkRequest};
+use crate::rust::rdma::cm::CmId;
+use crate::rust::rdma::verbs::{Endpoint, WorkRequest};
+use crate::rust::sunrpc::svc::XprtLink;
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -46,7 +47,7 @@ pub(super) struct Shared {
     /// Write chunks leave straight from the Reply's pages.
     pub(super) direct: bool,
     /// Where RDMA Reads land: a Call's single Read chunk in pages handed
-    /// to the request (see `rw::PAGED_PIECE`), or cached buffers.
+    /// to the request (see `read::PAGED_PIECE`), or cached buffers.
     pub(super) read_sinks: ReadSinks,
     pub(super) limits: DecodeLimits,
 }

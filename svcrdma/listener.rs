@@ -12,8 +12,8 @@
 //! rejects the peer: no identifier is ever destroyed from the callback or
 //! under the queue's lock.
 
-use crate::rust::cm::{Addr, CmEvent, CmHandler, CmId, Net, PrivateData};
-use crate::rust::svc::{self, XprtLink};
+use crate::rust::rdma::cm::{Addr, CmEvent, CmHandler, CmId, Net, PrivateData};
+use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
@@ -94,7 +94,7 @@ impl Listener {
             }),
             GFP_KERNEL,
         )?;
-        let id = svc::listen(net, addr, 10, accept_q.clone()).inspect_err(|e| {
+        let id = listen(net, addr, accept_q.clone()).inspect_err(|e| {
             pr_warn!("svcrdma: cannot listen on {:?}: {:?}\n", addr, e);
         })?;
         Ok(Self { id, accept_q })
@@ -132,3 +132,21 @@ impl Drop for Listener {
         drop(pending);
     }
 }
+
+/// A CM identifier in the network namespace `net` listening on `addr`,
+/// whose events (connection requests) go to `handler` from the start. An
+/// IPv6 listener takes IPv6 only, so that both families can share a port
+/// (C `svc_rdma_create_listen_id`).
+fn listen(net: &Net, addr: Addr, handler: Arc<dyn CmHandler>) -> Result<CmId> {
+    let id = CmId::new_in(net)?;
+    id.set_handler(handler);
+    if cfg!(CONFIG_IPV6) {
+        id.set_afonly(true)?;
+    }
+    id.bind(addr)?;
+    id.listen(LISTEN_BACKLOG)?;
+    Ok(id)
+}
+
+/// Connection requests rdma_cm queues for a listener before it accepts.
+const LISTEN_BACKLOG: i32 = 10;

@@ -14,31 +14,36 @@
 //! - `rw`: RDMA Read and Write of chunks, the send queue gate and the
 //!   Calls whose RDMA Reads run while no thread waits for them.
 //!
-//! Everything here is safe Rust over [`crate::rust::svc`] and
-//! [`crate::rust::verbs`]; peer input is validated by the protocol core
+//! Everything here is safe Rust over [`crate::rust::sunrpc::svc`] and
+//! [`crate::rust::rdma::verbs`]; peer input is validated by the protocol core
 //! before it is used.
 
 use crate::config::{Config, INLINE_MAX, REQUESTS_MAX, REQUESTS_MIN, SVC_REQ_SIZE_MIN};
-use crate::rust::cm::Addr;
-use crate::rust::cm::CmId;
-use crate::rust::cm::Net;
-use crate::rust::regcache::RegCache;
-use crate::rust::svc::{BcCall, Registration, Rqst, SvcTransport, XprtLink};
-use crate::rust::sysctl::{Entry, Tunable};
+use crate::rust::kext::sysctl::{Entry, Sysctl, Tunable};
+use crate::rust::module::regcache::RegCache;
+use crate::rust::rdma::cm::Addr;
+use crate::rust::rdma::cm::CmId;
+use crate::rust::rdma::cm::Net;
+use crate::rust::sunrpc::svc::{BcCall, Registration, SvcRqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SetOnce};
+use stats::{stat_add, Stat};
 
 mod accept;
 mod backchannel;
 mod cache;
 mod conn;
 mod listener;
+mod read;
+mod read_sinks;
 mod recv_queue;
 mod recvfrom;
 mod rw;
 mod sendto;
 mod sq_gate;
+mod stats;
+mod write;
 
 /// Settings of one connection: the module parameters, with the limits of
 /// the sysctls below as they are when the connection is accepted.
@@ -59,7 +64,7 @@ struct Settings {
 /// Reads the `svc_memreg` parameter: whether Write chunks are sent from
 /// the Reply's pages.
 fn direct_from_param() -> Result<bool> {
-    match crate::rust::params::svc_memreg() {
+    match crate::rust::module::params::svc_memreg() {
         "" | "direct" => Ok(true),
         "cache" => Ok(false),
         other => {
@@ -147,14 +152,14 @@ impl SvcTransport for SvcRdma {
         }
     }
 
-    fn recvfrom(data: &Xprt, rqst: &mut Rqst) -> Option<KBox<conn::CallCtxt>> {
+    fn recvfrom(data: &Xprt, rqst: &mut SvcRqst) -> Option<KBox<conn::CallCtxt>> {
         match data {
             Xprt::Conn(c) => c.recvfrom(rqst),
             Xprt::Listener(_) => None,
         }
     }
 
-    fn sendto(data: &Xprt, rqst: &mut Rqst, ctxt: Option<&mut conn::CallCtxt>) -> Result {
+    fn sendto(data: &Xprt, rqst: &mut SvcRqst, ctxt: Option<&mut conn::CallCtxt>) -> Result {
         match data {
             Xprt::Conn(c) => c.sendto(rqst, ctxt),
             Xprt::Listener(_) => Err(ENOTCONN),
@@ -188,6 +193,11 @@ impl SvcTransport for SvcRdma {
             Xprt::Conn(c) => c.bc_send(call),
             Xprt::Listener(_) => Err(ENOTCONN),
         }
+        .inspect_err(|_| stat_add(Stat::BcSendErr, 1))
+    }
+
+    fn bc_setup(_data: &Xprt) {
+        stat_add(Stat::BcSetup, 1);
     }
 
     fn detach(data: &Xprt) {
@@ -206,6 +216,9 @@ pub(crate) struct ServerTransport {
     // workqueue). Nothing of the server runs on a system workqueue, so no
     // sleep is needed for code to leave this module's text.
     _reg: Registration<SvcRdma>,
+    // `/proc/sys/sunrpc/svc_rdma/`; optional (a failure only costs the
+    // files).
+    _sysctl: Option<Sysctl>,
     _debugfs: Pin<KBox<File<()>>>,
     _debugfs_memreg: Pin<KBox<File<()>>>,
     #[cfg(CONFIG_FAULT_INJECTION)]
@@ -246,7 +259,7 @@ impl ServerTransport {
         // hits, misses, registrations, evictions and what is held.
         let file = KBox::pin_init(
             dir.read_callback_file(c"svc_registration_cache", (), &|(): &(), f| {
-                crate::rust::regcache::show(f)
+                crate::rust::module::regcache::show(f)
             }),
             GFP_KERNEL,
         )?;
@@ -284,10 +297,11 @@ impl ServerTransport {
                 0o644,
             ),
         ];
-        let reg = Registration::new(module, &limits)
+        let reg = Registration::new(module)
             .inspect_err(|e| pr_err!("svcrdma: class registration failed: {:?}\n", e))?;
         Ok(Self {
             _reg: reg,
+            _sysctl: stats::register(&limits),
             _debugfs: file,
             _debugfs_memreg: memreg_file,
             #[cfg(CONFIG_FAULT_INJECTION)]

@@ -6,10 +6,10 @@
 //! queue room, and the batched repost of consumed Receives.
 
 use super::conn::{CallCtxt, Conn};
-use super::rw::ReadOp;
+use super::read::ReadOp;
 use super::sq_gate::SqGate;
-use crate::rust::svc::XprtLink;
-use crate::rust::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLock};

@@ -8,16 +8,19 @@
 //! `rw.rs`); a later `xpo_recvfrom` finishes the Call.
 
 use super::conn::{usize_of, CallCtxt, Conn};
+use super::read::{ReadOp, ReadWork, Taken};
+use super::read_sinks::PagedSinks;
 use super::recv_queue::{pop_front, pop_front_if, Next};
-use super::rw::{count_read_call, PagedSinks, ReadOp, ReadWork, Taken};
+use super::rw::count_read_call;
+use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
 use crate::proto::msg::{DecodeError, ErrorAction, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
-use crate::rust::svc::{stat_add, Rqst, Stat};
-use crate::rust::trace::{self, BadRequest};
+use crate::rust::module::trace::{self, BadRequest};
+use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -26,7 +29,7 @@ use kernel::sync::Arc;
 /// Copies `len` bytes at `start` of chunk `src` of `work` (0: the call
 /// chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
 fn copy_read(
-    rqst: &mut Rqst,
+    rqst: &mut SvcRqst,
     work: Option<&ReadWork>,
     src: usize,
     start: u32,
@@ -46,7 +49,7 @@ impl Conn {
     /// `xpo_recvfrom`: the next Call, if any (C `svc_rdma_recvfrom`).
     /// Calls whose Reads completed come first, then Calls waiting for send
     /// queue room if there is room, then the receive ring.
-    pub(super) fn recvfrom(&self, rqst: &mut Rqst) -> Option<KBox<CallCtxt>> {
+    pub(super) fn recvfrom(&self, rqst: &mut SvcRqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
         let (next, spare) = {
             let mut r = s.rq.ring.lock();
@@ -148,7 +151,7 @@ impl Conn {
     /// assembles an inline Call, or starts the RDMA Reads of its chunks.
     fn process(
         &self,
-        rqst: &mut Rqst,
+        rqst: &mut SvcRqst,
         msg: &[u8],
         spare: Option<KBox<CallCtxt>>,
     ) -> Result<Option<KBox<CallCtxt>>> {
@@ -286,7 +289,7 @@ impl Conn {
     /// the queue of Calls waiting for send queue room (C
     /// `svc_rdma_read_complete`): posts more Reads, or assembles the Call
     /// into this request's pages.
-    fn resume(&self, rqst: &mut Rqst, op: Arc<ReadOp>) -> Option<KBox<CallCtxt>> {
+    fn resume(&self, rqst: &mut SvcRqst, op: Arc<ReadOp>) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
         match op.take() {
             Taken::Nothing => None,
@@ -317,7 +320,11 @@ impl Conn {
     }
 
     /// Assembles a Call whose Reads all completed.
-    fn finish_read(&self, rqst: &mut Rqst, mut work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
+    fn finish_read(
+        &self,
+        rqst: &mut SvcRqst,
+        mut work: ReadWork,
+    ) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
         let msg = core::mem::replace(&mut work.msg, KVec::new());
         let mut ctxt = work.take_ctxt().ok_or(EINVAL)?;
@@ -351,7 +358,7 @@ impl Conn {
     /// the Call was answered with `ERR_CHUNK` instead.
     fn assemble_paged(
         &self,
-        rqst: &mut Rqst,
+        rqst: &mut SvcRqst,
         xid: u32,
         inline: &[u8],
         paged: &PagedSinks,
@@ -374,7 +381,7 @@ impl Conn {
     /// with `ERR_CHUNK` instead.
     fn assemble(
         &self,
-        rqst: &mut Rqst,
+        rqst: &mut SvcRqst,
         xid: u32,
         pcl: &ParsedChunks<'_>,
         inline: &[u8],
@@ -393,7 +400,7 @@ impl Conn {
     /// checked (`CallLayout::new` with `rqst`'s `arg_max`).
     fn assemble_in(
         &self,
-        rqst: &mut Rqst,
+        rqst: &mut SvcRqst,
         xid: u32,
         layout: &CallLayout<'_>,
         inline: &[u8],

@@ -6,13 +6,14 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::rw::ReplyFrom;
+use super::stats::{stat_add, Stat};
+use super::write::ReplyFrom;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
-use crate::rust::send_chain::SendChain;
-use crate::rust::svc::{stat_add, Rqst, Stat};
-use crate::rust::trace::{self, ChunkOp};
-use crate::rust::verbs::MAX_SGE;
+use crate::rust::module::trace::{self, ChunkOp};
+use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::verbs::MAX_SGE;
+use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -43,7 +44,7 @@ fn take_write_overrun_fault() -> bool {
 
 impl Conn {
     /// `xpo_sendto`: sends the Reply in `rq_res`.
-    pub(super) fn sendto(&self, rqst: &mut Rqst, ctxt: Option<&mut CallCtxt>) -> Result {
+    pub(super) fn sendto(&self, rqst: &mut SvcRqst, ctxt: Option<&mut CallCtxt>) -> Result {
         let ctxt = ctxt.ok_or(EINVAL)?;
         let xid = ctxt.call.xid;
         let res = self.send_reply(rqst, ctxt);
@@ -60,7 +61,7 @@ impl Conn {
 
     /// Sends the Reply, then gives the request's page references to the
     /// array its Writes hold the pages in, if they do ([`ReplyFrom`]).
-    fn send_reply(&self, rqst: &mut Rqst, ctxt: &mut CallCtxt) -> Result {
+    fn send_reply(&self, rqst: &mut SvcRqst, ctxt: &mut CallCtxt) -> Result {
         let mut from = ReplyFrom::new(rqst);
         let res = self.send_reply_from(&mut from, ctxt);
         if let Some(pages) = from.into_pages() {
@@ -263,7 +264,7 @@ fn overstate_write_chunk(header: &mut [u8], xid: u32) {
 /// Copies the body's bytes from `from` on into `dst`, all of it (inlined
 /// as [`encode_inline_header`]).
 #[inline(always)]
-fn copy_body(rqst: &Rqst, body: &ReplyBody<'_>, from: usize, dst: &mut [u8]) -> Result {
+fn copy_body(rqst: &SvcRqst, body: &ReplyBody<'_>, from: usize, dst: &mut [u8]) -> Result {
     for run in body.runs(from, dst.len()) {
         let run = run.map_err(|_| EINVAL)?;
         let end = run.at.checked_add(run.len).ok_or(EINVAL)?;

@@ -5,11 +5,12 @@
 //! a slot, and its completion gives the slot back.
 
 use super::cache::BufCache;
+use super::stats::{stat_add, Stat};
 use crate::proto::sq_slots::{SlotError, SqSlots, Starve};
-use crate::rust::svc::{stat_add, Stat, XprtLink};
-use crate::rust::trace;
-use crate::rust::verbs::{CompletionHandler, DmaBuf, WorkCompletion, WorkRequest};
-use crate::rust::wr_pool::WrPool;
+use crate::rust::module::trace;
+use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, WorkCompletion, WorkRequest};
+use crate::rust::rdma::wr_pool::WrPool;
+use crate::rust::sunrpc::svc::XprtLink;
 use kernel::new_condvar;
 use kernel::new_spinlock;
 use kernel::prelude::*;
@@ -21,7 +22,7 @@ use kernel::time::msecs_to_jiffies;
 /// the waking it decides. The queue pair's spare entry for the drain (see
 /// [`Endpoint::send_depth`]) is not among the slots.
 ///
-/// [`Endpoint::send_depth`]: crate::rust::verbs::Endpoint::send_depth
+/// [`Endpoint::send_depth`]: crate::rust::rdma::verbs::Endpoint::send_depth
 #[pin_data]
 pub(super) struct SqGate {
     #[pin]
@@ -184,7 +185,7 @@ impl CompletionHandler for SqHandler {
         Some(&self.sq.wrs)
     }
 
-    fn recycle_buf(&self, buf: Arc<DmaBuf>) {
+    fn recycle_buf(&self, buf: Arc<MappedBuf>) {
         if let Some(slot) = self.cache_slot {
             self.sq.cache.put(buf, slot);
         }

@@ -7,21 +7,21 @@
 //! service and sends the Reply inline, without chunks.
 //!
 //! The rpc_rqst bookkeeping (a bounded set of callback slots, queueing to
-//! `xprt->bc_serv`) lives in `rust/xprt_bc.rs`; this file decides what
+//! `xprt->bc_serv`) lives in `rust/sunrpc/xprt_bc.rs`; this file decides what
 //! is a Call, bounds it, and marshals the Reply.
 
 use super::conn::Conn;
 use super::transport::bump;
 use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
-use crate::rust::verbs::SendOp;
-use crate::rust::xprt::Rqst;
+use crate::rust::rdma::verbs::SendOp;
+use crate::rust::sunrpc::xprt::RpcRqst;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
 /// Callback slots per transport (C `RPCRDMA_BACKWARD_WRS >> 1`); the C
-/// FFI pool (`rust/xprt_bc.rs`, `BC_SLOTS`) enforces the same number.
+/// FFI pool (`rust/sunrpc/xprt_bc.rs`, `BC_SLOTS`) enforces the same number.
 pub(super) const BC_SLOTS: u32 = 16;
 
 /// Receives posted for reverse-direction Calls beyond the forward credits
@@ -91,7 +91,7 @@ impl Conn {
 
     /// Sends the Reply to a reverse-direction Call: an `RDMA_MSG` header
     /// without chunks, then the RPC Reply, inline.
-    pub(super) fn bc_send_reply(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+    pub(super) fn bc_send_reply(&self, this: &Arc<Self>, rqst: &RpcRqst<'_>) -> Result {
         let info = rqst.info();
         let len = info.snd_len;
         // A full send queue: sunrpc retries the reply after a delay.

@@ -27,11 +27,11 @@ use super::transport::{Settings, Stats};
 use crate::proto::key_index::KeyIndex;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
-use crate::rust::send_batch::SendBatch;
-use crate::rust::shrinker::ObjectShrinker;
-use crate::rust::verbs::{DmaBuf, Endpoint, WorkRequest};
-use crate::rust::wr_pool::WrPool;
-use crate::rust::xprt::{Mr, Xprt};
+use crate::rust::kext::shrinker::ObjectShrinker;
+use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::verbs::{Endpoint, MappedBuf, WorkRequest};
+use crate::rust::rdma::wr_pool::WrPool;
+use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;
@@ -156,7 +156,7 @@ pub(super) struct Conn {
     /// MRs whose RPC completed but which await a batched invalidation.
     #[pin]
     pub(super) dirty: SpinLock<KVec<Mr>>,
-    pub(super) write_pad: Option<(Mr, Arc<DmaBuf>)>,
+    pub(super) write_pad: Option<(Mr, Arc<MappedBuf>)>,
     pub(super) global_rkey: u32,
     /// Send buffers of the negotiated inline size, DMA-mapped once and
     /// reused (C `rpcrdma_sendctx`): taken by `send_wr`, given back by the

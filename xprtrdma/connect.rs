@@ -17,14 +17,14 @@ use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::{send_batch, ClientCredits, MIN_SLOT_TABLE};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams, MAX_HDR_SEGS, PHYSICAL_MAX_SEGS};
-use crate::rust::cm::{CmEvent, CmHandler, CmId};
-use crate::rust::send_batch::SendBatch;
-use crate::rust::trace;
-use crate::rust::verbs::{
-    DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
+use crate::rust::module::trace;
+use crate::rust::rdma::cm::{CmEvent, CmHandler, CmId};
+use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::verbs::{
+    ConnParam, DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
 };
-use crate::rust::wr_pool::WrPool;
-use crate::rust::xprt::{Mr, Xprt};
+use crate::rust::rdma::wr_pool::WrPool;
+use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
@@ -293,8 +293,20 @@ impl Conn {
             .encode(&mut pdata)
             .map_err(|_| EINVAL)?;
         let rd_atom = u8::try_from(attr.max_qp_rd_atom.min(255)).unwrap_or(u8::MAX);
-        // The client never issues RDMA Reads: initiator depth 0.
-        self.ep.connect(&pdata, rd_atom, 0)?;
+        self.ep.connect(&ConnParam {
+            private_data: &pdata,
+            responder_resources: rd_atom,
+            // The client never issues RDMA Reads.
+            initiator_depth: 0,
+            // RPC-over-RDMA's credits are its flow control (RFC 8166,
+            // section 3.3); an RNR NAK then means the peer broke them, so
+            // none is retried (C `rpcrdma_ep_create` sets the same).
+            flow_control: false,
+            rnr_retry_count: 0,
+            // Few transport retries, so that a server whose address moved
+            // is noticed soon; sunrpc reconnects and retransmits.
+            retry_count: 6,
+        })?;
         let ev = self.ep.wait_event(CONNECT_TIMEOUT_MS)?;
         let CmEvent::Established { private_data } = ev else {
             crate::pr_warn_ratelimited!("connection not established\n");
@@ -402,75 +414,6 @@ impl Conn {
             payload / 1024
         );
         params
-    }
-
-    /// Disconnects and waits for every posted work request to complete;
-    /// the CM event handler is removed first (so nothing touches the sunrpc
-    /// transport once this returns). Removing it waits only for a handler
-    /// call in progress, which never blocks.
-    pub(super) fn shutdown(&self) {
-        self.closing.store(true, Relaxed);
-        drop(self.ep.cm_id().clear_handler());
-        // The cache's shrinker first (it waits for a running callback), so
-        // that nothing evicts while the cache goes.
-        let shrinker = self.shrinker.lock().take();
-        drop(shrinker);
-        self.drain_once();
-        // Cached registrations: their steering tags died with the queue
-        // pair's drain; deregister them and release their pages.
-        self.clear_cache();
-        // Registrations of requests still waiting are invalid now that the
-        // QP is in the error state; drop them with their MRs.
-        let pending = self.pending.lock().take_all();
-        drop(pending);
-        // So do the MRs awaiting a batched invalidation.
-        let dirty = core::mem::take(&mut *self.dirty.lock());
-        self.counters().dirty.add(-(dirty.len() as i64), Relaxed);
-        drop(dirty);
-        // No Receive completes after the drain, so none is queued again.
-        let held = core::mem::take(&mut *self.recv_held.lock());
-        drop(held);
-        // Unsignaled Sends still held: flushed by the drain.
-        self.send_batch.release(&self.ep);
-    }
-
-    /// Disconnects as a network failure would (C
-    /// `xprt_rdma_inject_disconnect`): the CM then reports DISCONNECTED,
-    /// whose handler forces the transport closed, and the next call
-    /// reconnects. Outstanding work requests are flushed on the way, so
-    /// this exercises the same recovery as a lost link.
-    pub(super) fn inject_disconnect(&self) {
-        if self.closing.load(Relaxed) {
-            return;
-        }
-        add(&self.counters().injected_disconnects, 1);
-        trace::xprtrdma_op_inject_dsc(&self.xprt);
-        if let Err(e) = self.ep.cm_id().disconnect() {
-            crate::pr_warn_ratelimited!("injected disconnect failed ({:?}); closing\n", e);
-            self.xprt.force_disconnect();
-        }
-    }
-
-    /// Revokes every registration at once, synchronously, for when one
-    /// cannot be invalidated: the queue pair is moved to the error state
-    /// and drained, and sunrpc reconnects.
-    pub(super) fn revoke_all(&self) {
-        self.closing.store(true, Relaxed);
-        self.drain_once();
-        self.xprt.force_disconnect();
-    }
-
-    /// Disconnects and drains the queue pair, or waits for the caller that
-    /// does: when this returns no registration of the connection can be
-    /// used by the peer any more (the QP is in the error state and every
-    /// posted work request has completed). Process context only.
-    pub(super) fn drain_once(&self) {
-        if self.drain_started.xchg(true, Relaxed) {
-            self.drained.wait_for_completion();
-            return;
-        }
-        self.ep.drain();
-        self.drained.complete_all();
     }
 }
 

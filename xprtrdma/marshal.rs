@@ -7,16 +7,16 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending};
-use super::reg::{add, add_some, RegList, Segs, Span, INLINE_SEGS};
+use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::SendDone;
 use super::transport::bump;
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::pieces::page_spans;
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
-use crate::rust::trace::{self, ChunkType};
-use crate::rust::verbs::{MappedPage, WorkRequest};
-use crate::rust::xprt::{post_send_after_regs, Rqst};
+use crate::rust::module::trace::{self, ChunkType};
+use crate::rust::rdma::verbs::{MappedPage, WorkRequest};
+use crate::rust::sunrpc::xprt::{post_send_after_regs, RpcRqst};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
@@ -69,11 +69,11 @@ fn count(n: usize) -> u64 {
 
 impl Conn {
     /// Marshals one call as the planner decides and posts it.
-    pub(super) fn send(&self, this: &Arc<Self>, rqst: &Rqst<'_>) -> Result {
+    pub(super) fn send(&self, this: &Arc<Self>, rqst: &RpcRqst<'_>) -> Result {
         let params = self.params();
         rqst.alloc_sparse_pages()?;
         // Every call is pulled up into one Send buffer.
-        let (xid, rpc) = rqst.call_shape(params.inline_send);
+        let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
         let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
@@ -246,7 +246,7 @@ impl Conn {
     fn chunks_failed(
         &self,
         this: &Arc<Self>,
-        rqst: &Rqst<'_>,
+        rqst: &RpcRqst<'_>,
         xid: u32,
         mut mrs: RegList,
         e: Error,
@@ -274,7 +274,7 @@ impl Conn {
     /// taken back otherwise), and how many of the REG_MRs went out.
     fn post_pending(
         &self,
-        rqst: &Rqst<'_>,
+        rqst: &RpcRqst<'_>,
         pending: Pending,
         wr: Arc<WorkRequest<SendDone>>,
         signal: bool,
@@ -342,7 +342,7 @@ impl Conn {
     #[expect(clippy::too_many_arguments)]
     fn register_chunks(
         &self,
-        rqst: &Rqst<'_>,
+        rqst: &RpcRqst<'_>,
         call: &CallStrategy,
         result: &ResultStrategy,
         snd: &XdrBufShape,
@@ -421,7 +421,7 @@ impl Conn {
     /// and the tail.
     fn map_send_pages(
         &self,
-        rqst: &Rqst<'_>,
+        rqst: &RpcRqst<'_>,
         snd: &XdrBufShape,
     ) -> Result<Option<KVec<MappedPage>>> {
         if snd.page_len < MAP_PAGES_MIN {
@@ -454,7 +454,7 @@ impl Conn {
 /// Send's parts in the buffer (the bytes before the pages, the tail's
 /// after them; see [`Conn::send_wr`]) and the header's length.
 fn fill_send(
-    rqst: &Rqst<'_>,
+    rqst: &RpcRqst<'_>,
     hdr: &HeaderRef<'_>,
     call: &CallStrategy,
     snd: &XdrBufShape,

@@ -3,7 +3,7 @@
 //! The client transport: `mount -o proto=rdma` through rpcrdma-rs (the Rust
 //! counterpart of `net/sunrpc/xprtrdma/{transport,rpc_rdma,verbs,frwr_ops}.c`).
 //!
-//! - `transport`: the sunrpc side ([`XprtOps`](crate::rust::xprt_class::XprtOps)):
+//! - `transport`: the sunrpc side ([`XprtOps`](crate::rust::sunrpc::xprt_class::XprtOps)):
 //!   connect, send, close, statistics;
 //! - `conn`: the state of one connection, and the files that act on it,
 //!   named like their C counterparts: `connect`, `marshal`, `reply`,
@@ -13,14 +13,16 @@
 //!   ([`crate::proto::planner`]).
 
 use crate::config::Config;
-use crate::rust::sysctl::Sysctl;
-use crate::rust::xprt_class::Registration;
+use crate::rust::kext::sysctl::Sysctl;
+use crate::rust::sunrpc::xprt_class::Registration;
 use kernel::prelude::*;
 
 mod backchannel;
 mod conn;
 mod connect;
+mod disconnect;
 mod frwr;
+mod invalidate;
 mod marshal;
 mod physical;
 mod reg;

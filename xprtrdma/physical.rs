@@ -10,7 +10,7 @@
 use super::conn::Conn;
 use super::reg::{add, counters, Reg, RegList, Segs, Span, Strategy};
 use crate::proto::msg::Segment;
-use crate::rust::xprt::{PhysMap, Rqst};
+use crate::rust::sunrpc::xprt::{PhysMap, RpcRqst};
 use kernel::prelude::*;
 
 impl Conn {
@@ -19,7 +19,7 @@ impl Conn {
     /// `max_rdma_segs`, which the planner counted as one per page).
     pub(super) fn register_physical(
         &self,
-        rqst: &Rqst<'_>,
+        rqst: &RpcRqst<'_>,
         span: Span,
         regs: &mut RegList,
         segs: &mut Segs,

@@ -30,8 +30,9 @@
 
 use super::regcache::CacheUse;
 use crate::proto::msg::Segment;
-use crate::rust::params;
-use crate::rust::xprt::{Mr, PhysMap};
+use crate::proto::planner::{RpcShape, XdrBufShape};
+use crate::rust::module::params;
+use crate::rust::sunrpc::xprt::{CallLayout, Mr, PhysMap, XdrBufLayout};
 use crate::small_list::SmallList;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -413,4 +414,31 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         )?;
     }
     Ok(())
+}
+
+/// The Call as the planner sees it, with a Send buffer of `send_buf_len`
+/// bytes.
+pub(super) fn call_shape(c: &CallLayout, send_buf_len: u32) -> (u32, RpcShape) {
+    let rpc = RpcShape {
+        send: buf_shape(&c.send),
+        send_ddp: c.send_ddp,
+        recv: buf_shape(&c.recv),
+        recv_ddp: c.recv_ddp,
+        ddp_allowed: c.ddp_allowed,
+        send_buf_len,
+    };
+    (c.xid, rpc)
+}
+
+/// An `xdr_buf`'s layout as the planner takes it.
+pub(super) fn buf_shape(b: &XdrBufLayout) -> XdrBufShape {
+    XdrBufShape {
+        head_len: b.head_len,
+        head_page_offset: b.head_page_offset,
+        page_base: b.page_base,
+        page_len: b.page_len,
+        tail_len: b.tail_len,
+        tail_page_offset: b.tail_page_offset,
+        buflen: b.buflen,
+    }
 }

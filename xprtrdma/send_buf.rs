@@ -6,11 +6,11 @@
 use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
-use crate::rust::verbs::{
-    CompletionHandler, DmaBuf, DmaDir, MappedPage, Segment as SgSegment, SgEntry, WorkCompletion,
-    WorkRequest,
+use crate::rust::rdma::verbs::{
+    CompletionHandler, DmaDir, MappedBuf, MappedPage, Segment as SgSegment, SgEntry,
+    WorkCompletion, WorkRequest,
 };
-use crate::rust::wr_pool::WrPool;
+use crate::rust::rdma::wr_pool::WrPool;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -74,7 +74,7 @@ impl SendSlots {
 /// size: giving one back then needs no look at the connection's
 /// parameters (and their lock) on every Send.
 pub(super) struct SendBufs {
-    bufs: KVec<Arc<DmaBuf>>,
+    bufs: KVec<Arc<MappedBuf>>,
     /// The size of the buffers (0 until the connection is negotiated).
     len: usize,
 }
@@ -95,7 +95,7 @@ impl SendBufs {
 
     /// Keeps `buf` if it has the pool's size and there is room; gives it
     /// back otherwise.
-    pub(super) fn put(&mut self, buf: Arc<DmaBuf>) -> core::result::Result<(), Arc<DmaBuf>> {
+    pub(super) fn put(&mut self, buf: Arc<MappedBuf>) -> core::result::Result<(), Arc<MappedBuf>> {
         if buf.len() != self.len {
             return Err(buf);
         }
@@ -241,7 +241,7 @@ impl Conn {
 
     /// A Send buffer from the pool of those not kept with a request's
     /// allocation.
-    fn pooled_send_buf(&self) -> Result<Arc<DmaBuf>> {
+    fn pooled_send_buf(&self) -> Result<Arc<MappedBuf>> {
         let (pooled, buf_len) = {
             let mut pool = self.send_bufs.lock();
             (pool.bufs.pop(), pool.len)
@@ -261,7 +261,7 @@ impl Conn {
     }
 
     /// Gives a Send buffer back (from its completion; never allocates).
-    fn put_send_buf(&self, buf: Arc<DmaBuf>) {
+    fn put_send_buf(&self, buf: Arc<MappedBuf>) {
         let rejected = self.send_bufs.lock().put(buf).err();
         // A full pool drops the extra buffer, outside the lock.
         drop(rejected);

@@ -23,7 +23,7 @@
 
 use super::reg::Strategy;
 use crate::config::{Config, INLINE_MAX, INLINE_MIN, REQUESTS_MAX, REQUESTS_MIN};
-use crate::rust::sysctl::{Entry, IntTunable, Sysctl, Tunable};
+use crate::rust::kext::sysctl::{Entry, IntTunable, Sysctl, Tunable};
 use kernel::prelude::*;
 
 /// C `RPCRDMA_FRWR`, the number of the FRWR strategy.

@@ -8,10 +8,10 @@ use super::reg::{counters, Strategy};
 use super::sysctl;
 use crate::config::Config;
 use crate::proto::planner::physical_payload_for;
-use crate::rust::memalloc::NoIoScope;
-use crate::rust::trace;
-use crate::rust::xprt::{Rqst, Xprt, XprtStats};
-use crate::rust::xprt_class::XprtOps;
+use crate::rust::kext::memalloc::NoIoScope;
+use crate::rust::module::trace;
+use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtStats};
+use crate::rust::sunrpc::xprt_class::XprtOps;
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -220,7 +220,7 @@ impl XprtOps for Client {
     }
 
     /// The send policy of C `xprt_rdma_send_request`.
-    fn send_request(&self, rqst: &Rqst<'_>) -> Result {
+    fn send_request(&self, rqst: &RpcRqst<'_>) -> Result {
         let xprt = &self.inner.xprt;
         if !xprt.is_connected() {
             return Err(ENOTCONN);
@@ -287,7 +287,7 @@ impl XprtOps for Client {
         }
     }
 
-    fn buf_free(&self, rqst: &Rqst<'_>) {
+    fn buf_free(&self, rqst: &RpcRqst<'_>) {
         // Most replies took the request's registrations already: then
         // there is nothing to look up (C checks `rl_registered` likewise).
         if !rqst.may_keep_regs() {

@@ -29,7 +29,7 @@ echo 4 > /proc/fs/nfsd/threads
 [ "$(cat /proc/fs/nfsd/threads)" = 4 ] && pass nfsd-4-threads || fail nfsd-4-threads "threads=$(cat /proc/fs/nfsd/threads)"
 dmesg -c > /dev/null 2>&1
 info "nfsd max_block_size=$(cat /proc/fs/nfsd/max_block_size 2>/dev/null)"
-# The server's error events (rust/rpcrdma_trace.h) during the suite: every
+# The server's error events (rust/module/rpcrdma_trace.h) during the suite: every
 # bad header it answers shows as a decode error and as the RDMA_ERROR it sent.
 HOSTILE_EVENTS="svcrdma_decode_badvers_err svcrdma_decode_badproc_err svcrdma_decode_parse_err svcrdma_decode_drop_err svcrdma_err_vers svcrdma_err_chunk"
 if rpcrdma_events; then

@@ -67,12 +67,12 @@ pub struct Conn {
 /// What the request that receives a message offers.
 #[derive(Clone, Copy, Debug)]
 pub struct Request {
-    /// `Rqst::arg_max` of the request that receives the message.
+    /// `SvcRqst::arg_max` of the request that receives the message.
     pub arg_max: u32,
-    /// `Rqst::arg_max` of the request that finishes a Call after its
+    /// `SvcRqst::arg_max` of the request that finishes a Call after its
     /// Reads.
     pub finish_arg_max: u32,
-    /// `Rqst::has_backchannel`.
+    /// `SvcRqst::has_backchannel`.
     pub has_backchannel: bool,
 }
 

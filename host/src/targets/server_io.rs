@@ -1,6 +1,6 @@
 //! Models of the server's I/O for the `server_receive` target: the
 //! client's memory that RDMA Reads read and RDMA Writes write, and the
-//! request's argument and Reply as `rust/svc.rs` `Rqst` exposes them.
+//! request's argument and Reply as `rust/sunrpc/svc.rs` `SvcRqst` exposes them.
 //!
 //! Memory is a pattern, so nothing is stored to know what a byte should
 //! be; bytes are produced and compared only for messages up to
@@ -35,11 +35,11 @@ pub fn reply_byte(off: u32) -> u8 {
     b[0] ^ b[1].rotate_left(3) ^ b[2].rotate_left(5) ^ 0x5a
 }
 
-/// The request's argument (`Rqst::set_arg`, `write_arg`,
+/// The request's argument (`SvcRqst::set_arg`, `write_arg`,
 /// `write_arg_from_buf`): a write outside it fails, as the C shim's do.
 #[derive(Debug)]
 pub struct Arg {
-    /// `Rqst::arg_max`.
+    /// `SvcRqst::arg_max`.
     pub arg_max: u32,
     /// Length set by `set_arg`.
     pub len: Option<u32>,
@@ -107,7 +107,7 @@ impl Arg {
     }
 }
 
-/// The Reply nfsd encoded (`Rqst::res_len`, `read_res`,
+/// The Reply nfsd encoded (`SvcRqst::res_len`, `read_res`,
 /// `read_res_into_buf`).
 #[derive(Clone, Copy, Debug)]
 pub struct Res {

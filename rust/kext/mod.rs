@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the kernel crate of Linux 7.3 lacks and this module needs, each a
+//! candidate for `rust/kernel/` on its own: slab caches, shrinkers, sysctl
+//! tables, workqueues, per-CPU counters, allocation scopes, rate limits.
+
+pub mod memalloc;
+pub mod percpu;
+pub mod ratelimit;
+pub mod shrinker;
+pub mod slab;
+pub mod sysctl;
+pub mod workqueue;

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module-wide counters kept per CPU, as C keeps its server counters in
+//! `percpu_counter`s. Several are updated for every RPC or work request
+//! from whichever CPU runs it; one shared atomic would make each update a
+//! locked instruction on a cache line that moves between CPUs. An update
+//! here adds to this CPU's copy; a read sums the copies.
+//!
+//! The copies are one per-CPU array of the C shims (`this_cpu_add` and
+//! `per_cpu` are macros), [`SLOTS`] counters wide; each module (the KUnit
+//! module links its own shims) has its own. Users take fixed ranges of
+//! slots, below.
+
+use crate::rust::bindings;
+
+/// Slots of the per-CPU array.
+pub const SLOTS: u32 = bindings::RPCRDMA_RS_PCPU_SLOTS;
+
+/// First slot of the live-object counts (`live.rs`).
+pub(crate) const LIVE_FIRST: u32 = 0;
+/// First slot of the counters of `/proc/sys/sunrpc/svc_rdma` (`svcrdma/stats.rs`).
+pub(crate) const SVC_SYSCTL_FIRST: u32 = 12;
+/// First slot of the server's data-path counters (`svcrdma/rw.rs`).
+pub const SVC_PATH_FIRST: u32 = 32;
+/// The last slot, left to the KUnit test of this type.
+pub const TEST_SLOT: u32 = SLOTS - 1;
+
+/// One counter of the module's per-CPU array.
+///
+/// # Invariants
+///
+/// `slot` is below [`SLOTS`].
+#[derive(Clone, Copy, Debug)]
+pub struct PerCpuCounter {
+    slot: u32,
+}
+
+impl PerCpuCounter {
+    /// The counter in `slot`; a slot at or past [`SLOTS`] fails the build
+    /// where it is used in a constant.
+    pub const fn new(slot: u32) -> Self {
+        assert!(slot < SLOTS, "per-CPU counter slot out of range");
+        // INVARIANT: Checked above.
+        Self { slot }
+    }
+
+    /// Adds `n` (which may be negative) to this CPU's copy.
+    #[inline]
+    pub fn add(self, n: i64) {
+        // SAFETY: The shim takes any slot; by the type invariant it is in
+        // range, and `this_cpu_add` is safe in any context.
+        unsafe { bindings::rpcrdma_rs_pcpu_add(self.slot, n) }
+    }
+
+    /// Counts `n` more events (saturating at `i64::MAX` for one call).
+    #[inline]
+    pub fn count(self, n: u64) {
+        self.add(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// The value of an event counter, which only [`Self::count`] and
+    /// [`Self::reset`] change: [`Self::sum`], shown as 0 while a reset
+    /// racing with counts leaves it below 0.
+    pub fn value(self) -> u64 {
+        u64::try_from(self.sum()).unwrap_or(0)
+    }
+
+    /// The sum of every CPU's copy. Adds running on other CPUs meanwhile
+    /// may or may not be counted (as `percpu_counter_sum`).
+    pub fn sum(self) -> i64 {
+        // SAFETY: The shim takes any slot and only reads per-CPU data.
+        unsafe { bindings::rpcrdma_rs_pcpu_sum(self.slot) }
+    }
+
+    /// Sets every CPU's copy to 0 (as `percpu_counter_set(c, 0)`: an add
+    /// racing with it may survive).
+    pub fn reset(self) {
+        // SAFETY: The shim takes any slot and only writes per-CPU data.
+        unsafe { bindings::rpcrdma_rs_pcpu_reset(self.slot) }
+    }
+}
+
+/// `N` consecutive counters from slot `FIRST`.
+pub const fn counters<const FIRST: u32, const N: usize>() -> [PerCpuCounter; N] {
+    let mut out = [PerCpuCounter { slot: 0 }; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = PerCpuCounter::new(FIRST + i as u32);
+        i += 1;
+    }
+    out
+}

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests kept for reuse (C keeps its send contexts,
+//! `rpcrdma_sendctx` and `svc_rdma_send_ctxt`, on free lists for the same
+//! reason): a connection that posts a Send or an RDMA Write per RPC would
+//! otherwise allocate and free one per RPC.
+//!
+//! A [`WrPool`] holds *shells*: the allocations of completed work requests
+//! whose contents (scatter/gather list, the buffers and pages it held, the
+//! completion handler) were dropped, so a shell keeps nothing alive. A
+//! handler names its pool ([`CompletionHandler::pool`]); building a work
+//! request with such a handler takes a shell if there is one, and the
+//! completion gives the allocation back once it holds the last reference
+//! (see `WorkRequest::release`). Every step is a bounded list operation
+//! under a lock: nothing waits and nothing allocates. A shell is kept as
+//! the `Arc` it was, with the pool's reference its only one, so neither
+//! giving it back nor taking it touches the reference count.
+//!
+//! A handler that keeps buffers with allocations
+//! ([`CompletionHandler::KEEPS_BUF`], the client's Send) gets the request's
+//! first buffer kept beside its shell, and takes both back with one lock
+//! ([`WrPool::take_kept`], [`WorkRequest::new_in`]), as C's
+//! `rpcrdma_sendctx` carries its Send's buffer.
+//!
+//! [`CompletionHandler::pool`]: crate::rust::rdma::verbs::CompletionHandler::pool
+//! [`CompletionHandler::KEEPS_BUF`]: crate::rust::rdma::verbs::CompletionHandler::KEEPS_BUF
+//! [`WorkRequest::new_in`]: crate::rust::rdma::verbs::WorkRequest::new_in
+
+use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, WorkRequest};
+use core::mem::MaybeUninit;
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::{Arc, SpinLock};
+
+/// The allocation of a work request whose contents were dropped.
+pub(in crate::rust) type Shell<H> = Arc<MaybeUninit<WorkRequest<H>>>;
+
+/// A kept allocation, and the buffer its request gave back with it when
+/// its handler keeps buffers with allocations
+/// ([`CompletionHandler::KEEPS_BUF`]: a client Send's buffer, as C's
+/// `rpcrdma_sendctx` carries its request's).
+struct Kept<H: CompletionHandler> {
+    shell: Shell<H>,
+    buf: Option<Arc<MappedBuf>>,
+}
+
+/// A kept allocation taken with [`WrPool::take_kept`], for
+/// [`WorkRequest::new_in`] to build the next request in.
+///
+/// [`WorkRequest::new_in`]: crate::rust::rdma::verbs::WorkRequest::new_in
+pub struct KeptShell<H: CompletionHandler>(pub(in crate::rust) Shell<H>);
+
+/// Up to a fixed number of work request allocations of one handler type.
+/// A shell is `MaybeUninit`: freeing one (a full pool, a dropped pool)
+/// frees memory and drops nothing.
+///
+/// # Invariants
+///
+/// Every shell in `free` is the only reference to its allocation.
+#[pin_data]
+pub struct WrPool<H: CompletionHandler> {
+    #[pin]
+    free: SpinLock<KVec<Kept<H>>>,
+}
+
+impl<H: CompletionHandler> WrPool<H> {
+    /// A pool that keeps at most `max` allocations (room for them is
+    /// reserved now, so giving one back never allocates).
+    pub fn new(max: usize) -> Result<impl PinInit<Self>> {
+        let free = KVec::with_capacity(max, GFP_KERNEL)?;
+        Ok(pin_init!(Self {
+            free <- new_spinlock!(free, "rpcrdma_rs::wr_pool"),
+        }))
+    }
+
+    /// A kept allocation, if there is one: the only reference to it. A
+    /// buffer kept with it is dropped (outside the lock).
+    pub(in crate::rust) fn take(&self) -> Option<Shell<H>> {
+        let kept = self.free.lock().pop();
+        kept.map(|k| k.shell)
+    }
+
+    /// A kept allocation, if there is one, and the buffer kept with it, if
+    /// any: one lock for both.
+    pub fn take_kept(&self) -> (Option<KeptShell<H>>, Option<Arc<MappedBuf>>) {
+        match self.free.lock().pop() {
+            Some(k) => (Some(KeptShell(k.shell)), k.buf),
+            None => (None, None),
+        }
+    }
+
+    /// Keeps `shell`, and `buf` with it, if there is room; a full pool
+    /// frees them.
+    ///
+    /// # Safety
+    ///
+    /// `shell` is the only reference to its allocation.
+    pub(in crate::rust) unsafe fn put(&self, shell: Shell<H>, buf: Option<Arc<MappedBuf>>) {
+        // INVARIANT: `shell` is the only reference (the caller's
+        // requirement).
+        let rejected = self
+            .free
+            .lock()
+            .push_within_capacity(Kept { shell, buf })
+            .err();
+        // Freed outside the lock.
+        drop(rejected);
+    }
+
+    /// Allocations kept now (for tests).
+    pub fn kept(&self) -> usize {
+        self.free.lock().len()
+    }
+}

@@ -1,0 +1,1217 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers of the sunrpc client transport API (`rpc_xprt`,
+//! `rpc_rqst`, `xprt_class`) used by `xprtrdma/`, and fast registration
+//! (FRWR) of request buffers.
+//!
+//! The class and its operations table are in [`crate::rust::sunrpc::xprt_class`].
+//!
+//! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
+
+use crate::rust::bindings;
+use crate::rust::module::live;
+use crate::rust::rdma::cm::Net;
+use crate::rust::rdma::cm::{Addr, SockAddr};
+use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::verbs::{
+    Anchor, CompletionHandler, Endpoint, MappedBuf, PageRef, WorkRequest,
+};
+use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
+use crate::rust::sunrpc::xprt_class;
+use core::marker::PhantomData;
+use core::ptr::{addr_of, addr_of_mut, NonNull};
+use kernel::error::to_result;
+use kernel::ffi::{c_ulong, c_void};
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::Arc;
+
+/// `XDRBUF_READ`: the page data is the target of a file read (DDP-eligible
+/// reply payload).
+pub const XDRBUF_READ: u32 = 1;
+/// `XDRBUF_WRITE`: the page data is the source of a file write
+/// (DDP-eligible call payload).
+pub const XDRBUF_WRITE: u32 = 2;
+/// `XDRBUF_SPARSE_PAGES`: the page array may hold NULL entries, which the
+/// transport fills before it receives into them (NFSv3 GETACL).
+const XDRBUF_SPARSE_PAGES: u32 = 4;
+/// `RPCAUTH_AUTH_DATATOUCH`, a bit number of `rpc_auth::au_flags`: the
+/// flavor computes over or transforms the data (krb5i, krb5p).
+const RPCAUTH_AUTH_DATATOUCH: u32 = 1;
+
+/// Counters of the `xprt: rdma` mountstats line, in its order (the C
+/// module's `xprt_rdma_print_stats`).
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XprtStats {
+    pub read_chunk_count: u64,
+    pub write_chunk_count: u64,
+    pub reply_chunk_count: u64,
+    pub total_rdma_request: u64,
+    pub total_rdma_reply: u64,
+    pub pullup_copy_count: u64,
+    pub fixup_copy_count: u64,
+    pub hardway_register_count: u64,
+    pub failed_marshal_count: u64,
+    pub bad_reply_count: u64,
+    pub nomsg_call_count: u64,
+    pub mrs_recycled: u64,
+    pub mrs_orphaned: u64,
+    pub mrs_allocated: u64,
+    pub local_inv_needed: u64,
+    pub empty_sendctx_q: u64,
+}
+
+/// Offset of `p` in its page.
+fn in_page(p: *mut c_void) -> u32 {
+    (p as usize % kernel::page::PAGE_SIZE) as u32
+}
+
+/// The shape of an `xdr_buf`: its lengths, and where its head and tail
+/// start within their pages.
+fn buf_shape(b: &bindings::xdr_buf) -> XdrBufLayout {
+    // Lengths of a live xdr_buf fit 32 bits (sunrpc keeps them in
+    // `unsigned int`, `iov_len` is bounded by the buffer's pages).
+    XdrBufLayout {
+        head_len: b.head[0].iov_len as u32,
+        head_page_offset: in_page(b.head[0].iov_base),
+        page_base: b.page_base,
+        page_len: b.page_len,
+        tail_len: b.tail[0].iov_len as u32,
+        tail_page_offset: in_page(b.tail[0].iov_base),
+        buflen: b.buflen,
+    }
+}
+
+/// The layout of an `xdr_buf`: the lengths of its parts and where in their
+/// pages they start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdrBufLayout {
+    /// `head[0].iov_len`.
+    pub head_len: u32,
+    /// `offset_in_page(head[0].iov_base)`.
+    pub head_page_offset: u32,
+    /// `page_base`: offset of the page data from the first page.
+    pub page_base: u32,
+    /// `page_len`.
+    pub page_len: u32,
+    /// `tail[0].iov_len`.
+    pub tail_len: u32,
+    /// `offset_in_page(tail[0].iov_base)`.
+    pub tail_page_offset: u32,
+    /// `buflen`: the most the buffer can hold (receive buffers).
+    pub buflen: u32,
+}
+
+/// A Call as the transport marshals it: its buffers' layouts and what may
+/// be moved by direct data placement.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallLayout {
+    /// The xid, host order.
+    pub xid: u32,
+    /// The Call (`rq_snd_buf`).
+    pub send: XdrBufLayout,
+    /// The Call's page data may be sent by DDP (C `XDRBUF_WRITE`).
+    pub send_ddp: bool,
+    /// The Reply buffer (`rq_rcv_buf`), sized for the largest reply.
+    pub recv: XdrBufLayout,
+    /// The Reply's page data may be received by DDP (C `XDRBUF_READ`).
+    pub recv_ddp: bool,
+    /// False when the auth flavor checksums or encrypts the payload (C
+    /// `RPCAUTH_AUTH_DATATOUCH`).
+    pub ddp_allowed: bool,
+}
+
+/// What a request looks like (xid, send and receive buffer shapes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RqstInfo {
+    /// The xid, host order.
+    pub xid: u32,
+    /// `rq_snd_buf`.
+    pub snd: XdrBufLayout,
+    /// `rq_snd_buf.len`.
+    pub snd_len: u32,
+    /// `rq_rcv_buf`.
+    pub rcv: XdrBufLayout,
+}
+
+/// One piece of an `xdr_buf` range: part of a page, or (head and tail)
+/// kernel virtual memory.
+pub(in crate::rust) enum Piece {
+    /// `len` bytes at `off` in `page`.
+    Page(*mut bindings::page, u32, u32),
+    /// `len` bytes at a kernel virtual address.
+    Virt(*mut c_void, u32),
+}
+
+/// One span of an `xdr_buf` range: the part in its page array as one run,
+/// or (head and tail) kernel virtual memory.
+pub(in crate::rust) enum Span {
+    /// `len` bytes of a run of whole pages from `off` (below the page
+    /// size) inside the first: the first page is at the pointer, and the
+    /// `(off + len).div_ceil(PAGE_SIZE)` entries from it are valid for the
+    /// walk. Only the first page may start inside it (at `off`) and only
+    /// the last may end inside it.
+    Pages(*const *mut bindings::page, u32, u32),
+    /// `len` bytes at a kernel virtual address.
+    Virt(*mut c_void, u32),
+}
+
+/// Walks `[offset, offset + len)` of `buf` as head range, page run and
+/// tail range, in order, handing each to `add`, which returns how many of
+/// its bytes it took (a run may be taken in part; fewer bytes than the
+/// span's stop the walk there) or an error. Returns the bytes taken.
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf` whose head, pages and tail stay valid for the
+/// call.
+pub(in crate::rust) unsafe fn walk_xdr_spans(
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+    mut add: impl FnMut(Span) -> Result<u32>,
+) -> Result<u32> {
+    // SAFETY: By the safety requirement.
+    let b = unsafe { &*buf };
+    let (offset, len) = (u64::from(offset), u64::from(len));
+    let head_len = b.head[0].iov_len as u64;
+    let page_len = u64::from(b.page_len);
+    let page_size = kernel::page::PAGE_SIZE as u64;
+    let mut done = 0u64;
+    // One call of `add` in a loop, not one per part: the callers' closure
+    // is inlined at its one call site.
+    loop {
+        let pos = offset + done;
+        let (span, l) = if pos < head_len {
+            // Only on the first turn: the head, also when `len` is 0.
+            let l = (head_len - pos).min(len - done);
+            // SAFETY: Within the head (`pos + l <= iov_len`).
+            let at = unsafe { b.head[0].iov_base.cast::<u8>().add(pos as usize) };
+            (Span::Virt(at.cast(), l as u32), l)
+        } else if done < len && pos < head_len + page_len {
+            let in_pages = pos - head_len;
+            let at = u64::from(b.page_base) + in_pages;
+            let l = (len - done).min(page_len - in_pages);
+            // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is
+            // below that, and the run from it ends within it.
+            let first = unsafe { b.pages.add((at / page_size) as usize) };
+            (Span::Pages(first, (at % page_size) as u32, l as u32), l)
+        } else if done < len {
+            let in_tail = pos - head_len - page_len;
+            let l = len - done;
+            if in_tail + l > b.tail[0].iov_len as u64 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Within the tail (checked above).
+            let at = unsafe { b.tail[0].iov_base.cast::<u8>().add(in_tail as usize) };
+            (Span::Virt(at.cast(), l as u32), l)
+        } else {
+            break;
+        };
+        let took = u64::from(add(span)?).min(l);
+        done += took;
+        if took < l || done >= len {
+            break;
+        }
+    }
+    Ok(done as u32)
+}
+
+/// Walks `[offset, offset + len)` of `buf` as head range, page pieces and
+/// tail range, in order, handing each to `add`, which returns `Ok(true)`
+/// to go on, `Ok(false)` to stop before that piece, or an error. Returns
+/// the bytes added (C `rpcrdma_convert_iovs`).
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf` whose head, pages and tail stay valid for the
+/// call.
+pub(in crate::rust) unsafe fn walk_xdr_buf(
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+    mut add: impl FnMut(Piece) -> Result<bool>,
+) -> Result<u32> {
+    const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
+    let spans = |span| match span {
+        Span::Virt(v, l) => Ok(if add(Piece::Virt(v, l))? { l } else { 0 }),
+        Span::Pages(pages, mut off, l) => {
+            let (mut took, mut i) = (0u32, 0usize);
+            while took < l {
+                let pl = (PAGE - off).min(l - took);
+                // SAFETY: The run's pages cover `off + l` bytes from its
+                // first (`Span::Pages`); page `i` holds byte `took`.
+                let page = unsafe { *pages.add(i) };
+                if !add(Piece::Page(page, off, pl))? {
+                    break;
+                }
+                took += pl;
+                off = 0;
+                i += 1;
+            }
+            Ok(took)
+        }
+    };
+    // SAFETY: By the safety requirement.
+    unsafe { walk_xdr_spans(buf, offset, len, spans) }
+}
+
+/// A client transport (`struct rpc_xprt`) created by our `setup`.
+///
+/// # Invariants
+///
+/// `ptr` is valid from `setup` until the `destroy` callback returns; the
+/// state that holds an `Xprt` is dropped by that callback.
+#[derive(Clone, Copy)]
+pub struct Xprt {
+    ptr: NonNull<bindings::rpc_xprt>,
+}
+
+// SAFETY: The sunrpc functions called through `Xprt` take their own locks.
+unsafe impl Send for Xprt {}
+// SAFETY: See `Send`.
+unsafe impl Sync for Xprt {}
+
+impl Xprt {
+    /// Wraps a transport being set up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` stays valid until the transport's `destroy` returns, and the
+    /// state holding the `Xprt` is dropped by then.
+    pub(in crate::rust) unsafe fn from_raw(ptr: NonNull<bindings::rpc_xprt>) -> Self {
+        // INVARIANT: By the safety requirement.
+        Self { ptr }
+    }
+
+    /// The C transport, for trace events (`crate::rust::module::trace`).
+    pub(in crate::rust) fn as_raw(&self) -> *const bindings::rpc_xprt {
+        self.ptr.as_ptr()
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> Result<Addr> {
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant: `addr` holds `addrlen`
+        // bytes, both set at setup.
+        let sa = unsafe {
+            SockAddr::copy_from(
+                addr_of!((*x).addr).cast::<bindings::sockaddr>(),
+                (*x).addrlen,
+            )
+        };
+        sa.addr().ok_or(EAFNOSUPPORT)
+    }
+
+    /// The network namespace of the transport (`xprt_net`), where its
+    /// connections are resolved and made (C `rpcrdma_create_id`).
+    pub fn net(&self) -> &Net {
+        // SAFETY: Valid by the type invariant; `xprt_alloc` took a
+        // reference on `xprt_net`, dropped only when the transport is freed,
+        // after every `Xprt` is gone.
+        unsafe { Net::from_raw((*self.ptr.as_ptr()).xprt_net) }
+    }
+
+    /// Finds the request waiting for `xid` and pins it so it stays valid
+    /// until [`PinnedRqst::complete`] or drop.
+    pub fn lookup(&self, xid: u32) -> Option<PinnedRqst> {
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant; requests are looked up and
+        // pinned under `queue_lock`, as sunrpc requires.
+        let rqst = unsafe {
+            let lock = addr_of_mut!((*x).queue_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(lock);
+            let rqst = bindings::xprt_lookup_rqst(x, xid.to_be());
+            if !rqst.is_null() {
+                bindings::xprt_pin_rqst(rqst);
+            }
+            kernel::bindings::spin_unlock(lock);
+            rqst
+        };
+        // INVARIANT: Pinned above.
+        NonNull::new(rqst).map(|rqst| PinnedRqst { xprt: *self, rqst })
+    }
+
+    /// Sets the congestion window to `credits` requests.
+    pub fn update_cwnd(&self, credits: u32) {
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant; `cwnd` is under
+        // `transport_lock`.
+        unsafe {
+            let lock = addr_of_mut!((*x).transport_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(lock);
+            (*x).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT;
+            kernel::bindings::spin_unlock(lock);
+        }
+    }
+
+    /// Whether sunrpc considers the transport connected.
+    pub fn is_connected(&self) -> bool {
+        // SAFETY: Valid by the type invariant.
+        unsafe { xprt_class::xprt_connected(self.ptr.as_ptr()) }
+    }
+
+    /// Closes the connection now, from the send path (process context, the
+    /// transport's send lock held): [`XprtOps::close`], then sunrpc's own
+    /// bookkeeping of a disconnect (C `xprt_rdma_close`). The next call
+    /// reconnects.
+    pub fn drop_connection(&self) {
+        let x = self.ptr.as_ptr();
+        // SAFETY: Valid by the type invariant; `ops` is our table, set at
+        // setup, whose `close` is the trampoline of `XprtOps::close`.
+        unsafe {
+            if let Some(close) = (*(*x).ops).close {
+                close(x);
+            }
+        }
+    }
+
+    /// Asks sunrpc to close the connection (from any context).
+    pub fn force_disconnect(&self) {
+        // SAFETY: Valid by the type invariant.
+        unsafe { bindings::xprt_force_disconnect(self.ptr.as_ptr()) };
+    }
+
+    /// Hands a reverse-direction Call (`call`: the RPC message, xid first)
+    /// to the NFS callback service; the message is copied. Fails with
+    /// `ENOBUFS` when every callback slot is in use, `EMSGSIZE` when the
+    /// message is shorter than an RPC header or longer than a page.
+    pub fn bc_receive_call(&self, call: &[u8]) -> Result {
+        #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+        // SAFETY: Valid by the type invariant.
+        return unsafe { crate::rust::sunrpc::xprt_bc::receive_call(self.ptr.as_ptr(), call) };
+        #[cfg(not(CONFIG_SUNRPC_BACKCHANNEL))]
+        return Err(EPROTONOSUPPORT);
+    }
+
+    /// Sets the largest backchannel message (`bc_maxpayload`).
+    pub fn set_bc_max_payload(&self, bytes: u32) {
+        // SAFETY: Valid by the type invariant.
+        unsafe { xprt_class::set_bc_max_payload(self.ptr.as_ptr(), bytes) };
+    }
+
+    /// Notes that the server answered, so the next reconnect is not delayed.
+    pub fn data_seen(&self) {
+        // SAFETY: Valid by the type invariant; a plain store, as in C.
+        unsafe { (*self.ptr.as_ptr()).reestablish_timeout = 0 };
+    }
+
+    /// Makes [`XprtOps::flush`] run within `ms` milliseconds (on the
+    /// module's workqueue), unless it is already scheduled, in which case
+    /// the earlier deadline stands. Callable from any context; the work is
+    /// cancelled when the transport is destroyed, after its `close`.
+    pub fn schedule_flush(&self, ms: u32) {
+        // SAFETY: Valid by the type invariant.
+        unsafe { xprt_class::schedule_flush(self.ptr.as_ptr(), ms) };
+    }
+}
+
+/// Bytes the class's `buf_alloc` keeps in front of a request's
+/// `rq_buffer`: the count of registration lists the transport keeps for
+/// the request ([`RpcRqst::note_regs_kept`]). C keeps those lists on its own
+/// `rpcrdma_req`; sunrpc's generic requests have no room for a
+/// transport, and their `rq_buffer` is the transport's to allocate.
+pub(in crate::rust) const RQST_PRIVATE: usize = 8;
+
+/// The count in front of `r`'s `rq_buffer` (see [`RQST_PRIVATE`]), if it
+/// has a buffer (a backchannel reply has none).
+///
+/// # Safety
+///
+/// `r` is a live request of a transport of this class, so a non-null
+/// `rq_buffer` came from its `buf_alloc`, and the returned reference is
+/// not used past the request's `buf_free` (sunrpc frees the buffer only
+/// after the task's transmissions and after any pin is dropped).
+unsafe fn kept_regs<'a>(r: *mut bindings::rpc_rqst) -> Option<&'a Atomic<u32>> {
+    // SAFETY: `r` is live (the caller's requirement).
+    let buf = unsafe { (*r).rq_buffer };
+    if buf.is_null() {
+        return None;
+    }
+    // SAFETY: `buf_alloc` allocated `RQST_PRIVATE` bytes in front of
+    // `rq_buffer`, from a kmalloc (8-byte aligned), and set the count to
+    // zero there; it is only accessed atomically, through this.
+    Some(unsafe { Atomic::from_ptr(buf.cast::<u8>().sub(RQST_PRIVATE).cast::<u32>()) })
+}
+
+/// Counts one registration list fewer, never below zero.
+fn count_down(kept: &Atomic<u32>) {
+    let mut cur = kept.load(Relaxed);
+    while cur > 0 {
+        match kept.cmpxchg(cur, cur - 1, Relaxed) {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
+}
+
+/// A request being sent (`struct rpc_rqst`), borrowed for the duration of
+/// `send_request`.
+///
+/// # Invariants
+///
+/// `ptr` points to a live `rpc_rqst` of this transport for `'a`: sunrpc
+/// holds the request (and its buffers) for the duration of the call that
+/// lent it.
+pub struct RpcRqst<'a> {
+    ptr: NonNull<bindings::rpc_rqst>,
+    _p: PhantomData<&'a ()>,
+}
+
+impl RpcRqst<'_> {
+    /// Borrows a request sunrpc lends for the duration of a call.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live request of a transport of this class for the
+    /// lifetime of the returned value.
+    pub(in crate::rust) unsafe fn from_raw(ptr: NonNull<bindings::rpc_rqst>) -> Self {
+        Self {
+            ptr,
+            _p: PhantomData,
+        }
+    }
+
+    /// The C request, for trace events (`crate::rust::module::trace`).
+    pub(in crate::rust) fn as_raw(&self) -> *const bindings::rpc_rqst {
+        self.ptr.as_ptr()
+    }
+
+    /// Its xid and buffer shapes.
+    pub fn info(&self) -> RqstInfo {
+        // SAFETY: The request is valid while borrowed, and sunrpc does not
+        // change it while it is lent to the transport.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        RqstInfo {
+            xid: u32::from_be(r.rq_xid),
+            snd: buf_shape(&r.rq_snd_buf),
+            snd_len: r.rq_snd_buf.len,
+            rcv: buf_shape(&r.rq_rcv_buf),
+        }
+    }
+
+    /// Whether the request's payloads may be placed directly (Read and
+    /// Write chunks): not when the security flavor checksums or encrypts
+    /// the data, since data moved outside the inline message would escape
+    /// it (C `rpcrdma_marshal_req`, `RPCAUTH_AUTH_DATATOUCH`).
+    fn ddp_allowed(r: &bindings::rpc_rqst) -> bool {
+        // SAFETY: A request being sent holds its bound credential, and the
+        // credential its auth (C `rpcrdma_marshal_req` reads the same).
+        let data_touch = unsafe {
+            let cred = r.rq_cred;
+            !cred.is_null()
+                && !(*cred).cr_auth.is_null()
+                && (*(*cred).cr_auth).au_flags & (1 << RPCAUTH_AUTH_DATATOUCH) != 0
+        };
+        !data_touch
+    }
+
+    /// The Call's layout, read once for marshaling.
+    pub fn call_layout(&self) -> CallLayout {
+        // SAFETY: The request is valid while borrowed, and sunrpc does not
+        // change it while it is lent to the transport.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        CallLayout {
+            xid: u32::from_be(r.rq_xid),
+            send: buf_shape(&r.rq_snd_buf),
+            send_ddp: r.rq_snd_buf.flags & XDRBUF_WRITE != 0,
+            recv: buf_shape(&r.rq_rcv_buf),
+            recv_ddp: r.rq_rcv_buf.flags & XDRBUF_READ != 0,
+            ddp_allowed: Self::ddp_allowed(r),
+        }
+    }
+
+    /// Page `index` of the send (`rcv` false) or receive buffer's page
+    /// array, if the array's data (`page_base + page_len`) reaches it and
+    /// the page is present.
+    pub(in crate::rust) fn page_ptr(
+        &self,
+        rcv: bool,
+        index: u32,
+    ) -> Option<NonNull<bindings::page>> {
+        // SAFETY: The request is valid while borrowed and sunrpc does not
+        // change its buffers while it is lent to the transport.
+        let b = unsafe {
+            let r = &*self.ptr.as_ptr();
+            if rcv {
+                &r.rq_rcv_buf
+            } else {
+                &r.rq_snd_buf
+            }
+        };
+        let end = u64::from(b.page_base) + u64::from(b.page_len);
+        let pages = end.div_ceil(kernel::page::PAGE_SIZE as u64);
+        if u64::from(index) >= pages || b.pages.is_null() {
+            return None;
+        }
+        // SAFETY: The array holds an entry for every page its data touches,
+        // and `index` is below that count.
+        NonNull::new(unsafe { *b.pages.add(index as usize) })
+    }
+
+    /// A reference on page `index` of the send buffer's page array (see
+    /// [`Self::page_ptr`]), for mapping it into a Send.
+    pub fn send_page(&self, index: u32) -> Option<PageRef> {
+        let page = self.page_ptr(false, index)?;
+        // SAFETY: The page is live: the request references it.
+        Some(unsafe { PageRef::get(page) })
+    }
+
+    /// The page frame number of page `index` of the send (`rcv` false) or
+    /// receive buffer's page array (see [`Self::page_ptr`]).
+    pub fn page_pfn(&self, rcv: bool, index: u32) -> Option<u64> {
+        let page = self.page_ptr(rcv, index)?;
+        // SAFETY: The page is live: the request references it.
+        Some(unsafe { bindings::rpcrdma_rs_page_pfn(page.as_ptr()) })
+    }
+
+    /// Gives every missing page of a sparse receive buffer (NFSv3 GETACL
+    /// leaves them NULL for sockets to fill as data arrives) a page before
+    /// the buffer is registered or written: RDMA must provision receive
+    /// memory up front (C `rpcrdma_alloc_sparse_pages`). The upper layer
+    /// owns and frees them. `ENOBUFS` (sunrpc retries later) when no page
+    /// is free without waiting.
+    pub fn alloc_sparse_pages(&self) -> Result {
+        // SAFETY: The request is valid while borrowed and its receive
+        // buffer is the transport's to prepare until it is sent.
+        let buf = unsafe { &mut (*self.ptr.as_ptr()).rq_rcv_buf };
+        if buf.flags & XDRBUF_SPARSE_PAGES == 0 || buf.page_len == 0 {
+            return Ok(());
+        }
+        let page_size = kernel::page::PAGE_SIZE;
+        let first = buf.page_base as usize / page_size;
+        let count =
+            (buf.page_base as usize % page_size + buf.page_len as usize).div_ceil(page_size);
+        for i in first..first + count {
+            // SAFETY: `pages` covers `page_base + page_len` bytes, so it has
+            // an entry for each page `i` of that range.
+            let slot = unsafe { &mut *buf.pages.add(i) };
+            if !slot.is_null() {
+                continue;
+            }
+            let page = kernel::page::Page::alloc_page(GFP_NOWAIT).map_err(|_| ENOBUFS)?;
+            // The page array owns it from here (the upper layer frees it
+            // with `__free_page`).
+            *slot = core::mem::ManuallyDrop::new(page).as_ptr().cast();
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes of the Call from `offset` into `dst`.
+    pub fn read(&self, offset: u32, dst: &mut [u8]) -> Result {
+        let len = u32::try_from(dst.len()).map_err(|_| EINVAL)?;
+        // SAFETY: The request is valid while borrowed, and its send buffer
+        // not written while it is sent; `dst` is writable for `len` bytes
+        // and apart from it; the copy is bounded by the buffer's length.
+        unsafe {
+            let buf = addr_of!((*self.ptr.as_ptr()).rq_snd_buf);
+            read_xdr(buf, (*buf).len, offset, dst.as_mut_ptr(), len)
+        }
+    }
+
+    /// Records the transmit time.
+    pub fn mark_sent(&self) {
+        // SAFETY: The request is valid while borrowed.
+        unsafe { (*self.ptr.as_ptr()).rq_xtime = kernel::bindings::ktime_get() };
+    }
+
+    /// Whether this is the Reply to a reverse-direction (backchannel) Call
+    /// rather than a call of ours.
+    pub fn is_backchannel(&self) -> bool {
+        // Backchannel requests have no `rq_buffer` (no `buf_alloc`).
+        // SAFETY: Valid by the type invariant.
+        cfg!(CONFIG_SUNRPC_BACKCHANNEL) && unsafe { (*self.ptr.as_ptr()).rq_buffer.is_null() }
+    }
+
+    /// Takes a congestion window slot for the request
+    /// (`xprt_request_get_cong`); false when the window is full.
+    pub fn take_cong_slot(&self) -> bool {
+        // SAFETY: Valid by the type invariant; called with the transport's
+        // send lock held, as sunrpc requires.
+        unsafe { bindings::xprt_request_get_cong((*self.ptr.as_ptr()).rq_xprt, self.ptr.as_ptr()) }
+    }
+
+    /// Whether the request was already sent on the current connection (a
+    /// retransmission).
+    pub fn sent_on_this_connection(&self) -> bool {
+        // SAFETY: Valid by the type invariant, and so is its transport.
+        unsafe {
+            let r = self.ptr.as_ptr();
+            (*r).rq_connect_cookie == (*(*r).rq_xprt).connect_cookie
+        }
+    }
+
+    /// Counts the send buffer as transmitted (`rq_xmit_bytes_sent`).
+    pub fn count_sent(&self) {
+        // SAFETY: Valid by the type invariant.
+        unsafe {
+            let r = self.ptr.as_ptr();
+            (*r).rq_xmit_bytes_sent = (*r)
+                .rq_xmit_bytes_sent
+                .wrapping_add((*r).rq_snd_buf.len as c_ulong);
+        }
+    }
+
+    /// Whether the RPC expects a reply (`rpc_reply_expected`).
+    pub fn reply_expected(&self) -> bool {
+        // SAFETY: Valid by the type invariant, and so is its task
+        // (C `rpc_reply_expected`).
+        unsafe {
+            let task = (*self.ptr.as_ptr()).rq_task;
+            let proc_ = (*task).tk_msg.rpc_proc;
+            !proc_.is_null() && (*proc_).p_decode.is_some()
+        }
+    }
+
+    /// Identity of the request (for per-request state), never dereferenced.
+    pub fn key(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// Notes that the transport keeps one more list of registrations for
+    /// this request (under the key [`Self::key`]), until the reply
+    /// handler takes it ([`PinnedRqst::note_regs_taken`]) or `buf_free`
+    /// releases it. A request without a buffer (a backchannel reply) keeps
+    /// no count.
+    pub fn note_regs_kept(&self) {
+        // SAFETY: The request is lent for the call, before its `buf_free`.
+        if let Some(kept) = unsafe { kept_regs(self.ptr.as_ptr()) } {
+            kept.add(1, Relaxed);
+        }
+    }
+
+    /// Notes that a list [`Self::note_regs_kept`] counted was taken back.
+    pub fn note_regs_taken(&self) {
+        // SAFETY: As in `note_regs_kept`.
+        if let Some(kept) = unsafe { kept_regs(self.ptr.as_ptr()) } {
+            count_down(kept);
+        }
+    }
+
+    /// Whether the transport may still keep registrations for this
+    /// request: `false` only when every list counted was taken, so that
+    /// `buf_free` need not look. A relaxed load sees both writes: the
+    /// count goes up before the transmit that posted the list unpins the
+    /// request under `queue_lock`, which `xprt_release` takes before
+    /// `buf_free` while the request is queued for a reply; it goes down
+    /// before the reply handler completes the RPC, whose wakeup comes
+    /// before `buf_free`. A count missed by `count_down` stays up, which
+    /// only makes `buf_free` look.
+    pub fn may_keep_regs(&self) -> bool {
+        // SAFETY: As in `note_regs_kept`.
+        match unsafe { kept_regs(self.ptr.as_ptr()) } {
+            Some(kept) => kept.load(Relaxed) != 0,
+            None => true,
+        }
+    }
+}
+
+/// What [`PinnedRqst::fill_reply`] did with an `RDMA_MSG` reply.
+#[derive(Clone, Copy, Debug)]
+pub struct FilledReply {
+    /// The reply length for [`PinnedRqst::complete`].
+    pub len: u32,
+    /// Bytes of the inline reply copied into the receive buffer's page
+    /// list (C's `fixup_copy_count` unit).
+    pub page_bytes: u32,
+}
+
+/// A request matched to a reply, pinned until completed.
+///
+/// # Invariants
+///
+/// `rqst` was pinned by `xprt_pin_rqst` and is unpinned exactly once (by
+/// `complete`).
+pub struct PinnedRqst {
+    xprt: Xprt,
+    rqst: NonNull<bindings::rpc_rqst>,
+}
+
+// SAFETY: A pinned request may be completed from any process context.
+unsafe impl Send for PinnedRqst {}
+
+impl PinnedRqst {
+    /// The C request, for trace events (`crate::rust::module::trace`).
+    pub(in crate::rust) fn as_raw(&self) -> *const bindings::rpc_rqst {
+        self.rqst.as_ptr()
+    }
+
+    /// Places an `RDMA_MSG` reply's inline part (`src`) in the receive
+    /// buffer; `writelist` is the number of bytes the server wrote through
+    /// the Write chunk.
+    pub fn fill_reply(&self, src: &[u8], writelist: u32) -> Result<FilledReply> {
+        let len = u32::try_from(src.len()).map_err(|_| EINVAL)?;
+        // SAFETY: The request is pinned, so its receive buffer is live and
+        // only ours to fill until it is completed.
+        let buf = unsafe { addr_of_mut!((*self.rqst.as_ptr()).rq_rcv_buf) };
+        if writelist == 0 {
+            // The inline reply continues from the head into the pages and
+            // the tail, as sunrpc lays it out.
+            // SAFETY: `buf` is live (above); `src` is readable for `len`
+            // bytes and only read; the copy is bounded by `buflen`.
+            let (rc, head_len, page_len) = unsafe {
+                if len > (*buf).buflen {
+                    return Err(EIO);
+                }
+                let rc = write_xdr(buf, 0, src.as_ptr(), len);
+                (rc, (*buf).head[0].iov_len, (*buf).page_len)
+            };
+            if rc.is_err() {
+                return Err(EIO);
+            }
+            // What went past the head landed in the page list first (C
+            // `rpcrdma_inline_fixup` counts these bytes).
+            let past_head = u32::try_from(src.len().saturating_sub(head_len)).unwrap_or(u32::MAX);
+            return Ok(FilledReply {
+                len,
+                page_bytes: past_head.min(page_len),
+            });
+        }
+        // With a Write chunk its data is already in the pages: the part of
+        // the inline reply that does not fit the head goes to the tail,
+        // behind the chunk's XDR pad (C `rpcrdma_inline_fixup`).
+        // SAFETY: `buf` is live (above).
+        let (head, tail) = unsafe { ((*buf).head[0], (*buf).tail[0]) };
+        if src.len() < head.iov_len {
+            // A short READ reply (a server that omits optional fields
+            // before the payload): the head ends where the inline reply
+            // does, so that decoding never moves the directly placed data
+            // in the pages. sunrpc checks that both views of the buffer
+            // agree, so the private copy is trimmed the same way.
+            let delta = (head.iov_len - src.len()) as u32;
+            // SAFETY: The request is pinned (above); the head shrinks
+            // within itself and `buflen` counts it.
+            unsafe {
+                let r = self.rqst.as_ptr();
+                for b in [
+                    addr_of_mut!((*r).rq_rcv_buf),
+                    addr_of_mut!((*r).rq_private_buf),
+                ] {
+                    (*b).head[0].iov_len = src.len();
+                    (*b).buflen = (*b).buflen.saturating_sub(delta);
+                }
+            }
+        }
+        let (to_head, rest) = src.split_at(src.len().min(head.iov_len));
+        let pad = ((4 - (writelist & 3)) & 3) as usize;
+        if !rest.is_empty()
+            && rest
+                .len()
+                .checked_add(pad)
+                .is_none_or(|end| end > tail.iov_len)
+        {
+            return Err(EIO);
+        }
+        // SAFETY: The head holds `iov_len` bytes and the tail `iov_len`
+        // bytes (checked above against the pad and the rest); `src` does
+        // not overlap sunrpc's buffers.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                to_head.as_ptr(),
+                head.iov_base.cast::<u8>(),
+                to_head.len(),
+            );
+            if !rest.is_empty() {
+                core::ptr::copy_nonoverlapping(
+                    rest.as_ptr(),
+                    tail.iov_base.cast::<u8>().add(pad),
+                    rest.len(),
+                );
+            }
+        }
+        // Nothing of the inline part went to the pages: the Write chunk
+        // filled them.
+        Ok(FilledReply {
+            len: len.saturating_add((writelist.saturating_add(3)) & !3),
+            page_bytes: 0,
+        })
+    }
+
+    /// The reply length of an `RDMA_NOMSG` reply that arrived entirely in
+    /// the Reply chunk (`len` bytes written by the server).
+    pub fn reply_chunk_len(&self, len: u32) -> u32 {
+        // SAFETY: The request is pinned.
+        len.min(unsafe { (*self.rqst.as_ptr()).rq_rcv_buf.buflen })
+    }
+
+    /// Identity of the request (matches [`RpcRqst::key`]).
+    pub fn key(&self) -> usize {
+        self.rqst.as_ptr() as usize
+    }
+
+    /// Notes that the reply handler took a list of registrations
+    /// [`RpcRqst::note_regs_kept`] counted.
+    pub fn note_regs_taken(&self) {
+        // SAFETY: The request is pinned: `buf_free` waits for the pin.
+        if let Some(kept) = unsafe { kept_regs(self.rqst.as_ptr()) } {
+            count_down(kept);
+        }
+    }
+
+    /// Completes the RPC with `status` (the reply length, or a negative
+    /// errno) and unpins it.
+    pub fn complete(self, status: i32) {
+        let this = core::mem::ManuallyDrop::new(self);
+        this.finish(status);
+    }
+
+    /// Completes the RPC and drops the pin (C `rpcrdma_complete_rqst`).
+    fn finish(&self, status: i32) {
+        let x = self.xprt.ptr.as_ptr();
+        let r = self.rqst.as_ptr();
+        // SAFETY: Pinned by the type invariant, so the request, its task
+        // and transport are live; completion and unpinning are under
+        // `queue_lock`, as sunrpc requires. Callers use the pin once.
+        unsafe {
+            let lock = addr_of_mut!((*x).queue_lock).cast::<kernel::bindings::spinlock_t>();
+            kernel::bindings::spin_lock(lock);
+            let task = (*r).rq_task;
+            let copied = if status < 0 {
+                (*task).tk_status = status;
+                0
+            } else {
+                status
+            };
+            bindings::xprt_complete_rqst(task, copied);
+            bindings::xprt_unpin_rqst(r);
+            kernel::bindings::spin_unlock(lock);
+        }
+    }
+}
+
+impl Drop for PinnedRqst {
+    fn drop(&mut self) {
+        // Never leave a pinned request behind: fail it.
+        self.finish(EIO.to_errno());
+    }
+}
+
+pub use crate::rust::rdma::mr::MrSegment;
+
+/// A fast-registration memory region (FRWR) of one connection: the
+/// module's MR type ([`crate::rust::rdma::mr::Mr`]) and the connection's anchor, which
+/// keeps its CM identifier until the MR is gone.
+pub struct Mr {
+    mr: crate::rust::rdma::mr::Mr,
+    _anchor: Arc<Anchor>,
+}
+
+impl Mr {
+    /// Allocates an MR for up to `max_pages` pages on `ep`'s device.
+    pub fn new(ep: &Endpoint, max_pages: u32) -> Result<Self> {
+        let anchor = ep.anchor().clone();
+        Ok(Self {
+            mr: crate::rust::rdma::mr::Mr::new(anchor.pd(), max_pages)?,
+            _anchor: anchor,
+        })
+    }
+
+    /// Maps `len` bytes from `offset` of the request's send (`rcv` false)
+    /// or receive buffer; returns how many bytes one MR covered (it stops
+    /// at its depth or at a gap that FRWR cannot map).
+    pub fn map_rqst(
+        &mut self,
+        rqst: &RpcRqst<'_>,
+        rcv: bool,
+        offset: u32,
+        len: u32,
+        writable: bool,
+    ) -> Result<u32> {
+        // SAFETY: The request is valid while borrowed, and its buffers stay
+        // valid until the request is released, which unmaps first
+        // (`buf_free`).
+        unsafe {
+            self.mr
+                .map_rqst(rqst.ptr.as_ptr(), rcv, offset, len, writable)
+        }
+    }
+
+    /// Maps a whole DMA buffer (the write pad).
+    pub fn map_buf(&mut self, buf: &MappedBuf) -> Result {
+        let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
+        self.mr.map_dma(buf.dma_addr(), len)
+    }
+
+    /// The registered segment.
+    pub fn segment(&self) -> MrSegment {
+        self.mr.segment()
+    }
+
+    /// The C MR, for trace events (`crate::rust::module::trace`).
+    pub(in crate::rust) fn as_raw(&self) -> *const bindings::rpcrdma_rs_mr {
+        self.mr.as_ptr()
+    }
+
+    /// Releases the DMA mapping of the last `map_rqst`.
+    pub fn unmap(&mut self) {
+        self.mr.unmap();
+    }
+
+    /// Posts the registration (REG_MR, unsignaled) on `ep`, ahead of the
+    /// Send that advertises it.
+    pub fn post_reg(&self, ep: &Endpoint, writable: bool) -> Result {
+        // SAFETY: The QP is live and on the MR's protection domain; it is
+        // drained before the MR pool is freed.
+        unsafe { self.mr.post_reg(ep.qp_ptr(), writable) }
+    }
+
+    /// Prepares the registration (REG_MR, unsignaled) for remote write
+    /// (`writable`) or read, to be posted by [`post_send_after_regs`]
+    /// ahead of the Send that advertises it.
+    pub fn prepare_reg(&self, writable: bool) {
+        self.mr.prepare_reg(writable);
+    }
+}
+
+/// Posts the registrations of `mrs`, in order, then `wr` as a Send of
+/// `batch` (unsignaled unless `signal` or the batch is due), all with one
+/// `ib_post_send` (C `frwr_send`). Each MR's registration was prepared with
+/// [`Mr::prepare_reg`] since its mapping. On failure returns how many
+/// registrations were posted (the first ones); the Send was not. The Send
+/// goes through `batch` (`Ok(true)`: it went unsignaled).
+pub fn post_send_after_regs<'a, H: CompletionHandler>(
+    ep: &Endpoint,
+    batch: &Arc<SendBatch<H>>,
+    wr: Arc<WorkRequest<H>>,
+    mrs: impl IntoIterator<Item = &'a Mr>,
+    signal: bool,
+) -> core::result::Result<bool, (Error, usize)> {
+    let mut first: *mut bindings::ib_send_wr = core::ptr::null_mut();
+    let mut last: *mut bindings::ib_send_wr = core::ptr::null_mut();
+    for m in mrs {
+        let reg = m.mr.reg_wr();
+        // SAFETY: `reg` is the live MR's own work request; an MR is used
+        // by one owner at a time, who lends it to this call, so nothing
+        // else posts or frees it meanwhile; `last` is the one linked
+        // before it.
+        unsafe {
+            (*reg).next = core::ptr::null_mut();
+            if let Some(prev) = last.as_mut() {
+                prev.next = reg;
+            } else {
+                first = reg;
+            }
+        }
+        last = reg;
+    }
+    let chain = (!first.is_null()).then_some((first, last));
+    // SAFETY: `chain` links the MRs' work requests from `first` to `last`,
+    // which ends it; the borrows keep them valid for the call, and the
+    // MRs are on `ep`'s protection domain (made from its anchor).
+    unsafe { batch.post(ep, wr, chain, signal) }
+}
+
+/// Posts LOCAL_INV of `rkey` on `ep`: unsignaled, or signaled to `wr`'s
+/// handler.
+pub fn post_local_inv<H: CompletionHandler>(
+    ep: &Endpoint,
+    rkey: u32,
+    wr: Option<Arc<WorkRequest<H>>>,
+) -> Result {
+    match wr {
+        None => {
+            // SAFETY: The QP is live.
+            to_result(unsafe {
+                crate::rust::rdma::mr::post_local_inv(ep.qp_ptr(), rkey, core::ptr::null_mut())
+            })
+        }
+        Some(wr) => WorkRequest::post_with(wr, |_, cqe| {
+            // SAFETY: The QP is live; the completion consumes the reference
+            // `post_with` handed to the queue.
+            unsafe { crate::rust::rdma::mr::post_local_inv(ep.qp_ptr(), rkey, cqe) }
+        }),
+    }
+}
+
+impl Xprt {
+    /// The size of the transport's slot table: how many RPCs it admits at
+    /// once (`xprt_alloc`'s `max_alloc`, fixed for its life).
+    pub fn max_slots(&self) -> u32 {
+        // SAFETY: Valid by the type invariant; `max_reqs` is set by
+        // `xprt_alloc` and never changed.
+        unsafe { (*self.ptr.as_ptr()).max_reqs }
+    }
+
+    /// Sets the largest RPC payload the transport carries (rsize/wsize).
+    pub fn set_max_payload(&self, bytes: u32) {
+        // SAFETY: Valid by the type invariant; called during setup.
+        unsafe { (*self.ptr.as_ptr()).max_payload = bytes as usize };
+    }
+
+    /// Connections this transport established before (sunrpc's
+    /// `stat.connect_count`). Only for the connect op, which runs under
+    /// the transport's connect lock: the count changes only there.
+    pub fn connect_count(&self) -> u64 {
+        // SAFETY: Valid by the type invariant; the field is written only
+        // by the connect worker, under the connect lock the caller holds.
+        unsafe { (*self.ptr.as_ptr()).stat.connect_count as u64 }
+    }
+
+    /// Lowers the largest RPC payload to `bytes` if it is larger, once a
+    /// connection has learnt what its peer allows, and returns the value
+    /// before. NFS reads it (`rpc_max_payload`) when it sizes a mount,
+    /// after the first connection; mounts sized before keep their rsize.
+    pub fn limit_max_payload(&self, bytes: u32) -> usize {
+        // SAFETY: Valid by the type invariant. sunrpc reads the field
+        // without a lock (C `rpc_max_payload`), so both accesses are
+        // volatile, a single aligned word each (C's READ_ONCE and
+        // WRITE_ONCE).
+        unsafe {
+            let field = addr_of_mut!((*self.ptr.as_ptr()).max_payload);
+            let before = field.read_volatile();
+            if before > bytes as usize {
+                field.write_volatile(bytes as usize);
+            }
+            before
+        }
+    }
+}
+
+/// One DMA mapping of a [`PhysMap`].
+struct PhysPiece {
+    addr: u64,
+    len: u32,
+    /// Mapped with `ib_dma_map_page` (a page piece) rather than
+    /// `ib_dma_map_single` (head or tail).
+    page: bool,
+}
+
+/// DMA mappings of a request range exposed under the protection domain's
+/// global rkey (the "physical" strategy): one mapping per piece (head
+/// range, page, tail range), advertised as segments in which pieces whose
+/// DMA addresses continue one another are joined. Unmapped on drop.
+///
+/// # Invariants
+///
+/// Every entry of `pieces` is a live mapping on the anchor's device, in the
+/// direction `to_device` says, until drop. `segments` covers exactly the
+/// DMA ranges of `pieces`, in order.
+pub struct PhysMap {
+    pieces: KVec<PhysPiece>,
+    segments: KVec<(u64, u32)>,
+    to_device: bool,
+    anchor: Arc<Anchor>,
+}
+
+impl PhysMap {
+    /// Maps `[offset, offset + len)` of the request's send (`rcv` false)
+    /// or receive buffer in at most `max` pieces.
+    pub fn map_rqst(
+        ep: &Endpoint,
+        rqst: &RpcRqst<'_>,
+        rcv: bool,
+        offset: u32,
+        len: u32,
+        writable: bool,
+        max: u32,
+    ) -> Result<Self> {
+        let max = max as usize;
+        live::inc(live::Kind::PhysMap);
+        // INVARIANT: Mappings made below are released by `drop`, also on error.
+        let mut this = Self {
+            pieces: KVec::new(),
+            segments: KVec::new(),
+            to_device: !writable,
+            anchor: ep.anchor().clone(),
+        };
+        // The planner counted one segment per piece, so `max` bounds the
+        // pieces too.
+        this.pieces.reserve(max, GFP_KERNEL)?;
+        this.segments.reserve(max, GFP_KERNEL)?;
+        let r = rqst.ptr.as_ptr();
+        // SAFETY: The request is borrowed and its buffers outlive the
+        // mapping (released before `buf_free`).
+        let buf = unsafe {
+            if rcv {
+                addr_of!((*r).rq_rcv_buf)
+            } else {
+                addr_of!((*r).rq_snd_buf)
+            }
+        };
+        let device = this.anchor.device_ptr();
+        let to_device = c_int::from(this.to_device);
+        // More pieces than the planner allowed segments is an error.
+        // SAFETY: As above; the device is live (anchor).
+        let done = unsafe {
+            walk_xdr_buf(buf, offset, len, |piece| {
+                if this.pieces.len() >= max {
+                    return Err(EMSGSIZE);
+                }
+                let mut addr = 0u64;
+                let (l, page) = match piece {
+                    Piece::Page(p, off, l) => {
+                        to_result(bindings::rpcrdma_rs_dma_map_page(
+                            device, p, off, l, to_device, &mut addr,
+                        ))?;
+                        (l, true)
+                    }
+                    Piece::Virt(v, l) => {
+                        to_result(bindings::rpcrdma_rs_dma_map(
+                            device, v, l as usize, to_device, &mut addr,
+                        ))?;
+                        (l, false)
+                    }
+                };
+                // Capacity was reserved for `max` pieces: no allocation.
+                this.pieces
+                    .push(PhysPiece { addr, len: l, page }, GFP_ATOMIC)?;
+                // A piece that starts where the last segment ends (pages
+                // contiguous in DMA space) extends it: fewer segments in
+                // the header and fewer RDMA operations for the server.
+                let joined = this.segments.last_mut().is_some_and(|(a, n)| {
+                    let joins = a.checked_add(u64::from(*n)) == Some(addr);
+                    match n.checked_add(l) {
+                        Some(sum) if joins => {
+                            *n = sum;
+                            true
+                        }
+                        _ => false,
+                    }
+                });
+                if !joined {
+                    this.segments.push((addr, l), GFP_ATOMIC)?;
+                }
+                Ok(true)
+            })
+        }?;
+        if done != len {
+            return Err(EMSGSIZE);
+        }
+        Ok(this)
+    }
+
+    /// Number of segments to advertise.
+    pub fn count(&self) -> u32 {
+        self.segments.len() as u32
+    }
+
+    /// DMA address and length of segment `i` (zeros past the end).
+    pub fn piece(&self, i: u32) -> (u64, u32) {
+        self.segments.get(i as usize).copied().unwrap_or((0, 0))
+    }
+
+    /// Number of DMA mappings (pages and head or tail ranges).
+    pub fn mappings(&self) -> u32 {
+        self.pieces.len() as u32
+    }
+}
+
+impl Drop for PhysMap {
+    fn drop(&mut self) {
+        let device = self.anchor.device_ptr();
+        let to_device = c_int::from(self.to_device);
+        for p in self.pieces.iter() {
+            // SAFETY: Live mappings on this device (type invariant), made
+            // the same way; no work request names them any more.
+            unsafe {
+                if p.page {
+                    bindings::rpcrdma_rs_dma_unmap_page(device, p.addr, p.len, to_device);
+                } else {
+                    bindings::rpcrdma_rs_dma_unmap(device, p.addr, p.len as usize, to_device);
+                }
+            }
+        }
+        live::dec(live::Kind::PhysMap);
+    }
+}

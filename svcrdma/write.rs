@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA Writes of a Reply's Write and Reply chunks (C
+//! `svc_rdma_send_write_chunk`, `svc_rdma_send_reply_chunk`): copied
+//! through cached buffers, or straight from the Reply's pages.
+
+use super::cache::Class;
+use super::read::piece_error;
+use super::rw::{write_op, Io, COPIED_WRITES, DIRECT_PAGES, DIRECT_WRITES, PIECE};
+
+use super::sq_gate::SqHandler;
+use super::stats::{stat_add, Stat};
+use crate::proto::msg::Segment;
+use crate::proto::pieces::{Piece, Pieces};
+use crate::rust::module::trace::{self, ChunkOp};
+use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::verbs::{MappedBuf, WorkRequest, MAX_SGE};
+use crate::rust::sunrpc::reply_pages::ReplyPages;
+use crate::rust::sunrpc::svc::SvcRqst;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// A Reply being sent: its request and, once a long chunk's Writes go out
+/// straight from its pages, the array those Writes hold the pages in
+/// ([`ReplyPages`], made by the first such chunk). The request's page
+/// references go to the array once the Reply is sent, whatever the
+/// outcome ([`SvcRqst::give_reply_pages`]; Writes may have been posted even
+/// if the rest failed).
+pub(super) struct ReplyFrom<'a> {
+    pub(super) rqst: &'a SvcRqst,
+    pages: Option<Arc<ReplyPages>>,
+}
+
+impl<'a> ReplyFrom<'a> {
+    /// The Reply of `rqst`, no array made yet.
+    pub(super) fn new(rqst: &'a SvcRqst) -> Self {
+        Self { rqst, pages: None }
+    }
+
+    /// The array, if a chunk made one: the request's references go to it.
+    pub(super) fn into_pages(self) -> Option<Arc<ReplyPages>> {
+        self.pages
+    }
+}
+
+/// Bytes from which a chunk's Writes straight from the Reply's pages hold
+/// the Reply's page array ([`ReplyPages`]) rather than a reference per
+/// page: the array costs two allocations and a pass over the Reply's
+/// pages, a page's reference two atomic operations and its lookups.
+const REPLY_PAGES_MIN: usize = 16 * PAGE_SIZE;
+
+impl Io<'_> {
+    /// Pushes `total` bytes into a Write or Reply chunk with RDMA Write;
+    /// `fill(stream_offset, buf, len)` puts the bytes at that offset of
+    /// the chunk's data into `buf[..len]`. The Writes are added to `chain`
+    /// (posted ahead of the Reply's Send, or as the chain fills), never
+    /// waited for. `kind` says which chunk it is, for the trace event.
+    pub(super) fn write_chunk(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        kind: ChunkOp,
+        segs: &[Segment],
+        total: usize,
+        mut fill: impl FnMut(usize, &MappedBuf, usize) -> Result,
+    ) -> Result {
+        let mut posted = 0;
+        for p in Pieces::new(segs, total, PIECE) {
+            let p = p.map_err(piece_error)?;
+            self.write_copied(chain, &p, |buf| fill(p.off, buf, p.len))?;
+            posted += 1;
+        }
+        trace::svcrdma_post_chunk(kind, posted, total);
+        Ok(())
+    }
+
+    /// RDMA-Writes piece `p` from a cached buffer that `fill` filled.
+    fn write_copied(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        p: &Piece,
+        fill: impl FnOnce(&MappedBuf) -> Result,
+    ) -> Result {
+        let t = self.cache.get(self.ep, Class::WritePiece, p.len)?;
+        fill(&t.buf)?;
+        stat_add(Stat::Write, 1);
+        stat_add(Stat::WriteBytes, p.len as u64);
+        self.queue_one(chain, t.buf, p.len, write_op(p), t.slot)?;
+        COPIED_WRITES.count(1);
+        Ok(())
+    }
+
+    /// Pushes `total` bytes of the Reply from offset `start` to the
+    /// client's segments `segs` straight from the Reply's pages (C
+    /// `svc_rdma_send_write_chunk`): one RDMA Write per piece, each page a
+    /// scatter/gather entry, the pages kept until the Write completes. A
+    /// piece whose bytes are not all in pages the request releases (see
+    /// [`SvcRqst::res_pages`]) is copied through cached buffers, [`PIECE`]
+    /// bytes at a time.
+    ///
+    /// A long chunk's Writes hold the Reply's page array (see
+    /// [`ReplyFrom`]); a short one's take a reference per page, cheaper
+    /// than making the array.
+    pub(super) fn write_chunk_direct(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        kind: ChunkOp,
+        segs: &[Segment],
+        total: usize,
+        from: &mut ReplyFrom<'_>,
+        start: u32,
+    ) -> Result {
+        let rqst = from.rqst;
+        // Where the chunk's byte `off` is in the Reply.
+        let reply_at =
+            |off: usize| -> Result<u32> { start.checked_add(u32::try_from(off)?).ok_or(EINVAL) };
+        // The pages of one piece at a time: at most `sges`.
+        let sges = self.ep.max_send_sge().min(MAX_SGE);
+        // An unaligned piece spans one page more than its length needs.
+        // Pieces written from pages may be longer than a buffer (`PIECE`):
+        // fewer Writes. One that is copied after all goes through buffers
+        // in parts.
+        let max_piece = sges
+            .saturating_sub(1)
+            .saturating_mul(kernel::page::PAGE_SIZE);
+        if max_piece == 0 {
+            return self.write_chunk(chain, kind, segs, total, |off, buf, len| {
+                rqst.read_res_into_buf(reply_at(off)?, buf, 0, len)
+            });
+        }
+        if from.pages.is_none() && total >= REPLY_PAGES_MIN {
+            from.pages = Some(rqst.reply_pages()?);
+        }
+        let mut posted = 0;
+        for p in Pieces::new(segs, total, max_piece) {
+            let p = p.map_err(piece_error)?;
+            let at = reply_at(p.off)?;
+            let len = u32::try_from(p.len)?;
+            if let Some(pages) = rqst.res_pages(at, len, sges) {
+                // The pages are mapped (and, without the Reply's array,
+                // referenced) as the work request is built, for that
+                // request alone, all in one call (no allocation or object
+                // per page or for the list).
+                let n = pages.count_pages() as u64;
+                let handler = SqHandler {
+                    sq: self.sq.clone(),
+                    cache_slot: None,
+                };
+                let wr = match &from.pages {
+                    Some(reply) => {
+                        WorkRequest::with_reply_pages(handler, self.ep, reply, pages.range()?)?
+                    }
+                    None => WorkRequest::with_pages(handler, self.ep, pages.range()?)?,
+                };
+                stat_add(Stat::Write, 1);
+                stat_add(Stat::WriteBytes, p.len as u64);
+                self.queue_built(chain, wr, write_op(&p))?;
+                DIRECT_WRITES.count(1);
+                DIRECT_PAGES.count(n);
+                posted += 1;
+            } else {
+                for part in p.parts(PIECE) {
+                    let at = reply_at(part.off)?;
+                    let copy = |buf: &MappedBuf| rqst.read_res_into_buf(at, buf, 0, part.len);
+                    self.write_copied(chain, &part, copy)?;
+                    posted += 1;
+                }
+            }
+        }
+        trace::svcrdma_post_chunk(kind, posted, total);
+        Ok(())
+    }
+}

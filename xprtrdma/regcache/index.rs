@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The cache's entries and their index by first page: lookup, insertion,
+//! eviction by the replacement policy.
+
+use super::evict::stash;
+use super::*;
+use crate::proto::regcache_policy::{Cache, Entry, PageRun, Policy};
+use crate::rust::rdma::run_mr::RunMr;
+use core::cmp::Reverse;
+use kernel::alloc::{KVec, VVec};
+use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
+use kernel::sync::atomic::Relaxed;
+
+/// A cached registration.
+pub(in crate::xprtrdma) struct Slot {
+    pub(in crate::xprtrdma) mr: RunMr,
+    pub(in crate::xprtrdma) key: PageRun,
+    pub(in crate::xprtrdma) serial: u64,
+    /// Requests in flight that advertised it.
+    pub(in crate::xprtrdma) users: u32,
+}
+
+/// A registration on its way out: invalidated once no request uses it.
+pub(in crate::xprtrdma) struct Doomed {
+    pub(in crate::xprtrdma) mr: RunMr,
+    pub(in crate::xprtrdma) serial: u64,
+    pub(in crate::xprtrdma) users: u32,
+    /// REG_MR slots nothing else gives back (an abandoned request's).
+    pub(in crate::xprtrdma) owed_slots: u32,
+}
+
+/// Index key of a cached run: sorted in reverse, so that the lower bound
+/// of a page is the entry with the largest first page not above it.
+type IndexKey = Reverse<(u64, u32)>;
+
+fn index_key(run: PageRun) -> IndexKey {
+    Reverse((run.first, run.pages))
+}
+
+/// The cache of one connection.
+///
+/// # Invariants
+///
+/// For every entry of `policy`, `slots[id]` holds its MR, `index` maps its
+/// key to `id`, and nothing else is in either. `pinned` is the number of
+/// pages of `slots`, `doomed` and the MRs of invalidation chains in flight.
+pub(in crate::xprtrdma) struct CacheState {
+    pub(in crate::xprtrdma) policy: Cache<VVec<Entry>, VVec<u32>>,
+    pub(in crate::xprtrdma) slots: VVec<Option<Slot>>,
+    index: RBTree<IndexKey, u32>,
+    pub(in crate::xprtrdma) doomed: KVec<Doomed>,
+    /// Scratch for the policy's victims.
+    pub(in crate::xprtrdma) victims: VVec<Entry>,
+    pub(in crate::xprtrdma) spare: KVec<RunMr>,
+    next_serial: u64,
+    pub(in crate::xprtrdma) pinned: u64,
+}
+
+impl CacheState {
+    /// An empty cache of `capacity_pages` pages.
+    pub(in crate::xprtrdma) fn new(capacity_pages: u64) -> Result<Self> {
+        let entries = VVec::from_elem(Entry::default(), MAX_ENTRIES, GFP_KERNEL)?;
+        let positions = VVec::from_elem(0u32, MAX_ENTRIES, GFP_KERNEL)?;
+        let mut slots = VVec::with_capacity(MAX_ENTRIES, GFP_KERNEL)?;
+        for _ in 0..MAX_ENTRIES {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            policy: Cache::new(entries, positions, capacity_pages, Policy::MRE),
+            slots,
+            index: RBTree::new(),
+            // Room for a full cache's worth of victims without allocating
+            // under the lock; more grow with GFP_ATOMIC.
+            doomed: KVec::with_capacity(MAX_ENTRIES, GFP_KERNEL)?,
+            victims: VVec::from_elem(Entry::default(), MAX_ENTRIES, GFP_KERNEL)?,
+            spare: KVec::with_capacity(SPARE_MRS, GFP_KERNEL)?,
+            next_serial: 0,
+            pinned: 0,
+        })
+    }
+
+    /// The cached entry that contains `key`, if any.
+    pub(in crate::xprtrdma) fn find(&mut self, key: PageRun) -> Option<u32> {
+        let mut cur = self
+            .index
+            .cursor_lower_bound_mut(&Reverse((key.first, u32::MAX)))?;
+        for _ in 0..LOOKUP_PROBES {
+            let (k, id) = cur.current();
+            let run = PageRun {
+                first: k.0 .0,
+                pages: k.0 .1,
+            };
+            if run.contains(&key) {
+                return Some(*id);
+            }
+            // The next entry in reverse order starts at a lower page.
+            cur = cur.move_next()?;
+        }
+        None
+    }
+
+    pub(in crate::xprtrdma) fn slot_mut(&mut self, id: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(usize::try_from(id).ok()?)?.as_mut()
+    }
+
+    fn next_serial(&mut self) -> u64 {
+        self.next_serial = self.next_serial.wrapping_add(1);
+        self.next_serial
+    }
+
+    /// Takes `id`'s entry out of the policy and dooms it (see
+    /// [`Self::doom_slot`]).
+    pub(in crate::xprtrdma) fn doom(&mut self, id: u32) -> Option<RunMr> {
+        self.policy.remove_id(id);
+        self.doom_slot(id)
+    }
+
+    /// Takes the entry the policy let go as `id` out of the slots and the
+    /// index and dooms it. A registration that cannot be tracked (no
+    /// atomic memory) is handed back, to be deregistered outside the lock.
+    pub(in crate::xprtrdma) fn doom_slot(&mut self, id: u32) -> Option<RunMr> {
+        let slot = self
+            .slots
+            .get_mut(usize::try_from(id).ok()?)
+            .and_then(Option::take)?;
+        self.index.remove(&index_key(slot.key));
+        COUNTERS.entries.add(-1, Relaxed);
+        self.push_doomed(Doomed {
+            mr: slot.mr,
+            serial: slot.serial,
+            users: slot.users,
+            owed_slots: 0,
+        })
+    }
+
+    fn push_doomed(&mut self, d: Doomed) -> Option<RunMr> {
+        let d = match self.doomed.push_within_capacity(d) {
+            Ok(()) => return None,
+            Err(e) => e.0,
+        };
+        // Growing under the lock: no sleeping allocation.
+        if self.doomed.reserve(1, GFP_ATOMIC).is_err() {
+            return Some(d.mr);
+        }
+        self.doomed.push_within_capacity(d).err().map(|e| e.0.mr)
+    }
+
+    /// Drops one use of the registration `u` names. A steering tag the
+    /// server invalidated (`inv_rkey`; never offered) costs its entry.
+    pub(in crate::xprtrdma) fn release(
+        &mut self,
+        u: &CacheUse,
+        inv_rkey: Option<u32>,
+        lost: &mut Option<RunMr>,
+    ) {
+        if let Some(slot) = self.slot_mut(u.id).filter(|s| s.serial == u.serial) {
+            slot.users = slot.users.saturating_sub(1);
+            slot.mr.sync_for_cpu();
+            if inv_rkey.is_some_and(|k| k == slot.mr.segment().handle) {
+                COUNTERS.remote_invalidations.add(1, Relaxed);
+                *lost = self.doom(u.id);
+            }
+            return;
+        }
+        if let Some(d) = self.doomed.iter_mut().find(|d| d.serial == u.serial) {
+            d.users = d.users.saturating_sub(1);
+            d.mr.sync_for_cpu();
+        }
+    }
+
+    /// Moves up to `out`'s capacity of the doomed registrations no request
+    /// uses to `out`.
+    pub(in crate::xprtrdma) fn take_idle(&mut self, out: &mut KVec<Doomed>) {
+        let mut i = 0usize;
+        while i < self.doomed.len() && out.len() < out.capacity() {
+            if self.doomed.get(i).is_some_and(|d| d.users == 0) {
+                if let Ok(d) = self.doomed.remove(i) {
+                    // Capacity was checked by the loop condition.
+                    if let Err(e) = out.push_within_capacity(d) {
+                        let _ = self.doomed.push_within_capacity(e.0);
+                        break;
+                    }
+                    continue;
+                }
+            }
+            i = i.saturating_add(1);
+        }
+    }
+
+    /// Caches `mr` (registered for `key`), in use by one request, after
+    /// evicting what the policy picks; victims that cannot be tracked go
+    /// to `lost`.
+    pub(in crate::xprtrdma) fn insert(
+        &mut self,
+        key: PageRun,
+        mr: RunMr,
+        node: RBTreeNodeReservation<IndexKey, u32>,
+        lost: &mut KVec<RunMr>,
+    ) -> CacheUse {
+        let serial = self.next_serial();
+        self.pinned = self.pinned.saturating_add(u64::from(mr.pages()));
+        COUNTERS.pinned_bytes.add(bytes(mr.pages()), Relaxed);
+        // Another request registered the same run meanwhile: this copy
+        // serves its own request and is invalidated after it.
+        let dup = self.index.get(&index_key(key)).is_some();
+        let ins = if dup {
+            None
+        } else {
+            self.policy.insert(key, &mut self.victims).ok()
+        };
+        let Some(ins) = ins else {
+            let d = Doomed {
+                mr,
+                serial,
+                users: 1,
+                owed_slots: 0,
+            };
+            if let Some(m) = self.push_doomed(d) {
+                stash(lost, m);
+            }
+            return CacheUse {
+                id: u32::MAX,
+                serial,
+                reg_slot: true,
+            };
+        };
+        COUNTERS.evictions.add(ins.evicted as u64, Relaxed);
+        for i in 0..ins.evicted {
+            // The policy already let them go (the newcomer may have one of
+            // their identifiers there); the slots and index follow.
+            let Some(id) = self.victims.get(i).map(|v| v.id) else {
+                break;
+            };
+            if let Some(m) = self.doom_slot(id) {
+                stash(lost, m);
+            }
+        }
+        if let Some(s) = usize::try_from(ins.id)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+        {
+            *s = Some(Slot {
+                mr,
+                key,
+                serial,
+                users: 1,
+            });
+        }
+        self.index.insert(node.into_node(index_key(key), ins.id));
+        COUNTERS.entries.add(1, Relaxed);
+        CacheUse {
+            id: ins.id,
+            serial,
+            reg_slot: true,
+        }
+    }
+}
