@@ -25,7 +25,7 @@ use kernel::new_condvar;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock};
+use kernel::sync::{Arc, Completion, CondVar, CondVarTimeoutResult, SpinLock};
 use kernel::time::msecs_to_jiffies;
 
 /// How long any single step may take under TCG emulation before the test
@@ -481,6 +481,22 @@ fn foreign_write_fails(who: &str, ep: &Endpoint, addr: u64, key: u32) -> Result 
     );
     // A case returning an error fails.
     Err(EIO)
+}
+
+/// A completion handler that holds an endpoint: when its work request is
+/// done with, the endpoint's reference goes with it, on the endpoint's own
+/// completion work. It waits for `go` first, so that the test's own
+/// reference is gone by then.
+struct HoldsEndpoint {
+    ep: Arc<Endpoint>,
+    go: Arc<Completion>,
+}
+
+impl CompletionHandler for HoldsEndpoint {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {
+        self.go.wait_for_completion();
+        let _ = &self.ep;
+    }
 }
 
 #[kunit_tests(rpcrdma_rs_verbs)]
@@ -1126,6 +1142,65 @@ mod tests {
         let flushed = waiter.wait()?;
         assert!(flushed.is_flush());
         assert_eq!(live::total(), before);
+        Ok(())
+    }
+
+    /// Nothing reaches a queue pair after the drain that ends its
+    /// connection: a Receive or a Send posted then is refused
+    /// (`ESHUTDOWN`), and no work request stays queued.
+    #[test]
+    fn nothing_is_posted_after_the_drain() -> Result {
+        let pair = connect_pair()?;
+        pair.server.drain();
+        pair.client.drain();
+        let posted = live::count(live::Kind::PostedWr);
+        let buf = pair.server.alloc_buf(4096, DmaDir::FromDevice)?;
+        let recv = WorkRequest::new(Waiter::new()?, one_segment(&buf, 4096)?)?;
+        assert!(matches!(pair.server.post_recv(recv), Err(e) if e == ESHUTDOWN));
+        let recvs = [WorkRequest::new(Waiter::new()?, one_segment(&buf, 4096)?)?];
+        assert!(matches!(pair.server.post_recv_batch(recvs), Err(e) if e == ESHUTDOWN));
+        let msg = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
+        let send = WorkRequest::new(Waiter::new()?, one_segment(&msg, 64)?)?;
+        assert!(matches!(pair.client.post_send(send, SendOp::Send), Err(e) if e == ESHUTDOWN));
+        assert_eq!(live::count(live::Kind::PostedWr), posted);
+        Ok(())
+    }
+
+    /// The last reference to an endpoint goes with a completion on its own
+    /// CQ, as a late completion after its connection was closed does: the
+    /// queue pair is torn down off that CQ's work, not on it (there the
+    /// drain would wait for the worker that runs it, for ever).
+    #[test]
+    fn endpoint_dropped_by_its_own_completion_is_torn_down() -> Result {
+        let before = live::count(live::Kind::Qp);
+        let Pair {
+            client,
+            server,
+            _listener,
+        } = connect_pair()?;
+        let recv_buf = server.alloc_buf(64, DmaDir::FromDevice)?;
+        server.post_recv(WorkRequest::new(
+            Waiter::new()?,
+            one_segment(&recv_buf, 64)?,
+        )?)?;
+        let client = Arc::new(client, GFP_KERNEL)?;
+        let go = Arc::pin_init(Completion::new(), GFP_KERNEL)?;
+        let msg = client.alloc_buf(64, DmaDir::ToDevice)?;
+        let handler = HoldsEndpoint {
+            ep: client.clone(),
+            go: go.clone(),
+        };
+        let posted = client.post_send(
+            WorkRequest::new(handler, one_segment(&msg, 64)?)?,
+            SendOp::Send,
+        );
+        drop(msg);
+        drop(client);
+        go.complete_all();
+        posted?;
+        // Only the server's queue pair is left once the client's is gone.
+        let gone = wait_for(5000, || live::count(live::Kind::Qp) == before + 1);
+        assert!(gone.is_ok());
         Ok(())
     }
 }

@@ -234,7 +234,8 @@ impl XprtOps for Client {
             let res = self
                 .conn()
                 .ok_or(ENOTCONN)
-                .and_then(|c| c.bc_send_reply(&c, rqst));
+                .and_then(|c| c.bc_send_reply(&c, rqst))
+                .map_err(closed_is_not_connected);
             if res == Err(ENOTCONN) {
                 xprt.drop_connection();
             }
@@ -246,7 +247,12 @@ impl XprtOps for Client {
             xprt.drop_connection();
             return Err(ENOTCONN);
         }
-        match self.conn().ok_or(ENOTCONN).and_then(|c| c.send(&c, rqst)) {
+        match self
+            .conn()
+            .ok_or(ENOTCONN)
+            .and_then(|c| c.send(&c, rqst))
+            .map_err(closed_is_not_connected)
+        {
             Ok(()) => {}
             Err(e) if e == ENOTCONN => {
                 xprt.drop_connection();
@@ -349,6 +355,17 @@ impl Drop for Client {
 /// become -ENOTCONN: the task waits and the connect worker tries again.
 fn transient_as_not_connected(e: Error) -> Error {
     if e == ENOMEM || e == ENOBUFS || e == EAGAIN {
+        ENOTCONN
+    } else {
+        e
+    }
+}
+
+/// A post the connection refused because its final drain has started
+/// (`ESHUTDOWN`) is a lost connection to sunrpc: it reconnects and sends
+/// again, where another error would fail the RPC.
+fn closed_is_not_connected(e: Error) -> Error {
+    if e == ESHUTDOWN {
         ENOTCONN
     } else {
         e

@@ -46,6 +46,8 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 					   rdma_cm_event_handler handler,
 					   void *context);
 
+bool rpcrdma_rs_cq_is_current(struct ib_cq *cq);
+
 int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int rpcrdma_rs_ib_post_send_bad(struct ib_qp *qp, const struct ib_send_wr *wr,
 				const struct ib_send_wr **bad);

@@ -19,10 +19,13 @@ void rpcrdma_rs_memalloc_noio_restore(unsigned int flags)
 	memalloc_noio_restore(flags);
 }
 
-/* A workqueue of this module (alloc_workqueue is a variadic macro). */
+/* A workqueue of this module (alloc_workqueue is a variadic macro), with a
+ * rescuer: its work (reconnects, MRs writeback waits for, teardowns) must
+ * make progress under memory pressure.
+ */
 void *rpcrdma_rs_alloc_wq(const char *name)
 {
-	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
+	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);
 }
 
 /* ---- per-CPU counters ---- */

@@ -229,3 +229,9 @@ int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 {
 	return ib_post_recv(qp, wr, bad);
 }
+
+/* Whether the current thread runs @cq's completion work (IB_POLL_WORKQUEUE). */
+bool rpcrdma_rs_cq_is_current(struct ib_cq *cq)
+{
+	return current_work() == &cq->work;
+}

@@ -11,6 +11,8 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 
 use crate::rust::bindings;
+use crate::rust::kext::workqueue::OwnedQueue;
+use crate::rust::rdma::verbs::DeferredTeardown;
 use kernel::alloc::KVec;
 use kernel::error::to_result;
 use kernel::prelude::*;
@@ -101,6 +103,31 @@ kernel::sync::global_lock! {
     // SAFETY: Initialised once by `DeviceClient::register`, before the client
     // can call back.
     unsafe(uninit) static DEVICES: Mutex<KVec<DeviceInfo>> = KVec::new();
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised once by `DeviceClient::register`, before any
+    // endpoint exists.
+    unsafe(uninit) static TEARDOWN_WQ: Mutex<Option<OwnedQueue>> = None;
+}
+
+/// Queues the teardown of an endpoint dropped on its own completion work
+/// ([`crate::rust::rdma::verbs`]), on a queue the device client destroys,
+/// which waits for it, when the module goes; gives the item back if there
+/// is no such queue.
+pub(in crate::rust) fn enqueue_teardown(
+    item: Pin<KBox<DeferredTeardown>>,
+) -> core::result::Result<(), Pin<KBox<DeferredTeardown>>> {
+    if !REGISTERED.load(Relaxed) {
+        return Err(item);
+    }
+    match TEARDOWN_WQ.lock().as_ref() {
+        Some(wq) => {
+            wq.queue().enqueue(item);
+            Ok(())
+        }
+        None => Err(item),
+    }
 }
 
 static REGISTERED: Atomic<bool> = Atomic::new(false);
@@ -227,9 +254,13 @@ impl DeviceClient {
         if REGISTERED.load(Relaxed) {
             return Err(EBUSY);
         }
+        let wq = OwnedQueue::new(c"rpcrdma_rs_teardown")?;
         // SAFETY: `REGISTERED` is false, so this is the first registration of
         // this module instance and `DEVICES` has not been initialised yet.
         unsafe { DEVICES.init() };
+        // SAFETY: As for `DEVICES`.
+        unsafe { TEARDOWN_WQ.init() };
+        *TEARDOWN_WQ.lock() = Some(wq);
         REGISTERED.store(true, Relaxed);
         // SAFETY: The client is not registered yet (`REGISTERED` was false),
         // so nothing else reads the object; `name` is `'static`.
@@ -246,6 +277,9 @@ impl DeviceClient {
 
 impl Drop for DeviceClient {
     fn drop(&mut self) {
+        // Destroying the queue waits for the teardowns on it.
+        let wq = TEARDOWN_WQ.lock().take();
+        drop(wq);
         // SAFETY: By the type invariant the client is registered.
         unsafe { bindings::ib_unregister_client(IB_CLIENT.0.get()) };
         DEVICES.lock().clear();

@@ -199,9 +199,10 @@ impl RunMr {
     /// Posts the registration (REG_MR, unsignaled) on `ep`, ahead of the
     /// Send that advertises it.
     pub fn post_reg(&self, ep: &Endpoint) -> Result {
+        let posting = ep.start_post()?;
         // SAFETY: The QP is live and on the MR's protection domain; the
         // connection drains it before its cache drops any `RunMr`.
-        unsafe { self.mr.post_reg(ep.qp_ptr(), self.writable) }
+        unsafe { self.mr.post_reg(posting.qp(), self.writable) }
     }
 
     /// Hands the pages to the device before it reads or writes them again:

@@ -36,15 +36,16 @@ use crate::rust::rdma::wr_pool::{KeptShell, Shell, WrPool};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use core::cell::UnsafeCell;
-use core::mem::MaybeUninit;
+use core::mem::{ManuallyDrop, MaybeUninit};
 use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{Arc, SpinLock};
 use kernel::types::Opaque;
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use pin_init::pin_init_from_closure;
 
 /// Most scatter/gather entries in one work request built by this layer.
@@ -287,15 +288,16 @@ pub struct EndpointConfig {
 /// # Invariants
 ///
 /// A queue pair was created on `anchor.id` with `send_cq` and `recv_cq`; it
-/// is drained and destroyed in `drop` before the CQs are freed. Its send
-/// queue has room for `send_depth + 1` work requests, the last for the
-/// drain.
+/// is drained and destroyed before the CQs are freed, when the endpoint is
+/// dropped ([`Teardown`]; the `ManuallyDrop` fields are taken there, once).
+/// Its send queue has room for `send_depth + 1` work requests, the last for
+/// the drain.
 pub struct Endpoint {
     qp: NonNull<bindings::ib_qp>,
     // Only held so they are freed after the QP and before the anchor.
-    _send_cq: Cq,
-    _recv_cq: Cq,
-    anchor: Arc<Anchor>,
+    send_cq: ManuallyDrop<Cq>,
+    recv_cq: ManuallyDrop<Cq>,
+    anchor: ManuallyDrop<Arc<Anchor>>,
     attr: DeviceAttr,
     send_depth: u32,
     send_sge: u32,
@@ -303,11 +305,20 @@ pub struct Endpoint {
     /// Set once [`Self::drain`] has returned: no posted work request is
     /// outstanding any more.
     drained: Atomic<bool>,
+    /// Set when the drain that ends the connection starts: no post is
+    /// accepted after it ([`Self::start_post`]).
+    closing: Atomic<bool>,
+    /// Posts in progress, each holding a [`Posting`]: the drain waits for
+    /// them, so none reaches the queue pair after it.
+    posting: Atomic<u32>,
     /// Unsignaled work requests posted ahead of a signaled one that could
     /// not be posted ([`Self::park`]): completed as flushed after the
     /// drain.
-    parked: Pin<KBox<SpinLock<KVec<Parked>>>>,
+    parked: ManuallyDrop<ParkedList>,
 }
+
+/// Chains kept until the drain ([`Endpoint::park`]).
+type ParkedList = Pin<KBox<SpinLock<KVec<Parked>>>>;
 
 /// A chain of posted unsignaled work requests that no completion will
 /// report: its first request (from `Arc::into_raw`) and how to complete
@@ -320,6 +331,29 @@ struct Parked {
 // SAFETY: `first` stands for an `Arc` of a `Send` work request, only used
 // by whoever takes the entry.
 unsafe impl Send for Parked {}
+
+/// A post in progress on an endpoint ([`Endpoint::start_post`]).
+///
+/// # Invariants
+///
+/// Counted in `ep.posting`, taken while `ep.closing` was clear: the drain
+/// waits for it to be dropped.
+pub(in crate::rust) struct Posting<'a> {
+    ep: &'a Endpoint,
+}
+
+impl Posting<'_> {
+    /// The queue pair to post on.
+    pub(in crate::rust) fn qp(&self) -> *mut bindings::ib_qp {
+        self.ep.qp.as_ptr()
+    }
+}
+
+impl Drop for Posting<'_> {
+    fn drop(&mut self) {
+        self.ep.posting.fetch_sub(1, Release);
+    }
+}
 
 // SAFETY: Posting to a queue pair is thread-safe in the RDMA core; the other
 // fields are `Send`.
@@ -384,18 +418,20 @@ impl Endpoint {
         // INVARIANT: The QP was created on `anchor.id` with both CQs.
         Ok(Self {
             qp,
-            _send_cq: send_cq,
-            _recv_cq: recv_cq,
-            anchor,
+            send_cq: ManuallyDrop::new(send_cq),
+            recv_cq: ManuallyDrop::new(recv_cq),
+            anchor: ManuallyDrop::new(anchor),
             attr,
             send_depth,
             send_sge,
             comp_vector: vector,
             drained: Atomic::new(false),
-            parked: KBox::pin_init(
+            closing: Atomic::new(false),
+            posting: Atomic::new(0),
+            parked: ManuallyDrop::new(KBox::pin_init(
                 new_spinlock!(KVec::new(), "rpcrdma_rs::verbs::parked"),
                 GFP_KERNEL,
-            )?,
+            )?),
         })
     }
 
@@ -499,16 +535,51 @@ impl Endpoint {
         accepted
     }
 
-    /// Disconnects and waits until every posted work request has completed
-    /// (flushed if need be). Later posts complete with a flush error.
+    /// Disconnects, refuses every later post ([`Self::start_post`] fails
+    /// with `ESHUTDOWN`), waits for the posts in progress, then waits until
+    /// every posted work request has completed (flushed if need be) and
+    /// its handler has run. Process context.
+    ///
+    /// The receive queue is drained before the send queue, as C's
+    /// `rpcrdma_xprt_drain` does: a Receive's handler may post on the send
+    /// queue (a reply's invalidations), and those posts are in the send
+    /// queue, or refused, before its drain starts.
     pub fn drain(&self) {
         // SAFETY: The identifier is live (held by the anchor); an error
         // only means we were not connected.
         let _ = unsafe { bindings::rdma_disconnect(self.anchor.id.as_ptr()) };
-        // SAFETY: By the type invariant the QP is live.
-        unsafe { bindings::ib_drain_qp(self.qp.as_ptr()) };
+        self.close_posting();
+        // SAFETY: By the type invariant the QP is live; its CQs are polled
+        // from a workqueue, not from this thread.
+        unsafe {
+            bindings::ib_drain_rq(self.qp.as_ptr());
+            bindings::ib_drain_sq(self.qp.as_ptr());
+        }
         self.drained.store(true, Release);
         self.flush_parked();
+    }
+
+    /// Refuses posts from now on and waits until those in progress are
+    /// done (a post never sleeps, so the wait is short).
+    fn close_posting(&self) {
+        // Fully ordered against `start_post`'s increment and load: either
+        // the post sees `closing`, or this sees its count.
+        self.closing.xchg(true, Full);
+        while self.posting.fetch_add(0, Full) != 0 {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(50));
+        }
+    }
+
+    /// Enters a post on the queue pair, or `ESHUTDOWN` once the drain that
+    /// ends the connection has started: nothing is posted after it.
+    pub(in crate::rust) fn start_post(&self) -> Result<Posting<'_>> {
+        self.posting.fetch_add(1, Full);
+        if self.closing.load(Acquire) {
+            self.posting.fetch_sub(1, Release);
+            return Err(ESHUTDOWN);
+        }
+        // INVARIANT: Counted above and `closing` was not set.
+        Ok(Posting { ep: self })
     }
 
     /// Keeps the posted unsignaled chain from `first` until the drain,
@@ -534,12 +605,7 @@ impl Endpoint {
 
     /// Completes the parked chains as flushed; only after the drain.
     fn flush_parked(&self) {
-        let parked = core::mem::take(&mut *self.parked.lock());
-        for p in parked {
-            // SAFETY: Each entry came from `park` and is taken once; the
-            // queue pair was drained (the callers' condition).
-            unsafe { (p.flush)(p.first) };
-        }
+        flush_parked_list(&self.parked);
     }
 
     /// Whether [`Self::drain`] has returned: every work request posted on
@@ -770,15 +836,17 @@ impl Endpoint {
                 inv_sge.lkey = prep.inv;
                 w.wr.sg_list = &mut inv_sge;
             }
+            let Ok(posting) = self.start_post() else {
+                return ESHUTDOWN.to_errno();
+            };
             match chain {
-                None => bindings::rpcrdma_rs_ib_post_send(self.qp.as_ptr(), &w.wr),
+                None => bindings::rpcrdma_rs_ib_post_send(posting.qp(), &w.wr),
                 Some((first, last)) => {
                     // The chain's requests are valid, linked and end at
                     // `last` (`post_send_behind`'s requirement).
                     (*last).next = &mut w.wr;
                     let mut bad: *const bindings::ib_send_wr = core::ptr::null();
-                    let rc =
-                        bindings::rpcrdma_rs_ib_post_send_bad(self.qp.as_ptr(), first, &mut bad);
+                    let rc = bindings::rpcrdma_rs_ib_post_send_bad(posting.qp(), first, &mut bad);
                     // Those ahead of the one that failed were posted.
                     if rc != 0 {
                         let mut at: *const bindings::ib_send_wr = first;
@@ -802,13 +870,16 @@ impl Endpoint {
         }
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
         WorkRequest::post_with(wr, |wr, cqe| {
+            let Ok(posting) = self.start_post() else {
+                return ESHUTDOWN.to_errno();
+            };
             // SAFETY: As in `post_send`.
             unsafe {
                 let mut w: bindings::ib_recv_wr = core::mem::zeroed();
                 w.__bindgen_anon_1.wr_cqe = cqe;
                 w.sg_list = wr.sg_list();
                 w.num_sge = nsge;
-                bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), &w, core::ptr::null_mut())
+                bindings::rpcrdma_rs_ib_post_recv(posting.qp(), &w, core::ptr::null_mut())
             }
         })
     }
@@ -908,12 +979,20 @@ impl Endpoint {
             unsafe { (*base.add(n - 1)).next = core::ptr::null_mut() };
             // Counted together (one atomic add, not one per Receive).
             live::add(live::Kind::PostedWr, n);
-            let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
-            // SAFETY: The QP is live (type invariant); the first `n`
-            // entries of `list` are written and linked, the last ending the
-            // list, and describe work requests whose buffers they own and
-            // which stay alive through the references handed over above.
-            let rc = unsafe { bindings::rpcrdma_rs_ib_post_recv(self.qp.as_ptr(), base, &mut bad) };
+            let mut bad: *const bindings::ib_recv_wr = base;
+            let rc = match self.start_post() {
+                // SAFETY: The QP is live (type invariant); the first `n`
+                // entries of `list` are written and linked, the last ending
+                // the list, and describe work requests whose buffers they
+                // own and which stay alive through the references handed
+                // over above.
+                Ok(posting) => unsafe {
+                    bad = core::ptr::null();
+                    bindings::rpcrdma_rs_ib_post_recv(posting.qp(), base, &mut bad)
+                },
+                // None posted (`bad` is the first).
+                Err(e) => e.to_errno(),
+            };
             if rc == 0 {
                 return Ok(());
             }
@@ -938,19 +1017,150 @@ impl Endpoint {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
+        // SAFETY: The `ManuallyDrop` fields are taken here only, and the
+        // endpoint is not used after (type invariant).
+        let t = unsafe {
+            Teardown {
+                qp: self.qp,
+                send_cq: ManuallyDrop::take(&mut self.send_cq),
+                recv_cq: ManuallyDrop::take(&mut self.recv_cq),
+                anchor: ManuallyDrop::take(&mut self.anchor),
+                parked: ManuallyDrop::take(&mut self.parked),
+            }
+        };
+        // The last reference to a connection may go with a late completion
+        // of its own queue pair: draining there would wait for the CQ work
+        // that is waiting, and freeing the CQ would cancel the work that
+        // runs it. The teardown then runs on the device client's queue.
+        if t.on_its_own_cq() {
+            t.defer();
+        } else {
+            t.run();
+        }
+    }
+}
+
+/// What a dropped [`Endpoint`] leaves to tear down: its queue pair, then
+/// its CQs, then its protection domain and CM identifier.
+///
+/// # Invariants
+///
+/// `qp` is the live queue pair created on `anchor.id` with `send_cq` and
+/// `recv_cq`, and nothing posts on it any more (its endpoint is gone).
+struct Teardown {
+    qp: NonNull<bindings::ib_qp>,
+    send_cq: Cq,
+    recv_cq: Cq,
+    anchor: Arc<Anchor>,
+    parked: ParkedList,
+}
+
+// SAFETY: The queue pair is only torn down, from whichever thread; the other
+// fields are `Send`.
+unsafe impl Send for Teardown {}
+
+impl Teardown {
+    /// Whether the current thread is running the completion work of one of
+    /// the queue pair's CQs.
+    fn on_its_own_cq(&self) -> bool {
+        // SAFETY: Both CQs are live (type invariant).
+        unsafe {
+            bindings::rpcrdma_rs_cq_is_current(self.send_cq.ptr.as_ptr())
+                || bindings::rpcrdma_rs_cq_is_current(self.recv_cq.ptr.as_ptr())
+        }
+    }
+
+    /// Disconnects, drains (receive queue first, see [`Endpoint::drain`])
+    /// and destroys the queue pair, then frees the CQs and the anchor.
+    /// Process context, not on the CQs' own work.
+    fn run(self) {
         // Tell the peer first; an error only means we were not connected.
         // SAFETY: The identifier is live (held by the anchor).
         let _ = unsafe { bindings::rdma_disconnect(self.anchor.id.as_ptr()) };
-        // SAFETY: By the type invariant the QP is live. Draining moves it to
-        // the error state and waits until every posted work request has
+        // SAFETY: The QP is live (type invariant). Draining moves it to the
+        // error state and waits until every posted work request has
         // completed, so no completion refers to it or to the CQs afterwards.
         unsafe {
-            bindings::ib_drain_qp(self.qp.as_ptr());
+            bindings::ib_drain_rq(self.qp.as_ptr());
+            bindings::ib_drain_sq(self.qp.as_ptr());
             bindings::rdma_destroy_qp(self.anchor.id.as_ptr());
         }
         live::dec(live::Kind::Qp);
-        self.flush_parked();
-        // The CQs are freed next (field order), then the anchor reference.
+        flush_parked_list(&self.parked);
+        let Self {
+            send_cq,
+            recv_cq,
+            anchor,
+            ..
+        } = self;
+        drop(send_cq);
+        drop(recv_cq);
+        drop(anchor);
+    }
+
+    /// Runs the teardown on the device client's queue. Should the work item
+    /// not be allocated, the queue pair and what it holds are leaked rather
+    /// than torn down here, where the drain would never return.
+    fn defer(self) {
+        let item = KBox::pin_init(
+            pin_init!(DeferredTeardown {
+                teardown: None,
+                work <- new_work!("rpcrdma_rs::verbs::teardown"),
+            }),
+            GFP_KERNEL,
+        );
+        let Ok(mut item) = item else {
+            crate::pr_err_ratelimited!(
+                "rpcrdma_rs: no memory to tear a queue pair down off its completion queue: leaked\n"
+            );
+            core::mem::forget(self);
+            return;
+        };
+        // SAFETY: Only `teardown` is written; the pinned work item is not
+        // moved.
+        unsafe { item.as_mut().get_unchecked_mut().teardown = Some(self) };
+        if let Err(item) = device::enqueue_teardown(item) {
+            crate::pr_err_ratelimited!(
+                "rpcrdma_rs: no queue to tear a queue pair down on: leaked\n"
+            );
+            core::mem::forget(item);
+        }
+    }
+}
+
+/// A [`Teardown`] waiting for the device client's queue.
+#[pin_data]
+pub(in crate::rust) struct DeferredTeardown {
+    teardown: Option<Teardown>,
+    #[pin]
+    work: Work<DeferredTeardown>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for DeferredTeardown { self.work }
+}
+
+impl WorkItem for DeferredTeardown {
+    type Pointer = Pin<KBox<Self>>;
+
+    fn run(this: Pin<KBox<Self>>) {
+        // SAFETY: Only `teardown` is taken; the work item is not moved, and
+        // the box is freed after.
+        let mut this = unsafe { Pin::into_inner_unchecked(this) };
+        if let Some(t) = this.teardown.take() {
+            t.run();
+        }
+    }
+}
+
+/// Completes the parked chains of `parked` as flushed; only after the
+/// drain of their queue pair.
+fn flush_parked_list(parked: &ParkedList) {
+    let chains = core::mem::take(&mut *parked.lock());
+    for p in chains {
+        // SAFETY: Each entry came from `park` and is taken once; the
+        // queue pair was drained (the callers' condition).
+        unsafe { (p.flush)(p.first) };
     }
 }
 
@@ -1536,6 +1746,7 @@ impl MappedBuf {
         if !Arc::ptr_eq(ep.pd(), &self.pd) {
             return Err(EINVAL);
         }
+        let posting = ep.start_post()?;
         // SAFETY: The MR and the QP are live; the REG_MR work request lives
         // inside the MR, which is freed only after every queue pair that
         // may still execute it was drained (connections drain their queue
@@ -1544,7 +1755,8 @@ impl MappedBuf {
         // queue pair completed before the buffer was used again, or (an
         // MR of a `SinkMrPool`, see `register_page_run`) before the MR went
         // back to the pool.
-        unsafe { mr.mr.post_sink_reg(ep.qp_ptr(), mr.remote) }?;
+        unsafe { mr.mr.post_sink_reg(posting.qp(), mr.remote) }?;
+        drop(posting);
         mr.armed.store(true, Relaxed);
         if let Backing::Slab(obj) = &self.backing {
             obj.cache().count_registration();

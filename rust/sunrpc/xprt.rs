@@ -951,9 +951,10 @@ impl Mr {
     /// Posts the registration (REG_MR, unsignaled) on `ep`, ahead of the
     /// Send that advertises it.
     pub fn post_reg(&self, ep: &Endpoint, writable: bool) -> Result {
+        let posting = ep.start_post()?;
         // SAFETY: The QP is live and on the MR's protection domain; it is
         // drained before the MR pool is freed.
-        unsafe { self.mr.post_reg(ep.qp_ptr(), writable) }
+        unsafe { self.mr.post_reg(posting.qp(), writable) }
     }
 
     /// Prepares the registration (REG_MR, unsignaled) for remote write
@@ -1011,15 +1012,19 @@ pub fn post_local_inv<H: CompletionHandler>(
 ) -> Result {
     match wr {
         None => {
+            let posting = ep.start_post()?;
             // SAFETY: The QP is live.
             to_result(unsafe {
-                crate::rust::rdma::mr::post_local_inv(ep.qp_ptr(), rkey, core::ptr::null_mut())
+                crate::rust::rdma::mr::post_local_inv(posting.qp(), rkey, core::ptr::null_mut())
             })
         }
         Some(wr) => WorkRequest::post_with(wr, |_, cqe| {
+            let Ok(posting) = ep.start_post() else {
+                return ESHUTDOWN.to_errno();
+            };
             // SAFETY: The QP is live; the completion consumes the reference
             // `post_with` handed to the queue.
-            unsafe { crate::rust::rdma::mr::post_local_inv(ep.qp_ptr(), rkey, cqe) }
+            unsafe { crate::rust::rdma::mr::post_local_inv(posting.qp(), rkey, cqe) }
         }),
     }
 }
