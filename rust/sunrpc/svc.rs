@@ -36,6 +36,7 @@ use crate::rust::sunrpc::svc_class;
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
+use kernel::error::from_result;
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 use kernel::new_spinlock;
 use kernel::prelude::*;
@@ -820,10 +821,21 @@ impl<T: SvcTransport> OpsTable<T> {
     const OPS: bindings::svc_xprt_ops = bindings::svc_xprt_ops {
         xpo_create: Some(Self::create),
         xpo_accept: Some(Self::accept),
-        xpo_has_wspace: Some(Self::has_wspace),
+        // sunrpc calls these three unconditionally: a transport without
+        // the method gets the default (always room, no payload to note,
+        // the context freed).
+        xpo_has_wspace: Some(if T::HAS_HAS_WSPACE {
+            Self::has_wspace
+        } else {
+            Self::always_wspace
+        }),
         xpo_recvfrom: Some(Self::recvfrom),
         xpo_sendto: Some(Self::sendto),
-        xpo_result_payload: Some(Self::result_payload),
+        xpo_result_payload: Some(if T::HAS_RESULT_PAYLOAD {
+            Self::result_payload
+        } else {
+            Self::no_result_payload
+        }),
         xpo_release_ctxt: Some(Self::release_ctxt),
         xpo_detach: Some(Self::detach),
         xpo_free: Some(Self::free),
@@ -936,13 +948,25 @@ impl<T: SvcTransport> OpsTable<T> {
         }
     }
 
+    /// `xpo_has_wspace` of a transport without [`SvcTransport::has_wspace`].
+    extern "C" fn always_wspace(_xprt: *mut bindings::svc_xprt) -> c_int {
+        1
+    }
+
+    /// `xpo_result_payload` of a transport without
+    /// [`SvcTransport::result_payload`].
+    extern "C" fn no_result_payload(
+        _rqstp: *mut bindings::svc_rqst,
+        _offset: c_uint,
+        _length: c_uint,
+    ) -> c_int {
+        0
+    }
+
     /// # Safety
     ///
     /// Called by sunrpc with a live transport of this class.
     unsafe extern "C" fn has_wspace(xprt: *mut bindings::svc_xprt) -> c_int {
-        if !T::HAS_HAS_WSPACE {
-            return 1;
-        }
         // SAFETY: `xprt` is live (function safety requirement).
         let h = unsafe { Self::holder(xprt) };
         c_int::from(T::has_wspace(&h.data))
@@ -1027,10 +1051,10 @@ impl<T: SvcTransport> OpsTable<T> {
         let h = unsafe { Self::holder(rqst.xprt()) };
         // SAFETY: Only this thread uses the request and its context.
         let ctxt = unsafe { Self::ctxt(rqstp) };
-        match T::sendto(&h.data, &mut rqst, ctxt) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
+        from_result(|| {
+            T::sendto(&h.data, &mut rqst, ctxt)?;
+            Ok(0)
+        })
     }
 
     /// # Safety
@@ -1041,20 +1065,17 @@ impl<T: SvcTransport> OpsTable<T> {
         offset: c_uint,
         length: c_uint,
     ) -> c_int {
-        if !T::HAS_RESULT_PAYLOAD {
-            return 0;
-        }
         // SAFETY: Only this thread uses the request; the flavor was set
         // when the Call's credential was accepted, before nfsd encodes.
         let ddp_allowed = !flavor_touches_data(unsafe { (*rqstp).rq_cred.cr_flavor });
         // SAFETY: Only this thread uses the request and its context.
-        match unsafe { Self::ctxt(rqstp) } {
-            Some(c) => match T::result_payload(c, offset, length, ddp_allowed) {
-                Ok(()) => 0,
-                Err(e) => e.to_errno(),
-            },
-            None => 0,
-        }
+        let Some(c) = (unsafe { Self::ctxt(rqstp) }) else {
+            return 0;
+        };
+        from_result(|| {
+            T::result_payload(c, offset, length, ddp_allowed)?;
+            Ok(0)
+        })
     }
 
     /// # Safety
@@ -1118,10 +1139,10 @@ impl<T: SvcTransport> OpsTable<T> {
         let call = BcCall { ptr };
         // SAFETY: `sxprt` is live and of this class.
         let h = unsafe { Self::holder(sxprt) };
-        match T::bc_send(&h.data, &call) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
+        from_result(|| {
+            T::bc_send(&h.data, &call)?;
+            Ok(0)
+        })
     }
 
     /// # Safety

@@ -27,6 +27,7 @@ use core::mem::{offset_of, size_of};
 use core::ptr::{addr_of_mut, null_mut, NonNull};
 use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use kernel::bindings as kb;
+use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_ushort, c_void};
 use kernel::prelude::*;
 use kernel::seq_file::SeqFile;
@@ -695,11 +696,11 @@ impl<T: XprtOps> OpsTable<T> {
         let xprt = unsafe { xprt_of_work(work, offset_of!(Transport, connect_work)) };
         // SAFETY: `destroy` cancels this work first.
         let t = unsafe { Transport::from_xprt(xprt) };
-        // SAFETY: Between setup and destroy.
-        let mut rc = match unsafe { Self::state(xprt) }.connect() {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        };
+        let mut rc = from_result(|| {
+            // SAFETY: Between setup and destroy.
+            unsafe { Self::state(xprt) }.connect()?;
+            Ok(0)
+        });
         // SAFETY: `state` is the transport's bit field (C
         // `xprt_clear_connecting`, barriers included).
         unsafe {
@@ -879,11 +880,11 @@ impl<T: XprtOps> OpsTable<T> {
         };
         // SAFETY: The request and its transport are live for the call.
         let s = unsafe { Self::state((*rqst).rq_xprt) };
-        // SAFETY: sunrpc lends the request for the call.
-        match s.send_request(&unsafe { RpcRqst::from_raw(r) }) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
+        from_result(|| {
+            // SAFETY: sunrpc lends the request for the call.
+            s.send_request(&unsafe { RpcRqst::from_raw(r) })?;
+            Ok(0)
+        })
     }
 
     /// The `xprt: rdma` line of `/proc/self/mountstats`.
