@@ -195,15 +195,19 @@ admin_refused_loads() {
 # admin_rescuers: the module's workqueues (connect and flush, teardown)
 # have a rescuer thread, which only WQ_MEM_RECLAIM queues get: reconnects
 # and the flush of MRs writeback waits for must progress without a new
-# kworker. A rescuer is named after its queue, cut to 15 characters.
+# kworker. /proc/PID/comm names a rescuer "kworker/R-" and its queue's name
+# (wq_worker_comm).
 admin_rescuers() {
     _n=admin-workqueues-reclaim _bad=
     _comms=$(cat /proc/[0-9]*/comm 2>/dev/null)
     for _q in rpcrdma_rs_connect rpcrdma_rs_teardown; do
-        _c=$(printf '%.15s' "$_q")
-        printf '%s\n' "$_comms" | grep -qx "$_c" || _bad="$_bad $_q"
+        printf '%s\n' "$_comms" | grep -qx "kworker/R-$_q" || _bad="$_bad $_q"
     done
-    if [ -n "$_bad" ]; then fail $_n "no rescuer for:$_bad"; else pass $_n; fi
+    if [ -n "$_bad" ]; then
+        fail $_n "no rescuer for:$_bad (rescuers: $(printf '%s\n' "$_comms" | grep '^kworker/R-' | tr '\n' ' '))"
+    else
+        pass $_n
+    fi
 }
 
 # admin_check MNT: the whole phase (the server runs, MNT is not mounted).
