@@ -4,11 +4,12 @@
 //! the state every part of the client shares. What is done with it lives
 //! in files named like the C module's:
 //!
-//! - `connect`: resolution, queue pair, MR pool, negotiation, shutdown and
-//!   CM events (`verbs.c`);
+//! - `connect`: resolution, queue pair, MR pool, negotiation and CM events
+//!   (`verbs.c`); `disconnect`: shutdown and drain;
 //! - `marshal`: a call as the planner decides (`rpc_rdma.c`, send side);
 //! - `reply`: receive completions and replies (`rpc_rdma.c`, receive side);
-//! - `frwr`: the MR pool, registration and invalidation (`frwr_ops.c`);
+//! - `frwr`: the MR pool and registration, `invalidate`: invalidation
+//!   (`frwr_ops.c`);
 //! - `physical`: the global-rkey strategy;
 //! - `regcache`: the registration cache (`memreg=cache`);
 //! - `send_buf`: the send queue gate and the pooled Send buffers
@@ -16,8 +17,10 @@
 //! - `backchannel`: callbacks from the server (`backchannel.c`).
 //!
 //! Ownership: completion handlers hold an `Arc<Conn>` while their work
-//! request is posted, so [`Conn::shutdown`] drains the queue pair, after
-//! which no handler reposts and the last reference frees everything.
+//! request is posted. [`Conn::shutdown`] drains the queue pair, after which
+//! nothing can be posted on it (the endpoint refuses posts once its drain
+//! starts), and the last reference frees everything; if a late completion
+//! holds it, the endpoint's teardown runs off that completion's CQ.
 
 use super::reg::RegList;
 use super::regcache::CacheState;
