@@ -184,9 +184,10 @@ impl Conn {
         })?;
         // One line per connection, like the client's "connected:" line: an
         // administrator sees what was negotiated, where completions land and
-        // where RDMA Reads land.
+        // where RDMA Reads land. Rate-limited: a peer decides how often it
+        // connects (the trace event has every one).
         trace::svcrdma_accept(peer, credits.grant(), neg.inline_send, neg.inline_recv, ird);
-        pr_info!(
+        crate::pr_info_ratelimited!(
             "svcrdma: accepted: credits {}, inline send {} recv {}, max RDMA Reads {}, peer accepts remote invalidation {}, completion vector {}, Reads into {}\n",
             credits.grant(),
             neg.inline_send,

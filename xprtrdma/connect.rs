@@ -325,7 +325,11 @@ impl Conn {
         let params = if settings.strategy.page_segments() {
             self.physical_params(neg.inline_send, neg.inline_recv, caps)
         } else {
-            TransportParams::from_device(neg.inline_send, neg.inline_recv, caps)
+            let params = TransportParams::from_device(neg.inline_send, neg.inline_recv, caps);
+            // MRs of a few pages (`fmr_pages_per_mr`) carry less than the
+            // 1 MiB sunrpc would otherwise size mounts for.
+            self.xprt.limit_max_payload(params.frwr_max_payload());
+            params
         };
         if !self.negotiated.populate(params) {
             // Cannot happen: a connection is established once.

@@ -164,14 +164,18 @@ impl Conn {
                 return;
             }
         }
-        let credits = hdr.credits.clamp(1, self.settings.max_requests);
-        if self.credits.xchg(credits, Relaxed) != credits {
-            self.xprt.update_cwnd(credits);
-        }
+        // A reply that answers no request of ours grants nothing: its
+        // credits are taken only once its xid is found (as C's
+        // rpcrdma_reply_handler), so a stray or forged reply cannot move
+        // the congestion window.
         let Some(rqst) = self.xprt.lookup(hdr.xid) else {
             trace::xprtrdma_reply_err(&self.xprt, ReplyError::NoRequest, bytes);
             return;
         };
+        let credits = hdr.credits.clamp(1, self.settings.max_requests);
+        if self.credits.xchg(credits, Relaxed) != credits {
+            self.xprt.update_cwnd(credits);
+        }
         trace::xprtrdma_reply(&rqst, hdr.xid, credits);
         // What the request registered, taken off the pending list once:
         // the chunk checks below and the invalidation read it. The request

@@ -10,6 +10,7 @@ use rpcrdma_proto::proto::msg::Proc;
 use rpcrdma_proto::proto::planner::{
     count_segments, max_call_header_size, max_reply_header_size, physical_max_segs, plan,
     CallStrategy, DeviceCaps, PlanError, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
+    MAX_HDR_SEGS,
 };
 
 /// The C client's logic, transcribed statement by statement from
@@ -626,4 +627,26 @@ fn physical_plans_fit_their_segments() {
         let too_big = shape(buf(120, 0, 0), false, over, true);
         assert!(plan(&too_big, &p).is_err());
     }
+}
+
+#[test]
+fn frwr_payload_follows_the_pages_per_mr() {
+    let caps = |pages| DeviceCaps {
+        max_fast_reg_page_list_len: pages,
+        max_sge_rd: 0,
+        ..DeviceCaps::RXE
+    };
+    // The device's depth: 1 MiB in three segments (head, pages, tail).
+    let full = TransportParams::from_device(4096, 4096, &caps(512));
+    assert_eq!(full.max_rdma_segs, 3);
+    assert_eq!(full.frwr_max_payload(), 1024 * 1024);
+    // fmr_pages_per_mr=4: 16 segments, 14 of them 4 pages, one page lost
+    // to a payload that does not start at a page boundary.
+    let small = TransportParams::from_device(4096, 4096, &caps(4));
+    assert_eq!(small.max_rdma_segs, MAX_HDR_SEGS);
+    assert_eq!(small.frwr_max_payload(), 55 * 4096);
+    assert_eq!(
+        TransportParams::from_device(4096, 4096, &caps(1)).frwr_max_payload(),
+        13 * 4096
+    );
 }

@@ -86,6 +86,21 @@ macro_rules! pr_warn_ratelimited {
     }};
 }
 
+/// `pr_info!` limited like [`pr_warn_ratelimited!`](crate::pr_warn_ratelimited),
+/// for lines a peer causes once per connection.
+#[macro_export]
+macro_rules! pr_info_ratelimited {
+    ($($arg:tt)*) => {{
+        static RL: $crate::rust::kext::ratelimit::RateLimit = $crate::rust::kext::ratelimit::RateLimit::new();
+        if let Some(n) = RL.check() {
+            kernel::pr_info!($($arg)*);
+            if n > 0 {
+                kernel::pr_info!("rpcrdma_rs: {} similar messages suppressed\n", n);
+            }
+        }
+    }};
+}
+
 /// `pr_err!` limited like [`pr_warn_ratelimited!`](crate::pr_warn_ratelimited).
 #[macro_export]
 macro_rules! pr_err_ratelimited {

@@ -351,7 +351,8 @@ impl CacheUser {
                 users: 1,
             })
             .map_err(|_| ENOMEM)?;
-        pr_info!(
+        // Again whenever a connection arrives on a device none used.
+        crate::pr_info_ratelimited!(
             "svcrdma: registration cache for a device created (sink MRs: {})\n",
             cache.mr.iter().any(|m| *m)
         );

@@ -182,6 +182,21 @@ impl TransportParams {
         physical_payload_of(self.max_rdma_segs, self.page_size)
     }
 
+    /// Largest payload (rsize, wsize) whose chunks always fit the FRWR
+    /// strategy's segments: each segment one MR of up to `max_fr_depth`
+    /// pages, two segments kept for the head and the tail, and one page
+    /// lost when the payload does not start at a page boundary; at most
+    /// 1 MiB. With the device's own depth this is 1 MiB; an MR of a few
+    /// pages (`fmr_pages_per_mr`) brings it down.
+    pub fn frwr_max_payload(&self) -> u32 {
+        self.max_rdma_segs
+            .saturating_sub(2)
+            .saturating_mul(self.max_fr_depth)
+            .saturating_sub(1)
+            .saturating_mul(self.page_size)
+            .min(PHYSICAL_MAX_PAYLOAD)
+    }
+
     /// Linux defaults (4 KiB inline each way) on a Soft-RoCE (rxe) device.
     pub fn linux_default() -> Self {
         Self::from_device(4096, 4096, &DeviceCaps::RXE)

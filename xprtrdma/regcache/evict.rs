@@ -33,11 +33,17 @@ impl Conn {
         for d in evicted {
             let mut mr = d.mr;
             let pages = mr.pages();
-            mr.release();
-            self.unpin(pages);
             if valid {
+                // Invalidated: no steering tag names the pages any more.
+                mr.release();
                 self.keep_spare(mr);
+            } else {
+                // Possibly still valid: dropped whole, which deregisters
+                // the MR (revoking its tag) before its pages are unmapped
+                // and put.
+                drop(mr);
             }
+            self.unpin(pages);
         }
     }
 
