@@ -4,15 +4,56 @@
 # repository by scripts/setup; KDIR points at it.
 
 CACHE_DIR ?= $(or $(RPCRDMA_CACHE),/var/cache/rpcrdma-rs)
-# bindgen is installed into the cache by scripts/setup.
-export PATH := $(CACHE_DIR)/bin:$(HOME)/.cargo/bin:$(PATH)
-export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
+# bindgen is installed into the cache by scripts/setup. rustup's directory
+# comes last: the rustc used is the one the kernel names (below), and a
+# distribution's rustc must not lose to a rustup one merely by PATH order.
+export PATH := $(CACHE_DIR)/bin:$(PATH):$(HOME)/.cargo/bin
 
 KDIR ?= $(shell scripts/kdir 2>/dev/null)
 KSRC ?= $(shell bash -c '. scripts/common.sh && ksrc_dir')
-LLVM ?= -19
 RUSTFMT ?= rustfmt
 SCENARIO ?= kunit
+
+# The toolchain is the one the kernel in KDIR was built with, read from its
+# .config by scripts/kernel-toolchain: clang (LLVM=-NN) or gcc, the rustc
+# whose version is CONFIG_RUSTC_VERSION_TEXT exactly (Rust symbol names
+# depend on it), bindgen, libclang. A mismatch stops here with one line.
+KT_GOALS := $(filter all modules clippy,$(or $(MAKECMDGOALS),all))
+ifneq ($(KDIR),)
+ifneq ($(filter all modules clippy clean,$(or $(MAKECMDGOALS),all)),)
+KT_FILE := $(CURDIR)/.kernel-toolchain.mk
+KT_RUN := $(shell scripts/kernel-toolchain '$(KDIR)' | sed 's/^/KT_/' > '$(KT_FILE)')
+include $(KT_FILE)
+ifneq ($(KT_GOALS),)
+ifneq ($(KT_ERROR),)
+$(error rpcrdma-rs: $(KT_ERROR))
+endif
+endif
+endif
+endif
+LLVM ?= $(KT_LLVM)
+export LIBCLANG_PATH ?= $(or $(KT_LIBCLANG_PATH),/usr/lib/llvm-19/lib)
+KT_TOOLS = $(if $(KT_RUSTC),RUSTC=$(KT_RUSTC)) $(if $(KT_BINDGEN),BINDGEN=$(KT_BINDGEN)) \
+	$(if $(KT_CLIPPY_DRIVER),CLIPPY_DRIVER=$(KT_CLIPPY_DRIVER))
+
+# Headers without the kernel's Rust build products (Debian's: no
+# rust/*.rmeta, no scripts/target.json): scripts/stock-rust-objects builds
+# them once per kernel release from the same kernel source and the headers'
+# .config, checks them against the headers, and gives a directory that is
+# the headers plus those products. KBUILD_DIR is where the module is built.
+KBUILD_DIR := $(KDIR)
+ifneq ($(KT_GOALS),)
+ifneq ($(KDIR),)
+ifeq ($(wildcard $(KDIR)/rust/libkernel.rmeta),)
+KBUILD_DIR := $(shell RUSTC='$(KT_RUSTC)' BINDGEN='$(KT_BINDGEN)' scripts/stock-rust-objects '$(KDIR)')
+else ifeq ($(wildcard $(KDIR)/scripts/target.json),)
+KBUILD_DIR := $(shell RUSTC='$(KT_RUSTC)' BINDGEN='$(KT_BINDGEN)' scripts/stock-rust-objects '$(KDIR)')
+endif
+ifeq ($(KBUILD_DIR),)
+$(error rpcrdma-rs: no Rust build products for the kernel in $(KDIR) (scripts/stock-rust-objects failed, see above))
+endif
+endif
+endif
 
 # dkms appends CC=clang LD=ld.lld to the make command when the kernel was built
 # with LLVM. With a versioned LLVM=-19 the kernel names its tools clang-19 and
@@ -21,7 +62,7 @@ SCENARIO ?= kunit
 ifneq ($(filter -%,$(LLVM)),)
 KMAKE_TOOLS = CC=clang$(LLVM) LD=ld.lld$(LLVM)
 endif
-KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) $(KMAKE_TOOLS)
+KMAKE = $(MAKE) -C $(KBUILD_DIR) M=$(CURDIR) $(if $(LLVM),LLVM=$(LLVM)) $(KMAKE_TOOLS) $(KT_TOOLS)
 
 RUST_SOURCES = $(shell git ls-files '*.rs' 2>/dev/null | grep -v '^host/fuzz/\|_generated\.rs$$')
 
