@@ -139,7 +139,7 @@ TEST_DIR=$FST_TEST_DIR
 SCRATCH_DEV=$(fst_dev "$_v" scratch)
 SCRATCH_MNT=$FST_SCRATCH_MNT
 NFS_MOUNT_OPTIONS="-o $_o"
-RESULT_BASE=$FST_RESULTS/$_s
+RESULT_BASE=$FST_RESULTS
 
 EOF
         done
@@ -166,11 +166,15 @@ fst_check() {
     _log=/tmp/.fst-run.log
     : > $_log
     _t0=$(date +%s)
-    ( cd "$FSTESTS_DIR" && HOST_OPTIONS=$FST_CONFIG timeout "${FST_TIMEOUT:-3000}" ./check -s "$_sec" "$@" ) >> "$_log" 2>&1
-    _rc=$?
+    # (the results share shows the host how far it got)
+    ( cd "$FSTESTS_DIR" && HOST_OPTIONS=$FST_CONFIG timeout "${FST_TIMEOUT:-3000}" ./check -s "$_sec" "$@"
+      echo "check exit $?" ) 2>&1 | tee -a "$RESULTS/fstests-$_sec.log" > $_log
+    _rc=$(sed -n 's/^check exit //p' $_log)
+    # ./check leaves the test file system mounted: the next section's
+    # TEST_DEV may be another export
+    umount $FST_TEST_DIR $FST_SCRATCH_MNT 2>/dev/null
     _dt=$(( $(date +%s) - _t0 ))
-    # "Ran:", "Not run:" and "Failures:" (wrapped lines start with a space)
-    cat $_log >> "$RESULTS/fstests-$_sec.log"
+    # "Ran:", "Not run:" and "Failures:"
     awk '/^(Ran|Not run|Failures):/ { k = substr($0, 1, index($0, ":")); sub(/^[^:]*: */, ""); print k, $0 }' "$_log" > /tmp/.fst-sum
     : > "/tmp/.fst-$_sec"
     for _t in "$@"; do
