@@ -173,6 +173,9 @@ fst_check() {
     # ./check leaves the test file system mounted: the next section's
     # TEST_DEV may be another export
     umount $FST_TEST_DIR $FST_SCRATCH_MNT 2>/dev/null
+    if grep -q 'could not mount' $_log; then
+        say "$_sec: ./check could not mount; the server exports: $(showmount -e "$SERVER_IP" 2>&1 | tr '\n' ' ')"
+    fi
     _dt=$(( $(date +%s) - _t0 ))
     # "Ran:", "Not run:" and "Failures:"
     awk '/^(Ran|Not run|Failures):/ { k = substr($0, 1, index($0, ":")); sub(/^[^:]*: */, ""); print k, $0 }' "$_log" > /tmp/.fst-sum
