@@ -77,8 +77,8 @@ mc_server_end() {
     fi
     # Everything the connections held is released within a bound.
     _t0=$(date +%s)
-    if wait_for 120 sh -c "[ \"\$(rdma resource show 2>/dev/null | head -n 1 |
-            awk '{ for (i = 3; i < NF; i += 2) if (\$i ~ /^(pd|cq|qp|cm_id|mr)\$/) printf \"%s %s \", \$i, \$(i + 1) }')\" = '$MC_RES0' ]"; then
+    while [ "$(mc_res)" != "$MC_RES0" ] && [ $(( $(date +%s) - _t0 )) -lt 120 ]; do sleep 2; done
+    if [ "$(mc_res)" = "$MC_RES0" ]; then
         pass server-rdma-resources-back-to-start
     else
         fail server-rdma-resources-back-to-start "start: $MC_RES0; now: $(mc_res)"
@@ -181,7 +181,7 @@ EOF
     for _i in $(seq 1 $MC_N); do
         kill -INT "$(cat /tmp/.bg$_i.pid)" 2>/dev/null
         _t0=$(now_ms)
-        wait_for 120 sh -c "! kill -0 $(cat /tmp/.bg$_i.pid) 2>/dev/null" || kill -9 "$(cat /tmp/.bg$_i.pid)"
+        wait "$(cat /tmp/.bg$_i.pid)"
         rm -f /tmp/mc$_i/bg$_i.* 2>/dev/null
         _others=$(for _j in $(seq $((_i + 1)) $MC_N); do kill -0 "$(cat /tmp/.bg$_j.pid)" 2>/dev/null && echo $_j; done | wc -l)
         if timeout 120 umount "/tmp/mc$_i"; then
