@@ -203,7 +203,8 @@ fst_check() {
             grep -q "generic/$(basename "${_f%.full}") fail" "/tmp/.fst-$_sec" || continue ;; esac
         tail -c 65536 "$_f" > "$RESULTS/fstests/$_sec/$(basename "$_f")"
     done
-    _np=$(grep -c ' pass$' "/tmp/.fst-$_sec") _nf=$(grep -c ' fail' "/tmp/.fst-$_sec") _nn=$(grep -c ' notrun' "/tmp/.fst-$_sec")
+    _np=$(grep -c '^[^ ]* pass$' "/tmp/.fst-$_sec") _nf=$(grep -c '^[^ ]* fail' "/tmp/.fst-$_sec")
+    _nn=$(grep -c '^[^ ]* notrun' "/tmp/.fst-$_sec")
     info "fstests $DIRECTION $_sec $BACKING: $# tests, $_np passed, $_nf failed, $_nn not run, ${_dt} s"
 }
 
@@ -216,7 +217,7 @@ fst_record() {
             notrun) say "not run: $1 $_t: $_why" ;;
         esac
     done < "/tmp/.fst-$1"
-    grep ' notrun' "/tmp/.fst-$1" | awk '{ printf "%s ", $1 } END { print "" }' | sed "s|^|not run ($1): |" >> "$RESULTS/info"
+    grep '^[^ ]* notrun' "/tmp/.fst-$1" | awk '{ printf "%s ", $1 } END { print "" }' | sed "s|^|not run ($1): |" >> "$RESULTS/info"
 }
 
 # fst_signature SECTION TEST: how the test failed, the difference from its
