@@ -179,9 +179,22 @@ EOF
     done
     sleep 5
     for _i in $(seq 1 $MC_N); do
-        kill -INT "$(cat /tmp/.bg$_i.pid)" 2>/dev/null
+        _p=$(cat /tmp/.bg$_i.pid)
+        kill -INT "$_p" 2>/dev/null
         _t0=$(now_ms)
-        wait "$(cat /tmp/.bg$_i.pid)"
+        # bounded: gone, or a zombie (exited, not yet waited for)
+        _end=$(( $(date +%s) + BOUND_S ))
+        while [ -d /proc/$_p ] && [ "$(awk '{ print $3 }' /proc/$_p/stat 2>/dev/null)" != Z ] &&
+            [ "$(date +%s)" -lt $_end ]; do sleep 1; done
+        if [ -d /proc/$_p ] && [ "$(awk '{ print $3 }' /proc/$_p/stat 2>/dev/null)" != Z ]; then
+            fail "fio-$_i-stops" "fio on mount $_i still running ${BOUND_S}s after SIGINT"
+            # what the tasks wait on, into the console
+            echo w > /proc/sysrq-trigger 2>/dev/null
+            kill -9 "$_p" 2>/dev/null
+            umount -l "/tmp/mc$_i"
+            continue
+        fi
+        wait "$_p" 2>/dev/null
         rm -f /tmp/mc$_i/bg$_i.* 2>/dev/null
         _others=$(for _j in $(seq $((_i + 1)) $MC_N); do kill -0 "$(cat /tmp/.bg$_j.pid)" 2>/dev/null && echo $_j; done | wc -l)
         if timeout 120 umount "/tmp/mc$_i"; then
