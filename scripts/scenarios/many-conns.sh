@@ -61,8 +61,10 @@ mc_server() {
         _i=$((_i + 1))
     done
     NFSD_THREADS=32
-    if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
+    # before the listener, which the client races to connect to; compared
+    # again once nfsd has closed it
     MC_RES0=$(mc_res) MC_LIVE0=$(mc_live_bufs) MC_MEM0=$(mc_mem)
+    if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
     info "server ($SERVER_MOD) at start: $MC_RES0; $MC_MEM0${MC_LIVE0:+; live buffers $MC_LIVE0}"
     mc_server_watch &
 }
@@ -75,6 +77,7 @@ mc_server_end() {
     else
         fail server-64-connections "the client never said the load was on"
     fi
+    check nfs-server-stop stop_nfs_server
     # Everything the connections held is released within a bound.
     _t0=$(date +%s)
     while [ "$(mc_res)" != "$MC_RES0" ] && [ $(( $(date +%s) - _t0 )) -lt 120 ]; do sleep 2; done
@@ -94,7 +97,6 @@ mc_server_end() {
         for f in /proc/sys/sunrpc/svc_rdma/rdma_stat_*; do _st="$_st $(basename "$f" | sed 's/^rdma_stat_//')=$(cat "$f")"; done
         info "svc_rdma stats:$_st"
     fi
-    check nfs-server-stop stop_nfs_server
     if [ "$SERVER_MOD" = c ]; then
         check unload-c-rpcrdma unload_c_rpcrdma
     else
