@@ -528,3 +528,59 @@ mod tests {
         Ok(())
     }
 }
+
+/// The client's own request slots (`alloc_slot`/`free_slot`) on a bare
+/// sunrpc transport: each task gets its own slot and buffer, found again
+/// from the request; a task that finds none waits on the backlog and gets
+/// the next slot freed, first come first served; no slot is lost.
+#[kunit_tests(rpcrdma_rs_xprt_slots)]
+mod slot_tests {
+    use crate::rust::sunrpc::xprt_slots::SlotBench;
+    use kernel::prelude::*;
+
+    #[test]
+    fn each_task_gets_its_own_slot_and_buffer() -> Result {
+        let bench = SlotBench::new(4, 4)?;
+        let mut seen = [usize::MAX; 4];
+        for (i, s) in seen.iter_mut().enumerate() {
+            *s = bench.alloc(i)?.ok_or(EBUSY)?;
+        }
+        for (i, a) in seen.iter().enumerate() {
+            for b in seen.iter().skip(i + 1) {
+                assert_ne!(a, b);
+                assert_ne!(bench.buf_addr(*a), bench.buf_addr(*b));
+            }
+            assert!(bench.buf_addr(*a).is_some());
+        }
+        assert!(!bench.inner_address_is_a_slot());
+        Ok(())
+    }
+
+    #[test]
+    fn a_freed_slot_goes_to_the_first_waiting_task() -> Result {
+        let bench = SlotBench::new(2, 5)?;
+        let s0 = bench.alloc(0)?.ok_or(EBUSY)?;
+        let s1 = bench.alloc(1)?.ok_or(EBUSY)?;
+        // The table is empty: these two wait, in this order.
+        assert_eq!(bench.alloc(2)?, None);
+        assert_eq!(bench.alloc(3)?, None);
+        bench.keep(0, 3)?;
+        bench.free(0)?;
+        // Handed over, not put back: task 2 holds it, task 3 still waits,
+        // and nothing of task 0's registrations comes with it.
+        assert_eq!(bench.holds(2)?, Some(s0));
+        assert_eq!(bench.holds(3)?, None);
+        assert_eq!(bench.kept(2)?, 0);
+        bench.free(1)?;
+        assert_eq!(bench.holds(3)?, Some(s1));
+        // No one waits: freed slots go back on the stack, and both can be
+        // taken again, after which the next task waits.
+        bench.free(2)?;
+        bench.free(3)?;
+        let a = bench.alloc(0)?.ok_or(EBUSY)?;
+        let b = bench.alloc(1)?.ok_or(EBUSY)?;
+        assert_ne!(a, b);
+        assert_eq!(bench.alloc(4)?, None);
+        Ok(())
+    }
+}

@@ -18,3 +18,4 @@ pub mod xprt;
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 mod xprt_bc;
 pub mod xprt_class;
+pub mod xprt_slots;

@@ -407,32 +407,24 @@ impl Xprt {
     }
 }
 
-/// Bytes the class's `buf_alloc` keeps in front of a request's
-/// `rq_buffer`: the count of registration lists the transport keeps for
-/// the request ([`RpcRqst::note_regs_kept`]). C keeps those lists on its own
-/// `rpcrdma_req`; sunrpc's generic requests have no room for a
-/// transport, and their `rq_buffer` is the transport's to allocate.
-pub(in crate::rust) const RQST_PRIVATE: usize = 8;
-
-/// The count in front of `r`'s `rq_buffer` (see [`RQST_PRIVATE`]), if it
-/// has a buffer (a backchannel reply has none).
+/// The count of registration lists the transport keeps for `r`
+/// ([`RpcRqst::note_regs_kept`]), kept in the request's slot (C keeps those
+/// lists on its `rpcrdma_req`), if `r` is a request of ours that has a
+/// buffer (a backchannel reply has neither).
 ///
 /// # Safety
 ///
-/// `r` is a live request of a transport of this class, so a non-null
-/// `rq_buffer` came from its `buf_alloc`, and the returned reference is
-/// not used past the request's `buf_free` (sunrpc frees the buffer only
-/// after the task's transmissions and after any pin is dropped).
+/// `r` is a live request of a transport of this class, and the returned
+/// reference is not used past the request's `free_slot` (sunrpc frees the
+/// request only after the task's transmissions and after any pin is
+/// dropped).
 unsafe fn kept_regs<'a>(r: *mut bindings::rpc_rqst) -> Option<&'a Atomic<u32>> {
     // SAFETY: `r` is live (the caller's requirement).
-    let buf = unsafe { (*r).rq_buffer };
-    if buf.is_null() {
+    if unsafe { (*r).rq_buffer }.is_null() {
         return None;
     }
-    // SAFETY: `buf_alloc` allocated `RQST_PRIVATE` bytes in front of
-    // `rq_buffer`, from a kmalloc (8-byte aligned), and set the count to
-    // zero there; it is only accessed atomically, through this.
-    Some(unsafe { Atomic::from_ptr(buf.cast::<u8>().sub(RQST_PRIVATE).cast::<u32>()) })
+    // SAFETY: As required by `slot_of`; the slot lives with the transport.
+    unsafe { xprt_class::slot_of(r) }.map(|s| s.kept())
 }
 
 /// Counts one registration list fewer, never below zero.

@@ -18,9 +18,10 @@
 use crate::rust::bindings;
 use crate::rust::kext::workqueue::OwnedQueue;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtStats, RQST_PRIVATE};
+use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtStats};
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 use crate::rust::sunrpc::xprt_bc::BcPool;
+use crate::rust::sunrpc::xprt_slots::{SlotTable, SLOT_BUF};
 use core::fmt::Write;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
@@ -36,9 +37,6 @@ use kernel::time::msecs_to_jiffies;
 use kernel::types::{ForeignOwnable, Opaque};
 use kernel::ThisModule;
 
-/// Request slots allocated with a transport; more, up to
-/// [`XprtOps::max_slots`], are allocated as RPCs need them.
-const PREALLOC_SLOTS: c_uint = 128;
 /// Largest payload before the transport sets its own (1 MiB plus a page).
 const MAX_DATA_SEGS: usize = (1024 * 1024) / kernel::page::PAGE_SIZE + 1;
 /// rpcbind timeout (C `RPCRDMA_BIND_TO`).
@@ -239,7 +237,8 @@ pub(in crate::rust) unsafe fn set_display_names(
 ///
 /// `xprt` comes first, so an `rpc_xprt` of this class is a `Transport`.
 /// `state` holds the `KBox` of the implementation from the end of `setup`
-/// until `destroy`. The work items are initialised in `setup` and
+/// until `destroy`; `slots` holds the `KBox` of the request slots for the
+/// same time. The work items are initialised in `setup` and
 /// cancelled in `destroy` before anything they use is freed.
 #[repr(C)]
 struct Transport {
@@ -247,6 +246,7 @@ struct Transport {
     connect_work: Opaque<kb::delayed_work>,
     flush_work: Opaque<kb::delayed_work>,
     state: AtomicPtr<c_void>,
+    slots: AtomicPtr<SlotTable>,
     connect_failed: AtomicBool,
     bc_max_payload: AtomicU32,
     names: Opaque<Names>,
@@ -265,6 +265,27 @@ impl Transport {
         // change is an `Opaque` or an atomic.
         unsafe { &*xprt.cast::<Transport>() }
     }
+
+    /// The request slots.
+    fn slots(&self) -> &SlotTable {
+        // SAFETY: By the type invariant, set from `KBox::into_raw` before
+        // sunrpc can call an operation, and freed only by `destroy`.
+        unsafe { &*self.slots.load(Ordering::Relaxed) }
+    }
+}
+
+/// The slot of `rqst`, a forward request of a transport of this class
+/// (sunrpc's `alloc_slot` gave it out), if it is one.
+///
+/// # Safety
+///
+/// `rqst` is a live request of a live transport of this class.
+pub(in crate::rust) unsafe fn slot_of<'a>(
+    rqst: *const bindings::rpc_rqst,
+) -> Option<&'a crate::rust::sunrpc::xprt_slots::Slot> {
+    // SAFETY: By the safety requirement.
+    let t = unsafe { Transport::from_xprt((*rqst).rq_xprt) };
+    t.slots().slot_of(rqst)
 }
 
 /// `xprt_class::setup`.
@@ -411,8 +432,8 @@ impl<T: XprtOps> OpsTable<T> {
         set_buffer_size: None,
         reserve_xprt: Some(bindings::xprt_reserve_xprt_cong),
         release_xprt: Some(bindings::xprt_release_xprt_cong),
-        alloc_slot: Some(bindings::xprt_alloc_slot),
-        free_slot: Some(bindings::xprt_free_slot),
+        alloc_slot: Some(Self::alloc_slot),
+        free_slot: Some(Self::free_slot),
         rpcbind: Some(bindings::rpcb_getport_async),
         set_port: Some(Self::set_port),
         connect: Some(Self::connect),
@@ -520,17 +541,21 @@ impl<T: XprtOps> OpsTable<T> {
             return EIO.to_ptr();
         }
         let max_slots = T::max_slots();
-        // SAFETY: `net` is the caller's namespace; `xprt_alloc` zeroes the
-        // `Transport`-sized allocation and puts the `rpc_xprt` first.
-        let xprt = unsafe {
-            bindings::xprt_alloc(
-                args.net,
-                size_of::<Transport>(),
-                PREALLOC_SLOTS.min(max_slots),
-                max_slots,
-            )
+        let slots = match SlotTable::new(max_slots) {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: Taken above.
+                unsafe { kb::module_put(owner) };
+                return e.to_ptr();
+            }
         };
+        // SAFETY: `net` is the caller's namespace; `xprt_alloc` zeroes the
+        // `Transport`-sized allocation and puts the `rpc_xprt` first. Its
+        // own slots stay unused (none preallocated): `alloc_slot` serves
+        // the table's, and `max_reqs` still bounds the congestion window.
+        let xprt = unsafe { bindings::xprt_alloc(args.net, size_of::<Transport>(), 0, max_slots) };
         let Some(xp) = NonNull::new(xprt) else {
+            drop(slots);
             // SAFETY: Taken above.
             unsafe { kb::module_put(owner) };
             return ENOMEM.to_ptr();
@@ -538,6 +563,11 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: Freshly allocated and zeroed: every field of `Transport`
         // is valid as zeroes; nothing else refers to it yet.
         unsafe { Self::init(xprt, args) };
+        // SAFETY: As above; sunrpc calls no operation before `setup`
+        // returns.
+        unsafe { Transport::from_xprt(xprt) }
+            .slots
+            .store(KBox::into_raw(slots), Ordering::Relaxed);
         // SAFETY: The transport lives until `destroy`, which drops the state
         // (and with it every `Xprt`) before freeing it.
         let handle = unsafe { Xprt::from_raw(xp) };
@@ -552,8 +582,12 @@ impl<T: XprtOps> OpsTable<T> {
             Err(e) => {
                 pr_err!("client transport setup failed: {:?}\n", e);
                 // SAFETY: Nothing was queued on the work items and nothing
-                // holds the transport: it is freed as allocated.
+                // holds the transport: it is freed as allocated, with its
+                // slots (from `KBox::into_raw` above).
                 unsafe {
+                    drop(KBox::from_raw(
+                        Transport::from_xprt(xprt).slots.load(Ordering::Relaxed),
+                    ));
                     bindings::xprt_free(xprt);
                     kb::module_put(owner);
                 }
@@ -649,6 +683,10 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: `state` came from `into_foreign` in `setup`; no other
         // operation runs after `destroy`.
         drop(unsafe { <KBox<T> as ForeignOwnable>::from_foreign(state.cast()) });
+        let slots = t.slots.swap(null_mut(), Ordering::AcqRel);
+        // SAFETY: From `KBox::into_raw` in `setup`; sunrpc destroys a
+        // transport after its last task, so no slot is in use.
+        drop(unsafe { KBox::from_raw(slots) });
         // SAFETY: The class is registered while a transport exists.
         let owner = unsafe { CLASS.owner() };
         // SAFETY: Nothing refers to the transport any more; `setup` took
@@ -821,29 +859,44 @@ impl<T: XprtOps> OpsTable<T> {
 
     /// # Safety
     ///
+    /// Called by sunrpc with a live transport and a task without a request.
+    unsafe extern "C" fn alloc_slot(xprt: *mut bindings::rpc_xprt, task: *mut bindings::rpc_task) {
+        // SAFETY: By the safety requirement.
+        unsafe { Transport::from_xprt(xprt).slots().alloc(xprt, task) };
+    }
+
+    /// # Safety
+    ///
+    /// Called by sunrpc with a live transport and a request `alloc_slot`
+    /// gave out, which no one uses any more.
+    unsafe extern "C" fn free_slot(xprt: *mut bindings::rpc_xprt, rqst: *mut bindings::rpc_rqst) {
+        // SAFETY: By the safety requirement.
+        unsafe { Transport::from_xprt(xprt).slots().free(xprt, rqst) };
+    }
+
+    /// # Safety
+    ///
     /// Called by sunrpc with a live task that holds a request.
     unsafe extern "C" fn buf_alloc(task: *mut bindings::rpc_task) -> c_int {
-        // SAFETY: `tk_rqstp` is the task's request. The allocation is
-        // `RQST_PRIVATE` bytes (8-byte aligned, as kmalloc's are, for the
-        // count `xprt::kept_regs` reads there) and then the call and
-        // reply buffers, which `rq_buffer` and `rq_rbuffer` point at.
+        // SAFETY: `tk_rqstp` is the task's request, from `alloc_slot`. The
+        // call and reply buffers are its slot's buffer when they fit (C's
+        // `rl_sendbuf` and `rl_recvbuf`), else one allocation.
         unsafe {
             let rqst = (*task).tk_rqstp;
-            // The transport's count in front of the call (`RQST_PRIVATE`).
-            let Some(size) = (*rqst)
-                .rq_callsize
-                .checked_add((*rqst).rq_rcvsize)
-                .and_then(|n| n.checked_add(RQST_PRIVATE))
-            else {
+            let Some(size) = (*rqst).rq_callsize.checked_add((*rqst).rq_rcvsize) else {
                 return ENOMEM.to_errno();
             };
-            let base = kb::__kmalloc_noprof(size, bindings::rpc_task_gfp_mask());
-            if base.is_null() {
-                return ENOMEM.to_errno();
-            }
-            // No registrations kept yet.
-            base.cast::<u64>().write(0);
-            let buf = base.cast::<u8>().add(RQST_PRIVATE);
+            let own = slot_of(rqst).map(SlotTable::buf);
+            let buf = match own {
+                Some(b) if size <= SLOT_BUF => b,
+                _ => {
+                    let base = kb::__kmalloc_noprof(size, bindings::rpc_task_gfp_mask());
+                    if base.is_null() {
+                        return ENOMEM.to_errno();
+                    }
+                    base.cast::<u8>()
+                }
+            };
             (*rqst).rq_buffer = buf.cast();
             (*rqst).rq_rbuffer = buf.add((*rqst).rq_callsize).cast();
         }
@@ -861,10 +914,10 @@ impl<T: XprtOps> OpsTable<T> {
                 Self::state((*rqst).rq_xprt).buf_free(&RpcRqst::from_raw(r));
             }
             let buf = (*rqst).rq_buffer.cast::<u8>();
-            if !buf.is_null() {
-                // `buf_alloc`'s allocation starts `RQST_PRIVATE` bytes
-                // before the call.
-                kb::kfree(buf.sub(RQST_PRIVATE).cast());
+            let own = slot_of(rqst).map(SlotTable::buf);
+            if !buf.is_null() && own != Some(buf) {
+                // `buf_alloc` allocated it: the call did not fit the slot.
+                kb::kfree(buf.cast());
             }
             (*rqst).rq_buffer = null_mut();
             (*rqst).rq_rbuffer = null_mut();

@@ -14,7 +14,10 @@
 #   - rdma_slot_table_entries, rdma_max_inline_write and the server's
 #     max_requests and max_req_size, written before a mount, show on its
 #     connection (the client's "connected:" line and xprt_info, the
-#     server's "svcrdma: accepted:" line); then everything is restored.
+#     server's "svcrdma: accepted:" line); then everything is restored;
+#   - with the fewest slots (4), 16 concurrent O_DIRECT writers: tasks wait
+#     on the transport's backlog for a freed slot (mountstats bklog_u) and
+#     every file reads back as written.
 
 ADMIN_PARAMS=/sys/module/rpcrdma_rs/parameters
 ADMIN_SYS=/proc/sys/sunrpc
@@ -210,6 +213,40 @@ admin_rescuers() {
     fi
 }
 
+# admin_backlog MNT: more concurrent RPCs than request slots. The client's
+# own slots (alloc_slot/free_slot) hand a freed slot to a task waiting on
+# the backlog; none may be lost (a lost one hangs the writers), and the
+# data must arrive whole.
+admin_backlog() {
+    _m=$1 _n=admin-slots-backlog
+    _slots0=$(cat $ADMIN_SYS/rdma_slot_table_entries)
+    admin_write rdma_slot_table_entries 4 >/dev/null || { fail $_n "cannot write rdma_slot_table_entries"; return 1; }
+    if nfs_mount 4.2 "$SERVER_IP" "$_m"; then
+        head -c 1048576 /dev/urandom > /tmp/.bkl-src
+        _want=$(sha256sum < /tmp/.bkl-src | cut -d' ' -f1)
+        for _i in $(seq 1 16); do
+            timeout 300 dd if=/tmp/.bkl-src of="$_m/bkl$_i.dat" bs=16k oflag=direct 2>/dev/null &
+        done
+        wait
+        _bad=
+        for _i in $(seq 1 16); do
+            _s=$(timeout 120 dd if="$_m/bkl$_i.dat" bs=16k iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+            [ "$_s" = "$_want" ] || _bad="$_bad bkl$_i.dat-differs"
+        done
+        # req_u and bklog_u of the xprt line (mountstats fields 9, 10).
+        _u=$(xprt_fields "$_m" 9 10) _max=$(mount_xprt_info | grep -o 'max_num_slots=[0-9]*' | head -n 1)
+        info "admin: 4 slots, 16 writers: req_u bklog_u = $_u, $_max"
+        [ "${_max#*=}" = 4 ] || _bad="$_bad $_max"
+        [ "${_u#* }" -gt 0 ] 2>/dev/null || _bad="$_bad no-task-waited-on-the-backlog($_u)"
+        rm -f "$_m"/bkl*.dat /tmp/.bkl-src
+        if [ -n "$_bad" ]; then fail $_n "$_bad"; else pass $_n; fi
+        nfs_umount "$_m"
+    else
+        fail $_n "mount: $NFS_ERR"
+    fi
+    admin_write rdma_slot_table_entries "$_slots0" >/dev/null
+}
+
 # admin_check MNT: the whole phase (the server runs, MNT is not mounted).
 admin_check() {
     mod_loaded rpcrdma_rs || { fail admin-module-parameters "rpcrdma_rs is not loaded"; return 1; }
@@ -218,4 +255,5 @@ admin_check() {
     admin_files
     admin_bad_writes
     admin_effect "$1"
+    admin_backlog "$1"
 }

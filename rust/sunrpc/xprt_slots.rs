@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Request slots a transport allocates itself (`rpc_xprt_ops::alloc_slot`
+//! and `free_slot`), as C's RDMA transport does with its `rpcrdma_req`s:
+//! every `rpc_rqst` of the transport lives in a [`Slot`] allocated with it,
+//! together with the buffer that `buf_alloc` hands out for the call and
+//! its reply, and the per-request state the transport keeps. Found from the
+//! request by its address (`container_of`), not by a lookup, and with no
+//! allocation per RPC.
+//!
+//! The free slots are a stack under the transport's `reserve_lock`, and a
+//! task that finds none waits on the transport's backlog, both as sunrpc's
+//! generic `xprt_alloc_slot`/`xprt_free_slot` do; a freed slot goes
+//! straight to the first waiting task.
+//!
+//! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
+
+use crate::rust::bindings;
+use core::ptr::{addr_of_mut, NonNull};
+use kernel::bindings as kb;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::lock::spinlock::SpinLockBackend;
+use kernel::sync::lock::Lock;
+use kernel::types::Opaque;
+
+/// Bytes of a slot's buffer: a call and its reply buffer up to this size
+/// together are served from it (C starts its `rl_sendbuf` and
+/// `rl_recvbuf` at 2 KiB each). Larger ones are allocated per RPC.
+pub(in crate::rust) const SLOT_BUF: usize = kernel::page::PAGE_SIZE;
+
+/// No next free slot.
+const END: u32 = u32::MAX;
+
+/// One request slot (C `struct rpcrdma_req`, its `rl_slot` first).
+///
+/// # Invariants
+///
+/// `buf` is a kmalloc allocation of [`SLOT_BUF`] bytes owned by the slot.
+/// `next` is read and written only under the transport's `reserve_lock`.
+#[repr(C)]
+pub(in crate::rust) struct Slot {
+    rqst: Opaque<bindings::rpc_rqst>,
+    /// Lists of registrations the transport keeps for the request
+    /// ([`crate::rust::sunrpc::xprt::RpcRqst::note_regs_kept`]).
+    kept: Atomic<u32>,
+    /// The next free slot's index, or [`END`].
+    next: Atomic<u32>,
+    buf: NonNull<u8>,
+}
+
+// SAFETY: The request is sunrpc's to access under its own rules; the
+// buffer is owned and reached only through the request that holds it; the
+// rest are atomics.
+unsafe impl Send for Slot {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    /// The count of registration lists the transport keeps for the
+    /// request.
+    pub(in crate::rust) fn kept(&self) -> &Atomic<u32> {
+        &self.kept
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // SAFETY: Owned by the type invariant; no request is in use when
+        // the table goes (sunrpc destroys a transport after its last task).
+        unsafe { kb::kfree(self.buf.as_ptr().cast()) };
+    }
+}
+
+/// The request slots of one transport.
+///
+/// # Invariants
+///
+/// `slots` never grows or moves after `new` (each `rpc_rqst` stays where
+/// sunrpc was given it). `free` (the first free slot or [`END`]) and the
+/// `next` links form a stack of distinct free slots, changed only under the
+/// transport's `reserve_lock`; a slot not on it is held by one task.
+pub(in crate::rust) struct SlotTable {
+    slots: KVec<Slot>,
+    free: Atomic<u32>,
+    /// Slots held by tasks, for the high-water mark sunrpc reports.
+    in_use: Atomic<u32>,
+}
+
+impl SlotTable {
+    /// `n` free slots, each with its buffer.
+    pub(in crate::rust) fn new(n: u32) -> Result<KBox<Self>> {
+        let count = usize::try_from(n).map_err(|_| EINVAL)?;
+        if n == 0 || n == END {
+            return Err(EINVAL);
+        }
+        let mut slots = KVec::with_capacity(count, GFP_KERNEL)?;
+        for i in 0..n {
+            // SAFETY: A plain allocation, freed by the slot's `Drop`.
+            let buf = unsafe { kb::__kmalloc_noprof(SLOT_BUF, kb::GFP_KERNEL) };
+            let buf = NonNull::new(buf.cast::<u8>()).ok_or(ENOMEM)?;
+            let next = if i + 1 < n { i + 1 } else { END };
+            // INVARIANT: `buf` is owned by the slot from here.
+            let slot = Slot {
+                rqst: Opaque::zeroed(),
+                kept: Atomic::new(0),
+                next: Atomic::new(next),
+                buf,
+            };
+            // Within the capacity reserved above: never reallocates.
+            slots.push_within_capacity(slot).map_err(|_| ENOMEM)?;
+        }
+        // INVARIANT: All slots are free, linked in order.
+        Ok(KBox::new(
+            Self {
+                slots,
+                free: Atomic::new(0),
+                in_use: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The slot whose request `rqst` is, if it is one of this table's.
+    pub(in crate::rust) fn slot_of(&self, rqst: *const bindings::rpc_rqst) -> Option<&Slot> {
+        self.index_of(rqst).map(|(_, slot)| slot)
+    }
+
+    /// The slot's buffer of [`SLOT_BUF`] bytes.
+    pub(in crate::rust) fn buf(slot: &Slot) -> *mut u8 {
+        slot.buf.as_ptr()
+    }
+
+    /// `alloc_slot`: gives `task` a free request, or puts it on the
+    /// backlog of `xprt` (`EAGAIN`), where `free` hands it one.
+    ///
+    /// # Safety
+    ///
+    /// `xprt` is the live transport this table belongs to and `task` a
+    /// task of it without a request.
+    pub(in crate::rust) unsafe fn alloc(
+        &self,
+        xprt: *mut bindings::rpc_xprt,
+        task: *mut bindings::rpc_task,
+    ) {
+        // SAFETY: `reserve_lock` is initialised by `xprt_alloc` and lives
+        // with the transport.
+        let lock = unsafe { reserve_lock(xprt) };
+        let _guard = lock.lock();
+        let head = self.free.load(Relaxed);
+        match self.slots.get(head as usize) {
+            Some(slot) => {
+                // INVARIANT: Popped under the lock; now held by `task`.
+                self.free.store(slot.next.load(Relaxed), Relaxed);
+                let used = self.in_use.load(Relaxed) + 1;
+                self.in_use.store(used, Relaxed);
+                // SAFETY: Live transport and task (safety requirement);
+                // the statistic is under `reserve_lock`, as sunrpc keeps it.
+                unsafe {
+                    let stat = addr_of_mut!((*xprt).stat.max_slots);
+                    if *stat < used as _ {
+                        *stat = used as _;
+                    }
+                    (*task).tk_status = 0;
+                    (*task).tk_rqstp = slot.rqst.get();
+                }
+            }
+            None => {
+                // SAFETY: As above; sunrpc's own `xprt_alloc_slot` queues
+                // the task under `reserve_lock` too, so `free` cannot give
+                // a slot back in between without waking it.
+                unsafe {
+                    bindings::xprt_add_backlog(xprt, task);
+                    (*task).tk_status = EAGAIN.to_errno();
+                }
+            }
+        }
+    }
+
+    /// `free_slot`: hands the request to the first task on the backlog, or
+    /// puts it back on the free stack.
+    ///
+    /// # Safety
+    ///
+    /// `xprt` is the live transport this table belongs to, and `rqst` a
+    /// request `alloc` gave out that no one uses any more.
+    pub(in crate::rust) unsafe fn free(
+        &self,
+        xprt: *mut bindings::rpc_xprt,
+        rqst: *mut bindings::rpc_rqst,
+    ) {
+        let Some((index, slot)) = self.index_of(rqst) else {
+            return;
+        };
+        // Whoever gets the slot next starts without kept registrations.
+        slot.kept.store(0, Relaxed);
+        // SAFETY: As in `alloc`.
+        let lock = unsafe { reserve_lock(xprt) };
+        let _guard = lock.lock();
+        // SAFETY: Live transport; the request is no one's (safety
+        // requirement). A woken task gets it zeroed, as on the stack.
+        if unsafe { bindings::xprt_wake_up_backlog(xprt, rqst) } {
+            return;
+        }
+        // SAFETY: No one uses the request; zeroed as sunrpc marks unused
+        // requests.
+        unsafe { core::ptr::write_bytes(rqst, 0, 1) };
+        // INVARIANT: Pushed under the lock.
+        slot.next.store(self.free.load(Relaxed), Relaxed);
+        self.free.store(index, Relaxed);
+        self.in_use
+            .store(self.in_use.load(Relaxed).saturating_sub(1), Relaxed);
+    }
+
+    /// The index and the slot of `rqst`, if it is one of this table's.
+    fn index_of(&self, rqst: *const bindings::rpc_rqst) -> Option<(u32, &Slot)> {
+        let off = (rqst as usize).checked_sub(self.slots.as_ptr() as usize)?;
+        let size = core::mem::size_of::<Slot>();
+        // `rqst` is the first field: only a slot's own address matches.
+        if off % size != 0 {
+            return None;
+        }
+        let index = off / size;
+        Some((u32::try_from(index).ok()?, self.slots.get(index)?))
+    }
+}
+
+/// The transport's `reserve_lock`, the lock of its slots.
+///
+/// # Safety
+///
+/// `xprt` is a live transport, and the reference is not used past its life.
+unsafe fn reserve_lock<'a>(xprt: *mut bindings::rpc_xprt) -> &'a Lock<(), SpinLockBackend> {
+    // SAFETY: `xprt_alloc` initialised the lock; it lives with the
+    // transport (safety requirement).
+    unsafe { Lock::from_raw(addr_of_mut!((*xprt).reserve_lock).cast::<kb::spinlock_t>()) }
+}
+
+/// `tk_runstate` bits (the anonymous enum of `include/linux/sunrpc/sched.h`).
+#[cfg(CONFIG_KUNIT)]
+const RPC_TASK_RUNNING: u32 = 0;
+#[cfg(CONFIG_KUNIT)]
+const RPC_TASK_ACTIVE: u32 = 2;
+
+/// A bare transport (no class, no connection) with a slot table and tasks
+/// that wait on its backlog as sunrpc's do, for KUnit: the allocation,
+/// the lookup from a request and the hand-off of a freed slot to a waiting
+/// task, on the kernel's own `rpc_xprt` and wait queue.
+///
+/// # Invariants
+///
+/// `xprt` is an `xprt_alloc` transport owned by this value; `table` its
+/// slots. Each task is marked running and activated, so sunrpc queues it
+/// and wakes it without scheduling it; a task's `tk_rqstp` is null or a
+/// slot it holds.
+#[cfg(CONFIG_KUNIT)]
+pub struct SlotBench {
+    xprt: NonNull<bindings::rpc_xprt>,
+    table: KBox<SlotTable>,
+    tasks: KVec<KBox<Opaque<bindings::rpc_task>>>,
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl SlotBench {
+    /// A transport of `slots` slots and `tasks` tasks.
+    pub fn new(slots: u32, tasks: usize) -> Result<Self> {
+        let table = SlotTable::new(slots)?;
+        let mut list = KVec::with_capacity(tasks, GFP_KERNEL)?;
+        for _ in 0..tasks {
+            let t = KBox::new(Opaque::<bindings::rpc_task>::zeroed(), GFP_KERNEL)?;
+            // SAFETY: Zeroed and owned; sunrpc sees it only once queued.
+            unsafe {
+                (*t.get()).tk_runstate = (1 << RPC_TASK_RUNNING) | (1 << RPC_TASK_ACTIVE);
+            }
+            list.push(t, GFP_KERNEL)?;
+        }
+        // SAFETY: `init_net` lives as long as the kernel.
+        let xprt = unsafe {
+            bindings::xprt_alloc(
+                &raw mut bindings::init_net,
+                core::mem::size_of::<bindings::rpc_xprt>(),
+                0,
+                slots,
+            )
+        };
+        let xprt = NonNull::new(xprt).ok_or(ENOMEM)?;
+        // INVARIANT: Allocated above; no task holds a slot.
+        Ok(Self {
+            xprt,
+            table,
+            tasks: list,
+        })
+    }
+
+    fn task(&self, i: usize) -> Result<*mut bindings::rpc_task> {
+        Ok(self.tasks.get(i).ok_or(EINVAL)?.get())
+    }
+
+    /// Task `i` asks for a slot (`alloc_slot`): the slot's index, or
+    /// `None` if the task now waits on the backlog.
+    pub fn alloc(&self, i: usize) -> Result<Option<usize>> {
+        if self.holds(i)?.is_some() {
+            return Err(EBUSY);
+        }
+        let task = self.task(i)?;
+        // SAFETY: By the type invariant; the task holds no request.
+        unsafe { self.table.alloc(self.xprt.as_ptr(), task) };
+        let held = self.holds(i)?;
+        // SAFETY: The task is ours.
+        let status = unsafe { (*task).tk_status };
+        match (held, status) {
+            (Some(_), 0) => Ok(held),
+            (None, s) if s == EAGAIN.to_errno() => Ok(None),
+            _ => Err(EPROTO),
+        }
+    }
+
+    /// The index of the slot task `i` holds (given by `alloc` or handed
+    /// over by a `free`).
+    pub fn holds(&self, i: usize) -> Result<Option<usize>> {
+        let task = self.task(i)?;
+        // SAFETY: The task is ours; sunrpc writes `tk_rqstp` only under
+        // the locks `alloc` and `free` take, on this thread.
+        let rqst = unsafe { (*task).tk_rqstp };
+        if rqst.is_null() {
+            return Ok(None);
+        }
+        let (index, _) = self.table.index_of(rqst).ok_or(EPROTO)?;
+        Ok(Some(index as usize))
+    }
+
+    /// Task `i` gives its slot back (`free_slot`).
+    pub fn free(&self, i: usize) -> Result {
+        let task = self.task(i)?;
+        // SAFETY: The task is ours.
+        let rqst = unsafe { (*task).tk_rqstp };
+        if rqst.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The task is ours and gives the request up.
+        unsafe { (*task).tk_rqstp = core::ptr::null_mut() };
+        // SAFETY: By the type invariant; the request is no one's now.
+        unsafe { self.table.free(self.xprt.as_ptr(), rqst) };
+        Ok(())
+    }
+
+    /// Notes registrations kept for the request of task `i`, as the
+    /// transport does when it posts them.
+    pub fn keep(&self, i: usize, n: u32) -> Result {
+        let index = self.holds(i)?.ok_or(EINVAL)?;
+        self.table
+            .slots
+            .get(index)
+            .ok_or(EINVAL)?
+            .kept
+            .store(n, Relaxed);
+        Ok(())
+    }
+
+    /// The registrations kept for the request of task `i`.
+    pub fn kept(&self, i: usize) -> Result<u32> {
+        let index = self.holds(i)?.ok_or(EINVAL)?;
+        Ok(self
+            .table
+            .slots
+            .get(index)
+            .ok_or(EINVAL)?
+            .kept
+            .load(Relaxed))
+    }
+
+    /// The address of slot `index`'s buffer.
+    pub fn buf_addr(&self, index: usize) -> Option<usize> {
+        self.table.slots.get(index).map(|s| s.buf.as_ptr() as usize)
+    }
+
+    /// Whether an address inside the first slot's request, not its start,
+    /// is taken for a slot.
+    pub fn inner_address_is_a_slot(&self) -> bool {
+        let first = self.table.slots.as_ptr() as usize;
+        self.table
+            .slot_of((first + 8) as *const bindings::rpc_rqst)
+            .is_some()
+    }
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl Drop for SlotBench {
+    fn drop(&mut self) {
+        // Every slot back, waiting tasks served first: each `free` either
+        // hands a slot to a waiter or puts it on the stack, so this ends
+        // with no task queued on the transport.
+        loop {
+            let holder = (0..self.tasks.len()).find(|&i| matches!(self.holds(i), Ok(Some(_))));
+            match holder {
+                Some(i) => {
+                    let _ = self.free(i);
+                }
+                None => break,
+            }
+        }
+        // SAFETY: Allocated by `xprt_alloc` (type invariant); no task is
+        // queued on it any more.
+        unsafe { bindings::xprt_free(self.xprt.as_ptr()) };
+    }
+}
