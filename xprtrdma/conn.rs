@@ -27,7 +27,6 @@ use super::regcache::CacheState;
 use super::reply::RecvDone;
 use super::send_buf::{SendBufs, SendDone, SendSlots};
 use super::transport::{Settings, Stats};
-use crate::proto::key_index::KeyIndex;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
 use crate::rust::kext::shrinker::ObjectShrinker;
@@ -36,6 +35,7 @@ use crate::rust::rdma::verbs::{Endpoint, MappedBuf, WorkRequest};
 use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
+use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;
 use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
@@ -43,81 +43,34 @@ use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
 /// Registrations of one request, kept until its reply arrives.
 pub(super) struct Pending {
     pub(super) xid: u32,
-    pub(super) key: usize,
     pub(super) regs: RegList,
     /// Bytes offered to the server: the Write chunk and the Reply chunk.
     /// A reply claiming more was not written where we registered.
     pub(super) offered: Offered,
 }
 
-/// The registrations of the calls awaiting their replies, found by request
-/// in constant time (`crate::proto::key_index`): the reply handler and
-/// `buf_free` each look one up per RPC, and a scan would cost a comparison
-/// per call in flight.
-///
-/// # Invariants
-///
-/// `index` indexes `list`, keyed by [`Pending::key`].
-pub(super) struct PendingList {
-    list: KVec<Pending>,
-    index: KeyIndex<KVec<u32>>,
+/// The client's state for one request, in the request's slot (C
+/// `rpcrdma_req`): what its call registered, from the post until the
+/// reply handler or `buf_free` takes it. Found from the request itself
+/// ([`crate::rust::sunrpc::xprt::RpcRqst::state`]): there is no list of
+/// pending calls to search, and `buf_free` takes an uncontended lock of
+/// its own request.
+#[pin_data]
+pub(crate) struct ReqState {
+    #[pin]
+    pub(super) pending: SpinLock<Option<Pending>>,
 }
 
-fn key_of(p: &Pending) -> usize {
-    p.key
-}
-
-impl PendingList {
-    /// Room for `capacity` calls, with twice as many buckets (rounded up
-    /// to a power of two) to keep the index's walks short.
-    pub(super) fn with_capacity(capacity: usize) -> Result<Self> {
-        let buckets = capacity
-            .checked_mul(2)
-            .and_then(usize::checked_next_power_of_two)
-            .ok_or(EINVAL)?;
-        let index = KeyIndex::new(KVec::from_elem(0u32, buckets, GFP_KERNEL)?).ok_or(EINVAL)?;
-        // INVARIANT: an empty list, an empty index.
-        Ok(Self {
-            list: KVec::with_capacity(capacity, GFP_KERNEL)?,
-            index,
+impl ReqState {
+    pub(super) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            pending <- new_spinlock!(None, "rpcrdma_rs::xprt::req_pending"),
         })
     }
 
-    /// Adds `p` if there is room without an allocation; gives it back
-    /// otherwise.
-    pub(super) fn push_within_capacity(&mut self, p: Pending) -> core::result::Result<(), Pending> {
-        let key = p.key;
-        let pos = self.list.len();
-        self.list.push_within_capacity(p).map_err(|e| e.0)?;
-        // INVARIANT: the new entry is indexed.
-        self.index.added(key, pos);
-        Ok(())
-    }
-
-    /// The entry added last.
-    pub(super) fn last(&self) -> Option<&Pending> {
-        self.list.last()
-    }
-
-    /// Takes the entry of the request `key`, if it has one.
-    pub(super) fn take(&mut self, key: usize) -> Option<Pending> {
-        // INVARIANT: the index follows the entry's removal by swap.
-        let pos = self.index.find_removing(key, &self.list, key_of)?;
-        // The last entry fills the hole: each entry moves once (a swap
-        // and a pop would move both twice).
-        let last = self.list.pop()?;
-        match self.list.get_mut(pos) {
-            Some(hole) => Some(core::mem::replace(hole, last)),
-            // It was the last.
-            None => Some(last),
-        }
-    }
-
-    /// Takes every entry.
-    pub(super) fn take_all(&mut self) -> KVec<Pending> {
-        // INVARIANT: an empty list, an empty index.
-        self.index.clear();
-        core::mem::take(&mut self.list)
+    /// Takes what the request registered, if anything is left.
+    pub(super) fn take(&self) -> Option<Pending> {
+        self.pending.lock().take()
     }
 }
 
@@ -154,8 +107,6 @@ pub(super) struct Conn {
     pub(super) drained: Completion,
     #[pin]
     pub(super) mrs: SpinLock<KVec<Mr>>,
-    #[pin]
-    pub(super) pending: SpinLock<PendingList>,
     /// MRs whose RPC completed but which await a batched invalidation.
     #[pin]
     pub(super) dirty: SpinLock<KVec<Mr>>,

@@ -7,7 +7,7 @@
 //! inline sizes, and the drain that revokes every registration.
 
 use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
-use super::conn::{Conn, PendingList};
+use super::conn::Conn;
 use super::reg::{add, Strategy};
 use super::reply::{RecvDone, RECV_REPOST_BATCH};
 use super::send_buf::{SendBufs, SendSlots, SLOTS_PER_MR};
@@ -197,7 +197,6 @@ impl Conn {
         let recv_len = settings.inline_read as usize;
         // Filled once the negotiated inline send size is known.
         let send_bufs = SendBufs::with_capacity((reqs + BC_SLOTS) as usize)?;
-        let pending = PendingList::with_capacity(2 * reqs as usize)?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
         let send_batch = SendBatch::new(batch as usize)?;
         let send_wrs = WrPool::new((reqs + BC_SLOTS) as usize)?;
@@ -229,7 +228,6 @@ impl Conn {
                 drain_started: Atomic::new(false),
                 drained <- Completion::new(),
                 mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
-                pending <- new_spinlock!(pending, "rpcrdma_rs::xprt::pending"),
                 dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
                 write_pad,
                 global_rkey,

@@ -4,7 +4,7 @@
 //! drain, and release of what the connection still holds; revocation of
 //! every registration when one cannot be invalidated.
 
-use super::conn::Conn;
+use super::conn::{Conn, ReqState};
 use super::reg::add;
 use crate::rust::module::trace;
 use kernel::sync::atomic::Relaxed;
@@ -26,9 +26,10 @@ impl Conn {
         // pair's drain; deregister them and release their pages.
         self.clear_cache();
         // Registrations of requests still waiting are invalid now that the
-        // QP is in the error state; drop them with their MRs.
-        let pending = self.pending.lock().take_all();
-        drop(pending);
+        // QP is in the error state; drop them with their MRs (each taken
+        // out of its request's lock before it is dropped: deregistering
+        // may sleep).
+        self.xprt.for_each_req_state::<ReqState>(|r| drop(r.take()));
         // So do the MRs awaiting a batched invalidation.
         let dirty = core::mem::take(&mut *self.dirty.lock());
         self.counters().dirty.add(-(dirty.len() as i64), Relaxed);

@@ -173,10 +173,7 @@ impl Conn {
     /// freed. Its MRs are invalidated and this waits for that (C
     /// `frwr_unmap_sync`); only if that cannot be done is the connection
     /// closed, which revokes every registration at once.
-    pub(super) fn release_request(&self, this: &Arc<Self>, key: usize) {
-        let Some(p) = self.take_pending(key) else {
-            return;
-        };
+    pub(super) fn release_request(&self, this: &Arc<Self>, p: Pending) {
         if self.closing.load(Relaxed) {
             // The connection is being closed (or revoked): its drain
             // revokes every registration at once. Wait for it before the
@@ -235,7 +232,7 @@ impl Conn {
     }
 
     /// Invalidates what the request registered (`pending`, taken from the
-    /// pending list by the caller), then completes it.
+    /// request's state by the caller), then completes it.
     pub(super) fn finish(
         &self,
         this: &Arc<Self>,

@@ -6,7 +6,7 @@
 //! the transport header, pulls the inline part into the Send buffer and
 //! posts it.
 
-use super::conn::{Conn, Offered, Pending};
+use super::conn::{Conn, Offered, Pending, ReqState};
 use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::SendDone;
 use super::transport::bump;
@@ -43,8 +43,8 @@ fn result_chunk_type(result: &ResultStrategy) -> ChunkType {
 }
 
 /// Bytes the Write and Reply segments of a call cover, summed where the
-/// segments are traced (`register_chunks`), so that neither the pending
-/// entry nor the counters walk the lists again.
+/// segments are traced (`register_chunks`), so that neither the kept
+/// registrations nor the counters walk the lists again.
 #[derive(Clone, Copy, Default)]
 struct ResultBytes {
     write: u64,
@@ -200,7 +200,6 @@ impl Conn {
             // Moved, not copied: the list is not used here again.
             let pending = Pending {
                 xid,
-                key: rqst.key(),
                 regs: mrs,
                 offered: bytes.offered(),
             };
@@ -223,11 +222,8 @@ impl Conn {
             self.slots.give(1);
             let mut mrs = match unposted {
                 Some(regs) => regs,
-                None => match self.take_pending(rqst.key()) {
-                    Some(p) => {
-                        rqst.note_regs_taken();
-                        p.regs
-                    }
+                None => match rqst.state::<ReqState>().and_then(ReqState::take) {
+                    Some(p) => p.regs,
                     None => RegList::new(),
                 },
             };
@@ -267,11 +263,11 @@ impl Conn {
         e
     }
 
-    /// Adds `pending` to the pending list and posts its REG_MRs and `wr`,
-    /// the call's Send, in one chain, one post (C `frwr_send`); `Ok(true)`
-    /// when the Send went unsignaled. On failure, the error, the
-    /// registrations if they did not go on the list (from where they are
-    /// taken back otherwise), and how many of the REG_MRs went out.
+    /// Keeps `pending` in the request's state and posts its REG_MRs and
+    /// `wr`, the call's Send, in one chain, one post (C `frwr_send`);
+    /// `Ok(true)` when the Send went unsignaled. On failure, the error, the
+    /// registrations if they were not kept (from where they are taken back
+    /// otherwise), and how many of the REG_MRs went out.
     fn post_pending(
         &self,
         rqst: &RpcRqst<'_>,
@@ -279,21 +275,27 @@ impl Conn {
         wr: Arc<WorkRequest<SendDone>>,
         signal: bool,
     ) -> core::result::Result<bool, (Error, Option<RegList>, usize)> {
-        let mut list = self.pending.lock();
-        if let Err(p) = list.push_within_capacity(pending) {
-            return Err((ENOBUFS, Some(p.regs), 0));
-        }
-        // Counted before the post, so before any reply can take it.
-        rqst.note_regs_kept();
-        rqst.mark_sent();
-        // Posted under the lock, which lends the MRs: the reply that looks
-        // the entry up cannot come before it.
-        let Some(regs) = list.last().map(|p| &p.regs) else {
-            // Cannot happen: just added.
-            return Err((EINVAL, None, 0));
+        let Some(state) = rqst.state::<ReqState>() else {
+            // Not a request of this transport's slots: cannot happen.
+            return Err((EINVAL, Some(pending.regs), 0));
         };
-        post_send_after_regs(&self.ep, &self.send_batch, wr, regs.mrs(), signal)
-            .map_err(|(e, posted)| (e, None, posted))
+        let mut kept = state.pending.lock();
+        // Empty: a request is marshaled again only on a new connection,
+        // whose predecessor's shutdown dropped what it kept.
+        let stale = kept.replace(pending);
+        rqst.mark_sent();
+        // Posted under the request's lock, which lends the MRs: the reply
+        // that takes them cannot come before the post returns.
+        let res = match kept.as_ref() {
+            Some(p) => post_send_after_regs(&self.ep, &self.send_batch, wr, p.regs.mrs(), signal)
+                .map_err(|(e, posted)| (e, None, posted)),
+            // Cannot happen: just kept.
+            None => Err((EINVAL, None, 0)),
+        };
+        // Outside the lock: deregistering may sleep.
+        drop(kept);
+        drop(stale);
+        res
     }
 
     /// Counts a posted call the way C's `rpcrdma_marshal_req` does: chunk

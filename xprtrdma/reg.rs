@@ -19,8 +19,8 @@
 //!   the RPC completes before its MRs are invalidated, and until the batch
 //!   runs (at the watermark, or at most [`DIRTY_FLUSH_MS`] after an MR
 //!   became dirty) the server can still read and write whatever the MRs
-//!   cover: pages the client may have reused, and the kmalloc'd `rq_buffer`
-//!   behind Reply chunks (see `Documentation/xprtrdma.md`).
+//!   cover: pages the client may have reused, and the `rq_buffer` behind
+//!   Reply chunks, which a later RPC reuses (see `Documentation/xprtrdma.md`).
 //! - `physical` (opt-in): the protection domain's unsafe global rkey plus
 //!   DMA addresses; no per-I/O registration work, and the server can read
 //!   and write all client memory at any time. Trusted servers only.
@@ -150,8 +150,8 @@ pub(super) enum Reg {
     Mr(Mr),
     /// DMA mappings under the global rkey (unmapped on drop). Boxed: the
     /// mapping is twice the size of the other kinds, and every request's
-    /// list of registrations moves (built, added to the pending list,
-    /// taken off it) at the size of its largest kind.
+    /// list of registrations moves (built, kept in the request's state,
+    /// taken from it) at the size of its largest kind.
     Phys(#[expect(dead_code, reason = "held only to be unmapped on drop")] KBox<PhysMap>),
     /// A use of a cached registration (released after the reply).
     Cached(CacheUse),

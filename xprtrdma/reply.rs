@@ -5,7 +5,7 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{Conn, Pending};
+use super::conn::{Conn, Pending, ReqState};
 use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -85,20 +85,10 @@ impl Conn {
 }
 
 impl Conn {
-    /// Takes what the request `key` registered off the pending list.
-    pub(super) fn take_pending(&self, key: usize) -> Option<Pending> {
-        self.pending.lock().take(key)
-    }
-
-    /// Takes what the request of a reply registered off the pending list,
-    /// and counts it taken, so that the request's `buf_free` need not
-    /// look again.
+    /// Takes what the request of a reply registered, from the request's
+    /// own state.
     fn take_pending_of(&self, rqst: &PinnedRqst) -> Option<Pending> {
-        let pending = self.take_pending(rqst.key());
-        if pending.is_some() {
-            rqst.note_regs_taken();
-        }
-        pending
+        rqst.state::<ReqState>().and_then(ReqState::take)
     }
 
     /// Whether a reply's chunk claims more than the request offered: the
@@ -177,9 +167,9 @@ impl Conn {
             self.xprt.update_cwnd(credits);
         }
         trace::xprtrdma_reply(&rqst, hdr.xid, credits);
-        // What the request registered, taken off the pending list once:
-        // the chunk checks below and the invalidation read it. The request
-        // is pinned (`lookup`), so `buf_free` cannot look for it meanwhile.
+        // What the request registered, taken from it once: the chunk
+        // checks below and the invalidation read it. The request is pinned
+        // (`lookup`), so `buf_free` cannot run meanwhile.
         let pending = self.take_pending_of(&rqst);
         let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
         let status = match &hdr.body {

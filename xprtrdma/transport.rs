@@ -3,7 +3,7 @@
 //! The client transport as sunrpc sees it: one [`Client`] per `rpc_xprt`,
 //! holding at most one live connection.
 
-use super::conn::Conn;
+use super::conn::{Conn, ReqState};
 use super::reg::{counters, Strategy};
 use super::sysctl;
 use crate::config::Config;
@@ -162,6 +162,12 @@ impl Client {
 
 #[vtable]
 impl XprtOps for Client {
+    type Req = ReqState;
+
+    fn new_req() -> impl PinInit<ReqState, Error> {
+        ReqState::new()
+    }
+
     fn max_slots() -> u32 {
         // `rdma_slot_table_entries` as it is now (C `xprt_setup_rdma`),
         // which starts at `max_requests`.
@@ -294,13 +300,15 @@ impl XprtOps for Client {
     }
 
     fn buf_free(&self, rqst: &RpcRqst<'_>) {
-        // Most replies took the request's registrations already: then
-        // there is nothing to look up (C checks `rl_registered` likewise).
-        if !rqst.may_keep_regs() {
+        // Most replies took the request's registrations already (C checks
+        // `rl_registered` likewise).
+        let Some(p) = rqst.state::<ReqState>().and_then(ReqState::take) else {
             return;
-        }
-        if let Some(conn) = self.conn() {
-            conn.release_request(&conn, rqst.key());
+        };
+        match self.conn() {
+            Some(conn) => conn.release_request(&conn, p),
+            // Closed: the shutdown's drain revoked them.
+            None => drop(p),
         }
     }
 

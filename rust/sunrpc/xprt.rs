@@ -23,7 +23,6 @@ use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
 use kernel::ffi::{c_ulong, c_void};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
 /// `XDRBUF_READ`: the page data is the target of a file read (DDP-eligible
@@ -405,35 +404,13 @@ impl Xprt {
         // SAFETY: Valid by the type invariant.
         unsafe { xprt_class::schedule_flush(self.ptr.as_ptr(), ms) };
     }
-}
 
-/// The count of registration lists the transport keeps for `r`
-/// ([`RpcRqst::note_regs_kept`]), kept in the request's slot (C keeps those
-/// lists on its `rpcrdma_req`), if `r` is a request of ours that has a
-/// buffer (a backchannel reply has neither).
-///
-/// # Safety
-///
-/// `r` is a live request of a transport of this class, and the returned
-/// reference is not used past the request's `free_slot` (sunrpc frees the
-/// request only after the task's transmissions and after any pin is
-/// dropped).
-unsafe fn kept_regs<'a>(r: *mut bindings::rpc_rqst) -> Option<&'a Atomic<u32>> {
-    // SAFETY: `r` is live (the caller's requirement).
-    if unsafe { (*r).rq_buffer }.is_null() {
-        return None;
-    }
-    // SAFETY: As required by `slot_of`; the slot lives with the transport.
-    unsafe { xprt_class::slot_of(r) }.map(|s| s.kept())
-}
-
-/// Counts one registration list fewer, never below zero.
-fn count_down(kept: &Atomic<u32>) {
-    let mut cur = kept.load(Relaxed);
-    while cur > 0 {
-        match kept.cmpxchg(cur, cur - 1, Relaxed) {
-            Ok(_) => return,
-            Err(now) => cur = now,
+    /// Calls `f` on the transport's state of every request slot, if that
+    /// state is `R` (see [`RpcRqst::state`]).
+    pub fn for_each_req_state<R: 'static>(&self, mut f: impl FnMut(&R)) {
+        // SAFETY: Valid by the type invariant.
+        if let Some(t) = unsafe { xprt_class::slot_states::<R>(self.ptr.as_ptr()) } {
+            t.states().for_each(|s| f(s));
         }
     }
 }
@@ -656,46 +633,13 @@ impl RpcRqst<'_> {
         }
     }
 
-    /// Identity of the request (for per-request state), never dereferenced.
-    pub fn key(&self) -> usize {
-        self.ptr.as_ptr() as usize
-    }
-
-    /// Notes that the transport keeps one more list of registrations for
-    /// this request (under the key [`Self::key`]), until the reply
-    /// handler takes it ([`PinnedRqst::note_regs_taken`]) or `buf_free`
-    /// releases it. A request without a buffer (a backchannel reply) keeps
-    /// no count.
-    pub fn note_regs_kept(&self) {
-        // SAFETY: The request is lent for the call, before its `buf_free`.
-        if let Some(kept) = unsafe { kept_regs(self.ptr.as_ptr()) } {
-            kept.add(1, Relaxed);
-        }
-    }
-
-    /// Notes that a list [`Self::note_regs_kept`] counted was taken back.
-    pub fn note_regs_taken(&self) {
-        // SAFETY: As in `note_regs_kept`.
-        if let Some(kept) = unsafe { kept_regs(self.ptr.as_ptr()) } {
-            count_down(kept);
-        }
-    }
-
-    /// Whether the transport may still keep registrations for this
-    /// request: `false` only when every list counted was taken, so that
-    /// `buf_free` need not look. A relaxed load sees both writes: the
-    /// count goes up before the transmit that posted the list unpins the
-    /// request under `queue_lock`, which `xprt_release` takes before
-    /// `buf_free` while the request is queued for a reply; it goes down
-    /// before the reply handler completes the RPC, whose wakeup comes
-    /// before `buf_free`. A count missed by `count_down` stays up, which
-    /// only makes `buf_free` look.
-    pub fn may_keep_regs(&self) -> bool {
-        // SAFETY: As in `note_regs_kept`.
-        match unsafe { kept_regs(self.ptr.as_ptr()) } {
-            Some(kept) => kept.load(Relaxed) != 0,
-            None => true,
-        }
+    /// The transport's state for this request, in its slot (`R` is the
+    /// transport's [`xprt_class::XprtOps::Req`]; `None` for another type,
+    /// or for a backchannel reply, which has no slot).
+    pub fn state<R: 'static>(&self) -> Option<&R> {
+        // SAFETY: The request is lent for the call, of a live transport of
+        // this class; its slot lives with the transport.
+        unsafe { xprt_class::slot_of::<R>(self.ptr.as_ptr()) }.map(|s| s.state())
     }
 }
 
@@ -827,18 +771,11 @@ impl PinnedRqst {
         len.min(unsafe { (*self.rqst.as_ptr()).rq_rcv_buf.buflen })
     }
 
-    /// Identity of the request (matches [`RpcRqst::key`]).
-    pub fn key(&self) -> usize {
-        self.rqst.as_ptr() as usize
-    }
-
-    /// Notes that the reply handler took a list of registrations
-    /// [`RpcRqst::note_regs_kept`] counted.
-    pub fn note_regs_taken(&self) {
-        // SAFETY: The request is pinned: `buf_free` waits for the pin.
-        if let Some(kept) = unsafe { kept_regs(self.rqst.as_ptr()) } {
-            count_down(kept);
-        }
+    /// The transport's state for this request (see [`RpcRqst::state`]).
+    pub fn state<R: 'static>(&self) -> Option<&R> {
+        // SAFETY: The request is pinned, of a live transport of this class;
+        // its slot lives with the transport.
+        unsafe { xprt_class::slot_of::<R>(self.rqst.as_ptr()) }.map(|s| s.state())
     }
 
     /// Completes the RPC with `status` (the reply length, or a negative

@@ -21,7 +21,7 @@ use crate::rust::rdma::cm::{Addr, SockAddr};
 use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtStats};
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 use crate::rust::sunrpc::xprt_bc::BcPool;
-use crate::rust::sunrpc::xprt_slots::{SlotTable, SLOT_BUF};
+use crate::rust::sunrpc::xprt_slots::{Slot, SlotTable, SLOT_BUF};
 use core::fmt::Write;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
@@ -57,9 +57,15 @@ const BC_SLOTS: c_uint = 0;
 /// The transport-specific client operations.
 #[vtable]
 pub trait XprtOps: Sized + Send + Sync {
+    /// The transport's state for one request, kept in the request's slot
+    /// (C's `rpcrdma_req` around its `rpc_rqst`) and reached from the
+    /// request ([`RpcRqst::state`], [`crate::rust::sunrpc::xprt::PinnedRqst::state`]).
+    type Req: Send + Sync + 'static;
     /// Concurrent RPCs a transport admits (its slot table size, C
     /// `xprt_rdma_slot_table_entries`).
     fn max_slots() -> u32;
+    /// The state of a new slot.
+    fn new_req() -> impl PinInit<Self::Req, Error>;
     /// Creates the state of a new transport.
     fn setup(xprt: Xprt) -> Result<Self>;
     /// Connects; blocks (process context). Called with the connect lock.
@@ -246,7 +252,7 @@ struct Transport {
     connect_work: Opaque<kb::delayed_work>,
     flush_work: Opaque<kb::delayed_work>,
     state: AtomicPtr<c_void>,
-    slots: AtomicPtr<SlotTable>,
+    slots: AtomicPtr<c_void>,
     connect_failed: AtomicBool,
     bc_max_payload: AtomicU32,
     names: Opaque<Names>,
@@ -266,26 +272,39 @@ impl Transport {
         unsafe { &*xprt.cast::<Transport>() }
     }
 
-    /// The request slots.
-    fn slots(&self) -> &SlotTable {
-        // SAFETY: By the type invariant, set from `KBox::into_raw` before
-        // sunrpc can call an operation, and freed only by `destroy`.
-        unsafe { &*self.slots.load(Ordering::Relaxed) }
+    /// The request slots, if their state is `R`.
+    fn slots<R: 'static>(&self) -> Option<&SlotTable<R>> {
+        // SAFETY: By the type invariant, a `SlotTable` set from
+        // `KBox::into_raw` before sunrpc can call an operation, and freed
+        // only by `destroy`.
+        unsafe { SlotTable::from_erased(self.slots.load(Ordering::Relaxed)) }
     }
 }
 
 /// The slot of `rqst`, a forward request of a transport of this class
-/// (sunrpc's `alloc_slot` gave it out), if it is one.
+/// (its `alloc_slot` gave it out), if it is one and its state is `R`.
 ///
 /// # Safety
 ///
 /// `rqst` is a live request of a live transport of this class.
-pub(in crate::rust) unsafe fn slot_of<'a>(
+pub(in crate::rust) unsafe fn slot_of<'a, R: 'static>(
     rqst: *const bindings::rpc_rqst,
-) -> Option<&'a crate::rust::sunrpc::xprt_slots::Slot> {
+) -> Option<&'a Slot<R>> {
     // SAFETY: By the safety requirement.
     let t = unsafe { Transport::from_xprt((*rqst).rq_xprt) };
-    t.slots().slot_of(rqst)
+    t.slots::<R>()?.slot_of(rqst)
+}
+
+/// The state of every slot of `xprt`, if it is `R`.
+///
+/// # Safety
+///
+/// `xprt` is a live transport of this class.
+pub(in crate::rust) unsafe fn slot_states<'a, R: 'static>(
+    xprt: *mut bindings::rpc_xprt,
+) -> Option<&'a SlotTable<R>> {
+    // SAFETY: By the safety requirement.
+    unsafe { Transport::from_xprt(xprt) }.slots::<R>()
 }
 
 /// `xprt_class::setup`.
@@ -541,7 +560,7 @@ impl<T: XprtOps> OpsTable<T> {
             return EIO.to_ptr();
         }
         let max_slots = T::max_slots();
-        let slots = match SlotTable::new(max_slots) {
+        let slots = match SlotTable::<T::Req>::new(max_slots, T::new_req) {
             Ok(s) => s,
             Err(e) => {
                 // SAFETY: Taken above.
@@ -567,7 +586,7 @@ impl<T: XprtOps> OpsTable<T> {
         // returns.
         unsafe { Transport::from_xprt(xprt) }
             .slots
-            .store(KBox::into_raw(slots), Ordering::Relaxed);
+            .store(KBox::into_raw(slots).cast(), Ordering::Relaxed);
         // SAFETY: The transport lives until `destroy`, which drops the state
         // (and with it every `Xprt`) before freeing it.
         let handle = unsafe { Xprt::from_raw(xp) };
@@ -686,7 +705,7 @@ impl<T: XprtOps> OpsTable<T> {
         let slots = t.slots.swap(null_mut(), Ordering::AcqRel);
         // SAFETY: From `KBox::into_raw` in `setup`; sunrpc destroys a
         // transport after its last task, so no slot is in use.
-        drop(unsafe { KBox::from_raw(slots) });
+        drop(unsafe { KBox::from_raw(slots.cast::<SlotTable<T::Req>>()) });
         // SAFETY: The class is registered while a transport exists.
         let owner = unsafe { CLASS.owner() };
         // SAFETY: Nothing refers to the transport any more; `setup` took
@@ -862,7 +881,14 @@ impl<T: XprtOps> OpsTable<T> {
     /// Called by sunrpc with a live transport and a task without a request.
     unsafe extern "C" fn alloc_slot(xprt: *mut bindings::rpc_xprt, task: *mut bindings::rpc_task) {
         // SAFETY: By the safety requirement.
-        unsafe { Transport::from_xprt(xprt).slots().alloc(xprt, task) };
+        let Some(slots) = (unsafe { Transport::from_xprt(xprt) }).slots::<T::Req>() else {
+            // Unreachable: `setup` made the table of `T::Req`.
+            // SAFETY: The task is sunrpc's, lent for the call.
+            unsafe { (*task).tk_status = ENOMEM.to_errno() };
+            return;
+        };
+        // SAFETY: By the safety requirement.
+        unsafe { slots.alloc(xprt, task) };
     }
 
     /// # Safety
@@ -871,7 +897,10 @@ impl<T: XprtOps> OpsTable<T> {
     /// gave out, which no one uses any more.
     unsafe extern "C" fn free_slot(xprt: *mut bindings::rpc_xprt, rqst: *mut bindings::rpc_rqst) {
         // SAFETY: By the safety requirement.
-        unsafe { Transport::from_xprt(xprt).slots().free(xprt, rqst) };
+        if let Some(slots) = unsafe { Transport::from_xprt(xprt) }.slots::<T::Req>() {
+            // SAFETY: By the safety requirement.
+            unsafe { slots.free(xprt, rqst) };
+        }
     }
 
     /// # Safety
@@ -886,7 +915,7 @@ impl<T: XprtOps> OpsTable<T> {
             let Some(size) = (*rqst).rq_callsize.checked_add((*rqst).rq_rcvsize) else {
                 return ENOMEM.to_errno();
             };
-            let own = slot_of(rqst).map(SlotTable::buf);
+            let own = slot_of::<T::Req>(rqst).map(SlotTable::buf);
             let buf = match own {
                 Some(b) if size <= SLOT_BUF => b,
                 _ => {
@@ -914,7 +943,7 @@ impl<T: XprtOps> OpsTable<T> {
                 Self::state((*rqst).rq_xprt).buf_free(&RpcRqst::from_raw(r));
             }
             let buf = (*rqst).rq_buffer.cast::<u8>();
-            let own = slot_of(rqst).map(SlotTable::buf);
+            let own = slot_of::<T::Req>(rqst).map(SlotTable::buf);
             if !buf.is_null() && own != Some(buf) {
                 // `buf_alloc` allocated it: the call did not fit the slot.
                 kb::kfree(buf.cast());

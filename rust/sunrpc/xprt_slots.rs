@@ -4,7 +4,7 @@
 //! and `free_slot`), as C's RDMA transport does with its `rpcrdma_req`s:
 //! every `rpc_rqst` of the transport lives in a [`Slot`] allocated with it,
 //! together with the buffer that `buf_alloc` hands out for the call and
-//! its reply, and the per-request state the transport keeps. Found from the
+//! its reply, and the transport's own state for the request. Found from the
 //! request by its address (`container_of`), not by a lookup, and with no
 //! allocation per RPC.
 //!
@@ -16,8 +16,12 @@
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
 
 use crate::rust::bindings;
+use core::any::TypeId;
+use core::pin::Pin;
 use core::ptr::{addr_of_mut, NonNull};
+use kernel::alloc::KVBox;
 use kernel::bindings as kb;
+use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::lock::spinlock::SpinLockBackend;
@@ -32,87 +36,109 @@ pub(in crate::rust) const SLOT_BUF: usize = kernel::page::PAGE_SIZE;
 /// No next free slot.
 const END: u32 = u32::MAX;
 
-/// One request slot (C `struct rpcrdma_req`, its `rl_slot` first).
+/// A slot's buffer: [`SLOT_BUF`] bytes from kmalloc, owned.
+struct SlotBuf(NonNull<u8>);
+
+impl SlotBuf {
+    fn new() -> Result<Self> {
+        // SAFETY: A plain allocation, freed by `drop`.
+        let buf = unsafe { kb::__kmalloc_noprof(SLOT_BUF, kb::GFP_KERNEL) };
+        NonNull::new(buf.cast::<u8>()).map(Self).ok_or(ENOMEM)
+    }
+}
+
+impl Drop for SlotBuf {
+    fn drop(&mut self) {
+        // SAFETY: Owned; no request uses it when the table goes (sunrpc
+        // destroys a transport after its last task).
+        unsafe { kb::kfree(self.0.as_ptr().cast()) };
+    }
+}
+
+/// One request slot (C `struct rpcrdma_req`, its `rl_slot` first), with
+/// the transport's state for the request, `R`.
 ///
 /// # Invariants
 ///
-/// `buf` is a kmalloc allocation of [`SLOT_BUF`] bytes owned by the slot.
+/// `rqst` is the first field, so the slot's address is its request's.
 /// `next` is read and written only under the transport's `reserve_lock`.
+#[pin_data]
 #[repr(C)]
-pub(in crate::rust) struct Slot {
+pub(in crate::rust) struct Slot<R> {
+    #[pin]
     rqst: Opaque<bindings::rpc_rqst>,
-    /// Lists of registrations the transport keeps for the request
-    /// ([`crate::rust::sunrpc::xprt::RpcRqst::note_regs_kept`]).
-    kept: Atomic<u32>,
     /// The next free slot's index, or [`END`].
     next: Atomic<u32>,
-    buf: NonNull<u8>,
+    buf: SlotBuf,
+    #[pin]
+    state: R,
 }
 
 // SAFETY: The request is sunrpc's to access under its own rules; the
-// buffer is owned and reached only through the request that holds it; the
-// rest are atomics.
-unsafe impl Send for Slot {}
+// buffer is reached only through the request that holds it; `next` is an
+// atomic, and `R` is shared as the transport's own state.
+unsafe impl<R: Send> Send for Slot<R> {}
 // SAFETY: As for `Send`.
-unsafe impl Sync for Slot {}
+unsafe impl<R: Sync> Sync for Slot<R> {}
 
-impl Slot {
-    /// The count of registration lists the transport keeps for the
-    /// request.
-    pub(in crate::rust) fn kept(&self) -> &Atomic<u32> {
-        &self.kept
+impl<R> Slot<R> {
+    /// The transport's state for the request.
+    pub(in crate::rust) fn state(&self) -> &R {
+        &self.state
     }
 }
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        // SAFETY: Owned by the type invariant; no request is in use when
-        // the table goes (sunrpc destroys a transport after its last task).
-        unsafe { kb::kfree(self.buf.as_ptr().cast()) };
-    }
-}
-
-/// The request slots of one transport.
+/// The request slots of one transport, with the transport's state `R` for
+/// each request.
 ///
 /// # Invariants
 ///
-/// `slots` never grows or moves after `new` (each `rpc_rqst` stays where
-/// sunrpc was given it). `free` (the first free slot or [`END`]) and the
-/// `next` links form a stack of distinct free slots, changed only under the
+/// `req_type` is the first field and is `R`'s type: a table behind an
+/// erased pointer is read as a `SlotTable<R>` only after checking it.
+/// `slots` never moves after `new` (each `rpc_rqst` stays where sunrpc
+/// was given it). `free` (the first free slot or [`END`]) and the `next`
+/// links form a stack of distinct free slots, changed only under the
 /// transport's `reserve_lock`; a slot not on it is held by one task.
-pub(in crate::rust) struct SlotTable {
-    slots: KVec<Slot>,
+#[repr(C)]
+pub(in crate::rust) struct SlotTable<R> {
+    req_type: TypeId,
+    slots: Pin<KVBox<[Slot<R>]>>,
     free: Atomic<u32>,
     /// Slots held by tasks, for the high-water mark sunrpc reports.
     in_use: Atomic<u32>,
 }
 
-impl SlotTable {
-    /// `n` free slots, each with its buffer.
-    pub(in crate::rust) fn new(n: u32) -> Result<KBox<Self>> {
+impl<R: 'static> SlotTable<R> {
+    /// `n` free slots, each with its buffer and a state made by `state`.
+    pub(in crate::rust) fn new<E, I: PinInit<R, E>>(
+        n: u32,
+        mut state: impl FnMut() -> I,
+    ) -> Result<KBox<Self>>
+    where
+        Error: From<E>,
+    {
         let count = usize::try_from(n).map_err(|_| EINVAL)?;
         if n == 0 || n == END {
             return Err(EINVAL);
         }
-        let mut slots = KVec::with_capacity(count, GFP_KERNEL)?;
-        for i in 0..n {
-            // SAFETY: A plain allocation, freed by the slot's `Drop`.
-            let buf = unsafe { kb::__kmalloc_noprof(SLOT_BUF, kb::GFP_KERNEL) };
-            let buf = NonNull::new(buf.cast::<u8>()).ok_or(ENOMEM)?;
-            let next = if i + 1 < n { i + 1 } else { END };
-            // INVARIANT: `buf` is owned by the slot from here.
-            let slot = Slot {
-                rqst: Opaque::zeroed(),
-                kept: Atomic::new(0),
-                next: Atomic::new(next),
-                buf,
-            };
-            // Within the capacity reserved above: never reallocates.
-            slots.push_within_capacity(slot).map_err(|_| ENOMEM)?;
-        }
+        let slots = KVBox::pin_slice(
+            |i| {
+                let next = u32::try_from(i + 1).ok().filter(|&j| j < n).unwrap_or(END);
+                let init = state();
+                try_pin_init!(Slot {
+                    rqst: Opaque::zeroed(),
+                    next: Atomic::new(next),
+                    buf: SlotBuf::new()?,
+                    state <- init,
+                }? Error)
+            },
+            count,
+            GFP_KERNEL,
+        )?;
         // INVARIANT: All slots are free, linked in order.
         Ok(KBox::new(
             Self {
+                req_type: TypeId::of::<R>(),
                 slots,
                 free: Atomic::new(0),
                 in_use: Atomic::new(0),
@@ -121,14 +147,35 @@ impl SlotTable {
         )?)
     }
 
+    /// The table behind `ptr` if it is a `SlotTable<R>`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live `SlotTable` of some state type, for `'a`.
+    pub(in crate::rust) unsafe fn from_erased<'a>(ptr: *const c_void) -> Option<&'a Self> {
+        // SAFETY: `req_type` is the first field of every `SlotTable`
+        // (`repr(C)`), initialised by `new`.
+        let t = unsafe { *ptr.cast::<TypeId>() };
+        // SAFETY: The type invariant: a table whose `req_type` is `R`'s is
+        // a `SlotTable<R>`.
+        (t == TypeId::of::<R>()).then(|| unsafe { &*ptr.cast::<Self>() })
+    }
+}
+
+impl<R> SlotTable<R> {
     /// The slot whose request `rqst` is, if it is one of this table's.
-    pub(in crate::rust) fn slot_of(&self, rqst: *const bindings::rpc_rqst) -> Option<&Slot> {
+    pub(in crate::rust) fn slot_of(&self, rqst: *const bindings::rpc_rqst) -> Option<&Slot<R>> {
         self.index_of(rqst).map(|(_, slot)| slot)
     }
 
+    /// Every slot's state.
+    pub(in crate::rust) fn states(&self) -> impl Iterator<Item = &R> {
+        self.slots.iter().map(|s| &s.state)
+    }
+
     /// The slot's buffer of [`SLOT_BUF`] bytes.
-    pub(in crate::rust) fn buf(slot: &Slot) -> *mut u8 {
-        slot.buf.as_ptr()
+    pub(in crate::rust) fn buf(slot: &Slot<R>) -> *mut u8 {
+        slot.buf.0.as_ptr()
     }
 
     /// `alloc_slot`: gives `task` a free request, or puts it on the
@@ -192,8 +239,6 @@ impl SlotTable {
         let Some((index, slot)) = self.index_of(rqst) else {
             return;
         };
-        // Whoever gets the slot next starts without kept registrations.
-        slot.kept.store(0, Relaxed);
         // SAFETY: As in `alloc`.
         let lock = unsafe { reserve_lock(xprt) };
         let _guard = lock.lock();
@@ -213,9 +258,9 @@ impl SlotTable {
     }
 
     /// The index and the slot of `rqst`, if it is one of this table's.
-    fn index_of(&self, rqst: *const bindings::rpc_rqst) -> Option<(u32, &Slot)> {
+    fn index_of(&self, rqst: *const bindings::rpc_rqst) -> Option<(u32, &Slot<R>)> {
         let off = (rqst as usize).checked_sub(self.slots.as_ptr() as usize)?;
-        let size = core::mem::size_of::<Slot>();
+        let size = core::mem::size_of::<Slot<R>>();
         // `rqst` is the first field: only a slot's own address matches.
         if off % size != 0 {
             return None;
@@ -256,7 +301,7 @@ const RPC_TASK_ACTIVE: u32 = 2;
 #[cfg(CONFIG_KUNIT)]
 pub struct SlotBench {
     xprt: NonNull<bindings::rpc_xprt>,
-    table: KBox<SlotTable>,
+    table: KBox<SlotTable<()>>,
     tasks: KVec<KBox<Opaque<bindings::rpc_task>>>,
 }
 
@@ -264,7 +309,7 @@ pub struct SlotBench {
 impl SlotBench {
     /// A transport of `slots` slots and `tasks` tasks.
     pub fn new(slots: u32, tasks: usize) -> Result<Self> {
-        let table = SlotTable::new(slots)?;
+        let table = SlotTable::new(slots, || ())?;
         let mut list = KVec::with_capacity(tasks, GFP_KERNEL)?;
         for _ in 0..tasks {
             let t = KBox::new(Opaque::<bindings::rpc_task>::zeroed(), GFP_KERNEL)?;
@@ -344,34 +389,12 @@ impl SlotBench {
         Ok(())
     }
 
-    /// Notes registrations kept for the request of task `i`, as the
-    /// transport does when it posts them.
-    pub fn keep(&self, i: usize, n: u32) -> Result {
-        let index = self.holds(i)?.ok_or(EINVAL)?;
+    /// The address of slot `index`'s buffer.
+    pub fn buf_addr(&self, index: usize) -> Option<usize> {
         self.table
             .slots
             .get(index)
-            .ok_or(EINVAL)?
-            .kept
-            .store(n, Relaxed);
-        Ok(())
-    }
-
-    /// The registrations kept for the request of task `i`.
-    pub fn kept(&self, i: usize) -> Result<u32> {
-        let index = self.holds(i)?.ok_or(EINVAL)?;
-        Ok(self
-            .table
-            .slots
-            .get(index)
-            .ok_or(EINVAL)?
-            .kept
-            .load(Relaxed))
-    }
-
-    /// The address of slot `index`'s buffer.
-    pub fn buf_addr(&self, index: usize) -> Option<usize> {
-        self.table.slots.get(index).map(|s| s.buf.as_ptr() as usize)
+            .map(|s| s.buf.0.as_ptr() as usize)
     }
 
     /// Whether an address inside the first slot's request, not its start,

@@ -21,8 +21,6 @@
 //! - [`svc_reply`]: where the bytes of a Reply go.
 //! - [`planner`]: the client's chunk planner.
 //! - [`credits`]: credit accounting for both sides.
-//! - [`key_index`]: constant-time lookups of the client's pending
-//!   registrations by request.
 //! - [`regcache_policy`]: lookup and replacement (LRU, MRRC's MRE) of a
 //!   client registration cache.
 //! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
@@ -47,7 +45,6 @@ pub mod credits;
 pub mod decode;
 pub mod encode;
 pub mod golden;
-pub mod key_index;
 pub mod msg;
 pub mod pcl;
 pub mod pieces;
