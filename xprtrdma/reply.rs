@@ -10,6 +10,7 @@ use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
 use crate::proto::msg::{Body, DecodeError, ErrorBody};
+use crate::proto::reply_fast::decode_reply_fast;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace::{self, ReplyError};
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
@@ -119,9 +120,13 @@ impl Conn {
 
     fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
         self.xprt.data_seen();
-        // Borrowed from the decoder's result, not moved out of it: the
+        // The common shapes in one pass, anything else by the general
+        // decoder. Borrowed from the result, not moved out of it: the
         // header with its chunk lists is not copied again.
-        let decoded = decode_reply(bytes, &self.limits);
+        let decoded = match decode_reply_fast(bytes, &self.limits) {
+            Some(h) => Ok(h),
+            None => decode_reply(bytes, &self.limits),
+        };
         let hdr = match &decoded {
             Ok(h) => h,
             Err(e) => {

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::proto::planner::physical_payload_for;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
-use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtStats};
+use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtLocked, XprtLockedBy, XprtStats};
 use crate::rust::sunrpc::xprt_class::XprtOps;
 use kernel::new_mutex;
 use kernel::prelude::*;
@@ -145,8 +145,14 @@ struct Inner {
     xprt: Xprt,
     settings: Settings,
     stats: Arc<Stats>,
+    /// The connection, for what runs without the send lock (replies'
+    /// `buf_free`, the flush worker, mountstats).
     #[pin]
     conn: Mutex<Option<Arc<Conn>>>,
+    /// The same connection for what sunrpc runs under the transport's
+    /// send lock (`XPRT_LOCKED`: send, connect, close), which sets and
+    /// clears both: a send borrows it without a lock or a reference.
+    send_conn: XprtLockedBy<Option<Arc<Conn>>>,
 }
 
 /// One client transport (`struct rpc_xprt` of class "rdma").
@@ -190,20 +196,22 @@ impl XprtOps for Client {
         }
         counters(strategy).transports.add(1, Relaxed);
         let stats = Arc::new(Stats::new(), GFP_KERNEL)?;
+        let send_conn = XprtLockedBy::new(&xprt, None);
         let inner = Arc::pin_init(
             pin_init!(Inner {
                 xprt,
                 settings,
                 stats,
                 conn <- new_mutex!(None, "rpcrdma_rs::xprt::conn"),
+                send_conn,
             }),
             GFP_KERNEL,
         )?;
         Ok(Self { inner })
     }
 
-    fn connect(&self) -> Result {
-        self.close();
+    fn connect(&self, locked: &mut XprtLocked<'_>) -> Result {
+        self.close(locked);
         // The inline sizes of the sysctls as they are now (C reads them in
         // `rpcrdma_ep_create`, at each connect).
         let (inline_write, inline_read) = sysctl::inline_sizes();
@@ -221,13 +229,18 @@ impl XprtOps for Client {
             &self.inner.xprt,
             res.as_ref().map_or_else(|e| e.to_errno(), |_| 0),
         );
-        *self.inner.conn.lock() = Some(res?);
+        let conn = res?;
+        *self.inner.conn.lock() = Some(conn.clone());
+        if let Some(c) = self.inner.send_conn.get_mut(locked) {
+            *c = Some(conn);
+        }
         Ok(())
     }
 
     /// The send policy of C `xprt_rdma_send_request`.
-    fn send_request(&self, rqst: &RpcRqst<'_>) -> Result {
+    fn send_request(&self, rqst: &RpcRqst<'_>, locked: &XprtLocked<'_>) -> Result {
         let xprt = &self.inner.xprt;
+        let conn = self.inner.send_conn.get(locked).and_then(Option::as_ref);
         if !xprt.is_connected() {
             return Err(ENOTCONN);
         }
@@ -237,10 +250,9 @@ impl XprtOps for Client {
             return Err(EBADSLT);
         }
         if rqst.is_backchannel() {
-            let res = self
-                .conn()
+            let res = conn
                 .ok_or(ENOTCONN)
-                .and_then(|c| c.bc_send_reply(&c, rqst))
+                .and_then(|c| c.bc_send_reply(c, rqst))
                 .map_err(closed_is_not_connected);
             if res == Err(ENOTCONN) {
                 xprt.drop_connection();
@@ -253,10 +265,9 @@ impl XprtOps for Client {
             xprt.drop_connection();
             return Err(ENOTCONN);
         }
-        match self
-            .conn()
+        match conn
             .ok_or(ENOTCONN)
-            .and_then(|c| c.send(&c, rqst))
+            .and_then(|c| c.send(c, rqst))
             .map_err(closed_is_not_connected)
         {
             Ok(()) => {}
@@ -275,7 +286,11 @@ impl XprtOps for Client {
         Ok(())
     }
 
-    fn close(&self) {
+    fn close(&self, locked: &mut XprtLocked<'_>) {
+        // Nothing sends while the lock is held: gone for sends at once.
+        if let Some(c) = self.inner.send_conn.get_mut(locked) {
+            *c = None;
+        }
         let Some(conn) = self.conn() else {
             return;
         };
@@ -347,7 +362,8 @@ impl XprtOps for Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.close();
+        // The connection is closed already: `destroy` closes before it
+        // drops the state.
         counters(self.inner.settings.strategy)
             .transports
             .add(-1, Relaxed);

@@ -256,6 +256,84 @@ pub(in crate::rust) unsafe fn walk_xdr_buf(
     unsafe { walk_xdr_spans(buf, offset, len, spans) }
 }
 
+/// Proof that the caller holds its transport's `XPRT_LOCKED`, sunrpc's
+/// send lock: sunrpc calls `send_request` holding it, hands it to the
+/// transport's connect worker for the connect (`xprt_lock_connect`), and
+/// calls `close` (`xprt_autoclose`) and `destroy` (`xprt_destroy`) holding
+/// it, so these never overlap. Minted only by the class's trampolines, for
+/// the duration of the call they serve.
+///
+/// # Invariants
+///
+/// While a value exists, `XPRT_LOCKED` of `xprt` is held on behalf of its
+/// holder, and no other `XprtLocked` of `xprt` exists.
+pub struct XprtLocked<'a> {
+    xprt: NonNull<bindings::rpc_xprt>,
+    _p: PhantomData<&'a mut ()>,
+}
+
+impl XprtLocked<'_> {
+    /// # Safety
+    ///
+    /// `xprt` is live and its `XPRT_LOCKED` held for the caller for the
+    /// returned value's life, and no other `XprtLocked` of it exists.
+    pub(in crate::rust) unsafe fn new(xprt: NonNull<bindings::rpc_xprt>) -> Self {
+        // INVARIANT: By the safety requirement.
+        Self {
+            xprt,
+            _p: PhantomData,
+        }
+    }
+}
+
+/// A value its transport's `XPRT_LOCKED` protects (like
+/// `kernel::sync::LockedBy`, with sunrpc's send lock as the lock): what
+/// only send, connect and close touch is reached without a lock of its
+/// own.
+///
+/// # Invariants
+///
+/// `value` is accessed only through an [`XprtLocked`] of `xprt`.
+pub struct XprtLockedBy<T> {
+    xprt: NonNull<bindings::rpc_xprt>,
+    value: core::cell::UnsafeCell<T>,
+}
+
+// SAFETY: The value moves with the owner; it is `Send`.
+unsafe impl<T: Send> Send for XprtLockedBy<T> {}
+// SAFETY: Shared access goes through a token of the one transport, and
+// its `XPRT_LOCKED` admits one holder at a time (type invariants), so the
+// value is reached from one thread at a time: `T: Send` suffices.
+unsafe impl<T: Send> Sync for XprtLockedBy<T> {}
+
+impl<T> XprtLockedBy<T> {
+    /// `value`, protected by `xprt`'s `XPRT_LOCKED`.
+    pub fn new(xprt: &Xprt, value: T) -> Self {
+        // INVARIANT: Not accessed yet.
+        Self {
+            xprt: xprt.ptr,
+            value: core::cell::UnsafeCell::new(value),
+        }
+    }
+
+    /// The value, for the holder of the lock; `None` with another
+    /// transport's token.
+    pub fn get<'a>(&'a self, locked: &'a XprtLocked<'_>) -> Option<&'a T> {
+        // SAFETY: `locked` proves the lock of this transport is held by
+        // the caller (type invariants), and borrowing it shared keeps
+        // `get_mut` out while the reference lives.
+        (locked.xprt == self.xprt).then(|| unsafe { &*self.value.get() })
+    }
+
+    /// The value, mutably, for the holder of the lock; `None` with another
+    /// transport's token.
+    pub fn get_mut<'a>(&'a self, locked: &'a mut XprtLocked<'_>) -> Option<&'a mut T> {
+        // SAFETY: As in `get`; borrowing the token mutably makes this the
+        // only reference.
+        (locked.xprt == self.xprt).then(|| unsafe { &mut *self.value.get() })
+    }
+}
+
 /// A client transport (`struct rpc_xprt`) created by our `setup`.
 ///
 /// # Invariants

@@ -18,7 +18,7 @@
 use crate::rust::bindings;
 use crate::rust::kext::workqueue::OwnedQueue;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtStats};
+use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtLocked, XprtStats};
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 use crate::rust::sunrpc::xprt_bc::BcPool;
 use crate::rust::sunrpc::xprt_slots::{Slot, SlotTable, SLOT_BUF};
@@ -68,14 +68,15 @@ pub trait XprtOps: Sized + Send + Sync {
     fn new_req() -> impl PinInit<Self::Req, Error>;
     /// Creates the state of a new transport.
     fn setup(xprt: Xprt) -> Result<Self>;
-    /// Connects; blocks (process context). Called with the connect lock.
-    fn connect(&self) -> Result;
+    /// Connects; blocks (process context). Called with the connect lock,
+    /// which holds `XPRT_LOCKED` for it.
+    fn connect(&self, locked: &mut XprtLocked<'_>) -> Result;
     /// Sends one request: a call, or the Reply to a backchannel Call
     /// ([`RpcRqst::is_backchannel`]). Admission and reconnection are the
     /// transport's to decide (sunrpc's `->send_request`).
-    fn send_request(&self, rqst: &RpcRqst<'_>) -> Result;
+    fn send_request(&self, rqst: &RpcRqst<'_>, locked: &XprtLocked<'_>) -> Result;
     /// Tears the connection down.
-    fn close(&self);
+    fn close(&self, locked: &mut XprtLocked<'_>);
     /// Releases what a request still holds (its reply never came).
     fn buf_free(&self, rqst: &RpcRqst<'_>);
     /// The mountstats counters.
@@ -687,8 +688,11 @@ impl<T: XprtOps> OpsTable<T> {
         // Close first: once the connection is drained no completion can
         // schedule the flush worker again, so cancelling it then is final
         // and `flush` never runs on freed state.
+        // SAFETY: `xprt_destroy` took `XPRT_LOCKED` for good before it
+        // scheduled this; no other holder is left.
+        let mut locked = unsafe { XprtLocked::new(NonNull::new_unchecked(xprt)) };
         // SAFETY: Between setup and destroy.
-        unsafe { Self::state(xprt) }.close();
+        unsafe { Self::state(xprt) }.close(&mut locked);
         // SAFETY: Initialised in `setup`.
         unsafe { kb::cancel_delayed_work_sync(t.flush_work.get()) };
         // Callback requests not released by `bc_destroy` (each in-flight
@@ -724,9 +728,13 @@ impl<T: XprtOps> OpsTable<T> {
         let t = unsafe { Transport::from_xprt(xprt) };
         let cookie = core::ptr::from_ref(t).cast_mut().cast::<c_void>();
         // sunrpc calls `connect` with the transport locked for `task`; the
-        // connect lock is then free for it (C WARNs otherwise).
+        // lock then passes to the connect worker (C WARNs otherwise). Not
+        // passed, the worker would run without it: the task retries.
         // SAFETY: Both are live.
-        let _ = unsafe { bindings::xprt_lock_connect(xprt, task, cookie) };
+        if !unsafe { bindings::xprt_lock_connect(xprt, task, cookie) } {
+            crate::pr_warn_ratelimited!("connect called without the transport's send lock\n");
+            return;
+        }
         let mut delay: c_ulong = 0;
         if t.connect_failed.load(Ordering::Relaxed) {
             // SAFETY: Live transport.
@@ -754,8 +762,11 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: `destroy` cancels this work first.
         let t = unsafe { Transport::from_xprt(xprt) };
         let mut rc = from_result(|| {
+            // SAFETY: `connect` passed `XPRT_LOCKED` to this work
+            // (`xprt_lock_connect`), held until `xprt_unlock_connect` below.
+            let mut locked = unsafe { XprtLocked::new(NonNull::new_unchecked(xprt)) };
             // SAFETY: Between setup and destroy.
-            unsafe { Self::state(xprt) }.connect()?;
+            unsafe { Self::state(xprt) }.connect(&mut locked)?;
             Ok(0)
         });
         // SAFETY: `state` is the transport's bit field (C
@@ -810,8 +821,11 @@ impl<T: XprtOps> OpsTable<T> {
     ///
     /// Called by sunrpc with a live transport.
     unsafe extern "C" fn close(xprt: *mut bindings::rpc_xprt) {
+        // SAFETY: sunrpc closes from `xprt_autoclose`, which holds
+        // `XPRT_LOCKED` (taken by `xprt_schedule_autoclose_locked`).
+        let mut locked = unsafe { XprtLocked::new(NonNull::new_unchecked(xprt)) };
         // SAFETY: Between setup and destroy.
-        unsafe { Self::state(xprt) }.close();
+        unsafe { Self::state(xprt) }.close(&mut locked);
         // SAFETY: Live transport; sunrpc serialises close with connect.
         unsafe {
             (*xprt).reestablish_timeout = 0;
@@ -962,9 +976,12 @@ impl<T: XprtOps> OpsTable<T> {
         };
         // SAFETY: The request and its transport are live for the call.
         let s = unsafe { Self::state((*rqst).rq_xprt) };
+        // SAFETY: sunrpc sends holding `XPRT_LOCKED` for the sending task
+        // (`xprt_prepare_transmit`), for the whole call.
+        let locked = unsafe { XprtLocked::new(NonNull::new_unchecked((*rqst).rq_xprt)) };
         from_result(|| {
             // SAFETY: sunrpc lends the request for the call.
-            s.send_request(&unsafe { RpcRqst::from_raw(r) })?;
+            s.send_request(&unsafe { RpcRqst::from_raw(r) }, &locked)?;
             Ok(0)
         })
     }

@@ -21,6 +21,8 @@
 //! - [`svc_reply`]: where the bytes of a Reply go.
 //! - [`planner`]: the client's chunk planner.
 //! - [`credits`]: credit accounting for both sides.
+//! - [`reply_fast`]: the client's one-pass decoder of the common reply
+//!   shapes, [`decode::decode_reply`] being its fallback and oracle.
 //! - [`regcache_policy`]: lookup and replacement (LRU, MRRC's MRE) of a
 //!   client registration cache.
 //! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
@@ -50,6 +52,7 @@ pub mod pcl;
 pub mod pieces;
 pub mod planner;
 pub mod regcache_policy;
+pub mod reply_fast;
 pub mod sq_slots;
 pub mod svc_call;
 pub mod svc_reply;

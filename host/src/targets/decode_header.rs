@@ -1,6 +1,7 @@
 //! The `decode_header` target: every decoder under several limit sets.
 //!
-//! Accepted headers re-encode to the same bytes; accepted Calls build
+//! Accepted headers re-encode to the same bytes; the client's one-pass
+//! reply decoder agrees with the general one on what it takes; accepted Calls build
 //! parsed chunk lists and reassemble; every rejected Call with an XID gets
 //! the error reply its error calls for.
 
@@ -12,6 +13,7 @@ use crate::proto::decode::{decode_call, decode_header, decode_reply};
 use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{Body, ChunkLists, DecodeLimits, ErrorBody, Header, ReadSegment, Segment};
 use crate::proto::pcl::{ParsedChunks, PclChunk};
+use crate::proto::reply_fast::decode_reply_fast;
 
 use super::error_reply::check_decode_error_reply;
 
@@ -60,7 +62,12 @@ pub fn decode_header_target(data: &[u8]) {
             }
             Err(e) => check_decode_error_reply(data, &e, CREDITS),
         }
-        let _ = decode_reply(data, lim);
+        let reply = decode_reply(data, lim);
+        // The client's one-pass decoder agrees with the general one on
+        // every reply it takes.
+        if let Some(h) = decode_reply_fast(data, lim) {
+            assert_eq!(Ok(h), reply, "fast reply decoder disagrees");
+        }
     }
     let _ = ConnectPrivate::decode(data);
 }
