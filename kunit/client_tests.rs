@@ -13,7 +13,7 @@ use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
 use crate::rust::rdma::device;
-use crate::rust::rdma::run_mr::RunMr;
+use crate::rust::rdma::run_mr::{refused_releases, RunMr};
 use crate::rust::rdma::send_batch::SendBatch;
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::verbs::{
@@ -516,14 +516,69 @@ mod tests {
             Some(WorkRequest::without_sges(waiter.clone())?),
         )?;
         assert!(waiter.wait()?.is_ok());
-        run.release();
-        assert_eq!(run.pages(), 0);
+        let refused = refused_releases();
+        // Kept for reuse, without pages.
+        let run = run.retire(true);
+        assert!(run.as_ref().is_some_and(|r| r.pages() == 0));
+        assert_eq!(refused_releases(), refused);
         let op = SendOp::RdmaWrite {
             remote_addr: seg.offset,
             rkey: seg.handle,
         };
         let wc = op_on(&pair.server, one_segment(&src, LEN)?, op)?;
         pr_info!("write to an evicted registration: status {}\n", wc.status);
+        assert!(!wc.is_ok());
+        Ok(())
+    }
+
+    /// A cached registration whose invalidation failed, was flushed or
+    /// could not be posted (audit L2): its tag may still be in force, so
+    /// the cache's `retire(.., false)` must deregister it before its pages
+    /// are unmapped and put, never put them first (a page freed and
+    /// reused while the server can still write it).
+    #[test]
+    fn unknown_registration_is_deregistered_before_its_pages_go() -> Result {
+        const PAGES: usize = 4;
+        let pair = connect_pair()?;
+        let mut pages = KVec::new();
+        for _ in 0..PAGES {
+            pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
+        }
+        let mut run = RunMr::new(&pair.client, PAGES as u32)?;
+        run.map_owned(&pages, true)?;
+        run.post_reg(&pair.client)?;
+        let seg = run.segment();
+        // The run's references alone keep the pages.
+        drop(pages);
+        // In force: the server writes through the tag.
+        let src = pair.server.alloc_buf(LEN, DmaDir::ToDevice)?;
+        let op = SendOp::RdmaWrite {
+            remote_addr: seg.offset,
+            rkey: seg.handle,
+        };
+        let wc = op_on(&pair.server, one_segment(&src, LEN)?, op)?;
+        assert!(wc.is_ok());
+
+        // No invalidation known to have completed: releasing the pages
+        // now is refused, and they stay referenced.
+        let refused = refused_releases();
+        run.release();
+        assert_eq!(refused_releases(), refused + 1);
+        assert_eq!(run.pages(), PAGES as u32);
+
+        // The cache's path for a failed or flushed LOCAL_INV: the MR is
+        // deregistered first, nothing releases pages of a live tag.
+        let refused = refused_releases();
+        assert!(run.retire(false).is_none());
+        let early = refused_releases() - refused;
+        pr_info!(
+            "retire of a registration in force: {} release(s) of its pages tried before its deregistration\n",
+            early
+        );
+        assert_eq!(early, 0);
+        // The tag is revoked.
+        let wc = op_on(&pair.server, one_segment(&src, LEN)?, op)?;
+        pr_info!("write to a retired registration: status {}\n", wc.status);
         assert!(!wc.is_ok());
         Ok(())
     }

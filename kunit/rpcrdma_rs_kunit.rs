@@ -19,6 +19,7 @@ const IB_CLIENT_NAME: &core::ffi::CStr = c"rpcrdma_rs_kunit";
 #[path = "../src/proto/mod.rs"]
 pub mod proto;
 
+mod client_hostile;
 mod client_tests;
 mod proto_tests;
 mod svc_hostile;
@@ -35,6 +36,10 @@ module! {
             default: 0x0a63_0001,
             description: "IPv4 address (host byte order) of the RDMA netdev the verbs suite connects over (default 10.99.0.1)",
         },
+        client_hostile_port: u32 {
+            default: 0,
+            description: "Port the client_hostile suite listens on as a server for the project's client (scenario client-hostile; 0: the suite checks nothing)",
+        },
     },
 }
 
@@ -45,6 +50,7 @@ struct RpcRdmaKunit {
 impl kernel::Module for RpcRdmaKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         verbs::set_peer(module_parameters::rxe_ipv4.value());
+        client_hostile::set_port(module_parameters::client_hostile_port.value());
         let devices = crate::rust::rdma::device::DeviceClient::register(IB_CLIENT_NAME)?;
         pr_info!(
             "rpcrdma_rs_kunit loaded: rdma_devices={}\n",

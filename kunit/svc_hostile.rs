@@ -42,24 +42,24 @@ const STEP_MS: u32 = 20_000;
 /// How long to wait for a Reply that must not come.
 const SILENCE_MS: u32 = 1_500;
 
-const RECV_LEN: usize = 4096;
-const RECVS: usize = 8;
+pub(crate) const RECV_LEN: usize = 4096;
+pub(crate) const RECVS: usize = 8;
 
 /// The server's address: the harness's server VM, 10.99.0.1.
 const PEER_IPV4: u32 = 0x0a63_0001;
 
 /// Receives delivered to the test thread: (slot, length) in order.
 #[pin_data]
-struct Inbox {
+pub(crate) struct Inbox {
     #[pin]
-    q: SpinLockIrq<KVec<(usize, u32)>>,
+    pub(crate) q: SpinLockIrq<KVec<(usize, u32)>>,
     #[pin]
-    cv: CondVar,
+    pub(crate) cv: CondVar,
 }
 
-struct RecvDone {
-    slot: usize,
-    inbox: Arc<Inbox>,
+pub(crate) struct RecvDone {
+    pub(crate) slot: usize,
+    pub(crate) inbox: Arc<Inbox>,
 }
 
 impl CompletionHandler for RecvDone {
@@ -77,15 +77,15 @@ impl CompletionHandler for RecvDone {
 
 /// Completed Sends, counted for the test thread.
 #[pin_data]
-struct Sent {
+pub(crate) struct Sent {
     #[pin]
-    n: SpinLockIrq<u32>,
+    pub(crate) n: SpinLockIrq<u32>,
     #[pin]
-    cv: CondVar,
+    pub(crate) cv: CondVar,
 }
 
-struct SendDone {
-    sent: Arc<Sent>,
+pub(crate) struct SendDone {
+    pub(crate) sent: Arc<Sent>,
 }
 
 impl CompletionHandler for SendDone {
@@ -122,7 +122,7 @@ struct Client {
     next_xid: u32,
 }
 
-fn segs(buf: Arc<MappedBuf>, len: usize) -> Result<KVec<Segment>> {
+pub(crate) fn segs(buf: Arc<MappedBuf>, len: usize) -> Result<KVec<Segment>> {
     let mut v = KVec::new();
     v.push(
         Segment {
@@ -434,7 +434,7 @@ fn timed_null(c: &mut Client) -> Result<(bool, i64)> {
     Ok((ok, t.elapsed().as_millis()))
 }
 
-fn word(b: &[u8], i: usize) -> Option<u32> {
+pub(crate) fn word(b: &[u8], i: usize) -> Option<u32> {
     let s = b.get(i * 4..i * 4 + 4)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }

@@ -18,7 +18,18 @@ use core::ptr::NonNull;
 use kernel::alloc::KVec;
 use kernel::page::{BorrowedPage, Page, PAGE_SIZE};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
+
+/// Calls of [`RunMr::release`] refused because the run's registration may
+/// still be in force: its pages would have been unmapped and put while the
+/// peer could still write them.
+static REFUSED_RELEASES: Atomic<u64> = Atomic::new(0);
+
+/// How many [`RunMr::release`] calls were refused (a caller's bug).
+pub fn refused_releases() -> u64 {
+    REFUSED_RELEASES.load(Relaxed)
+}
 
 /// References on pages, put on drop.
 ///
@@ -55,11 +66,14 @@ unsafe impl Sync for PageRefs {}
 ///
 /// While `refs` is not empty, the MR maps exactly its pages, in order.
 /// `mr` is declared before `refs`: on drop it is deregistered (its steering
-/// tag revoked) and unmapped before the page references go.
+/// tag revoked) and unmapped before the page references go. While
+/// `registered` (a REG_MR was posted and no invalidation is known to have
+/// completed since) the pages stay mapped and referenced.
 pub struct RunMr {
     mr: Mr,
     refs: PageRefs,
     writable: bool,
+    registered: bool,
     _anchor: Arc<Anchor>,
 }
 
@@ -74,6 +88,7 @@ impl RunMr {
             mr: Mr::new(anchor.pd(), max_pages)?,
             refs: PageRefs { pages },
             writable: false,
+            registered: false,
             _anchor: anchor,
         })
     }
@@ -172,12 +187,37 @@ impl RunMr {
         Ok(())
     }
 
-    /// Unmaps the pages and puts their references. Only once the MR's
-    /// steering tag is invalid (its LOCAL_INV completed) or was never
-    /// registered.
+    /// Unmaps the pages and puts their references, if the MR was never
+    /// registered since it mapped them. After a registration use
+    /// [`Self::retire`]: a call here is refused (and counted,
+    /// [`refused_releases`]), the pages then going when the MR drops.
     pub fn release(&mut self) {
+        if self.registered {
+            REFUSED_RELEASES.fetch_add(1, Relaxed);
+            crate::pr_err_ratelimited!(
+                "run MR released while its registration may be in force; its pages wait for its deregistration\n"
+            );
+            return;
+        }
         self.mr.unmap();
         self.refs.release();
+    }
+
+    /// Retires a registration whose pages leave: `invalidated` (its
+    /// LOCAL_INV completed), the pages are unmapped and put and the MR is
+    /// returned for reuse; otherwise (the invalidation failed, was flushed
+    /// or could not be posted, so the steering tag may still be valid) the
+    /// MR is dropped whole, which deregisters it (revoking its tag) before
+    /// its pages are unmapped and put.
+    pub fn retire(mut self, invalidated: bool) -> Option<Self> {
+        if !invalidated {
+            drop(self);
+            return None;
+        }
+        // INVARIANT: The caller saw the invalidation complete.
+        self.registered = false;
+        self.release();
+        Some(self)
     }
 
     /// Number of pages mapped now.
@@ -198,11 +238,14 @@ impl RunMr {
 
     /// Posts the registration (REG_MR, unsignaled) on `ep`, ahead of the
     /// Send that advertises it.
-    pub fn post_reg(&self, ep: &Endpoint) -> Result {
+    pub fn post_reg(&mut self, ep: &Endpoint) -> Result {
         let posting = ep.start_post()?;
         // SAFETY: The QP is live and on the MR's protection domain; the
         // connection drains it before its cache drops any `RunMr`.
-        unsafe { self.mr.post_reg(posting.qp(), self.writable) }
+        unsafe { self.mr.post_reg(posting.qp(), self.writable) }?;
+        // INVARIANT: Posted: the tag may be in force from now on.
+        self.registered = true;
+        Ok(())
     }
 
     /// Hands the pages to the device before it reads or writes them again:

@@ -492,6 +492,13 @@ case $ROLE in
                 fail memreg-cache-released-at-close "30 s after the last umount: transports entries pinned_bytes = $(cache_fields transports entries pinned_bytes)"
             fi
             cache_info end
+            # No cached registration had its pages released while its tag
+            # could be in force (rust/rdma/run_mr.rs refuses and logs it).
+            if dmesg | grep -q 'run MR released while its registration may be in force'; then
+                fail memreg-cache-no-early-release "$(dmesg | grep -c 'run MR released while') refused releases"
+            else
+                pass memreg-cache-no-early-release
+            fi
         }
         [ "$PARAMS" = c-client ] || check rpcrdma_rs-unload unload_rust_rpcrdma
         ;;

@@ -31,17 +31,12 @@ impl Conn {
     /// state is unknown and they are deregistered): their pages go.
     pub(in crate::xprtrdma) fn retire(&self, evicted: KVec<Doomed>, valid: bool) {
         for d in evicted {
-            let mut mr = d.mr;
-            let pages = mr.pages();
-            if valid {
-                // Invalidated: no steering tag names the pages any more.
-                mr.release();
+            let pages = d.mr.pages();
+            // Invalidated: released and kept for reuse. Possibly still
+            // valid: dropped whole, which deregisters the MR (revoking its
+            // tag) before its pages are unmapped and put.
+            if let Some(mr) = d.mr.retire(valid) {
                 self.keep_spare(mr);
-            } else {
-                // Possibly still valid: dropped whole, which deregisters
-                // the MR (revoking its tag) before its pages are unmapped
-                // and put.
-                drop(mr);
             }
             self.unpin(pages);
         }
