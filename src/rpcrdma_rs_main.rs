@@ -5,7 +5,9 @@
 //!
 //! The module is layered as the kernel's own Rust drivers are:
 //!
-//! - `rust` (directory `rust/`): the FFI layer, the only code with `unsafe`;
+//! - `rust` (directory `rust/`): kernel-API abstractions by subsystem
+//!   (`rdma`, `sunrpc`, `kext`, and `module` for this module's parameters,
+//!   trace events and live counts), the only code with `unsafe`;
 //! - `proto` (directory `src/proto/`): the pure protocol core (XDR codec,
 //!   RPC-over-RDMA messages, chunk lists, planning, credits), which a host
 //!   Cargo crate also builds and tests;

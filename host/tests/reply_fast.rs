@@ -40,7 +40,12 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
 
 /// A segment: handle, length, 64-bit offset.
 fn seg() -> impl Strategy<Value = [u32; 4]> {
-    (any::<u32>(), prop_oneof![0u32..70_000, any::<u32>()], any::<u32>(), any::<u32>())
+    (
+        any::<u32>(),
+        prop_oneof![0u32..70_000, any::<u32>()],
+        any::<u32>(),
+        any::<u32>(),
+    )
         .prop_map(|(h, l, a, b)| [h, l, a, b])
 }
 

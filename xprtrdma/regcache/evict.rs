@@ -5,7 +5,7 @@
 
 use super::index::Doomed;
 use super::io::EvictDone;
-use super::*;
+use super::{bytes, COUNTERS, PAGE_SIZE};
 use crate::proto::msg::Segment;
 use crate::proto::regcache_policy::PageRun;
 use crate::rust::kext::shrinker::{ObjectShrinker, ShrinkObject};

@@ -4,7 +4,7 @@
 //! eviction by the replacement policy.
 
 use super::evict::stash;
-use super::*;
+use super::{bytes, CacheUse, COUNTERS, LOOKUP_PROBES, MAX_ENTRIES, SPARE_MRS};
 use crate::proto::regcache_policy::{Cache, Entry, PageRun, Policy};
 use crate::rust::rdma::run_mr::RunMr;
 use core::cmp::Reverse;

@@ -5,7 +5,7 @@
 
 use super::evict::segment_in;
 use super::index::Doomed;
-use super::*;
+use super::{CacheUse, COUNTERS, MAX_ENTRIES, MAX_RUN_PAGES, PAGE_SIZE, WRITABLE_KEY};
 use crate::proto::planner::XdrBufShape;
 use crate::proto::regcache_policy::PageRun;
 use crate::rust::kext::memalloc::NoIoScope;
