@@ -20,8 +20,9 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
-/// Callback slots per transport (C `RPCRDMA_BACKWARD_WRS >> 1`); the C
-/// FFI pool (`rust/sunrpc/xprt_bc.rs`, `BC_SLOTS`) enforces the same number.
+/// Callback slots per transport (C `RPCRDMA_BACKWARD_WRS >> 1`): the
+/// transport's `XprtOps::BC_SLOTS`, which the request pool
+/// (`rust/sunrpc/xprt_bc.rs`) enforces.
 pub(super) const BC_SLOTS: u32 = 16;
 
 /// Receives posted for reverse-direction Calls beyond the forward credits

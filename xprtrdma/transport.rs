@@ -170,6 +170,8 @@ impl Client {
 impl XprtOps for Client {
     type Req = ReqState;
 
+    const BC_SLOTS: u32 = super::backchannel::BC_SLOTS;
+
     fn new_req() -> impl PinInit<ReqState, Error> {
         ReqState::new()
     }

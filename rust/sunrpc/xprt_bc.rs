@@ -7,8 +7,9 @@
 //! `send_request` with no `rq_buffer`. Copying keeps the Receive buffer
 //! free to be reposted at once.
 //!
-//! At most [`BC_SLOTS`] requests exist per transport, each with a page for
-//! the Call and a page for the Reply; free ones wait in the transport's
+//! At most the transport's number of callback slots exist (its
+//! `XprtOps::BC_SLOTS`, at most [`MAX_BC_SLOTS`]), each with a page for the
+//! Call and a page for the Reply; free ones wait in the transport's
 //! [`BcPool`] (under `xprt->bc_pa_lock`) between uses.
 //!
 //! C header: [`include/linux/sunrpc/bc_xprt.h`](srctree/include/linux/sunrpc/bc_xprt.h).
@@ -20,8 +21,8 @@ use kernel::ffi::{c_uint, c_ulong};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
-/// Callback requests per transport (C `RPCRDMA_BACKWARD_WRS >> 1`).
-pub(in crate::rust) const BC_SLOTS: usize = 16;
+/// The most callback requests a transport may ask for.
+pub(in crate::rust) const MAX_BC_SLOTS: usize = 64;
 
 /// `RPC_BC_PA_IN_USE`, used by sunrpc as a bit number of `rq_bc_pa_state`.
 const BC_PA_IN_USE: c_ulong = 1;
@@ -32,12 +33,25 @@ const BC_PA_IN_USE: c_ulong = 1;
 ///
 /// Guarded by the transport's `bc_pa_lock`. `free[..n]` are requests of
 /// this transport allocated by [`alloc_rqst`] and not in use;
-/// `allocated` counts every such request, free or in use.
+/// `allocated` counts every such request, free or in use, and never
+/// exceeds `limit` (at most [`MAX_BC_SLOTS`]).
 #[repr(C)]
 pub(in crate::rust) struct BcPool {
     n: usize,
     allocated: usize,
-    free: [*mut bindings::rpc_rqst; BC_SLOTS],
+    limit: usize,
+    free: [*mut bindings::rpc_rqst; MAX_BC_SLOTS],
+}
+
+/// Sets how many callback requests `xprt` may have (at most
+/// [`MAX_BC_SLOTS`]).
+///
+/// # Safety
+///
+/// `xprt` is a live transport of this class.
+pub(in crate::rust) unsafe fn set_limit(xprt: *mut bindings::rpc_xprt, slots: usize) {
+    // SAFETY: By the safety requirement.
+    unsafe { with_pool(xprt, |p| p.limit = slots.min(MAX_BC_SLOTS)) };
 }
 
 /// Runs `f` on `xprt`'s pool with `bc_pa_lock` held.
@@ -108,8 +122,8 @@ unsafe fn alloc_rqst(xprt: *mut bindings::rpc_xprt) -> *mut bindings::rpc_rqst {
     }
 }
 
-/// Takes a free callback request, or allocates one while fewer than
-/// [`BC_SLOTS`] exist; `None` when every slot is in use (a peer must not
+/// Takes a free callback request, or allocates one while fewer than the
+/// transport's limit exist; `None` when every slot is in use (a peer must not
 /// make us allocate without bound) or memory is short.
 ///
 /// # Safety
@@ -127,7 +141,7 @@ unsafe fn get_rqst(xprt: *mut bindings::rpc_xprt) -> Option<*mut bindings::rpc_r
             if p.n > 0 {
                 p.n -= 1;
                 Take::Free(p.free.get(p.n).copied().unwrap_or(null_mut()))
-            } else if p.allocated < BC_SLOTS {
+            } else if p.allocated < p.limit {
                 p.allocated += 1;
                 Take::Allocate
             } else {
@@ -240,7 +254,7 @@ pub(in crate::rust) unsafe extern "C" fn free_rqst(rqst: *mut bindings::rpc_rqst
 ///
 /// Called by sunrpc, or by `destroy`, with a live transport of this class.
 pub(in crate::rust) unsafe extern "C" fn destroy(xprt: *mut bindings::rpc_xprt, _max_reqs: c_uint) {
-    let mut free = [null_mut(); BC_SLOTS];
+    let mut free = [null_mut(); MAX_BC_SLOTS];
     // SAFETY: By the safety requirement.
     let n = unsafe {
         with_pool(xprt, |p| {

@@ -48,11 +48,6 @@ const IDLE_DISC_TO_MS: u32 = 5 * 60 * 1000;
 /// RFC 8166's minimum inline size less the transport header: the largest
 /// backchannel message until a connection says otherwise.
 const BC_MIN_PAYLOAD: u32 = 1024 - 28;
-/// Reverse-direction (callback) requests per transport.
-#[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
-const BC_SLOTS: c_uint = crate::rust::sunrpc::xprt_bc::BC_SLOTS as c_uint;
-#[cfg(not(CONFIG_SUNRPC_BACKCHANNEL))]
-const BC_SLOTS: c_uint = 0;
 
 /// The transport-specific client operations.
 #[vtable]
@@ -61,6 +56,9 @@ pub trait XprtOps: Sized + Send + Sync {
     /// (C's `rpcrdma_req` around its `rpc_rqst`) and reached from the
     /// request ([`RpcRqst::state`], [`crate::rust::sunrpc::xprt::PinnedRqst::state`]).
     type Req: Send + Sync + 'static;
+    /// Reverse-direction (callback) requests per transport, at most
+    /// 64 (`xprt_bc::MAX_BC_SLOTS`).
+    const BC_SLOTS: u32;
     /// Concurrent RPCs a transport admits (its slot table size, C
     /// `xprt_rdma_slot_table_entries`).
     fn max_slots() -> u32;
@@ -657,6 +655,14 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: By the safety requirement.
         let t = unsafe { Transport::from_xprt(xprt) };
         t.bc_max_payload.store(BC_MIN_PAYLOAD, Ordering::Relaxed);
+        #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
+        {
+            const {
+                assert!(T::BC_SLOTS as usize <= crate::rust::sunrpc::xprt_bc::MAX_BC_SLOTS);
+            }
+            // SAFETY: By the safety requirement, a transport of this class.
+            unsafe { crate::rust::sunrpc::xprt_bc::set_limit(xprt, T::BC_SLOTS as usize) };
+        }
         // SAFETY: The work items are unused; their functions have the C
         // signature and find the transport from the item.
         unsafe {
@@ -1067,7 +1073,11 @@ impl<T: XprtOps> OpsTable<T> {
     }
 
     extern "C" fn bc_num_slots(_xprt: *mut bindings::rpc_xprt) -> c_uint {
-        BC_SLOTS
+        if cfg!(CONFIG_SUNRPC_BACKCHANNEL) {
+            T::BC_SLOTS
+        } else {
+            0
+        }
     }
 }
 
