@@ -485,10 +485,10 @@ impl Xprt {
 
     /// Calls `f` on the transport's state of every request slot, if that
     /// state is `R` (see [`RpcRqst::state`]).
-    pub fn for_each_req_state<R: 'static>(&self, mut f: impl FnMut(&R)) {
+    pub fn for_each_req_state<R: 'static>(&self, f: impl FnMut(&R)) {
         // SAFETY: Valid by the type invariant.
         if let Some(t) = unsafe { xprt_class::slot_states::<R>(self.ptr.as_ptr()) } {
-            t.states().for_each(|s| f(s));
+            t.states().for_each(f);
         }
     }
 }

@@ -21,7 +21,7 @@ use core::pin::Pin;
 use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVBox;
 use kernel::bindings as kb;
-use kernel::ffi::c_void;
+use kernel::ffi::{c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::lock::spinlock::SpinLockBackend;
@@ -199,14 +199,15 @@ impl<R> SlotTable<R> {
             Some(slot) => {
                 // INVARIANT: Popped under the lock; now held by `task`.
                 self.free.store(slot.next.load(Relaxed), Relaxed);
-                let used = self.in_use.load(Relaxed) + 1;
+                let used = self.in_use.load(Relaxed).saturating_add(1);
                 self.in_use.store(used, Relaxed);
+                let high: c_ulong = used.try_into().unwrap_or(c_ulong::MAX);
                 // SAFETY: Live transport and task (safety requirement);
                 // the statistic is under `reserve_lock`, as sunrpc keeps it.
                 unsafe {
                     let stat = addr_of_mut!((*xprt).stat.max_slots);
-                    if *stat < used as _ {
-                        *stat = used as _;
+                    if *stat < high {
+                        *stat = high;
                     }
                     (*task).tk_status = 0;
                     (*task).tk_rqstp = slot.rqst.get();
