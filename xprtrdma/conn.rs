@@ -37,7 +37,7 @@ use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::atomic::Atomic;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
 
 /// Registrations of one request, kept until its reply arrives.
@@ -53,24 +53,67 @@ pub(super) struct Pending {
 /// `rpcrdma_req`): what its call registered, from the post until the
 /// reply handler or `buf_free` takes it. Found from the request itself
 /// ([`crate::rust::sunrpc::xprt::RpcRqst::state`]): there is no list of
-/// pending calls to search, and `buf_free` takes an uncontended lock of
-/// its own request.
+/// pending calls to search.
+///
+/// # Invariants
+///
+/// `kept` is true whenever `pending` holds registrations (it is written
+/// under the lock, with `pending`).
 #[pin_data]
 pub(crate) struct ReqState {
     #[pin]
-    pub(super) pending: SpinLock<Option<Pending>>,
+    pending: SpinLock<Option<Pending>>,
+    kept: Atomic<bool>,
 }
 
 impl ReqState {
     pub(super) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             pending <- new_spinlock!(None, "rpcrdma_rs::xprt::req_pending"),
+            kept: Atomic::new(false),
         })
+    }
+
+    /// Keeps what the request registered and runs `post` with it, under
+    /// the request's lock (which lends the registrations: whoever takes
+    /// them waits for the post); gives back what was kept before (nothing,
+    /// but for a request marshaled again on a new connection after its
+    /// predecessor dropped everything), for the caller to drop outside the
+    /// lock.
+    pub(super) fn keep_and<R>(
+        &self,
+        pending: Pending,
+        post: impl FnOnce(&Pending) -> R,
+    ) -> (R, Option<Pending>) {
+        let mut kept = self.pending.lock();
+        // INVARIANT: set with `pending`, under the lock.
+        self.kept.store(true, Relaxed);
+        let stale = kept.take();
+        let res = post(kept.insert(pending));
+        (res, stale)
     }
 
     /// Takes what the request registered, if anything is left.
     pub(super) fn take(&self) -> Option<Pending> {
-        self.pending.lock().take()
+        let mut kept = self.pending.lock();
+        // INVARIANT: cleared with `pending`, under the lock.
+        self.kept.store(false, Relaxed);
+        kept.take()
+    }
+
+    /// [`Self::take`], without taking the lock when the request keeps
+    /// nothing (most: the reply handler took it), as C's `buf_free` checks
+    /// `rl_registered`. A relaxed load sees both writes: `kept` is set
+    /// before the transmit that posted the registrations unpins the
+    /// request under `queue_lock`, which `xprt_release` takes before
+    /// `buf_free` while the request waits for a reply; it is cleared
+    /// before the reply handler completes the RPC, whose wakeup comes
+    /// before `buf_free`. A stale `true` only makes this look.
+    pub(super) fn take_left(&self) -> Option<Pending> {
+        if !self.kept.load(Relaxed) {
+            return None;
+        }
+        self.take()
     }
 }
 

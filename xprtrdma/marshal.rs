@@ -279,21 +279,14 @@ impl Conn {
             // Not a request of this transport's slots: cannot happen.
             return Err((EINVAL, Some(pending.regs), 0));
         };
-        let mut kept = state.pending.lock();
-        // Empty: a request is marshaled again only on a new connection,
-        // whose predecessor's shutdown dropped what it kept.
-        let stale = kept.replace(pending);
         rqst.mark_sent();
         // Posted under the request's lock, which lends the MRs: the reply
         // that takes them cannot come before the post returns.
-        let res = match kept.as_ref() {
-            Some(p) => post_send_after_regs(&self.ep, &self.send_batch, wr, p.regs.mrs(), signal)
-                .map_err(|(e, posted)| (e, None, posted)),
-            // Cannot happen: just kept.
-            None => Err((EINVAL, None, 0)),
-        };
+        let (res, stale) = state.keep_and(pending, |p| {
+            post_send_after_regs(&self.ep, &self.send_batch, wr, p.regs.mrs(), signal)
+                .map_err(|(e, posted)| (e, None, posted))
+        });
         // Outside the lock: deregistering may sleep.
-        drop(kept);
         drop(stale);
         res
     }

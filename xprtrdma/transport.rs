@@ -319,7 +319,7 @@ impl XprtOps for Client {
     fn buf_free(&self, rqst: &RpcRqst<'_>) {
         // Most replies took the request's registrations already (C checks
         // `rl_registered` likewise).
-        let Some(p) = rqst.state::<ReqState>().and_then(ReqState::take) else {
+        let Some(p) = rqst.state::<ReqState>().and_then(ReqState::take_left) else {
             return;
         };
         match self.conn() {
