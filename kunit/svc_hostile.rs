@@ -75,11 +75,13 @@ impl CompletionHandler for RecvDone {
     }
 }
 
-/// Completed Sends, counted for the test thread.
+/// Completed Sends, counted for the test thread: (all, failed).
 #[pin_data]
 struct Sent {
     #[pin]
     n: SpinLockIrq<u32>,
+    #[pin]
+    failed: SpinLockIrq<u32>,
     #[pin]
     cv: CondVar,
 }
@@ -89,7 +91,10 @@ struct SendDone {
 }
 
 impl CompletionHandler for SendDone {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        if !wc.is_ok() {
+            *self.sent.failed.lock() += 1;
+        }
         *self.sent.n.lock() += 1;
         self.sent.cv.notify_all();
     }
@@ -105,12 +110,19 @@ struct Opts {
     /// A protection domain with a global rkey, so Read chunks can name
     /// any mapped buffer.
     global_rkey: bool,
+    /// Receives posted: none makes every Send of the server to us meet a
+    /// receiver-not-ready NAK.
+    recvs: usize,
+    /// The server's retries after such a NAK (7: without limit on rxe).
+    rnr_retry: u8,
 }
 
 const NORMAL: Opts = Opts {
     responder_resources: 4,
     ack_timeout: None,
     global_rkey: false,
+    recvs: RECVS,
+    rnr_retry: 0,
 };
 
 /// A client connection to the server under test.
@@ -169,6 +181,7 @@ impl Client {
         let sent = Arc::pin_init(
             pin_init!(Sent {
                 n <- new_spinlock_irq!(0, "svc_hostile::sent"),
+                failed <- new_spinlock_irq!(0, "svc_hostile::sent_failed"),
                 cv <- new_condvar!("svc_hostile::sent"),
             }),
             GFP_KERNEL,
@@ -181,7 +194,7 @@ impl Client {
             GFP_KERNEL,
         )?;
         let mut recvs = KVec::new();
-        for slot in 0..RECVS {
+        for slot in 0..opts.recvs.min(RECVS) {
             let buf = ep.alloc_buf(RECV_LEN, DmaDir::FromDevice)?;
             let wr = WorkRequest::new(
                 RecvDone {
@@ -201,6 +214,7 @@ impl Client {
             private_data: &pdata,
             responder_resources: opts.responder_resources,
             retry_count: 6,
+            rnr_retry_count: opts.rnr_retry,
             ..ConnParam::default()
         })?;
         match ep.wait_event(STEP_MS)? {
@@ -284,19 +298,16 @@ impl Client {
 
     /// Like [`Self::null_call_works`], with the Reply due within `ms`.
     fn null_call_within(&mut self, ms: u32) -> Result<bool> {
+        Ok(self.null_reply_within(ms)?.is_some())
+    }
+
+    /// Sends an NFSv3 NULL call; its valid Reply, if one came within `ms`.
+    fn null_reply_within(&mut self, ms: u32) -> Result<Option<KVec<u8>>> {
         let xid = self.xid();
-        let mut m = KVec::new();
-        for w in [
-            xid, 1, 32, 0, 0, 0, 0, // transport header: MSG, empty lists
-            xid, 0, 2, 100003, 3, 0, // RPC call: NFSv3 NULL
-            0, 0, 0, 0, // AUTH_NONE credential and verifier
-        ] {
-            m.extend_from_slice(&u32::to_be_bytes(w), GFP_KERNEL)?;
-        }
-        self.send(&m)?;
+        self.send(&null_call(xid)?)?;
         let Some(r) = self.recv(ms)? else {
             pr_err!("svc_hostile: no reply to NULL within {} ms\n", ms);
-            return Ok(false);
+            return Ok(None);
         };
         // xid, vers 1, credits, RDMA_MSG, 3 empty lists, then the RPC reply
         // with the same xid, REPLY (1), MSG_ACCEPTED (0).
@@ -308,8 +319,9 @@ impl Client {
             && word(&r, 9) == Some(0);
         if !ok {
             pr_err!("svc_hostile: bad reply to NULL ({} bytes)\n", r.len());
+            return Ok(None);
         }
-        Ok(ok)
+        Ok(Some(r))
     }
 
     /// Sends `words` (the first is replaced by a fresh xid) and returns the
@@ -346,6 +358,8 @@ const STALLER: Opts = Opts {
     responder_resources: 1,
     ack_timeout: Some(24),
     global_rkey: true,
+    recvs: RECVS,
+    rnr_retry: 0,
 };
 
 /// Longest a NULL call may take on a connection of its own while other
@@ -395,6 +409,8 @@ const BIG: Opts = Opts {
     responder_resources: 4,
     ack_timeout: None,
     global_rkey: true,
+    recvs: RECVS,
+    rnr_retry: 0,
 };
 
 impl Client {
@@ -427,11 +443,106 @@ impl Client {
     }
 }
 
+/// How a client whose Replies can never be delivered connects (audit
+/// M2): no Receives posted, and a receiver-not-ready retry count of 7,
+/// which the server's queue pair inherits and rxe takes as "retry
+/// forever". Each of the server's Sends to it then neither completes nor
+/// fails. The ACK timeout of 69 s (see [`STALLER`]) keeps them outstanding
+/// for minutes too should our queue pair fail first (our own Sends may
+/// meet the server's NAK once it stops taking Calls: the server accepts
+/// with no RNR retries).
+const SEND_STALLER: Opts = Opts {
+    responder_resources: 4,
+    ack_timeout: Some(24),
+    global_rkey: false,
+    recvs: 0,
+    rnr_retry: 7,
+};
+
+/// Calls sent at once by a client that floods the server (at most our
+/// send queue's 16), and the pause after each burst: at most 160 Calls a
+/// second, so the server's threads take them as fast as they come, until
+/// its send queue is full.
+const FLOOD_BURST: u32 = 8;
+const FLOOD_PAUSE_MS: i64 = 50;
+
+/// Longest another connection's NULL call may take while a connection's
+/// Replies wait for a send queue that never drains (audit M2's bound).
+const SEND_STALL_NULL_DUE_MS: u32 = 5_000;
+
+/// The server's send queue slots for a credit grant of `credits`
+/// (`svcrdma/accept.rs`: 4 x the receive queue of the credits, 2
+/// backchannel Receives, a batch of 7 and the drain, plus 64), the device
+/// aside.
+fn server_sq_depth(credits: u32) -> u32 {
+    credits
+        .saturating_add(10)
+        .saturating_mul(4)
+        .saturating_add(64)
+}
+
+impl Client {
+    /// Sends up to `max` NFSv3 NULL calls in bursts of [`FLOOD_BURST`],
+    /// each burst sent once the previous one completed, and stops at the
+    /// first Send that fails (the server stopped posting Receives): (taken,
+    /// not taken).
+    fn flood_null_calls(&mut self, max: u32) -> Result<(u32, u32)> {
+        let mut posted = 0u32;
+        while posted < max {
+            let burst = FLOOD_BURST.min(max - posted);
+            for _ in 0..burst {
+                let xid = self.xid();
+                self.send(&null_call(xid)?)?;
+            }
+            posted += burst;
+            let done = self.wait_sent(posted, STEP_MS)?;
+            if !done || *self.sent.failed.lock() > 0 {
+                break;
+            }
+            kernel::time::delay::fsleep(Delta::from_millis(FLOOD_PAUSE_MS));
+        }
+        let completed = *self.sent.n.lock();
+        let failed = *self.sent.failed.lock();
+        let taken = completed.saturating_sub(failed);
+        Ok((taken, posted.saturating_sub(taken)))
+    }
+
+    /// Whether the server disconnected us within `ms`.
+    fn disconnected_within(&self, ms: u32) -> Result<bool> {
+        let t = Instant::<Monotonic>::now();
+        loop {
+            let left = i64::from(ms).saturating_sub(t.elapsed().as_millis());
+            if left <= 0 {
+                return Ok(false);
+            }
+            match self.ep.wait_event(u32::try_from(left).unwrap_or(0)) {
+                Ok(CmEvent::Disconnected) => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e == ETIMEDOUT => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// Times a NULL call due within [`NULL_DUE_MS`]: (answered, milliseconds).
 fn timed_null(c: &mut Client) -> Result<(bool, i64)> {
     let t = Instant::<Monotonic>::now();
     let ok = c.null_call_within(NULL_DUE_MS)?;
     Ok((ok, t.elapsed().as_millis()))
+}
+
+/// A valid NFSv3 NULL call in an RDMA_MSG.
+fn null_call(xid: u32) -> Result<KVec<u8>> {
+    let mut m = KVec::new();
+    for w in [
+        xid, 1, 32, 0, 0, 0, 0, // transport header: MSG, empty lists
+        xid, 0, 2, 100003, 3, 0, // RPC call: NFSv3 NULL
+        0, 0, 0, 0, // AUTH_NONE credential and verifier
+    ] {
+        m.extend_from_slice(&u32::to_be_bytes(w), GFP_KERNEL)?;
+    }
+    Ok(m)
 }
 
 fn word(b: &[u8], i: usize) -> Option<u32> {
@@ -682,6 +793,54 @@ mod tests {
         drop(c);
         // Other connections keep being served.
         assert!(with_client(|_| Ok(true))?);
+        Ok(())
+    }
+
+    /// Audit M2. Last: without the send queue's progress bound the
+    /// server's threads stay parked and nothing after this is served.
+    #[test]
+    fn stalled_sends_leave_other_connections_served() -> Result {
+        let Some(mut normal) = Client::connect()? else {
+            pr_info!("svc_hostile: no server\n");
+            return Ok(());
+        };
+        // The server's grant (the same for every connection) sizes its
+        // send queue.
+        let Some(r) = normal.null_reply_within(STEP_MS)? else {
+            pr_err!("svc_hostile: no reply to the first NULL call\n");
+            return Err(EIO);
+        };
+        let credits = word(&r, 2).unwrap_or(0);
+        let Some(mut c) = Client::connect_with(SEND_STALLER)? else {
+            pr_err!("svc_hostile: send-stalled connection not accepted\n");
+            return Err(ENOTCONN);
+        };
+        let max = server_sq_depth(credits).saturating_mul(2);
+        let (taken, refused) = c.flood_null_calls(max)?;
+        pr_info!(
+            "svc_hostile: send-stalled connection: credits {}, send queue about {}, {} NULL calls taken, {} not\n",
+            credits,
+            server_sq_depth(credits),
+            taken,
+            refused
+        );
+        let t = Instant::<Monotonic>::now();
+        let ok = normal.null_call_within(SEND_STALL_NULL_DUE_MS)?;
+        pr_info!(
+            "svc_hostile: NULL latency beside a connection whose Replies cannot be sent: {} ms{}\n",
+            t.elapsed().as_millis(),
+            if ok { "" } else { " (no reply)" }
+        );
+        let closed = c.disconnected_within(STEP_MS)?;
+        pr_info!(
+            "svc_hostile: send-stalled connection closed by the server: {}\n",
+            if closed { "yes" } else { "no" }
+        );
+        // Asserted once the connection is gone (a failed assertion ends
+        // the test thread without unwinding).
+        drop(c);
+        assert!(ok);
+        assert!(closed);
         Ok(())
     }
 }
