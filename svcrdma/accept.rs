@@ -214,6 +214,9 @@ impl Conn {
             },
             GFP_KERNEL,
         )?;
+        // Any close asked for through the link ends the Replies' wait for
+        // send queue room; `Shared`'s drop removes the hook again.
+        shared.link.set_on_close(shared.sq.clone());
         // From here on the connection's CM events (those queued since the
         // request arrived first) mark the transport from the CM's callback.
         let events = Arc::new(
