@@ -17,6 +17,13 @@
 //! within 2 s, and again once they are gone (audit finding 1). The
 //! latencies are logged ("svc_hostile: NULL latency ...").
 //!
+//! The last case plays a client whose Replies can never be delivered (no
+//! Receives posted, receiver-not-ready retries without limit): it sends
+//! NULL calls until the server's send queue is full and its threads wait
+//! for room, and another connection's NULL call must still be answered
+//! within 5 s, and the server must close the stalled connection (audit
+//! M2).
+//!
 //! Without a server (the `kunit` scenario) the connection is refused and
 //! every case passes without checking anything; it logs
 //! "svc_hostile: no server" so the scenario can tell.
@@ -483,19 +490,20 @@ fn server_sq_depth(credits: u32) -> u32 {
 
 impl Client {
     /// Sends up to `max` NFSv3 NULL calls in bursts of [`FLOOD_BURST`],
-    /// each burst sent once the previous one completed, and stops at the
-    /// first Send that fails (the server stopped posting Receives): (taken,
-    /// not taken).
-    fn flood_null_calls(&mut self, max: u32) -> Result<(u32, u32)> {
+    /// each burst sent once the previous one completed (the server's
+    /// queue pair took it), until `enough` were taken, and stops at the
+    /// first Send that fails (the server stopped posting Receives) or
+    /// that the server does not take within 2 s: (taken, not taken).
+    fn flood_null_calls(&mut self, enough: u32, max: u32) -> Result<(u32, u32)> {
         let mut posted = 0u32;
-        while posted < max {
+        while posted < max.min(enough) {
             let burst = FLOOD_BURST.min(max - posted);
             for _ in 0..burst {
                 let xid = self.xid();
                 self.send(&null_call(xid)?)?;
             }
             posted += burst;
-            let done = self.wait_sent(posted, STEP_MS)?;
+            let done = self.wait_sent(posted, 2_000)?;
             if !done || *self.sent.failed.lock() > 0 {
                 break;
             }
@@ -815,8 +823,13 @@ mod tests {
             pr_err!("svc_hostile: send-stalled connection not accepted\n");
             return Err(ENOTCONN);
         };
-        let max = server_sq_depth(credits).saturating_mul(2);
-        let (taken, refused) = c.flood_null_calls(max)?;
+        // Enough to fill the server's send queue and leave its 4 threads
+        // waiting, with a burst to spare; fewer than the server has
+        // Receives for beyond that, so our Sends never meet its NAK. At
+        // most twice the send queue, in case it is larger than thought.
+        let sq = server_sq_depth(credits);
+        let enough = sq.saturating_add(2 * FLOOD_BURST);
+        let (taken, refused) = c.flood_null_calls(enough, sq.saturating_mul(2))?;
         pr_info!(
             "svc_hostile: send-stalled connection: credits {}, send queue about {}, {} NULL calls taken, {} not\n",
             credits,
