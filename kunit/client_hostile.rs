@@ -22,15 +22,15 @@
 
 use crate::proto::cm::ConnectPrivate;
 use crate::rust::rdma::cm::{Addr, CmEvent, CmId};
-use crate::rust::rdma::verbs::{ConnParam, DmaDir, Endpoint, EndpointConfig, SendOp, WorkRequest};
-use crate::svc_hostile::{segs, word, Inbox, RecvDone, SendDone, Sent, RECVS, RECV_LEN};
+use crate::rust::rdma::verbs::{ConnParam, DmaDir, Endpoint, SendOp, WorkRequest};
+use crate::svc_hostile::{
+    recv, segs, wait_sent, word, Inbox, PeerEnd, RecvDone, SendDone, Sent, RECVS,
+};
 use kernel::alloc::KVec;
-use kernel::new_condvar;
-use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, CondVarTimeoutResult};
-use kernel::time::{delay::fsleep, msecs_to_jiffies, Delta};
+use kernel::sync::Arc;
+use kernel::time::{delay::fsleep, Delta};
 
 /// The port to listen on; 0: no client comes, the case checks nothing.
 static PORT: Atomic<u32> = Atomic::new(0);
@@ -85,44 +85,12 @@ impl Server {
             pr_err!("client_hostile: unexpected listener event\n");
             return Ok(None);
         };
-        let ep = Endpoint::new(
-            id,
-            &EndpointConfig {
-                max_send_wr: 16,
-                max_recv_wr: 16,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                unsafe_global_rkey: false,
-                comp_vector: 0,
-            },
-        )?;
-        let sent = Arc::pin_init(
-            pin_init!(Sent {
-                n <- new_spinlock_irq!(0, "client_hostile::sent"),
-                cv <- new_condvar!("client_hostile::sent"),
-            }),
-            GFP_KERNEL,
-        )?;
-        let inbox = Arc::pin_init(
-            pin_init!(Inbox {
-                q <- new_spinlock_irq!(KVec::new(), "client_hostile::inbox"),
-                cv <- new_condvar!("client_hostile::inbox"),
-            }),
-            GFP_KERNEL,
-        )?;
-        let mut recvs = KVec::new();
-        for slot in 0..RECVS {
-            let buf = ep.alloc_buf(RECV_LEN, DmaDir::FromDevice)?;
-            let wr = WorkRequest::new(
-                RecvDone {
-                    slot,
-                    inbox: inbox.clone(),
-                },
-                segs(buf, RECV_LEN)?,
-            )?;
-            ep.post_recv(wr.clone())?;
-            recvs.push(wr, GFP_KERNEL)?;
-        }
+        let PeerEnd {
+            ep,
+            recvs,
+            inbox,
+            sent,
+        } = PeerEnd::new(id, false, RECVS)?;
         // A server that never sends with invalidate and issues no RDMA Reads.
         let pdata = ConnectPrivate::new(4096, 4096, false).to_bytes();
         ep.accept(&ConnParam {
@@ -160,19 +128,7 @@ impl Server {
         )?;
         self.ep.post_send(wr, SendOp::Send)?;
         self.sends += 1;
-        let mut left = msecs_to_jiffies(STEP_MS);
-        let mut got = self.sent.n.lock();
-        while *got < self.sends {
-            if left == 0 {
-                return Ok(false);
-            }
-            match self.sent.cv.wait_interruptible_timeout(&mut got, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
-            }
-        }
-        Ok(true)
+        wait_sent(&self.sent, self.sends, STEP_MS)
     }
 
     /// A Reply to `xid` granting `credits`: RDMA_MSG with empty chunk
@@ -183,35 +139,17 @@ impl Server {
 
     /// The xid of the next Call, or `None` after `ms`.
     fn call(&self, ms: u32) -> Result<Option<u32>> {
-        let mut left = msecs_to_jiffies(ms);
-        let mut q = self.inbox.q.lock();
-        loop {
-            if !q.is_empty() {
-                let (slot, len) = q.remove(0).map_err(|_| EINVAL)?;
-                drop(q);
-                let wr = self.recvs.get(slot).ok_or(EINVAL)?;
-                let buf = wr.buf(0).ok_or(EINVAL)?;
-                let mut v = KVec::from_elem(0u8, (len as usize).min(RECV_LEN), GFP_KERNEL)?;
-                buf.read(0, &mut v)?;
-                self.ep.post_recv(wr.clone())?;
-                // Transport header: xid, vers, credits, proc.
-                pr_info!(
-                    "client_hostile: call xid {:#x} ({} bytes, transport proc {:?})\n",
-                    word(&v, 0).unwrap_or(0),
-                    v.len(),
-                    word(&v, 3)
-                );
-                return Ok(word(&v, 0));
-            }
-            if left == 0 {
-                return Ok(None);
-            }
-            match self.inbox.cv.wait_interruptible_timeout(&mut q, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
-            }
-        }
+        let Some(v) = recv(&self.ep, &self.recvs, &self.inbox, ms)? else {
+            return Ok(None);
+        };
+        // Transport header: xid, vers, credits, proc.
+        pr_info!(
+            "client_hostile: call xid {:#x} ({} bytes, transport proc {:?})\n",
+            word(&v, 0).unwrap_or(0),
+            v.len(),
+            word(&v, 3)
+        );
+        Ok(word(&v, 0))
     }
 }
 

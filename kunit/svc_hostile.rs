@@ -17,6 +17,13 @@
 //! within 2 s, and again once they are gone (audit finding 1). The
 //! latencies are logged ("svc_hostile: NULL latency ...").
 //!
+//! The last case plays a client whose Replies can never be delivered (no
+//! Receives posted, receiver-not-ready retries without limit): it sends
+//! NULL calls until the server's send queue is full and its threads wait
+//! for room, and another connection's NULL call must still be answered
+//! within 5 s, and the server must close the stalled connection (audit
+//! M2).
+//!
 //! Without a server (the `kunit` scenario) the connection is refused and
 //! every case passes without checking anything; it logs
 //! "svc_hostile: no server" so the scenario can tell.
@@ -75,13 +82,125 @@ impl CompletionHandler for RecvDone {
     }
 }
 
-/// Completed Sends, counted for the test thread.
+/// Completed Sends, counted for the test thread: (all, failed).
 #[pin_data]
 pub(crate) struct Sent {
     #[pin]
     pub(crate) n: SpinLockIrq<u32>,
     #[pin]
+    pub(crate) failed: SpinLockIrq<u32>,
+    #[pin]
     pub(crate) cv: CondVar,
+}
+
+/// Waits until `n` Sends in all have completed; `false` after `ms`.
+pub(crate) fn wait_sent(sent: &Sent, n: u32, ms: u32) -> Result<bool> {
+    let mut left = msecs_to_jiffies(ms);
+    let mut got = sent.n.lock();
+    while *got < n {
+        if left == 0 {
+            return Ok(false);
+        }
+        match sent.cv.wait_interruptible_timeout(&mut got, left) {
+            CondVarTimeoutResult::Timeout => left = 0,
+            CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+            CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+        }
+    }
+    Ok(true)
+}
+
+/// The next message received on `ep` (its Receive posted again), or
+/// `None` after `ms`.
+pub(crate) fn recv(
+    ep: &Endpoint,
+    recvs: &[Arc<WorkRequest<RecvDone>>],
+    inbox: &Inbox,
+    ms: u32,
+) -> Result<Option<KVec<u8>>> {
+    let mut left = msecs_to_jiffies(ms);
+    let mut q = inbox.q.lock();
+    loop {
+        if !q.is_empty() {
+            let (slot, len) = q.remove(0).map_err(|_| EINVAL)?;
+            drop(q);
+            let wr = recvs.get(slot).ok_or(EINVAL)?;
+            let buf = wr.buf(0).ok_or(EINVAL)?;
+            let mut v = KVec::from_elem(0u8, (len as usize).min(RECV_LEN), GFP_KERNEL)?;
+            buf.read(0, &mut v)?;
+            ep.post_recv(wr.clone())?;
+            return Ok(Some(v));
+        }
+        if left == 0 {
+            return Ok(None);
+        }
+        match inbox.cv.wait_interruptible_timeout(&mut q, left) {
+            CondVarTimeoutResult::Timeout => left = 0,
+            CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+            CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+        }
+    }
+}
+
+/// One end of a test connection, for either role: its endpoint with
+/// Receives posted, what they deliver, and the count of completed Sends.
+pub(crate) struct PeerEnd {
+    pub(crate) ep: Endpoint,
+    pub(crate) recvs: KVec<Arc<WorkRequest<RecvDone>>>,
+    pub(crate) inbox: Arc<Inbox>,
+    pub(crate) sent: Arc<Sent>,
+}
+
+impl PeerEnd {
+    /// A small queue pair on `id` (one SGE, 16 work requests each way)
+    /// with `recvs` (at most [`RECVS`]) Receives of [`RECV_LEN`] posted.
+    pub(crate) fn new(id: CmId, global_rkey: bool, recvs: usize) -> Result<Self> {
+        let ep = Endpoint::new(
+            id,
+            &EndpointConfig {
+                max_send_wr: 16,
+                max_recv_wr: 16,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                unsafe_global_rkey: global_rkey,
+                comp_vector: 0,
+            },
+        )?;
+        let sent = Arc::pin_init(
+            pin_init!(Sent {
+                n <- new_spinlock_irq!(0, "hostile::sent"),
+                failed <- new_spinlock_irq!(0, "hostile::sent_failed"),
+                cv <- new_condvar!("hostile::sent"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let inbox = Arc::pin_init(
+            pin_init!(Inbox {
+                q <- new_spinlock_irq!(KVec::new(), "hostile::inbox"),
+                cv <- new_condvar!("hostile::inbox"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let mut list = KVec::new();
+        for slot in 0..recvs.min(RECVS) {
+            let buf = ep.alloc_buf(RECV_LEN, DmaDir::FromDevice)?;
+            let wr = WorkRequest::new(
+                RecvDone {
+                    slot,
+                    inbox: inbox.clone(),
+                },
+                segs(buf, RECV_LEN)?,
+            )?;
+            ep.post_recv(wr.clone())?;
+            list.push(wr, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            ep,
+            recvs: list,
+            inbox,
+            sent,
+        })
+    }
 }
 
 pub(crate) struct SendDone {
@@ -89,7 +208,10 @@ pub(crate) struct SendDone {
 }
 
 impl CompletionHandler for SendDone {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, _wc: &WorkCompletion) {
+    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+        if !wc.is_ok() {
+            *self.sent.failed.lock() += 1;
+        }
         *self.sent.n.lock() += 1;
         self.sent.cv.notify_all();
     }
@@ -105,12 +227,19 @@ struct Opts {
     /// A protection domain with a global rkey, so Read chunks can name
     /// any mapped buffer.
     global_rkey: bool,
+    /// Receives posted: none makes every Send of the server to us meet a
+    /// receiver-not-ready NAK.
+    recvs: usize,
+    /// The server's retries after such a NAK (7: without limit on rxe).
+    rnr_retry: u8,
 }
 
 const NORMAL: Opts = Opts {
     responder_resources: 4,
     ack_timeout: None,
     global_rkey: false,
+    recvs: RECVS,
+    rnr_retry: 0,
 };
 
 /// A client connection to the server under test.
@@ -155,44 +284,12 @@ impl Client {
         if !matches!(id.wait_event(STEP_MS)?, CmEvent::RouteResolved) {
             return Ok(None);
         }
-        let ep = Endpoint::new(
-            id,
-            &EndpointConfig {
-                max_send_wr: 16,
-                max_recv_wr: 16,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                unsafe_global_rkey: opts.global_rkey,
-                comp_vector: 0,
-            },
-        )?;
-        let sent = Arc::pin_init(
-            pin_init!(Sent {
-                n <- new_spinlock_irq!(0, "svc_hostile::sent"),
-                cv <- new_condvar!("svc_hostile::sent"),
-            }),
-            GFP_KERNEL,
-        )?;
-        let inbox = Arc::pin_init(
-            pin_init!(Inbox {
-                q <- new_spinlock_irq!(KVec::new(), "svc_hostile::inbox"),
-                cv <- new_condvar!("svc_hostile::inbox"),
-            }),
-            GFP_KERNEL,
-        )?;
-        let mut recvs = KVec::new();
-        for slot in 0..RECVS {
-            let buf = ep.alloc_buf(RECV_LEN, DmaDir::FromDevice)?;
-            let wr = WorkRequest::new(
-                RecvDone {
-                    slot,
-                    inbox: inbox.clone(),
-                },
-                segs(buf, RECV_LEN)?,
-            )?;
-            ep.post_recv(wr.clone())?;
-            recvs.push(wr, GFP_KERNEL)?;
-        }
+        let PeerEnd {
+            ep,
+            recvs,
+            inbox,
+            sent,
+        } = PeerEnd::new(id, opts.global_rkey, opts.recvs)?;
         // A client whose chunks name the PD's global rkey cannot let the
         // server invalidate them: it must not accept Send With Invalidate
         // (the Reply would fail at this end with a remote invalid request).
@@ -201,6 +298,7 @@ impl Client {
             private_data: &pdata,
             responder_resources: opts.responder_resources,
             retry_count: 6,
+            rnr_retry_count: opts.rnr_retry,
             ..ConnParam::default()
         })?;
         match ep.wait_event(STEP_MS)? {
@@ -236,45 +334,12 @@ impl Client {
 
     /// Waits until `n` Sends in all have completed; `false` after `ms`.
     fn wait_sent(&self, n: u32, ms: u32) -> Result<bool> {
-        let mut left = msecs_to_jiffies(ms);
-        let mut got = self.sent.n.lock();
-        while *got < n {
-            if left == 0 {
-                return Ok(false);
-            }
-            match self.sent.cv.wait_interruptible_timeout(&mut got, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
-            }
-        }
-        Ok(true)
+        wait_sent(&self.sent, n, ms)
     }
 
     /// The next received message, or `None` after `ms`.
     fn recv(&self, ms: u32) -> Result<Option<KVec<u8>>> {
-        let mut left = msecs_to_jiffies(ms);
-        let mut q = self.inbox.q.lock();
-        loop {
-            if !q.is_empty() {
-                let (slot, len) = q.remove(0).map_err(|_| EINVAL)?;
-                drop(q);
-                let wr = self.recvs.get(slot).ok_or(EINVAL)?;
-                let buf = wr.buf(0).ok_or(EINVAL)?;
-                let mut v = KVec::from_elem(0u8, (len as usize).min(RECV_LEN), GFP_KERNEL)?;
-                buf.read(0, &mut v)?;
-                self.ep.post_recv(wr.clone())?;
-                return Ok(Some(v));
-            }
-            if left == 0 {
-                return Ok(None);
-            }
-            match self.inbox.cv.wait_interruptible_timeout(&mut q, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
-            }
-        }
+        recv(&self.ep, &self.recvs, &self.inbox, ms)
     }
 
     /// A valid NFSv3 NULL call in an RDMA_MSG; checks its Reply.
@@ -284,19 +349,16 @@ impl Client {
 
     /// Like [`Self::null_call_works`], with the Reply due within `ms`.
     fn null_call_within(&mut self, ms: u32) -> Result<bool> {
+        Ok(self.null_reply_within(ms)?.is_some())
+    }
+
+    /// Sends an NFSv3 NULL call; its valid Reply, if one came within `ms`.
+    fn null_reply_within(&mut self, ms: u32) -> Result<Option<KVec<u8>>> {
         let xid = self.xid();
-        let mut m = KVec::new();
-        for w in [
-            xid, 1, 32, 0, 0, 0, 0, // transport header: MSG, empty lists
-            xid, 0, 2, 100003, 3, 0, // RPC call: NFSv3 NULL
-            0, 0, 0, 0, // AUTH_NONE credential and verifier
-        ] {
-            m.extend_from_slice(&u32::to_be_bytes(w), GFP_KERNEL)?;
-        }
-        self.send(&m)?;
+        self.send(&null_call(xid)?)?;
         let Some(r) = self.recv(ms)? else {
             pr_err!("svc_hostile: no reply to NULL within {} ms\n", ms);
-            return Ok(false);
+            return Ok(None);
         };
         // xid, vers 1, credits, RDMA_MSG, 3 empty lists, then the RPC reply
         // with the same xid, REPLY (1), MSG_ACCEPTED (0).
@@ -308,8 +370,9 @@ impl Client {
             && word(&r, 9) == Some(0);
         if !ok {
             pr_err!("svc_hostile: bad reply to NULL ({} bytes)\n", r.len());
+            return Ok(None);
         }
-        Ok(ok)
+        Ok(Some(r))
     }
 
     /// Sends `words` (the first is replaced by a fresh xid) and returns the
@@ -346,6 +409,8 @@ const STALLER: Opts = Opts {
     responder_resources: 1,
     ack_timeout: Some(24),
     global_rkey: true,
+    recvs: RECVS,
+    rnr_retry: 0,
 };
 
 /// Longest a NULL call may take on a connection of its own while other
@@ -395,6 +460,8 @@ const BIG: Opts = Opts {
     responder_resources: 4,
     ack_timeout: None,
     global_rkey: true,
+    recvs: RECVS,
+    rnr_retry: 0,
 };
 
 impl Client {
@@ -427,11 +494,107 @@ impl Client {
     }
 }
 
+/// How a client whose Replies can never be delivered connects (audit
+/// M2): no Receives posted, and a receiver-not-ready retry count of 7,
+/// which the server's queue pair inherits and rxe takes as "retry
+/// forever". Each of the server's Sends to it then neither completes nor
+/// fails. The ACK timeout of 69 s (see [`STALLER`]) keeps them outstanding
+/// for minutes too should our queue pair fail first (our own Sends may
+/// meet the server's NAK once it stops taking Calls: the server accepts
+/// with no RNR retries).
+const SEND_STALLER: Opts = Opts {
+    responder_resources: 4,
+    ack_timeout: Some(24),
+    global_rkey: false,
+    recvs: 0,
+    rnr_retry: 7,
+};
+
+/// Calls sent at once by a client that floods the server (at most our
+/// send queue's 16), and the pause after each burst: at most 160 Calls a
+/// second, so the server's threads take them as fast as they come, until
+/// its send queue is full.
+const FLOOD_BURST: u32 = 8;
+const FLOOD_PAUSE_MS: i64 = 50;
+
+/// Longest another connection's NULL call may take while a connection's
+/// Replies wait for a send queue that never drains (audit M2's bound).
+const SEND_STALL_NULL_DUE_MS: u32 = 5_000;
+
+/// The server's send queue slots for a credit grant of `credits`
+/// (`svcrdma/accept.rs`: 4 x the receive queue of the credits, 2
+/// backchannel Receives, a batch of 7 and the drain, plus 64), the device
+/// aside.
+fn server_sq_depth(credits: u32) -> u32 {
+    credits
+        .saturating_add(10)
+        .saturating_mul(4)
+        .saturating_add(64)
+}
+
+impl Client {
+    /// Sends up to `max` NFSv3 NULL calls in bursts of [`FLOOD_BURST`],
+    /// each burst sent once the previous one completed (the server's
+    /// queue pair took it), until `enough` were taken, and stops at the
+    /// first Send that fails (the server stopped posting Receives) or
+    /// that the server does not take within 2 s: (taken, not taken).
+    fn flood_null_calls(&mut self, enough: u32, max: u32) -> Result<(u32, u32)> {
+        let mut posted = 0u32;
+        while posted < max.min(enough) {
+            let burst = FLOOD_BURST.min(max - posted);
+            for _ in 0..burst {
+                let xid = self.xid();
+                self.send(&null_call(xid)?)?;
+            }
+            posted += burst;
+            let done = self.wait_sent(posted, 2_000)?;
+            if !done || *self.sent.failed.lock() > 0 {
+                break;
+            }
+            kernel::time::delay::fsleep(Delta::from_millis(FLOOD_PAUSE_MS));
+        }
+        let completed = *self.sent.n.lock();
+        let failed = *self.sent.failed.lock();
+        let taken = completed.saturating_sub(failed);
+        Ok((taken, posted.saturating_sub(taken)))
+    }
+
+    /// Whether the server disconnected us within `ms`.
+    fn disconnected_within(&self, ms: u32) -> Result<bool> {
+        let t = Instant::<Monotonic>::now();
+        loop {
+            let left = i64::from(ms).saturating_sub(t.elapsed().as_millis());
+            if left <= 0 {
+                return Ok(false);
+            }
+            match self.ep.wait_event(u32::try_from(left).unwrap_or(0)) {
+                Ok(CmEvent::Disconnected) => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e == ETIMEDOUT => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// Times a NULL call due within [`NULL_DUE_MS`]: (answered, milliseconds).
 fn timed_null(c: &mut Client) -> Result<(bool, i64)> {
     let t = Instant::<Monotonic>::now();
     let ok = c.null_call_within(NULL_DUE_MS)?;
     Ok((ok, t.elapsed().as_millis()))
+}
+
+/// A valid NFSv3 NULL call in an RDMA_MSG.
+fn null_call(xid: u32) -> Result<KVec<u8>> {
+    let mut m = KVec::new();
+    for w in [
+        xid, 1, 32, 0, 0, 0, 0, // transport header: MSG, empty lists
+        xid, 0, 2, 100003, 3, 0, // RPC call: NFSv3 NULL
+        0, 0, 0, 0, // AUTH_NONE credential and verifier
+    ] {
+        m.extend_from_slice(&u32::to_be_bytes(w), GFP_KERNEL)?;
+    }
+    Ok(m)
 }
 
 pub(crate) fn word(b: &[u8], i: usize) -> Option<u32> {
@@ -682,6 +845,59 @@ mod tests {
         drop(c);
         // Other connections keep being served.
         assert!(with_client(|_| Ok(true))?);
+        Ok(())
+    }
+
+    /// Audit M2. Last: without the send queue's progress bound the
+    /// server's threads stay parked and nothing after this is served.
+    #[test]
+    fn stalled_sends_leave_other_connections_served() -> Result {
+        let Some(mut normal) = Client::connect()? else {
+            pr_info!("svc_hostile: no server\n");
+            return Ok(());
+        };
+        // The server's grant (the same for every connection) sizes its
+        // send queue.
+        let Some(r) = normal.null_reply_within(STEP_MS)? else {
+            pr_err!("svc_hostile: no reply to the first NULL call\n");
+            return Err(EIO);
+        };
+        let credits = word(&r, 2).unwrap_or(0);
+        let Some(mut c) = Client::connect_with(SEND_STALLER)? else {
+            pr_err!("svc_hostile: send-stalled connection not accepted\n");
+            return Err(ENOTCONN);
+        };
+        // Enough to fill the server's send queue and leave its 4 threads
+        // waiting, with a burst to spare; fewer than the server has
+        // Receives for beyond that, so our Sends never meet its NAK. At
+        // most twice the send queue, in case it is larger than thought.
+        let sq = server_sq_depth(credits);
+        let enough = sq.saturating_add(2 * FLOOD_BURST);
+        let (taken, refused) = c.flood_null_calls(enough, sq.saturating_mul(2))?;
+        pr_info!(
+            "svc_hostile: send-stalled connection: credits {}, send queue about {}, {} NULL calls taken, {} not\n",
+            credits,
+            server_sq_depth(credits),
+            taken,
+            refused
+        );
+        let t = Instant::<Monotonic>::now();
+        let ok = normal.null_call_within(SEND_STALL_NULL_DUE_MS)?;
+        pr_info!(
+            "svc_hostile: NULL latency beside a connection whose Replies cannot be sent: {} ms{}\n",
+            t.elapsed().as_millis(),
+            if ok { "" } else { " (no reply)" }
+        );
+        let closed = c.disconnected_within(STEP_MS)?;
+        pr_info!(
+            "svc_hostile: send-stalled connection closed by the server: {}\n",
+            if closed { "yes" } else { "no" }
+        );
+        // Asserted once the connection is gone (a failed assertion ends
+        // the test thread without unwinding).
+        drop(c);
+        assert!(ok);
+        assert!(closed);
         Ok(())
     }
 }

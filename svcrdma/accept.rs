@@ -68,10 +68,15 @@ impl Conn {
             crate::proto::credits::MAX_SLOT_TABLE * 2,
         );
         let sq_depth = sizing.rq_depth.saturating_mul(4).saturating_add(64);
-        // The device's registration cache, whose protection domain every
-        // server connection on the device shares (see `cache.rs`).
+        // With `svc_memreg=cache`, the device's registration cache, whose
+        // protection domain every server connection on the device shares
+        // (see `cache.rs`), so its buffers and MRs serve them all. With
+        // `svc_memreg=direct` (the default), a cache and a protection
+        // domain of the connection's own, as C: no key another client
+        // learns or guesses names anything of this connection (audit
+        // finding 2's residual).
         *step = AcceptStep::Pd;
-        let cache = BufCache::attach(&p.id)?;
+        let cache = BufCache::attach(&p.id, set.direct)?;
         *step = AcceptStep::Qp;
         let ep = Endpoint::with_pd(
             p.id,
@@ -214,6 +219,9 @@ impl Conn {
             },
             GFP_KERNEL,
         )?;
+        // Any close asked for through the link ends the Replies' wait for
+        // send queue room; `Shared`'s drop removes the hook again.
+        shared.link.set_on_close(shared.sq.clone());
         // From here on the connection's CM events (those queued since the
         // request arrived first) mark the transport from the CM's callback.
         let events = Arc::new(

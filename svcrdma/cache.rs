@@ -92,13 +92,19 @@ pub(super) struct BufCache {
 }
 
 impl BufCache {
-    /// The cache of the device `id` is bound to.
-    pub(super) fn attach(id: &CmId) -> Result<Arc<Self>> {
-        let user = CacheUser::attach(id)?;
+    /// The cache of the device `id` is bound to; with `own_pd`, one of
+    /// this connection's own, on a protection domain of its own.
+    pub(super) fn attach(id: &CmId, own_pd: bool) -> Result<Arc<Self>> {
+        let user = if own_pd {
+            CacheUser::attach_own(id)?
+        } else {
+            CacheUser::attach(id)?
+        };
         Ok(Arc::new(Self { user }, GFP_KERNEL)?)
     }
 
-    /// The device's shared protection domain.
+    /// The protection domain of the connection's queue pair: the
+    /// device's shared one, or the connection's own.
     pub(super) fn pd(&self) -> &Arc<Pd> {
         self.user.pd()
     }

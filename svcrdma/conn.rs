@@ -52,6 +52,14 @@ pub(super) struct Shared {
     pub(super) limits: DecodeLimits,
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The link's close hook is the send queue gate, which holds the
+        // link: the cycle ends here (the gate goes with the fields below).
+        drop(self.link.clear_on_close());
+    }
+}
+
 /// An accepted connection.
 pub(super) struct Conn {
     pub(super) shared: Arc<Shared>,

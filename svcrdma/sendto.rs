@@ -47,6 +47,12 @@ impl Conn {
     pub(super) fn sendto(&self, rqst: &mut SvcRqst, ctxt: Option<&mut CallCtxt>) -> Result {
         let ctxt = ctxt.ok_or(EINVAL)?;
         let xid = ctxt.call.xid;
+        // Like C: a closing transport's Reply is dropped (its client
+        // retransmits the Call on its next connection).
+        if rqst.xprt_closing() {
+            trace::svcrdma_send_err(self.cm_id(), xid, ENOTCONN);
+            return Err(ENOTCONN);
+        }
         let res = self.send_reply(rqst, ctxt);
         if let Err(e) = res {
             trace::svcrdma_send_err(self.cm_id(), xid, e);

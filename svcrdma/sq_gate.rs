@@ -6,16 +6,16 @@
 
 use super::cache::BufCache;
 use super::stats::{stat_add, Stat};
-use crate::proto::sq_slots::{SlotError, SqSlots, Starve};
+use crate::proto::sq_slots::{SlotError, SqSlots, Starve, Wake};
 use crate::rust::module::trace;
 use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, WorkCompletion, WorkRequest};
 use crate::rust::rdma::wr_pool::WrPool;
-use crate::rust::sunrpc::svc::XprtLink;
+use crate::rust::sunrpc::svc::{OnClose, XprtLink};
 use kernel::new_condvar;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::{Arc, CondVar, SpinLock};
-use kernel::time::msecs_to_jiffies;
+use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 
 /// Send queue slots under a lock, with the wait of the Replies that find
 /// too few free: the accounting is [`SqSlots`]; this does the waiting and
@@ -53,6 +53,32 @@ pub(super) struct SqGate {
 /// that many were in flight at once.
 const WR_POOL_MAX: u32 = 256;
 
+/// How long Replies may wait for send queue room while no Send of the
+/// connection completes before the connection is closed (C waits without
+/// bound). A peer that posts no Receives and asks for endless
+/// receiver-not-ready retries, or that stops reading its iWARP stream,
+/// would otherwise hold every server thread that takes one of its Calls,
+/// and every other client would wait with it (audit M2).
+///
+/// 3 s: a healthy peer completes Sends within a round trip, so a queue full
+/// of them drains in milliseconds; a lost packet costs a retransmission
+/// timeout (about 0.5 s with the CM's default on RoCE), and a peer that
+/// stays unreachable fails the queue pair after its retries anyway. Well
+/// under the 5 s in which the svc-hostile scenario wants another
+/// connection served, given the 1 s a waiter may sleep between looks
+/// ([`WAIT_MS`]). A closed connection costs its client a reconnect and the
+/// retransmission of its pending Calls.
+const SQ_STALL_MS: u64 = 3_000;
+
+/// Longest sleep of a waiting Reply between looks at the gate, the
+/// transport's flags and the clock of [`SQ_STALL_MS`].
+const WAIT_MS: u32 = 1_000;
+
+/// Milliseconds of the monotonic clock.
+fn now_ms() -> u64 {
+    u64::try_from(Monotonic::ktime_get() / 1_000_000).unwrap_or(0)
+}
+
 fn slot_error(e: SlotError) -> Error {
     match e {
         SlotError::Closed => ENOTCONN,
@@ -88,8 +114,12 @@ impl SqGate {
     /// Takes `n` slots for a chain of Sends and RDMA Writes (C
     /// `svc_rdma_sq_wait` with the chain's `sqecount`), sleeping while too
     /// few are free; `ENOTCONN` once closed, `EINVAL` if the gate has fewer
-    /// slots in all. Like C, a Reply waits for room; closing the
-    /// connection ([`Self::close`]) ends the wait.
+    /// slots in all. Like C, a Reply waits for room, and any close of the
+    /// transport ends the wait: one asked for through the link closes the
+    /// gate and wakes the waiters ([`OnClose`]); one that sunrpc makes
+    /// itself is seen at the next look, within [`WAIT_MS`]. Unlike C, the
+    /// wait ends too when Replies waited [`SQ_STALL_MS`] without a Send
+    /// completing: the connection is then closed.
     pub(super) fn acquire_n(&self, n: u32) -> Result {
         let mut st = self.state.lock();
         while !st.try_take(n).map_err(slot_error)? {
@@ -98,12 +128,33 @@ impl SqGate {
             // Counted under the lock the wait releases only once this
             // thread is on the wait queue: a release that sees the count
             // finds it there.
-            st.begin_wait();
+            st.begin_wait(now_ms());
             let _ = self
                 .wait
-                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(1000));
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(WAIT_MS));
             st.end_wait();
             trace::svcrdma_sq_retry(st.avail());
+            if st.is_closed() {
+                return Err(ENOTCONN);
+            }
+            // The link's lock nests inside the gate's (never the reverse:
+            // the link calls its hook without its lock).
+            let closing = self.link.is_closing();
+            let stalled = !closing && st.stalled(now_ms(), SQ_STALL_MS);
+            if closing || stalled {
+                // Every other waiter leaves too, and nothing is posted again.
+                st.close();
+                drop(st);
+                self.wait.notify_all();
+                if stalled {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: no Send completed in {} ms while Replies wait for send queue room; closing the connection\n",
+                        SQ_STALL_MS
+                    );
+                    self.link.close();
+                }
+                return Err(ENOTCONN);
+            }
         }
         Ok(())
     }
@@ -143,6 +194,17 @@ impl SqGate {
     /// Returns `n` slots.
     pub(super) fn release(&self, n: u32) {
         let wake = self.state.lock().release(n);
+        self.wake(wake);
+    }
+
+    /// Returns the `n` slots of a chain that ended in a Send, completed:
+    /// the send queue moved ([`SQ_STALL_MS`]).
+    fn release_sent(&self, n: u32) {
+        let wake = self.state.lock().release_sent(n);
+        self.wake(wake);
+    }
+
+    fn wake(&self, wake: Wake) {
         if wake.waiters {
             self.wait.notify_all();
         }
@@ -156,6 +218,17 @@ impl SqGate {
     pub(super) fn close(&self) {
         self.state.lock().close();
         self.wait.notify_all();
+    }
+}
+
+/// Any close of the connection asked for through its link (an error, the
+/// client's disconnect, the progress bound) closes the gate, so the Replies
+/// waiting for room leave at once with `ENOTCONN` (C
+/// `svc_rdma_xprt_deferred_close`). Set at accept, cleared when the
+/// connection is dropped (the hook holds the gate, which holds the link).
+impl OnClose for SqGate {
+    fn closing(&self) {
+        self.close();
     }
 }
 
@@ -173,7 +246,7 @@ impl CompletionHandler for SqHandler {
         // Each request took one slot; a chain's come back together, with
         // its signaled request (one lock, one wake check).
         if wc.covers > 0 {
-            self.sq.release(wc.covers);
+            self.sq.release_sent(wc.covers);
         }
         if !wc.is_ok() && !wc.is_flush() {
             trace::svcrdma_wc_send_err(wc.status);

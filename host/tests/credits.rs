@@ -136,3 +136,33 @@ fn send_batch_is_an_eighth_of_the_credits_within_bounds() {
     assert_eq!(send_batch(128), MAX_SEND_BATCH);
     assert_eq!(send_batch(u32::MAX), MAX_SEND_BATCH);
 }
+
+/// Audit finding 15: the server holds back up to `recv_batch - 1`
+/// consumed Receives until a batch is complete (`svcrdma/recv_queue.rs`),
+/// so the Receives it posts (the queue depth less the drain's entry) must
+/// cover the credits and the backchannel's Receives with that many held
+/// back, on any device, with the batch it asked for.
+#[test]
+fn server_receives_cover_the_grant_with_a_batch_held_back() {
+    for batch in [1u32, 7, 8] {
+        for max_qp_wr in [16u32, 64, 100, 137, 138, 139, 140, 1000, 16384] {
+            for max_requests in [4u32, 32, 128, 16384] {
+                let f = ServerCredits::fit_to_device(max_requests, 2, batch, max_qp_wr);
+                let posted = f.rq_depth - 1;
+                // What `recv_queue.rs` holds back is its own batch, whatever
+                // the sizing says.
+                let held = batch - 1;
+                assert!(
+                    posted - held >= f.max_requests + f.bc_requests,
+                    "{max_requests} {max_qp_wr} {batch}: {f:?}"
+                );
+                assert_eq!(f.recv_batch, batch, "{max_requests} {max_qp_wr} {batch}");
+                assert!(
+                    f.rq_depth <= max_qp_wr,
+                    "{max_requests} {max_qp_wr} {batch}"
+                );
+                assert!(f.max_requests <= max_requests);
+            }
+        }
+    }
+}

@@ -36,7 +36,7 @@ fn a_release_wakes_waiting_replies_only_when_there_are_some() {
     // A completion with nobody waiting wakes nobody.
     assert_eq!(s.release(1), Wake::default());
     assert_eq!(s.try_take(2), Ok(false));
-    s.begin_wait();
+    s.begin_wait(0);
     assert_eq!(
         s.release(1),
         Wake {
@@ -129,7 +129,7 @@ proptest! {
                 }
                 _ => {
                     if waiting == 0 {
-                        s.begin_wait();
+                        s.begin_wait(0);
                         waiting += 1;
                     } else {
                         s.end_wait();
@@ -141,4 +141,36 @@ proptest! {
             prop_assert_eq!(s.avail() + taken.iter().sum::<u32>(), depth);
         }
     }
+}
+
+#[test]
+fn waiting_replies_stall_without_a_send_completing() {
+    let mut s = SqSlots::new(4, 1);
+    assert_eq!(s.try_take(4), Ok(true));
+    // Nobody waits: no stall however long nothing completes.
+    assert!(!s.stalled(10_000, 3_000));
+    s.begin_wait(1_000);
+    assert!(!s.stalled(2_000, 3_000));
+    assert!(!s.stalled(3_999, 3_000));
+    assert!(s.stalled(4_000, 3_000));
+    // A second waiter does not restart the clock.
+    s.begin_wait(4_500);
+    assert!(s.stalled(4_500, 3_000));
+    // A Read's slots coming back is no progress of the Sends ...
+    s.release(1);
+    assert!(s.stalled(5_000, 3_000));
+    // ... a Send's completion is, seen by the next waiter to wake.
+    s.release_sent(1);
+    assert!(!s.stalled(6_000, 3_000));
+    assert!(!s.stalled(8_999, 3_000));
+    assert!(s.stalled(9_000, 3_000));
+    // Once every waiter left, the next one starts a new clock.
+    s.end_wait();
+    s.end_wait();
+    s.begin_wait(20_000);
+    assert!(!s.stalled(22_000, 3_000));
+    assert!(s.stalled(23_000, 3_000));
+    assert!(!s.is_closed());
+    s.close();
+    assert!(s.is_closed());
 }

@@ -106,6 +106,9 @@ struct Class {
 struct DevEntry {
     cache: Arc<DevCache>,
     users: usize,
+    /// One connection's own cache, with its own protection domain
+    /// ([`CacheUser::attach_own`]): never found by another connection.
+    own: bool,
 }
 
 struct Root {
@@ -314,12 +317,25 @@ pub struct CacheUser {
 impl CacheUser {
     /// The cache of the device `id` is bound to, created on first use.
     pub fn attach(id: &CmId) -> Result<Self> {
+        Self::attach_to(id, false)
+    }
+
+    /// A cache of `id`'s device for this user alone, with a protection
+    /// domain of its own, which no other connection's queue pair, buffer
+    /// or MR is in (C allocates a PD per connection). Its buffers are
+    /// reused by this user only, and the shrinker sees its idle ones as
+    /// any device cache's; it goes with its user.
+    pub fn attach_own(id: &CmId) -> Result<Self> {
+        Self::attach_to(id, true)
+    }
+
+    fn attach_to(id: &CmId, own: bool) -> Result<Self> {
         if !INITED.load(Relaxed) {
             return Err(ENODEV);
         }
         let mut root = ROOT.lock();
         for e in root.devs.iter_mut() {
-            if e.cache.pd.same_device(id) {
+            if !own && !e.own && e.cache.pd.same_device(id) {
                 e.users += 1;
                 // INVARIANT: counted in `users`.
                 return Ok(Self {
@@ -349,19 +365,23 @@ impl CacheUser {
             .push_within_capacity(DevEntry {
                 cache: cache.clone(),
                 users: 1,
+                own,
             })
             .map_err(|_| ENOMEM)?;
-        // Again whenever a connection arrives on a device none used.
-        crate::pr_info_ratelimited!(
-            "svcrdma: registration cache for a device created (sink MRs: {})\n",
-            cache.mr.iter().any(|m| *m)
-        );
+        // Again whenever a connection arrives on a device none used (a
+        // connection's own cache is no news).
+        if !own {
+            crate::pr_info_ratelimited!(
+                "svcrdma: registration cache for a device created (sink MRs: {})\n",
+                cache.mr.iter().any(|m| *m)
+            );
+        }
         // INVARIANT: counted in `users` of the new entry.
         Ok(Self { cache })
     }
 
-    /// The device's shared protection domain, for the connection's queue
-    /// pair.
+    /// The cache's protection domain (the device's shared one, or the
+    /// user's own), for the connection's queue pair.
     pub fn pd(&self) -> &Arc<Pd> {
         &self.cache.pd
     }

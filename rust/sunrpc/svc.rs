@@ -61,6 +61,20 @@ struct LinkState {
     pending_conn: bool,
     pending_data: bool,
     pending_close: bool,
+    on_close: Option<Arc<dyn OnClose>>,
+}
+
+/// Told when its transport is asked to close through [`XprtLink::close`]:
+/// a transport whose threads may wait (for send queue room, say) wakes and
+/// releases them here, as C `svc_rdma_xprt_deferred_close` wakes
+/// `sc_send_wait`. Closes that sunrpc makes itself (temporary transports
+/// aged out, the service shutting down) only set `XPT_CLOSE`; waiters see
+/// those with [`XprtLink::is_closing`].
+pub trait OnClose: Send + Sync {
+    /// The transport is closing. Called by whoever called
+    /// [`XprtLink::close`] (server threads, completion and CM handlers),
+    /// without the link's lock held; must not sleep.
+    fn closing(&self);
 }
 
 /// The link from a transport's state to its `svc_xprt`, for code that runs
@@ -91,6 +105,7 @@ impl XprtLink {
                         pending_conn: false,
                         pending_data: false,
                         pending_close: false,
+                        on_close: None,
                     },
                     "rpcrdma_rs::svc::link"
                 ),
@@ -155,13 +170,50 @@ impl XprtLink {
         );
     }
 
-    /// Asks sunrpc to close the transport (`svc_xprt_deferred_close`).
+    /// Asks sunrpc to close the transport (`svc_xprt_deferred_close`),
+    /// then tells the [`OnClose`] hook, if one is set.
     pub fn close(&self) {
-        self.with_xprt(
+        let hook = {
+            let mut st = self.state.lock();
+            match st.xprt {
+                // SAFETY: By the type invariant `x` is live while the lock
+                // is held.
+                Some(x) => unsafe { bindings::svc_xprt_deferred_close(x.0.as_ptr()) },
+                None => st.pending_close = true,
+            }
+            st.on_close.clone()
+        };
+        // Outside the lock: the hook may take locks of its own under which
+        // the link is used.
+        if let Some(hook) = hook {
+            hook.closing();
+        }
+    }
+
+    /// Sets what [`Self::close`] tells. The hook may hold the link: the
+    /// cycle lasts until [`Self::clear_on_close`].
+    pub fn set_on_close(&self, hook: Arc<dyn OnClose>) {
+        let old = self.state.lock().on_close.replace(hook);
+        drop(old);
+    }
+
+    /// Removes the hook [`Self::set_on_close`] set, handing it back (to be
+    /// dropped by the caller, outside the link's lock).
+    pub fn clear_on_close(&self) -> Option<Arc<dyn OnClose>> {
+        self.state.lock().on_close.take()
+    }
+
+    /// Whether the transport is closing or gone (`XPT_CLOSE` or `XPT_DEAD`
+    /// set, C `svc_xprt_is_dead`), whoever asked for it: this link, sunrpc
+    /// or nfsd. Before the `svc_xprt` exists, whether a close was asked
+    /// for; after `xpo_free`, true.
+    pub fn is_closing(&self) -> bool {
+        let st = self.state.lock();
+        match st.xprt {
             // SAFETY: By the type invariant `x` is live while the lock is held.
-            |x| unsafe { bindings::svc_xprt_deferred_close(x.as_ptr()) },
-            |st| st.pending_close = true,
-        );
+            Some(x) => unsafe { xpt_closing(x.0.as_ptr()) },
+            None => st.pending_close,
+        }
     }
 
     /// Attaches the newly allocated `xprt`, applying what was requested
@@ -190,8 +242,23 @@ impl XprtLink {
     }
 
     fn sever(&self) {
-        self.state.lock().xprt = None;
+        let mut st = self.state.lock();
+        st.xprt = None;
+        st.pending_close = true;
     }
+}
+
+/// Whether `xprt` is closing or dead (C `svc_xprt_is_dead`).
+///
+/// # Safety
+///
+/// `xprt` is live.
+unsafe fn xpt_closing(xprt: *mut bindings::svc_xprt) -> bool {
+    // SAFETY: `xpt_flags` is the live transport's bit field, changed only
+    // with atomic bit operations; a volatile read sees one of its values.
+    let flags = unsafe { core::ptr::read_volatile(addr_of!((*xprt).xpt_flags)) };
+    let bits = (1 << bindings::XPT_CLOSE) | (1 << bindings::XPT_DEAD);
+    flags & bits != 0
 }
 
 /// Sets (`on`) or clears the `XPT_*` flag `bit` of `xprt`.
@@ -228,6 +295,15 @@ impl SvcRqst {
     fn xprt(&self) -> *mut bindings::svc_xprt {
         // SAFETY: By the type invariant `ptr` is live.
         unsafe { (*self.ptr.as_ptr()).rq_xprt }
+    }
+
+    /// Whether the request's transport is closing or dead (C
+    /// `svc_xprt_is_dead`): a Reply is then dropped, as C
+    /// `svc_rdma_sendto` does.
+    pub fn xprt_closing(&self) -> bool {
+        // SAFETY: By the type invariant the request is live, and it holds
+        // its transport.
+        unsafe { xpt_closing(self.xprt()) }
     }
 
     /// Clears `XPT_DATA`: no more receives are queued (call with the

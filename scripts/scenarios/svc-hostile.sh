@@ -7,17 +7,30 @@
 # a failed RDMA Read closing only its own connection). nfsd runs 4 threads:
 # 6 connections whose clients never answer the server's RDMA Reads must not
 # keep a 7th connection's NULL call from being answered within 2 s (audit
-# finding 1; the latencies are echoed). Then the server must still be
+# finding 1; the latencies are echoed). A connection that posts no Receives
+# and asks for unlimited receiver-not-ready retries floods the server with
+# NULL calls until its send queue is full and every thread waits for room:
+# another connection's NULL call must still be answered within 5 s, and the
+# server must close the stalled connection (audit M2). Then the server must still be
 # running; nfsd's netlink listener-set creates an RDMA listener through our
 # class that a mount uses; the module must unload without leaks. The
 # server's decode-error and RDMA_ERROR trace events are recorded during the
 # suite and must show the ERR_VERS and ERR_CHUNK answers.
+# Argument: filter_glob=GLOB runs only the matching cases (as in kunit.sh);
+# the checks of the cases left out then fail.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
+case ${1:-} in
+    filter_glob=*)
+        printf %s "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
+        say "kunit filter_glob $(cat /sys/module/kunit/parameters/filter_glob)"
+        shift ;;
+esac
 KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
 SUITE=rpcrdma_rs_svc_hostile
 
 check load-rust-rpcrdma load_rust_rpcrdma || return 1
-# Fewer nfsd threads than the suite's stalled connections (kunit/svc_hostile.rs).
+# Fewer nfsd threads than the suite's stalled connections (kunit/svc_hostile.rs),
+# and few enough that one connection's waiting Replies hold them all.
 NFSD_THREADS=4
 # nfsd's largest block size (the default on hosts with 16 GiB and more):
 # Calls of up to 4 MiB + 12 KiB, so the suite's 4 MiB + 4 KiB call chunk is
@@ -68,6 +81,14 @@ else
     fail stalled-reads-measured "no latency line from the stalled-Read case"
 fi
 dmesg | grep -o 'svc_hostile: 4 MiB + 4 KiB call chunk.*' | while read -r _l; do info "$_l"; done
+# The stalled-Send case (audit M2; the case asserts the 5 s bound and the close).
+dmesg | grep -oE 'svc_hostile: (send-stalled|NULL latency beside).*' | while read -r _l; do info "$_l"; done
+dmesg | grep -o 'svcrdma: no Send completed.*' | head -n 3 | while read -r _l; do info "server: $_l"; done
+if dmesg | grep -q 'svc_hostile: send-stalled connection closed by the server: yes'; then
+    pass send-stall-closed
+else
+    fail send-stall-closed "the server did not close the connection whose Replies could not be sent"
+fi
 # No allocation sized by the peer: no WARN, no page allocation failure.
 if dmesg | grep -qE 'WARNING:|page allocation failure'; then
     fail no-kernel-warning "$(dmesg | grep -m1 -E 'WARNING:|page allocation failure')"

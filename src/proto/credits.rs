@@ -185,7 +185,12 @@ impl ServerCredits {
     /// batch and one drain WR must not exceed `max_qp_wr`. When they do, C sets
     /// `max_requests = max_qp_wr - 2` with 2 backchannel requests, a batch
     /// of 1 and the drain WR, which oversubscribes the queue by two; here
-    /// the requests are cut so the total fits exactly (a deliberate fix).
+    /// the requests are cut so the total fits exactly (a deliberate fix),
+    /// and the batch and backchannel requests stay what the caller uses:
+    /// a receive side that holds back up to `recv_batch - 1` consumed
+    /// Receives for a batched repost still has one posted per credit and
+    /// backchannel request (audit finding 15: the cut used to assume a
+    /// batch of 1 while the server holds back 6).
     pub fn fit_to_device(
         max_requests: u32,
         bc_requests: u32,
@@ -204,13 +209,15 @@ impl ServerCredits {
                 rq_depth: depth,
             };
         }
-        // 2 backchannel + 1 batch + 1 drain = 4 WRs besides requests.
-        let max_requests = max_qp_wr.saturating_sub(4).max(1);
+        // The backchannel's, the batch's and the drain's WRs besides the
+        // requests (at least one).
+        let besides = bc_requests.saturating_add(recv_batch).saturating_add(1);
+        let max_requests = max_qp_wr.saturating_sub(besides).max(1);
         RecvQueueSizing {
             max_requests,
-            bc_requests: 2,
-            recv_batch: 1,
-            rq_depth: max_requests.saturating_add(4),
+            bc_requests,
+            recv_batch,
+            rq_depth: max_requests.saturating_add(besides),
         }
     }
 

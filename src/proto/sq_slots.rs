@@ -7,6 +7,13 @@
 //! Pure state, kept under the gate's lock by `svcrdma/sq_gate.rs`, which
 //! does the waiting and the waking this decides.
 //!
+//! A peer can keep Sends from completing (on RoCE and InfiniBand by
+//! posting no Receives and asking for endless receiver-not-ready retries;
+//! on iWARP by not reading its TCP stream): Replies that wait for room then
+//! wait for ever, each holding a server thread. [`SqSlots::stalled`] tells
+//! a waiter when Replies have waited a bound with no Send completed, so the
+//! connection can be closed (C has no such bound).
+//!
 //! RDMA Reads never wait for a slot ([`SqSlots::try_take_read`]) and never
 //! take the last `read_keep` slots: a peer that stops answering Reads can
 //! fill at most the rest of the queue, so Replies on its connection still
@@ -56,6 +63,11 @@ pub struct SqSlots {
     closed: bool,
     starved: bool,
     waiters: u32,
+    /// A Send completed since a waiter last looked ([`Self::stalled`]).
+    sent: bool,
+    /// When the waiting Replies last saw a Send complete, or began to
+    /// wait (milliseconds of the caller's clock).
+    moved_at: u64,
 }
 
 impl SqSlots {
@@ -70,6 +82,8 @@ impl SqSlots {
             closed: false,
             starved: false,
             waiters: 0,
+            sent: false,
+            moved_at: 0,
         }
     }
 
@@ -135,11 +149,28 @@ impl SqSlots {
         Starve::Starved
     }
 
-    /// A Reply starts waiting for room; counted so that a release knows to
-    /// wake it. Called under the lock that the wait releases only once the
-    /// waiter is on the wait queue.
-    pub fn begin_wait(&mut self) {
+    /// A Reply starts waiting for room at `now` (milliseconds); counted so
+    /// that a release knows to wake it. Called under the lock that the
+    /// wait releases only once the waiter is on the wait queue. The first
+    /// waiter starts the clock of [`Self::stalled`].
+    pub fn begin_wait(&mut self, now: u64) {
+        if self.waiters == 0 {
+            self.moved_at = now;
+            self.sent = false;
+        }
         self.waiters = self.waiters.saturating_add(1);
+    }
+
+    /// Asked by a waiting Reply each time it wakes, at `now`: whether
+    /// Replies have waited `bound` milliseconds or more with no Send
+    /// completed ([`Self::release_sent`]) meanwhile.
+    pub fn stalled(&mut self, now: u64, bound: u64) -> bool {
+        if self.sent {
+            self.sent = false;
+            self.moved_at = now;
+            return false;
+        }
+        self.waiters > 0 && now.saturating_sub(self.moved_at) >= bound
     }
 
     /// A Reply stopped waiting (woken, timed out or interrupted).
@@ -160,6 +191,18 @@ impl SqSlots {
             waiters: self.waiters > 0,
             reads,
         }
+    }
+
+    /// As [`Self::release`], for the completion of a chain that ends in a
+    /// Send: the send queue moved.
+    pub fn release_sent(&mut self, n: u32) -> Wake {
+        self.sent = true;
+        self.release(n)
+    }
+
+    /// Whether the slots are closed ([`Self::close`]).
+    pub const fn is_closed(&self) -> bool {
+        self.closed
     }
 
     /// Fails every current and later take; a closing connection wakes
