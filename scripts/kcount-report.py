@@ -120,9 +120,9 @@ for job in sorted(kstage, key=lambda j: (JOB_ORDER.index(j) if j in JOB_ORDER el
     def cell(vals):
         return ''.join(f"{v:>9.0f}" for v in vals)
 
-    hdr = f"{'stage':24}" + ''.join(f"{'module ' + c:>9}"[-9:] for c in cfgs) + ''.join(
-        f"{'fair ' + c:>9}"[-9:] for c in cfgs) + ''.join(f"{'all ' + c:>9}"[-9:] for c in cfgs)
-    print(hdr)
+    w = 9 * len(cfgs)
+    print(f"{'':24}" + ''.join(f"{g:>{w}}" for g in ('module', 'fair', 'all')))
+    print(f"{'stage':24}" + ''.join(f"{c[-8:]:>9}" for c in cfgs) * 3)
     sids = sorted({sid for c in cfgs for sid in per[c] if sid})
     rows = []
     for side in ('client', 'server'):
@@ -162,7 +162,7 @@ for job in sorted(kstage, key=lambda j: (JOB_ORDER.index(j) if j in JOB_ORDER el
             print(f"  {c}: stage entries {st.get('entries', 0)} (with no frame to mark: {st.get('unplaced', 0)}), "
                   f"calls not followed for depth {st.get('overflow', 0)}, stacks dropped from a full table "
                   f"{st.get('collisions', 0)}")
-        out = koutside.get((job, c))
+        out = [(n, sym) for n, sym in koutside.get((job, c), []) if n >= 0.5]
         if out:
             print(f"  {c}: module functions outside every stage: " + '; '.join(
                 f"{sym[:70]} {n:.0f}" for n, sym in out[:4]))
