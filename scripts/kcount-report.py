@@ -105,9 +105,9 @@ for job in sorted(kstage, key=lambda j: (JOB_ORDER.index(j) if j in JOB_ORDER el
     cfgs = [c for c in configs if c in per]
     if not cfgs:
         continue
-    unit = 'stat()' if job.startswith('meta') else 'I/O'
+    unit = 'fstat()' if job.startswith('meta') else 'I/O'
     rpcs = [f"{c} {kjob[(job, c)][2]}" for c in cfgs if (job, c) in kjob and kjob[(job, c)][2]]
-    note = f" (RPCs per stat(): {', '.join(rpcs)})" if rpcs else ''
+    note = f" (RPCs per fstat(): {', '.join(rpcs)})" if rpcs else ''
     print(f"\nkcount by stage, {job}: instructions per {unit}{note}, counted (a stage: while its entry")
     print("point is on the stack). module: the transport module's own; fair: module + rust_helper_*")
     print("+ sunrpc + ib_core inside the stage; all: everything inside it (locks, allocator, copies,")

@@ -113,11 +113,13 @@ PROFILE=${4:-0}
 ALT_KO=${5:-}
 # The jobs, NAME:RW:BS:IODEPTH:IO_SIZE, writing first (the reads read its
 # file; the 4 KiB random write writes into it after them). meta-getattr is
-# no fio job: stat() of META_FILES small files in turn on a second mount
-# of the export with actimeo=0 (and nosharecache: its own superblock), so
-# that every stat() is at least one RPC that carries no data (GETATTR,
-# LOOKUP: RPCs per stat() are counted, icount-meta); IO_SIZE is the number
-# of stat() calls (META_OPS), its "I/O" one stat().
+# no fio job: fstat() of META_FILES small files in turn, each opened once
+# with O_PATH (a lookup, no OPEN: no delegation), on a second mount of the
+# export with actimeo=0 (and nosharecache: its own superblock), so that
+# every fstat() is one GETATTR, an RPC that carries no data (the RPCs per
+# fstat() are counted, icount-meta; stat() by path sent 1 to 3: the
+# lookup's revalidation); IO_SIZE is the number of fstat() calls
+# (META_OPS), its "I/O" one fstat().
 META_OPS=${META_OPS:-4096}
 META_FILES=4
 JOBS="seq-write-1m:write:1m:8:${SIZE}m seq-read-1m:read:1m:8:${SIZE}m rand-read-4k:randread:4k:32:${RAND_KIB}k rand-write-4k:randwrite:4k:32:${RAND_KIB}k meta-getattr:meta:1:1:$META_OPS"
@@ -226,11 +228,11 @@ mount_rpcs() {
         END { print s + 0 }' /proc/self/mountstats
 }
 
-# meta_job NAME meta - - OPS [kcount=BEGIN,END]: stat() of $META_FILES
+# meta_job NAME meta - - OPS [kcount=BEGIN,END]: fstat() of $META_FILES
 # files in turn on $META_MNT (mounted here with actimeo=0 when it is not),
 # OPS calls; prints fio_job's "MBps IOPS idle% ios ms" (MBps 0, IOPS the
-# stat() calls per second of guest time, ms rounded up) and the RPCs per
-# stat() after them. With kcount=BEGIN,END the loop asks the kcount plugin
+# fstat() calls per second of guest time, ms rounded up) and the RPCs per
+# fstat() after them. With kcount=BEGIN,END the loop asks the kcount plugin
 # for its snapshots itself, right before and after it.
 meta_job() {
     _n=$1 _ops=$5 _kc=
@@ -247,7 +249,7 @@ meta_job() {
     _ns=$(python3 - "$META_MNT" "$META_FILES" "$_ops" "$RESULTS" "$_kc" <<'PY'
 import os, sys, time
 mnt, nfiles, ops, results, kc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-paths = [f"{mnt}/meta-{i}" for i in range(nfiles)]
+fds = [os.open(f"{mnt}/meta-{i}", os.O_PATH) for i in range(nfiles)]
 def snap(name):
     # the plugin's trigger (kcount_stages.py): a snapshot there and then
     with open(f"{results}/kcount-next", "w") as f:
@@ -259,7 +261,7 @@ if kc:
     snap(kc[0])
 t0 = time.monotonic_ns()
 for i in range(ops):
-    os.stat(paths[i % nfiles])
+    os.fstat(fds[i % nfiles])
 t1 = time.monotonic_ns()
 if kc:
     snap(kc[1])
@@ -404,7 +406,7 @@ kcount_stages() {
 # scripts/guest/kcount-diff.py), and per job
 #   icount-kjob cfg=<c> job=<j> ios=<n> IOPS=<n> ms=<n> [rpcs_per_op=<n>]
 # (the whole guest's instructions per I/O of this run: 1e9 / IOPS; the
-# RPCs per stat() of meta-getattr).
+# RPCs per fstat() of meta-getattr).
 # kfuncs-, kips- and kstages-CFG-JOB.txt go to the results directory.
 kcount_jobs() {
     _cfg=$1
