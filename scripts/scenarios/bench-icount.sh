@@ -112,9 +112,19 @@ esac
 PROFILE=${4:-0}
 ALT_KO=${5:-}
 # The jobs, NAME:RW:BS:IODEPTH:IO_SIZE, writing first (the reads read its
-# file).
-JOBS="seq-write-1m:write:1m:8:${SIZE}m seq-read-1m:read:1m:8:${SIZE}m rand-read-4k:randread:4k:32:${RAND_KIB}k"
+# file; the 4 KiB random write writes into it after them). meta-getattr is
+# no fio job: fstat() of META_FILES small files in turn, each opened once
+# with O_PATH (a lookup, no OPEN: no delegation), on a second mount of the
+# export with actimeo=0 (and nosharecache: its own superblock), so that
+# every fstat() is one GETATTR, an RPC that carries no data (the RPCs per
+# fstat() are counted, icount-meta; stat() by path sent 1 to 3: the
+# lookup's revalidation); IO_SIZE is the number of fstat() calls
+# (META_OPS), its "I/O" one fstat().
+META_OPS=${META_OPS:-4096}
+META_FILES=4
+JOBS="seq-write-1m:write:1m:8:${SIZE}m seq-read-1m:read:1m:8:${SIZE}m rand-read-4k:randread:4k:32:${RAND_KIB}k rand-write-4k:randwrite:4k:32:${RAND_KIB}k meta-getattr:meta:1:1:$META_OPS"
 MNT=/tmp/mnt
+META_MNT=/tmp/mnt-meta
 FILE=$MNT/bench.dat
 # perf samples per second of guest time (a sample weighs its period in ns,
 # i.e. instructions).
@@ -125,6 +135,7 @@ FREQ=10000
 # module.
 use_config() {
     NFS_ERR=
+    mountpoint -q $META_MNT && { nfs_umount $META_MNT || return 1; }
     mountpoint -q $MNT && { nfs_umount $MNT || return 1; }
     pidof rpc.mountd >/dev/null && { stop_nfs_server || { NFS_ERR="nfsd did not stop"; return 1; }; }
     case $1 in
@@ -191,6 +202,7 @@ mount_sizes() {
 # -icount it ranged from 45% to 97% between runs whose MB/s agreed to the
 # decimal (Documentation/performance.md).
 fio_job() {
+    [ "$2" = meta ] && { meta_job "$@"; return; }
     _n=$1 _rw=$2 _bs=$3 _qd=$4 _io=$5; shift 5
     case $_bs in *k) _bk=${_bs%k} ;; *m) _bk=$(( ${_bs%m} * 1024 )) ;; *) say "fio $_n: bs $_bs"; return 1 ;; esac
     _s0=$(head -n 1 /proc/stat)
@@ -204,9 +216,63 @@ fio_job() {
         END { d = tot[2] - tot[1]; printf "%.1f", (d > 0 ? 100 * (idl[2] - idl[1]) / d : 0) }')
     # terse v3: field 6 read KiB, 7 read KiB/s, 8 read IOPS, 9 read runtime
     # (ms); 47 write KiB, 48 write KiB/s, 49 write IOPS, 50 write runtime (ms)
-    echo "$_l" | awk -F';' -v w="$_rw" -v idle="$_idle" -v bk="$_bk" '{ k = (w == "write") ? $48 : $7; i = (w == "write") ? $49 : $8;
-        ms = (w == "write") ? $50 : $9; kb = (w == "write") ? $47 : $6
+    echo "$_l" | awk -F';' -v w="$_rw" -v idle="$_idle" -v bk="$_bk" '{ wr = (w ~ /write/); k = wr ? $48 : $7; i = wr ? $49 : $8;
+        ms = wr ? $50 : $9; kb = wr ? $47 : $6
         printf "%.1f %d %s %d %d\n", k / 1024, i, idle, kb / bk, ms }'
+}
+
+# mount_rpcs MNT: the RPCs the mount on MNT has sent so far (the ops of
+# every procedure in its /proc/self/mountstats section).
+mount_rpcs() {
+    awk -v m="$1" '$1 == "device" { on = ($5 == m) } on && $1 ~ /^[A-Z_0-9]+:$/ && $2 ~ /^[0-9]+$/ { s += $2 }
+        END { print s + 0 }' /proc/self/mountstats
+}
+
+# meta_job NAME meta - - OPS [kcount=BEGIN,END]: fstat() of $META_FILES
+# files in turn on $META_MNT (mounted here with actimeo=0 when it is not),
+# OPS calls; prints fio_job's "MBps IOPS idle% ios ms" (MBps 0, IOPS the
+# fstat() calls per second of guest time, ms rounded up) and the RPCs per
+# fstat() after them. With kcount=BEGIN,END the loop asks the kcount plugin
+# for its snapshots itself, right before and after it.
+meta_job() {
+    _n=$1 _ops=$5 _kc=
+    case ${6:-} in kcount=*) _kc=${6#kcount=} ;; esac
+    if ! mountpoint -q $META_MNT; then
+        nfs_mount 4.2 "$SERVER_IP" $META_MNT "actimeo=0,nosharecache" >&2 || { say "meta: $NFS_ERR"; return 1; }
+    fi
+    _i=0
+    while [ $_i -lt $META_FILES ]; do
+        [ -e $META_MNT/meta-$_i ] || : > $META_MNT/meta-$_i || return 1
+        _i=$((_i + 1))
+    done
+    _g0=$(mount_rpcs $META_MNT) _s0=$(head -n 1 /proc/stat)
+    _ns=$(python3 - "$META_MNT" "$META_FILES" "$_ops" "$RESULTS" "$_kc" <<'PY'
+import os, sys, time
+mnt, nfiles, ops, results, kc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+fds = [os.open(f"{mnt}/meta-{i}", os.O_PATH) for i in range(nfiles)]
+def snap(name):
+    # the plugin's trigger (kcount_stages.py): a snapshot there and then
+    with open(f"{results}/kcount-next", "w") as f:
+        f.write(name + "\n")
+    with open("/proc/sys/kernel/tainted", "w") as f:
+        f.write("0")
+kc = kc.split(',') if kc else None
+if kc:
+    snap(kc[0])
+t0 = time.monotonic_ns()
+for i in range(ops):
+    os.fstat(fds[i % nfiles])
+t1 = time.monotonic_ns()
+if kc:
+    snap(kc[1])
+print(t1 - t0)
+PY
+) || return 1
+    _s1=$(head -n 1 /proc/stat) _g1=$(mount_rpcs $META_MNT)
+    _idle=$(printf '%s\n%s\n' "$_s0" "$_s1" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; tot[NR] = t; idl[NR] = $5 + $6 }
+        END { d = tot[2] - tot[1]; printf "%.1f", (d > 0 ? 100 * (idl[2] - idl[1]) / d : 0) }')
+    awk -v ns="$_ns" -v ops="$_ops" -v idle="$_idle" -v g="$((_g1 - _g0))" \
+        'BEGIN { printf "0.0 %d %s %d %d %.2f\n", ops * 1e9 / ns, idle, ops, int((ns + 999999) / 1e6), g / ops }'
 }
 
 # reg_counters: the client's registration counters so far, from debugfs:
@@ -278,6 +344,7 @@ EOF
             _c1=$(reg_counters) _w1=$(wire_counters)
             set -- "$1" "$2" $_res
             info "icount cfg=$1 rep=$2 job=$_j MBps=$3 IOPS=$4 idle_pct=$5 ms=$7"
+            [ "$_rw" = meta ] && info "icount-meta cfg=$1 rep=$2 job=$_j ops=$6 rpcs_per_op=$8"
             if [ -n "$_w0" ] && [ -n "$_w1" ] && [ "$6" -gt 0 ]; then
                 info "icount-wire cfg=$1 rep=$2 job=$_j ios=$6 $(deltas "$_w0" "$_w1" "$6" %.2f \
                     'sent_pkts_per_io rcvd_pkts_per_io rdma_sends_per_io rdma_recvs_per_io ctxt_per_io')"
@@ -305,6 +372,100 @@ kcount_snap() {
         [ $_w -gt 3000 ] && { say "kcount: no snapshot $1 (is the plugin loaded?)"; return 1; }
         sleep 0.1
     done
+}
+
+# kcount_stages CFG: gives the kcount plugin the stages' entry points of
+# the modules loaded now (scripts/guest/kcount_stages.py, from
+# /proc/kallsyms; the table replaces the previous one) and waits for it.
+kcount_stages() {
+    _t=$RESULTS/kcount-stages-$1
+    rm -f "$_t.done"
+    python3 "$REPO_ROOT/scripts/guest/kcount_stages.py" /proc/kallsyms > "$_t.tmp" 2> "$RESULTS/kstage-entries-$1.txt" ||
+        return 1
+    mv "$_t.tmp" "$_t.req"
+    _w=0
+    while [ ! -e "$_t.done" ]; do
+        _w=$((_w + 1))
+        [ $_w -gt 3000 ] && { say "kcount: stage table not taken (is the plugin loaded?)"; return 1; }
+        sleep 0.1
+    done
+    rm -f "$_t.done"
+}
+
+# kcount_jobs CFG: every job once more, each between two kcount snapshots
+# that fio's own thread asks for right before its I/O loop and after it
+# (--exec_prerun/--exec_postrun; meta-getattr's loop asks itself): the
+# name goes to kcount-next, then a write to /proc/sys/kernel/tainted runs
+# the plugin's trigger, which takes the snapshot there and then, in the
+# vCPU thread (kcount.c). Inside the window: the prerun shell's exit and
+# the postrun shell's fork and exec (fio's system()), a fixed cost of a
+# few hundred thousand instructions per job (the "; true": fio appends
+# a redirection of its own to the command, perf_jobs). With
+# the stage table of CFG's modules loaded: the kernel's instructions per
+# I/O by category (icount-kcount) and by stage (icount-kstage, see
+# scripts/guest/kcount-diff.py), and per job
+#   icount-kjob cfg=<c> job=<j> ios=<n> IOPS=<n> ms=<n> [rpcs_per_op=<n>]
+# (the whole guest's instructions per I/O of this run: 1e9 / IOPS; the
+# RPCs per fstat() of meta-getattr).
+# kfuncs-, kips- and kstages-CFG-JOB.txt go to the results directory.
+kcount_jobs() {
+    _cfg=$1
+    kcount_stages "$_cfg" || { fail "kcount-$_cfg" "no stage table"; return 1; }
+    cp /proc/kallsyms "/tmp/kallsyms-$_cfg"
+    # The window's own cost: a begin and an end snapshot taken as fio's
+    # prerun and postrun take them (a shell each), with no job between:
+    #   icount-kcal cfg=<c> kernel_instr=<n>
+    rm -f "$RESULTS/kcount-$_cfg-cal-"*
+    sh -c "echo $_cfg-cal-begin > $RESULTS/kcount-next && echo 0 > /proc/sys/kernel/tainted; true"
+    sh -c "echo $_cfg-cal-end > $RESULTS/kcount-next && echo 0 > /proc/sys/kernel/tainted; true"
+    if [ -f "$RESULTS/kcount-$_cfg-cal-end.txt" ]; then
+        info "icount-kcal cfg=$_cfg kernel_instr=$(awk 'NF == 2 { s[FILENAME] += $2 } END { printf "%.0f", s[ARGV[2]] - s[ARGV[1]] }' \
+            "$RESULTS/kcount-$_cfg-cal-begin.txt" "$RESULTS/kcount-$_cfg-cal-end.txt")"
+    fi
+    rm -f "$RESULTS/kcount-$_cfg-cal-"*
+    _ok=1
+    for _spec in $JOBS; do
+        IFS=: read -r _j _rw _bs _qd _io <<SPEC
+$_spec
+SPEC
+        _b=$_cfg-$_j-begin _e=$_cfg-$_j-end
+        rm -f "$RESULTS/kcount-$_b."* "$RESULTS/kcount-$_e."*
+        if [ "$_rw" = meta ]; then
+            _res=$(meta_job "$_j" "$_rw" "$_bs" "$_qd" "$_io" "kcount=$_b,$_e")
+        else
+            _res=$(cd /tmp && fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io" \
+                "--exec_prerun=echo $_b > $RESULTS/kcount-next && echo 0 > /proc/sys/kernel/tainted; true" \
+                "--exec_postrun=echo $_e > $RESULTS/kcount-next && echo 0 > /proc/sys/kernel/tainted; true")
+        fi
+        rm -f "/tmp/$_j.prerun.txt" "/tmp/$_j.postrun.txt"
+        if [ -z "$_res" ] || [ ! -f "$RESULTS/kcount-$_e.txt" ]; then
+            fail "kcount-$_cfg-$_j" "job or snapshot failed"; _ok=0; continue
+        fi
+        read -r _mbps _iops _idle _ios _ms _rest <<RES
+$_res
+RES
+        case $_bs in
+            *k) _kib=$((_ios * ${_bs%k})) ;;
+            *m) _kib=$((_ios * ${_bs%m} * 1024)) ;;
+            *) _kib=0 ;;
+        esac
+        info "icount-kjob cfg=$_cfg job=$_j ios=$_ios IOPS=$_iops ms=$_ms${_rest:+ rpcs_per_op=$_rest}"
+        if python3 "$REPO_ROOT/scripts/guest/kcount-diff.py" "/tmp/kallsyms-$_cfg" \
+            "$RESULTS/kcount-$_b.txt" "$RESULTS/kcount-$_e.txt" "$_cfg" "$_j" "$_ios" "$_kib" \
+            "$RESULTS/kfuncs-$_cfg-$_j.txt" "$RESULTS/kips-$_cfg-$_j.txt" \
+            "$RESULTS/kstages-$_cfg-$_j.txt" > "/tmp/kcount-$_cfg-$_j.txt" 2>"/tmp/kcount-$_cfg-$_j.err"; then
+            while read -r _l; do info "$_l"; done < "/tmp/kcount-$_cfg-$_j.txt"
+        else
+            fail "kcount-$_cfg-$_j" "kcount-diff: $(tail -n 1 "/tmp/kcount-$_cfg-$_j.err")"; _ok=0
+        fi
+        rm -f "$RESULTS/kcount-$_b."* "$RESULTS/kcount-$_e."*
+        for _f in "$RESULTS/kfuncs-$_cfg-$_j.txt" "$RESULTS/kips-$_cfg-$_j.txt" "$RESULTS/kstages-$_cfg-$_j.txt"; do
+            [ -f "$_f" ] && command -v c++filt >/dev/null && c++filt < "$_f" > /tmp/kfuncs.txt &&
+                cp /tmp/kfuncs.txt "$_f"
+        done
+    done
+    rm -f "/tmp/kallsyms-$_cfg"
+    [ $_ok = 1 ] && pass "kcount-$_cfg"
 }
 
 # perf_jobs CFG PROF JOB:RW:BS:IODEPTH:IO_SIZE...: the jobs once more, in
@@ -474,6 +635,7 @@ idle_probe() {
         IFS=: read -r _j _rw _bs _qd _io <<EOF
 $_spec
 EOF
+        [ "$_rw" = meta ] && continue
         _b=$RESULTS/idle-$1-$_j
         _res=$(fio_job "$_j" "$_rw" "$_bs" "$_qd" "$_io")
         info "idleprobe-run cfg=$1 run=0 job=$_j res=$_res"
@@ -522,11 +684,17 @@ if [ $((PROFILE & 1)) != 0 ]; then
         use_config "$_c" && profile "$_c"
     done
 fi
+if [ $((PROFILE & 16)) != 0 ]; then
+    for _c in $CONFIGS; do
+        use_config "$_c" && kcount_jobs "$_c"
+    done
+fi
 if [ $((PROFILE & 4)) != 0 ]; then
     for _c in $CONFIGS; do
         use_config "$_c" && alloc_census "$_c"
     done
 fi
+mountpoint -q $META_MNT && nfs_umount $META_MNT
 mountpoint -q $MNT && nfs_umount $MNT
 check nfs-server-stop stop_nfs_server
 unload_c_rpcrdma
