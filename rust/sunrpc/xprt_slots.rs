@@ -21,7 +21,7 @@ use core::pin::Pin;
 use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVBox;
 use kernel::bindings as kb;
-use kernel::ffi::{c_ulong, c_void};
+use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::lock::spinlock::SpinLockBackend;
@@ -104,8 +104,6 @@ pub(in crate::rust) struct SlotTable<R> {
     req_type: TypeId,
     slots: Pin<KVBox<[Slot<R>]>>,
     free: Atomic<u32>,
-    /// Slots held by tasks, for the high-water mark sunrpc reports.
-    in_use: Atomic<u32>,
 }
 
 impl<R: 'static> SlotTable<R> {
@@ -141,7 +139,6 @@ impl<R: 'static> SlotTable<R> {
                 req_type: TypeId::of::<R>(),
                 slots,
                 free: Atomic::new(0),
-                in_use: Atomic::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -199,16 +196,8 @@ impl<R> SlotTable<R> {
             Some(slot) => {
                 // INVARIANT: Popped under the lock; now held by `task`.
                 self.free.store(slot.next.load(Relaxed), Relaxed);
-                let used = self.in_use.load(Relaxed).saturating_add(1);
-                self.in_use.store(used, Relaxed);
-                let high: c_ulong = used.try_into().unwrap_or(c_ulong::MAX);
-                // SAFETY: Live transport and task (safety requirement);
-                // the statistic is under `reserve_lock`, as sunrpc keeps it.
+                // SAFETY: Live task (safety requirement).
                 unsafe {
-                    let stat = addr_of_mut!((*xprt).stat.max_slots);
-                    if *stat < high {
-                        *stat = high;
-                    }
                     (*task).tk_status = 0;
                     (*task).tk_rqstp = slot.rqst.get();
                 }
@@ -254,8 +243,6 @@ impl<R> SlotTable<R> {
         // INVARIANT: Pushed under the lock.
         slot.next.store(self.free.load(Relaxed), Relaxed);
         self.free.store(index, Relaxed);
-        self.in_use
-            .store(self.in_use.load(Relaxed).saturating_sub(1), Relaxed);
     }
 
     /// The index and the slot of `rqst`, if it is one of this table's.
