@@ -13,6 +13,7 @@ use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
 use crate::rust::rdma::device;
+use crate::rust::rdma::mr::MrSegment;
 use crate::rust::rdma::run_mr::{refused_releases, RunMr};
 use crate::rust::rdma::send_batch::SendBatch;
 use crate::rust::rdma::send_chain::SendChain;
@@ -20,7 +21,7 @@ use crate::rust::rdma::verbs::{
     CompletionHandler, DmaDir, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest, MAX_SGE,
 };
 use crate::rust::sunrpc::xprt::{post_local_inv, post_send_after_regs, Mr};
-use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Waiter};
+use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Pair, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
@@ -99,6 +100,22 @@ impl CompletionHandler for Counted {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         self.log.record(self.n, wc.covers);
     }
+}
+
+/// A run of `PAGES` fresh pages the client registered for the server to
+/// write, as `memreg=cache` does, with its segment: the run's references
+/// alone keep the pages (their owner has let them go).
+fn registered_run<const PAGES: usize>(pair: &Pair) -> Result<(RunMr, MrSegment)> {
+    let mut pages = KVec::new();
+    for _ in 0..PAGES {
+        pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
+    }
+    let mut run = RunMr::new(&pair.client, PAGES as u32)?;
+    run.map_owned(&pages, true)?;
+    run.post_reg(&pair.client)?;
+    let seg = run.segment();
+    drop(pages);
+    Ok((run, seg))
 }
 
 fn device_params() -> Option<TransportParams> {
@@ -471,22 +488,13 @@ mod tests {
 
     #[test]
     fn cached_run_serves_repeated_io_until_invalidated() -> Result {
-        const PAGES: usize = 4;
         let pair = connect_pair()?;
-        let mut pages = KVec::new();
-        for _ in 0..PAGES {
-            pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
-        }
+        const PAGES: usize = 4;
         // The client registers a run of pages for the server to write,
-        // once.
-        let mut run = RunMr::new(&pair.client, PAGES as u32)?;
-        run.map_owned(&pages, true)?;
+        // once; their owner lets them go.
+        let (run, seg) = registered_run::<PAGES>(&pair)?;
         assert_eq!(run.pages(), PAGES as u32);
-        run.post_reg(&pair.client)?;
-        let seg = run.segment();
         assert_eq!(seg.length as usize, PAGES * PAGE_SIZE);
-        // Their owner lets them go: the run's references keep them.
-        drop(pages);
 
         // Two I/Os through the same steering tag, no registration between
         // them (a cache hit), each at its own offset in the run.
@@ -540,16 +548,8 @@ mod tests {
     fn unknown_registration_is_deregistered_before_its_pages_go() -> Result {
         const PAGES: usize = 4;
         let pair = connect_pair()?;
-        let mut pages = KVec::new();
-        for _ in 0..PAGES {
-            pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
-        }
-        let mut run = RunMr::new(&pair.client, PAGES as u32)?;
-        run.map_owned(&pages, true)?;
-        run.post_reg(&pair.client)?;
-        let seg = run.segment();
         // The run's references alone keep the pages.
-        drop(pages);
+        let (mut run, seg) = registered_run::<PAGES>(&pair)?;
         // In force: the server writes through the tag.
         let src = pair.server.alloc_buf(LEN, DmaDir::ToDevice)?;
         let op = SendOp::RdmaWrite {

@@ -14,6 +14,20 @@ NFS_ERR=
 
 # ---- logging and results --------------------------------------------------
 say()  { echo "vm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+# kunit_filter ARG: if ARG is filter_glob=GLOB, KUnit runs only the cases
+# GLOB matches (its filter, applied when a test module loads); true then,
+# so that the caller shifts it off.
+kunit_filter() {
+    case $1 in
+        filter_glob=*)
+            # No newline: a charp parameter keeps it, and the glob would not match.
+            printf %s "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
+            say "kunit filter_glob $(cat /sys/module/kunit/parameters/filter_glob)"
+            return 0 ;;
+    esac
+    return 1
+}
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 pass() {

@@ -10,13 +10,7 @@
 # filter, applied when a test module loads), e.g. on siw, where only
 # rpcrdma_rs_verbs is written for both rxe and iWARP.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
-case ${1:-} in
-    filter_glob=*)
-        # No newline: a charp parameter keeps it, and the glob would not match.
-        printf %s "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
-        say "kunit filter_glob $(cat /sys/module/kunit/parameters/filter_glob)"
-        shift ;;
-esac
+kunit_filter "${1:-}" && shift
 
 KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
 for ko in "$RUST_RPCRDMA_KO" "$KUNIT_KO"; do

@@ -19,12 +19,7 @@
 # Argument: filter_glob=GLOB runs only the matching cases (as in kunit.sh);
 # the checks of the cases left out then fail.
 TIMEOUT=${KUNIT_TIMEOUT:-300}
-case ${1:-} in
-    filter_glob=*)
-        printf %s "${1#filter_glob=}" > /sys/module/kunit/parameters/filter_glob
-        say "kunit filter_glob $(cat /sys/module/kunit/parameters/filter_glob)"
-        shift ;;
-esac
+kunit_filter "${1:-}" && shift
 KUNIT_KO=${KUNIT_KO:-$REPO_ROOT/rpcrdma_rs_kunit.ko}
 SUITE=rpcrdma_rs_svc_hostile
 
