@@ -292,6 +292,15 @@ data_check() {
 }
 
 # ---- two-VM synchronization (through files in the export) -------------------------
+# marker PATH: makes PATH, a file the peer acts on (and may remove at once),
+# in one step: a file made beside it under another name, then renamed into
+# place. touch is two RPCs, a create and a SETATTR of the times, and a file
+# the peer removed in between fails the second (NFSv3: "Stale file handle").
+marker() {
+    _mk_tmp="$(dirname "$1")/.tmp-marker-$(basename "$1")"
+    : > "$_mk_tmp" && mv -f "$_mk_tmp" "$1"
+}
+
 # Server: wait until the client created $EXPORT/.client-done (or .client-failed).
 server_wait_client_done() {
     _t=${1:-900}
@@ -315,10 +324,10 @@ client_signal_done() {
         _save=$NFS_MOUNT_WAIT; NFS_MOUNT_WAIT=${SIGNAL_MOUNT_WAIT:-60}
         nfs_mount 4.2 "$SERVER_IP" "$_m"; _rc=$?; NFS_MOUNT_WAIT=$_save
         [ $_rc = 0 ] || { say "cannot signal the server: $NFS_ERR"; return 1; }
-        touch "$_m/.client-done"; sync
+        marker "$_m/.client-done"; sync
         nfs_umount "$_m"
     else
-        touch "$_m/.client-done"; sync
+        marker "$_m/.client-done"; sync
     fi
 }
 

@@ -87,7 +87,7 @@ long_replies() {
 deleg_recall() {
     _n=$1 _m=$2
     exec 3< "$_m/deleg.dat" || { fail "$_n" "open"; return 1; }
-    touch "$_m/.deleg-ready"
+    marker "$_m/.deleg-ready"
     if wait_for 120 sh -c "ls -a '$_m' | grep -q deleg-done"; then
         pass "$_n"
     else
@@ -178,7 +178,7 @@ server_device_removal() {
     nfs_mount 4.2 "$SERVER_IP" $MNT || { fail $_n "mount: $NFS_ERR"; return 1; }
     head -c 4194304 /dev/urandom > /tmp/.devrm-src
     cp /tmp/.devrm-src $MNT/devrm.dat && sync || { fail $_n "write before removal"; return 1; }
-    touch $MNT/.devremove-request && sync
+    marker $MNT/.devremove-request && sync
     # Every look at the export waits until the client has reconnected.
     if ! wait_for 300 sh -c "ls -a $MNT | grep -q '^.devremove-done$'"; then
         grep -A 3 'xprt:' /proc/self/mountstats | sed 's/^/vm:   /'

@@ -197,7 +197,7 @@ serve_direction() {
 ask() {
     _f=$MNT/.fi-ack-$1
     rm -f "$_f"
-    if ! _err=$(touch "$MNT/.fi-req-$1" 2>&1 && sync 2>&1); then
+    if ! _err=$(marker "$MNT/.fi-req-$1" 2>&1 && sync 2>&1); then
         echo "cannot make the request over the mount: $_err" >&2
         return 2
     fi
@@ -339,7 +339,7 @@ client_direction() {
     phase fi-devremove-server under_load devremove-server devremove
     phase fi-memcg memcg_phase
     show_xprt
-    touch $MNT/.client-done; sync
+    marker $MNT/.client-done; sync
     nfs_umount $MNT || fail "$DIR_TAG:fi-umount" "umount"
 }
 

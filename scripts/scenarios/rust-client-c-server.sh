@@ -304,7 +304,7 @@ deleg_recall() {
         rm -f $MNT/.deleg-done
         exec 3< $MNT/deleg.dat || { fail "$_n" "open"; return 1; }
         cat <&3 >/dev/null
-        touch $MNT/.deleg-ready
+        marker $MNT/.deleg-ready
         if ! wait_for 120 sh -c "ls -a $MNT | grep -q '^.deleg-done$'"; then
             exec 3<&-
             fail "$_n" "the server's write did not complete"; return 1
@@ -364,7 +364,7 @@ reconnect_check() {
 
 # nfsd restarts under the mount (server_helper does it on request).
 restart_server() {
-    touch $MNT/.restart-request && sync
+    marker $MNT/.restart-request && sync
     sleep 12
 }
 
