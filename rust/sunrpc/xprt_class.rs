@@ -739,6 +739,15 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: Both are live.
         if !unsafe { bindings::xprt_lock_connect(xprt, task, cookie) } {
             crate::pr_warn_ratelimited!("connect called without the transport's send lock\n");
+            // `xprt_connect` set `XPRT_CONNECTING` for this connect: left
+            // set, every later connect would return at once and the
+            // transport would never connect again.
+            // SAFETY: Live transport; the tasks waiting for the connect
+            // retry it.
+            unsafe {
+                clear_connecting(xprt);
+                bindings::xprt_wake_pending_tasks(xprt, EAGAIN.to_errno());
+            }
             return;
         }
         let mut delay: c_ulong = 0;
@@ -775,16 +784,8 @@ impl<T: XprtOps> OpsTable<T> {
             unsafe { Self::state(xprt) }.connect(&mut locked)?;
             Ok(0)
         });
-        // SAFETY: `state` is the transport's bit field (C
-        // `xprt_clear_connecting`, barriers included).
-        unsafe {
-            fence(Ordering::SeqCst);
-            kb::clear_bit(
-                bindings::XPRT_CONNECTING as c_ulong,
-                addr_of_mut!((*xprt).state),
-            );
-            fence(Ordering::SeqCst);
-        }
+        // SAFETY: Live transport.
+        unsafe { clear_connecting(xprt) };
         if rc == 0 {
             t.connect_failed.store(false, Ordering::Relaxed);
             // SAFETY: sunrpc reads these under the connect lock we hold.
@@ -1157,6 +1158,24 @@ unsafe fn queue_delayed(dwork: *mut kb::delayed_work, delay: c_ulong) {
             delay,
         )
     };
+}
+
+/// Clears `XPRT_CONNECTING` (C `xprt_clear_connecting`, barriers
+/// included): the connect `xprt_connect` started is over.
+///
+/// # Safety
+///
+/// `xprt` is a live transport.
+unsafe fn clear_connecting(xprt: *mut bindings::rpc_xprt) {
+    fence(Ordering::SeqCst);
+    // SAFETY: `state` is the live transport's bit field.
+    unsafe {
+        kb::clear_bit(
+            bindings::XPRT_CONNECTING as c_ulong,
+            addr_of_mut!((*xprt).state),
+        )
+    };
+    fence(Ordering::SeqCst);
 }
 
 /// The transport a work item of it belongs to.
