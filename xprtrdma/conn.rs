@@ -101,19 +101,16 @@ impl ReqState {
         kept.take()
     }
 
-    /// [`Self::take`], without taking the lock when the request keeps
-    /// nothing (most: the reply handler took it), as C's `buf_free` checks
-    /// `rl_registered`. A relaxed load sees both writes: `kept` is set
-    /// before the transmit that posted the registrations unpins the
+    /// Whether the request may keep registrations, read without the lock
+    /// (most keep none: the reply handler took them), as C's `buf_free`
+    /// checks `rl_registered`. A relaxed load sees both writes: `kept` is
+    /// set before the transmit that posted the registrations unpins the
     /// request under `queue_lock`, which `xprt_release` takes before
     /// `buf_free` while the request waits for a reply; it is cleared
     /// before the reply handler completes the RPC, whose wakeup comes
-    /// before `buf_free`. A stale `true` only makes this look.
-    pub(super) fn take_left(&self) -> Option<Pending> {
-        if !self.kept.load(Relaxed) {
-            return None;
-        }
-        self.take()
+    /// before `buf_free`. A stale `true` only makes the caller look.
+    pub(super) fn may_keep(&self) -> bool {
+        self.kept.load(Relaxed)
     }
 }
 

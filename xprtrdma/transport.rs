@@ -319,10 +319,20 @@ impl XprtOps for Client {
     fn buf_free(&self, rqst: &RpcRqst<'_>) {
         // Most replies took the request's registrations already (C checks
         // `rl_registered` likewise).
-        let Some(p) = rqst.state::<ReqState>().and_then(ReqState::take_left) else {
+        let Some(state) = rqst.state::<ReqState>().filter(|s| s.may_keep()) else {
             return;
         };
-        match self.conn() {
+        // The connection first, then what the request keeps: a request
+        // being released is not sent again, so what it keeps was
+        // registered on the connection read here. An older one's shutdown,
+        // which ends before its successor is published, took everything
+        // registered on it; taken the other way round, a close and a
+        // reconnect in between would hand one connection's MRs to the next.
+        let conn = self.conn();
+        let Some(p) = state.take() else {
+            return;
+        };
+        match conn {
             Some(conn) => conn.release_request(&conn, p),
             // Closed: the shutdown's drain revoked them.
             None => drop(p),
