@@ -214,11 +214,16 @@ impl Conn {
         self.shared.ep.cm_id()
     }
 
-    /// Always true: a thread that finds the send queue full waits for a
-    /// slot in [`SqGate::acquire`], and returning false here would leave
-    /// `XPT_DATA` work undispatched until something enqueues the transport.
+    /// False while Replies wait for send queue room (C 7.3
+    /// `svc_rdma_has_wspace`): sunrpc then dispatches no more of this
+    /// connection's Calls, so a peer that stops completing Sends holds only
+    /// the threads already waiting, each for at most the gate's stall
+    /// bound, not one more per Call it sends. Nothing is left undispatched:
+    /// each waiting thread's request releases its slot when it is done
+    /// (`svc_xprt_release_slot`), which enqueues the transport again, and
+    /// a gate that gives up closes the connection.
     pub(super) fn has_wspace(&self) -> bool {
-        true
+        !self.shared.sq.has_waiters()
     }
 
     pub(super) fn detach(&self) {

@@ -14,6 +14,7 @@ use crate::rust::sunrpc::svc::{OnClose, XprtLink};
 use kernel::new_condvar;
 use kernel::new_spinlock;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, CondVar, SpinLock};
 use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 
@@ -29,6 +30,10 @@ pub(super) struct SqGate {
     state: SpinLock<SqSlots>,
     #[pin]
     wait: CondVar,
+    /// Whether Replies wait in [`Self::acquire_n`]: [`SqSlots`]' count,
+    /// mirrored under its lock for [`Self::has_waiters`], which reads it
+    /// without.
+    waiting: Atomic<bool>,
     /// Slots in all: [`SqSlots::depth`], fixed at creation and kept here
     /// too so that sizing a chain ([`Self::depth`]) takes no lock.
     depth: u32,
@@ -102,6 +107,7 @@ impl SqGate {
             pin_init!(Self {
                 state <- new_spinlock!(slots, "svcrdma::sq"),
                 wait <- new_condvar!("svcrdma::sq_wait"),
+                waiting: Atomic::new(false),
                 depth,
                 link,
                 cache,
@@ -129,10 +135,12 @@ impl SqGate {
             // thread is on the wait queue: a release that sees the count
             // finds it there.
             st.begin_wait(now_ms());
+            self.waiting.store(true, Relaxed);
             let _ = self
                 .wait
                 .wait_interruptible_timeout(&mut st, msecs_to_jiffies(WAIT_MS));
             st.end_wait();
+            self.waiting.store(st.has_waiters(), Relaxed);
             trace::svcrdma_sq_retry(st.avail());
             if st.is_closed() {
                 return Err(ENOTCONN);
@@ -157,6 +165,12 @@ impl SqGate {
             }
         }
         Ok(())
+    }
+
+    /// Whether Replies wait for send queue room (C `svc_rdma_has_wspace`
+    /// looks at its wait queues the same way, without a lock).
+    pub(super) fn has_waiters(&self) -> bool {
+        self.waiting.load(Relaxed)
     }
 
     /// Slots in all: the most one chain may take.

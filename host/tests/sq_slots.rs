@@ -36,7 +36,9 @@ fn a_release_wakes_waiting_replies_only_when_there_are_some() {
     // A completion with nobody waiting wakes nobody.
     assert_eq!(s.release(1), Wake::default());
     assert_eq!(s.try_take(2), Ok(false));
+    assert!(!s.has_waiters());
     s.begin_wait(0);
+    assert!(s.has_waiters());
     assert_eq!(
         s.release(1),
         Wake {
@@ -45,6 +47,7 @@ fn a_release_wakes_waiting_replies_only_when_there_are_some() {
         }
     );
     s.end_wait();
+    assert!(!s.has_waiters());
     assert_eq!(s.try_take(2), Ok(true));
     assert_eq!(s.release(1), Wake::default());
 }

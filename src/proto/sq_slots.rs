@@ -178,6 +178,11 @@ impl SqSlots {
         self.waiters = self.waiters.saturating_sub(1);
     }
 
+    /// Whether Replies wait for room.
+    pub const fn has_waiters(&self) -> bool {
+        self.waiters > 0
+    }
+
     /// Returns `n` slots; says whom to wake: the waiting Replies if there
     /// are any (C checks `waitqueue_active`), and a starved Read operation
     /// once there is room for it again.
