@@ -292,13 +292,16 @@ data_check() {
 }
 
 # ---- two-VM synchronization (through files in the export) -------------------------
-# marker PATH: makes PATH, a file the peer acts on (and may remove at once),
-# in one step: a file made beside it under another name, then renamed into
-# place. touch is two RPCs, a create and a SETATTR of the times, and a file
-# the peer removed in between fails the second (NFSv3: "Stale file handle").
+# marker PATH [TEXT]: makes PATH, a file the peer acts on (and may remove at
+# once) or reads, in one step: a file made beside it under another name (with
+# the line TEXT, if given), then renamed into place, so the peer never sees
+# it half made. touch is two RPCs, a create and a SETATTR of the times, and
+# a file the peer removed in between fails the second (NFSv3: "Stale file
+# handle").
 marker() {
     _mk_tmp="$(dirname "$1")/.tmp-marker-$(basename "$1")"
-    : > "$_mk_tmp" && mv -f "$_mk_tmp" "$1"
+    if [ $# -ge 2 ]; then echo "$2" > "$_mk_tmp"; else : > "$_mk_tmp"; fi &&
+        mv -f "$_mk_tmp" "$1"
 }
 
 # Server: wait until the client created $EXPORT/.client-done (or .client-failed).

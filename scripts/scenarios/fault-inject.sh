@@ -167,8 +167,7 @@ server_requests() {
                     _a=$(device_cycle) ;;
                 *) _a=unknown ;;
             esac
-            echo "$_a" > "$EXPORT/.fi-ack-$_name.tmp"
-            mv "$EXPORT/.fi-ack-$_name.tmp" "$EXPORT/.fi-ack-$_name"
+            marker "$EXPORT/.fi-ack-$_name" "$_a"
         done
         sleep 1
     done

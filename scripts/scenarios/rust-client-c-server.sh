@@ -47,8 +47,7 @@ server_helper() {
             cat /proc/fs/nfsd/clients/*/states 2>/dev/null | grep -q 'type: deleg' && _g=1
             _t0=$(date +%s)
             timeout 100 sh -c "echo recalled >> '$EXPORT/deleg.dat'"
-            echo "$_g $(( $(date +%s) - _t0 ))" > "$EXPORT/.deleg-done.tmp"
-            mv "$EXPORT/.deleg-done.tmp" "$EXPORT/.deleg-done"
+            marker "$EXPORT/.deleg-done" "$_g $(( $(date +%s) - _t0 ))"
         fi
         if [ -e "$EXPORT/.restart-request" ]; then
             rm -f "$EXPORT/.restart-request"
