@@ -216,13 +216,13 @@ admin_rescuers() {
 # admin_backlog MNT: more concurrent RPCs than request slots. The client's
 # own slots (alloc_slot/free_slot) hand a freed slot to a task waiting on
 # the backlog; none may be lost (a lost one hangs the writers), and the
-# data must arrive whole.
+# data must arrive whole. 16 writers of 16 RPCs each keep 4 slots full.
 admin_backlog() {
     _m=$1 _n=admin-slots-backlog
     _slots0=$(cat $ADMIN_SYS/rdma_slot_table_entries)
     admin_write rdma_slot_table_entries 4 >/dev/null || { fail $_n "cannot write rdma_slot_table_entries"; return 1; }
     if nfs_mount 4.2 "$SERVER_IP" "$_m"; then
-        head -c 1048576 /dev/urandom > /tmp/.bkl-src
+        head -c 262144 /dev/urandom > /tmp/.bkl-src
         _want=$(sha256sum < /tmp/.bkl-src | cut -d' ' -f1)
         for _i in $(seq 1 16); do
             timeout 300 dd if=/tmp/.bkl-src of="$_m/bkl$_i.dat" bs=16k oflag=direct 2>/dev/null &

@@ -2,10 +2,13 @@
 # fault-inject: faults injected under load, two VMs, on the debug kernel
 # (kernel/debug.config: FAILSLAB, FAIL_PAGE_ALLOC, FAIL_SUNRPC).
 #   scripts/vm --two-vm fault-inject DIRECTIONS [SIZE_MIB]
-# DIRECTIONS: one or more CLIENT-SERVER[:VERS] joined by "+", run one after
-# the other in the same two VMs, e.g. rust-c:3+c-rust+rust-rust:4.1.
+# DIRECTIONS: one or more CLIENT-SERVER[:VERS[:PHASES]] joined by "+", run
+# one after the other in the same two VMs, e.g. rust-c:3+c-rust+rust-rust:4.1.
 # CLIENT and SERVER: rust (rpcrdma_rs.ko) or c (the in-tree rpcrdma.ko);
-# VERS defaults to 4.2. Between directions the client unmounts and the
+# VERS defaults to 4.2. PHASES, '.' between, picks the phases below that
+# the direction runs (all of them when absent), e.g.
+# rust-c:3:alloc.disconnect.memcg; devremove-client and devremove-server
+# name devremove's two halves. Between directions the client unmounts and the
 # server stops nfsd, and each side swaps its transport module (a rust
 # module must unload with nothing live).
 # The client runs fio (O_DIRECT writes, then a verifying read pass, over the
@@ -331,12 +334,12 @@ client_direction() {
     # hold it back (see c-client-rust-server, server_device_removal).
     [ -w /sys/module/nfsv4/parameters/directory_delegations ] &&
         echo N > /sys/module/nfsv4/parameters/directory_delegations
-    phase fi-alloc alloc_phase
-    phase fi-disconnect disconnect_phase
-    phase fi-nfsd-restart under_load nfsd-restart restart
-    phase fi-devremove-client under_load devremove-client local-devremove
-    phase fi-devremove-server under_load devremove-server devremove
-    phase fi-memcg memcg_phase
+    wanted alloc && phase fi-alloc alloc_phase
+    wanted disconnect && phase fi-disconnect disconnect_phase
+    wanted restart && phase fi-nfsd-restart under_load nfsd-restart restart
+    wanted devremove-client && phase fi-devremove-client under_load devremove-client local-devremove
+    wanted devremove-server && phase fi-devremove-server under_load devremove-server devremove
+    wanted memcg && phase fi-memcg memcg_phase
     show_xprt
     marker $MNT/.client-done; sync
     nfs_umount $MNT || fail "$DIR_TAG:fi-umount" "umount"
@@ -356,11 +359,28 @@ unload_no_leaks() {
 
 server_nfsd_down() { ! tcp_probe "$SERVER_IP" 2049; }
 
-# set_direction SPEC: CLIENT_MOD, SERVER_MOD, VERS and DIR_TAG from
-# CLIENT-SERVER[:VERS].
+# wanted PHASE: the direction runs PHASE.
+wanted() {
+    [ -z "$PHASES" ] && return 0
+    case ".$PHASES." in *".$1."*) return 0 ;; esac
+    # devremove: both halves
+    case "$1" in devremove-*) case ".$PHASES." in *.devremove.*) return 0 ;; esac ;; esac
+    return 1
+}
+
+# set_direction SPEC: CLIENT_MOD, SERVER_MOD, VERS, PHASES and DIR_TAG from
+# CLIENT-SERVER[:VERS[:PHASES]].
 set_direction() {
-    VERS=${1#*:}; [ "$VERS" = "$1" ] && VERS=4.2
-    _pair=${1%%:*}
+    IFS=: read -r _pair VERS PHASES <<EOF_SPEC
+$1
+EOF_SPEC
+    VERS=${VERS:-4.2}
+    for _p in $(echo "$PHASES" | tr '.' ' '); do
+        case $_p in
+            alloc|disconnect|restart|devremove|devremove-client|devremove-server|memcg) ;;
+            *) fail fault-inject "bad phase $_p in $1 (alloc, disconnect, restart, devremove[-client|-server], memcg)"; return 1 ;;
+        esac
+    done
     CLIENT_MOD=${_pair%-*} SERVER_MOD=${_pair#*-}
     DIR_TAG="$CLIENT_MOD-$SERVER_MOD-v$VERS"
     case "$CLIENT_MOD $SERVER_MOD" in
