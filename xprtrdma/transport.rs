@@ -10,10 +10,12 @@ use crate::config::Config;
 use crate::proto::planner::physical_payload_for;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
-use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtLocked, XprtLockedBy, XprtStats};
+use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtCounters, XprtLocked, XprtLockedBy};
 use crate::rust::sunrpc::xprt_class::XprtOps;
 use kernel::new_mutex;
 use kernel::prelude::*;
+use kernel::seq_file::SeqFile;
+use kernel::seq_print;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Mutex, SetOnce};
 
@@ -348,27 +350,48 @@ impl XprtOps for Client {
         }
     }
 
-    fn stats(&self) -> XprtStats {
+    fn print_stats(&self, m: &SeqFile, x: &XprtCounters) {
         let s = &self.inner.stats;
         let g = |c: &Atomic<u64>| c.load(Relaxed);
-        XprtStats {
-            read_chunk_count: g(&s.read_chunk_count),
-            write_chunk_count: g(&s.write_chunk_count),
-            reply_chunk_count: g(&s.reply_chunk_count),
-            total_rdma_request: g(&s.total_rdma_request),
-            total_rdma_reply: g(&s.total_rdma_reply),
-            pullup_copy_count: g(&s.pullup_copy_count),
-            fixup_copy_count: g(&s.fixup_copy_count),
-            hardway_register_count: g(&s.hardway_register_count),
-            failed_marshal_count: g(&s.failed_marshal_count),
-            bad_reply_count: g(&s.bad_reply_count),
-            nomsg_call_count: g(&s.nomsg_call_count),
-            mrs_recycled: g(&s.mrs_recycled),
-            mrs_orphaned: g(&s.mrs_orphaned),
-            mrs_allocated: g(&s.mrs_allocated),
-            local_inv_needed: g(&s.local_inv_needed),
-            empty_sendctx_q: g(&s.empty_sendctx_q),
-        }
+        // The C module's fields in its order (`xprt_rdma_print_stats`):
+        // mountstats and nfsiostat parse this line.
+        seq_print!(
+            m,
+            "\txprt:\trdma 0 {} {} {} {} {} {} {} {} {} ",
+            x.bind_count,
+            x.connect_count,
+            x.connect_secs,
+            x.idle_secs,
+            x.sends,
+            x.recvs,
+            x.bad_xids,
+            x.req_u,
+            x.bklog_u
+        );
+        seq_print!(
+            m,
+            "{} {} {} {} {} {} {} {} {} {} {} ",
+            g(&s.read_chunk_count),
+            g(&s.write_chunk_count),
+            g(&s.reply_chunk_count),
+            g(&s.total_rdma_request),
+            g(&s.total_rdma_reply),
+            g(&s.pullup_copy_count),
+            g(&s.fixup_copy_count),
+            g(&s.hardway_register_count),
+            g(&s.failed_marshal_count),
+            g(&s.bad_reply_count),
+            g(&s.nomsg_call_count)
+        );
+        seq_print!(
+            m,
+            "{} {} {} {} {} 0\n",
+            g(&s.mrs_recycled),
+            g(&s.mrs_orphaned),
+            g(&s.mrs_allocated),
+            g(&s.local_inv_needed),
+            g(&s.empty_sendctx_q)
+        );
     }
 }
 

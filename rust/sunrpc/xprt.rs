@@ -21,7 +21,7 @@ use crate::rust::sunrpc::xprt_class;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
-use kernel::ffi::{c_ulong, c_void};
+use kernel::ffi::{c_long, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -38,27 +38,32 @@ const XDRBUF_SPARSE_PAGES: u32 = 4;
 /// flavor computes over or transforms the data (krb5i, krb5p).
 const RPCAUTH_AUTH_DATATOUCH: u32 = 1;
 
-/// Counters of the `xprt: rdma` mountstats line, in its order (the C
-/// module's `xprt_rdma_print_stats`).
-#[allow(missing_docs)]
+/// The counters sunrpc keeps for every transport (`rpc_xprt::stat`), in
+/// the order a transport's mountstats line starts with them (C
+/// `xprt_rdma_print_stats`, `xs_tcp_print_stats`): what follows them is
+/// the transport's own ([`XprtOps::print_stats`]).
+///
+/// [`XprtOps::print_stats`]: crate::rust::sunrpc::xprt_class::XprtOps::print_stats
 #[derive(Clone, Copy, Debug, Default)]
-pub struct XprtStats {
-    pub read_chunk_count: u64,
-    pub write_chunk_count: u64,
-    pub reply_chunk_count: u64,
-    pub total_rdma_request: u64,
-    pub total_rdma_reply: u64,
-    pub pullup_copy_count: u64,
-    pub fixup_copy_count: u64,
-    pub hardway_register_count: u64,
-    pub failed_marshal_count: u64,
-    pub bad_reply_count: u64,
-    pub nomsg_call_count: u64,
-    pub mrs_recycled: u64,
-    pub mrs_orphaned: u64,
-    pub mrs_allocated: u64,
-    pub local_inv_needed: u64,
-    pub empty_sendctx_q: u64,
+pub struct XprtCounters {
+    /// Port bindings (`bind_count`).
+    pub bind_count: c_ulong,
+    /// Connections made (`connect_count`).
+    pub connect_count: c_ulong,
+    /// Time spent connecting, in seconds (`connect_time`).
+    pub connect_secs: c_ulong,
+    /// Seconds since the transport was last used; 0 while not connected.
+    pub idle_secs: c_long,
+    /// Requests sent (`sends`).
+    pub sends: c_ulong,
+    /// Replies received (`recvs`).
+    pub recvs: c_ulong,
+    /// Replies whose xid matched no request (`bad_xids`).
+    pub bad_xids: c_ulong,
+    /// Sum of the requests in flight at each send (`req_u`).
+    pub req_u: u64,
+    /// Sum of the backlog at each send (`bklog_u`).
+    pub bklog_u: u64,
 }
 
 /// Offset of `p` in its page.

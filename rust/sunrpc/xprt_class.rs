@@ -18,7 +18,7 @@
 use crate::rust::bindings;
 use crate::rust::kext::workqueue::OwnedQueue;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtLocked, XprtStats};
+use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtCounters, XprtLocked};
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 use crate::rust::sunrpc::xprt_bc::BcPool;
 use crate::rust::sunrpc::xprt_slots::{Slot, SlotTable, SLOT_BUF};
@@ -32,7 +32,6 @@ use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_ushort, c_void};
 use kernel::prelude::*;
 use kernel::seq_file::SeqFile;
-use kernel::seq_print;
 use kernel::time::msecs_to_jiffies;
 use kernel::types::{ForeignOwnable, Opaque};
 use kernel::ThisModule;
@@ -77,8 +76,10 @@ pub trait XprtOps: Sized + Send + Sync {
     fn close(&self, locked: &mut XprtLocked<'_>);
     /// Releases what a request still holds (its reply never came).
     fn buf_free(&self, rqst: &RpcRqst<'_>);
-    /// The mountstats counters.
-    fn stats(&self) -> XprtStats;
+    /// Writes the transport's line of `/proc/self/mountstats`, which
+    /// starts with `counters` (the same for every transport, each line
+    /// ending with the transport's own counters).
+    fn print_stats(&self, m: &SeqFile, counters: &XprtCounters);
     /// Deferred work requested with [`Xprt::schedule_flush`] (process
     /// context).
     fn flush(&self);
@@ -993,62 +994,36 @@ impl<T: XprtOps> OpsTable<T> {
         })
     }
 
-    /// The `xprt: rdma` line of `/proc/self/mountstats`.
+    /// The transport's line of `/proc/self/mountstats`.
     ///
     /// # Safety
     ///
     /// Called by sunrpc with a live transport and its seq_file.
     unsafe extern "C" fn print_stats(xprt: *mut bindings::rpc_xprt, seq: *mut bindings::seq_file) {
         // SAFETY: Between setup and destroy.
-        let s = unsafe { Self::state(xprt) }.stats();
+        let s = unsafe { Self::state(xprt) };
         // SAFETY: The seq_file is the caller's, for the call.
         let m = unsafe { SeqFile::from_raw(seq.cast()) };
         // SAFETY: Live transport; the counters are plain loads, as in C.
         let (x, connected) = unsafe { (&*xprt, xprt_connected(xprt)) };
+        let hz = kb::CONFIG_HZ as c_ulong;
         let idle = if connected {
-            (jiffies().wrapping_sub(x.last_used) as isize) / kb::CONFIG_HZ as isize
+            (jiffies().wrapping_sub(x.last_used) as isize) / hz as isize
         } else {
             0
         };
-        // Same fields in the same order as the C module: mountstats and
-        // nfsiostat parse this line.
-        seq_print!(
-            m,
-            "\txprt:\trdma 0 {} {} {} {} {} {} {} {} {} ",
-            x.stat.bind_count,
-            x.stat.connect_count,
-            x.stat.connect_time / kb::CONFIG_HZ as c_ulong,
-            idle,
-            x.stat.sends,
-            x.stat.recvs,
-            x.stat.bad_xids,
-            x.stat.req_u,
-            x.stat.bklog_u
-        );
-        seq_print!(
-            m,
-            "{} {} {} {} {} {} {} {} {} {} {} ",
-            s.read_chunk_count,
-            s.write_chunk_count,
-            s.reply_chunk_count,
-            s.total_rdma_request,
-            s.total_rdma_reply,
-            s.pullup_copy_count,
-            s.fixup_copy_count,
-            s.hardway_register_count,
-            s.failed_marshal_count,
-            s.bad_reply_count,
-            s.nomsg_call_count
-        );
-        seq_print!(
-            m,
-            "{} {} {} {} {} 0\n",
-            s.mrs_recycled,
-            s.mrs_orphaned,
-            s.mrs_allocated,
-            s.local_inv_needed,
-            s.empty_sendctx_q
-        );
+        let counters = XprtCounters {
+            bind_count: x.stat.bind_count,
+            connect_count: x.stat.connect_count,
+            connect_secs: x.stat.connect_time / hz,
+            idle_secs: idle,
+            sends: x.stat.sends,
+            recvs: x.stat.recvs,
+            bad_xids: x.stat.bad_xids,
+            req_u: x.stat.req_u,
+            bklog_u: x.stat.bklog_u,
+        };
+        s.print_stats(m, &counters);
     }
 
     /// Swap over this transport needs nothing more (C likewise).
