@@ -19,6 +19,12 @@ const IB_CLIENT_NAME: &core::ffi::CStr = c"rpcrdma_rs_kunit";
 #[path = "../src/proto/mod.rs"]
 pub mod proto;
 
+/// The server's registration cache, which the verbs suite drives over a
+/// real device (parts of it only: the rest serves the server).
+#[path = "../svcrdma/regcache/mod.rs"]
+#[allow(dead_code)]
+pub mod regcache;
+
 mod client_hostile;
 mod client_tests;
 mod proto_tests;

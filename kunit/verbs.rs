@@ -6,10 +6,10 @@
 //! teardown that releases every object.
 
 use crate::proto::pieces::page_spans;
+use crate::regcache::{self, CacheUser, ClassSpec, RegCache};
 use crate::rust::kext::percpu::{self, PerCpuCounter};
 use crate::rust::kext::slab::SlabCache;
 use crate::rust::module::live;
-use crate::rust::module::regcache::{self, CacheUser, ClassSpec, RegCache};
 use crate::rust::rdma::cm::{Addr, CmEvent, CmId};
 use crate::rust::rdma::device;
 use crate::rust::rdma::sink_pool::SinkMrPool;

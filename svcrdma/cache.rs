@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The server's use of the registration cache ([`crate::rust::module::regcache`]:
+//! The server's use of the registration cache ([`super::regcache`]:
 //! per device, slab-backed size classes whose buffers keep their DMA
 //! mapping and, for RDMA Read sinks on devices that need it, their memory
 //! registration across requests).
@@ -16,10 +16,10 @@
 //! maps, registers if needed, and frees); hits and misses are also counted
 //! in `/proc/sys/sunrpc/svc_rdma/rdma_stat_cache_{hit,miss}`.
 
+use super::regcache::{CacheUser, ClassSpec, RegCache};
 use super::rw::PIECE;
 use super::stats::{stat_add, Stat};
 use crate::config::Config;
-use crate::rust::module::regcache::{CacheUser, ClassSpec, RegCache};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, Pd};
 use kernel::prelude::*;

@@ -20,7 +20,6 @@
 
 use crate::config::{Config, INLINE_MAX, REQUESTS_MAX, REQUESTS_MIN, SVC_REQ_SIZE_MIN};
 use crate::rust::kext::sysctl::{Entry, Sysctl, Tunable};
-use crate::rust::module::regcache::RegCache;
 use crate::rust::rdma::cm::Addr;
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
@@ -28,6 +27,7 @@ use crate::rust::sunrpc::svc::{BcCall, Registration, SvcRqst, SvcTransport, Xprt
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SetOnce};
+use regcache::RegCache;
 use stats::{stat_add, Stat};
 
 mod accept;
@@ -39,6 +39,7 @@ mod read;
 mod read_sinks;
 mod recv_queue;
 mod recvfrom;
+pub(crate) mod regcache;
 mod rw;
 mod sendto;
 mod sq_gate;
@@ -259,7 +260,7 @@ impl ServerTransport {
         // hits, misses, registrations, evictions and what is held.
         let file = KBox::pin_init(
             dir.read_callback_file(c"svc_registration_cache", (), &|(): &(), f| {
-                crate::rust::module::regcache::show(f)
+                regcache::show(f)
             }),
             GFP_KERNEL,
         )?;

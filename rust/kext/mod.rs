@@ -2,8 +2,10 @@
 
 //! What the kernel crate of Linux 7.3 lacks and this module needs, each a
 //! candidate for `rust/kernel/` on its own: slab caches, shrinkers, sysctl
-//! tables, workqueues, per-CPU counters, allocation scopes, rate limits.
+//! tables, workqueues, per-CPU counters, allocation scopes, rate limits,
+//! module-wide locks.
 
+pub mod global;
 pub mod memalloc;
 pub mod percpu;
 pub mod ratelimit;

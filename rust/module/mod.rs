@@ -7,5 +7,4 @@
 
 pub mod live;
 pub mod params;
-pub mod regcache;
 pub mod trace;
