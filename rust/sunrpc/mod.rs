@@ -18,4 +18,5 @@ pub mod xprt;
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 mod xprt_bc;
 pub mod xprt_class;
+mod xprt_locks;
 pub mod xprt_slots;

@@ -34,6 +34,7 @@ use crate::rust::sunrpc::reply_pages::ReplyPages;
 use crate::rust::sunrpc::svc_bc::BcRegistration;
 use crate::rust::sunrpc::svc_class;
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
+use crate::rust::sunrpc::xprt_locks::{queue_lock, transport_lock};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::from_result;
@@ -568,34 +569,36 @@ impl SvcRqst {
         // under `queue_lock`, the window is changed under
         // `transport_lock`, as sunrpc requires. `msg` is copied into the
         // request's receive head only if it fits.
+        let (queue, transport) = unsafe { (queue_lock(xprt), transport_lock(xprt)) };
+        let req = {
+            let _queue = queue.lock();
+            // SAFETY: As above, under `queue_lock` (held).
+            unsafe {
+                let req = bindings::xprt_lookup_rqst(xprt, xid.to_be());
+                if req.is_null() {
+                    return Ok(());
+                }
+                (*req).rq_private_buf = (*req).rq_rcv_buf;
+                let dst = (*req).rq_private_buf.head[0];
+                if dst.iov_len < msg.len() {
+                    return Ok(());
+                }
+                core::ptr::copy_nonoverlapping(msg.as_ptr(), dst.iov_base.cast::<u8>(), msg.len());
+                bindings::xprt_pin_rqst(req);
+                req
+            }
+        };
+        {
+            let _transport = transport.lock();
+            // SAFETY: As above, under `transport_lock` (held).
+            unsafe { (*xprt).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT };
+        }
+        let _queue = queue.lock();
+        // SAFETY: As above: the request was pinned under the lock, held
+        // again here.
         unsafe {
-            let queue = addr_of_mut!((*xprt).queue_lock).cast::<kernel::bindings::spinlock_t>();
-            kernel::bindings::spin_lock(queue);
-            let req = bindings::xprt_lookup_rqst(xprt, xid.to_be());
-            if req.is_null() {
-                kernel::bindings::spin_unlock(queue);
-                return Ok(());
-            }
-            (*req).rq_private_buf = (*req).rq_rcv_buf;
-            let dst = (*req).rq_private_buf.head[0];
-            if dst.iov_len < msg.len() {
-                kernel::bindings::spin_unlock(queue);
-                return Ok(());
-            }
-            core::ptr::copy_nonoverlapping(msg.as_ptr(), dst.iov_base.cast::<u8>(), msg.len());
-            bindings::xprt_pin_rqst(req);
-            kernel::bindings::spin_unlock(queue);
-
-            let transport =
-                addr_of_mut!((*xprt).transport_lock).cast::<kernel::bindings::spinlock_t>();
-            kernel::bindings::spin_lock(transport);
-            (*xprt).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT;
-            kernel::bindings::spin_unlock(transport);
-
-            kernel::bindings::spin_lock(queue);
             bindings::xprt_complete_rqst((*req).rq_task, len);
             bindings::xprt_unpin_rqst(req);
-            kernel::bindings::spin_unlock(queue);
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ use crate::rust::rdma::verbs::{
 };
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
 use crate::rust::sunrpc::xprt_class;
+use crate::rust::sunrpc::xprt_locks::{queue_lock, transport_lock};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
@@ -399,16 +400,15 @@ impl Xprt {
     /// until [`PinnedRqst::complete`] or drop.
     pub fn lookup(&self, xid: u32) -> Option<PinnedRqst> {
         let x = self.ptr.as_ptr();
-        // SAFETY: Valid by the type invariant; requests are looked up and
-        // pinned under `queue_lock`, as sunrpc requires.
+        // SAFETY: Valid by the type invariant.
+        let _queue = unsafe { queue_lock(x) }.lock();
+        // SAFETY: Requests are looked up and pinned under `queue_lock`
+        // (held), as sunrpc requires.
         let rqst = unsafe {
-            let lock = addr_of_mut!((*x).queue_lock).cast::<kernel::bindings::spinlock_t>();
-            kernel::bindings::spin_lock(lock);
             let rqst = bindings::xprt_lookup_rqst(x, xid.to_be());
             if !rqst.is_null() {
                 bindings::xprt_pin_rqst(rqst);
             }
-            kernel::bindings::spin_unlock(lock);
             rqst
         };
         // INVARIANT: Pinned above.
@@ -418,14 +418,10 @@ impl Xprt {
     /// Sets the congestion window to `credits` requests.
     pub fn update_cwnd(&self, credits: u32) {
         let x = self.ptr.as_ptr();
-        // SAFETY: Valid by the type invariant; `cwnd` is under
-        // `transport_lock`.
-        unsafe {
-            let lock = addr_of_mut!((*x).transport_lock).cast::<kernel::bindings::spinlock_t>();
-            kernel::bindings::spin_lock(lock);
-            (*x).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT;
-            kernel::bindings::spin_unlock(lock);
-        }
+        // SAFETY: Valid by the type invariant.
+        let _transport = unsafe { transport_lock(x) }.lock();
+        // SAFETY: `cwnd` is under `transport_lock` (held).
+        unsafe { (*x).cwnd = (credits as c_ulong) << bindings::RPC_CWNDSHIFT };
     }
 
     /// Whether sunrpc considers the transport connected.
@@ -873,11 +869,11 @@ impl PinnedRqst {
         let x = self.xprt.ptr.as_ptr();
         let r = self.rqst.as_ptr();
         // SAFETY: Pinned by the type invariant, so the request, its task
-        // and transport are live; completion and unpinning are under
-        // `queue_lock`, as sunrpc requires. Callers use the pin once.
+        // and transport are live.
+        let _queue = unsafe { queue_lock(x) }.lock();
+        // SAFETY: As above; completion and unpinning are under
+        // `queue_lock` (held), as sunrpc requires. Callers use the pin once.
         unsafe {
-            let lock = addr_of_mut!((*x).queue_lock).cast::<kernel::bindings::spinlock_t>();
-            kernel::bindings::spin_lock(lock);
             let task = (*r).rq_task;
             let copied = if status < 0 {
                 (*task).tk_status = status;
@@ -887,7 +883,6 @@ impl PinnedRqst {
             };
             bindings::xprt_complete_rqst(task, copied);
             bindings::xprt_unpin_rqst(r);
-            kernel::bindings::spin_unlock(lock);
         }
     }
 }

@@ -15,6 +15,7 @@
 //! C header: [`include/linux/sunrpc/bc_xprt.h`](srctree/include/linux/sunrpc/bc_xprt.h).
 
 use crate::rust::bindings;
+use crate::rust::sunrpc::xprt_locks::bc_pa_lock;
 use core::ptr::{addr_of_mut, null_mut};
 use kernel::bindings as kb;
 use kernel::ffi::{c_uint, c_ulong};
@@ -63,15 +64,11 @@ unsafe fn with_pool<R>(xprt: *mut bindings::rpc_xprt, f: impl FnOnce(&mut BcPool
     // SAFETY: By the safety requirement; the pool lives in the transport
     // (zeroed by `xprt_alloc`: empty).
     let pool = unsafe { crate::rust::sunrpc::xprt_class::bc_pool(xprt) };
-    // SAFETY: `bc_pa_lock` was initialised by `xprt_alloc`.
-    let lock = unsafe { addr_of_mut!((*xprt).bc_pa_lock).cast::<kb::spinlock_t>() };
-    // SAFETY: The lock guards the pool (type invariant of `BcPool`).
-    unsafe { kb::spin_lock(lock) };
-    // SAFETY: Exclusive while the lock is held.
-    let r = f(unsafe { &mut *pool });
-    // SAFETY: Taken above.
-    unsafe { kb::spin_unlock(lock) };
-    r
+    // SAFETY: Live transport (safety requirement).
+    let _guard = unsafe { bc_pa_lock(xprt) }.lock();
+    // SAFETY: The lock guards the pool (type invariant of `BcPool`), and
+    // is held: exclusive.
+    f(unsafe { &mut *pool })
 }
 
 /// Frees a request of [`alloc_rqst`] and its two pages.

@@ -21,6 +21,7 @@ use crate::rust::rdma::cm::{Addr, SockAddr};
 use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtCounters, XprtLocked};
 #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
 use crate::rust::sunrpc::xprt_bc::BcPool;
+use crate::rust::sunrpc::xprt_locks::transport_lock;
 use crate::rust::sunrpc::xprt_slots::{Slot, SlotTable, SLOT_BUF};
 use core::fmt::Write;
 use core::marker::PhantomData;
@@ -884,17 +885,17 @@ impl<T: XprtOps> OpsTable<T> {
         connect_timeout: c_ulong,
         reconnect_timeout: c_ulong,
     ) {
-        // SAFETY: Live transport; the fields are under `transport_lock`.
+        // SAFETY: Live transport.
+        let _transport = unsafe { transport_lock(xprt) }.lock();
+        // SAFETY: Live transport; the fields are under `transport_lock`
+        // (held).
         unsafe {
-            let lock = addr_of_mut!((*xprt).transport_lock).cast::<kb::spinlock_t>();
-            kb::spin_lock(lock);
             if connect_timeout < (*xprt).connect_timeout {
                 (*xprt).connect_timeout = connect_timeout;
             }
             if reconnect_timeout < (*xprt).max_reconnect_timeout {
                 (*xprt).max_reconnect_timeout = reconnect_timeout;
             }
-            kb::spin_unlock(lock);
         }
     }
 

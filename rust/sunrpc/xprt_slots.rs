@@ -16,16 +16,15 @@
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h).
 
 use crate::rust::bindings;
+use crate::rust::sunrpc::xprt_locks::reserve_lock;
 use core::any::TypeId;
 use core::pin::Pin;
-use core::ptr::{addr_of_mut, NonNull};
+use core::ptr::NonNull;
 use kernel::alloc::KVBox;
 use kernel::bindings as kb;
 use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::lock::spinlock::SpinLockBackend;
-use kernel::sync::lock::Lock;
 use kernel::types::Opaque;
 
 /// Bytes of a slot's buffer: a call and its reply buffer up to this size
@@ -256,17 +255,6 @@ impl<R> SlotTable<R> {
         let index = off / size;
         Some((u32::try_from(index).ok()?, self.slots.get(index)?))
     }
-}
-
-/// The transport's `reserve_lock`, the lock of its slots.
-///
-/// # Safety
-///
-/// `xprt` is a live transport, and the reference is not used past its life.
-unsafe fn reserve_lock<'a>(xprt: *mut bindings::rpc_xprt) -> &'a Lock<(), SpinLockBackend> {
-    // SAFETY: `xprt_alloc` initialised the lock; it lives with the
-    // transport (safety requirement).
-    unsafe { Lock::from_raw(addr_of_mut!((*xprt).reserve_lock).cast::<kb::spinlock_t>()) }
 }
 
 /// `tk_runstate` bits (the anonymous enum of `include/linux/sunrpc/sched.h`).
