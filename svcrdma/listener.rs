@@ -19,8 +19,14 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLock};
 
-/// Connection requests queued before new ones are refused.
-const BACKLOG: usize = 16;
+/// Connection requests queued before new ones are refused. Clients open
+/// their connections in bursts (a mount with `nconnect=16` opens sixteen
+/// at once, and every client reconnects at once after a server restart),
+/// and a refused one waits for sunrpc's reconnect and then for its
+/// requests' major timeout (60 s by default): C's accept queue has no
+/// bound at all. Each entry is a CM identifier not yet accepted and its
+/// private data (about a hundred bytes, allocated with the listener).
+const BACKLOG: usize = 256;
 
 /// A connection request waiting for `xpo_accept`.
 pub(super) struct Pending {
