@@ -760,15 +760,15 @@ mod tests {
         };
         assert!(normal.null_call_works()?);
         let mut stalled = KVec::new();
+        let mut all_sent = true;
         for i in 0..STALLED {
             let Some(mut c) = Client::connect_with(STALLER)? else {
                 pr_err!("svc_hostile: stalled connection {} not accepted\n", i);
                 return Err(ENOTCONN);
             };
             let src = c.ep.alloc_buf(STALL_SEG_LEN as usize, DmaDir::ToDevice)?;
-            let sent = c.send_stalled_call(&src)?;
+            all_sent &= c.send_stalled_call(&src)?;
             stalled.push((c, src), GFP_KERNEL)?;
-            assert!(sent);
         }
         // Time for the server to take every call and post its Reads.
         kernel::time::delay::fsleep(Delta::from_millis(500));
@@ -786,6 +786,12 @@ mod tests {
             "svc_hostile: NULL latency after the stalled connections closed: {} ms\n",
             after_ms
         );
+        // Asserted once every connection is gone: a failed assertion ends
+        // the test thread without unwinding, and a connection it held would
+        // outlive the module (its CM identifier's next event would then run
+        // the module's freed code).
+        drop(normal);
+        assert!(all_sent);
         assert!(during_ok);
         assert!(after_ok);
         Ok(())
@@ -841,8 +847,8 @@ mod tests {
         // the server's RDMA Read fails and it closes this connection
         // without answering the call.
         let (_, r) = c.exchange(&[0, 1, 32, 1, 1, 0, 0xdead, 64, 0, 0, 0, 0, 0], SILENCE_MS)?;
-        assert!(r.is_none());
         drop(c);
+        assert!(r.is_none());
         // Other connections keep being served.
         assert!(with_client(|_| Ok(true))?);
         Ok(())
@@ -893,9 +899,10 @@ mod tests {
             "svc_hostile: send-stalled connection closed by the server: {}\n",
             if closed { "yes" } else { "no" }
         );
-        // Asserted once the connection is gone (a failed assertion ends
-        // the test thread without unwinding).
+        // Asserted once both connections are gone (see
+        // `stalled_reads_leave_other_connections_served`).
         drop(c);
+        drop(normal);
         assert!(ok);
         assert!(closed);
         Ok(())

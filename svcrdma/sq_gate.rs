@@ -128,13 +128,16 @@ impl SqGate {
     /// completing: the connection is then closed.
     pub(super) fn acquire_n(&self, n: u32) -> Result {
         let mut st = self.state.lock();
+        // This Reply's own: it sleeps and wakes many times over the bound.
+        let mut clock = None;
         while !st.try_take(n).map_err(slot_error)? {
             stat_add(Stat::SqStarve, 1);
             trace::svcrdma_sq_full(st.avail());
+            let clock = clock.get_or_insert_with(|| st.stall_clock(now_ms()));
             // Counted under the lock the wait releases only once this
             // thread is on the wait queue: a release that sees the count
             // finds it there.
-            st.begin_wait(now_ms());
+            st.begin_wait();
             self.waiting.store(true, Relaxed);
             let _ = self
                 .wait
@@ -148,7 +151,7 @@ impl SqGate {
             // The link's lock nests inside the gate's (never the reverse:
             // the link calls its hook without its lock).
             let closing = self.link.is_closing();
-            let stalled = !closing && st.stalled(now_ms(), SQ_STALL_MS);
+            let stalled = !closing && st.stalled(clock, now_ms(), SQ_STALL_MS);
             if closing || stalled {
                 // Every other waiter leaves too, and nothing is posted again.
                 st.close();

@@ -37,7 +37,7 @@ fn a_release_wakes_waiting_replies_only_when_there_are_some() {
     assert_eq!(s.release(1), Wake::default());
     assert_eq!(s.try_take(2), Ok(false));
     assert!(!s.has_waiters());
-    s.begin_wait(0);
+    s.begin_wait();
     assert!(s.has_waiters());
     assert_eq!(
         s.release(1),
@@ -132,7 +132,7 @@ proptest! {
                 }
                 _ => {
                     if waiting == 0 {
-                        s.begin_wait(0);
+                        s.begin_wait();
                         waiting += 1;
                     } else {
                         s.end_wait();
@@ -150,30 +150,48 @@ proptest! {
 fn waiting_replies_stall_without_a_send_completing() {
     let mut s = SqSlots::new(4, 1);
     assert_eq!(s.try_take(4), Ok(true));
-    // Nobody waits: no stall however long nothing completes.
-    assert!(!s.stalled(10_000, 3_000));
-    s.begin_wait(1_000);
-    assert!(!s.stalled(2_000, 3_000));
-    assert!(!s.stalled(3_999, 3_000));
-    assert!(s.stalled(4_000, 3_000));
-    // A second waiter does not restart the clock.
-    s.begin_wait(4_500);
-    assert!(s.stalled(4_500, 3_000));
+    let mut first = s.stall_clock(1_000);
+    assert!(!s.stalled(&mut first, 2_000, 3_000));
+    assert!(!s.stalled(&mut first, 3_999, 3_000));
+    assert!(s.stalled(&mut first, 4_000, 3_000));
+    // A second waiter has a clock of its own.
+    let mut second = s.stall_clock(4_500);
+    assert!(!s.stalled(&mut second, 4_500, 3_000));
+    assert!(s.stalled(&mut first, 4_500, 3_000));
     // A Read's slots coming back is no progress of the Sends ...
     s.release(1);
-    assert!(s.stalled(5_000, 3_000));
-    // ... a Send's completion is, seen by the next waiter to wake.
+    assert!(s.stalled(&mut first, 5_000, 3_000));
+    // ... a Send's completion is, seen by each waiter when it next wakes.
     s.release_sent(1);
-    assert!(!s.stalled(6_000, 3_000));
-    assert!(!s.stalled(8_999, 3_000));
-    assert!(s.stalled(9_000, 3_000));
-    // Once every waiter left, the next one starts a new clock.
-    s.end_wait();
-    s.end_wait();
-    s.begin_wait(20_000);
-    assert!(!s.stalled(22_000, 3_000));
-    assert!(s.stalled(23_000, 3_000));
+    assert!(!s.stalled(&mut first, 6_000, 3_000));
+    assert!(!s.stalled(&mut first, 8_999, 3_000));
+    assert!(s.stalled(&mut first, 9_000, 3_000));
+    assert!(!s.stalled(&mut second, 7_000, 3_000));
+    assert!(s.stalled(&mut second, 10_000, 3_000));
     assert!(!s.is_closed());
     s.close();
     assert!(s.is_closed());
+}
+
+/// One Reply waiting alone, as the gate runs it: it counts itself as a
+/// waiter only while it sleeps (a second at most), and looks at its clock
+/// after each wake. It stalls once the bound has passed with no Send
+/// completed, however many times it slept and woke meanwhile.
+#[test]
+fn a_lone_waiter_stalls_across_its_wakes() {
+    let mut s = SqSlots::new(4, 1);
+    assert_eq!(s.try_take(4), Ok(true));
+    let mut clock = s.stall_clock(0);
+    let mut stalled_at = None;
+    for wake in 1..=10u64 {
+        s.begin_wait();
+        assert!(s.has_waiters());
+        s.end_wait();
+        assert!(!s.has_waiters());
+        if s.stalled(&mut clock, wake * 1_000, 3_000) {
+            stalled_at = Some(wake * 1_000);
+            break;
+        }
+    }
+    assert_eq!(stalled_at, Some(3_000));
 }

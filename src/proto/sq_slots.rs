@@ -11,8 +11,10 @@
 //! posting no Receives and asking for endless receiver-not-ready retries;
 //! on iWARP by not reading its TCP stream): Replies that wait for room then
 //! wait for ever, each holding a server thread. [`SqSlots::stalled`] tells
-//! a waiter when Replies have waited a bound with no Send completed, so the
-//! connection can be closed (C has no such bound).
+//! a waiter when it has waited a bound with no Send completed, so the
+//! connection can be closed (C has no such bound). Each waiter keeps its
+//! own [`StallClock`]: a single Reply waiting on its own, which sleeps and
+//! wakes many times over the bound, is as stalled as several.
 //!
 //! RDMA Reads never wait for a slot ([`SqSlots::try_take_read`]) and never
 //! take the last `read_keep` slots: a peer that stops answering Reads can
@@ -63,11 +65,17 @@ pub struct SqSlots {
     closed: bool,
     starved: bool,
     waiters: u32,
-    /// A Send completed since a waiter last looked ([`Self::stalled`]).
-    sent: bool,
-    /// When the waiting Replies last saw a Send complete, or began to
-    /// wait (milliseconds of the caller's clock).
-    moved_at: u64,
+    /// Chains ending in a Send that completed ([`Self::release_sent`]),
+    /// wrapping: a waiter's [`StallClock`] restarts when it changes.
+    sends_done: u64,
+}
+
+/// A waiting Reply's view of its connection's progress
+/// ([`SqSlots::stalled`]): since when it has seen no Send complete.
+#[derive(Clone, Copy, Debug)]
+pub struct StallClock {
+    since: u64,
+    seen: u64,
 }
 
 impl SqSlots {
@@ -82,8 +90,7 @@ impl SqSlots {
             closed: false,
             starved: false,
             waiters: 0,
-            sent: false,
-            moved_at: 0,
+            sends_done: 0,
         }
     }
 
@@ -149,28 +156,33 @@ impl SqSlots {
         Starve::Starved
     }
 
-    /// A Reply starts waiting for room at `now` (milliseconds); counted so
-    /// that a release knows to wake it. Called under the lock that the
-    /// wait releases only once the waiter is on the wait queue. The first
-    /// waiter starts the clock of [`Self::stalled`].
-    pub fn begin_wait(&mut self, now: u64) {
-        if self.waiters == 0 {
-            self.moved_at = now;
-            self.sent = false;
-        }
+    /// A Reply goes to sleep waiting for room; counted so that a release
+    /// knows to wake it. Called under the lock that the wait releases only
+    /// once the waiter is on the wait queue, each time it sleeps.
+    pub fn begin_wait(&mut self) {
         self.waiters = self.waiters.saturating_add(1);
     }
 
-    /// Asked by a waiting Reply each time it wakes, at `now`: whether
-    /// Replies have waited `bound` milliseconds or more with no Send
-    /// completed ([`Self::release_sent`]) meanwhile.
-    pub fn stalled(&mut self, now: u64, bound: u64) -> bool {
-        if self.sent {
-            self.sent = false;
-            self.moved_at = now;
+    /// The clock of a Reply that found no room at `now` (milliseconds of
+    /// the caller's clock), kept by it until it has room or gives up.
+    pub const fn stall_clock(&self, now: u64) -> StallClock {
+        StallClock {
+            since: now,
+            seen: self.sends_done,
+        }
+    }
+
+    /// Asked by a waiting Reply each time it wakes, at `now`, with its
+    /// clock: whether it has waited `bound` milliseconds or more with no
+    /// Send completed ([`Self::release_sent`]) meanwhile. A completion
+    /// restarts the clock.
+    pub fn stalled(&self, clock: &mut StallClock, now: u64, bound: u64) -> bool {
+        if clock.seen != self.sends_done {
+            clock.seen = self.sends_done;
+            clock.since = now;
             return false;
         }
-        self.waiters > 0 && now.saturating_sub(self.moved_at) >= bound
+        now.saturating_sub(clock.since) >= bound
     }
 
     /// A Reply stopped waiting (woken, timed out or interrupted).
@@ -201,7 +213,7 @@ impl SqSlots {
     /// As [`Self::release`], for the completion of a chain that ends in a
     /// Send: the send queue moved.
     pub fn release_sent(&mut self, n: u32) -> Wake {
-        self.sent = true;
+        self.sends_done = self.sends_done.wrapping_add(1);
         self.release(n)
     }
 
