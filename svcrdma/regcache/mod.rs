@@ -43,6 +43,9 @@
 //!
 //! `dev.rs` holds a device's cache and a connection's handle on it; this
 //! file the registry, its setup at module load and its reclaim.
+//!
+//! [`Endpoint::with_pd`]: crate::rust::rdma::verbs::Endpoint::with_pd
+//! [`MappedBuf`]: crate::rust::rdma::verbs::MappedBuf
 
 use crate::rust::kext::global::module_lock;
 use crate::rust::kext::shrinker::{Shrink, Shrinker};
