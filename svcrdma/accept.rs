@@ -9,7 +9,7 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
-use super::recv_queue::{RecvHandler, RecvQ, Ring, RECV_BATCH, RECV_EXTRA_BC};
+use super::recv_queue::{RecvHandler, RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -61,13 +61,19 @@ impl Conn {
             set.inline_recv,
             Some(p.private_data.as_bytes()),
         );
+        // Receives for requests to hold: at most `HELD_RECV_BYTES` of them.
+        let held_max = HELD_RECV_BYTES / neg.inline_recv.max(1);
         let sizing = ServerCredits::fit_to_device(
             set.max_requests,
             RECV_EXTRA_BC,
             RECV_BATCH,
+            held_max,
             crate::proto::credits::MAX_SLOT_TABLE * 2,
         );
-        let sq_depth = sizing.rq_depth.saturating_mul(4).saturating_add(64);
+        // Receives lent to requests need no Reply room of their own.
+        let sq_depth = (sizing.rq_depth - sizing.held_recvs)
+            .saturating_mul(4)
+            .saturating_add(64);
         // With `svc_memreg=cache`, the device's registration cache, whose
         // protection domain every server connection on the device shares
         // (see `cache.rs`), so its buffers and MRs serve them all. With
@@ -95,7 +101,7 @@ impl Conn {
         let attr = *ep.device_attr();
         let max_wr = attr.max_qp_wr.max(1);
         let sizing =
-            ServerCredits::fit_to_device(set.max_requests, RECV_EXTRA_BC, RECV_BATCH, max_wr);
+            ServerCredits::fit_to_device(set.max_requests, RECV_EXTRA_BC, RECV_BATCH, held_max, max_wr);
         // What the gate hands out: the queue pair's spare entry for the
         // drain is not included (see `Endpoint::send_depth`).
         let sq_depth = ep.send_depth();
@@ -139,6 +145,8 @@ impl Conn {
                         reads: 0,
                         max_reads,
                         ctxts,
+                        held: 0,
+                        max_held: sizing.held_recvs,
                     },
                     "svcrdma::rq"
                 ),

@@ -16,7 +16,7 @@
 
 use super::cache::BufCache;
 use super::read_sinks::ReadSinks;
-use super::recv_queue::{RecvHandler, RecvQ};
+use super::recv_queue::{RecvHandler, RecvQ, RECV_BATCH};
 use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
@@ -24,7 +24,7 @@ use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::verbs::{Endpoint, WorkRequest};
-use crate::rust::sunrpc::svc::XprtLink;
+use crate::rust::sunrpc::svc::{ArgLoan, XprtLink};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -163,6 +163,11 @@ pub(crate) struct CallCtxt {
     pub(super) call: DecodedCall,
     /// (position, length) of result payloads, one per Write chunk in order.
     pub(super) payloads: SmallList<(u32, u32), INLINE_CHUNKS>,
+    /// The Receive whose buffer the Call is read from in place, if it is:
+    /// posted again when the request is released.
+    pub(super) held_recv: Option<usize>,
+    /// That buffer's loan to sunrpc (kept here by the `svc` trampolines).
+    pub(super) arg: ArgLoan,
 }
 
 impl CallCtxt {
@@ -173,12 +178,15 @@ impl CallCtxt {
         match spare {
             Some(mut ctxt) => {
                 ctxt.payloads.clear();
+                ctxt.held_recv = None;
                 Ok(ctxt)
             }
             None => Ok(KBox::new(
                 Self {
                     call: DecodedCall::blank(),
                     payloads: SmallList::new(),
+                    held_recv: None,
+                    arg: ArgLoan::new(),
                 },
                 GFP_KERNEL,
             )?),
@@ -242,18 +250,23 @@ impl Conn {
     }
 
     /// Keeps the allocation of a released request's state for the next
-    /// Call, if there is room (its contents are overwritten then).
-    pub(super) fn release_ctxt(&self, ctxt: KBox<CallCtxt>) {
-        let rejected = self
-            .shared
-            .rq
-            .ring
-            .lock()
-            .ctxts
-            .push_within_capacity(ctxt)
-            .err();
+    /// Call, if there is room (its contents are overwritten then), and
+    /// queues the Receive its Call was read from in place, if it was, for
+    /// reposting: under one hold of the ring's lock.
+    pub(super) fn release_ctxt(&self, mut ctxt: KBox<CallCtxt>) {
+        let held = ctxt.held_recv.take();
+        let mut batch = [0usize; RECV_BATCH as usize];
+        let (rejected, n) = {
+            let mut r = self.shared.rq.ring.lock();
+            let n = match held {
+                Some(slot) => r.queue_repost(slot, true, &mut batch),
+                None => 0,
+            };
+            (r.ctxts.push_within_capacity(ctxt).err(), n)
+        };
         // Freed outside the lock.
         drop(rejected);
+        self.post_reposts(batch.get(..n).unwrap_or(&[]));
     }
 
     /// Posts a Send of `bytes`.

@@ -23,7 +23,7 @@ use crate::rust::kext::sysctl::{Entry, Sysctl, Tunable};
 use crate::rust::rdma::cm::Addr;
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
-use crate::rust::sunrpc::svc::{BcCall, Registration, SvcRqst, SvcTransport, XprtLink};
+use crate::rust::sunrpc::svc::{ArgLoan, BcCall, Registration, SvcRqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
 use kernel::sync::{Arc, SetOnce};
@@ -174,6 +174,10 @@ impl SvcTransport for SvcRdma {
         ddp_allowed: bool,
     ) -> Result {
         ctxt.result_payload(offset, length, ddp_allowed)
+    }
+
+    fn arg_loan(ctxt: &mut conn::CallCtxt) -> &mut ArgLoan {
+        &mut ctxt.arg
     }
 
     fn release_ctxt(data: &Xprt, ctxt: KBox<conn::CallCtxt>) {

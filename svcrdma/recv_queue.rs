@@ -19,6 +19,13 @@ use kernel::sync::{Arc, SpinLock};
 pub(super) const RECV_EXTRA_BC: u32 = 2;
 pub(super) const RECV_BATCH: u32 = 7;
 
+/// Most bytes of Receive buffers a connection keeps for requests to hold
+/// (Calls served in place, see [`Ring::max_held`]): 256 buffers at the
+/// default 4 KiB inline size, 16 at 64 KiB. More would rarely be used at
+/// once (a request holds its Receive while an nfsd thread works on it, or
+/// while it is deferred) and cost memory on every connection.
+pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
+
 /// Ring of completed Receives (slot, byte length) in arrival order, and
 /// the Calls being read.
 ///
@@ -49,6 +56,14 @@ pub(super) struct Ring {
     /// (C keeps its receive contexts on a free list): at most the credit
     /// grant of them, the list's capacity.
     pub(super) ctxts: KVec<KBox<CallCtxt>>,
+    /// Receives taken off the ring that may be, or are, held by requests
+    /// working on the Call in their buffer, not yet queued for reposting.
+    pub(super) held: u32,
+    /// At most this many are held: the Receives posted beyond those the
+    /// client may use (`RecvQueueSizing::held_recvs`), so that holding
+    /// them never leaves the client short of posted Receives. A Call
+    /// received while that many are held is copied out of its buffer.
+    pub(super) max_held: u32,
 }
 
 /// Takes the oldest operation of `list`.
@@ -83,6 +98,44 @@ pub(super) enum Next {
 }
 
 impl Ring {
+    /// Queues consumed Receive `slot` for reposting (`held`: it was taken
+    /// with a hold, see [`Ring::held`]); once the queue holds
+    /// [`RECV_BATCH`], moves it into `batch` and returns how many it moved
+    /// (0 otherwise).
+    pub(super) fn queue_repost(
+        &mut self,
+        slot: usize,
+        held: bool,
+        batch: &mut [usize; RECV_BATCH as usize],
+    ) -> usize {
+        if held {
+            self.held = self.held.saturating_sub(1);
+        }
+        let q = &mut self.repost;
+        if q.push_within_capacity(slot).is_err() {
+            // Cannot happen (capacity is the batch): post what we have.
+            return 0;
+        }
+        if q.len() < RECV_BATCH as usize {
+            return 0;
+        }
+        let n = q.len().min(batch.len());
+        for (dst, src) in batch.iter_mut().zip(q.drain_all()) {
+            *dst = src;
+        }
+        n
+    }
+
+    /// Takes a hold on a Receive taken off the ring, if fewer than
+    /// [`Ring::max_held`] are held.
+    pub(super) fn try_hold(&mut self) -> bool {
+        let ok = self.held < self.max_held;
+        if ok {
+            self.held += 1;
+        }
+        ok
+    }
+
     pub(super) fn push(&mut self, v: (usize, u32)) -> bool {
         let cap = self.slots.len();
         if cap == 0 || self.len >= cap {
@@ -205,41 +258,46 @@ impl CompletionHandler for RecvHandler {
 }
 
 impl Conn {
-    /// Queues a consumed Receive for reposting and posts the queue as one
-    /// chain once it holds [`RECV_BATCH`] (C `svc_rdma_refresh_recvs`).
-    /// The queue is never longer than the batch, and the receive queue
-    /// holds the credits, the backchannel's Receives and one batch more,
-    /// so the client never finds fewer posted Receives than it may use.
-    pub(super) fn repost(&self, slot: usize) {
-        let s = &self.shared;
+    /// Queues a consumed Receive for reposting (`held`: taken with a hold,
+    /// [`Ring::try_hold`]) and posts the queue as one chain once it holds
+    /// [`RECV_BATCH`] (C `svc_rdma_refresh_recvs`). The queue is never
+    /// longer than the batch, and the receive queue holds the credits, the
+    /// backchannel's Receives and one batch more besides those requests
+    /// hold, so the client never finds fewer posted Receives than it may
+    /// use.
+    pub(super) fn repost(&self, slot: usize, held: bool) {
         let mut batch = [0usize; RECV_BATCH as usize];
-        let n = {
-            let mut r = s.rq.ring.lock();
-            let q = &mut r.repost;
-            if q.push_within_capacity(slot).is_err() {
-                // Cannot happen (capacity is the batch): post what we have.
-                0
-            } else if q.len() < RECV_BATCH as usize {
-                return;
-            } else {
-                let n = q.len().min(batch.len());
-                for (dst, src) in batch.iter_mut().zip(q.drain_all()) {
-                    *dst = src;
-                }
-                n
-            }
-        };
-        let slots = batch.get(..n).unwrap_or(&[]);
+        let n = self
+            .shared
+            .rq
+            .ring
+            .lock()
+            .queue_repost(slot, held, &mut batch);
+        self.post_reposts(batch.get(..n).unwrap_or(&[]));
+    }
+
+    /// Posts the Receives of `slots` again, as one chain.
+    pub(super) fn post_reposts(&self, slots: &[usize]) {
+        if slots.is_empty() {
+            return;
+        }
+        let s = &self.shared;
         // Posted straight from the connection's Receives: no list of
         // references is built for the batch.
         let known = slots.iter().all(|slot| s.recvs.get(*slot).is_some());
         let wrs = slots.iter().filter_map(|slot| s.recvs.get(*slot));
-        if !known || s.ep.post_recv_batch(wrs).is_err() {
-            crate::pr_warn_ratelimited!(
-                "svcrdma: cannot repost {} receives; closing the connection\n",
-                n
-            );
-            s.link.close();
+        match s.ep.post_recv_batch(wrs) {
+            Ok(()) if known => {}
+            // The connection is ending (its queue pair drained): nothing
+            // to say.
+            Err(e) if e == ESHUTDOWN => s.link.close(),
+            _ => {
+                crate::pr_warn_ratelimited!(
+                    "svcrdma: cannot repost {} receives; closing the connection\n",
+                    slots.len()
+                );
+                s.link.close();
+            }
         }
     }
 }

@@ -45,13 +45,22 @@ fn copy_read(
     })
 }
 
+/// What [`Conn::process`] made of a received message.
+enum Processed {
+    /// Dealt with: the Call laid out in the request's pages, if it was
+    /// one to process.
+    Done(Option<KBox<CallCtxt>>),
+    /// A Call to serve in place: bytes `at..at + len` of the message.
+    InPlace(KBox<CallCtxt>, usize, usize),
+}
+
 impl Conn {
     /// `xpo_recvfrom`: the next Call, if any (C `svc_rdma_recvfrom`).
     /// Calls whose Reads completed come first, then Calls waiting for send
     /// queue room if there is room, then the receive ring.
     pub(super) fn recvfrom(&self, rqst: &mut SvcRqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
-        let (next, spare) = {
+        let (next, spare, may_hold) = {
             let mut r = s.rq.ring.lock();
             let next = if let Some(op) = pop_front(&mut r.ready) {
                 Next::Op(op)
@@ -69,13 +78,15 @@ impl Conn {
                 Next::Idle
             };
             // The state of the request, if this turns out a Call: the
-            // allocation of a released one, taken under the lock at hand.
-            let spare = match next {
-                Next::Recv(..) => r.ctxts.pop(),
+            // allocation of a released one, taken under the lock at hand,
+            // and whether the Call may be read in place (a hold on its
+            // Receive, given back with the repost if it is not).
+            let (spare, may_hold) = match next {
+                Next::Recv(..) => (r.ctxts.pop(), r.try_hold()),
                 // A Call being read has its state already (`ReadWork`).
-                _ => None,
+                _ => (None, false),
             };
-            (next, spare)
+            (next, spare, may_hold)
         };
         rqst.received();
         let (slot, byte_len) = match next {
@@ -84,20 +95,30 @@ impl Conn {
             Next::Recv(slot, len) => (slot, len),
         };
         stat_add(Stat::Recv, 1);
-        let wr = s.recvs.get(slot)?;
         // Decoded where the device put it (C decodes `rc_recv_buf` in
-        // place); the Receive is posted again once that is done.
-        let res = match (wr.buf(0), usize_of(byte_len)) {
-            (Some(buf), Ok(n)) => buf
-                .with_received(n.min(buf.len()), |msg| self.process(rqst, msg, spare))
-                .and_then(|r| r),
-            (None, _) => Err(EINVAL),
-            (_, Err(e)) => Err(e),
-        };
-        self.repost(slot);
+        // place). A Call without Read chunks is served from there too
+        // (`rq_arg` points into the buffer) when the hold allows: its
+        // Receive is posted again when the request is released. Otherwise
+        // the Receive is posted again once the message is dealt with.
+        let buf = s.recvs.get(slot).and_then(|wr| wr.buf(0)).ok_or(EINVAL);
+        let res = buf
+            .and_then(|buf| buf.lend_received(usize_of(byte_len)?.min(buf.len())))
+            .and_then(|loan| match self.process(rqst, loan.bytes(), spare, may_hold)? {
+                Processed::Done(ctxt) => Ok(ctxt),
+                Processed::InPlace(mut ctxt, at, len) => {
+                    rqst.set_arg_in_place(loan, at, len)?;
+                    ctxt.held_recv = Some(slot);
+                    Ok(Some(ctxt))
+                }
+            });
         match res {
-            Ok(ctxt) => ctxt,
+            Ok(Some(ctxt)) if ctxt.held_recv.is_some() => Some(ctxt),
+            Ok(ctxt) => {
+                self.repost(slot, may_hold);
+                ctxt
+            }
             Err(e) => {
+                self.repost(slot, may_hold);
                 crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
                 None
             }
@@ -154,18 +175,19 @@ impl Conn {
         rqst: &mut SvcRqst,
         msg: &[u8],
         spare: Option<KBox<CallCtxt>>,
-    ) -> Result<Option<KBox<CallCtxt>>> {
+        may_hold: bool,
+    ) -> Result<Processed> {
         let s = &self.shared;
         let hdr = match decode_call(msg, &s.limits) {
             Ok(h) => h,
             Err(e) => {
                 self.send_decode_error(msg, &e);
-                return Ok(None);
+                return Ok(Processed::Done(None));
             }
         };
         let xid = hdr.xid;
         let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
-            return Ok(None);
+            return Ok(Processed::Done(None));
         };
         trace::svcrdma_decode_rqst(msg, msg.len().saturating_sub(inline.len()));
         if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
@@ -174,7 +196,7 @@ impl Conn {
             if let Err(e) = rqst.backchannel_reply(xid, inline, hdr.credits) {
                 crate::pr_warn_ratelimited!("svcrdma: backchannel reply dropped: {:?}\n", e);
             }
-            return Ok(None);
+            return Ok(Processed::Done(None));
         }
         // The request's state, its chunk lists parsed straight into it.
         let mut ctxt = CallCtxt::reuse_or_new(spare)?;
@@ -185,22 +207,30 @@ impl Conn {
             store.segs.as_mut_slice(),
         ) else {
             self.send_err_chunk(xid);
-            return Ok(None);
+            return Ok(Processed::Done(None));
         };
         // Checked before anything is read: the request's pages must hold
         // the Call (a call chunk of 4 MiB and more is refused here, never
         // allocated), and its regions must be consistent.
         let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
             self.send_err_chunk(xid);
-            return Ok(None);
+            return Ok(Processed::Done(None));
         };
         if !layout.needs_reads() {
+            // The Call is the inline body, all of it.
+            if may_hold {
+                let layout = pcl.layout();
+                ctxt.call.set(msg, &hdr, inline, layout);
+                let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
+                return Ok(Processed::InPlace(ctxt, at, inline.len()));
+            }
+            stat_add(Stat::CallsCopied, 1);
             if !self.assemble_in(rqst, xid, &layout, inline, None)? {
-                return Ok(None);
+                return Ok(Processed::Done(None));
             }
             let layout = pcl.layout();
             ctxt.call.set(msg, &hdr, inline, layout);
-            return Ok(Some(ctxt));
+            return Ok(Processed::Done(Some(ctxt)));
         }
         // One Read chunk (an NFS WRITE's data): read into pages of its
         // own that the request takes over, without a copy.
@@ -225,7 +255,7 @@ impl Conn {
         let mut kept = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
         kept.extend_from_slice(msg, GFP_KERNEL)?;
         self.start_reads(ReadWork::new(kept, ctxt, paged, &s.read_sinks)?)?;
-        Ok(None)
+        Ok(Processed::Done(None))
     }
 
     /// Counts a new Call being read and posts its first Reads.

@@ -41,6 +41,11 @@ pub(super) enum Stat {
     BcSetup,
     /// Backchannel Calls whose Send failed.
     BcSendErr,
+    /// Calls without Read chunks copied out of their Receive buffer
+    /// because requests held as many Receives as may be held: a count
+    /// that keeps rising says requests (deferred ones, say) keep their
+    /// Receives long.
+    CallsCopied,
 }
 
 /// Adds `n` to a counter of `/proc/sys/sunrpc/svc_rdma/`.
@@ -51,7 +56,7 @@ pub(super) fn stat_add(stat: Stat, n: u64) {
 }
 
 /// The counters, in the order of [`NAMES`].
-const COUNTERS: usize = 14;
+const COUNTERS: usize = 15;
 
 /// Names of the counters (C's first, then this module's own).
 const NAMES: [&CStr; COUNTERS] = [
@@ -69,6 +74,7 @@ const NAMES: [&CStr; COUNTERS] = [
     c"rdma_stat_cache_miss",
     c"rdma_stat_bc_setup",
     c"rdma_stat_bc_send_err",
+    c"rdma_stat_calls_copied",
 ];
 
 /// Files C keeps for compatibility and never updates: they read 0 and

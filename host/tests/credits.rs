@@ -117,13 +117,20 @@ fn server_grant_bounded_by_receives() {
 #[test]
 fn server_receive_queue_fits_device() {
     // C defaults: 128 requests, 2 bc, batch 8 (RPCRDMA_MAX_RECV_BATCH).
-    let f = ServerCredits::fit_to_device(128, 2, 8, 1 << 20);
-    assert_eq!((f.max_requests, f.rq_depth), (128, 139));
-    // Small device: everything fits exactly (C would oversubscribe by 2).
-    let f = ServerCredits::fit_to_device(128, 2, 8, 64);
-    assert_eq!(f.rq_depth, 64);
+    let f = ServerCredits::fit_to_device(128, 2, 8, 256, 1 << 20);
+    assert_eq!((f.max_requests, f.held_recvs, f.rq_depth), (128, 128, 267));
+    // Room for some Receives lent to requests, not one per credit.
+    let f = ServerCredits::fit_to_device(128, 2, 8, 256, 200);
+    assert_eq!((f.max_requests, f.held_recvs, f.rq_depth), (128, 61, 200));
+    // And no more than the caller can spare.
+    let f = ServerCredits::fit_to_device(128, 2, 8, 16, 1 << 20);
+    assert_eq!((f.max_requests, f.held_recvs, f.rq_depth), (128, 16, 155));
+    // Small device: everything fits exactly (C would oversubscribe by 2),
+    // and no Receive is lent.
+    let f = ServerCredits::fit_to_device(128, 2, 8, 256, 64);
+    assert_eq!((f.rq_depth, f.held_recvs), (64, 0));
     assert_eq!(f.max_requests + f.bc_requests + f.recv_batch + 1, 64);
-    let f = ServerCredits::fit_to_device(128, 2, 8, 2);
+    let f = ServerCredits::fit_to_device(128, 2, 8, 256, 2);
     assert_eq!(f.max_requests, 1);
 }
 
@@ -147,8 +154,9 @@ fn server_receives_cover_the_grant_with_a_batch_held_back() {
     for batch in [1u32, 7, 8] {
         for max_qp_wr in [16u32, 64, 100, 137, 138, 139, 140, 1000, 16384] {
             for max_requests in [4u32, 32, 128, 16384] {
-                let f = ServerCredits::fit_to_device(max_requests, 2, batch, max_qp_wr);
-                let posted = f.rq_depth - 1;
+                let f = ServerCredits::fit_to_device(max_requests, 2, batch, u32::MAX, max_qp_wr);
+                // Receives lent to requests are not posted.
+                let posted = f.rq_depth - 1 - f.held_recvs;
                 // What `recv_queue.rs` holds back is its own batch, whatever
                 // the sizing says.
                 let held = batch - 1;

@@ -865,7 +865,7 @@ impl Endpoint {
 
     /// Posts a Receive into `wr`'s scatter/gather list.
     pub fn post_recv<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>) -> Result {
-        if wr.dirs_to_device() {
+        if wr.dirs_to_device() || wr.bufs().any(|b| b.cpu_holds()) {
             return Err(EINVAL);
         }
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
@@ -943,8 +943,10 @@ impl Endpoint {
             let nsge = i32::try_from(wr.nsge).ok();
             // `queued` has as many entries as `list`: a slot in it means
             // `n < RECV_BATCH_MAX`.
-            let (Some(q), Some(nsge), false) = (queued.get_mut(n), nsge, wr.dirs_to_device())
-            else {
+            // A buffer the CPU holds (a Call lent to a request) is never
+            // handed to the device.
+            let unpostable = wr.dirs_to_device() || wr.bufs().any(|b| b.cpu_holds());
+            let (Some(q), Some(nsge), false) = (queued.get_mut(n), nsge, unpostable) else {
                 refused = true;
                 break;
             };
@@ -1926,6 +1928,33 @@ impl MappedBuf {
         Ok(f(bytes))
     }
 
+    /// As [`Self::with_received`], lending the bytes beyond one call: to
+    /// a request that works on a Call in its Receive buffer (C points
+    /// `rq_arg` into `rc_recv_buf`). While the loan lives the CPU holds
+    /// the buffer, and the buffer cannot be posted again
+    /// ([`Endpoint::post_recv_batch`] refuses it).
+    pub fn lend_received(self: &Arc<Self>, len: usize) -> Result<ReceivedLoan> {
+        if self.dir != DmaDir::FromDevice {
+            return Err(EINVAL);
+        }
+        self.cpu_range(0, len)?;
+        let cpu = self.cpu_access()?;
+        self.sync_for_cpu(len);
+        // The hold moves into the loan, which gives it up on drop.
+        core::mem::forget(cpu);
+        // INVARIANT: The hold was taken above and bytes `..len` synced.
+        Ok(ReceivedLoan {
+            buf: self.clone(),
+            len,
+        })
+    }
+
+    /// Whether the CPU holds the bytes (a [`ReceivedLoan`] or a copy in
+    /// progress): the device must not be given the buffer to write.
+    fn cpu_holds(&self) -> bool {
+        self.cpu_busy.load(Acquire)
+    }
+
     /// Makes what the device wrote visible to the CPU and calls `f` with a
     /// pointer to bytes `[offset, offset + len)`, for FFI code in `rust/`
     /// that copies them straight into kernel structures (no bounce copy).
@@ -1973,6 +2002,44 @@ impl MappedBuf {
             return None;
         }
         self.pd.global_rkey.map(|rkey| (self.dma, rkey))
+    }
+}
+
+/// The first `len` bytes a Receive put in a [`MappedBuf`], lent to the
+/// CPU until dropped ([`MappedBuf::lend_received`]).
+///
+/// # Invariants
+///
+/// This loan set `buf`'s CPU hold (`cpu_busy`) and alone clears it, on
+/// drop; `len <= buf.len`, and those bytes were synced for the CPU. The
+/// device does not write them while the hold is set: a buffer the CPU
+/// holds is never posted.
+pub struct ReceivedLoan {
+    buf: Arc<MappedBuf>,
+    len: usize,
+}
+
+impl ReceivedLoan {
+    /// The received bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `buf.len >= len` bytes (type
+        // invariants of `MappedBuf` and of the loan), which the `Arc` keeps
+        // allocated; the CPU hold keeps CPU writers away and the buffer off
+        // the device while `self` is borrowed.
+        unsafe { core::slice::from_raw_parts(self.buf.ptr.cast_const(), self.len) }
+    }
+
+    /// The bytes' address, for `rust/` code that hands them to C to read
+    /// (and to change in place, as sunrpc may do to a Call it unwraps)
+    /// while no Rust reference to them is held.
+    pub(crate) fn as_mut_ptr(&self) -> *mut u8 {
+        self.buf.ptr
+    }
+}
+
+impl Drop for ReceivedLoan {
+    fn drop(&mut self) {
+        self.buf.cpu_busy.store(false, Release);
     }
 }
 

@@ -28,7 +28,7 @@ use crate::rust::bindings;
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::rdma::verbs::{MappedBuf, PageRange, PageRef};
+use crate::rust::rdma::verbs::{MappedBuf, PageRange, PageRef, ReceivedLoan};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use crate::rust::sunrpc::svc_bc::BcRegistration;
@@ -290,6 +290,30 @@ pub struct SvcRqst {
     ptr: NonNull<bindings::svc_rqst>,
     received: bool,
     arg_len: u32,
+    /// The Receive buffer `rq_arg` points into, if it does
+    /// ([`Self::set_arg_in_place`]): kept with the request's context from
+    /// the end of `xpo_recvfrom`.
+    arg_loan: Option<ReceivedLoan>,
+}
+
+/// The Receive buffer a request's `rq_arg` points into, kept in the
+/// request's context ([`SvcTransport::Ctxt`]) until sunrpc releases the
+/// context (`xpo_release_ctxt`): only then does sunrpc stop reading the
+/// Call there. Filled and emptied by this module's trampolines only; a
+/// transport only stores it.
+pub struct ArgLoan(Option<ReceivedLoan>);
+
+impl ArgLoan {
+    /// No loan.
+    pub const fn new() -> Self {
+        Self(None)
+    }
+}
+
+impl Default for ArgLoan {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl SvcRqst {
@@ -472,6 +496,44 @@ impl SvcRqst {
             arg.buflen = len;
         }
         self.arg_len = len;
+        Ok(())
+    }
+
+    /// Lays out `rq_arg` for a Call that is bytes `offset..offset + len`
+    /// of a Receive buffer, read where the device put it (C
+    /// `svc_rdma_build_arg_xdr`): the head is those bytes, there are no
+    /// pages. The loan goes with the request's context and is given up
+    /// when sunrpc releases that ([`ArgLoan`]).
+    pub fn set_arg_in_place(&mut self, loan: ReceivedLoan, offset: usize, len: usize) -> Result {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || end > loan.bytes().len() {
+            return Err(EINVAL);
+        }
+        let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live; `rq_pages` has an
+        // entry past the first (`rq_maxpages` of them, and `arg_max` needs
+        // two), so `rq_pages + 1` is within it. The head points to `len`
+        // bytes of the loan's buffer (checked above), which the loan keeps
+        // allocated and off the device until sunrpc is done with `rq_arg`:
+        // the trampoline moves it into the request's context, released
+        // after the Reply (`svc_xprt_release`) or when a deferred request
+        // is freed, and sunrpc reads `rq_arg` only before that. No Rust
+        // reference to the bytes outlives this call.
+        unsafe {
+            let arg = &mut (*r).rq_arg;
+            arg.head[0].iov_base = loan.as_mut_ptr().add(offset).cast();
+            arg.head[0].iov_len = len;
+            arg.pages = (*r).rq_pages.add(1);
+            arg.page_base = 0;
+            arg.page_len = 0;
+            arg.tail[0].iov_base = core::ptr::null_mut();
+            arg.tail[0].iov_len = 0;
+            arg.len = len32;
+            arg.buflen = len32;
+        }
+        self.arg_len = len32;
+        self.arg_loan = Some(loan);
         Ok(())
     }
 
@@ -853,6 +915,10 @@ pub trait SvcTransport: Sized + 'static {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
+    /// Where the request's context keeps the Receive buffer its Call is
+    /// read from in place ([`SvcRqst::set_arg_in_place`]).
+    fn arg_loan(ctxt: &mut Self::Ctxt) -> &mut ArgLoan;
+
     /// Takes back the state of a request sunrpc is done with
     /// (`xpo_release_ctxt`), to reuse its allocation; without this
     /// method it is freed.
@@ -1070,13 +1136,17 @@ impl<T: SvcTransport> OpsTable<T> {
             ptr,
             received: false,
             arg_len: 0,
+            arg_loan: None,
         };
         // SAFETY: The request's transport is live and of this class.
         let h = unsafe { Self::holder(rqst.xprt()) };
         let ctxt = T::recvfrom(&h.data, &mut rqst);
         rqst.received();
         match ctxt {
-            Some(ctxt) if rqst.arg_len > 0 => {
+            Some(mut ctxt) if rqst.arg_len > 0 => {
+                // `rq_arg` may point into the loan's buffer: kept with the
+                // context until sunrpc releases it.
+                T::arg_loan(&mut ctxt).0 = rqst.arg_loan.take();
                 // SAFETY: `rqstp` is live; the context is owned by the
                 // request until `release_ctxt`. RDMA is a secure
                 // transport, as C `svc_rdma_recvfrom` says.
@@ -1091,7 +1161,16 @@ impl<T: SvcTransport> OpsTable<T> {
                 }
                 c_int::try_from(rqst.arg_len).unwrap_or(0)
             }
-            _ => 0,
+            Some(ctxt) => {
+                // No Call after all: the context goes back as sunrpc would
+                // give it back, the buffer lent (if any) first.
+                drop(rqst.arg_loan.take());
+                if T::HAS_RELEASE_CTXT {
+                    T::release_ctxt(&h.data, ctxt);
+                }
+                0
+            }
+            None => 0,
         }
     }
 
@@ -1125,6 +1204,7 @@ impl<T: SvcTransport> OpsTable<T> {
             ptr,
             received: true,
             arg_len: 0,
+            arg_loan: None,
         };
         // SAFETY: The request's transport is live and of this class.
         let h = unsafe { Self::holder(rqst.xprt()) };
@@ -1168,7 +1248,10 @@ impl<T: SvcTransport> OpsTable<T> {
         }
         // SAFETY: `ctxt` came from `KBox::<T::Ctxt>::into_foreign`; sunrpc
         // hands it back exactly once.
-        let ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
+        let mut ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
+        // sunrpc reads the Call no more: the buffer it was read from in
+        // place goes back to the transport first.
+        drop(T::arg_loan(&mut ctxt).0.take());
         if !T::HAS_RELEASE_CTXT || xprt.is_null() {
             return;
         }

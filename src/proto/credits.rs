@@ -190,11 +190,15 @@ impl ServerCredits {
     /// a receive side that holds back up to `recv_batch - 1` consumed
     /// Receives for a batched repost still has one posted per credit and
     /// backchannel request (audit finding 15: the cut used to assume a
-    /// batch of 1 while the server holds back 6).
+    /// batch of 1 while the server holds back 6). What room the device has
+    /// left then takes Receives for requests to hold (up to one per
+    /// request and `held_max`: [`RecvQueueSizing::held_recvs`]); they are
+    /// never taken from the requests.
     pub fn fit_to_device(
         max_requests: u32,
         bc_requests: u32,
         recv_batch: u32,
+        held_max: u32,
         max_qp_wr: u32,
     ) -> RecvQueueSizing {
         let depth = max_requests
@@ -202,11 +206,16 @@ impl ServerCredits {
             .saturating_add(recv_batch)
             .saturating_add(1);
         if depth <= max_qp_wr {
+            // What room is left holds Receives lent to requests (C
+            // allocates its receive contexts on demand instead): one per
+            // credit at most, and at most what the caller can spare.
+            let held_recvs = max_requests.min(held_max).min(max_qp_wr - depth);
             return RecvQueueSizing {
                 max_requests,
                 bc_requests,
                 recv_batch,
-                rq_depth: depth,
+                held_recvs,
+                rq_depth: depth + held_recvs,
             };
         }
         // The backchannel's, the batch's and the drain's WRs besides the
@@ -217,6 +226,7 @@ impl ServerCredits {
             max_requests,
             bc_requests,
             recv_batch,
+            held_recvs: 0,
             rq_depth: max_requests.saturating_add(besides),
         }
     }
@@ -255,7 +265,15 @@ pub struct RecvQueueSizing {
     pub bc_requests: u32,
     /// Receives posted per refill batch.
     pub recv_batch: u32,
-    /// Receive queue depth, including one WR for draining.
+    /// Receives beyond those that a request may keep from being posted
+    /// again while it works on the Call in their buffer (a Call served in
+    /// place): posted like the others, they keep the Receives the client
+    /// may use posted while requests hold theirs. Requests hold at most
+    /// this many at once; a Call received when they do is copied out of
+    /// its buffer instead.
+    pub held_recvs: u32,
+    /// Receive queue depth: every Receive posted at once, `held_recvs`
+    /// included, and one WR for draining.
     pub rq_depth: u32,
 }
 
