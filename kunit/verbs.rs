@@ -565,7 +565,10 @@ mod tests {
         let wait = Waiter::new()?;
         let wr = WorkRequest::new(wait.clone(), one_segment(&buf, 4096)?)?;
         pair.server.post_recv(wr.clone())?;
-        for (round, msg) in [&b"first call"[..], &b"second call, longer"[..]].iter().enumerate() {
+        for (round, msg) in [&b"first call"[..], &b"second call, longer"[..]]
+            .iter()
+            .enumerate()
+        {
             let send_buf = pair.client.alloc_buf(msg.len(), DmaDir::ToDevice)?;
             send_buf.write(0, msg)?;
             let sent = client_op(&pair, one_segment(&send_buf, msg.len())?, SendOp::Send)?;

@@ -100,8 +100,13 @@ impl Conn {
         *step = AcceptStep::Accept;
         let attr = *ep.device_attr();
         let max_wr = attr.max_qp_wr.max(1);
-        let sizing =
-            ServerCredits::fit_to_device(set.max_requests, RECV_EXTRA_BC, RECV_BATCH, held_max, max_wr);
+        let sizing = ServerCredits::fit_to_device(
+            set.max_requests,
+            RECV_EXTRA_BC,
+            RECV_BATCH,
+            held_max,
+            max_wr,
+        );
         // What the gate hands out: the queue pair's spare entry for the
         // drain is not included (see `Endpoint::send_depth`).
         let sq_depth = ep.send_depth();

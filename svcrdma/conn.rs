@@ -119,6 +119,26 @@ impl DecodedCall {
         Ok(&mut self.store)
     }
 
+    /// Storage for chunk lists as short as the common Calls': the inline
+    /// lists' (a one-pass decoder that finds more leaves the Call to the
+    /// general path, which sizes the storage for it).
+    pub(super) fn store_inline(&mut self) -> Result<&mut PclStore> {
+        self.store.chunks.refill(INLINE_CHUNKS)?;
+        self.store.segs.refill(INLINE_CHUNKS)?;
+        Ok(&mut self.store)
+    }
+
+    /// Keeps what a one-pass decode of a Call found: its XID, where its
+    /// lists went in this call's store ([`Self::store_inline`]), and the
+    /// length of its transport header, behind which the whole RPC Call
+    /// is inline.
+    pub(super) fn set_decoded(&mut self, xid: u32, header_len: usize, layout: ChunkLayout) {
+        self.xid = xid;
+        self.layout = layout;
+        self.header_len = header_len;
+        self.inline_at = header_len;
+    }
+
     /// Keeps what the chunk lists of `msg`, parsed into this call's store
     /// ([`Self::store_for`]), found (`layout`); `inline` is the inline
     /// body, a tail of `msg`.

@@ -14,9 +14,10 @@ use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::rw::count_read_call;
 use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
+use crate::proto::call_fast::{decode_call_fast, FastCall};
 use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
-use crate::proto::msg::{DecodeError, ErrorAction, ErrorBody};
+use crate::proto::msg::{ChunkLists, DecodeError, ErrorAction, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
 use crate::rust::module::trace::{self, BadRequest};
@@ -103,14 +104,16 @@ impl Conn {
         let buf = s.recvs.get(slot).and_then(|wr| wr.buf(0)).ok_or(EINVAL);
         let res = buf
             .and_then(|buf| buf.lend_received(usize_of(byte_len)?.min(buf.len())))
-            .and_then(|loan| match self.process(rqst, loan.bytes(), spare, may_hold)? {
-                Processed::Done(ctxt) => Ok(ctxt),
-                Processed::InPlace(mut ctxt, at, len) => {
-                    rqst.set_arg_in_place(loan, at, len)?;
-                    ctxt.held_recv = Some(slot);
-                    Ok(Some(ctxt))
-                }
-            });
+            .and_then(
+                |loan| match self.process(rqst, loan.bytes(), spare, may_hold)? {
+                    Processed::Done(ctxt) => Ok(ctxt),
+                    Processed::InPlace(mut ctxt, at, len) => {
+                        rqst.set_arg_in_place(loan, at, len)?;
+                        ctxt.held_recv = Some(slot);
+                        Ok(Some(ctxt))
+                    }
+                },
+            );
         match res {
             Ok(Some(ctxt)) if ctxt.held_recv.is_some() => Some(ctxt),
             Ok(ctxt) => {
@@ -170,11 +173,86 @@ impl Conn {
 
     /// Works on a received message: answers what is wrong with it,
     /// assembles an inline Call, or starts the RDMA Reads of its chunks.
+    /// The common Calls are decoded in one pass straight into the
+    /// request's state (`decode_call_fast`); the others go the general
+    /// way.
     fn process(
         &self,
         rqst: &mut SvcRqst,
         msg: &[u8],
         spare: Option<KBox<CallCtxt>>,
+        may_hold: bool,
+    ) -> Result<Processed> {
+        let s = &self.shared;
+        let mut ctxt = CallCtxt::reuse_or_new(spare)?;
+        let fast = {
+            let store = ctxt.call.store_inline()?;
+            decode_call_fast(
+                msg,
+                &s.limits,
+                store.chunks.as_mut_slice(),
+                store.segs.as_mut_slice(),
+            )
+        };
+        match fast {
+            Some(f) => self.process_fast(rqst, msg, ctxt, f, may_hold),
+            None => self.process_general(rqst, msg, ctxt, may_hold),
+        }
+    }
+
+    /// [`Self::process`] for a Call `decode_call_fast` took: no Read
+    /// chunk, so the Call is the inline body, all of it.
+    fn process_fast(
+        &self,
+        rqst: &mut SvcRqst,
+        msg: &[u8],
+        mut ctxt: KBox<CallCtxt>,
+        f: FastCall,
+        may_hold: bool,
+    ) -> Result<Processed> {
+        let inline = msg.get(f.header_len..).ok_or(EINVAL)?;
+        trace::svcrdma_decode_rqst(msg, f.header_len);
+        if f.no_chunks
+            && is_backchannel_reply(f.xid, &ChunkLists::default(), inline)
+            && rqst.has_backchannel()
+        {
+            self.backchannel_reply(rqst, f.xid, inline, f.credits);
+            return Ok(Processed::Done(None));
+        }
+        // The request's pages must hold the Call, as `CallLayout::new`
+        // checks on the general path.
+        let len = u32::try_from(inline.len())
+            .ok()
+            .filter(|n| *n > 0 && *n <= rqst.arg_max());
+        let Some(len) = len else {
+            self.send_err_chunk(f.xid);
+            return Ok(Processed::Done(None));
+        };
+        ctxt.call.set_decoded(f.xid, f.header_len, f.layout);
+        if may_hold {
+            return Ok(Processed::InPlace(ctxt, f.header_len, inline.len()));
+        }
+        stat_add(Stat::CallsCopied, 1);
+        rqst.set_arg(len)?;
+        rqst.write_arg(0, inline)?;
+        Ok(Processed::Done(Some(ctxt)))
+    }
+
+    /// C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
+    fn backchannel_reply(&self, rqst: &SvcRqst, xid: u32, inline: &[u8], credits: u32) {
+        stat_add(Stat::BcReplies, 1);
+        if let Err(e) = rqst.backchannel_reply(xid, inline, credits) {
+            crate::pr_warn_ratelimited!("svcrdma: backchannel reply dropped: {:?}\n", e);
+        }
+    }
+
+    /// [`Self::process`] for every other message, decoded by the general
+    /// decoder into `ctxt`.
+    fn process_general(
+        &self,
+        rqst: &mut SvcRqst,
+        msg: &[u8],
+        mut ctxt: KBox<CallCtxt>,
         may_hold: bool,
     ) -> Result<Processed> {
         let s = &self.shared;
@@ -191,15 +269,10 @@ impl Conn {
         };
         trace::svcrdma_decode_rqst(msg, msg.len().saturating_sub(inline.len()));
         if is_backchannel_reply(xid, lists, inline) && rqst.has_backchannel() {
-            // C svc_rdma_handle_bc_reply: a Reply to one of nfsd's callbacks.
-            stat_add(Stat::BcReplies, 1);
-            if let Err(e) = rqst.backchannel_reply(xid, inline, hdr.credits) {
-                crate::pr_warn_ratelimited!("svcrdma: backchannel reply dropped: {:?}\n", e);
-            }
+            self.backchannel_reply(rqst, xid, inline, hdr.credits);
             return Ok(Processed::Done(None));
         }
         // The request's state, its chunk lists parsed straight into it.
-        let mut ctxt = CallCtxt::reuse_or_new(spare)?;
         let store = ctxt.call.store_for(lists)?;
         let Ok(pcl) = ParsedChunks::build(
             lists,

@@ -209,13 +209,15 @@ impl ServerCredits {
             // What room is left holds Receives lent to requests (C
             // allocates its receive contexts on demand instead): one per
             // credit at most, and at most what the caller can spare.
-            let held_recvs = max_requests.min(held_max).min(max_qp_wr - depth);
+            let held_recvs = max_requests
+                .min(held_max)
+                .min(max_qp_wr.saturating_sub(depth));
             return RecvQueueSizing {
                 max_requests,
                 bc_requests,
                 recv_batch,
                 held_recvs,
-                rq_depth: depth + held_recvs,
+                rq_depth: depth.saturating_add(held_recvs),
             };
         }
         // The backchannel's, the batch's and the drain's WRs besides the

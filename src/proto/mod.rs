@@ -23,6 +23,9 @@
 //! - [`credits`]: credit accounting for both sides.
 //! - [`reply_fast`]: the client's one-pass decoder of the common reply
 //!   shapes, [`decode::decode_reply`] being its fallback and oracle.
+//! - [`call_fast`]: the server's one-pass decoder of the common Call
+//!   shapes, straight into parsed chunk lists; [`decode::decode_call`]
+//!   with [`pcl::ParsedChunks::build`] is its fallback and oracle.
 //! - [`regcache_policy`]: lookup and replacement (LRU, MRRC's MRE) of a
 //!   client registration cache.
 //! - [`golden`]: byte-exact golden vectors, runnable from KUnit.
@@ -42,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backchannel;
+pub mod call_fast;
 pub mod cm;
 pub mod credits;
 pub mod decode;

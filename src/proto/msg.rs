@@ -170,7 +170,7 @@ pub(crate) fn read_segment(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
 /// of a segment's bytes, for the reader above and for walks over lists
 /// the decoder has already bounds-checked.
 #[inline]
-fn segment_from(b: &[u8; SEGMENT_LEN]) -> Segment {
+pub(crate) fn segment_from(b: &[u8; SEGMENT_LEN]) -> Segment {
     let [h0, h1, h2, h3, l0, l1, l2, l3, o0, o1, o2, o3, o4, o5, o6, o7] = *b;
     Segment {
         handle: u32::from_be_bytes([h0, h1, h2, h3]),

@@ -98,6 +98,20 @@ pub struct ChunkLayout {
 }
 
 impl ChunkLayout {
+    /// The layout of lists with no Read chunks: `reply` Write chunks, then
+    /// a Reply chunk if `chunks` is one more (as the server's one-pass
+    /// decoder stores them, [`decode_call_fast`](super::call_fast::decode_call_fast)),
+    /// over `segments` segments.
+    pub(crate) fn of_write_and_reply(chunks: usize, segments: usize, reply: usize) -> Self {
+        Self {
+            chunks,
+            segments,
+            read: 0,
+            write: 0,
+            reply,
+        }
+    }
+
     /// The length of Write chunk `index` in `chunk_store` as this layout
     /// places the lists (see [`ParsedChunks::from_layout`]), without
     /// building the lists again; `None` past the last Write chunk or the

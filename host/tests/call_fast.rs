@@ -1,0 +1,239 @@
+//! The server's one-pass Call decoder against the general path, its
+//! oracle (`decode_call`, then `ParsedChunks::build`): on the shapes it
+//! takes it must store what the general path stores and say what it
+//! says, and everything else it must leave to it (`None`), on valid,
+//! random and mutated input.
+
+use proptest::prelude::*;
+use rpcrdma_proto::proto::call_fast::decode_call_fast;
+use rpcrdma_proto::proto::decode::decode_call;
+use rpcrdma_proto::proto::msg::{DecodeLimits, Segment};
+use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk};
+
+const LIM: DecodeLimits = DecodeLimits {
+    max_segments_per_chunk: 8,
+    max_chunks: 4,
+    max_payload: 1 << 20,
+    max_inline: 4096,
+};
+
+/// Storage as the server gives the fast decoder (its inline lists).
+const STORE: usize = 4;
+
+fn cfg(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// The fast decoder either agrees with the general path or defers to it.
+fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
+    // Storage left dirty by an earlier Call: the decoder must write what
+    // it hands out.
+    let junk = PclChunk {
+        position: 7,
+        length: 7,
+        payload_length: 7,
+        first_segment: 7,
+        segcount: 7,
+    };
+    let mut chunks = [junk; STORE];
+    let mut segs = [Segment::new(9, 9, 9); STORE];
+    let Some(f) = decode_call_fast(buf, lim, &mut chunks, &mut segs) else {
+        return Ok(false);
+    };
+    let hdr = decode_call(buf, lim);
+    prop_assert!(hdr.is_ok(), "general decoder refused: {:?}", hdr);
+    let hdr = hdr.unwrap();
+    prop_assert_eq!(hdr.xid, f.xid);
+    prop_assert_eq!(hdr.credits, f.credits);
+    prop_assert_eq!(hdr.header_len, f.header_len);
+    let (lists, _) = hdr.body.chunks_and_inline().unwrap();
+    let mut gc = vec![PclChunk::default(); ParsedChunks::chunks_needed(lists)];
+    let mut gs = vec![Segment::default(); ParsedChunks::segments_needed(lists)];
+    let pcl = ParsedChunks::build(lists, &mut gc, &mut gs);
+    prop_assert!(pcl.is_ok(), "build refused: {:?}", pcl);
+    let layout = pcl.unwrap().layout();
+    prop_assert_eq!(&layout, &f.layout);
+    let fast = ParsedChunks::from_layout(&f.layout, &mut chunks, &segs).unwrap();
+    let mut gc2 = gc.clone();
+    let general = ParsedChunks::from_layout(&layout, &mut gc2, &gs).unwrap();
+    prop_assert!(fast.call_chunk().is_none() && fast.read_chunks().is_empty());
+    prop_assert_eq!(fast.write_chunks(), general.write_chunks());
+    prop_assert_eq!(fast.reply_chunk(), general.reply_chunk());
+    for (a, b) in fast.write_chunks().iter().zip(general.write_chunks()) {
+        prop_assert_eq!(fast.segments(a), general.segments(b));
+    }
+    if let (Some(a), Some(b)) = (fast.reply_chunk(), general.reply_chunk()) {
+        prop_assert_eq!(fast.segments(a), general.segments(b));
+    }
+    prop_assert_eq!(
+        f.no_chunks,
+        lists.write.is_empty() && lists.reply.is_none() && lists.read.is_empty()
+    );
+    Ok(true)
+}
+
+/// A segment: handle, length, 64-bit offset.
+fn seg() -> impl Strategy<Value = [u32; 4]> {
+    (
+        any::<u32>(),
+        prop_oneof![0u32..70_000, any::<u32>()],
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(|(h, l, a, b)| [h, l, a, b])
+}
+
+/// The common shapes, well formed: up to three Write chunks and a Reply
+/// chunk or not; with an RPC message behind.
+fn common() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<u32>(),
+        0u32..512,
+        prop::collection::vec(prop::collection::vec(seg(), 1..4), 0..4),
+        prop::option::of(prop::collection::vec(seg(), 1..4)),
+        prop::collection::vec(any::<u8>(), 0..200),
+    )
+        .prop_map(|(xid, credits, writes, reply, payload)| {
+            let mut w = vec![xid, 1, credits, 0, 0];
+            for c in &writes {
+                w.extend([1, c.len() as u32]);
+                c.iter().for_each(|s| w.extend(s));
+            }
+            w.push(0);
+            match &reply {
+                Some(c) => {
+                    w.extend([1, c.len() as u32]);
+                    c.iter().for_each(|s| w.extend(s));
+                }
+                None => w.push(0),
+            }
+            let mut b = words(&w);
+            b.extend(payload);
+            b
+        })
+}
+
+#[test]
+fn a_read_call_is_decoded_in_one_pass() {
+    // NFS READ: one Write chunk of one 4 KiB segment, no Reply chunk.
+    let mut w = vec![0x1234, 1, 64, 0, 0, 1, 1, 0xabc, 4096, 0, 0x1000, 0, 0];
+    w.extend([0x1234, 0, 2, 100003, 4, 25]);
+    let b = words(&w);
+    let mut chunks = [PclChunk::default(); STORE];
+    let mut segs = [Segment::default(); STORE];
+    let f = decode_call_fast(&b, &LIM, &mut chunks, &mut segs).unwrap();
+    assert_eq!(
+        (f.xid, f.credits, f.header_len, f.no_chunks),
+        (0x1234, 64, 52, false)
+    );
+    assert_eq!(chunks[0].length, 4096);
+    assert_eq!(segs[0], Segment::new(0xabc, 4096, 0x1000));
+    assert!(agrees(&b, &LIM).unwrap());
+}
+
+#[test]
+fn what_the_fast_decoder_leaves_goes_to_the_general_path() {
+    let mut chunks = [PclChunk::default(); STORE];
+    let mut segs = [Segment::default(); STORE];
+    let base = [1u32, 1, 8, 0, 0, 0, 0, 1, 0];
+    let mut cases: Vec<Vec<u32>> = vec![];
+    // A Read list.
+    cases.push(vec![1, 1, 8, 0, 1, 0, 1, 16, 0, 0, 0, 0, 0, 0]);
+    // RDMA_NOMSG, RDMA_DONE, version 2.
+    let mut c = base.to_vec();
+    c[3] = 1;
+    cases.push(c);
+    let mut c = base.to_vec();
+    c[3] = 3;
+    cases.push(c);
+    let mut c = base.to_vec();
+    c[1] = 2;
+    cases.push(c);
+    // A discriminator of 2.
+    cases.push(vec![1, 1, 8, 0, 0, 2]);
+    // Five segments in all: more than the storage holds.
+    let mut c = vec![1, 1, 8, 0, 0, 1, 5];
+    (0..5).for_each(|_| c.extend([1, 1, 0, 0]));
+    c.extend([0, 0]);
+    cases.push(c);
+    // Truncated.
+    cases.push(vec![1, 1, 8, 0, 0, 1, 2, 1, 1, 0, 0]);
+    for c in cases {
+        assert!(
+            decode_call_fast(&words(&c), &LIM, &mut chunks, &mut segs).is_none(),
+            "{c:?}"
+        );
+    }
+}
+
+/// Common shapes the server's inline storage holds (four segments at
+/// most, lengths that cannot overflow): the fast decoder must take them.
+fn held() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<u32>(),
+        prop::collection::vec(any::<u32>(), 0..3),
+        prop::option::of(1usize..3),
+        0u32..70_000,
+    )
+        .prop_map(|(xid, handles, reply, len)| {
+            let mut w = vec![xid, 1, 32, 0, 0];
+            for h in &handles {
+                w.extend([1, 1, *h, len, 0, 0x2000]);
+            }
+            w.push(0);
+            match reply {
+                Some(n) => {
+                    w.extend([1, n as u32]);
+                    (0..n).for_each(|_| w.extend([5, len, 1, 0]));
+                }
+                None => w.push(0),
+            }
+            w.extend([xid, 0, 2]);
+            words(&w)
+        })
+}
+
+proptest! {
+    #![proptest_config(cfg(4096))]
+
+    #[test]
+    fn shapes_the_storage_holds_are_taken(buf in held()) {
+        prop_assert!(agrees(&buf, &LIM)?);
+    }
+
+    #[test]
+    fn the_common_shapes_agree(buf in common()) {
+        agrees(&buf, &LIM)?;
+    }
+
+    #[test]
+    fn mutated_common_shapes_agree_or_defer(
+        buf in common(),
+        at in any::<prop::sample::Index>(),
+        v in any::<u8>(),
+    ) {
+        let mut buf = buf;
+        let i = at.index(buf.len().min(120));
+        buf[i] = v;
+        agrees(&buf, &LIM)?;
+    }
+
+    #[test]
+    fn random_bytes_agree_or_defer(buf in prop::collection::vec(any::<u8>(), 0..160)) {
+        agrees(&buf, &LIM)?;
+    }
+
+    #[test]
+    fn tight_limits_agree_or_defer(buf in common(), segs in 1u32..3, chunks in 0u32..3) {
+        let lim = DecodeLimits { max_segments_per_chunk: segs, max_chunks: chunks, ..LIM };
+        agrees(&buf, &lim)?;
+    }
+}
