@@ -4,6 +4,9 @@
 //! says, and everything else it must leave to it (`None`), on valid,
 //! random and mutated input.
 
+mod common;
+
+use common::{cfg, seg, words};
 use proptest::prelude::*;
 use rpcrdma_proto::proto::call_fast::decode_call_fast;
 use rpcrdma_proto::proto::decode::decode_call;
@@ -19,18 +22,6 @@ const LIM: DecodeLimits = DecodeLimits {
 
 /// Storage as the server gives the fast decoder (its inline lists).
 const STORE: usize = 4;
-
-fn cfg(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-fn words(ws: &[u32]) -> Vec<u8> {
-    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
-}
 
 /// The fast decoder either agrees with the general path or defers to it.
 fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
@@ -78,17 +69,6 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
         lists.write.is_empty() && lists.reply.is_none() && lists.read.is_empty()
     );
     Ok(true)
-}
-
-/// A segment: handle, length, 64-bit offset.
-fn seg() -> impl Strategy<Value = [u32; 4]> {
-    (
-        any::<u32>(),
-        prop_oneof![0u32..70_000, any::<u32>()],
-        any::<u32>(),
-        any::<u32>(),
-    )
-        .prop_map(|(h, l, a, b)| [h, l, a, b])
 }
 
 /// The common shapes, well formed: up to three Write chunks and a Reply

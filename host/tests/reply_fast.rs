@@ -3,6 +3,9 @@
 //! result, and everything else it must leave to it (`None`), on valid,
 //! random and mutated input.
 
+mod common;
+
+use common::{cfg, seg, words};
 use proptest::prelude::*;
 use rpcrdma_proto::proto::decode::decode_reply;
 use rpcrdma_proto::proto::msg::{Body, DecodeLimits};
@@ -15,18 +18,6 @@ const LIM: DecodeLimits = DecodeLimits {
     max_inline: 4096,
 };
 
-fn cfg(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-fn words(ws: &[u32]) -> Vec<u8> {
-    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
-}
-
 /// The fast decoder either agrees with the general one or defers to it.
 fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
     match decode_reply_fast(buf, lim) {
@@ -36,17 +27,6 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
         }
         None => Ok(false),
     }
-}
-
-/// A segment: handle, length, 64-bit offset.
-fn seg() -> impl Strategy<Value = [u32; 4]> {
-    (
-        any::<u32>(),
-        prop_oneof![0u32..70_000, any::<u32>()],
-        any::<u32>(),
-        any::<u32>(),
-    )
-        .prop_map(|(h, l, a, b)| [h, l, a, b])
 }
 
 /// The common shapes, well formed: 0 inline, 1 one Write chunk, 2 a Reply
