@@ -274,17 +274,25 @@ impl Conn {
     /// queues the Receive its Call was read from in place, if it was, for
     /// reposting: under one hold of the ring's lock.
     pub(super) fn release_ctxt(&self, mut ctxt: KBox<CallCtxt>) {
-        let held = ctxt.held_recv.take();
+        let Some(slot) = ctxt.held_recv.take() else {
+            let rejected = self
+                .shared
+                .rq
+                .ring
+                .lock()
+                .ctxts
+                .push_within_capacity(ctxt)
+                .err();
+            // Freed outside the lock.
+            drop(rejected);
+            return;
+        };
         let mut batch = [0usize; RECV_BATCH as usize];
         let (rejected, n) = {
             let mut r = self.shared.rq.ring.lock();
-            let n = match held {
-                Some(slot) => r.queue_repost(slot, true, &mut batch),
-                None => 0,
-            };
+            let n = r.queue_repost(slot, true, &mut batch);
             (r.ctxts.push_within_capacity(ctxt).err(), n)
         };
-        // Freed outside the lock.
         drop(rejected);
         self.post_reposts(batch.get(..n).unwrap_or(&[]));
     }

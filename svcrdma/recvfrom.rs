@@ -185,15 +185,10 @@ impl Conn {
     ) -> Result<Processed> {
         let s = &self.shared;
         let mut ctxt = CallCtxt::reuse_or_new(spare)?;
-        let fast = {
-            let store = ctxt.call.store_inline()?;
-            decode_call_fast(
-                msg,
-                &s.limits,
-                store.chunks.as_mut_slice(),
-                store.segs.as_mut_slice(),
-            )
-        };
+        let fast = decode_call_fast(msg, &s.limits, || {
+            let store = ctxt.call.store_inline().ok()?;
+            Some((store.chunks.as_mut_slice(), store.segs.as_mut_slice()))
+        });
         match fast {
             Some(f) => self.process_fast(rqst, msg, ctxt, f, may_hold),
             None => self.process_general(rqst, msg, ctxt, may_hold),

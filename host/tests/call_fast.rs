@@ -36,7 +36,7 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
     };
     let mut chunks = [junk; STORE];
     let mut segs = [Segment::new(9, 9, 9); STORE];
-    let Some(f) = decode_call_fast(buf, lim, &mut chunks, &mut segs) else {
+    let Some(f) = decode_call_fast(buf, lim, || Some((&mut chunks[..], &mut segs[..]))) else {
         return Ok(false);
     };
     let hdr = decode_call(buf, lim);
@@ -109,7 +109,7 @@ fn a_read_call_is_decoded_in_one_pass() {
     let b = words(&w);
     let mut chunks = [PclChunk::default(); STORE];
     let mut segs = [Segment::default(); STORE];
-    let f = decode_call_fast(&b, &LIM, &mut chunks, &mut segs).unwrap();
+    let f = decode_call_fast(&b, &LIM, || Some((&mut chunks[..], &mut segs[..]))).unwrap();
     assert_eq!(
         (f.xid, f.credits, f.header_len, f.no_chunks),
         (0x1234, 64, 52, false)
@@ -148,7 +148,7 @@ fn what_the_fast_decoder_leaves_goes_to_the_general_path() {
     cases.push(vec![1, 1, 8, 0, 0, 1, 2, 1, 1, 0, 0]);
     for c in cases {
         assert!(
-            decode_call_fast(&words(&c), &LIM, &mut chunks, &mut segs).is_none(),
+            decode_call_fast(&words(&c), &LIM, || Some((&mut chunks[..], &mut segs[..]))).is_none(),
             "{c:?}"
         );
     }

@@ -100,17 +100,17 @@ impl Fill<'_> {
 }
 
 /// Decodes `buf` in one pass if it is one of the common Call shapes,
-/// its chunk lists into `chunks` and `segs` (which must hold them all);
+/// its chunk lists into the storage `store` gives (which must hold them
+/// all; asked for only once the fixed words say the shape may be one);
 /// `None` leaves it to the general path
 /// ([`decode_call`](super::decode::decode_call), then
 /// [`ParsedChunks::build`](super::pcl::ParsedChunks::build)). Storage
 /// beyond what the returned layout names is left as it was.
 #[inline]
-pub fn decode_call_fast(
+pub fn decode_call_fast<'s>(
     buf: &[u8],
     limits: &DecodeLimits,
-    chunks: &mut [PclChunk],
-    segs: &mut [Segment],
+    store: impl FnOnce() -> Option<(&'s mut [PclChunk], &'s mut [Segment])>,
 ) -> Option<FastCall> {
     if buf.len() > usize::try_from(limits.max_inline).ok()? {
         return None;
@@ -124,6 +124,7 @@ pub fn decode_call_fast(
         // Another version or procedure, or a Read list.
         return None;
     }
+    let (chunks, segs) = store()?;
     let mut fill = Fill {
         chunks,
         segs,
