@@ -10,6 +10,8 @@
 //!   Receives;
 //! - `recvfrom`: `xpo_recvfrom`, decoding and assembling Calls
 //!   (`svc_rdma_recvfrom.c`);
+//! - `read_call`: Calls with Read chunks, from their first Reads to their
+//!   assembly (`svc_rdma_process_read_list`, `svc_rdma_read_complete`);
 //! - `rw`: RDMA Reads and Writes of chunks (`svc_rdma_rw.c`);
 //! - `sendto`: `xpo_sendto`, placing Replies (`svc_rdma_sendto.c`);
 //! - `backchannel`: callbacks to the client (`svc_rdma_backchannel.c`).

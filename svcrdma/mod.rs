@@ -36,6 +36,7 @@ mod cache;
 mod conn;
 mod listener;
 mod read;
+mod read_call;
 mod read_sinks;
 mod recv_queue;
 mod recvfrom;

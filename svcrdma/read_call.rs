@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Calls with Read chunks (C `svc_rdma_process_read_list` and
+//! `svc_rdma_read_complete`): their Reads are started by `xpo_recvfrom`
+//! and posted without waiting, continued when send queue room appears,
+//! and the Call is assembled by whichever `xpo_recvfrom` finds all of
+//! them done (see `rw.rs` and `read.rs`).
+
+use super::conn::{usize_of, CallCtxt, Conn};
+use super::read::{ReadOp, ReadWork, Taken};
+use super::read_sinks::PagedSinks;
+use super::rw::count_read_call;
+use crate::proto::pcl::ParsedChunks;
+use crate::proto::svc_call::CallLayout;
+use crate::rust::sunrpc::svc::SvcRqst;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// Copies `len` bytes at `start` of chunk `src` of `work` (0: the call
+/// chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
+pub(super) fn copy_read(
+    rqst: &mut SvcRqst,
+    work: Option<&ReadWork>,
+    src: usize,
+    start: u32,
+    len: u32,
+    at: u32,
+) -> Result {
+    let work = work.ok_or(EINVAL)?;
+    work.copy_out(src, usize_of(start)?, usize_of(len)?, |rel, buf, off, n| {
+        let to = at
+            .checked_add(u32::try_from(rel).map_err(|_| EINVAL)?)
+            .ok_or(EINVAL)?;
+        rqst.write_arg_from_buf(to, buf, off, n)
+    })
+}
+
+impl Conn {
+    /// Counts a new Call being read and posts its first Reads.
+    pub(super) fn start_reads(&self, work: ReadWork) -> Result {
+        let s = &self.shared;
+        let op = ReadOp::new()?;
+        let admitted = {
+            let mut r = s.rq.ring.lock();
+            if r.reads < r.max_reads {
+                r.reads += 1;
+                true
+            } else {
+                false
+            }
+        };
+        if !admitted {
+            // More Calls in flight than credits granted: a protocol
+            // violation that would otherwise let a client tie up
+            // unbounded buffers.
+            crate::pr_warn_ratelimited!(
+                "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
+            );
+            s.link.close();
+            return Ok(());
+        }
+        self.continue_reads(op, work);
+        Ok(())
+    }
+
+    /// Posts what fits of the rest of `op`'s Reads (`work` taken out of
+    /// it) and leaves the operation where it will be found again.
+    fn continue_reads(&self, op: Arc<ReadOp>, mut work: ReadWork) {
+        let s = &self.shared;
+        match self.io().post_reads(&op, &s.rq, &mut work) {
+            Err(e) => {
+                if e != ENOTCONN {
+                    crate::pr_warn_ratelimited!(
+                        "svcrdma: cannot post RDMA Reads ({:?}); closing the connection\n",
+                        e
+                    );
+                }
+                s.link.close();
+                op.hold(work);
+                s.rq.hold(op);
+            }
+            Ok(posted) => {
+                let more = !work.all_posted();
+                if op.put_back(work) {
+                    // Nothing is pending: no completion will queue it.
+                    if posted == 0 && more {
+                        s.rq.wait_for_room(op, &s.sq);
+                    } else {
+                        s.rq.read_done(op);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Continues a Call being read, taken off the read-complete queue or
+    /// the queue of Calls waiting for send queue room (C
+    /// `svc_rdma_read_complete`): posts more Reads, or assembles the Call
+    /// into this request's pages.
+    pub(super) fn resume(&self, rqst: &mut SvcRqst, op: Arc<ReadOp>) -> Option<KBox<CallCtxt>> {
+        let s = &self.shared;
+        match op.take() {
+            Taken::Nothing => None,
+            Taken::Failed(work) => {
+                // Only this connection (C `svc_rdma_wc_read_done`). Every
+                // Read of the work completed, so nothing queued names its
+                // sinks: they are freed with it, not cached.
+                s.link.close();
+                s.rq.read_finished();
+                drop(work);
+                None
+            }
+            Taken::Work(work) if !work.all_posted() => {
+                self.continue_reads(op, work);
+                None
+            }
+            Taken::Work(work) => {
+                s.rq.read_finished();
+                match self.finish_read(rqst, work) {
+                    Ok(ctxt) => ctxt,
+                    Err(e) => {
+                        crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Assembles a Call whose Reads all completed.
+    fn finish_read(
+        &self,
+        rqst: &mut SvcRqst,
+        mut work: ReadWork,
+    ) -> Result<Option<KBox<CallCtxt>>> {
+        let s = &self.shared;
+        let msg = core::mem::replace(&mut work.msg, KVec::new());
+        let mut ctxt = work.take_ctxt().ok_or(EINVAL)?;
+        let assembled = {
+            let call = &mut ctxt.call;
+            let xid = call.xid;
+            let inline = call.inline(&msg);
+            match &work.paged {
+                Some(paged) => self.assemble_paged(rqst, xid, inline, paged)?,
+                None => {
+                    let pcl = call.pcl()?;
+                    let done = self.assemble(rqst, xid, &pcl, inline, Some(&work))?;
+                    if done {
+                        count_read_call(None);
+                    }
+                    done
+                }
+            }
+        };
+        work.recycle(&s.cache);
+        if assembled {
+            Ok(Some(ctxt))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Lays out a Call whose Read chunk was read into pages of its own:
+    /// the inline body goes to the head page, the pages into `rqst` in
+    /// place of its own (C `svc_rdma_read_complete`). Returns false when
+    /// the Call was answered with `ERR_CHUNK` instead.
+    fn assemble_paged(
+        &self,
+        rqst: &mut SvcRqst,
+        xid: u32,
+        inline: &[u8],
+        paged: &PagedSinks,
+    ) -> Result<bool> {
+        let l = &paged.layout;
+        // The request finishing the Call may have other pages than the one
+        // that started it: checked again.
+        if l.pages.saturating_add(1) > rqst.arg_pages() {
+            self.send_err_chunk(xid);
+            return Ok(false);
+        }
+        rqst.set_arg_paged(inline, l.position, l.chunk_len, l.padded_len, paged.sinks())?;
+        count_read_call(Some(l.pages));
+        Ok(true)
+    }
+
+    /// Lays the Call out in `rqst`'s pages: the inline body (`inline`) or
+    /// the call chunk, and the Read chunks, copied from `work`'s sinks
+    /// straight into the pages. Returns false when the Call was answered
+    /// with `ERR_CHUNK` instead.
+    fn assemble(
+        &self,
+        rqst: &mut SvcRqst,
+        xid: u32,
+        pcl: &ParsedChunks<'_>,
+        inline: &[u8],
+        work: Option<&ReadWork>,
+    ) -> Result<bool> {
+        // The request finishing the Call may have other pages than the one
+        // that started it: checked again.
+        let Some(layout) = CallLayout::new(pcl, inline.len(), rqst.arg_max()) else {
+            self.send_err_chunk(xid);
+            return Ok(false);
+        };
+        self.assemble_in(rqst, xid, &layout, inline, work)
+    }
+}
