@@ -196,19 +196,32 @@ impl Conn {
         }
         // The request's pages must hold the Call, as `CallLayout::new`
         // checks on the general path.
-        let len = u32::try_from(inline.len())
-            .ok()
-            .filter(|n| *n > 0 && *n <= rqst.arg_max());
-        let Some(len) = len else {
+        let fits = u32::try_from(inline.len()).is_ok_and(|n| n > 0 && n <= rqst.arg_max());
+        if !fits {
             self.send_err_chunk(f.xid);
             return Ok(Processed::Done(None));
-        };
+        }
         ctxt.call.set_decoded(f.xid, f.header_len, f.layout);
+        self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold)
+    }
+
+    /// Serves a Call that is all inline, `inline` at byte `at` of the
+    /// received message, whose size the request's pages were checked to
+    /// hold: in place when `may_hold`, else copied into the request's
+    /// pages (its Receive is then posted again at once).
+    fn serve_inline(
+        &self,
+        rqst: &mut SvcRqst,
+        ctxt: KBox<CallCtxt>,
+        at: usize,
+        inline: &[u8],
+        may_hold: bool,
+    ) -> Result<Processed> {
         if may_hold {
-            return Ok(Processed::InPlace(ctxt, f.header_len, inline.len()));
+            return Ok(Processed::InPlace(ctxt, at, inline.len()));
         }
         stat_add(Stat::CallsCopied, 1);
-        rqst.set_arg(len)?;
+        rqst.set_arg(u32::try_from(inline.len()).map_err(|_| EMSGSIZE)?)?;
         rqst.write_arg(0, inline)?;
         Ok(Processed::Done(Some(ctxt)))
     }
@@ -265,20 +278,12 @@ impl Conn {
             return Ok(Processed::Done(None));
         };
         if !layout.needs_reads() {
-            // The Call is the inline body, all of it.
-            if may_hold {
-                let layout = pcl.layout();
-                ctxt.call.set(msg, &hdr, inline, layout);
-                let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
-                return Ok(Processed::InPlace(ctxt, at, inline.len()));
-            }
-            stat_add(Stat::CallsCopied, 1);
-            if !self.assemble_in(rqst, xid, &layout, inline, None)? {
-                return Ok(Processed::Done(None));
-            }
+            // The Call is the inline body, all of it (`layout` checked
+            // that the request's pages hold it).
             let layout = pcl.layout();
             ctxt.call.set(msg, &hdr, inline, layout);
-            return Ok(Processed::Done(Some(ctxt)));
+            let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
+            return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
         // One Read chunk (an NFS WRITE's data): read into pages of its
         // own that the request takes over, without a copy.

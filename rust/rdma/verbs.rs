@@ -865,7 +865,7 @@ impl Endpoint {
 
     /// Posts a Receive into `wr`'s scatter/gather list.
     pub fn post_recv<H: CompletionHandler>(&self, wr: Arc<WorkRequest<H>>) -> Result {
-        if wr.dirs_to_device() || wr.bufs().any(|b| b.cpu_holds()) {
+        if wr.unpostable_as_recv() {
             return Err(EINVAL);
         }
         let nsge = i32::try_from(wr.nsge).map_err(|_| EINVAL)?;
@@ -943,10 +943,8 @@ impl Endpoint {
             let nsge = i32::try_from(wr.nsge).ok();
             // `queued` has as many entries as `list`: a slot in it means
             // `n < RECV_BATCH_MAX`.
-            // A buffer the CPU holds (a Call lent to a request) is never
-            // handed to the device.
-            let unpostable = wr.dirs_to_device() || wr.bufs().any(|b| b.cpu_holds());
-            let (Some(q), Some(nsge), false) = (queued.get_mut(n), nsge, unpostable) else {
+            let (Some(q), Some(nsge), false) = (queued.get_mut(n), nsge, wr.unpostable_as_recv())
+            else {
                 refused = true;
                 break;
             };
@@ -1915,12 +1913,7 @@ impl MappedBuf {
     /// caller holds it between a completed Receive and the next post, when
     /// the device does not write it either.
     pub fn with_received<R>(&self, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        if self.dir != DmaDir::FromDevice {
-            return Err(EINVAL);
-        }
-        self.cpu_range(0, len)?;
-        let _cpu = self.cpu_access()?;
-        self.sync_for_cpu(len);
+        let _cpu = self.received_access(len)?;
         // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
         // invariant and stays so while `self` is borrowed; no CPU writer
         // reaches them while `_cpu` is held.
@@ -1934,12 +1927,7 @@ impl MappedBuf {
     /// the buffer, and the buffer cannot be posted again
     /// ([`Endpoint::post_recv_batch`] refuses it).
     pub fn lend_received(self: &Arc<Self>, len: usize) -> Result<ReceivedLoan> {
-        if self.dir != DmaDir::FromDevice {
-            return Err(EINVAL);
-        }
-        self.cpu_range(0, len)?;
-        let cpu = self.cpu_access()?;
-        self.sync_for_cpu(len);
+        let cpu = self.received_access(len)?;
         // The hold moves into the loan, which gives it up on drop.
         core::mem::forget(cpu);
         // INVARIANT: The hold was taken above and bytes `..len` synced.
@@ -1947,6 +1935,19 @@ impl MappedBuf {
             buf: self.clone(),
             len,
         })
+    }
+
+    /// The CPU's hold on the first `len` bytes a Receive put in the
+    /// buffer, made visible to it: for [`Self::with_received`] and
+    /// [`Self::lend_received`] only (a buffer the device writes into).
+    fn received_access(&self, len: usize) -> Result<CpuAccess<'_>> {
+        if self.dir != DmaDir::FromDevice {
+            return Err(EINVAL);
+        }
+        self.cpu_range(0, len)?;
+        let cpu = self.cpu_access()?;
+        self.sync_for_cpu(len);
+        Ok(cpu)
     }
 
     /// Whether the CPU holds the bytes (a [`ReceivedLoan`] or a copy in
@@ -2949,6 +2950,13 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // consume the reference that `into_raw` produced.
         let wr = unsafe { Arc::from_raw(raw) };
         Err((Error::from_errno(rc), wr))
+    }
+
+    /// Whether the request may not be posted as a Receive: the device
+    /// would write into memory mapped for it to read, or into a buffer
+    /// the CPU holds (a Call lent to a request, [`ReceivedLoan`]).
+    fn unpostable_as_recv(&self) -> bool {
+        self.dirs_to_device() || self.bufs().any(|b| b.cpu_holds())
     }
 
     fn dirs_to_device(&self) -> bool {

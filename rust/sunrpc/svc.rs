@@ -1165,9 +1165,7 @@ impl<T: SvcTransport> OpsTable<T> {
                 // No Call after all: the context goes back as sunrpc would
                 // give it back, the buffer lent (if any) first.
                 drop(rqst.arg_loan.take());
-                if T::HAS_RELEASE_CTXT {
-                    T::release_ctxt(&h.data, ctxt);
-                }
+                Self::give_back(&h.data, ctxt);
                 0
             }
             None => 0,
@@ -1248,17 +1246,26 @@ impl<T: SvcTransport> OpsTable<T> {
         }
         // SAFETY: `ctxt` came from `KBox::<T::Ctxt>::into_foreign`; sunrpc
         // hands it back exactly once.
-        let mut ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
-        // sunrpc reads the Call no more: the buffer it was read from in
-        // place goes back to the transport first.
-        drop(T::arg_loan(&mut ctxt).0.take());
-        if !T::HAS_RELEASE_CTXT || xprt.is_null() {
+        let ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
+        if xprt.is_null() {
+            // Freed, and with it the buffer lent, if any.
             return;
         }
         // SAFETY: `xprt` is live and of this class (function safety
         // requirement).
         let h = unsafe { Self::holder(xprt) };
-        T::release_ctxt(&h.data, ctxt);
+        Self::give_back(&h.data, ctxt);
+    }
+
+    /// Gives a request's context back to the transport `data` (or frees
+    /// it, for a transport without [`SvcTransport::release_ctxt`]) once
+    /// sunrpc reads the Call no more: the buffer it was read from in place
+    /// goes back first.
+    fn give_back(data: &T::Data, mut ctxt: KBox<T::Ctxt>) {
+        drop(T::arg_loan(&mut ctxt).0.take());
+        if T::HAS_RELEASE_CTXT {
+            T::release_ctxt(data, ctxt);
+        }
     }
 
     /// # Safety
