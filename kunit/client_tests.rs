@@ -12,16 +12,17 @@
 use crate::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
+use crate::rust::module::live;
 use crate::rust::rdma::device;
 use crate::rust::rdma::mr::MrSegment;
 use crate::rust::rdma::run_mr::{refused_releases, RunMr};
-use crate::rust::rdma::send_batch::SendBatch;
 use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::send_ring::{impl_has_send_ring, SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{
     CompletionHandler, DmaDir, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest, MAX_SGE,
 };
 use crate::rust::sunrpc::xprt::{post_local_inv, post_send_after_regs, Mr};
-use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, Pair, Waiter};
+use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, wait_for, Pair, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
@@ -100,6 +101,80 @@ impl CompletionHandler for Counted {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
         self.log.record(self.n, wc.covers);
     }
+}
+
+/// The owner of a Send ring, as a client connection is: logs each retired
+/// context's number.
+struct RingOwner {
+    ring: SendRing<RingOwner>,
+    log: Arc<Log>,
+}
+
+impl SendRingOwner for RingOwner {
+    type Data = u32;
+
+    fn retire(&self, n: &mut u32) {
+        self.log.record(*n, 1);
+    }
+
+    fn failed(&self, wc: &WorkCompletion) {
+        pr_err!("ring Send failed: status {}\n", wc.status);
+    }
+}
+
+impl_has_send_ring!(RingOwner, ring);
+
+/// A ring of `n` Send contexts on the client's endpoint signaling at least
+/// every `every`th, and its head.
+fn ring_on(
+    pair: &Pair,
+    n: u32,
+    every: u32,
+) -> Result<(Arc<RingOwner>, SendRingHead<RingOwner>, Arc<Log>)> {
+    let log = Log::new()?;
+    let owner = Arc::new(
+        RingOwner {
+            ring: SendRing::new(&pair.client, n, 64, every)?,
+            log: log.clone(),
+        },
+        GFP_KERNEL,
+    )?;
+    let head = owner.ring.take_head().ok_or(EINVAL)?;
+    // One head per ring.
+    assert!(owner.ring.take_head().is_none());
+    Ok((owner, head, log))
+}
+
+/// Takes the next context of `owner`'s ring as number `n`, writes `msg`
+/// into its buffer and posts it; `Ok(true)` when it went unsignaled.
+fn ring_send(
+    pair: &Pair,
+    owner: &RingOwner,
+    head: &mut SendRingHead<RingOwner>,
+    n: u32,
+    msg: &[u8],
+    signal: bool,
+) -> Result<bool> {
+    let mut ctxt = owner.ring.next(head).ok_or(ENOBUFS)?;
+    *ctxt.data() = n;
+    ctxt.fill(64, |out| {
+        out.get_mut(..msg.len()).ok_or(EINVAL)?.copy_from_slice(msg);
+        Ok((msg.len(), 0))
+    })?;
+    ctxt.post(&pair.client, signal)
+}
+
+/// Posts `n` Receives of 64 bytes on the server; their waiters.
+fn server_recvs(pair: &Pair, n: usize) -> Result<KVec<Arc<Waiter>>> {
+    let mut recvs = KVec::new();
+    for _ in 0..n {
+        let buf = pair.server.alloc_buf(64, DmaDir::FromDevice)?;
+        let wait = Waiter::new()?;
+        pair.server
+            .post_recv(WorkRequest::new(wait.clone(), one_segment(&buf, 64)?)?)?;
+        recvs.push(wait, GFP_KERNEL)?;
+    }
+    Ok(recvs)
 }
 
 /// A run of `PAGES` fresh pages the client registered for the server to
@@ -225,13 +300,16 @@ mod tests {
             one_segment(&recv_buf, 64)?,
         )?)?;
         let call = b"chained call";
-        let send_buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
-        send_buf.write(0, call)?;
-        let sent = Waiter::new()?;
-        let wr = WorkRequest::new(sent.clone(), one_segment(&send_buf, call.len())?)?;
-        let batch = SendBatch::new(1)?;
-        post_send_after_regs(&pair.client, &batch, wr, [&mr], true).map_err(|(e, _)| e)?;
-        assert!(sent.wait()?.is_ok());
+        let (owner, mut head, log) = ring_on(&pair, 1, 1)?;
+        let mut ctxt = owner.ring.next(&mut head).ok_or(ENOBUFS)?;
+        ctxt.fill(64, |out| {
+            out.get_mut(..call.len())
+                .ok_or(EINVAL)?
+                .copy_from_slice(call);
+            Ok((call.len(), 0))
+        })?;
+        post_send_after_regs(&pair.client, ctxt, [&mr], true).map_err(|(e, _)| e)?;
+        assert_eq!(log.wait_for(1)?, 1);
         let got = recv_wait.wait()?;
         assert!(got.is_ok());
         assert_eq!(got.byte_len as usize, call.len());
@@ -251,55 +329,117 @@ mod tests {
         Ok(())
     }
 
-    /// Sends posted through a batch of four: the first three go
-    /// unsignaled, and their handlers run, in order, when the fourth's
-    /// completion arrives; a Send still held when the queue pair is
-    /// drained completes (as flushed) on `release`. Every Send arrives.
+    /// Sends of a ring that signals every fourth: the first three go
+    /// unsignaled, and their contexts retire, in order, when the fourth's
+    /// completion arrives; a Send posted unsignaled after it is retired
+    /// (as flushed) by `release_after_drain`, and only after the drain.
+    /// Every Send arrives.
     #[test]
-    fn unsignaled_sends_complete_with_the_signaled_one() -> Result {
+    fn unsignaled_sends_retire_with_the_signaled_one() -> Result {
         let pair = connect_pair()?;
-        let batch = SendBatch::new(4)?;
-        let log = Log::new()?;
-        let mut recvs = KVec::new();
-        for _ in 0..5 {
-            let buf = pair.server.alloc_buf(64, DmaDir::FromDevice)?;
-            let wait = Waiter::new()?;
-            pair.server
-                .post_recv(WorkRequest::new(wait.clone(), one_segment(&buf, 64)?)?)?;
-            recvs.push(wait, GFP_KERNEL)?;
-        }
-        let send_buf = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
-        send_buf.write(0, b"batched")?;
-        let post = |n: u32| -> Result<bool> {
-            let handler = Counted {
-                log: log.clone(),
-                n,
-            };
-            let wr = WorkRequest::new(handler, one_segment(&send_buf, 7)?)?;
-            batch.post_send(&pair.client, wr, false)
-        };
+        let (owner, mut head, log) = ring_on(&pair, 8, 4)?;
+        let recvs = server_recvs(&pair, 5)?;
         for n in 0..4 {
             // Unsignaled but for the fourth.
-            assert_eq!(post(n)?, n < 3);
+            assert_eq!(
+                ring_send(&pair, &owner, &mut head, n, b"batched", false)?,
+                n < 3
+            );
         }
         assert_eq!(log.wait_for(4)?, 4);
         assert!(log.in_order());
         for r in recvs.iter().take(4) {
             assert!(r.wait()?.is_ok());
         }
-        // One more, unsignaled and held: the drain flushes nothing of it
-        // (it went out), `release` completes it.
-        assert!(post(4)?);
+        assert!(ring_send(&pair, &owner, &mut head, 4, b"batched", false)?);
         assert!(recvs[4].wait()?.is_ok());
         assert_eq!(log.count(), 4);
-        // Before the drain, `release` leaves it alone.
-        batch.release(&pair.client);
+        assert_eq!(owner.ring.outstanding(), 1);
+        owner.ring.release_after_drain(&pair.client);
         assert_eq!(log.count(), 4);
         pair.client.drain();
-        batch.release(&pair.client);
+        owner.ring.release_after_drain(&pair.client);
         assert_eq!(log.count(), 5);
         assert!(log.in_order());
-        assert_eq!(log.covered(), 5);
+        assert_eq!(owner.ring.outstanding(), 0);
+        Ok(())
+    }
+
+    /// Twenty Sends through a ring of four contexts, every second
+    /// signaled: the ring wraps five times, a sender that finds every
+    /// context posted waits for a completion, each context carries its
+    /// own bytes, and every one retires, in order, with nothing left
+    /// posted.
+    #[test]
+    fn a_send_ring_wraps_around() -> Result {
+        const SENDS: u32 = 20;
+        let pair = connect_pair()?;
+        let posted_before = live::count(live::Kind::PostedWr);
+        let (owner, mut head, log) = ring_on(&pair, 4, 2)?;
+        let mut bufs = KVec::new();
+        let mut recvs = KVec::new();
+        for _ in 0..SENDS {
+            let buf = pair.server.alloc_buf(64, DmaDir::FromDevice)?;
+            let wait = Waiter::new()?;
+            pair.server
+                .post_recv(WorkRequest::new(wait.clone(), one_segment(&buf, 64)?)?)?;
+            recvs.push(wait, GFP_KERNEL)?;
+            bufs.push(buf, GFP_KERNEL)?;
+        }
+        for n in 0..SENDS {
+            let msg = [
+                b's',
+                b'e',
+                b'n',
+                b'd',
+                b'0' + (n / 10) as u8,
+                b'0' + (n % 10) as u8,
+            ];
+            // A full ring frees up as signaled Sends complete.
+            wait_for(20_000, || owner.ring.outstanding() < 4)?;
+            ring_send(&pair, &owner, &mut head, n, &msg, false)?;
+        }
+        assert_eq!(log.wait_for(SENDS)?, SENDS);
+        assert!(log.in_order());
+        assert_eq!(owner.ring.outstanding(), 0);
+        for (n, (r, buf)) in recvs.iter().zip(bufs.iter()).enumerate() {
+            let wc = r.wait()?;
+            assert!(wc.is_ok());
+            assert_eq!(wc.byte_len, 6);
+            let mut got = [0u8; 6];
+            buf.read(0, &mut got)?;
+            assert_eq!(got[4..], [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
+        }
+        assert_eq!(live::count(live::Kind::PostedWr), posted_before);
+        Ok(())
+    }
+
+    /// A ring whose queue pair is drained: the contexts posted unsignaled
+    /// retire as flushed, a Send posted after the drain is refused
+    /// (`ESHUTDOWN`) and leaves its context free, and nothing stays
+    /// counted as posted.
+    #[test]
+    fn a_send_ring_is_released_after_the_drain() -> Result {
+        let pair = connect_pair()?;
+        let posted_before = live::count(live::Kind::PostedWr);
+        let (owner, mut head, log) = ring_on(&pair, 4, 4)?;
+        let recvs = server_recvs(&pair, 3)?;
+        for n in 0..3 {
+            assert!(ring_send(&pair, &owner, &mut head, n, b"flush", false)?);
+        }
+        for r in recvs.iter() {
+            assert!(r.wait()?.is_ok());
+        }
+        assert_eq!(log.count(), 0);
+        pair.client.drain();
+        owner.ring.release_after_drain(&pair.client);
+        assert_eq!(log.count(), 3);
+        assert!(log.in_order());
+        let refused = ring_send(&pair, &owner, &mut head, 3, b"late", true);
+        assert!(matches!(refused, Err(e) if e == ESHUTDOWN));
+        assert_eq!(owner.ring.outstanding(), 0);
+        assert!(owner.ring.next(&mut head).is_some());
+        assert_eq!(live::count(live::Kind::PostedWr), posted_before);
         Ok(())
     }
 

@@ -136,7 +136,7 @@ fn wait_kept(pool: &WrPool<Pooled>, n: usize) -> Result {
 /// request holds (its buffers, its pages) is let go after its handler ran,
 /// on the completion workqueue: shortly after the test thread that waited
 /// for the handler woke.
-fn wait_for(limit_ms: u32, done: impl Fn() -> bool) -> Result {
+pub(crate) fn wait_for(limit_ms: u32, done: impl Fn() -> bool) -> Result {
     for _ in 0..limit_ms / 10 {
         if done() {
             return Ok(());

@@ -14,11 +14,10 @@ use super::conn::Conn;
 use super::transport::bump;
 use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
-use crate::rust::rdma::verbs::SendOp;
+use crate::rust::rdma::send_ring::SendRingHead;
 use crate::rust::sunrpc::xprt::RpcRqst;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Arc;
 
 /// Callback slots per transport (C `RPCRDMA_BACKWARD_WRS >> 1`): the
 /// transport's `XprtOps::BC_SLOTS`, which the request pool
@@ -92,12 +91,24 @@ impl Conn {
 
     /// Sends the Reply to a reverse-direction Call: an `RDMA_MSG` header
     /// without chunks, then the RPC Reply, inline.
-    pub(super) fn bc_send_reply(&self, this: &Arc<Self>, rqst: &RpcRqst<'_>) -> Result {
+    pub(super) fn bc_send_reply(
+        &self,
+        head: &mut SendRingHead<Conn>,
+        rqst: &RpcRqst<'_>,
+    ) -> Result {
         let info = rqst.info();
         let len = info.snd_len;
         // A full send queue: sunrpc retries the reply after a delay.
         self.reserve_send_slot()?;
-        let built = self.send_wr(this, 1, None, |out| {
+        let mut ctxt = match self.send_ctxt(head, 1) {
+            Ok(ctxt) => ctxt,
+            Err(e) => {
+                self.unreserve_send_slot();
+                return Err(e);
+            }
+        };
+        let limit = self.inline_send() as usize;
+        let filled = ctxt.fill(limit, |out| {
             let hlen = encode_header(info.xid, BC_SLOTS, out).map_err(|_| EIO)?;
             let end = hlen.checked_add(len as usize).ok_or(EIO)?;
             let Some(dst) = out.get_mut(hlen..end) else {
@@ -112,15 +123,14 @@ impl Conn {
             rqst.read(0, dst)?;
             Ok((end, 0))
         });
-        let wr = match built {
-            Ok((wr, _)) => wr,
-            Err(e) => {
-                self.unreserve_send_slot();
-                return Err(e);
-            }
-        };
+        if let Err(e) = filled {
+            self.unreserve_send_slot();
+            return Err(e);
+        }
         rqst.mark_sent();
-        if self.ep().post_send(wr, SendOp::Send).is_err() {
+        // Asks for its completion: a reply is rare, and its context should
+        // not wait for the next call's.
+        if ctxt.post(self.ep(), true).is_err() {
             self.unreserve_send_slot();
             return Err(ENOTCONN);
         }

@@ -12,27 +12,29 @@
 //!   (`frwr_ops.c`);
 //! - `physical`: the global-rkey strategy;
 //! - `regcache`: the registration cache (`memreg=cache`);
-//! - `send_buf`: the send queue gate and the pooled Send buffers
+//! - `send_buf`: the send queue gate and the Send contexts
 //!   (`rpcrdma_sendctx`);
 //! - `backchannel`: callbacks from the server (`backchannel.c`).
 //!
 //! Ownership: completion handlers hold an `Arc<Conn>` while their work
-//! request is posted. [`Conn::shutdown`] drains the queue pair, after which
-//! nothing can be posted on it (the endpoint refuses posts once its drain
-//! starts), and the last reference frees everything; if a late completion
-//! holds it, the endpoint's teardown runs off that completion's CQ.
+//! request is posted, but for the Sends of the ring, which is a field of
+//! the connection. [`Conn::shutdown`] drains the queue pair before the
+//! last reference can go (the transport drops its references only after
+//! it), after which nothing can be posted on it (the endpoint refuses posts
+//! once its drain starts); the last reference frees everything; if a late
+//! completion holds it, the endpoint's teardown runs off that completion's
+//! CQ.
 
 use super::reg::RegList;
 use super::regcache::CacheState;
 use super::reply::RecvDone;
-use super::send_buf::{SendBufs, SendDone, SendSlots};
+use super::send_buf::SendSlots;
 use super::transport::{Settings, Stats};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
 use crate::rust::kext::shrinker::ObjectShrinker;
-use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::send_ring::SendRing;
 use crate::rust::rdma::verbs::{Endpoint, MappedBuf, WorkRequest};
-use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -152,19 +154,14 @@ pub(super) struct Conn {
     pub(super) dirty: SpinLock<KVec<Mr>>,
     pub(super) write_pad: Option<(Mr, Arc<MappedBuf>)>,
     pub(super) global_rkey: u32,
-    /// Send buffers of the negotiated inline size, DMA-mapped once and
-    /// reused (C `rpcrdma_sendctx`): taken by `send_wr`, given back by the
-    /// Send's completion.
-    #[pin]
-    pub(super) send_bufs: SpinLock<SendBufs>,
-    /// The allocations of completed Sends, reused by the next ones (C's
-    /// send contexts are allocated once, too).
-    #[pin]
-    pub(super) send_wrs: WrPool<SendDone>,
-    /// Calls' Sends go out unsignaled but for every `send_batch(credits)`th
-    /// (and those with mapped pages): their completions come with the next
-    /// signaled one (C `re_send_batch`); released by [`Conn::shutdown`].
-    pub(super) send_batch: Arc<SendBatch<SendDone>>,
+    /// The Send contexts, each with its Send buffer DMA-mapped once (C
+    /// `rpcrdma_sendctx`): posted by the holder of the ring's head, which
+    /// the transport keeps under sunrpc's send lock, and retired by the
+    /// send CQ. Calls' Sends go out unsignaled but for every
+    /// `send_batch(credits)`th (and those with mapped pages): their
+    /// contexts retire with the next signaled one (C `re_send_batch`);
+    /// those left after the drain are retired by [`Conn::shutdown`].
+    pub(super) send_ring: SendRing<Conn>,
     /// Completed Receives waiting to be posted again as one batch
     /// (`reply::RECV_REPOST_BATCH`); emptied by [`Conn::shutdown`], since
     /// their handlers hold the connection.

@@ -10,7 +10,7 @@ use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
 use super::conn::Conn;
 use super::reg::{add, Strategy};
 use super::reply::{RecvDone, RECV_REPOST_BATCH};
-use super::send_buf::{SendBufs, SendSlots, SLOTS_PER_MR};
+use super::send_buf::{SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
 use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -19,11 +19,10 @@ use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams, MAX_HDR_SEGS, PHYSICAL_MAX_SEGS};
 use crate::rust::module::trace;
 use crate::rust::rdma::cm::{CmEvent, CmHandler, CmId};
-use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::send_ring::SendRing;
 use crate::rust::rdma::verbs::{
     ConnParam, DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
 };
-use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -195,11 +194,17 @@ impl Conn {
         };
 
         let recv_len = settings.inline_read as usize;
-        // Filled once the negotiated inline send size is known.
-        let send_bufs = SendBufs::with_capacity((reqs + BC_SLOTS) as usize)?;
+        // A Send context for every credit and callback reply, each with a
+        // buffer of the inline send size we propose (the negotiated one is
+        // at most that).
+        let contexts = reqs + BC_SLOTS;
+        let send_ring = SendRing::new(
+            &ep,
+            contexts,
+            params.inline_send as usize,
+            batch.min(contexts),
+        )?;
         let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
-        let send_batch = SendBatch::new(batch as usize)?;
-        let send_wrs = WrPool::new((reqs + BC_SLOTS) as usize)?;
         let cache = if settings.strategy == Strategy::Cache {
             Some(super::regcache::CacheState::new(settings.cache_pages)?)
         } else {
@@ -231,9 +236,7 @@ impl Conn {
                 dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
                 write_pad,
                 global_rkey,
-                send_bufs <- new_spinlock!(send_bufs, "rpcrdma_rs::xprt::send_bufs"),
-                send_wrs <- send_wrs,
-                send_batch,
+                send_ring,
                 recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
                 cache <- new_spinlock!(cache, "rpcrdma_rs::xprt::cache"),
                 shrinker <- new_spinlock!(None, "rpcrdma_rs::xprt::shrinker"),
@@ -350,18 +353,6 @@ impl Conn {
             pad_mr.post_reg(&self.ep, true)?;
         }
 
-        // Enough Send buffers for every credit and callback reply; more are
-        // allocated (and dropped after use) only if they are all in flight.
-        let send_len = params.inline_send as usize;
-        self.send_bufs.lock().set_len(send_len);
-        for _ in 0..reqs + BC_SLOTS {
-            let buf = self.ep.alloc_buf(send_len, DmaDir::ToDevice)?;
-            // Capacity for all of them was reserved at allocation. One
-            // that does not fit is dropped (unmapped) after the guard is
-            // released.
-            let rejected = self.send_bufs.lock().put(buf).err();
-            drop(rejected);
-        }
         // Disconnects by the server, device removal and address changes
         // arrive as CM events: the handler turns them into a reconnect,
         // from the CM's callback (events since ESTABLISHED first).

@@ -37,8 +37,9 @@ impl Conn {
         // No Receive completes after the drain, so none is queued again.
         let held = core::mem::take(&mut *self.recv_held.lock());
         drop(held);
-        // Unsignaled Sends still held: flushed by the drain.
-        self.send_batch.release(&self.ep);
+        // Sends posted unsignaled after the last signaled one: no
+        // completion retires them.
+        self.send_ring.release_after_drain(&self.ep);
     }
 
     /// Disconnects as a network failure would (C

@@ -8,7 +8,6 @@
 use super::conn::{Conn, Pending};
 use super::frwr::*;
 use super::reg::{add, DIRTY_FLUSH_MS};
-use super::send_buf::SendDone;
 use super::transport::bump;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
@@ -161,7 +160,7 @@ impl Conn {
     pub(super) fn post_inv_chain<H: CompletionHandler>(&self, keys: &[u32], done: H) -> Result {
         let (last, rest) = keys.split_last().ok_or(EINVAL)?;
         for key in rest {
-            post_local_inv::<SendDone>(&self.ep, *key, None)?;
+            post_local_inv::<H>(&self.ep, *key, None)?;
         }
         post_local_inv(&self.ep, *last, Some(WorkRequest::without_sges(done)?))?;
         add(&self.stats.local_inv_needed, keys.len() as u64);

@@ -8,18 +8,15 @@
 
 use super::conn::{Conn, Offered, Pending, ReqState};
 use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
-use super::send_buf::SendDone;
+use super::send_buf::fill_send;
 use super::transport::bump;
-use crate::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
+use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
-use crate::proto::pieces::page_spans;
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
-use crate::rust::rdma::verbs::{MappedPage, WorkRequest};
+use crate::rust::rdma::send_ring::{SendCtxt, SendRingHead};
 use crate::rust::sunrpc::xprt::{post_send_after_regs, RpcRqst};
 use crate::small_list::SmallList;
-use kernel::alloc::KVec;
-use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -68,8 +65,14 @@ fn count(n: usize) -> u64 {
 }
 
 impl Conn {
-    /// Marshals one call as the planner decides and posts it.
-    pub(super) fn send(&self, this: &Arc<Self>, rqst: &RpcRqst<'_>) -> Result {
+    /// Marshals one call as the planner decides and posts it, in a Send
+    /// context of the ring whose head the caller holds.
+    pub(super) fn send(
+        &self,
+        this: &Arc<Self>,
+        head: &mut SendRingHead<Conn>,
+        rqst: &RpcRqst<'_>,
+    ) -> Result {
         let params = self.params();
         rqst.alloc_sparse_pages()?;
         // Every call is pulled up into one Send buffer.
@@ -165,19 +168,34 @@ impl Conn {
             }
         };
         let mapped = pages.as_ref().is_some_and(|p| !p.is_empty());
-        let built = self.send_wr(this, 1 + reg_slots, pages, |out| {
-            let (parts, hlen) = fill_send(rqst, &hdr, &call, snd, mapped, out)?;
-            hdrlen = hlen;
-            Ok(parts)
+        let built = self.send_ctxt(head, 1 + reg_slots).and_then(|mut ctxt| {
+            let limit = self.inline_send() as usize;
+            let (first, tail) = ctxt.fill(limit, |out| {
+                let (parts, hlen) = fill_send(rqst, &hdr, &call, snd, mapped, out)?;
+                hdrlen = hlen;
+                Ok(parts)
+            })?;
+            let mut len = first.checked_add(tail).ok_or(EINVAL)?;
+            if let Some(pages) = pages.filter(|p| !p.is_empty()) {
+                for page in pages.iter() {
+                    len = len.checked_add(page.len()).ok_or(EINVAL)?;
+                }
+                ctxt.set_pages(pages);
+            }
+            Ok((ctxt, len))
         });
-        let (wr, send_len) = match built {
+        let (ctxt, send_len) = match built {
             Ok(v) => v,
             Err(e) => {
                 self.slots.give(1);
                 self.unpost(&mut mrs, 0);
                 self.abandon(this, mrs);
+                // C counts a Send without a free context as a failed
+                // marshal too (and retries it).
                 bump(&self.stats.failed_marshal_count);
-                trace::xprtrdma_marshal_failed(rqst, e);
+                if e != ENOBUFS {
+                    trace::xprtrdma_marshal_failed(rqst, e);
+                }
                 return Err(e);
             }
         };
@@ -193,9 +211,7 @@ impl Conn {
         let signal = mapped;
         let res = if mrs.is_empty() {
             rqst.mark_sent();
-            self.send_batch
-                .post_send(&self.ep, wr, signal)
-                .map_err(|e| (e, None, 0))
+            ctxt.post(&self.ep, signal).map_err(|e| (e, None, 0))
         } else {
             // Moved, not copied: the list is not used here again.
             let pending = Pending {
@@ -203,7 +219,7 @@ impl Conn {
                 regs: mrs,
                 offered: bytes.offered(),
             };
-            self.post_pending(rqst, pending, wr, signal)
+            self.post_pending(rqst, pending, ctxt, signal)
         };
         match &res {
             Ok(unsignaled) => {
@@ -264,7 +280,7 @@ impl Conn {
     }
 
     /// Keeps `pending` in the request's state and posts its REG_MRs and
-    /// `wr`, the call's Send, in one chain, one post (C `frwr_send`);
+    /// `ctxt`, the call's Send, in one chain, one post (C `frwr_send`);
     /// `Ok(true)` when the Send went unsignaled. On failure, the error, the
     /// registrations if they were not kept (from where they are taken back
     /// otherwise), and how many of the REG_MRs went out.
@@ -272,7 +288,7 @@ impl Conn {
         &self,
         rqst: &RpcRqst<'_>,
         pending: Pending,
-        wr: Arc<WorkRequest<SendDone>>,
+        ctxt: SendCtxt<'_, Conn>,
         signal: bool,
     ) -> core::result::Result<bool, (Error, Option<RegList>, usize)> {
         let Some(state) = rqst.state::<ReqState>() else {
@@ -283,7 +299,7 @@ impl Conn {
         // Posted under the request's lock, which lends the MRs: the reply
         // that takes them cannot come before the post returns.
         let (res, stale) = state.keep_and(pending, |p| {
-            post_send_after_regs(&self.ep, &self.send_batch, wr, p.regs.mrs(), signal)
+            post_send_after_regs(&self.ep, ctxt, p.regs.mrs(), signal)
                 .map_err(|(e, posted)| (e, None, posted))
         });
         // Outside the lock: deregistering may sleep.
@@ -400,93 +416,4 @@ impl Conn {
         }
         Ok(bytes)
     }
-}
-
-/// Page data shorter than this is pulled up into the Send buffer even
-/// where it could be mapped: a short copy costs less than mapping and
-/// unmapping a page (C pulls up every call that fits its Send buffer for
-/// that reason).
-const MAP_PAGES_MIN: u32 = 1024;
-
-impl Conn {
-    /// For an inline call with page data: the pages mapped for the device
-    /// as Send SGEs behind the header and head, so they are not copied;
-    /// `None` (pull the call up) when there is little page data or the
-    /// queue pair has too few SGEs for header and head, every page piece
-    /// and the tail.
-    fn map_send_pages(
-        &self,
-        rqst: &RpcRqst<'_>,
-        snd: &XdrBufShape,
-    ) -> Result<Option<KVec<MappedPage>>> {
-        if snd.page_len < MAP_PAGES_MIN {
-            return Ok(None);
-        }
-        let base = snd.page_base as usize;
-        let first_page = u32::try_from(base / PAGE_SIZE).map_err(|_| EINVAL)?;
-        let spans = || page_spans(base % PAGE_SIZE, snd.page_len as usize, PAGE_SIZE).ok_or(EINVAL);
-        let sges = 1 + spans()?.count() + usize::from(snd.tail_len > 0);
-        if sges > self.ep.max_send_sge() {
-            return Ok(None);
-        }
-        let mut pages = KVec::with_capacity(sges, GFP_KERNEL)?;
-        for span in spans()? {
-            let index = first_page
-                .checked_add(u32::try_from(span.page).map_err(|_| EINVAL)?)
-                .ok_or(EINVAL)?;
-            let page = rqst.send_page(index).ok_or(EINVAL)?;
-            pages.push(self.ep.map_page(page, span.offset, span.len)?, GFP_KERNEL)?;
-        }
-        Ok(Some(pages))
-    }
-}
-
-/// Writes the Send into `out`, the pooled Send buffer, in place: the
-/// transport header, then the inline part of the call (C
-/// `rpcrdma_prepare_send_sges`, whose pull-up copies the call behind the
-/// header the same way). With `mapped` (the page data goes out through
-/// SGEs of its own), the head, then the tail right behind it. Returns the
-/// Send's parts in the buffer (the bytes before the pages, the tail's
-/// after them; see [`Conn::send_wr`]) and the header's length.
-fn fill_send(
-    rqst: &RpcRqst<'_>,
-    hdr: &HeaderRef<'_>,
-    call: &CallStrategy,
-    snd: &XdrBufShape,
-    mapped: bool,
-    out: &mut [u8],
-) -> Result<((usize, usize), usize)> {
-    let hlen = encode_header(hdr, out).map_err(|_| EMSGSIZE)?;
-    let mut at = hlen;
-    let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
-        let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
-        let dst = out.get_mut(*at..end).ok_or(EMSGSIZE)?;
-        rqst.read(from, dst)?;
-        *at = end;
-        Ok(())
-    };
-    match call {
-        CallStrategy::InlinePullup | CallStrategy::InlineMapped if mapped => {
-            copy(0, snd.head_len, &mut at)?;
-            let first = at;
-            let from = snd.head_len.checked_add(snd.page_len).ok_or(EINVAL)?;
-            copy(from, snd.tail_len, &mut at)?;
-            return Ok(((first, at - first), hlen));
-        }
-        CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
-            copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
-        }
-        CallStrategy::ReadChunk { .. } => {
-            copy(0, snd.head_len, &mut at)?;
-            // A tail that is only the XDR pad of the pages is not sent;
-            // otherwise skip that pad so the rest lands XDR-aligned.
-            if snd.tail_len > 3 {
-                let skip = snd.tail_len & 3;
-                let from = snd.head_len + snd.page_len + skip;
-                copy(from, snd.tail_len - skip, &mut at)?;
-            }
-        }
-        CallStrategy::LongCall { .. } => {}
-    }
-    Ok(((at, 0), hlen))
 }

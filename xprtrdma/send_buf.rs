@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The send queue gate and the pooled Send buffers of a client connection
-//! (C `rpcrdma_sendctx` and the `sc_*` accounting of `verbs.c`).
+//! The send queue gate and the Send contexts of a client connection (C
+//! `rpcrdma_sendctx` and the `sc_*` accounting of `verbs.c`), and what a
+//! call's Send carries: its bytes in the context's buffer and the pages it
+//! maps (C `rpcrdma_prepare_send_sges`).
 
 use super::conn::Conn;
 use super::reg::add;
 use super::transport::bump;
-use crate::rust::rdma::verbs::{
-    CompletionHandler, DmaDir, MappedBuf, MappedPage, Segment as SgSegment, SgEntry,
-    WorkCompletion, WorkRequest,
-};
-use crate::rust::rdma::wr_pool::WrPool;
+use crate::proto::encode::{encode_header, HeaderRef};
+use crate::proto::pieces::page_spans;
+use crate::proto::planner::{CallStrategy, XdrBufShape};
+use crate::rust::rdma::send_ring::{impl_has_send_ring, SendCtxt, SendRingHead, SendRingOwner};
+use crate::rust::rdma::verbs::{MappedPage, WorkCompletion};
+use crate::rust::sunrpc::xprt::RpcRqst;
 use kernel::alloc::KVec;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Arc;
 
 /// The send queue slots of a connection (its gate): every work request
 /// is posted with a slot reserved for it, so the queue never overflows,
@@ -27,8 +30,8 @@ use kernel::sync::Arc;
 /// only from the completion of a signaled request, and only for requests
 /// posted before it: a request's REG_MRs and its Send by the Send's
 /// completion, a LOCAL_INV chain by its last (signaled) LOCAL_INV. A Send
-/// posted unsignaled (`Conn::send_batch`) gives its slots back when the
-/// next signaled Send of the batch completes, which runs its handler. Each MR
+/// posted unsignaled gives its slots back when the next signaled Send
+/// completes, which retires its context with its own. Each MR
 /// is registered with two slots, its REG_MR's and the one its later
 /// LOCAL_INV uses (or which is given back if the server invalidates it
 /// remotely). Slots therefore never fall short of what the hardware queue
@@ -68,149 +71,51 @@ impl SendSlots {
     }
 }
 
-/// The pooled Send buffers of a connection that no kept work request
-/// allocation holds (those made at connect, until their first Send; see
-/// [`SendDone`]), all of the negotiated inline send size, kept with that
-/// size: giving one back then needs no look at the connection's
-/// parameters (and their lock) on every Send.
-pub(super) struct SendBufs {
-    bufs: KVec<Arc<MappedBuf>>,
-    /// The size of the buffers (0 until the connection is negotiated).
-    len: usize,
-}
-
-impl SendBufs {
-    /// An empty pool with room for `capacity` buffers.
-    pub(super) fn with_capacity(capacity: usize) -> Result<Self> {
-        Ok(Self {
-            bufs: KVec::with_capacity(capacity, GFP_KERNEL)?,
-            len: 0,
-        })
-    }
-
-    /// Sets the size of the buffers, once negotiated.
-    pub(super) fn set_len(&mut self, len: usize) {
-        self.len = len;
-    }
-
-    /// Keeps `buf` if it has the pool's size and there is room; gives it
-    /// back otherwise.
-    pub(super) fn put(&mut self, buf: Arc<MappedBuf>) -> core::result::Result<(), Arc<MappedBuf>> {
-        if buf.len() != self.len {
-            return Err(buf);
-        }
-        self.bufs.push_within_capacity(buf).map_err(|e| e.0)
-    }
-}
-
 /// Send queue slots an MR is registered with: its REG_MR's, and its
 /// LOCAL_INV's.
 pub(super) const SLOTS_PER_MR: u32 = 2;
 
-/// Send completion: errors lose the connection. The request's buffer
-/// stays with its allocation in the connection's work request pool
-/// (`KEEPS_BUF`), for the next Send built in it.
-pub(super) struct SendDone {
-    conn: Arc<Conn>,
-    /// Send queue slots this completion frees: the Send's, and those of
-    /// the REG_MRs posted before it.
-    slots: u32,
+/// What a client Send context carries to its retirement: the send queue
+/// slots it frees, the Send's and those of the REG_MRs posted before it.
+#[derive(Default)]
+pub(super) struct SendData {
+    pub(super) slots: u32,
 }
 
-impl CompletionHandler for SendDone {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+impl SendRingOwner for Conn {
+    type Data = SendData;
+
+    fn retire(&self, data: &mut SendData) {
         // Flushed or not, the Send and everything before it left the queue.
-        self.conn.slots.give(self.slots);
-        if !wc.is_ok() && !wc.is_flush() && !self.conn.closing.load(Relaxed) {
+        self.slots.give(core::mem::take(&mut data.slots));
+    }
+
+    fn failed(&self, wc: &WorkCompletion) {
+        if !self.closing.load(Relaxed) {
             crate::pr_warn_ratelimited!("send failed: status {}\n", wc.status);
-            self.conn.xprt.force_disconnect();
+            self.xprt.force_disconnect();
         }
     }
-
-    fn pool(&self) -> Option<&WrPool<Self>> {
-        Some(&self.conn.send_wrs)
-    }
-
-    // The Send buffer stays with the request's allocation: the next Send
-    // takes both with one lock (C's `rpcrdma_sendctx` carries both).
-    const KEEPS_BUF: bool = true;
 }
+
+impl_has_send_ring!(Conn, send_ring);
 
 impl Conn {
-    /// A Send work request over a pooled Send buffer (the inline send
-    /// size) that `fill` writes in place; and the Send's length. `fill`
-    /// returns `(first, tail)`: the Send starts with the buffer's first
-    /// `first` bytes, then come the `pages` (page data mapped for the
-    /// device, if any) and then the `tail` bytes the buffer holds after the
-    /// first ones. Its completion gives back `slots` send queue slots,
-    /// which the caller reserved. `pages` is `None` rather than an empty
-    /// vector when there are none: dropping a vector calls the allocator
-    /// even if it never allocated.
-    pub(super) fn send_wr(
-        &self,
-        this: &Arc<Self>,
+    /// A free Send context of the ring for a Send that frees `slots`
+    /// send queue slots when it retires (the caller reserved them);
+    /// `ENOBUFS`, counted, when every context is posted: sunrpc retries
+    /// after a delay, as when the send queue is full.
+    pub(super) fn send_ctxt<'a>(
+        &'a self,
+        head: &'a mut SendRingHead<Conn>,
         slots: u32,
-        pages: Option<KVec<MappedPage>>,
-        fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
-    ) -> Result<(Arc<WorkRequest<SendDone>>, usize)> {
-        // An allocation kept with its buffer (most Sends), else a buffer
-        // from the pool of those without one. Every buffer of the
-        // connection has the negotiated inline size.
-        let (kept, kept_buf) = self.send_wrs.take_kept();
-        let buf = match kept_buf {
-            Some(b) => b,
-            None => self.pooled_send_buf()?,
+    ) -> Result<SendCtxt<'a, Conn>> {
+        let Some(mut ctxt) = self.send_ring.next(head) else {
+            self.note_send_queue_full();
+            return Err(ENOBUFS);
         };
-        let mut parts = (0, 0);
-        let filled = buf.fill(|bytes| {
-            parts = fill(bytes)?;
-            parts.0.checked_add(parts.1).ok_or(EINVAL)
-        });
-        if let Err(e) = filled {
-            self.put_send_buf(buf);
-            return Err(e);
-        }
-        let (first, tail) = parts;
-        let mut len = first.checked_add(tail).ok_or(EINVAL)?;
-        for page in pages.iter().flatten() {
-            len = len.checked_add(page.len()).ok_or(EINVAL)?;
-        }
-        // The buffer's reference is cloned only for a tail of its own.
-        let (head_buf, tail) = if tail > 0 {
-            let seg = SgSegment {
-                buf: buf.clone(),
-                offset: first,
-                len: tail,
-            };
-            (buf, Some(seg))
-        } else {
-            (buf, None)
-        };
-        let head = SgSegment {
-            buf: head_buf,
-            offset: 0,
-            len: first,
-        };
-        let done = SendDone {
-            conn: this.clone(),
-            slots,
-        };
-        let pages = pages.filter(|p| !p.is_empty());
-        if pages.is_none() && tail.is_none() {
-            // Most calls: one entry, without the general list's chained
-            // iterators.
-            return Ok((WorkRequest::new_in(kept, done, [head])?, len));
-        }
-        // Header and head, the mapped pages, the tail: no allocation for
-        // the list itself.
-        let segs = Iterator::chain(
-            Iterator::chain(
-                core::iter::once(SgEntry::from(head)),
-                pages.into_iter().flatten().map(SgEntry::from),
-            ),
-            tail.map(SgEntry::from),
-        );
-        Ok((WorkRequest::new_in(kept, done, segs)?, len))
+        ctxt.data().slots = slots;
+        Ok(ctxt)
     }
 
     /// Reserves the send queue slot of a Send that carries no
@@ -238,32 +143,93 @@ impl Conn {
     pub(super) fn unreserve_send_slot(&self) {
         self.slots.give(1);
     }
+}
 
-    /// A Send buffer from the pool of those not kept with a request's
-    /// allocation.
-    fn pooled_send_buf(&self) -> Result<Arc<MappedBuf>> {
-        let (pooled, buf_len) = {
-            let mut pool = self.send_bufs.lock();
-            (pool.bufs.pop(), pool.len)
-        };
-        if let Some(b) = pooled {
-            return Ok(b);
+/// Page data shorter than this is pulled up into the Send buffer even
+/// where it could be mapped: a short copy costs less than mapping and
+/// unmapping a page (C pulls up every call that fits its Send buffer for
+/// that reason).
+const MAP_PAGES_MIN: u32 = 1024;
+
+impl Conn {
+    /// For an inline call with page data: the pages mapped for the device
+    /// as Send SGEs behind the header and head, so they are not copied;
+    /// `None` (pull the call up) when there is little page data or the
+    /// queue pair has too few SGEs for header and head, every page piece
+    /// and the tail.
+    pub(super) fn map_send_pages(
+        &self,
+        rqst: &RpcRqst<'_>,
+        snd: &XdrBufShape,
+    ) -> Result<Option<KVec<MappedPage>>> {
+        if snd.page_len < MAP_PAGES_MIN {
+            return Ok(None);
         }
-        // The pool is empty (buffers went with failed posts): one is
-        // allocated and DMA-mapped now, C's "hardway" registration of a
-        // buffer (counted in bytes).
-        let buf = self.ep.alloc_buf(buf_len, DmaDir::ToDevice)?;
-        add(
-            &self.stats.hardway_register_count,
-            u64::try_from(buf_len).unwrap_or(u64::MAX),
-        );
-        Ok(buf)
+        let base = snd.page_base as usize;
+        let first_page = u32::try_from(base / PAGE_SIZE).map_err(|_| EINVAL)?;
+        let spans = || page_spans(base % PAGE_SIZE, snd.page_len as usize, PAGE_SIZE).ok_or(EINVAL);
+        let sges = 1 + spans()?.count() + usize::from(snd.tail_len > 0);
+        if sges > self.ep.max_send_sge() {
+            return Ok(None);
+        }
+        let mut pages = KVec::with_capacity(sges, GFP_KERNEL)?;
+        for span in spans()? {
+            let index = first_page
+                .checked_add(u32::try_from(span.page).map_err(|_| EINVAL)?)
+                .ok_or(EINVAL)?;
+            let page = rqst.send_page(index).ok_or(EINVAL)?;
+            pages.push(self.ep.map_page(page, span.offset, span.len)?, GFP_KERNEL)?;
+        }
+        Ok(Some(pages))
     }
+}
 
-    /// Gives a Send buffer back (from its completion; never allocates).
-    fn put_send_buf(&self, buf: Arc<MappedBuf>) {
-        let rejected = self.send_bufs.lock().put(buf).err();
-        // A full pool drops the extra buffer, outside the lock.
-        drop(rejected);
+/// Writes the Send into `out`, its context's Send buffer, in place: the
+/// transport header, then the inline part of the call (C
+/// `rpcrdma_prepare_send_sges`, whose pull-up copies the call behind the
+/// header the same way). With `mapped` (the page data goes out through
+/// SGEs of its own), the head, then the tail right behind it. Returns the
+/// Send's parts in the buffer (the bytes before the pages, the tail's
+/// after them; see [`SendCtxt::fill`]) and the header's length.
+pub(super) fn fill_send(
+    rqst: &RpcRqst<'_>,
+    hdr: &HeaderRef<'_>,
+    call: &CallStrategy,
+    snd: &XdrBufShape,
+    mapped: bool,
+    out: &mut [u8],
+) -> Result<((usize, usize), usize)> {
+    let hlen = encode_header(hdr, out).map_err(|_| EMSGSIZE)?;
+    let mut at = hlen;
+    let mut copy = |from: u32, len: u32, at: &mut usize| -> Result {
+        let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
+        let dst = out.get_mut(*at..end).ok_or(EMSGSIZE)?;
+        rqst.read(from, dst)?;
+        *at = end;
+        Ok(())
+    };
+    match call {
+        CallStrategy::InlinePullup | CallStrategy::InlineMapped if mapped => {
+            copy(0, snd.head_len, &mut at)?;
+            let first = at;
+            let from = snd.head_len.checked_add(snd.page_len).ok_or(EINVAL)?;
+            copy(from, snd.tail_len, &mut at)?;
+            return Ok(((first, at - first), hlen));
+        }
+        CallStrategy::InlinePullup | CallStrategy::InlineMapped => {
+            copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
+        }
+        CallStrategy::ReadChunk { .. } => {
+            copy(0, snd.head_len, &mut at)?;
+            // A tail that is only the XDR pad of the pages is not sent;
+            // otherwise skip that pad so the rest lands XDR-aligned.
+            if snd.tail_len > 3 {
+                let skip = snd.tail_len & 3;
+                let from = snd.head_len + snd.page_len + skip;
+                copy(from, snd.tail_len - skip, &mut at)?;
+            }
+        }
+        CallStrategy::LongCall { .. } => {}
     }
+    Ok(((at, 0), hlen))
 }

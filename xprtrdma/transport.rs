@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::proto::planner::physical_payload_for;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
+use crate::rust::rdma::send_ring::SendRingHead;
 use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtCounters, XprtLocked, XprtLockedBy};
 use crate::rust::sunrpc::xprt_class::XprtOps;
 use kernel::new_mutex;
@@ -85,8 +86,8 @@ pub(super) struct Stats {
     pub(super) pullup_copy_count: Atomic<u64>,
     /// Bytes of inline replies copied into the receive page list.
     pub(super) fixup_copy_count: Atomic<u64>,
-    /// Bytes of Send buffers allocated and DMA-mapped at send time because
-    /// no pooled one was free.
+    /// C's buffers registered at send time; this transport has none (its
+    /// Send buffers are mapped with the connection): always 0.
     pub(super) hardway_register_count: Atomic<u64>,
     /// Marshaling attempts that failed, transient shortages (MRs, send
     /// queue room) included: C counts every failed `rpcrdma_marshal_req`.
@@ -153,8 +154,16 @@ struct Inner {
     conn: Mutex<Option<Arc<Conn>>>,
     /// The same connection for what sunrpc runs under the transport's
     /// send lock (`XPRT_LOCKED`: send, connect, close), which sets and
-    /// clears both: a send borrows it without a lock or a reference.
-    send_conn: XprtLockedBy<Option<Arc<Conn>>>,
+    /// clears both: a send borrows it without a lock or a reference; with
+    /// the head of its ring of Send contexts, which only a sender holds.
+    send_conn: XprtLockedBy<Option<SendConn>>,
+}
+
+/// The connection as senders reach it: the connection, and the head of
+/// its Send ring.
+struct SendConn {
+    conn: Arc<Conn>,
+    head: SendRingHead<Conn>,
 }
 
 /// One client transport (`struct rpc_xprt` of class "rdma").
@@ -234,17 +243,26 @@ impl XprtOps for Client {
             res.as_ref().map_or_else(|e| e.to_errno(), |_| 0),
         );
         let conn = res?;
+        // Taken once, from a connection just made.
+        let Some(head) = conn.send_ring.take_head() else {
+            conn.shutdown();
+            return Err(EINVAL);
+        };
         *self.inner.conn.lock() = Some(conn.clone());
         if let Some(c) = self.inner.send_conn.get_mut(locked) {
-            *c = Some(conn);
+            *c = Some(SendConn { conn, head });
         }
         Ok(())
     }
 
     /// The send policy of C `xprt_rdma_send_request`.
-    fn send_request(&self, rqst: &RpcRqst<'_>, locked: &XprtLocked<'_>) -> Result {
+    fn send_request(&self, rqst: &RpcRqst<'_>, locked: &mut XprtLocked<'_>) -> Result {
         let xprt = &self.inner.xprt;
-        let conn = self.inner.send_conn.get(locked).and_then(Option::as_ref);
+        let conn = self
+            .inner
+            .send_conn
+            .get_mut(locked)
+            .and_then(Option::as_mut);
         if !xprt.is_connected() {
             return Err(ENOTCONN);
         }
@@ -256,7 +274,7 @@ impl XprtOps for Client {
         if rqst.is_backchannel() {
             let res = conn
                 .ok_or(ENOTCONN)
-                .and_then(|c| c.bc_send_reply(c, rqst))
+                .and_then(|c| c.conn.bc_send_reply(&mut c.head, rqst))
                 .map_err(closed_is_not_connected);
             if res == Err(ENOTCONN) {
                 xprt.drop_connection();
@@ -271,7 +289,7 @@ impl XprtOps for Client {
         }
         match conn
             .ok_or(ENOTCONN)
-            .and_then(|c| c.send(c, rqst))
+            .and_then(|c| c.conn.send(&c.conn, &mut c.head, rqst))
             .map_err(closed_is_not_connected)
         {
             Ok(()) => {}

@@ -32,7 +32,7 @@ use crate::rust::rdma::cm::{CmEvent, CmId};
 use crate::rust::rdma::device::{self, DeviceAttr};
 use crate::rust::rdma::mr::Mr;
 use crate::rust::rdma::sink_pool::SinkMrPool;
-use crate::rust::rdma::wr_pool::{KeptShell, Shell, WrPool};
+use crate::rust::rdma::wr_pool::{Shell, WrPool};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use core::cell::UnsafeCell;
@@ -763,46 +763,6 @@ impl Endpoint {
         })
     }
 
-    /// Posts `wr` (a Send or RDMA Write) without requesting its completion,
-    /// behind `chain` as [`Self::post_send_behind`] does: `wr` completes
-    /// when a signaled work request posted after it on this queue pair
-    /// completes, or when the queue pair is drained; only a failure is
-    /// reported, to the unsignaled completion entry (logged). The queue is
-    /// handed no reference: `wr` must be kept until then (`SendBatch`).
-    /// On failure returns how many of `chain` were posted; `wr` was not.
-    ///
-    /// # Safety
-    ///
-    /// As [`Self::post_send_behind`]; and the caller keeps `wr` alive
-    /// until a signaled work request posted after it on this queue pair
-    /// has completed or the queue pair has been drained.
-    pub(in crate::rust) unsafe fn post_send_unsignaled<H: CompletionHandler>(
-        &self,
-        wr: &WorkRequest<H>,
-        op: SendOp,
-        chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
-    ) -> core::result::Result<(), (Error, usize)> {
-        let prep = SendPrep::new(wr, op).map_err(|e| (e, 0))?;
-        if prep.invalidates {
-            // A Read that invalidates its sink must report its completion.
-            return Err((EINVAL, 0));
-        }
-        let mut chain_posted = 0usize;
-        // SAFETY: The unsignaled entry serves any work request; the chain
-        // and `wr`'s lifetime are the caller's requirements.
-        let rc = unsafe {
-            self.post_prepared(
-                wr,
-                crate::rust::rdma::mr::unsignaled_cqe(),
-                0,
-                &prep,
-                chain,
-                &mut chain_posted,
-            )
-        };
-        to_result(rc).map_err(|e| (e, chain_posted))
-    }
-
     /// Builds the `ib_rdma_wr` of `wr` (completion entry `cqe`, `flags`)
     /// and posts it behind `chain`; returns `ib_post_send`'s result and
     /// counts in `chain_posted` how many of `chain` went out on a failure.
@@ -839,27 +799,7 @@ impl Endpoint {
             let Ok(posting) = self.start_post() else {
                 return ESHUTDOWN.to_errno();
             };
-            match chain {
-                None => bindings::rpcrdma_rs_ib_post_send(posting.qp(), &w.wr),
-                Some((first, last)) => {
-                    // The chain's requests are valid, linked and end at
-                    // `last` (`post_send_behind`'s requirement).
-                    (*last).next = &mut w.wr;
-                    let mut bad: *const bindings::ib_send_wr = core::ptr::null();
-                    let rc = bindings::rpcrdma_rs_ib_post_send_bad(posting.qp(), first, &mut bad);
-                    // Those ahead of the one that failed were posted.
-                    if rc != 0 {
-                        let mut at: *const bindings::ib_send_wr = first;
-                        while !at.is_null() && at != bad && at != &raw const w.wr {
-                            *chain_posted += 1;
-                            at = (*at).next;
-                        }
-                    }
-                    // `w` dies with this frame.
-                    (*last).next = core::ptr::null_mut();
-                    rc
-                }
-            }
+            post_behind(&posting, &mut w.wr, chain, chain_posted)
         }
     }
 
@@ -1172,6 +1112,46 @@ pub(in crate::rust) struct NotPosted<H: CompletionHandler> {
     pub(in crate::rust) chain_posted: usize,
     /// The request, not posted: no completion will run for it.
     pub(in crate::rust) wr: Arc<WorkRequest<H>>,
+}
+
+/// Posts `wr` on `posting`'s queue pair behind `chain` (its first and
+/// last work request), all with one `ib_post_send`; returns its result and
+/// counts in `chain_posted` how many of `chain` went out on a failure.
+///
+/// # Safety
+///
+/// `wr` is a valid work request whose `next` is null, and its completion
+/// entry and scatter/gather list stay valid until it completes; `chain` is
+/// as [`Endpoint::post_send_behind`] requires.
+pub(in crate::rust) unsafe fn post_behind(
+    posting: &Posting<'_>,
+    wr: *mut bindings::ib_send_wr,
+    chain: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+    chain_posted: &mut usize,
+) -> kernel::ffi::c_int {
+    let Some((first, last)) = chain else {
+        // SAFETY: The queue pair is live while `posting` is held; `wr` by
+        // the caller's requirement.
+        return unsafe { bindings::rpcrdma_rs_ib_post_send(posting.qp(), wr) };
+    };
+    // SAFETY: The chain's requests are valid, linked and end at `last`
+    // (the caller's requirement); `wr` is valid.
+    unsafe {
+        (*last).next = wr;
+        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+        let rc = bindings::rpcrdma_rs_ib_post_send_bad(posting.qp(), first, &mut bad);
+        // Those ahead of the one that failed were posted.
+        if rc != 0 {
+            let mut at: *const bindings::ib_send_wr = first;
+            while !at.is_null() && at != bad && at != wr.cast_const() {
+                *chain_posted += 1;
+                at = (*at).next;
+            }
+        }
+        // The chain is the caller's again, unlinked from `wr`.
+        (*last).next = core::ptr::null_mut();
+        rc
+    }
 }
 
 /// What a Send, RDMA Write or RDMA Read work request carries besides its
@@ -1517,7 +1497,7 @@ impl MappedPage {
     }
 
     /// Its scatter/gather entry.
-    fn sge(&self) -> bindings::ib_sge {
+    pub(in crate::rust) fn sge(&self) -> bindings::ib_sge {
         bindings::ib_sge {
             addr: self.dma,
             length: self.len,
@@ -1794,6 +1774,16 @@ impl MappedBuf {
     /// The DMA direction.
     pub fn dir(&self) -> DmaDir {
         self.dir
+    }
+
+    /// The scatter/gather entry of `len` bytes at `offset`.
+    pub(in crate::rust) fn sge(&self, offset: usize, len: usize) -> Result<bindings::ib_sge> {
+        self.range(offset, len)?;
+        Ok(bindings::ib_sge {
+            addr: self.dma.checked_add(offset as u64).ok_or(EINVAL)?,
+            length: u32::try_from(len).map_err(|_| EINVAL)?,
+            lkey: self.lkey(),
+        })
     }
 
     /// As [`Self::range`], for the CPU to reach: never a registration of
@@ -2177,12 +2167,6 @@ pub trait CompletionHandler: Send + Sync + Sized {
     fn recycle_buf(&self, buf: Arc<MappedBuf>) {
         drop(buf);
     }
-
-    /// Whether that buffer stays with the request's allocation in the
-    /// pool instead (not given to [`Self::recycle_buf`]), for the next
-    /// request built in it ([`WorkRequest::new_in`]): one lock takes both,
-    /// and one gives both back.
-    const KEEPS_BUF: bool = false;
 }
 
 /// One work request: its completion entry, its scatter/gather list and the
@@ -2394,17 +2378,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
     ) -> Result<Arc<Self>> {
         let shell = handler.pool().and_then(WrPool::take);
         Self::try_new_in(shell, handler, segments)
-    }
-
-    /// As [`Self::new`], in `kept`, an allocation taken from the handler's
-    /// pool with [`WrPool::take_kept`] (with the buffer kept with it,
-    /// which the caller uses), or a new one.
-    pub fn new_in<E: Into<SgEntry>>(
-        kept: Option<KeptShell<H>>,
-        handler: H,
-        segments: impl IntoIterator<Item = E>,
-    ) -> Result<Arc<Self>> {
-        Self::try_new_in(kept.map(|k| k.0), handler, segments.into_iter().map(Ok))
     }
 
     /// [`Self::try_new`] in `shell`, a kept allocation, if there is one.
@@ -2763,7 +2736,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             // A first buffer goes back to the handler by value (moved out,
             // so it is not dropped below): no reference taken and dropped
             // to recycle it.
-            let mut recycled = if n > 0 && matches!(&*holds, Hold::Buf(_)) {
+            let recycled = if n > 0 && matches!(&*holds, Hold::Buf(_)) {
                 match core::ptr::read(holds) {
                     Hold::Buf(buf) => Some(buf),
                     // Not reached (just matched); forgotten, not dropped,
@@ -2789,8 +2762,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
             }
             let empty = Arc::<MaybeUninit<Self>>::from_raw(raw.cast_const().cast());
             match handler.pool() {
-                Some(pool) if H::KEEPS_BUF => pool.put(empty, recycled.take()),
-                Some(pool) => pool.put(empty, None),
+                Some(pool) => pool.put(empty),
                 None => drop(empty),
             }
             if let Some(buf) = recycled {
@@ -2808,12 +2780,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     fn entry(entry: SgEntry) -> Result<(bindings::ib_sge, Hold)> {
         match entry {
             SgEntry::Buf(seg) => {
-                seg.buf.range(seg.offset, seg.len)?;
-                let sge = bindings::ib_sge {
-                    addr: seg.buf.dma.checked_add(seg.offset as u64).ok_or(EINVAL)?,
-                    length: u32::try_from(seg.len).map_err(|_| EINVAL)?,
-                    lkey: seg.buf.lkey(),
-                };
+                let sge = seg.buf.sge(seg.offset, seg.len)?;
                 Ok((sge, Hold::Buf(seg.buf)))
             }
             SgEntry::Page(page) => Ok((page.sge(), Hold::Page { _mapping: page })),

@@ -15,18 +15,8 @@
 //! under a lock: nothing waits and nothing allocates. A shell is kept as
 //! the `Arc` it was, with the pool's reference its only one, so neither
 //! giving it back nor taking it touches the reference count.
-//!
-//! A handler that keeps buffers with allocations
-//! ([`CompletionHandler::KEEPS_BUF`], the client's Send) gets the request's
-//! first buffer kept beside its shell, and takes both back with one lock
-//! ([`WrPool::take_kept`], [`WorkRequest::new_in`]), as C's
-//! `rpcrdma_sendctx` carries its Send's buffer.
-//!
-//! [`CompletionHandler::pool`]: crate::rust::rdma::verbs::CompletionHandler::pool
-//! [`CompletionHandler::KEEPS_BUF`]: crate::rust::rdma::verbs::CompletionHandler::KEEPS_BUF
-//! [`WorkRequest::new_in`]: crate::rust::rdma::verbs::WorkRequest::new_in
 
-use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, WorkRequest};
+use crate::rust::rdma::verbs::{CompletionHandler, WorkRequest};
 use core::mem::MaybeUninit;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -35,21 +25,6 @@ use kernel::sync::{Arc, SpinLock};
 
 /// The allocation of a work request whose contents were dropped.
 pub(in crate::rust) type Shell<H> = Arc<MaybeUninit<WorkRequest<H>>>;
-
-/// A kept allocation, and the buffer its request gave back with it when
-/// its handler keeps buffers with allocations
-/// ([`CompletionHandler::KEEPS_BUF`]: a client Send's buffer, as C's
-/// `rpcrdma_sendctx` carries its request's).
-struct Kept<H: CompletionHandler> {
-    shell: Shell<H>,
-    buf: Option<Arc<MappedBuf>>,
-}
-
-/// A kept allocation taken with [`WrPool::take_kept`], for
-/// [`WorkRequest::new_in`] to build the next request in.
-///
-/// [`WorkRequest::new_in`]: crate::rust::rdma::verbs::WorkRequest::new_in
-pub struct KeptShell<H: CompletionHandler>(pub(in crate::rust) Shell<H>);
 
 /// Up to a fixed number of work request allocations of one handler type.
 /// A shell is `MaybeUninit`: freeing one (a full pool, a dropped pool)
@@ -61,7 +36,7 @@ pub struct KeptShell<H: CompletionHandler>(pub(in crate::rust) Shell<H>);
 #[pin_data]
 pub struct WrPool<H: CompletionHandler> {
     #[pin]
-    free: SpinLock<KVec<Kept<H>>>,
+    free: SpinLock<KVec<Shell<H>>>,
 }
 
 impl<H: CompletionHandler> WrPool<H> {
@@ -74,36 +49,20 @@ impl<H: CompletionHandler> WrPool<H> {
         }))
     }
 
-    /// A kept allocation, if there is one: the only reference to it. A
-    /// buffer kept with it is dropped (outside the lock).
+    /// A kept allocation, if there is one: the only reference to it.
     pub(in crate::rust) fn take(&self) -> Option<Shell<H>> {
-        let kept = self.free.lock().pop();
-        kept.map(|k| k.shell)
+        self.free.lock().pop()
     }
 
-    /// A kept allocation, if there is one, and the buffer kept with it, if
-    /// any: one lock for both.
-    pub fn take_kept(&self) -> (Option<KeptShell<H>>, Option<Arc<MappedBuf>>) {
-        match self.free.lock().pop() {
-            Some(k) => (Some(KeptShell(k.shell)), k.buf),
-            None => (None, None),
-        }
-    }
-
-    /// Keeps `shell`, and `buf` with it, if there is room; a full pool
-    /// frees them.
+    /// Keeps `shell` if there is room; a full pool frees it.
     ///
     /// # Safety
     ///
     /// `shell` is the only reference to its allocation.
-    pub(in crate::rust) unsafe fn put(&self, shell: Shell<H>, buf: Option<Arc<MappedBuf>>) {
+    pub(in crate::rust) unsafe fn put(&self, shell: Shell<H>) {
         // INVARIANT: `shell` is the only reference (the caller's
         // requirement).
-        let rejected = self
-            .free
-            .lock()
-            .push_within_capacity(Kept { shell, buf })
-            .err();
+        let rejected = self.free.lock().push_within_capacity(shell).err();
         // Freed outside the lock.
         drop(rejected);
     }

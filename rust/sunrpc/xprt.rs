@@ -12,7 +12,7 @@ use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::cm::Net;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::rdma::send_batch::SendBatch;
+use crate::rust::rdma::send_ring::{HasSendRing, SendCtxt};
 use crate::rust::rdma::verbs::{
     Anchor, CompletionHandler, Endpoint, MappedBuf, PageRef, WorkRequest,
 };
@@ -972,16 +972,15 @@ impl Mr {
     }
 }
 
-/// Posts the registrations of `mrs`, in order, then `wr` as a Send of
-/// `batch` (unsignaled unless `signal` or the batch is due), all with one
+/// Posts the registrations of `mrs`, in order, then the Send of `ctxt`
+/// (unsignaled unless `signal` or its ring is due to ask for a
+/// completion; `Ok(true)`: it went unsignaled), all with one
 /// `ib_post_send` (C `frwr_send`). Each MR's registration was prepared with
 /// [`Mr::prepare_reg`] since its mapping. On failure returns how many
-/// registrations were posted (the first ones); the Send was not. The Send
-/// goes through `batch` (`Ok(true)`: it went unsignaled).
-pub fn post_send_after_regs<'a, H: CompletionHandler>(
+/// registrations were posted (the first ones); the Send was not.
+pub fn post_send_after_regs<'a, O: HasSendRing>(
     ep: &Endpoint,
-    batch: &Arc<SendBatch<H>>,
-    wr: Arc<WorkRequest<H>>,
+    ctxt: SendCtxt<'_, O>,
     mrs: impl IntoIterator<Item = &'a Mr>,
     signal: bool,
 ) -> core::result::Result<bool, (Error, usize)> {
@@ -1007,7 +1006,7 @@ pub fn post_send_after_regs<'a, H: CompletionHandler>(
     // SAFETY: `chain` links the MRs' work requests from `first` to `last`,
     // which ends it; the borrows keep them valid for the call, and the
     // MRs are on `ep`'s protection domain (made from its anchor).
-    unsafe { batch.post(ep, wr, chain, signal) }
+    unsafe { ctxt.post_behind(ep, chain, signal) }
 }
 
 /// Posts LOCAL_INV of `rkey` on `ep`: unsignaled, or signaled to `wr`'s

@@ -72,7 +72,7 @@ pub trait XprtOps: Sized + Send + Sync {
     /// Sends one request: a call, or the Reply to a backchannel Call
     /// ([`RpcRqst::is_backchannel`]). Admission and reconnection are the
     /// transport's to decide (sunrpc's `->send_request`).
-    fn send_request(&self, rqst: &RpcRqst<'_>, locked: &XprtLocked<'_>) -> Result;
+    fn send_request(&self, rqst: &RpcRqst<'_>, locked: &mut XprtLocked<'_>) -> Result;
     /// Tears the connection down.
     fn close(&self, locked: &mut XprtLocked<'_>);
     /// Releases what a request still holds (its reply never came).
@@ -987,10 +987,10 @@ impl<T: XprtOps> OpsTable<T> {
         let s = unsafe { Self::state((*rqst).rq_xprt) };
         // SAFETY: sunrpc sends holding `XPRT_LOCKED` for the sending task
         // (`xprt_prepare_transmit`), for the whole call.
-        let locked = unsafe { XprtLocked::new(NonNull::new_unchecked((*rqst).rq_xprt)) };
+        let mut locked = unsafe { XprtLocked::new(NonNull::new_unchecked((*rqst).rq_xprt)) };
         from_result(|| {
             // SAFETY: sunrpc lends the request for the call.
-            s.send_request(&unsafe { RpcRqst::from_raw(r) }, &locked)?;
+            s.send_request(&unsafe { RpcRqst::from_raw(r) }, &mut locked)?;
             Ok(0)
         })
     }
