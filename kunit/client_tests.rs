@@ -15,18 +15,21 @@ use crate::proto::planner::{
 use crate::rust::module::live;
 use crate::rust::rdma::device;
 use crate::rust::rdma::mr::MrSegment;
+use crate::rust::rdma::recv_ring::{impl_has_recv_ring, RecvRing, RecvRingOwner};
 use crate::rust::rdma::run_mr::{refused_releases, RunMr};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::send_ring::{impl_has_send_ring, SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{
-    CompletionHandler, DmaDir, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest, MAX_SGE,
+    CompletionHandler, DmaDir, Endpoint, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest,
+    MAX_SGE,
 };
 use crate::rust::sunrpc::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, wait_for, Pair, Waiter};
 use kernel::alloc::KVec;
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
-use kernel::sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock};
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_spinlock};
 
@@ -176,6 +179,40 @@ fn server_recvs(pair: &Pair, n: usize) -> Result<KVec<Arc<Waiter>>> {
     }
     Ok(recvs)
 }
+
+/// The owner of a Receive ring on the client's endpoint of `pair`, as a
+/// client connection is: logs the number each message carries in its first
+/// byte, and counts the failed (flushed) Receives.
+struct RecvOwner {
+    pair: Pair,
+    ring: RecvRing<RecvOwner>,
+    log: Arc<Log>,
+    flushed: Atomic<u32>,
+}
+
+impl RecvRingOwner for RecvOwner {
+    fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], _inv_rkey: Option<u32>) -> bool {
+        this.log
+            .record(u32::from(bytes.first().copied().unwrap_or(0xff)), 1);
+        true
+    }
+
+    fn failed(&self, wc: &WorkCompletion) {
+        if wc.is_flush() {
+            self.flushed.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn repost_failed(&self, e: Error) {
+        pr_err!("Receives not reposted: {:?}\n", e);
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.pair.client
+    }
+}
+
+impl_has_recv_ring!(RecvOwner, ring);
 
 /// A run of `PAGES` fresh pages the client registered for the server to
 /// write, as `memreg=cache` does, with its segment: the run's references
@@ -439,6 +476,48 @@ mod tests {
         assert!(matches!(refused, Err(e) if e == ESHUTDOWN));
         assert_eq!(owner.ring.outstanding(), 0);
         assert!(owner.ring.next(&mut head).is_some());
+        assert_eq!(live::count(live::Kind::PostedWr), posted_before);
+        Ok(())
+    }
+
+    /// Twelve messages into a ring of four Receive contexts reposted two at
+    /// a time: each arrives in its own buffer, in order, the ring wraps
+    /// three times with four Receives posted at the end, and the drain
+    /// flushes those four, leaving nothing counted as posted.
+    #[test]
+    fn a_recv_ring_reposts_in_batches() -> Result {
+        const MSGS: u8 = 12;
+        let posted_before = live::count(live::Kind::PostedWr);
+        let pair = connect_pair()?;
+        let ring = RecvRing::new(&pair.client, 4, 64, 2)?;
+        let log = Log::new()?;
+        let owner = Arc::new(
+            RecvOwner {
+                pair,
+                ring,
+                log: log.clone(),
+                flushed: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        owner.ring.post_all(&owner.pair.client)?;
+        assert!(owner.ring.post_all(&owner.pair.client).is_err());
+        assert_eq!(owner.ring.posted(), 4);
+        let src = owner.pair.server.alloc_buf(8, DmaDir::ToDevice)?;
+        for n in 0..MSGS {
+            src.write(0, &[n; 8])?;
+            let wc = op_on(&owner.pair.server, one_segment(&src, 8)?, SendOp::Send)?;
+            assert!(wc.is_ok());
+            // One at a time: the next finds a Receive posted.
+            assert_eq!(log.wait_for(u32::from(n) + 1)?, u32::from(n) + 1);
+        }
+        assert!(log.in_order());
+        assert_eq!(owner.ring.posted(), 4);
+        owner.pair.client.drain();
+        owner.ring.release_after_drain(&owner.pair.client);
+        assert_eq!(owner.flushed.load(Relaxed), 4);
+        assert_eq!(owner.ring.posted(), 0);
+        drop(owner);
         assert_eq!(live::count(live::Kind::PostedWr), posted_before);
         Ok(())
     }

@@ -17,8 +17,8 @@
 //! - `backchannel`: callbacks from the server (`backchannel.c`).
 //!
 //! Ownership: completion handlers hold an `Arc<Conn>` while their work
-//! request is posted, but for the Sends of the ring, which is a field of
-//! the connection. [`Conn::shutdown`] drains the queue pair before the
+//! request is posted, but for the Send and Receive contexts of the rings,
+//! which are fields of the connection and find it by their offset. [`Conn::shutdown`] drains the queue pair before the
 //! last reference can go (the transport drops its references only after
 //! it), after which nothing can be posted on it (the endpoint refuses posts
 //! once its drain starts); the last reference frees everything; if a late
@@ -27,14 +27,14 @@
 
 use super::reg::RegList;
 use super::regcache::CacheState;
-use super::reply::RecvDone;
 use super::send_buf::SendSlots;
 use super::transport::{Settings, Stats};
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
 use crate::rust::kext::shrinker::ObjectShrinker;
+use crate::rust::rdma::recv_ring::RecvRing;
 use crate::rust::rdma::send_ring::SendRing;
-use crate::rust::rdma::verbs::{Endpoint, MappedBuf, WorkRequest};
+use crate::rust::rdma::verbs::{Endpoint, MappedBuf};
 use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -162,11 +162,9 @@ pub(super) struct Conn {
     /// contexts retire with the next signaled one (C `re_send_batch`);
     /// those left after the drain are retired by [`Conn::shutdown`].
     pub(super) send_ring: SendRing<Conn>,
-    /// Completed Receives waiting to be posted again as one batch
-    /// (`reply::RECV_REPOST_BATCH`); emptied by [`Conn::shutdown`], since
-    /// their handlers hold the connection.
-    #[pin]
-    pub(super) recv_held: SpinLock<KVec<Arc<WorkRequest<RecvDone>>>>,
+    /// The Receive contexts, each with its buffer DMA-mapped once (C
+    /// `rpcrdma_rep`), posted again in batches by the receive CQ's poller.
+    pub(super) recv_ring: RecvRing<Conn>,
     /// `memreg=cache`: the registration cache (`None` with the other
     /// strategies, and once the connection is shut down).
     #[pin]

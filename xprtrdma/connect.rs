@@ -9,7 +9,7 @@
 use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
 use super::conn::Conn;
 use super::reg::{add, Strategy};
-use super::reply::{RecvDone, RECV_REPOST_BATCH};
+use super::reply::RECV_REPOST_BATCH;
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
 use super::transport::{Settings, Stats};
 use crate::config::{fmr_dirty_watermark, fmr_pool};
@@ -19,10 +19,9 @@ use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::{DeviceCaps, TransportParams, MAX_HDR_SEGS, PHYSICAL_MAX_SEGS};
 use crate::rust::module::trace;
 use crate::rust::rdma::cm::{CmEvent, CmHandler, CmId};
+use crate::rust::rdma::recv_ring::RecvRing;
 use crate::rust::rdma::send_ring::SendRing;
-use crate::rust::rdma::verbs::{
-    ConnParam, DmaDir, Endpoint, EndpointConfig, Pd, Segment as SgSegment, WorkRequest, MAX_SGE,
-};
+use crate::rust::rdma::verbs::{ConnParam, DmaDir, Endpoint, EndpointConfig, Pd, MAX_SGE};
 use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -39,7 +38,7 @@ const CONNECT_TIMEOUT_MS: u32 = 30_000;
 const MRS_PER_REQUEST: u32 = 4;
 /// Receives kept beyond the credit limit (C keeps a batch extra): they
 /// cover those held back for a batched repost.
-const EXTRA_RECVS: u32 = RECV_REPOST_BATCH as u32;
+const EXTRA_RECVS: u32 = RECV_REPOST_BATCH;
 /// `PAGE_SIZE` as the u32 the wire sizes use.
 const PAGE_SIZE_U32: u32 = kernel::page::PAGE_SIZE as u32;
 /// Each new connection takes the next completion vector of its device.
@@ -204,7 +203,12 @@ impl Conn {
             params.inline_send as usize,
             batch.min(contexts),
         )?;
-        let recv_held = KVec::with_capacity(RECV_REPOST_BATCH, GFP_KERNEL)?;
+        let recv_ring = RecvRing::new(
+            &ep,
+            reqs + EXTRA_RECVS + BC_RECVS,
+            recv_len,
+            RECV_REPOST_BATCH,
+        )?;
         let cache = if settings.strategy == Strategy::Cache {
             Some(super::regcache::CacheState::new(settings.cache_pages)?)
         } else {
@@ -237,7 +241,7 @@ impl Conn {
                 write_pad,
                 global_rkey,
                 send_ring,
-                recv_held <- new_spinlock!(recv_held, "rpcrdma_rs::xprt::recv_held"),
+                recv_ring,
                 cache <- new_spinlock!(cache, "rpcrdma_rs::xprt::cache"),
                 shrinker <- new_spinlock!(None, "rpcrdma_rs::xprt::shrinker"),
             }),
@@ -248,7 +252,7 @@ impl Conn {
         // Sends right after establishment must find one, since our
         // `rnr_retry_count` of 0 makes a receiver-not-ready fatal. The
         // queue pair takes Receives from its INIT state on.
-        if let Err(e) = conn.post_initial_recvs(recv_len, reqs + EXTRA_RECVS + BC_RECVS) {
+        if let Err(e) = conn.recv_ring.post_all(&conn.ep) {
             conn.shutdown();
             return Err(e);
         }
@@ -260,25 +264,6 @@ impl Conn {
             conn.shutdown();
         }
         res.map(|()| conn)
-    }
-
-    /// Posts `n` Receives of `len` bytes.
-    fn post_initial_recvs(self: &Arc<Self>, len: usize, n: u32) -> Result {
-        for _ in 0..n {
-            let buf = self.ep.alloc_buf(len, DmaDir::FromDevice)?;
-            let mut segs = KVec::new();
-            segs.push(
-                SgSegment {
-                    buf,
-                    offset: 0,
-                    len,
-                },
-                GFP_KERNEL,
-            )?;
-            let wr = WorkRequest::new(RecvDone { conn: self.clone() }, segs)?;
-            self.ep.post_recv(wr)?;
-        }
-        Ok(())
     }
 
     /// Connects the queue pair, whose Receives are posted, and finishes the

@@ -34,9 +34,9 @@ impl Conn {
         let dirty = core::mem::take(&mut *self.dirty.lock());
         self.counters().dirty.add(-(dirty.len() as i64), Relaxed);
         drop(dirty);
-        // No Receive completes after the drain, so none is queued again.
-        let held = core::mem::take(&mut *self.recv_held.lock());
-        drop(held);
+        // No Receive completes after the drain: those waiting for their
+        // batch are never posted again.
+        self.recv_ring.release_after_drain(&self.ep);
         // Sends posted unsignaled after the last signaled one: no
         // completion retires them.
         self.send_ring.release_after_drain(&self.ep);

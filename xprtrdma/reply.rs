@@ -13,77 +13,55 @@ use crate::proto::msg::{Body, DecodeError, ErrorBody};
 use crate::proto::reply_fast::decode_reply_fast;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace::{self, ReplyError};
-use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::rust::rdma::recv_ring::{impl_has_recv_ring, RecvRingOwner};
+use crate::rust::rdma::verbs::{Endpoint, WorkCompletion};
 use crate::rust::sunrpc::xprt::PinnedRqst;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, ArcBorrow};
 
-/// Receive completion: a reply (or a flush when the connection goes away).
-pub(super) struct RecvDone {
-    pub(super) conn: Arc<Conn>,
-}
-
-impl CompletionHandler for RecvDone {
-    fn complete(&self, wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+/// The client's Receives (C `rpcrdma_rep`): a reply is decoded where the
+/// device put it, its bytes copied once into the request's receive buffer,
+/// and the Receive posted again only after that, with seven others (C
+/// `rpcrdma_post_recvs` posts its batch as one chain). The `EXTRA_RECVS`
+/// posted beyond the credit limit cover those waiting for their batch, so
+/// the server never finds the receive queue short.
+impl RecvRingOwner for Conn {
+    fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool {
         // Reply handling may allocate (invalidation tracking, a
         // backchannel slot): never by reclaim that could wait for this very
         // reply (swap over NFS, NFS writeback).
         let _noio = NoIoScope::new();
-        let conn = &self.conn;
-        if !wc.is_ok() {
-            if !wc.is_flush() {
-                crate::pr_warn_ratelimited!("receive failed: status {}\n", wc.status);
-            }
-            if !conn.closing.load(Relaxed) {
-                conn.xprt.force_disconnect();
-            }
-            return;
+        let conn: Arc<Conn> = this.into();
+        conn.handle_reply(&conn, bytes, inv_rkey);
+        !conn.closing.load(Relaxed)
+    }
+
+    fn failed(&self, wc: &WorkCompletion) {
+        if !wc.is_flush() {
+            crate::pr_warn_ratelimited!("receive failed: status {}\n", wc.status);
         }
-        if let Some(buf) = wr.buf(0) {
-            // Decoded where the device put it; the reply's bytes are copied
-            // once, into the request's receive buffer. The Receive is posted
-            // again only after this.
-            let len = (wc.byte_len as usize).min(buf.len());
-            let inv_rkey = wc.invalidated_rkey;
-            if buf
-                .with_received(len, |bytes| conn.handle_reply(conn, bytes, inv_rkey))
-                .is_err()
-            {
-                conn.xprt.force_disconnect();
-            }
+        if !self.closing.load(Relaxed) {
+            self.xprt.force_disconnect();
         }
-        if !conn.closing.load(Relaxed) && conn.repost_recv(wr).is_err() {
-            conn.xprt.force_disconnect();
+    }
+
+    fn repost_failed(&self, e: Error) {
+        if !self.closing.load(Relaxed) {
+            crate::pr_warn_ratelimited!("cannot post Receives: {:?}\n", e);
+            self.xprt.force_disconnect();
         }
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.ep
     }
 }
 
-/// Receives given back to the queue pair with one doorbell (C
-/// `rpcrdma_post_recvs` posts its batch as one chain). Until a batch is
-/// full its Receives wait in [`Conn::recv_held`]; the `EXTRA_RECVS` posted
-/// beyond the credit limit cover them, so the server never finds the
-/// receive queue short.
-pub(super) const RECV_REPOST_BATCH: usize = 8;
+impl_has_recv_ring!(Conn, recv_ring);
 
-impl Conn {
-    /// Queues a completed Receive for reposting; posts the batch when full.
-    fn repost_recv(&self, wr: &Arc<WorkRequest<RecvDone>>) -> Result {
-        let mut held = self.recv_held.lock();
-        if held.push_within_capacity(wr.clone()).is_err() {
-            // Never full below the batch size; post this one alone.
-            drop(held);
-            return self.ep.post_recv(wr.clone());
-        }
-        if held.len() < RECV_REPOST_BATCH {
-            return Ok(());
-        }
-        // The held references go to the queue as they are; receive
-        // buffers have no MR, so dropping one that failed to post does not
-        // sleep.
-        self.ep.post_recv_batch(held.drain_all())
-    }
-}
+/// Receives given back to the queue pair with one doorbell.
+pub(super) const RECV_REPOST_BATCH: u32 = 8;
 
 impl Conn {
     /// Takes what the request of a reply registered, from the request's

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's Receives as preallocated receive contexts (C
+//! `rpcrdma_rep`): each is made once, with its completion entry, its
+//! `ib_recv_wr` over its own scatter/gather entry and a buffer DMA-mapped
+//! for its life. Its completion hands the received bytes to the owner
+//! where the device put them, then queues the context to be posted again;
+//! every `batch`th completion posts the queued ones as one chain with one
+//! doorbell (C `rpcrdma_post_recvs`). No lock, allocation or reference
+//! count is taken per Receive: the queue of contexts waiting to be posted
+//! again belongs to the receive CQ's poller, which runs one completion at
+//! a time.
+//!
+//! The ring is a field of the object that owns the connection
+//! ([`HasRecvRing`]), which lives in an `Arc`: a completion finds it by the
+//! field's offset and lends it to [`RecvRingOwner::received`] as an
+//! [`ArcBorrow`]. The owner drains its endpoint before it is dropped, so
+//! no completion outlives it; contexts still posted when the ring is
+//! dropped on an endpoint that was not drained are leaked, and it says so.
+
+use crate::rust::bindings;
+use crate::rust::module::live;
+use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion};
+use core::cell::UnsafeCell;
+use kernel::alloc::KVec;
+use kernel::error::to_result;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::{Arc, ArcBorrow};
+use kernel::types::Opaque;
+
+/// What a transport does with what its Receives bring.
+pub trait RecvRingOwner: Send + Sync + Sized {
+    /// A Receive completed with `bytes` (where the device put them), and
+    /// the rkey the peer invalidated with it, if any. Returns whether the
+    /// context is to be posted again (not while the connection closes).
+    fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool;
+
+    /// A Receive completed in error, or was flushed: the connection is
+    /// lost or closing. The context is not posted again.
+    fn failed(&self, wc: &WorkCompletion);
+
+    /// Completed Receives could not be posted again (`ESHUTDOWN` once the
+    /// drain started): the connection is left with fewer Receives.
+    fn repost_failed(&self, e: Error);
+
+    /// The endpoint whose queue pair the Receives are posted on.
+    fn endpoint(&self) -> &Endpoint;
+}
+
+/// An object with a [`RecvRing`] of its own as a field, found from the
+/// ring by the field's offset. Implemented by [`impl_has_recv_ring!`].
+///
+/// # Safety
+///
+/// `RING_OFFSET` is the offset of a `RecvRing<Self>` field in `Self`, and
+/// every object of type `Self` lives in an `Arc` (pinned, never moved).
+pub unsafe trait HasRecvRing: RecvRingOwner {
+    /// The offset of the ring in `Self`.
+    const RING_OFFSET: usize;
+}
+
+/// Declares the `RecvRing<$owner>` field `$field` of `$owner` its receive
+/// ring ([`HasRecvRing`]). Every `$owner` lives in an `Arc`.
+#[macro_export]
+macro_rules! impl_has_recv_ring {
+    ($owner:ty, $field:ident) => {
+        // SAFETY: The offset is that of the field, which has the ring's
+        // type (checked below); the owner lives in an `Arc`, never moved.
+        unsafe impl $crate::rust::rdma::recv_ring::HasRecvRing for $owner {
+            const RING_OFFSET: usize = {
+                fn _check(o: &$owner) -> &$crate::rust::rdma::recv_ring::RecvRing<$owner> {
+                    &o.$field
+                }
+                ::core::mem::offset_of!($owner, $field)
+            };
+        }
+    };
+}
+pub use impl_has_recv_ring;
+
+/// One receive context.
+///
+/// # Invariants
+///
+/// Once the ring's Receives are posted ([`RecvRing::post_all`]), `wr`
+/// names `cqe` and `sge`, which names `buf`, and `ring` the ring. `wr` is
+/// written only while the context is not posted, by the receive CQ's
+/// poller (or before the first post).
+struct Ctxt<O: RecvRingOwner> {
+    cqe: Opaque<bindings::ib_cqe>,
+    wr: UnsafeCell<bindings::ib_recv_wr>,
+    sge: UnsafeCell<bindings::ib_sge>,
+    ring: UnsafeCell<*const RecvRing<O>>,
+    buf: Arc<MappedBuf>,
+}
+
+/// Contexts completed and waiting to be posted again, linked through their
+/// work requests' `next`, oldest first.
+struct Held {
+    first: *mut bindings::ib_recv_wr,
+    last: *mut bindings::ib_recv_wr,
+    n: u32,
+}
+
+/// The receive contexts of one connection.
+///
+/// # Invariants
+///
+/// `ctxts` is never resized after `new`. `held` is accessed only by the
+/// receive CQ's poller, one completion at a time, and after the drain by
+/// the owner; the contexts it links are not posted.
+pub struct RecvRing<O: RecvRingOwner> {
+    ctxts: KVec<Ctxt<O>>,
+    held: UnsafeCell<Held>,
+    /// Contexts posted and not completed.
+    posted: Atomic<u32>,
+    started: Atomic<bool>,
+    batch: u32,
+}
+
+// SAFETY: Contexts move between the device and the poller through posts
+// and completions; `held` is the poller's alone (type invariants).
+unsafe impl<O: RecvRingOwner> Send for RecvRing<O> {}
+// SAFETY: As above.
+unsafe impl<O: RecvRingOwner> Sync for RecvRing<O> {}
+
+impl<O: HasRecvRing> RecvRing<O> {
+    /// `n` receive contexts with buffers of `buf_len` bytes mapped on
+    /// `ep`'s device, posted again `batch` at a time.
+    pub fn new(ep: &Endpoint, n: u32, buf_len: usize, batch: u32) -> Result<Self> {
+        if n == 0 || batch == 0 || batch > n {
+            return Err(EINVAL);
+        }
+        let mut ctxts = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for _ in 0..n {
+            let ctxt = Ctxt {
+                cqe: Opaque::new(bindings::ib_cqe {
+                    done: Some(recv_done::<O>),
+                }),
+                // SAFETY: All-zero is a valid, empty `ib_recv_wr`.
+                wr: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+                // SAFETY: All-zero is a valid `ib_sge`.
+                sge: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+                ring: UnsafeCell::new(core::ptr::null()),
+                buf: ep.alloc_buf(buf_len, DmaDir::FromDevice)?,
+            };
+            // Room was reserved: never allocates.
+            ctxts.push(ctxt, GFP_KERNEL)?;
+        }
+        // INVARIANT: nothing is posted or held.
+        Ok(Self {
+            ctxts,
+            held: UnsafeCell::new(Held {
+                first: core::ptr::null_mut(),
+                last: core::ptr::null_mut(),
+                n: 0,
+            }),
+            posted: Atomic::new(0),
+            started: Atomic::new(false),
+            batch,
+        })
+    }
+
+    /// Posts every context, once: the ring is in its owner now, where it
+    /// stays, so the contexts learn where it is. The queue pair takes
+    /// Receives from its INIT state on.
+    pub fn post_all(&self, ep: &Endpoint) -> Result {
+        if self.started.xchg(true, Relaxed) {
+            return Err(EINVAL);
+        }
+        let ring: *const Self = self;
+        for c in self.ctxts.iter() {
+            let sge = c.buf.sge(0, c.buf.len())?;
+            // SAFETY: Nothing is posted yet, so the contexts are the
+            // caller's alone. INVARIANT: the work request names the
+            // context's entry and list, the entry its buffer.
+            unsafe {
+                *c.ring.get() = ring;
+                *c.sge.get() = sge;
+                let wr = &mut *c.wr.get();
+                wr.__bindgen_anon_1.wr_cqe = Opaque::cast_into(&c.cqe);
+                wr.sg_list = c.sge.get();
+                wr.num_sge = 1;
+                // SAFETY: As above: the poller does not run before a post.
+                self.hold(wr);
+            }
+        }
+        // SAFETY: Nothing is posted, so no poller runs: the held list is
+        // this thread's.
+        unsafe { self.post_held(ep) }
+    }
+
+    /// Queues `wr`, a completed context's, to be posted again.
+    ///
+    /// # Safety
+    ///
+    /// The caller is the ring's poller (or nothing is posted), and `wr`'s
+    /// context is not posted or held.
+    unsafe fn hold(&self, wr: *mut bindings::ib_recv_wr) {
+        // SAFETY: The held list is the caller's (requirement).
+        let held = unsafe { &mut *self.held.get() };
+        // SAFETY: `wr` is a context's, not posted: nothing else reads it.
+        unsafe { (*wr).next = core::ptr::null_mut() };
+        match held.last.is_null() {
+            true => held.first = wr,
+            // SAFETY: `last` is a held context's, not posted.
+            false => unsafe { (*held.last).next = wr },
+        }
+        held.last = wr;
+        held.n = held.n.wrapping_add(1);
+    }
+
+    /// Posts the held contexts as one chain. On a failure those from the
+    /// failed one on stay held.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::hold`].
+    unsafe fn post_held(&self, ep: &Endpoint) -> Result {
+        // SAFETY: The held list is the caller's (requirement).
+        let held = unsafe { &mut *self.held.get() };
+        if held.n == 0 {
+            return Ok(());
+        }
+        let posting = ep.start_post()?;
+        let n = held.n;
+        // Counted before the post: a completion may come before it returns.
+        self.posted.fetch_add(n, Relaxed);
+        live::add(live::Kind::PostedWr, n as usize);
+        let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
+        // SAFETY: The chain links held contexts' work requests, each
+        // naming its own entry and mapped buffer, which live as long as the
+        // ring, which outlives its posted contexts (`HasRecvRing`).
+        let rc = unsafe { bindings::rpcrdma_rs_ib_post_recv(posting.qp(), held.first, &mut bad) };
+        drop(posting);
+        if rc == 0 {
+            *held = Held {
+                first: core::ptr::null_mut(),
+                last: core::ptr::null_mut(),
+                n: 0,
+            };
+            return Ok(());
+        }
+        // Those ahead of `bad` were posted; the rest stay held.
+        let mut posted = 0u32;
+        let mut at: *const bindings::ib_recv_wr = held.first;
+        while !at.is_null() && at != bad {
+            posted = posted.wrapping_add(1);
+            // SAFETY: A held context's work request.
+            at = unsafe { (*at).next };
+        }
+        let unposted = n.wrapping_sub(posted);
+        self.posted.fetch_sub(unposted, Relaxed);
+        live::sub(live::Kind::PostedWr, unposted as usize);
+        held.first = bad.cast_mut();
+        if bad.is_null() {
+            held.last = core::ptr::null_mut();
+        }
+        held.n = unposted;
+        to_result(rc)
+    }
+
+    /// Contexts posted and not completed.
+    pub fn posted(&self) -> u32 {
+        self.posted.load(Relaxed)
+    }
+
+    /// After `ep`'s queue pair was drained: forgets the held contexts (no
+    /// poller runs any more, and they are never posted again).
+    pub fn release_after_drain(&self, ep: &Endpoint) {
+        if !ep.is_drained() {
+            return;
+        }
+        // SAFETY: After the drain no completion runs and no post starts:
+        // the held list is this thread's.
+        let held = unsafe { &mut *self.held.get() };
+        *held = Held {
+            first: core::ptr::null_mut(),
+            last: core::ptr::null_mut(),
+            n: 0,
+        };
+    }
+}
+
+impl<O: RecvRingOwner> Drop for RecvRing<O> {
+    fn drop(&mut self) {
+        let n = self.posted.load(Relaxed);
+        if n == 0 {
+            return;
+        }
+        crate::pr_err_ratelimited!(
+            "rpcrdma_rs: a receive ring dropped with {} Receives posted; leaked\n",
+            n
+        );
+        // INVARIANT: never freed while the device may write them.
+        core::mem::forget(core::mem::replace(&mut self.ctxts, KVec::new()));
+    }
+}
+
+/// Completion of a ring's Receive.
+///
+/// # Safety
+///
+/// Called by the RDMA core, on the receive CQ's poller, with a valid
+/// completion whose `wr_cqe` is the `cqe` of a context of a `RecvRing<O>`
+/// posted by [`RecvRing::post_all`] or by this function.
+unsafe extern "C" fn recv_done<O: HasRecvRing>(
+    _cq: *mut bindings::ib_cq,
+    wc: *mut bindings::ib_wc,
+) {
+    // SAFETY: `wc` is valid for the callback; posted work requests carry a
+    // `wr_cqe`.
+    let (w, cqe) = unsafe { (&*wc, (*wc).__bindgen_anon_1.wr_cqe) };
+    // SAFETY: By the function's requirement the entry is a context's.
+    let c =
+        unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Ctxt<O>, cqe) };
+    // SAFETY: Set before the first post, not written again; the ring
+    // outlives its posted contexts.
+    let ring = unsafe { &**c.ring.get() };
+    ring.posted.fetch_sub(1, Relaxed);
+    live::dec(live::Kind::PostedWr);
+    // SAFETY: The ring is the `RING_OFFSET` field of its owner, which lives
+    // in an `Arc` at least as long as the ring (`HasRecvRing`).
+    let owner = unsafe {
+        ArcBorrow::from_raw(
+            core::ptr::from_ref(ring)
+                .cast::<u8>()
+                .sub(O::RING_OFFSET)
+                .cast::<O>(),
+        )
+    };
+    let status = w.status as i32;
+    if status != bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
+        owner.failed(&WorkCompletion {
+            status,
+            opcode: -1,
+            byte_len: 0,
+            invalidated_rkey: None,
+            covers: 1,
+        });
+        return;
+    }
+    let inv_rkey = (w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0)
+        // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the invalidated rkey.
+        .then(|| unsafe { w.ex.invalidate_rkey });
+    let len = (w.byte_len as usize).min(c.buf.len());
+    let repost = c
+        .buf
+        .with_received(len, |bytes| O::received(owner, bytes, inv_rkey))
+        .unwrap_or(false);
+    if !repost {
+        return;
+    }
+    // SAFETY: This is the ring's poller, and the context completed.
+    unsafe { ring.hold(c.wr.get()) };
+    // SAFETY: As above.
+    let held = unsafe { (*ring.held.get()).n };
+    if held >= ring.batch {
+        // SAFETY: As above.
+        if let Err(e) = unsafe { ring.post_held(owner.endpoint()) } {
+            owner.repost_failed(e);
+        }
+    }
+}
