@@ -16,8 +16,10 @@ server): each module's functions that sunrpc or ib_core call, i.e. the
 ops tables' entries (rpc_xprt_ops, svc_xprt_ops) and the completion
 handlers (ib_cqe.done). For the C module (rpcrdma) they are the functions
 named; for rpcrdma_rs the ops tables' trampolines (rust/sunrpc/
-xprt_class.rs, svc.rs) and the monomorphised completion trampoline
-done::<H> (rust/rdma/verbs.rs), matched on their mangled names. Both
+xprt_class.rs, svc.rs) and the monomorphised completion trampolines
+(done::<H> in rust/rdma/verbs.rs; the client's Send and Receive rings'
+ring_done and recv_done in rust/rdma/send_ring.rs and recv_ring.rs),
+matched on their mangled names. Both
 clients' alloc_slot/free_slot are in C4: C's are its own, the project's
 are sunrpc's xprt_alloc_slot/xprt_free_slot (sunrpc's instructions, so
 in C4's fair total, not its module column). Stage S2r (RDMA Read
@@ -34,10 +36,14 @@ STAGES = [
     (2, 'C2 Send completion', 'client',
      ['rpcrdma_wc_send', 'frwr_wc_fastreg', 'frwr_wc_localinv', 'frwr_wc_localinv_wake',
       'frwr_wc_localinv_done'],
+     # SendDone: before the Send ring (an older BENCH_ALT_REV).
      [r'5verbs4done.*(8send_buf8SendDone|7InvDone|12BatchInvDone|11SyncInvDone|9EvictDone)E',
+      r'9send_ring9ring_done.*8xprtrdma4conn4ConnE',
       r'2mr15unsignaled_done$'], []),
     (3, 'C3 reply', 'client', ['rpcrdma_wc_receive', 'rpcrdma_reply_handler'],
-     [r'5verbs4done.*5reply8RecvDoneE'], []),
+     [r'9recv_ring9recv_done.*8xprtrdma4conn4ConnE',
+      # Before the rings (BENCH_ALT_REV of an older module).
+      r'5verbs4done.*5reply8RecvDoneE'], []),
     (4, 'C4 slot/buf', 'client',
      ['xprt_rdma_alloc_slot', 'xprt_rdma_free_slot', 'xprt_rdma_allocate', 'xprt_rdma_free'],
      [r'10xprt_class.*8OpsTable.*6ClientE(9buf_alloc|8buf_free)'],
