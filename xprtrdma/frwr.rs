@@ -18,7 +18,7 @@ use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, ArcBorrow};
 
 impl Conn {
     fn get_mr(&self) -> Result<Mr> {
@@ -156,7 +156,7 @@ impl Conn {
     /// (a failed send): one LOCAL_INV chain; the MRs return to the pool,
     /// and their slots (REG_MR and LOCAL_INV) to the send queue, when it
     /// completes.
-    pub(super) fn abandon(&self, this: &Arc<Self>, regs: RegList) {
+    pub(super) fn abandon(&self, this: ArcBorrow<'_, Self>, regs: RegList) {
         if !self.forget_cached(this, &regs, false) {
             // A cached registration could not be tracked: start afresh.
             self.xprt.force_disconnect();
@@ -175,7 +175,7 @@ impl Conn {
         let tracked = rkeys(&mrs).and_then(|keys| {
             let done = Arc::pin_init(
                 pin_init!(BatchInvDone {
-                    conn: this.clone(),
+                    conn: Arc::from(this),
                     slots: n * SLOTS_PER_MR,
                     mrs <- new_spinlock!(None, "rpcrdma_rs::xprt::abandon"),
                 }),

@@ -18,7 +18,7 @@ use kernel::alloc::KVec;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::sync::{Arc, ArcBorrow, Completion, SpinLock};
 
 /// The steering tags of a LOCAL_INV chain: up to 8 inline.
 type InvKeys = SmallList<u32, 8>;
@@ -99,7 +99,7 @@ impl CompletionHandler for Arc<InvDone> {
 impl Conn {
     /// The delayed batch of an idle connection (`fmr_dirty_watermark`):
     /// invalidates whatever is still dirty.
-    pub(super) fn flush_timer(&self, this: &Arc<Self>) {
+    pub(super) fn flush_timer(&self, this: ArcBorrow<'_, Self>) {
         if self.closing.load(Relaxed) {
             return;
         }
@@ -111,7 +111,7 @@ impl Conn {
 
     /// Invalidates every dirty MR in one chain; they return to the pool
     /// when the last LOCAL_INV completes.
-    pub(super) fn flush_dirty(&self, this: &Arc<Self>) {
+    pub(super) fn flush_dirty(&self, this: ArcBorrow<'_, Self>) {
         // The list keeps room for the whole pool (so a dirty MR never has
         // to be dropped): the batch is swapped out for an empty list of
         // the same capacity, allocated outside the lock.
@@ -137,7 +137,7 @@ impl Conn {
         trace_local_invs(None, &mrs);
         let done = Arc::pin_init(
             pin_init!(BatchInvDone {
-                conn: this.clone(),
+                conn: Arc::from(this),
                 slots,
                 mrs <- new_spinlock!(Some(mrs), "rpcrdma_rs::xprt::batch"),
             }),
@@ -172,7 +172,7 @@ impl Conn {
     /// freed. Its MRs are invalidated and this waits for that (C
     /// `frwr_unmap_sync`); only if that cannot be done is the connection
     /// closed, which revokes every registration at once.
-    pub(super) fn release_request(&self, this: &Arc<Self>, p: Pending) {
+    pub(super) fn release_request(&self, this: ArcBorrow<'_, Self>, p: Pending) {
         if self.closing.load(Relaxed) {
             // The connection is being closed (or revoked): its drain
             // revokes every registration at once. Wait for it before the
@@ -234,7 +234,7 @@ impl Conn {
     /// request's state by the caller), then completes it.
     pub(super) fn finish(
         &self,
-        this: &Arc<Self>,
+        this: ArcBorrow<'_, Self>,
         rqst: PinnedRqst,
         mut pending: Option<Pending>,
         status: i32,
@@ -323,7 +323,7 @@ impl Conn {
         // which a failed initializer dropping both would not guarantee.
         let done = Arc::pin_init(
             pin_init!(InvDone {
-                conn: this.clone(),
+                conn: Arc::from(this),
                 slots: n as u32,
                 state <- new_spinlock!(None, "rpcrdma_rs::xprt::inv"),
             }),

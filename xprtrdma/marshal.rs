@@ -18,7 +18,7 @@ use crate::rust::rdma::send_ring::{SendCtxt, SendRingHead};
 use crate::rust::sunrpc::xprt::{post_send_after_regs, RpcRqst};
 use crate::small_list::SmallList;
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::ArcBorrow;
 
 /// How the call goes, in the terms of the `xprtrdma_marshal` event.
 fn call_chunk_type(call: &CallStrategy) -> ChunkType {
@@ -69,7 +69,7 @@ impl Conn {
     /// context of the ring whose head the caller holds.
     pub(super) fn send(
         &self,
-        this: &Arc<Self>,
+        this: ArcBorrow<'_, Self>,
         head: &mut SendRingHead<Conn>,
         rqst: &RpcRqst<'_>,
     ) -> Result {
@@ -257,7 +257,7 @@ impl Conn {
     #[cold]
     fn chunks_failed(
         &self,
-        this: &Arc<Self>,
+        this: ArcBorrow<'_, Self>,
         rqst: &RpcRqst<'_>,
         xid: u32,
         mut mrs: RegList,

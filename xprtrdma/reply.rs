@@ -18,7 +18,7 @@ use crate::rust::rdma::verbs::{Endpoint, WorkCompletion};
 use crate::rust::sunrpc::xprt::PinnedRqst;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
-use kernel::sync::{Arc, ArcBorrow};
+use kernel::sync::ArcBorrow;
 
 /// The client's Receives (C `rpcrdma_rep`): a reply is decoded where the
 /// device put it, its bytes copied once into the request's receive buffer,
@@ -32,9 +32,8 @@ impl RecvRingOwner for Conn {
         // backchannel slot): never by reclaim that could wait for this very
         // reply (swap over NFS, NFS writeback).
         let _noio = NoIoScope::new();
-        let conn: Arc<Conn> = this.into();
-        conn.handle_reply(&conn, bytes, inv_rkey);
-        !conn.closing.load(Relaxed)
+        this.handle_reply(this, bytes, inv_rkey);
+        !this.closing.load(Relaxed)
     }
 
     fn failed(&self, wc: &WorkCompletion) {
@@ -96,7 +95,7 @@ impl Conn {
         );
     }
 
-    fn handle_reply(&self, this: &Arc<Self>, bytes: &[u8], inv_rkey: Option<u32>) {
+    fn handle_reply(&self, this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) {
         self.xprt.data_seen();
         // The common shapes in one pass, anything else by the general
         // decoder. Borrowed from the result, not moved out of it: the

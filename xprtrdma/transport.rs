@@ -289,7 +289,7 @@ impl XprtOps for Client {
         }
         match conn
             .ok_or(ENOTCONN)
-            .and_then(|c| c.conn.send(&c.conn, &mut c.head, rqst))
+            .and_then(|c| c.conn.send(c.conn.as_arc_borrow(), &mut c.head, rqst))
             .map_err(closed_is_not_connected)
         {
             Ok(()) => {}
@@ -353,7 +353,7 @@ impl XprtOps for Client {
             return;
         };
         match conn {
-            Some(conn) => conn.release_request(&conn, p),
+            Some(conn) => conn.release_request(conn.as_arc_borrow(), p),
             // Closed: the shutdown's drain revoked them.
             None => drop(p),
         }
@@ -364,7 +364,7 @@ impl XprtOps for Client {
         // waiting for: no reclaim from here.
         let _noio = NoIoScope::new();
         if let Some(conn) = self.conn() {
-            conn.flush_timer(&conn);
+            conn.flush_timer(conn.as_arc_borrow());
         }
     }
 

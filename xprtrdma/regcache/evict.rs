@@ -47,7 +47,7 @@ impl Conn {
     /// doomed registrations are then invalidated.
     pub(in crate::xprtrdma) fn release_cached(
         &self,
-        this: &Arc<Self>,
+        this: ArcBorrow<'_, Self>,
         regs: &RegList,
         inv_rkey: Option<u32>,
     ) {
@@ -87,7 +87,7 @@ impl Conn {
     /// be done (the caller revokes every registration instead).
     pub(in crate::xprtrdma) fn forget_cached(
         &self,
-        this: &Arc<Self>,
+        this: ArcBorrow<'_, Self>,
         regs: &RegList,
         wait: bool,
     ) -> bool {
@@ -122,7 +122,7 @@ impl Conn {
     /// LOCAL_INV chain (waiting for it with `wait`). Without memory or room
     /// in the send queue they stay doomed for the next attempt (an error
     /// then, which only a waiting caller needs to act on).
-    fn flush_evicted(&self, this: &Arc<Self>, gfp: Flags, wait: bool) -> Result {
+    fn flush_evicted(&self, this: ArcBorrow<'_, Self>, gfp: Flags, wait: bool) -> Result {
         let cap = self.cache.lock().as_ref().map_or(0, |st| st.doomed.len());
         if cap == 0 {
             return Ok(());
@@ -131,7 +131,7 @@ impl Conn {
         let mut rkeys = KVec::with_capacity(cap, gfp)?;
         let done = Arc::pin_init(
             pin_init!(EvictDone {
-                conn: this.clone(),
+                conn: Arc::from(this),
                 slots: Atomic::new(0),
                 evicted <- new_spinlock!(None, "rpcrdma_rs::xprt::evict"),
                 done <- Completion::new(),
@@ -286,7 +286,7 @@ impl ShrinkObject for Conn {
             let conn: Arc<Conn> = this.into();
             // Memory reclaim: only what needs no waiting (GFP_NOWAIT); the
             // next reply retries what stays doomed.
-            let _ = conn.flush_evicted(&conn, GFP_NOWAIT, false);
+            let _ = conn.flush_evicted(conn.as_arc_borrow(), GFP_NOWAIT, false);
         }
         Some(freed)
     }
