@@ -137,11 +137,14 @@ fn ring_on(
     let log = Log::new()?;
     let owner = Arc::new(
         RingOwner {
-            ring: SendRing::new(&pair.client, n, 64, every)?,
+            ring: SendRing::new(n, every)?,
             log: log.clone(),
         },
         GFP_KERNEL,
     )?;
+    owner.ring.provision(&pair.client, 64)?;
+    // Once.
+    assert!(owner.ring.provision(&pair.client, 64).is_err());
     let head = owner.ring.take_head().ok_or(EINVAL)?;
     // One head per ring.
     assert!(owner.ring.take_head().is_none());

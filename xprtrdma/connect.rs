@@ -193,16 +193,12 @@ impl Conn {
         };
 
         let recv_len = settings.inline_read as usize;
-        // A Send context for every credit and callback reply, each with a
-        // buffer of the inline send size we propose (the negotiated one is
-        // at most that).
-        let contexts = reqs + BC_SLOTS;
-        let send_ring = SendRing::new(
-            &ep,
-            contexts,
-            params.inline_send as usize,
-            batch.min(contexts),
-        )?;
+        // A Send context for every credit and callback reply, and for the
+        // calls whose unsignaled Sends wait for the next signaled one (as
+        // the send queue has room for): a full ring makes a call wait, and
+        // should not before the send queue does. Their buffers come once
+        // the inline send size is negotiated.
+        let send_ring = SendRing::new(reqs + batch + BC_SLOTS, batch)?;
         let recv_ring = RecvRing::new(
             &ep,
             reqs + EXTRA_RECVS + BC_RECVS,
@@ -328,6 +324,11 @@ impl Conn {
             params.max_inline_send(),
             params.max_inline_recv(),
         );
+
+        // A buffer of the negotiated inline send size for every Send
+        // context (C sizes `rl_sendbuf` the same way).
+        self.send_ring
+            .provision(&self.ep, neg.inline_send as usize)?;
 
         if let Some((pad_mr, _)) = &self.write_pad {
             // Its slot is never given back (no completion of ours follows

@@ -5,7 +5,8 @@
 //!
 //! Each context is made once, with the connection: its completion entry,
 //! its `ib_send_wr` pointing at its own scatter/gather list, and a Send
-//! buffer DMA-mapped for its life. Posting one takes no lock, no
+//! buffer of the negotiated inline size, DMA-mapped for its life
+//! ([`SendRing::provision`]). Posting one takes no lock, no
 //! allocation and no reference count: one sender at a time owns the head
 //! of the ring (a [`SendRingHead`], which the transport keeps where its own
 //! send serialization guards it), and one poller retires contexts at the
@@ -106,8 +107,9 @@ struct Ctxt<O: SendRingOwner> {
     ring: UnsafeCell<*const SendRing<O>>,
     /// Its place in the ring.
     pos: u32,
-    /// The Send buffer, mapped for the device to read.
-    buf: Arc<MappedBuf>,
+    /// The Send buffer, mapped for the device to read (set by
+    /// [`SendRing::provision`], before the head exists).
+    buf: UnsafeCell<Option<Arc<MappedBuf>>>,
     /// Where the Send's bytes are in `buf`: the first part, sent before
     /// `pages`, and the tail after them.
     parts: UnsafeCell<(usize, usize)>,
@@ -115,6 +117,13 @@ struct Ctxt<O: SendRingOwner> {
     pages: UnsafeCell<Option<KVec<MappedPage>>>,
     data: UnsafeCell<O::Data>,
 }
+
+/// A ring's state: made, its buffers being made, its buffers made, its
+/// head taken (from then on the buffers are only read).
+const NEW: u32 = 0;
+const PROVISIONING: u32 = 1;
+const READY: u32 = 2;
+const HEAD: u32 = 3;
 
 /// A ring of send contexts owned by `O`.
 ///
@@ -131,7 +140,8 @@ pub struct SendRing<O: SendRingOwner> {
     ctxts: KVec<Ctxt<O>>,
     posted: Atomic<u32>,
     retired: Atomic<u32>,
-    head_taken: Atomic<bool>,
+    /// [`NEW`], [`PROVISIONING`], [`READY`] or [`HEAD`].
+    state: Atomic<u32>,
     /// A Send is signaled at least every `every` Sends.
     every: u32,
 }
@@ -193,9 +203,9 @@ impl<O: SendRingOwner> SendRing<O> {
 }
 
 impl<O: HasSendRing> SendRing<O> {
-    /// A ring of `n` contexts, each with a Send buffer of `buf_len` bytes
-    /// mapped on `ep`'s device, signaling at least every `every`th Send.
-    pub fn new(ep: &Endpoint, n: u32, buf_len: usize, every: u32) -> Result<Self> {
+    /// A ring of `n` contexts signaling at least every `every`th Send;
+    /// their buffers come with [`Self::provision`].
+    pub fn new(n: u32, every: u32) -> Result<Self> {
         if n == 0 || every == 0 || every > n {
             return Err(EINVAL);
         }
@@ -211,7 +221,7 @@ impl<O: HasSendRing> SendRing<O> {
                 sges: UnsafeCell::new(unsafe { core::mem::zeroed() }),
                 ring: UnsafeCell::new(core::ptr::null()),
                 pos,
-                buf: ep.alloc_buf(buf_len, DmaDir::ToDevice)?,
+                buf: UnsafeCell::new(None),
                 parts: UnsafeCell::new((0, 0)),
                 pages: UnsafeCell::new(None),
                 data: UnsafeCell::new(O::Data::default()),
@@ -225,15 +235,43 @@ impl<O: HasSendRing> SendRing<O> {
             ctxts,
             posted: Atomic::new(0),
             retired: Atomic::new(0),
-            head_taken: Atomic::new(false),
+            state: Atomic::new(NEW),
             every,
         })
+    }
+
+    /// Gives every context a Send buffer of `buf_len` bytes mapped on
+    /// `ep`'s device (the inline send size once negotiated); only before
+    /// the head is taken, and once.
+    pub fn provision(&self, ep: &Endpoint, buf_len: usize) -> Result {
+        if self.state.cmpxchg(NEW, PROVISIONING, Acquire).is_err() {
+            return Err(EBUSY);
+        }
+        let mut res = Ok(());
+        for c in self.ctxts.iter() {
+            match ep.alloc_buf(buf_len, DmaDir::ToDevice) {
+                // SAFETY: While provisioning, nothing else reaches the
+                // contexts' buffers: no head exists and no other
+                // provisioning runs (`state`).
+                Ok(buf) => unsafe { *c.buf.get() = Some(buf) },
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        // A context left without a buffer refuses to be filled.
+        self.state.store(READY, Release);
+        res
     }
 
     /// The ring's head, once: the ring is in its owner now, where it
     /// stays, so its contexts learn where it is.
     pub fn take_head(&self) -> Option<SendRingHead<O>> {
-        if self.head_taken.xchg(true, Relaxed) {
+        // Acquire: the buffers provisioned are seen by the head's holder.
+        let taken = self.state.cmpxchg(NEW, HEAD, Acquire).is_ok()
+            || self.state.cmpxchg(READY, HEAD, Acquire).is_ok();
+        if !taken {
             return None;
         }
         let ring: *const Self = self;
@@ -369,7 +407,9 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(usize, usize)> {
         let mut parts = (0, 0);
-        self.ctxt.buf.fill(|bytes| {
+        // SAFETY: Set before the head existed, not written since.
+        let buf = unsafe { (*self.ctxt.buf.get()).as_ref() }.ok_or(EINVAL)?;
+        buf.fill(|bytes| {
             let bytes = bytes.get_mut(..limit).ok_or(EINVAL)?;
             parts = fill(bytes)?;
             parts.0.checked_add(parts.1).ok_or(EINVAL)
@@ -473,6 +513,8 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         // SAFETY: Held, as in `data`.
         let (parts, pages, sges) = unsafe { (*c.parts.get(), &*c.pages.get(), &mut *c.sges.get()) };
         let (first, tail) = parts;
+        // SAFETY: Set before the head existed, not written since.
+        let buf = unsafe { (*c.buf.get()).as_ref() };
         let mut n = 0;
         let mut push = |sge: bindings::ib_sge| -> Result {
             if n >= max_sge.min(MAX_SGE) {
@@ -483,13 +525,13 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
             Ok(())
         };
         if first > 0 {
-            push(c.buf.sge(0, first)?)?;
+            push(buf.ok_or(EINVAL)?.sge(0, first)?)?;
         }
         for p in pages.iter().flatten() {
             push(p.sge())?;
         }
         if tail > 0 {
-            push(c.buf.sge(first, tail)?)?;
+            push(buf.ok_or(EINVAL)?.sge(first, tail)?)?;
         }
         i32::try_from(n).map_err(|_| EINVAL)
     }
