@@ -341,9 +341,13 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
         });
         return;
     }
-    let inv_rkey = (w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0)
+    // Read only when set: otherwise `ex` may hold nothing at all.
+    let inv_rkey = if w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
         // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the invalidated rkey.
-        .then(|| unsafe { w.ex.invalidate_rkey });
+        Some(unsafe { w.ex.invalidate_rkey })
+    } else {
+        None
+    };
     let len = (w.byte_len as usize).min(c.buf.len());
     let repost = c
         .buf
