@@ -15,10 +15,11 @@ use crate::proto::planner::{
 use crate::rust::module::live;
 use crate::rust::rdma::device;
 use crate::rust::rdma::mr::MrSegment;
-use crate::rust::rdma::recv_ring::{impl_has_recv_ring, RecvRing, RecvRingOwner};
+use crate::rust::rdma::recv_ring::{RecvRing, RecvRingOwner};
+use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::run_mr::{refused_releases, RunMr};
 use crate::rust::rdma::send_chain::SendChain;
-use crate::rust::rdma::send_ring::{impl_has_send_ring, SendRing, SendRingHead, SendRingOwner};
+use crate::rust::rdma::send_ring::{SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{
     CompletionHandler, DmaDir, Endpoint, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest,
     MAX_SGE,
@@ -125,7 +126,7 @@ impl SendRingOwner for RingOwner {
     }
 }
 
-impl_has_send_ring!(RingOwner, ring);
+impl_ring_in!(RingOwner, ring: SendRing<RingOwner>);
 
 /// A ring of `n` Send contexts on the client's endpoint signaling at least
 /// every `every`th, and its head.
@@ -215,7 +216,7 @@ impl RecvRingOwner for RecvOwner {
     }
 }
 
-impl_has_recv_ring!(RecvOwner, ring);
+impl_ring_in!(RecvOwner, ring: RecvRing<RecvOwner>);
 
 /// A run of `PAGES` fresh pages the client registered for the server to
 /// write, as `memreg=cache` does, with its segment: the run's references

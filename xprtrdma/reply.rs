@@ -13,7 +13,8 @@ use crate::proto::msg::{Body, DecodeError, ErrorBody};
 use crate::proto::reply_fast::decode_reply_fast;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace::{self, ReplyError};
-use crate::rust::rdma::recv_ring::{impl_has_recv_ring, RecvRingOwner};
+use crate::rust::rdma::recv_ring::{RecvRing, RecvRingOwner};
+use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::verbs::{Endpoint, WorkCompletion};
 use crate::rust::sunrpc::xprt::PinnedRqst;
 use kernel::prelude::*;
@@ -57,7 +58,7 @@ impl RecvRingOwner for Conn {
     }
 }
 
-impl_has_recv_ring!(Conn, recv_ring);
+impl_ring_in!(Conn, recv_ring: RecvRing<Conn>);
 
 /// Receives given back to the queue pair with one doorbell.
 pub(super) const RECV_REPOST_BATCH: u32 = 8;

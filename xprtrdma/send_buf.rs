@@ -11,7 +11,8 @@ use super::transport::bump;
 use crate::proto::encode::{encode_header, HeaderRef};
 use crate::proto::pieces::page_spans;
 use crate::proto::planner::{CallStrategy, XdrBufShape};
-use crate::rust::rdma::send_ring::{impl_has_send_ring, SendCtxt, SendRingHead, SendRingOwner};
+use crate::rust::rdma::ring_owner::impl_ring_in;
+use crate::rust::rdma::send_ring::{SendCtxt, SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{MappedPage, WorkCompletion};
 use crate::rust::sunrpc::xprt::RpcRqst;
 use kernel::alloc::KVec;
@@ -98,7 +99,7 @@ impl SendRingOwner for Conn {
     }
 }
 
-impl_has_send_ring!(Conn, send_ring);
+impl_ring_in!(Conn, send_ring: SendRing<Conn>);
 
 impl Conn {
     /// A free Send context of the ring for a Send that frees `slots`

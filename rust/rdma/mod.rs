@@ -11,6 +11,7 @@ pub mod cm;
 pub mod device;
 pub mod mr;
 pub mod recv_ring;
+pub mod ring_owner;
 pub mod run_mr;
 pub mod send_chain;
 pub mod send_ring;

@@ -13,13 +13,14 @@
 //!
 //! The ring is a field of the object that owns the connection
 //! ([`HasRecvRing`]), which lives in an `Arc`: a completion finds it by the
-//! field's offset and lends it to [`RecvRingOwner::received`] as an
+//! field's offset (`ring_owner`) and lends it to [`RecvRingOwner::received`] as an
 //! [`ArcBorrow`]. The owner drains its endpoint before it is dropped, so
 //! no completion outlives it; contexts still posted when the ring is
 //! dropped on an endpoint that was not drained are leaked, and it says so.
 
 use crate::rust::bindings;
 use crate::rust::module::live;
+use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion};
 use core::cell::UnsafeCell;
 use kernel::alloc::KVec;
@@ -48,36 +49,11 @@ pub trait RecvRingOwner: Send + Sync + Sized {
     fn endpoint(&self) -> &Endpoint;
 }
 
-/// An object with a [`RecvRing`] of its own as a field, found from the
-/// ring by the field's offset. Implemented by [`impl_has_recv_ring!`].
-///
-/// # Safety
-///
-/// `RING_OFFSET` is the offset of a `RecvRing<Self>` field in `Self`, and
-/// every object of type `Self` lives in an `Arc` (pinned, never moved).
-pub unsafe trait HasRecvRing: RecvRingOwner {
-    /// The offset of the ring in `Self`.
-    const RING_OFFSET: usize;
-}
+/// An owner of a [`RecvRing`] held as one of its fields ([`RingIn`]:
+/// declared with [`impl_ring_in!`](crate::rust::rdma::ring_owner::impl_ring_in)).
+pub trait HasRecvRing: RecvRingOwner + RingIn<RecvRing<Self>> {}
 
-/// Declares the `RecvRing<$owner>` field `$field` of `$owner` its receive
-/// ring ([`HasRecvRing`]). Every `$owner` lives in an `Arc`.
-#[macro_export]
-macro_rules! impl_has_recv_ring {
-    ($owner:ty, $field:ident) => {
-        // SAFETY: The offset is that of the field, which has the ring's
-        // type (checked below); the owner lives in an `Arc`, never moved.
-        unsafe impl $crate::rust::rdma::recv_ring::HasRecvRing for $owner {
-            const RING_OFFSET: usize = {
-                fn _check(o: &$owner) -> &$crate::rust::rdma::recv_ring::RecvRing<$owner> {
-                    &o.$field
-                }
-                ::core::mem::offset_of!($owner, $field)
-            };
-        }
-    };
-}
-pub use impl_has_recv_ring;
+impl<O: RecvRingOwner + RingIn<RecvRing<O>>> HasRecvRing for O {}
 
 /// One receive context.
 ///
@@ -321,15 +297,8 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     ring.posted.fetch_sub(1, Relaxed);
     live::dec(live::Kind::PostedWr);
     // SAFETY: The ring is the `RING_OFFSET` field of its owner, which lives
-    // in an `Arc` at least as long as the ring (`HasRecvRing`).
-    let owner = unsafe {
-        ArcBorrow::from_raw(
-            core::ptr::from_ref(ring)
-                .cast::<u8>()
-                .sub(O::RING_OFFSET)
-                .cast::<O>(),
-        )
-    };
+    // in an `Arc` at least as long as the ring (`RingIn`).
+    let owner = unsafe { ArcBorrow::from_raw(owner_of::<O, RecvRing<O>>(ring)) };
     let status = w.status as i32;
     if status != bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
         owner.failed(&WorkCompletion {

@@ -21,14 +21,15 @@
 //! [`SendRing::release_after_drain`] retires them, as flushed.
 //!
 //! The ring is a field of the object that owns the connection
-//! ([`HasSendRing`]); a completion finds that object from its context by
-//! the field's offset, and calls its [`SendRingOwner::retire`] for each
+//! ([`HasSendRing`]); a completion finds that object from the ring by the
+//! field's offset (`ring_owner`), and calls its [`SendRingOwner::retire`] for each
 //! context retired. The owner drains its endpoint before it is dropped,
 //! so no completion outlives it (a ring dropped with contexts posted on an
 //! endpoint that was not drained is leaked instead, and says so).
 
 use crate::rust::bindings;
 use crate::rust::module::live;
+use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::verbs::{
     post_behind, DmaDir, Endpoint, MappedBuf, MappedPage, WorkCompletion, MAX_SGE,
 };
@@ -58,37 +59,11 @@ pub trait SendRingOwner: Send + Sync + Sized {
     fn failed(&self, wc: &WorkCompletion);
 }
 
-/// An object with a [`SendRing`] of its own as a field, found from the
-/// ring by the field's offset. Implemented by [`impl_has_send_ring!`].
-///
-/// # Safety
-///
-/// `RING_OFFSET` is the offset of a `SendRing<Self>` field in `Self`, and
-/// an object of type `Self` is never moved while its ring has contexts
-/// posted (it is pinned, in an `Arc`).
-pub unsafe trait HasSendRing: SendRingOwner {
-    /// The offset of the ring in `Self`.
-    const RING_OFFSET: usize;
-}
+/// An owner of a [`SendRing`] held as one of its fields ([`RingIn`]:
+/// declared with [`impl_ring_in!`](crate::rust::rdma::ring_owner::impl_ring_in)).
+pub trait HasSendRing: SendRingOwner + RingIn<SendRing<Self>> {}
 
-/// Declares the `SendRing<$owner>` field `$field` of `$owner` its send
-/// ring ([`HasSendRing`]). `$owner` lives in an `Arc` (pinned).
-#[macro_export]
-macro_rules! impl_has_send_ring {
-    ($owner:ty, $field:ident) => {
-        // SAFETY: The offset is that of the field, which has the ring's
-        // type (checked below); the owner lives in an `Arc`, never moved.
-        unsafe impl $crate::rust::rdma::send_ring::HasSendRing for $owner {
-            const RING_OFFSET: usize = {
-                fn _check(o: &$owner) -> &$crate::rust::rdma::send_ring::SendRing<$owner> {
-                    &o.$field
-                }
-                ::core::mem::offset_of!($owner, $field)
-            };
-        }
-    };
-}
-pub use impl_has_send_ring;
+impl<O: SendRingOwner + RingIn<SendRing<O>>> HasSendRing for O {}
 
 /// One send context.
 ///
@@ -341,13 +316,8 @@ impl<O: HasSendRing> SendRing<O> {
     /// no longer read by the device.
     unsafe fn retire(&self, from: u32, n: u32) {
         // SAFETY: The ring is the `RING_OFFSET` field of its owner, alive
-        // while it is (`HasSendRing`).
-        let owner = unsafe {
-            &*core::ptr::from_ref(self)
-                .cast::<u8>()
-                .sub(O::RING_OFFSET)
-                .cast::<O>()
-        };
+        // while it is (`RingIn`).
+        let owner = unsafe { &*owner_of::<O, Self>(self) };
         for k in 0..n {
             let Some(c) = self.ctxt(from.wrapping_add(k)) else {
                 continue;
@@ -562,12 +532,7 @@ unsafe extern "C" fn ring_done<O: HasSendRing>(
         && status != bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as i32
     {
         // SAFETY: As in `SendRing::retire`.
-        let owner = unsafe {
-            &*core::ptr::from_ref(ring)
-                .cast::<u8>()
-                .sub(O::RING_OFFSET)
-                .cast::<O>()
-        };
+        let owner = unsafe { &*owner_of::<O, SendRing<O>>(ring) };
         owner.failed(&WorkCompletion {
             status,
             opcode: -1,
