@@ -48,7 +48,7 @@ impl RecvRingOwner for Conn {
 
     fn repost_failed(&self, e: Error) {
         if !self.closing.load(Relaxed) {
-            crate::pr_warn_ratelimited!("cannot post Receives: {:?}\n", e);
+            crate::pr_warn_ratelimited!("a Receive lost ({:?}): reconnecting\n", e);
             self.xprt.force_disconnect();
         }
     }

@@ -41,8 +41,9 @@ pub trait RecvRingOwner: Send + Sync + Sized {
     /// lost or closing. The context is not posted again.
     fn failed(&self, wc: &WorkCompletion);
 
-    /// Completed Receives could not be posted again (`ESHUTDOWN` once the
-    /// drain started): the connection is left with fewer Receives.
+    /// A completed Receive could not be handed over or posted again
+    /// (`ESHUTDOWN` once the drain started): the connection is left with
+    /// fewer Receives.
     fn repost_failed(&self, e: Error);
 
     /// The endpoint whose queue pair the Receives are posted on.
@@ -318,12 +319,19 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
         None
     };
     let len = (w.byte_len as usize).min(c.buf.len());
-    let repost = c
+    match c
         .buf
         .with_received(len, |bytes| O::received(owner, bytes, inv_rkey))
-        .unwrap_or(false);
-    if !repost {
-        return;
+    {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            // The bytes could not be lent (cannot happen to a Receive's
+            // buffer, which only this poller reads): the context is not
+            // posted again, which the owner hears of.
+            owner.repost_failed(e);
+            return;
+        }
     }
     // SAFETY: This is the ring's poller, and the context completed.
     unsafe { ring.hold(c.wr.get()) };
