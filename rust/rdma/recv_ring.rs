@@ -20,7 +20,7 @@
 
 use crate::rust::bindings;
 use crate::rust::module::live;
-use crate::rust::rdma::ring_owner::{owner_of, RingIn};
+use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion};
 use core::cell::UnsafeCell;
 use kernel::alloc::KVec;
@@ -262,16 +262,10 @@ impl<O: HasRecvRing> RecvRing<O> {
 
 impl<O: RecvRingOwner> Drop for RecvRing<O> {
     fn drop(&mut self) {
-        let n = self.posted.load(Relaxed);
-        if n == 0 {
-            return;
-        }
-        crate::pr_err_ratelimited!(
-            "rpcrdma_rs: a receive ring dropped with {} Receives posted; leaked\n",
-            n
-        );
+        // The owner drains its endpoint first.
         // INVARIANT: never freed while the device may write them.
-        core::mem::forget(core::mem::replace(&mut self.ctxts, KVec::new()));
+        let posted = self.posted.load(Relaxed);
+        leak_if_posted(&mut self.ctxts, posted, "receive");
     }
 }
 
@@ -302,13 +296,7 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     let owner = unsafe { ArcBorrow::from_raw(owner_of::<O, RecvRing<O>>(ring)) };
     let status = w.status as i32;
     if status != bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
-        owner.failed(&WorkCompletion {
-            status,
-            opcode: -1,
-            byte_len: 0,
-            invalidated_rkey: None,
-            covers: 1,
-        });
+        owner.failed(&WorkCompletion::error(status));
         return;
     }
     // Read only when set: otherwise `ex` may hold nothing at all.

@@ -6,6 +6,8 @@
 //! holds it, as a workqueue item finds its container
 //! (`kernel::workqueue::HasWork`). No reference is taken per work request.
 
+use kernel::alloc::KVec;
+
 /// An object that holds a ring of type `R` as a field. Implemented by
 /// [`impl_ring_in!`].
 ///
@@ -32,6 +34,21 @@ pub(in crate::rust) unsafe fn owner_of<O: RingIn<R>, R>(ring: &R) -> *const O {
             .sub(O::RING_OFFSET)
             .cast::<O>()
     }
+}
+
+/// What a ring dropped with `posted` contexts still posted does with
+/// them (its owner did not drain its endpoint first): the device may still
+/// reach them, so they are leaked, never freed, and one line says so.
+pub(in crate::rust) fn leak_if_posted<T>(ctxts: &mut KVec<T>, posted: u32, what: &str) {
+    if posted == 0 {
+        return;
+    }
+    crate::pr_err_ratelimited!(
+        "rpcrdma_rs: a {} ring dropped with {} posted; leaked\n",
+        what,
+        posted
+    );
+    core::mem::forget(core::mem::take(ctxts));
 }
 
 /// Declares the field `$field` of `$owner`, of type `$ring`, a ring that

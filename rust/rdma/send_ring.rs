@@ -29,7 +29,7 @@
 
 use crate::rust::bindings;
 use crate::rust::module::live;
-use crate::rust::rdma::ring_owner::{owner_of, RingIn};
+use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
 use crate::rust::rdma::verbs::{
     post_behind, DmaDir, Endpoint, MappedBuf, MappedPage, WorkCompletion, MAX_SGE,
 };
@@ -337,18 +337,10 @@ impl<O: HasSendRing> SendRing<O> {
 
 impl<O: SendRingOwner> Drop for SendRing<O> {
     fn drop(&mut self) {
-        let n = self.outstanding();
-        if n == 0 {
-            return;
-        }
-        // The owner should have drained its endpoint and released the
-        // ring: the device may still read these contexts.
-        crate::pr_err_ratelimited!(
-            "rpcrdma_rs: a send ring dropped with {} Sends posted; leaked\n",
-            n
-        );
+        // The owner drains its endpoint and releases the ring first.
         // INVARIANT: never freed while the device may read them.
-        core::mem::forget(core::mem::take(&mut self.ctxts));
+        let posted = self.outstanding();
+        leak_if_posted(&mut self.ctxts, posted, "send");
     }
 }
 
@@ -533,13 +525,7 @@ unsafe extern "C" fn ring_done<O: HasSendRing>(
     {
         // SAFETY: As in `SendRing::retire`.
         let owner = unsafe { &*owner_of::<O, SendRing<O>>(ring) };
-        owner.failed(&WorkCompletion {
-            status,
-            opcode: -1,
-            byte_len: 0,
-            invalidated_rkey: None,
-            covers: 1,
-        });
+        owner.failed(&WorkCompletion::error(status));
     }
     // Only this side writes `retired`.
     let retired = ring.retired.load(Relaxed);

@@ -2132,6 +2132,18 @@ impl WorkCompletion {
         }
     }
 
+    /// The completion of one work request that ended with `status`, an
+    /// error (its opcode and length are then undefined).
+    pub fn error(status: i32) -> Self {
+        Self {
+            status,
+            opcode: -1,
+            byte_len: 0,
+            invalidated_rkey: None,
+            covers: 1,
+        }
+    }
+
     /// Whether the work request succeeded.
     pub fn is_ok(&self) -> bool {
         self.status == 0
