@@ -152,11 +152,6 @@ impl<O: SendRingOwner> SendRing<O> {
         self.posted.load(Acquire).wrapping_sub(retired)
     }
 
-    /// Contexts retired since the ring was made.
-    pub fn retired(&self) -> u32 {
-        self.retired.load(Acquire)
-    }
-
     /// The context of the `count`th Send (`None` never: the ring is not
     /// empty).
     fn ctxt(&self, count: u32) -> Option<&Ctxt<O>> {
