@@ -40,7 +40,7 @@ const LEN: usize = 8192;
 /// how many work requests their completions accounted for
 /// (`WorkCompletion::covers`, which must add up to the count).
 #[pin_data]
-struct Log {
+pub(crate) struct Log {
     #[pin]
     state: SpinLock<(u32, bool, u32)>,
     #[pin]
@@ -48,7 +48,7 @@ struct Log {
 }
 
 impl Log {
-    fn new() -> Result<Arc<Self>> {
+    pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock!((0, true, 0), "rpcrdma_rs_kunit::log"),
@@ -58,7 +58,7 @@ impl Log {
         )
     }
 
-    fn record(&self, n: u32, covers: u32) {
+    pub(crate) fn record(&self, n: u32, covers: u32) {
         let mut st = self.state.lock();
         if st.0 != n {
             st.1 = false;
@@ -68,20 +68,20 @@ impl Log {
         self.cv.notify_all();
     }
 
-    fn covered(&self) -> u32 {
+    pub(crate) fn covered(&self) -> u32 {
         self.state.lock().2
     }
 
-    fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         self.state.lock().0
     }
 
-    fn in_order(&self) -> bool {
+    pub(crate) fn in_order(&self) -> bool {
         self.state.lock().1
     }
 
     /// Waits (at most a few seconds) until `n` completions ran.
-    fn wait_for(&self, n: u32) -> Result<u32> {
+    pub(crate) fn wait_for(&self, n: u32) -> Result<u32> {
         let mut st = self.state.lock();
         let mut left = msecs_to_jiffies(20_000);
         while st.0 < n && left > 0 {
@@ -96,9 +96,9 @@ impl Log {
 }
 
 /// The handler of a batched Send: logs its number.
-struct Counted {
-    log: Arc<Log>,
-    n: u32,
+pub(crate) struct Counted {
+    pub(crate) log: Arc<Log>,
+    pub(crate) n: u32,
 }
 
 impl CompletionHandler for Counted {
@@ -172,7 +172,7 @@ fn ring_send(
 }
 
 /// Posts `n` Receives of 64 bytes on the server; their waiters.
-fn server_recvs(pair: &Pair, n: usize) -> Result<KVec<Arc<Waiter>>> {
+pub(crate) fn server_recvs(pair: &Pair, n: usize) -> Result<KVec<Arc<Waiter>>> {
     let mut recvs = KVec::new();
     for _ in 0..n {
         let buf = pair.server.alloc_buf(64, DmaDir::FromDevice)?;

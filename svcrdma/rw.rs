@@ -33,6 +33,7 @@ use crate::proto::pieces::Piece;
 use crate::rust::kext::percpu::{PerCpuCounter, SVC_PATH_FIRST, TEST_SLOT};
 use crate::rust::module::trace;
 use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::send_pool::PooledSend;
 use crate::rust::rdma::verbs::{
     Endpoint, MappedBuf, Segment as SgSegment, SendOp, SgEntry, WorkRequest,
 };
@@ -202,20 +203,9 @@ impl Io<'_> {
         Ok(())
     }
 
-    /// Posts a Send of `bytes` from a cached buffer.
+    /// Posts a Send of `bytes`.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        self.send_after(&mut SendChain::new(), bytes, inv)
-    }
-
-    /// Posts a Send of `bytes` from a cached buffer behind the RDMA Writes
-    /// in `chain`, in one chain.
-    pub(super) fn send_after(
-        &self,
-        chain: &mut SendChain<SqHandler>,
-        bytes: &[u8],
-        inv: Option<u32>,
-    ) -> Result {
-        self.send_filled(chain, bytes.len(), inv, |out| {
+        self.send_filled(&mut SendChain::new(), bytes.len(), inv, |out| {
             out.get_mut(..bytes.len())
                 .ok_or(EINVAL)?
                 .copy_from_slice(bytes);
@@ -223,9 +213,12 @@ impl Io<'_> {
         })
     }
 
-    /// Posts a Send of `len` bytes that `fill` writes in place into a
-    /// cached buffer (of at least `len` bytes), returning how many it
-    /// wrote, behind the RDMA Writes in `chain`, in one chain.
+    /// Posts a Send of at most `len` bytes that `fill` writes in place,
+    /// returning how many it wrote, behind the RDMA Writes in `chain`, in
+    /// one chain. The Send goes from one of the connection's Send
+    /// contexts; from a cached buffer (of at least `len` bytes) if it is
+    /// longer than theirs, or every context is in use and the pool may
+    /// make no more.
     pub(super) fn send_filled(
         &self,
         chain: &mut SendChain<SqHandler>,
@@ -233,10 +226,44 @@ impl Io<'_> {
         inv: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
+        let sends = &self.sq.sends;
+        if let Some(mut send) = (len <= sends.buf_len())
+            .then(|| sends.get(self.ep))
+            .flatten()
+        {
+            let len = send.fill(fill)?;
+            return self.post_pooled(chain, send, len, inv);
+        }
         let (t, len) = self.filled_send_buf(len, fill)?;
         let op = send_op(inv);
         self.queue_one(chain, t.buf, len, op, t.slot)?;
         self.post_chain(chain)?;
+        trace::svcrdma_post_send(len, inv);
+        Ok(())
+    }
+
+    /// Posts `send`, `len` bytes, behind `chain`, with a send queue slot
+    /// for each (one `ib_post_send`, only the Send signaled; its
+    /// completion returns the slots).
+    fn post_pooled(
+        &self,
+        chain: &mut SendChain<SqHandler>,
+        send: PooledSend<'_, SqGate>,
+        len: usize,
+        inv: Option<u32>,
+    ) -> Result {
+        // A chain takes its slots at once: never more than the gate has.
+        if chain.len() >= self.sq.depth() as usize {
+            self.post_chain(chain)?;
+        }
+        let n = chain.len() + 1;
+        self.sq.acquire_n(u32::try_from(n)?)?;
+        if let Err((e, posted)) = send.post_behind(self.ep, chain, inv) {
+            // Those not posted never complete: their slots come back here.
+            self.sq.release(u32::try_from(n - posted.min(n))?);
+            return Err(e);
+        }
+        CHAINED_WRITES.count((n - 1) as u64);
         trace::svcrdma_post_send(len, inv);
         Ok(())
     }

@@ -14,7 +14,6 @@ use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::verbs::MAX_SGE;
 use crate::rust::sunrpc::svc::SvcRqst;
-use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
@@ -120,7 +119,6 @@ impl Conn {
         let rest = body.len();
         let inv = if s.snd_w_inv { pcl.inv_rkey() } else { None };
         if let Some(rc) = pcl.reply_chunk() {
-            let mut hbuf = KVec::from_elem(0u8, hroom, GFP_KERNEL)?;
             if !body.fits(rc) {
                 self.send_err_chunk(xid);
                 return Ok(());
@@ -156,13 +154,11 @@ impl Conn {
                     },
                 )?;
             }
-            let n = pcl
-                .encode_reply_header(xid, s.credits, rest, &mut hbuf)
-                .map_err(|_| EINVAL)?;
             stat_add(Stat::ReplyChunk, 1);
-            return self
-                .io()
-                .send_after(&mut chain, hbuf.get(..n).ok_or(EINVAL)?, inv);
+            return self.io().send_filled(&mut chain, hroom, inv, |out| {
+                pcl.encode_reply_header(xid, s.credits, rest, out)
+                    .map_err(|_| EINVAL)
+            });
         }
         // Header and body written straight into the Send's buffer: one
         // that holds the longest header and the body, within the inline

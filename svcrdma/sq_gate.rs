@@ -8,6 +8,8 @@ use super::cache::BufCache;
 use super::stats::{stat_add, Stat};
 use crate::proto::sq_slots::{SlotError, SqSlots, Starve, Wake};
 use crate::rust::module::trace;
+use crate::rust::rdma::ring_owner::impl_ring_in;
+use crate::rust::rdma::send_pool::{SendPool, SendPoolOwner};
 use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, WorkCompletion, WorkRequest};
 use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::svc::{OnClose, XprtLink};
@@ -43,11 +45,19 @@ pub(super) struct SqGate {
     /// connection's cache; held here so that a work request need not hold
     /// a reference of its own).
     cache: Arc<BufCache>,
-    /// The allocations of completed Sends and RDMA Writes, reused by the
-    /// next ones (C keeps its send and R/W contexts on free lists).
+    /// The allocations of completed RDMA Writes (and of Sends too long
+    /// for [`Self::sends`]), reused by the next ones (C keeps its R/W
+    /// contexts on a free list).
     #[pin]
     wrs: WrPool<SqHandler>,
+    /// The Replies' Sends (C `sc_send_ctxts`): preallocated contexts
+    /// whose completion returns the slots of the Send and of the Writes
+    /// posted ahead of it ([`SendPoolOwner::sent`]).
+    #[pin]
+    pub(super) sends: SendPool<SqGate>,
 }
+
+impl_ring_in!(SqGate, sends: SendPool<SqGate>);
 
 /// Most work request allocations a connection keeps for reuse (at most
 /// its send queue's depth): a 4 KiB READ's Reply is a Send and one RDMA
@@ -93,16 +103,22 @@ fn slot_error(e: SlotError) -> Error {
 
 impl SqGate {
     /// A gate of `depth` slots whose Reads leave `read_keep` of them to
-    /// Sends and Writes.
+    /// Sends and Writes, with Send contexts of `send_len` bytes (the
+    /// inline send size).
     pub(super) fn new(
         depth: u32,
         read_keep: u32,
+        send_len: usize,
         link: Arc<XprtLink>,
         cache: Arc<BufCache>,
     ) -> Result<Arc<Self>> {
         let slots = SqSlots::new(depth, read_keep);
         let depth = slots.depth();
         let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
+        // Made as Replies need them: at most one per slot (a context is
+        // taken before the slots, so a few more Replies than slots could
+        // want one at once; those send from the cache this time).
+        let sends = SendPool::new(send_len, depth);
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock!(slots, "svcrdma::sq"),
@@ -112,6 +128,7 @@ impl SqGate {
                 link,
                 cache,
                 wrs <- wrs,
+                sends <- sends,
             }),
             GFP_KERNEL,
         )
@@ -216,7 +233,7 @@ impl SqGate {
 
     /// Returns the `n` slots of a chain that ended in a Send, completed:
     /// the send queue moved ([`SQ_STALL_MS`]).
-    fn release_sent(&self, n: u32) {
+    pub(super) fn release_sent(&self, n: u32) {
         let wake = self.state.lock().release_sent(n);
         self.wake(wake);
     }
@@ -265,10 +282,7 @@ impl CompletionHandler for SqHandler {
         if wc.covers > 0 {
             self.sq.release_sent(wc.covers);
         }
-        if !wc.is_ok() && !wc.is_flush() {
-            trace::svcrdma_wc_send_err(wc.status);
-            crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
-        }
+        report_failure(wc);
     }
 
     fn pool(&self) -> Option<&WrPool<Self>> {
@@ -279,5 +293,25 @@ impl CompletionHandler for SqHandler {
         if let Some(slot) = self.cache_slot {
             self.sq.cache.put(buf, slot);
         }
+    }
+}
+
+/// A Reply's Send from a context completed: its slot and those of the
+/// Writes ahead of it come back together.
+impl SendPoolOwner for SqGate {
+    type Ahead = SqHandler;
+
+    fn sent(&self, ahead: u32, wc: &WorkCompletion) {
+        self.release_sent(ahead.saturating_add(1));
+        report_failure(wc);
+    }
+}
+
+/// One rate-limited line for a Send or Write that failed other than by a
+/// flush (the connection is lost then).
+fn report_failure(wc: &WorkCompletion) {
+    if !wc.is_ok() && !wc.is_flush() {
+        trace::svcrdma_wc_send_err(wc.status);
+        crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
     }
 }

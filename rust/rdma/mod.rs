@@ -14,6 +14,7 @@ pub mod recv_ring;
 pub mod ring_owner;
 pub mod run_mr;
 pub mod send_chain;
+pub mod send_pool;
 pub mod send_ring;
 pub mod sink_pool;
 pub mod verbs;

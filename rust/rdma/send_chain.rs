@@ -123,11 +123,61 @@ impl<H: CompletionHandler> SendChain<H> {
         let Some(last_at) = self.len.checked_sub(1) else {
             return Ok(());
         };
-        // The ahead requests' `ib_rdma_wr`s, alive for the post: only the
-        // first `last_at` are written.
+        // INVARIANT: the last entry is no longer counted; it is taken once,
+        // here.
+        self.len = last_at;
+        // SAFETY: `last_at` was initialised and is no longer counted.
+        let Some((last, last_op)) = (unsafe { self.take_at(last_at) }) else {
+            self.clear();
+            return Err((EINVAL, 0));
+        };
+        self.post_ahead_of(ep, |first, chain| {
+            // The completion of the last request completes the others.
+            // SAFETY: Not posted yet; this thread is its only poster.
+            drop(unsafe { last.set_ahead(first) });
+            // SAFETY: `chain` is as `post_ahead_of` describes it, which is
+            // what `post_send_behind` requires.
+            match unsafe { ep.post_send_behind(last, last_op, chain) } {
+                Ok(()) => Ok(()),
+                Err(failed) => Err(EndNotPosted {
+                    error: failed.error,
+                    chain_posted: failed.chain_posted,
+                    // `last` was not posted, so no completion walks the
+                    // links: they are this thread's again.
+                    // SAFETY: As just said.
+                    first: unsafe { failed.wr.set_ahead(None) },
+                }),
+            }
+        })
+    }
+
+    /// Posts the waiting requests unsignaled, as one chain ahead of a
+    /// signaled work request that `end` posts, and empties the chain.
+    ///
+    /// `end` gets the first of them, each linked to the next
+    /// ([`WorkRequest::set_ahead`]): its completion must complete them,
+    /// in order ([`complete_chain`](crate::rust::rdma::verbs::complete_chain)).
+    /// It gets too their `ib_send_wr`s (first and last), linked in order,
+    /// the last ending the list, alive until it returns, which it posts
+    /// ahead of its own with one `ib_post_send`. If that fails it gives
+    /// back the first request and says how many of the chain went out.
+    /// Those that did complete as flushed once `ep` is drained
+    /// ([`Endpoint::park`]); the others are dropped, their handlers not
+    /// run. On failure returns that count.
+    pub(in crate::rust) fn post_ahead_of(
+        &mut self,
+        ep: &Endpoint,
+        end: impl FnOnce(
+            Option<Arc<WorkRequest<H>>>,
+            Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+        ) -> core::result::Result<(), EndNotPosted<H>>,
+    ) -> core::result::Result<(), (Error, usize)> {
+        let n = self.len.min(CHAIN_MAX);
+        // Their `ib_rdma_wr`s, alive for the post: only the first `n` are
+        // written.
         let mut raw = [const { MaybeUninit::<bindings::ib_rdma_wr>::uninit() }; CHAIN_MAX];
         let base = raw.as_mut_ptr().cast::<bindings::ib_rdma_wr>();
-        for (i, (wr, op)) in self.entries().iter().take(last_at).enumerate() {
+        for (i, (wr, op)) in self.entries().iter().enumerate() {
             let w = match SendPrep::new(wr, *op).and_then(|p| p.unsignaled_wr(wr)) {
                 Ok(w) => w,
                 Err(e) => {
@@ -136,8 +186,8 @@ impl<H: CompletionHandler> SendChain<H> {
                     return Err((e, 0));
                 }
             };
-            // SAFETY: `i < last_at < CHAIN_MAX`, within `raw`; entry
-            // `i - 1` was written in the previous round.
+            // SAFETY: `i < n <= CHAIN_MAX`, within `raw`; entry `i - 1` was
+            // written in the previous round.
             unsafe {
                 base.add(i).write(w);
                 if i > 0 {
@@ -145,45 +195,27 @@ impl<H: CompletionHandler> SendChain<H> {
                 }
             }
         }
-        // The completion of the last request completes the others: it
-        // holds the first, each holds the next (moved there, back to
-        // front). INVARIANT: every entry is moved out: none in use.
+        // Each holds the next (moved there, back to front). INVARIANT:
+        // every entry is moved out: none in use.
         self.len = 0;
         let mut next = None;
-        for i in (0..last_at).rev() {
-            // SAFETY: `i < last_at`: initialised, no longer counted, taken
-            // once.
+        for i in (0..n).rev() {
+            // SAFETY: `i < n`: initialised, no longer counted, taken once.
             if let Some((wr, _)) = unsafe { self.take_at(i) } {
                 // SAFETY: Not posted yet; this thread is its only poster.
                 drop(unsafe { wr.set_ahead(next) });
                 next = Some(wr);
             }
         }
-        // SAFETY: As above, for `last_at`.
-        let Some((last, last_op)) = (unsafe { self.take_at(last_at) }) else {
-            return Err((EINVAL, 0));
-        };
-        // SAFETY: As above.
-        drop(unsafe { last.set_ahead(next) });
-        let chain = match last_at {
+        let chain = match n {
             0 => None,
             // SAFETY: `k - 1 < CHAIN_MAX`, and entries `..k` were written.
             k => unsafe { Some((&raw mut (*base).wr, &raw mut (*base.add(k - 1)).wr)) },
         };
-        // SAFETY: `chain` links the written `raw[..last_at]` in order, the
-        // last one ending it (`next` null: written by `unsignaled_wr`);
-        // they live in this frame across the post and describe the ahead
-        // requests, whose buffers those requests (held by the links) keep
-        // mapped on `ep`'s device.
-        let res = unsafe { ep.post_send_behind(last, last_op, chain) };
-        let Err(failed) = res else {
+        let Err(failed) = end(next, chain) else {
             return Ok(());
         };
-        let (e, posted, last) = (failed.error, failed.chain_posted, failed.wr);
-        // `last` was not posted, so no completion walks the links: they
-        // are this thread's again.
-        // SAFETY: As just said.
-        let first = unsafe { last.set_ahead(None) };
+        let (e, posted, first) = (failed.error, failed.chain_posted, failed.first);
         if posted == 0 {
             let mut at = first;
             while let Some(wr) = at {
@@ -196,7 +228,8 @@ impl<H: CompletionHandler> SendChain<H> {
         // rest is dropped) and keep them until the drain.
         let mut at = first.clone();
         for _ in 1..posted {
-            // SAFETY: See above.
+            // SAFETY: Not posted, or posted unsignaled with no completion
+            // of their own: only this thread walks the links.
             at = at.and_then(|wr| unsafe { wr.next_ahead() });
         }
         if let Some(wr) = at {
@@ -208,4 +241,15 @@ impl<H: CompletionHandler> SendChain<H> {
         }
         Err((e, posted))
     }
+}
+
+/// What the end of a chain that was not posted gives back
+/// ([`SendChain::post_ahead_of`]).
+pub(in crate::rust) struct EndNotPosted<H: CompletionHandler> {
+    /// Why.
+    pub(in crate::rust) error: Error,
+    /// How many of the chain ahead went out.
+    pub(in crate::rust) chain_posted: usize,
+    /// The first request of the chain, as it was handed over.
+    pub(in crate::rust) first: Option<Arc<WorkRequest<H>>>,
 }

@@ -3081,7 +3081,7 @@ unsafe extern "C" fn done<H: CompletionHandler>(
 /// Runs the handlers of a chain's unsignaled work requests from `first`
 /// on, in posting order, with `wc`: they completed (or were flushed) with
 /// the signaled one behind them. Returns how many there were.
-fn complete_chain<H: CompletionHandler>(
+pub(in crate::rust) fn complete_chain<H: CompletionHandler>(
     first: Option<Arc<WorkRequest<H>>>,
     wc: &WorkCompletion,
 ) -> u32 {

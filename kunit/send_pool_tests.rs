@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Send contexts on a free list (`rust/rdma/send_pool.rs`, the server's
+//! Replies) on a real (soft-RoCE) device: work requests chained ahead of a
+//! pooled Send complete with it, in order, and are reported with it; a
+//! context comes back to the list when its Send completes and is reused;
+//! the pool makes no more than its bound; a drain leaves nothing posted.
+
+use crate::client_tests::{server_recvs, Counted, Log};
+use crate::rust::module::live;
+use crate::rust::rdma::ring_owner::impl_ring_in;
+use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::send_pool::{PooledSend, SendPool, SendPoolOwner};
+use crate::rust::rdma::verbs::{DmaDir, SendOp, WorkCompletion, WorkRequest};
+use crate::verbs::{connect_pair, one_segment, wait_for, Pair};
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::Arc;
+
+/// Bytes of each context's Send buffer.
+const BUF: usize = 64;
+
+/// The owner of a send pool, as a server connection's send queue gate
+/// is: logs each Send's completion under the number the test gave it, and
+/// counts what the completions reported.
+#[pin_data]
+struct PoolOwner {
+    #[pin]
+    pool: SendPool<PoolOwner>,
+    log: Arc<Log>,
+    /// The number the next Send's completion is logged under.
+    send_no: Atomic<u32>,
+    /// Work requests reported as completed ahead of a Send.
+    ahead: Atomic<u32>,
+    /// Completions with an error status.
+    failed: Atomic<u32>,
+}
+
+impl SendPoolOwner for PoolOwner {
+    type Ahead = Counted;
+
+    fn sent(&self, ahead: u32, wc: &WorkCompletion) {
+        self.ahead.fetch_add(ahead, Relaxed);
+        if !wc.is_ok() {
+            self.failed.fetch_add(1, Relaxed);
+        }
+        self.log.record(self.send_no.load(Relaxed), wc.covers);
+    }
+}
+
+impl_ring_in!(PoolOwner, pool: SendPool<PoolOwner>);
+
+/// A pool of at most `max` contexts for the client's endpoint.
+fn pool_owner(max: u32) -> Result<Arc<PoolOwner>> {
+    let pool = SendPool::new(BUF, max);
+    let log = Log::new()?;
+    Arc::pin_init(
+        pin_init!(PoolOwner {
+            pool <- pool,
+            log,
+            send_no: Atomic::new(0),
+            ahead: Atomic::new(0),
+            failed: Atomic::new(0),
+        }),
+        GFP_KERNEL,
+    )
+}
+
+/// Writes `msg` into `send` and posts it behind `chain` on the client.
+fn post(
+    pair: &Pair,
+    mut send: PooledSend<'_, PoolOwner>,
+    chain: &mut SendChain<Counted>,
+    msg: &[u8],
+) -> Result {
+    send.fill(|out| {
+        out.get_mut(..msg.len()).ok_or(EINVAL)?.copy_from_slice(msg);
+        Ok(msg.len())
+    })?;
+    send.post_behind(&pair.client, chain, None)
+        .map_err(|(e, _)| e)
+}
+
+/// Waits until no context of `owner` is posted: its completion has given
+/// it back to the free list.
+fn wait_idle(owner: &PoolOwner) -> Result {
+    wait_for(5_000, || owner.pool.posted() == 0)
+        .inspect_err(|_| pr_err!("{} pooled Sends still posted\n", owner.pool.posted()))
+}
+
+#[kunit_tests(rpcrdma_rs_send_pool)]
+mod tests {
+    use super::*;
+
+    /// Two Sends chained ahead of a pooled one go out with it in one
+    /// post: all three arrive, in order; the two complete first (their
+    /// handlers see `covers` 0), then the pooled Send's completion, which
+    /// reports them (`covers` 3 in all); the pool made one context.
+    #[test]
+    fn chained_work_requests_complete_with_the_pooled_send() -> Result {
+        let pair = connect_pair()?;
+        let recvs = server_recvs(&pair, 3)?;
+        let owner = pool_owner(4)?;
+        let log = owner.log.clone();
+        let mut chain = SendChain::new();
+        for n in 0..2 {
+            let buf = pair.client.alloc_buf(BUF, DmaDir::ToDevice)?;
+            buf.write(0, b"ahead")?;
+            let wr = WorkRequest::new(
+                Counted {
+                    log: log.clone(),
+                    n,
+                },
+                one_segment(&buf, 5)?,
+            )?;
+            chain.push(wr, SendOp::Send)?;
+        }
+        owner.send_no.store(2, Relaxed);
+        let send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+        post(&pair, send, &mut chain, b"last")?;
+        assert!(chain.is_empty());
+        assert_eq!(log.wait_for(3)?, 3);
+        assert!(log.in_order());
+        assert_eq!(log.covered(), 3);
+        assert_eq!(owner.ahead.load(Relaxed), 2);
+        for (r, len) in recvs.iter().zip([5u32, 5, 4]) {
+            let wc = r.wait()?;
+            assert!(wc.is_ok());
+            assert_eq!(wc.byte_len, len);
+        }
+        wait_idle(&owner)?;
+        assert_eq!(owner.pool.made(), 1);
+        Ok(())
+    }
+
+    /// Six Sends one after another use one context; three held at once
+    /// make three, a fourth is refused (the pool's bound), and once they
+    /// are given back unposted they serve again without a new one.
+    #[test]
+    fn contexts_are_reused_and_bounded() -> Result {
+        let pair = connect_pair()?;
+        let owner = pool_owner(3)?;
+        let recvs = server_recvs(&pair, 6)?;
+        for (n, r) in recvs.iter().enumerate() {
+            owner.send_no.store(n as u32, Relaxed);
+            let send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+            post(&pair, send, &mut SendChain::new(), b"one at a time")?;
+            assert!(r.wait()?.is_ok());
+            wait_idle(&owner)?;
+        }
+        assert_eq!(owner.log.count(), 6);
+        assert!(owner.log.in_order());
+        assert_eq!(owner.pool.made(), 1);
+        let held = [
+            owner.pool.get(&pair.client),
+            owner.pool.get(&pair.client),
+            owner.pool.get(&pair.client),
+        ];
+        assert!(held.iter().all(Option::is_some));
+        assert_eq!(owner.pool.made(), 3);
+        assert!(owner.pool.get(&pair.client).is_none());
+        drop(held);
+        let again = [owner.pool.get(&pair.client), owner.pool.get(&pair.client)];
+        assert!(again.iter().all(Option::is_some));
+        assert_eq!(owner.pool.made(), 3);
+        Ok(())
+    }
+
+    /// Pooled Sends the peer has no Receives for fail (receiver not
+    /// ready, then flushed) and the drain that ends the connection
+    /// follows at once: every Send is reported, with its Write ahead,
+    /// nothing stays posted, and every context is free again.
+    #[test]
+    fn a_drain_leaves_no_pooled_send_posted() -> Result {
+        const SENDS: u32 = 3;
+        let pair = connect_pair()?;
+        let posted_before = live::count(live::Kind::PostedWr);
+        let owner = pool_owner(SENDS)?;
+        for n in 0..SENDS {
+            let buf = pair.client.alloc_buf(BUF, DmaDir::ToDevice)?;
+            let mut chain = SendChain::new();
+            let wr = WorkRequest::new(
+                Counted {
+                    log: Log::new()?,
+                    n: 0,
+                },
+                one_segment(&buf, 8)?,
+            )?;
+            chain.push(wr, SendOp::Send)?;
+            let send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+            owner.send_no.store(n, Relaxed);
+            // Refused once the queue pair is in error: then nothing posted.
+            if post(&pair, send, &mut chain, b"unheard").is_err() {
+                break;
+            }
+        }
+        pair.client.drain();
+        assert_eq!(owner.pool.posted(), 0);
+        let sent = owner.log.count();
+        pr_info!(
+            "{} pooled Sends reported, {} failed, {} ahead\n",
+            sent,
+            owner.failed.load(Relaxed),
+            owner.ahead.load(Relaxed)
+        );
+        assert!(sent >= 1);
+        assert_eq!(owner.failed.load(Relaxed), sent);
+        assert_eq!(owner.ahead.load(Relaxed), sent);
+        assert_eq!(live::count(live::Kind::PostedWr), posted_before);
+        let made = owner.pool.made();
+        let free: [_; SENDS as usize] = core::array::from_fn(|_| owner.pool.get(&pair.client));
+        assert!(free.iter().take(made as usize).all(Option::is_some));
+        assert_eq!(owner.pool.made(), SENDS);
+        Ok(())
+    }
+}

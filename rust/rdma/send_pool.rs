@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's Sends as preallocated send contexts on a free list (C
+//! `svc_rdma_send_ctxt`, `sc_send_ctxts`), for a transport whose Sends
+//! are posted by many threads at once and each asks for its completion:
+//! a server's Replies.
+//!
+//! Each context is made once, the first time the list is empty, and kept
+//! until the connection ends: its completion entry, its `ib_send_wr` over
+//! its own scatter/gather entry, and a Send buffer mapped for its life.
+//! Per Send only the length, the opcode and the key to invalidate are
+//! written. Work requests a [`SendChain`] holds (a Reply's RDMA Writes)
+//! go ahead of the Send in the same `ib_post_send`, unsignaled: the
+//! Send's completion completes them ([`complete_chain`]) and reports them
+//! to the owner with its own ([`SendPoolOwner::sent`]). No reference
+//! count is taken per Send, and the completion gives the context back
+//! without a lock.
+//!
+//! The free list is C's `llist`: any thread pushes with a compare and
+//! exchange; one at a time pops, under the lock that also counts the
+//! contexts made, so a context cannot leave and come back between a pop's
+//! look at the head and its exchange. Contexts are never freed while the
+//! pool lives; when it goes, every one is on the free list.
+//!
+//! The pool is a field of the object that owns the connection
+//! ([`HasSendPool`]), found from the pool by the field's offset
+//! (`ring_owner`). The owner's endpoint is drained before the pool is
+//! dropped, so every posted context has completed by then (every Send
+//! asks for its completion, so the drain flushes them all); a pool
+//! dropped with contexts posted leaks them, and says so.
+
+use crate::rust::bindings;
+use crate::rust::module::live;
+use crate::rust::rdma::ring_owner::{owner_of, RingIn};
+use crate::rust::rdma::send_chain::{EndNotPosted, SendChain};
+use crate::rust::rdma::verbs::{
+    complete_chain, post_behind, CompletionHandler, DmaDir, Endpoint, MappedBuf, WorkCompletion,
+    WorkRequest,
+};
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+use kernel::error::to_result;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::{Arc, SpinLock};
+use kernel::types::Opaque;
+
+/// What a transport does when its pooled Sends complete.
+pub trait SendPoolOwner: Send + Sync + Sized {
+    /// The handler of the work requests posted ahead of a Send (a
+    /// Reply's RDMA Writes).
+    type Ahead: CompletionHandler;
+
+    /// A Send completed (or was flushed) with `wc`, and the `ahead` work
+    /// requests posted before it with it; their handlers ran first. Runs
+    /// on the send CQ's poller.
+    fn sent(&self, ahead: u32, wc: &WorkCompletion);
+}
+
+/// An owner of a [`SendPool`] held as one of its fields ([`RingIn`]:
+/// declared with [`impl_ring_in!`](crate::rust::rdma::ring_owner::impl_ring_in)).
+pub trait HasSendPool: SendPoolOwner + RingIn<SendPool<Self>> {}
+
+impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
+
+/// One send context.
+///
+/// # Invariants
+///
+/// `cqe.done` is `pool_done::<O>`, `wr.wr_cqe` is `cqe`, `wr.sg_list` is
+/// `sge`, `pool` is the pool that made it and `buf` is mapped on that
+/// pool's device, all set before the context is first handed out and not
+/// written again. `sge`, `wr`'s other fields and `ahead` are written only
+/// by the context's holder: the thread that took it from the free list
+/// until it posts it or gives it back, then the completion until it
+/// pushes it on the free list again. `next` is written by whoever pushes
+/// it.
+struct Ctxt<O: SendPoolOwner> {
+    cqe: Opaque<bindings::ib_cqe>,
+    wr: UnsafeCell<bindings::ib_send_wr>,
+    sge: UnsafeCell<bindings::ib_sge>,
+    pool: *const SendPool<O>,
+    /// The next free context, while it is free.
+    next: Atomic<*mut Ctxt<O>>,
+    buf: Arc<MappedBuf>,
+    /// The first of the work requests posted ahead of the Send, each
+    /// linked to the next, while it is posted.
+    ahead: UnsafeCell<Option<Arc<WorkRequest<O::Ahead>>>>,
+}
+
+/// Send contexts of one connection, made as needed up to a bound.
+///
+/// # Invariants
+///
+/// Every context the pool made came from `KBox::into_raw` and is, until
+/// the pool is dropped, free, held, or posted: `free` is the first free
+/// one (null: none), each free one names the next in `next`; pushed by
+/// anyone, popped only under `made`'s lock, which counts those made.
+/// `posted` counts the posted ones.
+#[pin_data(PinnedDrop)]
+pub struct SendPool<O: SendPoolOwner> {
+    #[pin]
+    made: SpinLock<u32>,
+    free: Atomic<*mut Ctxt<O>>,
+    posted: Atomic<u32>,
+    /// Bytes of each context's Send buffer.
+    buf_len: usize,
+    /// Most contexts the pool makes.
+    max: u32,
+}
+
+// SAFETY: A context is accessed by its holder only (type invariants); the
+// work requests it keeps are `Send` and `Sync`.
+unsafe impl<O: SendPoolOwner> Send for SendPool<O> {}
+// SAFETY: As above; the shared state is atomics and a lock.
+unsafe impl<O: SendPoolOwner> Sync for SendPool<O> {}
+
+impl<O: HasSendPool> SendPool<O> {
+    /// A pool that makes up to `max` contexts with Send buffers of
+    /// `buf_len` bytes, none made yet.
+    pub fn new(buf_len: usize, max: u32) -> impl PinInit<Self> {
+        pin_init!(Self {
+            made <- new_spinlock!(0, "rpcrdma_rs::send_pool"),
+            free: Atomic::new(core::ptr::null_mut()),
+            posted: Atomic::new(0),
+            buf_len,
+            max,
+        })
+    }
+
+    /// Bytes a Send from the pool may hold.
+    pub fn buf_len(&self) -> usize {
+        self.buf_len
+    }
+
+    /// Contexts made so far.
+    pub fn made(&self) -> u32 {
+        *self.made.lock()
+    }
+
+    /// Contexts posted and not completed.
+    pub fn posted(&self) -> u32 {
+        self.posted.load(Acquire)
+    }
+
+    /// A free context whose buffer is mapped on `ep`'s device (the one
+    /// every Send of the pool goes to), made if none is free; `None` when
+    /// the pool made all it may and every one is in use, or a new one
+    /// cannot be made now.
+    pub fn get<'a>(&'a self, ep: &Endpoint) -> Option<PooledSend<'a, O>> {
+        let ctxt = match self.pop() {
+            Some(c) => c,
+            None => self.grow(ep)?,
+        };
+        Some(PooledSend { pool: self, ctxt })
+    }
+
+    fn pop(&self) -> Option<&Ctxt<O>> {
+        let _consumer = self.made.lock();
+        let mut head = self.free.load(Acquire);
+        loop {
+            // SAFETY: A context the pool made lives until the pool is
+            // dropped (type invariant).
+            let c = unsafe { head.as_ref() }?;
+            // Acquire above: the pusher wrote `next` before the head.
+            let next = c.next.load(Relaxed);
+            // Only this thread takes contexts off the list now, so `head`
+            // still there means `next` still follows it.
+            match self.free.cmpxchg(head, next, Acquire) {
+                Ok(_) => return Some(c),
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Gives `c`, which its holder is done with, back to the free list.
+    fn push(&self, c: &Ctxt<O>) {
+        let mine = core::ptr::from_ref(c).cast_mut();
+        let mut head = self.free.load(Relaxed);
+        loop {
+            c.next.store(head, Relaxed);
+            // Release: `next`, and everything the holder wrote, before
+            // the context is seen free.
+            match self.free.cmpxchg(head, mine, Release) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Makes a context if the pool may, and hands it out.
+    #[cold]
+    fn grow(&self, ep: &Endpoint) -> Option<&Ctxt<O>> {
+        {
+            let mut made = self.made.lock();
+            if *made >= self.max {
+                return None;
+            }
+            // Counted now, so that racing threads make no more than `max`.
+            *made += 1;
+        }
+        let made = self.make(ep);
+        if made.is_none() {
+            *self.made.lock() -= 1;
+        }
+        made
+    }
+
+    fn make(&self, ep: &Endpoint) -> Option<&Ctxt<O>> {
+        let buf = ep.alloc_buf(self.buf_len, DmaDir::ToDevice).ok()?;
+        let ctxt = KBox::new(
+            Ctxt {
+                cqe: Opaque::new(bindings::ib_cqe {
+                    done: Some(pool_done::<O>),
+                }),
+                // SAFETY: All-zero is a valid, empty `ib_send_wr`.
+                wr: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+                // SAFETY: All-zero is a valid `ib_sge`.
+                sge: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+                pool: core::ptr::from_ref(self),
+                next: Atomic::new(core::ptr::null_mut()),
+                buf,
+                ahead: UnsafeCell::new(None),
+            },
+            GFP_KERNEL,
+        )
+        .ok()?;
+        // INVARIANT: from `KBox::into_raw`, held by this thread; freed with
+        // the pool.
+        let c = KBox::into_raw(ctxt);
+        // SAFETY: `c` is valid and not shared yet. INVARIANT: the entry
+        // and list are the context's own, at the address it keeps.
+        unsafe {
+            let wr = &mut *(*c).wr.get();
+            wr.__bindgen_anon_1.wr_cqe = Opaque::cast_into(&(*c).cqe);
+            wr.sg_list = (*c).sge.get();
+            wr.num_sge = 1;
+            Some(&*c)
+        }
+    }
+}
+
+#[pinned_drop]
+impl<O: SendPoolOwner> PinnedDrop for SendPool<O> {
+    fn drop(self: Pin<&mut Self>) {
+        // The owner drains its endpoint first, so every context is free.
+        // INVARIANT: one that is not is never freed: the device may still
+        // read it, or its completion come.
+        let posted = self.posted.load(Acquire);
+        if posted != 0 {
+            crate::pr_err_ratelimited!(
+                "rpcrdma_rs: a send pool dropped with {} Sends posted; leaked\n",
+                posted
+            );
+            return;
+        }
+        let mut at = self.free.xchg(core::ptr::null_mut(), Acquire);
+        while !at.is_null() {
+            // SAFETY: Free, so no longer reachable by the device or a
+            // completion, and made by `KBox::into_raw`; taken off the list
+            // once.
+            let c = unsafe { KBox::from_raw(at) };
+            at = c.next.load(Relaxed);
+            drop(c);
+        }
+    }
+}
+
+/// A context taken from a [`SendPool`], held until it is posted; given
+/// back to the free list if it is dropped instead.
+pub struct PooledSend<'a, O: HasSendPool> {
+    pool: &'a SendPool<O>,
+    ctxt: &'a Ctxt<O>,
+}
+
+impl<O: HasSendPool> Drop for PooledSend<'_, O> {
+    fn drop(&mut self) {
+        self.pool.push(self.ctxt);
+    }
+}
+
+impl<O: HasSendPool> PooledSend<'_, O> {
+    /// Lends the Send buffer to `fill`, which writes the Send in place and
+    /// returns its length.
+    pub fn fill(&mut self, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result<usize> {
+        let len = self.ctxt.buf.fill(fill)?;
+        // SAFETY: The context is held (type invariant of `Ctxt`).
+        unsafe { *self.ctxt.sge.get() = self.ctxt.buf.sge(0, len)? };
+        Ok(len)
+    }
+
+    /// Posts the Send of what [`Self::fill`] wrote, with invalidation of
+    /// `inv` if given, on `ep` (the pool's device) behind the work
+    /// requests waiting in `chain`, with one `ib_post_send`; the Send asks
+    /// for its completion, which stands for the chain's. On failure
+    /// returns how many of the chain went out (as
+    /// [`SendChain::post_ahead_of`]); the Send did not, and its context is
+    /// free again.
+    pub fn post_behind(
+        self,
+        ep: &Endpoint,
+        chain: &mut SendChain<O::Ahead>,
+        inv: Option<u32>,
+    ) -> core::result::Result<(), (Error, usize)> {
+        let c = self.ctxt;
+        let pool = self.pool;
+        // SAFETY: Held; the entry and list are the context's own (type
+        // invariant of `Ctxt`).
+        let wr = unsafe {
+            let wr = &mut *c.wr.get();
+            wr.next = core::ptr::null_mut();
+            let (opcode, key) = match inv {
+                Some(key) => (bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV, key),
+                None => (bindings::ib_wr_opcode_IB_WR_SEND, 0),
+            };
+            wr.opcode = opcode;
+            wr.ex.invalidate_rkey = key;
+            wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+            NonNull::from(wr)
+        };
+        let res = chain.post_ahead_of(ep, |first, ahead| {
+            // Before the post: the completion may come before it returns.
+            // SAFETY: Held.
+            unsafe { *c.ahead.get() = first };
+            let (rc, chain_posted) = match ep.start_post() {
+                Ok(posting) => {
+                    pool.posted.fetch_add(1, Relaxed);
+                    let mut chain_posted = 0;
+                    // SAFETY: The work request is the context's, its entry
+                    // and list live as long as the pool, which outlives
+                    // its posted contexts, and its buffer stays mapped;
+                    // `ahead` is as `post_ahead_of` promises.
+                    let rc =
+                        unsafe { post_behind(&posting, wr.as_ptr(), ahead, &mut chain_posted) };
+                    if rc == 0 {
+                        live::inc(live::Kind::PostedWr);
+                        return Ok(());
+                    }
+                    // Not posted: no completion will come for it.
+                    pool.posted.fetch_sub(1, Relaxed);
+                    (rc, chain_posted)
+                }
+                Err(e) => (e.to_errno(), 0),
+            };
+            Err(EndNotPosted {
+                error: to_result(rc).err().unwrap_or(EIO),
+                chain_posted,
+                // SAFETY: Not posted: still held.
+                first: unsafe { (*c.ahead.get()).take() },
+            })
+        });
+        if res.is_ok() {
+            // Posted: the completion gives the context back.
+            core::mem::forget(self);
+        }
+        res
+    }
+}
+
+/// Completion of a pooled Send: completes the work requests posted ahead
+/// of it, tells the owner, and frees the context.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a valid completion whose `wr_cqe` is the
+/// `cqe` of a context of a `SendPool<O>` posted by
+/// [`PooledSend::post_behind`].
+unsafe extern "C" fn pool_done<O: HasSendPool>(
+    _cq: *mut bindings::ib_cq,
+    wc: *mut bindings::ib_wc,
+) {
+    // SAFETY: `wc` is valid for the callback; posted work requests carry a
+    // `wr_cqe`.
+    let (w, cqe) = unsafe { (&*wc, (*wc).__bindgen_anon_1.wr_cqe) };
+    // SAFETY: By the function's requirement the entry is a context's.
+    let c =
+        unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Ctxt<O>, cqe) };
+    // SAFETY: Set when the context was made; the pool outlives its posted
+    // contexts.
+    let pool = unsafe { &*c.pool };
+    live::dec(live::Kind::PostedWr);
+    let status = w.status as i32;
+    let mut done = if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
+        WorkCompletion {
+            opcode: w.opcode as i32,
+            byte_len: w.byte_len,
+            ..WorkCompletion::error(status)
+        }
+    } else {
+        WorkCompletion::error(status)
+    };
+    // SAFETY: Posted: the completion side holds the context now.
+    let first = unsafe { (*c.ahead.get()).take() };
+    let ahead = match first {
+        None => 0,
+        Some(first) => complete_chain(Some(first), &WorkCompletion { covers: 0, ..done }),
+    };
+    done.covers = ahead.saturating_add(1);
+    // SAFETY: The pool is the `RING_OFFSET` field of its owner, alive while
+    // it is (`RingIn`).
+    let owner = unsafe { &*owner_of::<O, SendPool<O>>(pool) };
+    owner.sent(ahead, &done);
+    // Free before it stops counting as posted: a pool dropped after the
+    // drain finds every context on the list.
+    pool.push(c);
+    pool.posted.fetch_sub(1, Release);
+}
