@@ -18,7 +18,8 @@ handlers (ib_cqe.done). For the C module (rpcrdma) they are the functions
 named; for rpcrdma_rs the ops tables' trampolines (rust/sunrpc/
 xprt_class.rs, svc.rs) and the monomorphised completion trampolines
 (done::<H> in rust/rdma/verbs.rs; the client's Send and Receive rings'
-ring_done and recv_done in rust/rdma/send_ring.rs and recv_ring.rs),
+ring_done and recv_done in rust/rdma/send_ring.rs and recv_ring.rs; the
+server's send contexts' pool_done in rust/rdma/send_pool.rs),
 matched on their mangled names. Both
 clients' alloc_slot/free_slot are in C4: C's are its own, the project's
 are sunrpc's xprt_alloc_slot/xprt_free_slot (sunrpc's instructions, so
@@ -60,7 +61,10 @@ STAGES = [
      [r'3svc.*8OpsTable.*7SvcRdmaE6sendto'], []),
     (16, 'S5 Send completion', 'server',
      ['svc_rdma_wc_send', 'svc_rdma_write_done', 'svc_rdma_reply_done'],
-     [r'5verbs4done.*9SqHandlerE'], []),
+     # The Send context's completion, which completes the Writes ahead
+     # of it (before the send pool: done::<SqHandler> of the Send too).
+     [r'5verbs4done.*9SqHandlerE',
+      r'9send_pool9pool_done.*7sq_gate6SqGateE'], []),
     (17, 'S6 release_ctxt', 'server', ['svc_rdma_release_ctxt'],
      [r'3svc.*8OpsTable.*7SvcRdmaE12release_ctxt'], []),
     (18, 'S0 has_wspace', 'server', ['svc_rdma_has_wspace'],
