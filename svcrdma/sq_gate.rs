@@ -2,11 +2,13 @@
 
 //! The send queue gate of a server connection (C `sc_sq_avail` and
 //! `svc_rdma_sq_wait`): every Send, RDMA Write and RDMA Read is posted with
-//! a slot, and its completion gives the slot back.
+//! a slot, and its completion gives the slot back. The count is an atomic,
+//! taken and returned without a lock as C's is; only a Reply that finds
+//! too few slots takes the wait's lock and sleeps.
 
 use super::cache::BufCache;
 use super::stats::{stat_add, Stat};
-use crate::proto::sq_slots::{SlotError, SqSlots, Starve, Wake};
+use crate::proto::sq_slots::{SlotError, SqLimits, StallClock, Starve};
 use crate::rust::module::trace;
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_pool::{SendPool, SendPoolOwner};
@@ -16,29 +18,42 @@ use crate::rust::sunrpc::svc::{OnClose, XprtLink};
 use kernel::new_condvar;
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{Arc, CondVar, SpinLock};
 use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 
-/// Send queue slots under a lock, with the wait of the Replies that find
-/// too few free: the accounting is [`SqSlots`]; this does the waiting and
-/// the waking it decides. The queue pair's spare entry for the drain (see
+/// Send queue slots, with the wait of the Replies that find too few free.
+/// The queue pair's spare entry for the drain (see
 /// [`Endpoint::send_depth`]) is not among the slots.
+///
+/// A waiter counts itself in `waiters` under `wait_lock` before it looks
+/// at `avail`, and holds the lock until it sleeps on `wait`; a release
+/// adds to `avail` before it looks at `waiters`, and takes the lock before
+/// it wakes them. Both steps are full barriers, so either the waiter sees
+/// the slots or the release sees the waiter, asleep by the time the
+/// release holds the lock. A starved Read operation and a release meet
+/// the same way over `starved`.
 ///
 /// [`Endpoint::send_depth`]: crate::rust::rdma::verbs::Endpoint::send_depth
 #[pin_data]
 pub(super) struct SqGate {
+    /// Free slots (C `sc_sq_avail`), at most the depth. Only taken with a
+    /// compare-and-exchange that leaves it non-negative.
+    avail: Atomic<i32>,
+    limits: SqLimits,
+    /// Set once: nothing is taken again, and waiters leave.
+    closed: Atomic<bool>,
+    /// Replies waiting in [`Self::acquire_n`] (C `waitqueue_active`).
+    waiters: Atomic<u32>,
+    /// A Read operation waits for room ([`Self::starve`]).
+    starved: Atomic<bool>,
+    /// Chains ending in a Send that completed, wrapping: the waiters'
+    /// [`StallClock`]s restart when it changes.
+    sends_done: Atomic<u64>,
     #[pin]
-    state: SpinLock<SqSlots>,
+    wait_lock: SpinLock<()>,
     #[pin]
     wait: CondVar,
-    /// Whether Replies wait in [`Self::acquire_n`]: [`SqSlots`]' count,
-    /// mirrored under its lock for [`Self::has_waiters`], which reads it
-    /// without.
-    waiting: Atomic<bool>,
-    /// Slots in all: [`SqSlots::depth`], fixed at creation and kept here
-    /// too so that sizing a chain ([`Self::depth`]) takes no lock.
-    depth: u32,
     /// Told when room appears for a starved Read operation.
     link: Arc<XprtLink>,
     /// Where a completed Send's or copied Write's buffer goes back (the
@@ -112,8 +127,8 @@ impl SqGate {
         link: Arc<XprtLink>,
         cache: Arc<BufCache>,
     ) -> Result<Arc<Self>> {
-        let slots = SqSlots::new(depth, read_keep);
-        let depth = slots.depth();
+        let limits = SqLimits::new(depth, read_keep);
+        let depth = limits.depth();
         let wrs = WrPool::new(depth.min(WR_POOL_MAX) as usize)?;
         // Made as Replies need them: at most one per slot (a context is
         // taken before the slots, so a few more Replies than slots could
@@ -121,10 +136,14 @@ impl SqGate {
         let sends = SendPool::new(send_len, depth);
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock!(slots, "svcrdma::sq"),
+                avail: Atomic::new(i32::try_from(depth).unwrap_or(i32::MAX)),
+                limits,
+                closed: Atomic::new(false),
+                waiters: Atomic::new(0),
+                starved: Atomic::new(false),
+                sends_done: Atomic::new(0),
+                wait_lock <- new_spinlock!((), "svcrdma::sq"),
                 wait <- new_condvar!("svcrdma::sq_wait"),
-                waiting: Atomic::new(false),
-                depth,
                 link,
                 cache,
                 wrs <- wrs,
@@ -132,6 +151,27 @@ impl SqGate {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Free slots now (for trace events).
+    fn avail_now(&self) -> u32 {
+        u32::try_from(self.avail.load(Relaxed)).unwrap_or(0)
+    }
+
+    /// Takes `n` slots if that many are free, without waiting.
+    fn try_take(&self, n: u32) -> Result<bool> {
+        if self.closed.load(Acquire) {
+            return Err(ENOTCONN);
+        }
+        let n = i32::try_from(n)?;
+        let mut cur = self.avail.load(Relaxed);
+        while cur >= n {
+            match self.avail.cmpxchg(cur, cur - n, Full) {
+                Ok(_) => return Ok(true),
+                Err(now) => cur = now,
+            }
+        }
+        Ok(false)
     }
 
     /// Takes `n` slots for a chain of Sends and RDMA Writes (C
@@ -144,35 +184,50 @@ impl SqGate {
     /// wait ends too when Replies waited [`SQ_STALL_MS`] without a Send
     /// completing: the connection is then closed.
     pub(super) fn acquire_n(&self, n: u32) -> Result {
-        let mut st = self.state.lock();
+        self.limits.check_chain(n).map_err(slot_error)?;
+        if self.try_take(n)? {
+            return Ok(());
+        }
+        self.wait_for(n)
+    }
+
+    /// The slow path of [`Self::acquire_n`].
+    #[cold]
+    fn wait_for(&self, n: u32) -> Result {
+        let mut guard = self.wait_lock.lock();
         // This Reply's own: it sleeps and wakes many times over the bound.
         let mut clock = None;
-        while !st.try_take(n).map_err(slot_error)? {
+        loop {
+            // Counted before the look (see the type's comment).
+            self.waiters.fetch_add(1, Full);
+            match self.try_take(n) {
+                Ok(false) => {}
+                taken => {
+                    self.waiters.fetch_sub(1, Relaxed);
+                    return taken.map(|_| ());
+                }
+            }
             stat_add(Stat::SqStarve, 1);
-            trace::svcrdma_sq_full(st.avail());
-            let clock = clock.get_or_insert_with(|| st.stall_clock(now_ms()));
-            // Counted under the lock the wait releases only once this
-            // thread is on the wait queue: a release that sees the count
-            // finds it there.
-            st.begin_wait();
-            self.waiting.store(true, Relaxed);
+            trace::svcrdma_sq_full(self.avail_now());
+            let clock = clock
+                .get_or_insert_with(|| StallClock::new(now_ms(), self.sends_done.load(Relaxed)));
             let _ = self
                 .wait
-                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(WAIT_MS));
-            st.end_wait();
-            self.waiting.store(st.has_waiters(), Relaxed);
-            trace::svcrdma_sq_retry(st.avail());
-            if st.is_closed() {
+                .wait_interruptible_timeout(&mut guard, msecs_to_jiffies(WAIT_MS));
+            self.waiters.fetch_sub(1, Relaxed);
+            trace::svcrdma_sq_retry(self.avail_now());
+            if self.closed.load(Acquire) {
                 return Err(ENOTCONN);
             }
-            // The link's lock nests inside the gate's (never the reverse:
+            // The link's lock nests inside the wait's (never the reverse:
             // the link calls its hook without its lock).
             let closing = self.link.is_closing();
-            let stalled = !closing && st.stalled(clock, now_ms(), SQ_STALL_MS);
+            let stalled =
+                !closing && clock.stalled(self.sends_done.load(Relaxed), now_ms(), SQ_STALL_MS);
             if closing || stalled {
                 // Every other waiter leaves too, and nothing is posted again.
-                st.close();
-                drop(st);
+                self.closed.store(true, Release);
+                drop(guard);
                 self.wait.notify_all();
                 if stalled {
                     crate::pr_warn_ratelimited!(
@@ -184,73 +239,105 @@ impl SqGate {
                 return Err(ENOTCONN);
             }
         }
-        Ok(())
     }
 
     /// Whether Replies wait for send queue room (C `svc_rdma_has_wspace`
     /// looks at its wait queues the same way, without a lock).
     pub(super) fn has_waiters(&self) -> bool {
-        self.waiting.load(Relaxed)
+        self.waiters.load(Relaxed) > 0
     }
 
     /// Slots in all: the most one chain may take.
     pub(super) fn depth(&self) -> u32 {
-        self.depth
+        self.limits.depth()
     }
 
     /// Takes `n` slots for RDMA Reads (and their registrations) if they
     /// are free beyond the reserve, without waiting: `Ok(false)` if not.
     pub(super) fn try_acquire_read(&self, n: u32) -> Result<bool> {
-        self.state.lock().try_take_read(n).map_err(slot_error)
+        if self.closed.load(Acquire) {
+            return Err(ENOTCONN);
+        }
+        let mut cur = self.avail.load(Relaxed);
+        while let Some(left) = self.limits.read_take(cur, n) {
+            match self.avail.cmpxchg(cur, left, Full) {
+                Ok(_) => return Ok(true),
+                Err(now) => cur = now,
+            }
+        }
+        Ok(false)
     }
 
     /// Whether a Read could take a slot now.
     pub(super) fn read_room(&self) -> bool {
-        self.state.lock().read_room()
+        !self.closed.load(Acquire) && self.limits.read_room(self.avail.load(Relaxed))
     }
 
     /// Called by a thread about to leave a Read operation waiting for
     /// room: `false` if there is room now (the caller must see to it),
     /// `true` if there is none, in which case the release that makes room
-    /// marks the transport `XPT_DATA` (checking and noting under one lock,
+    /// marks the transport `XPT_DATA` (the mark set before the last look,
     /// so that release cannot be missed).
     pub(super) fn starve(&self) -> bool {
-        match self.state.lock().starve() {
-            Starve::Room => false,
-            Starve::Closed => true,
+        let room = match self.try_starve() {
+            Starve::Room => true,
+            Starve::Closed => false,
             Starve::Starved => {
                 stat_add(Stat::SqStarve, 1);
-                true
+                false
             }
+        };
+        !room
+    }
+
+    fn try_starve(&self) -> Starve {
+        if self.closed.load(Acquire) {
+            return Starve::Closed;
         }
+        if self.limits.read_room(self.avail.load(Relaxed)) {
+            return Starve::Room;
+        }
+        // Marked before the last look (see the type's comment).
+        self.starved.xchg(true, Full);
+        // Room meanwhile, and no release took the mark yet: this thread's.
+        if self.limits.read_room(self.avail.load(Relaxed)) && self.starved.xchg(false, Full) {
+            return Starve::Room;
+        }
+        Starve::Starved
     }
 
     /// Returns `n` slots.
     pub(super) fn release(&self, n: u32) {
-        let wake = self.state.lock().release(n);
-        self.wake(wake);
+        self.avail
+            .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
+        // Looked at after the slots are back (see the type's comment).
+        if self.waiters.load(Relaxed) > 0 {
+            // A waiter that counted itself holds the lock until it sleeps.
+            drop(self.wait_lock.lock());
+            self.wait.notify_all();
+        }
+        if self.starved.load(Relaxed)
+            && self.limits.read_room(self.avail.load(Relaxed))
+            && self.starved.xchg(false, Full)
+        {
+            self.link.data_ready();
+        }
     }
 
     /// Returns the `n` slots of a chain that ended in a Send, completed:
     /// the send queue moved ([`SQ_STALL_MS`]).
     pub(super) fn release_sent(&self, n: u32) {
-        let wake = self.state.lock().release_sent(n);
-        self.wake(wake);
-    }
-
-    fn wake(&self, wake: Wake) {
-        if wake.waiters {
-            self.wait.notify_all();
-        }
-        if wake.reads {
-            self.link.data_ready();
-        }
+        self.sends_done.fetch_add(1, Relaxed);
+        self.release(n);
     }
 
     /// Fails every current and later [`Self::acquire_n`] and
     /// [`Self::try_acquire_read`].
     pub(super) fn close(&self) {
-        self.state.lock().close();
+        self.closed.store(true, Release);
+        // A waiter that looked before the store holds the lock until it
+        // sleeps.
+        drop(self.wait_lock.lock());
         self.wait.notify_all();
     }
 }
