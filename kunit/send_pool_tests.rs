@@ -4,15 +4,22 @@
 //! Replies) on a real (soft-RoCE) device: work requests chained ahead of a
 //! pooled Send complete with it, in order, and are reported with it; a
 //! context comes back to the list when its Send completes and is reused;
-//! the pool makes no more than its bound; a drain leaves nothing posted.
+//! the pool makes no more than its bound; a drain leaves nothing posted;
+//! a context's own RDMA Writes land before its Send arrives, and their
+//! pages are let go when it completes.
 
 use crate::client_tests::{server_recvs, Counted, Log};
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::send_pool::{PooledSend, SendPool, SendPoolOwner};
-use crate::rust::rdma::verbs::{DmaDir, SendOp, WorkCompletion, WorkRequest};
-use crate::verbs::{connect_pair, one_segment, wait_for, Pair};
+use crate::rust::rdma::verbs::{
+    DmaDir, PageRange, PageRef, SendOp, SgEntry, WorkCompletion, WorkRequest,
+};
+use crate::rust::sunrpc::xprt::Mr;
+use crate::verbs::{connect_pair, one_segment, op_on, wait_for, Pair};
+use kernel::alloc::KVec;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -163,6 +170,63 @@ mod tests {
         let again = [owner.pool.get(&pair.client), owner.pool.get(&pair.client)];
         assert!(again.iter().all(Option::is_some));
         assert_eq!(owner.pool.made(), 3);
+        Ok(())
+    }
+
+    /// Three RDMA Writes from pages in the context itself (a fourth is
+    /// refused: it has room for three) and its Send, in one post: the
+    /// peer's buffer holds the pages' bytes when the Send arrives, the
+    /// completion reports the three with the Send, and every page mapping
+    /// is gone afterwards.
+    #[test]
+    fn a_contexts_own_writes_land_before_its_send() -> Result {
+        let pair = connect_pair()?;
+        let recvs = server_recvs(&pair, 1)?;
+        // The server side registers two pages the client may write.
+        let target = pair.server.alloc_buf(2 * PAGE_SIZE, DmaDir::FromDevice)?;
+        let mut mr = Mr::new(&pair.server, 4)?;
+        mr.map_buf(&target)?;
+        mr.post_reg(&pair.server, true)?;
+        // In force once a signaled request behind it completed (see the
+        // client suite's FRWR case).
+        let fence = op_on(
+            &pair.server,
+            core::iter::empty::<SgEntry>(),
+            SendOp::RdmaWrite {
+                remote_addr: 0,
+                rkey: 0,
+            },
+        )?;
+        assert!(fence.is_ok());
+        let seg = mr.segment();
+        let pages = [PageRef::alloc()?, PageRef::alloc()?];
+        let mapped_before = live::count(live::Kind::MappedBuf);
+        let owner = pool_owner(2)?;
+        let mut send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+        // Page 1 to the second page, page 0 to the first, twice.
+        for (page, at) in [(1usize, PAGE_SIZE), (0, 0), (0, 0)] {
+            let range = PageRange::of_refs(&pages[page..page + 1], 0, PAGE_SIZE)?;
+            let addr = seg.offset + at as u64;
+            assert!(send.add_write(&pair.client, range, None, addr, seg.handle)?);
+        }
+        let range = PageRange::of_refs(&pages[..1], 0, PAGE_SIZE)?;
+        assert!(!send.add_write(&pair.client, range, None, seg.offset, seg.handle)?);
+        assert_eq!(send.writes(), 3);
+        post(&pair, send, &mut SendChain::new(), b"after the writes")?;
+        assert_eq!(owner.log.wait_for(1)?, 1);
+        assert_eq!(owner.log.covered(), 4);
+        assert_eq!(owner.ahead.load(Relaxed), 3);
+        assert_eq!(owner.failed.load(Relaxed), 0);
+        assert!(recvs[0].wait()?.is_ok());
+        let mut want = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        let mut got = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        for (page, at) in [(0usize, 0), (1, PAGE_SIZE)] {
+            pages[page].read(0, &mut want)?;
+            target.read(at, &mut got)?;
+            assert!(got[..] == want[..]);
+        }
+        wait_idle(&owner)?;
+        assert_eq!(live::count(live::Kind::MappedBuf), mapped_before);
         Ok(())
     }
 

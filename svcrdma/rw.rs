@@ -131,6 +131,14 @@ pub(super) struct Io<'a> {
     pub(super) cache: &'a Arc<BufCache>,
 }
 
+impl<'a> Io<'a> {
+    /// A free send context, to carry a Reply's Writes and its Send
+    /// (`None` when the pool made all it may and all are in use).
+    pub(super) fn take_send(&self) -> Option<PooledSend<'a, SqGate>> {
+        self.sq.sends.get(self.ep)
+    }
+}
+
 /// The scatter list of `buf[..len]`: one range, no allocation.
 pub(super) fn one_segment(buf: Arc<MappedBuf>, len: usize) -> [SgSegment; 1] {
     [SgSegment {
@@ -205,7 +213,7 @@ impl Io<'_> {
 
     /// Posts a Send of `bytes`.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        self.send_filled(&mut SendChain::new(), bytes.len(), inv, |out| {
+        self.send_filled(&mut SendChain::new(), None, bytes.len(), inv, |out| {
             out.get_mut(..bytes.len())
                 .ok_or(EINVAL)?
                 .copy_from_slice(bytes);
@@ -214,23 +222,28 @@ impl Io<'_> {
     }
 
     /// Posts a Send of at most `len` bytes that `fill` writes in place,
-    /// returning how many it wrote, behind the RDMA Writes in `chain`, in
-    /// one chain. The Send goes from one of the connection's Send
-    /// contexts; from a cached buffer (of at least `len` bytes) if it is
-    /// longer than theirs, or every context is in use and the pool may
-    /// make no more.
+    /// returning how many it wrote, behind the RDMA Writes of `send` and
+    /// of `chain`, in one chain. The Send goes from `send`, or another of
+    /// the connection's send contexts; from a cached buffer (of at least
+    /// `len` bytes) if it is longer than theirs and `send` carries no
+    /// Writes, or every context is in use and the pool may make no more.
     pub(super) fn send_filled(
         &self,
         chain: &mut SendChain<SqHandler>,
+        send: Option<PooledSend<'_, SqGate>>,
         len: usize,
         inv: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
         let sends = &self.sq.sends;
-        if let Some(mut send) = (len <= sends.buf_len())
-            .then(|| sends.get(self.ep))
-            .flatten()
-        {
+        let fits = len <= sends.buf_len();
+        // One with Writes is sent even if `len` is only a bound that does
+        // not fit: `fill` fails if the Send really does not.
+        let send = match send {
+            Some(s) if fits || s.writes() > 0 => Some(s),
+            Some(_) | None => fits.then(|| sends.get(self.ep)).flatten(),
+        };
+        if let Some(mut send) = send {
             let len = send.fill(fill)?;
             return self.post_pooled(chain, send, len, inv);
         }
@@ -253,10 +266,10 @@ impl Io<'_> {
         inv: Option<u32>,
     ) -> Result {
         // A chain takes its slots at once: never more than the gate has.
-        if chain.len() >= self.sq.depth() as usize {
+        if chain.len() + send.writes() >= self.sq.depth() as usize {
             self.post_chain(chain)?;
         }
-        let n = chain.len() + 1;
+        let n = chain.len() + send.writes() + 1;
         self.sq.acquire_n(u32::try_from(n)?)?;
         if let Err((e, posted)) = send.post_behind(self.ep, chain, inv) {
             // Those not posted never complete: their slots come back here.

@@ -87,8 +87,12 @@ impl Conn {
             return Ok(());
         }
         let xdr_len = rqst.res_len();
-        // The RDMA Writes of the Write and Reply chunks, posted ahead of
-        // the Send in one chain (C `svc_rdma_cc_link_wrs`).
+        let io = self.io();
+        // The Reply's send context (C `svc_rdma_send_ctxt_get`): its Send,
+        // and the RDMA Writes of the Write and Reply chunks from the
+        // Reply's pages while it has room for them; further Writes are
+        // chained (C `svc_rdma_cc_link_wrs`). All are posted at once.
+        let mut send = io.take_send();
         let mut chain = SendChain::new();
 
         // Result payloads through the Write chunks.
@@ -98,8 +102,15 @@ impl Conn {
                 let start = w.reply_offset(0).ok_or(EINVAL)?;
                 let segs = pcl.segments(w.chunk);
                 let len = usize_of(w.len)?;
-                self.io()
-                    .write_chunk_direct(&mut chain, ChunkOp::Write, segs, len, from, start)?;
+                io.write_chunk_direct(
+                    &mut chain,
+                    send.as_mut(),
+                    ChunkOp::Write,
+                    segs,
+                    len,
+                    from,
+                    start,
+                )?;
                 continue;
             }
             self.io().write_chunk(
@@ -131,8 +142,9 @@ impl Conn {
                 _ => None,
             };
             if let (true, Some(start)) = (s.direct, single) {
-                self.io().write_chunk_direct(
+                io.write_chunk_direct(
                     &mut chain,
+                    send.as_mut(),
                     ChunkOp::Reply,
                     pcl.segments(rc),
                     usize_of(rest)?,
@@ -155,7 +167,7 @@ impl Conn {
                 )?;
             }
             stat_add(Stat::ReplyChunk, 1);
-            return self.io().send_filled(&mut chain, hroom, inv, |out| {
+            return io.send_filled(&mut chain, send, hroom, inv, |out| {
                 pcl.encode_reply_header(xid, s.credits, rest, out)
                     .map_err(|_| EINVAL)
             });
@@ -170,7 +182,14 @@ impl Conn {
         // chunk) is not looked into.
         let rest_len = usize_of(rest)?;
         let (pstart, plen) = rqst.res_page_region();
-        let mapped = match s.direct && rest_len >= MAP_PAGES_MIN && plen as usize >= MAP_PAGES_MIN {
+        // Not for a context that carries Writes already: the body is
+        // copied into its buffer.
+        let own_writes = send.as_ref().is_some_and(|x| x.writes() > 0);
+        let mapped = match s.direct
+            && !own_writes
+            && rest_len >= MAP_PAGES_MIN
+            && plen as usize >= MAP_PAGES_MIN
+        {
             true => body
                 .page_part(pstart, plen, MAP_PAGES_MIN)
                 .and_then(|part| {
@@ -195,13 +214,15 @@ impl Conn {
         let sent = match mapped {
             None => {
                 let room = hroom.saturating_add(rest_len).min(s.inline_send as usize);
-                self.io().send_filled(&mut chain, room, inv, |out| {
+                io.send_filled(&mut chain, send, room, inv, |out| {
                     let (n, total) = header(out)?;
                     copy_body(rqst, &body, 0, out.get_mut(n..total).ok_or(EINVAL)?)?;
                     Ok(total)
                 })
             }
             Some((part, pages)) => {
+                // Sent as a work request over a cached buffer.
+                drop(send);
                 let room = hroom
                     .saturating_add(rest_len.saturating_sub(part.len))
                     .min(s.inline_send as usize);

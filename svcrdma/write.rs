@@ -8,12 +8,13 @@ use super::cache::Class;
 use super::read::piece_error;
 use super::rw::{write_op, Io, COPIED_WRITES, DIRECT_PAGES, DIRECT_WRITES, PIECE};
 
-use super::sq_gate::SqHandler;
+use super::sq_gate::{SqGate, SqHandler};
 use super::stats::{stat_add, Stat};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{Piece, Pieces};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::send_pool::PooledSend;
 use crate::rust::rdma::verbs::{MappedBuf, WorkRequest, MAX_SGE};
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use crate::rust::sunrpc::svc::SvcRqst;
@@ -100,10 +101,13 @@ impl Io<'_> {
     ///
     /// A long chunk's Writes hold the Reply's page array (see
     /// [`ReplyFrom`]); a short one's take a reference per page, cheaper
-    /// than making the array.
+    /// than making the array. The Writes go in `send`, the Reply's send
+    /// context, while it has room, then into `chain`.
+    #[expect(clippy::too_many_arguments)]
     pub(super) fn write_chunk_direct(
         &self,
         chain: &mut SendChain<SqHandler>,
+        mut send: Option<&mut PooledSend<'_, SqGate>>,
         kind: ChunkOp,
         segs: &[Segment],
         total: usize,
@@ -137,11 +141,22 @@ impl Io<'_> {
             let at = reply_at(p.off)?;
             let len = u32::try_from(p.len)?;
             if let Some(pages) = rqst.res_pages(at, len, sges) {
+                let n = pages.count_pages() as u64;
+                if let Some(send) = send.as_deref_mut() {
+                    let kept = from.pages.as_ref();
+                    if send.add_write(self.ep, pages.range()?, kept, p.addr, p.rkey)? {
+                        stat_add(Stat::Write, 1);
+                        stat_add(Stat::WriteBytes, p.len as u64);
+                        DIRECT_WRITES.count(1);
+                        DIRECT_PAGES.count(n);
+                        posted += 1;
+                        continue;
+                    }
+                }
                 // The pages are mapped (and, without the Reply's array,
                 // referenced) as the work request is built, for that
                 // request alone, all in one call (no allocation or object
                 // per page or for the list).
-                let n = pages.count_pages() as u64;
                 let handler = SqHandler {
                     sq: self.sq.clone(),
                     cache_slot: None,

@@ -9,10 +9,14 @@
 //! until the connection ends: its completion entry, its `ib_send_wr` over
 //! its own scatter/gather entry, and a Send buffer mapped for its life.
 //! Per Send only the length, the opcode and the key to invalidate are
-//! written. Work requests a [`SendChain`] holds (a Reply's RDMA Writes)
-//! go ahead of the Send in the same `ib_post_send`, unsignaled: the
-//! Send's completion completes them ([`complete_chain`]) and reports them
-//! to the owner with its own ([`SendPoolOwner::sent`]). No reference
+//! written. A context also carries up to [`CTXT_WRITES`] RDMA Writes from
+//! pages (a Reply's Write chunk pieces), each with its own work request
+//! and scatter/gather list, its pages mapped (and referenced, or held by
+//! the Reply's page array) until the Send completes. Those and the work
+//! requests a [`SendChain`] holds (any further Writes) go ahead of the Send
+//! in the same `ib_post_send`, unsignaled: the Send's completion releases
+//! the context's, completes the chain's ([`complete_chain`]) and reports
+//! them all to the owner with its own ([`SendPoolOwner::sent`]). No reference
 //! count is taken per Send, and the completion gives the context back
 //! without a lock.
 //!
@@ -31,12 +35,14 @@
 
 use crate::rust::bindings;
 use crate::rust::module::live;
+use crate::rust::rdma::mr::unsignaled_cqe;
 use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::send_chain::{EndNotPosted, SendChain};
 use crate::rust::rdma::verbs::{
-    complete_chain, post_behind, CompletionHandler, DmaDir, Endpoint, MappedBuf, WorkCompletion,
-    WorkRequest,
+    complete_chain, map_page_run, post_behind, CompletionHandler, DmaDir, Endpoint, MappedBuf,
+    PageRange, WorkCompletion, WorkRequest, MAX_SGE,
 };
+use crate::rust::sunrpc::reply_pages::ReplyPages;
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -71,8 +77,9 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// `cqe.done` is `pool_done::<O>`, `wr.wr_cqe` is `cqe`, `wr.sg_list` is
 /// `sge`, `pool` is the pool that made it and `buf` is mapped on that
 /// pool's device, all set before the context is first handed out and not
-/// written again. `sge`, `wr`'s other fields and `ahead` are written only
-/// by the context's holder: the thread that took it from the free list
+/// written again. `sge`, `wr`'s other fields, `ahead`, the Writes in
+/// `writes` (the first `nwrites`, each as [`WriteSlot`] says) and `reply`
+/// are written only by the context's holder: the thread that took it from the free list
 /// until it posts it or gives it back, then the completion until it
 /// pushes it on the free list again. `next` is written by whoever pushes
 /// it.
@@ -87,6 +94,34 @@ struct Ctxt<O: SendPoolOwner> {
     /// The first of the work requests posted ahead of the Send, each
     /// linked to the next, while it is posted.
     ahead: UnsafeCell<Option<Arc<WorkRequest<O::Ahead>>>>,
+    /// The context's own RDMA Writes: the first `nwrites` are in use.
+    writes: UnsafeCell<[WriteSlot; CTXT_WRITES]>,
+    nwrites: UnsafeCell<usize>,
+    /// What keeps the pages of Writes that took no reference of their own.
+    reply: UnsafeCell<Option<Arc<ReplyPages>>>,
+    /// The device the Writes' pages are mapped on (`buf`'s protection
+    /// domain keeps it).
+    device: *mut bindings::ib_device,
+}
+
+/// RDMA Writes a send context carries itself: the pieces of a 256 KiB
+/// READ's Write chunk from its pages (up to `MAX_SGE - 1` pages each). A
+/// Reply with more goes on through a [`SendChain`].
+pub const CTXT_WRITES: usize = 3;
+
+/// One RDMA Write of a send context.
+///
+/// # Invariants
+///
+/// While in use: `wr.wr.sg_list` is `sges`, and `sges[..n]` map the
+/// run's pages on the context's device for it to read; with `own_refs`,
+/// `pages[..n]` are those pages, on which the slot took a reference each.
+struct WriteSlot {
+    wr: bindings::ib_rdma_wr,
+    sges: [bindings::ib_sge; MAX_SGE],
+    pages: [*mut bindings::page; MAX_SGE],
+    n: usize,
+    own_refs: bool,
 }
 
 /// Send contexts of one connection, made as needed up to a bound.
@@ -103,6 +138,10 @@ pub struct SendPool<O: SendPoolOwner> {
     #[pin]
     made: SpinLock<u32>,
     free: Atomic<*mut Ctxt<O>>,
+    /// Contexts some of whose Writes were posted without their Send (a
+    /// post that failed part way), linked through `next`: the device may
+    /// read their pages until the drain; released with the pool.
+    stranded: Atomic<*mut Ctxt<O>>,
     posted: Atomic<u32>,
     /// Bytes of each context's Send buffer.
     buf_len: usize,
@@ -123,6 +162,7 @@ impl<O: HasSendPool> SendPool<O> {
         pin_init!(Self {
             made <- new_spinlock!(0, "rpcrdma_rs::send_pool"),
             free: Atomic::new(core::ptr::null_mut()),
+            stranded: Atomic::new(core::ptr::null_mut()),
             posted: Atomic::new(0),
             buf_len,
             max,
@@ -189,6 +229,20 @@ impl<O: HasSendPool> SendPool<O> {
         }
     }
 
+    /// Keeps `c`, some of whose Writes went out without its Send, until
+    /// the pool is dropped.
+    fn strand(&self, c: &Ctxt<O>) {
+        let mine = core::ptr::from_ref(c).cast_mut();
+        let mut head = self.stranded.load(Relaxed);
+        loop {
+            c.next.store(head, Relaxed);
+            match self.stranded.cmpxchg(head, mine, Release) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
     /// Makes a context if the pool may, and hands it out.
     #[cold]
     fn grow(&self, ep: &Endpoint) -> Option<&Ctxt<O>> {
@@ -222,6 +276,12 @@ impl<O: HasSendPool> SendPool<O> {
                 next: Atomic::new(core::ptr::null_mut()),
                 buf,
                 ahead: UnsafeCell::new(None),
+                // SAFETY: All-zero is a valid `WriteSlot`: null pointers,
+                // no entries.
+                writes: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+                nwrites: UnsafeCell::new(0),
+                reply: UnsafeCell::new(None),
+                device: ep.pd().device_ptr(),
             },
             GFP_KERNEL,
         )
@@ -255,14 +315,99 @@ impl<O: SendPoolOwner> PinnedDrop for SendPool<O> {
             );
             return;
         }
-        let mut at = self.free.xchg(core::ptr::null_mut(), Acquire);
-        while !at.is_null() {
-            // SAFETY: Free, so no longer reachable by the device or a
-            // completion, and made by `KBox::into_raw`; taken off the list
-            // once.
-            let c = unsafe { KBox::from_raw(at) };
-            at = c.next.load(Relaxed);
-            drop(c);
+        for list in [&self.free, &self.stranded] {
+            let mut at = list.xchg(core::ptr::null_mut(), Acquire);
+            while !at.is_null() {
+                // SAFETY: Free, or stranded and the endpoint drained since,
+                // so no longer reachable by the device or a completion;
+                // made by `KBox::into_raw`; taken off its list once.
+                let c = unsafe { KBox::from_raw(at) };
+                at = c.next.load(Relaxed);
+                // SAFETY: As just said; a free context has none.
+                unsafe { c.release_writes() };
+                drop(c);
+            }
+        }
+    }
+}
+
+impl<O: SendPoolOwner> Ctxt<O> {
+    /// Unmaps (and puts) the pages of the context's Writes and lets go
+    /// of what kept them.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the context, and no posted work request names
+    /// the Writes' pages any more.
+    unsafe fn release_writes(&self) {
+        // SAFETY: Held (the caller's requirement).
+        let (writes, n, reply) = unsafe {
+            (
+                &mut *self.writes.get(),
+                &mut *self.nwrites.get(),
+                &mut *self.reply.get(),
+            )
+        };
+        for w in writes.iter_mut().take(core::mem::take(n)) {
+            let held = match w.own_refs {
+                true => w.pages.as_ptr(),
+                false => core::ptr::null(),
+            };
+            // SAFETY: `sges[..n]` map the run's pages on `device` and,
+            // with `own_refs`, `pages[..n]` are those pages, referenced
+            // by the slot (its invariant); nothing uses the mappings any
+            // more (the caller's requirement); `nwrites` is 0 now, so
+            // this runs once.
+            unsafe {
+                bindings::rpcrdma_rs_unmap_page_run(self.device, held, w.sges.as_ptr(), w.n as u32)
+            };
+            live::sub(live::Kind::MappedBuf, w.n);
+        }
+        if reply.is_some() {
+            drop(reply.take());
+        }
+    }
+
+    /// Links the context's Writes in use one to the next and, behind the
+    /// last, to `then` (first and last of a list); returns how many there
+    /// are and the whole list's first and last.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the context; `then` is a list as
+    /// [`post_behind`] requires of a chain.
+    unsafe fn link_writes(
+        &self,
+        then: Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+    ) -> (
+        usize,
+        Option<(*mut bindings::ib_send_wr, *mut bindings::ib_send_wr)>,
+    ) {
+        // SAFETY: Held (the caller's requirement).
+        let (writes, n) = unsafe { (&mut *self.writes.get(), *self.nwrites.get()) };
+        let n = n.min(CTXT_WRITES);
+        let Some(last) = n.checked_sub(1) else {
+            return (0, then);
+        };
+        let base = writes.as_mut_ptr();
+        // SAFETY: `i + 1 <= last < CTXT_WRITES`: within `writes`, which
+        // the context holds; each entry is written through `base` only.
+        unsafe {
+            for i in 0..last {
+                (*base.add(i)).wr.wr.next = &raw mut (*base.add(i + 1)).wr.wr;
+            }
+            let first = &raw mut (*base).wr.wr;
+            let tail = &raw mut (*base.add(last)).wr.wr;
+            match then {
+                Some((f, l)) => {
+                    (*tail).next = f;
+                    (n, Some((first, l)))
+                }
+                None => {
+                    (*tail).next = core::ptr::null_mut();
+                    (n, Some((first, tail)))
+                }
+            }
         }
     }
 }
@@ -276,6 +421,8 @@ pub struct PooledSend<'a, O: HasSendPool> {
 
 impl<O: HasSendPool> Drop for PooledSend<'_, O> {
     fn drop(&mut self) {
+        // SAFETY: Held and not posted.
+        unsafe { self.ctxt.release_writes() };
         self.pool.push(self.ctxt);
     }
 }
@@ -288,6 +435,69 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         // SAFETY: The context is held (type invariant of `Ctxt`).
         unsafe { *self.ctxt.sge.get() = self.ctxt.buf.sge(0, len)? };
         Ok(len)
+    }
+
+    /// Adds an RDMA Write of `pages` to the peer's `rkey` at
+    /// `remote_addr`, ahead of the Send, its pages mapped on `ep`'s device
+    /// (the pool's) for it to read, and referenced unless `reply` keeps
+    /// them, until the Send completes: one helper call for them all.
+    /// `Ok(false)`, with nothing done, when the context has no Write left.
+    pub fn add_write(
+        &mut self,
+        ep: &Endpoint,
+        pages: PageRange<'_>,
+        reply: Option<&Arc<ReplyPages>>,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<bool> {
+        let c = self.ctxt;
+        // SAFETY: Held (type invariant of `Ctxt`).
+        let (writes, nwrites, kept) = unsafe {
+            (
+                &mut *c.writes.get(),
+                &mut *c.nwrites.get(),
+                &mut *c.reply.get(),
+            )
+        };
+        let Some(w) = writes.get_mut(*nwrites) else {
+            return Ok(false);
+        };
+        let n = pages.page_count();
+        if n > MAX_SGE || n > ep.max_send_sge() {
+            return Err(EINVAL);
+        }
+        let held = match reply {
+            Some(_) => core::ptr::null_mut(),
+            None => w.pages.as_mut_ptr(),
+        };
+        // SAFETY: `sges` and `pages` have room for `MAX_SGE >= n`
+        // entries. On success the pages are mapped into `sges[..n]` and,
+        // with `held` not null, referenced into `pages[..n]`; on an error
+        // nothing is left mapped or taken.
+        unsafe { map_page_run(ep.pd(), &pages, w.sges.as_mut_ptr(), held)? };
+        live::add(live::Kind::MappedBuf, n);
+        w.n = n;
+        w.own_refs = reply.is_none();
+        // INVARIANT: the list is the slot's own.
+        w.wr.wr.__bindgen_anon_1.wr_cqe = unsignaled_cqe();
+        w.wr.wr.sg_list = w.sges.as_mut_ptr();
+        w.wr.wr.num_sge = n as i32;
+        w.wr.wr.opcode = bindings::ib_wr_opcode_IB_WR_RDMA_WRITE;
+        w.wr.wr.send_flags = 0;
+        w.wr.wr.next = core::ptr::null_mut();
+        w.wr.remote_addr = remote_addr;
+        w.wr.rkey = rkey;
+        if let (Some(r), None) = (reply, kept.as_ref()) {
+            *kept = Some(r.clone());
+        }
+        *nwrites += 1;
+        Ok(true)
+    }
+
+    /// How many Writes of its own the context carries.
+    pub fn writes(&self) -> usize {
+        // SAFETY: Held.
+        unsafe { *self.ctxt.nwrites.get() }
     }
 
     /// Posts the Send of what [`Self::fill`] wrote, with invalidation of
@@ -319,20 +529,26 @@ impl<O: HasSendPool> PooledSend<'_, O> {
             wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
             NonNull::from(wr)
         };
+        // Some of the context's own Writes went out but not the Send: no
+        // completion will give the context back.
+        let mut stranded = false;
         let res = chain.post_ahead_of(ep, |first, ahead| {
             // Before the post: the completion may come before it returns.
             // SAFETY: Held.
             unsafe { *c.ahead.get() = first };
+            // SAFETY: Held; `ahead` is as `post_ahead_of` promises.
+            let (own, chained) = unsafe { c.link_writes(ahead) };
             let (rc, chain_posted) = match ep.start_post() {
                 Ok(posting) => {
                     pool.posted.fetch_add(1, Relaxed);
                     let mut chain_posted = 0;
                     // SAFETY: The work request is the context's, its entry
                     // and list live as long as the pool, which outlives
-                    // its posted contexts, and its buffer stays mapped;
-                    // `ahead` is as `post_ahead_of` promises.
+                    // its posted contexts, and its buffer and its Writes'
+                    // pages stay mapped until it completes; `chained`
+                    // links the context's Writes, then `ahead`.
                     let rc =
-                        unsafe { post_behind(&posting, wr.as_ptr(), ahead, &mut chain_posted) };
+                        unsafe { post_behind(&posting, wr.as_ptr(), chained, &mut chain_posted) };
                     if rc == 0 {
                         live::inc(live::Kind::PostedWr);
                         return Ok(());
@@ -343,15 +559,21 @@ impl<O: HasSendPool> PooledSend<'_, O> {
                 }
                 Err(e) => (e.to_errno(), 0),
             };
+            stranded = chain_posted > 0 && own > 0;
             Err(EndNotPosted {
                 error: to_result(rc).err().unwrap_or(EIO),
-                chain_posted,
+                // Counted from the first of the context's Writes.
+                chain_posted: chain_posted.saturating_sub(own),
                 // SAFETY: Not posted: still held.
                 first: unsafe { (*c.ahead.get()).take() },
             })
         });
         if res.is_ok() {
             // Posted: the completion gives the context back.
+            core::mem::forget(self);
+        } else if stranded {
+            // Kept until the pool is dropped, after the drain.
+            pool.strand(c);
             core::mem::forget(self);
         }
         res
@@ -391,16 +613,19 @@ unsafe extern "C" fn pool_done<O: HasSendPool>(
         WorkCompletion::error(status)
     };
     // SAFETY: Posted: the completion side holds the context now.
-    let first = unsafe { (*c.ahead.get()).take() };
+    let (first, own) = unsafe { ((*c.ahead.get()).take(), *c.nwrites.get()) };
     let ahead = match first {
         None => 0,
         Some(first) => complete_chain(Some(first), &WorkCompletion { covers: 0, ..done }),
     };
+    let ahead = ahead.saturating_add(u32::try_from(own).unwrap_or(u32::MAX));
     done.covers = ahead.saturating_add(1);
     // SAFETY: The pool is the `RING_OFFSET` field of its owner, alive while
     // it is (`RingIn`).
     let owner = unsafe { &*owner_of::<O, SendPool<O>>(pool) };
     owner.sent(ahead, &done);
+    // SAFETY: Completed: the device is done with the Writes' pages.
+    unsafe { c.release_writes() };
     // Free before it stops counting as posted: a pool dropped after the
     // drain finds every context on the list.
     pool.push(c);

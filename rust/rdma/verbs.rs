@@ -1415,6 +1415,11 @@ pub struct PageRange<'a> {
 }
 
 impl<'a> PageRange<'a> {
+    /// How many pages the range spans.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
     /// The bytes `[off, off + len)` of `pages`; `EINVAL` unless they span
     /// exactly those pages.
     ///
@@ -2331,7 +2336,7 @@ impl RunKeeper for Arc<ReplyPages> {
 ///
 /// `sges` and, if not null, `held` are valid for writing `n` entries.
 #[inline(always)]
-unsafe fn map_page_run(
+pub(in crate::rust) unsafe fn map_page_run(
     pd: &Pd,
     pages: &PageRange<'_>,
     sges: *mut bindings::ib_sge,
