@@ -62,7 +62,7 @@ impl SqLimits {
         let depth = depth.max(2);
         Self {
             depth,
-            read_keep: read_keep.min(depth - 1),
+            read_keep: read_keep.min(depth.saturating_sub(1)),
         }
     }
 
@@ -84,11 +84,11 @@ impl SqLimits {
     /// registrations) take theirs, if they leave the Replies' reserve:
     /// `None` if they would not.
     pub fn read_take(&self, avail: i32, n: u32) -> Option<i32> {
-        let need = i64::from(n) + i64::from(self.read_keep);
+        let need = i64::from(n).checked_add(i64::from(self.read_keep))?;
         if i64::from(avail) < need {
             return None;
         }
-        i32::try_from(i64::from(avail) - i64::from(n)).ok()
+        i32::try_from(i64::from(avail).checked_sub(i64::from(n))?).ok()
     }
 
     /// Whether a Read could take a slot with `avail` free.
