@@ -21,8 +21,8 @@ use crate::rust::rdma::run_mr::{refused_releases, RunMr};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::send_ring::{SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{
-    CompletionHandler, DmaDir, Endpoint, Segment, SendOp, SgEntry, WorkCompletion, WorkRequest,
-    MAX_SGE,
+    CompletionHandler, DmaDir, Endpoint, MappedBuf, Segment, SendOp, SgEntry, WorkCompletion,
+    WorkRequest, MAX_SGE,
 };
 use crate::rust::sunrpc::xprt::{post_local_inv, post_send_after_regs, Mr};
 use crate::verbs::{client_op, connect_pair, one_segment, op_on, pattern, wait_for, Pair, Waiter};
@@ -234,6 +234,36 @@ fn registered_run<const PAGES: usize>(pair: &Pair) -> Result<(RunMr, MrSegment)>
     Ok((run, seg))
 }
 
+/// A buffer of `len` bytes on the server's end of `pair` that an MR
+/// registered for the client to write, and the MR, in force.
+pub(crate) fn writable_by_client(pair: &Pair, len: usize) -> Result<(Arc<MappedBuf>, Mr)> {
+    let target = pair.server.alloc_buf(len, DmaDir::FromDevice)?;
+    let mut mr = Mr::new(&pair.server, 4)?;
+    mr.map_buf(&target)?;
+    mr.post_reg(&pair.server, true)?;
+    // The REG_MR goes unsignaled. A signaled zero-length RDMA Write (no
+    // key checked, IBA C9-88) behind it on the same send queue completes
+    // only after the provider executed it, in order: without this fence
+    // a Write of the client's could reach the key first (seen once on the
+    // debug kernel under load).
+    let fence = op_on(
+        &pair.server,
+        core::iter::empty::<SgEntry>(),
+        SendOp::RdmaWrite {
+            remote_addr: 0,
+            rkey: 0,
+        },
+    )?;
+    if !fence.is_ok() {
+        pr_err!(
+            "the fence behind a REG_MR failed: status {}\n",
+            fence.status
+        );
+        return Err(EIO);
+    }
+    Ok((target, mr))
+}
+
 fn device_params() -> Option<TransportParams> {
     let mut caps = None;
     device::for_each(|d| {
@@ -270,24 +300,7 @@ mod tests {
     fn frwr_grants_access_and_local_inv_revokes_it() -> Result {
         let pair = connect_pair()?;
         // The server side registers a buffer the client may write.
-        let target = pair.server.alloc_buf(LEN, DmaDir::FromDevice)?;
-        let mut mr = Mr::new(&pair.server, 4)?;
-        mr.map_buf(&target)?;
-        mr.post_reg(&pair.server, true)?;
-        // The REG_MR goes unsignaled. A signaled zero-length RDMA Write
-        // (no key checked, IBA C9-88) behind it on the same send queue
-        // completes only after the provider executed it, in order: without
-        // this fence the client's Write below could reach the key first
-        // (seen once on the debug kernel under load).
-        let fence = op_on(
-            &pair.server,
-            core::iter::empty::<SgEntry>(),
-            SendOp::RdmaWrite {
-                remote_addr: 0,
-                rkey: 0,
-            },
-        )?;
-        assert!(fence.is_ok());
+        let (target, mr) = writable_by_client(&pair, LEN)?;
         let seg = mr.segment();
         assert_eq!(seg.length as usize, LEN);
 

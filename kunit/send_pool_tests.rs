@@ -8,16 +8,13 @@
 //! a context's own RDMA Writes land before its Send arrives, and their
 //! pages are let go when it completes.
 
-use crate::client_tests::{server_recvs, Counted, Log};
+use crate::client_tests::{server_recvs, writable_by_client, Counted, Log};
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::send_pool::{PooledSend, SendPool, SendPoolOwner};
-use crate::rust::rdma::verbs::{
-    DmaDir, PageRange, PageRef, SendOp, SgEntry, WorkCompletion, WorkRequest,
-};
-use crate::rust::sunrpc::xprt::Mr;
-use crate::verbs::{connect_pair, one_segment, op_on, wait_for, Pair};
+use crate::rust::rdma::verbs::{DmaDir, PageRange, PageRef, SendOp, WorkCompletion, WorkRequest};
+use crate::verbs::{connect_pair, one_segment, wait_for, Pair};
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -183,21 +180,7 @@ mod tests {
         let pair = connect_pair()?;
         let recvs = server_recvs(&pair, 1)?;
         // The server side registers two pages the client may write.
-        let target = pair.server.alloc_buf(2 * PAGE_SIZE, DmaDir::FromDevice)?;
-        let mut mr = Mr::new(&pair.server, 4)?;
-        mr.map_buf(&target)?;
-        mr.post_reg(&pair.server, true)?;
-        // In force once a signaled request behind it completed (see the
-        // client suite's FRWR case).
-        let fence = op_on(
-            &pair.server,
-            core::iter::empty::<SgEntry>(),
-            SendOp::RdmaWrite {
-                remote_addr: 0,
-                rkey: 0,
-            },
-        )?;
-        assert!(fence.is_ok());
+        let (target, mr) = writable_by_client(&pair, 2 * PAGE_SIZE)?;
         let seg = mr.segment();
         let pages = [PageRef::alloc()?, PageRef::alloc()?];
         let mapped_before = live::count(live::Kind::MappedBuf);

@@ -216,27 +216,24 @@ impl<O: HasSendPool> SendPool<O> {
 
     /// Gives `c`, which its holder is done with, back to the free list.
     fn push(&self, c: &Ctxt<O>) {
-        let mine = core::ptr::from_ref(c).cast_mut();
-        let mut head = self.free.load(Relaxed);
-        loop {
-            c.next.store(head, Relaxed);
-            // Release: `next`, and everything the holder wrote, before
-            // the context is seen free.
-            match self.free.cmpxchg(head, mine, Release) {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
-        }
+        Self::push_on(&self.free, c);
     }
 
     /// Keeps `c`, some of whose Writes went out without its Send, until
     /// the pool is dropped.
     fn strand(&self, c: &Ctxt<O>) {
+        Self::push_on(&self.stranded, c);
+    }
+
+    /// Pushes `c`, which its holder gives up, on `list`.
+    fn push_on(list: &Atomic<*mut Ctxt<O>>, c: &Ctxt<O>) {
         let mine = core::ptr::from_ref(c).cast_mut();
-        let mut head = self.stranded.load(Relaxed);
+        let mut head = list.load(Relaxed);
         loop {
             c.next.store(head, Relaxed);
-            match self.stranded.cmpxchg(head, mine, Release) {
+            // Release: `next`, and everything the holder wrote, before
+            // the context is seen on the list.
+            match list.cmpxchg(head, mine, Release) {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
