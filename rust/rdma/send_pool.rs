@@ -336,7 +336,23 @@ impl<O: SendPoolOwner> Ctxt<O> {
     ///
     /// The caller holds the context, and no posted work request names
     /// the Writes' pages any more.
+    #[inline]
     unsafe fn release_writes(&self) {
+        // SAFETY: Held (the caller's requirement). A context with no
+        // Writes holds no `reply` either (`add_write` sets it with one).
+        if unsafe { *self.nwrites.get() } == 0 {
+            return;
+        }
+        // SAFETY: Held (the caller's requirement).
+        unsafe { self.release_writes_slow() }
+    }
+
+    /// [`Self::release_writes`] of a context with Writes.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::release_writes`].
+    unsafe fn release_writes_slow(&self) {
         // SAFETY: Held (the caller's requirement).
         let (writes, n, reply) = unsafe {
             (
