@@ -79,10 +79,10 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// pool's device, all set before the context is first handed out and not
 /// written again. `sge`, `wr`'s other fields, `ahead`, the Writes in
 /// `writes` (the first `nwrites`, each as [`WriteSlot`] says) and `reply`
-/// are written only by the context's holder: the thread that took it from the free list
-/// until it posts it or gives it back, then the completion until it
-/// pushes it on the free list again. `next` is written by whoever pushes
-/// it.
+/// are written only by the context's holder: the thread that took it from
+/// the free list until it posts it or gives it back, then the completion
+/// until it pushes it on the free list again. `next` is written by
+/// whoever pushes it.
 struct Ctxt<O: SendPoolOwner> {
     cqe: Opaque<bindings::ib_cqe>,
     wr: UnsafeCell<bindings::ib_send_wr>,
@@ -129,10 +129,11 @@ struct WriteSlot {
 /// # Invariants
 ///
 /// Every context the pool made came from `KBox::into_raw` and is, until
-/// the pool is dropped, free, held, or posted: `free` is the first free
-/// one (null: none), each free one names the next in `next`; pushed by
-/// anyone, popped only under `made`'s lock, which counts those made.
-/// `posted` counts the posted ones.
+/// the pool is dropped, free, held, posted or stranded: `free` is the
+/// first free one (null: none), each free one names the next in `next`;
+/// pushed by anyone, popped only under `made`'s lock, which counts those
+/// made. `stranded` lists, the same way, those some of whose Writes were
+/// posted without their Send. `posted` counts the posted ones.
 #[pin_data(PinnedDrop)]
 pub struct SendPool<O: SendPoolOwner> {
     #[pin]
