@@ -201,13 +201,23 @@ impl Io<'_> {
         if n == 0 {
             return Ok(());
         }
+        self.post_with_slots(n, || chain.post(self.ep))
+    }
+
+    /// Takes a send queue slot for each of `n` work requests, which
+    /// `post` posts as one chain, only the last signaled; gives back the
+    /// slots of those `post` says did not go out (they never complete).
+    fn post_with_slots(
+        &self,
+        n: usize,
+        post: impl FnOnce() -> core::result::Result<(), (Error, usize)>,
+    ) -> Result {
         self.sq.acquire_n(u32::try_from(n)?)?;
-        if let Err((e, posted)) = chain.post(self.ep) {
-            // Those not posted never complete: their slots come back here.
+        if let Err((e, posted)) = post() {
             self.sq.release(u32::try_from(n - posted.min(n))?);
             return Err(e);
         }
-        CHAINED_WRITES.count((n - 1) as u64);
+        CHAINED_WRITES.count(n.saturating_sub(1) as u64);
         Ok(())
     }
 
@@ -270,13 +280,7 @@ impl Io<'_> {
             self.post_chain(chain)?;
         }
         let n = chain.len() + send.writes() + 1;
-        self.sq.acquire_n(u32::try_from(n)?)?;
-        if let Err((e, posted)) = send.post_behind(self.ep, chain, inv) {
-            // Those not posted never complete: their slots come back here.
-            self.sq.release(u32::try_from(n - posted.min(n))?);
-            return Err(e);
-        }
-        CHAINED_WRITES.count((n - 1) as u64);
+        self.post_with_slots(n, || send.post_behind(self.ep, chain, inv))?;
         trace::svcrdma_post_send(len, inv);
         Ok(())
     }

@@ -142,34 +142,30 @@ impl Io<'_> {
             let len = u32::try_from(p.len)?;
             if let Some(pages) = rqst.res_pages(at, len, sges) {
                 let n = pages.count_pages() as u64;
-                if let Some(send) = send.as_deref_mut() {
-                    let kept = from.pages.as_ref();
-                    if send.add_write(self.ep, pages.range()?, kept, p.addr, p.rkey)? {
-                        stat_add(Stat::Write, 1);
-                        stat_add(Stat::WriteBytes, p.len as u64);
-                        DIRECT_WRITES.count(1);
-                        DIRECT_PAGES.count(n);
-                        posted += 1;
-                        continue;
-                    }
+                let kept = from.pages.as_ref();
+                let in_send = match send.as_deref_mut() {
+                    Some(send) => send.add_write(self.ep, pages.range()?, kept, p.addr, p.rkey)?,
+                    None => false,
+                };
+                if !in_send {
+                    // The pages are mapped (and, without the Reply's array,
+                    // referenced) as the work request is built, for that
+                    // request alone, all in one call (no allocation or
+                    // object per page or for the list).
+                    let handler = SqHandler {
+                        sq: self.sq.clone(),
+                        cache_slot: None,
+                    };
+                    let wr = match kept {
+                        Some(reply) => {
+                            WorkRequest::with_reply_pages(handler, self.ep, reply, pages.range()?)?
+                        }
+                        None => WorkRequest::with_pages(handler, self.ep, pages.range()?)?,
+                    };
+                    self.queue_built(chain, wr, write_op(&p))?;
                 }
-                // The pages are mapped (and, without the Reply's array,
-                // referenced) as the work request is built, for that
-                // request alone, all in one call (no allocation or object
-                // per page or for the list).
-                let handler = SqHandler {
-                    sq: self.sq.clone(),
-                    cache_slot: None,
-                };
-                let wr = match &from.pages {
-                    Some(reply) => {
-                        WorkRequest::with_reply_pages(handler, self.ep, reply, pages.range()?)?
-                    }
-                    None => WorkRequest::with_pages(handler, self.ep, pages.range()?)?,
-                };
                 stat_add(Stat::Write, 1);
                 stat_add(Stat::WriteBytes, p.len as u64);
-                self.queue_built(chain, wr, write_op(&p))?;
                 DIRECT_WRITES.count(1);
                 DIRECT_PAGES.count(n);
                 posted += 1;

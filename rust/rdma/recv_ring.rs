@@ -294,19 +294,13 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     // SAFETY: The ring is the `RING_OFFSET` field of its owner, which lives
     // in an `Arc` at least as long as the ring (`RingIn`).
     let owner = unsafe { ArcBorrow::from_raw(owner_of::<O, RecvRing<O>>(ring)) };
-    let status = w.status as i32;
-    if status != bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
-        owner.failed(&WorkCompletion::error(status));
+    let done = WorkCompletion::of(w);
+    if !done.is_ok() {
+        owner.failed(&done);
         return;
     }
-    // Read only when set: otherwise `ex` may hold nothing at all.
-    let inv_rkey = if w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
-        // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the invalidated rkey.
-        Some(unsafe { w.ex.invalidate_rkey })
-    } else {
-        None
-    };
-    let len = (w.byte_len as usize).min(c.buf.len());
+    let inv_rkey = done.invalidated_rkey;
+    let len = (done.byte_len as usize).min(c.buf.len());
     match c
         .buf
         .with_received(len, |bytes| O::received(owner, bytes, inv_rkey))

@@ -39,8 +39,8 @@ use crate::rust::rdma::mr::unsignaled_cqe;
 use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::send_chain::{EndNotPosted, SendChain};
 use crate::rust::rdma::verbs::{
-    complete_chain, map_page_run, post_behind, CompletionHandler, DmaDir, Endpoint, MappedBuf,
-    PageRange, WorkCompletion, WorkRequest, MAX_SGE,
+    complete_chain, map_page_run, post_behind, unmap_page_run, CompletionHandler, DmaDir, Endpoint,
+    MappedBuf, PageRange, WorkCompletion, WorkRequest, MAX_SGE,
 };
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use core::cell::UnsafeCell;
@@ -372,10 +372,7 @@ impl<O: SendPoolOwner> Ctxt<O> {
             // by the slot (its invariant); nothing uses the mappings any
             // more (the caller's requirement); `nwrites` is 0 now, so
             // this runs once.
-            unsafe {
-                bindings::rpcrdma_rs_unmap_page_run(self.device, held, w.sges.as_ptr(), w.n as u32)
-            };
-            live::sub(live::Kind::MappedBuf, w.n);
+            unsafe { unmap_page_run(self.device, held, w.sges.as_ptr(), w.n) };
         }
         if reply.is_some() {
             drop(reply.take());
@@ -489,7 +486,6 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         // with `held` not null, referenced into `pages[..n]`; on an error
         // nothing is left mapped or taken.
         unsafe { map_page_run(ep.pd(), &pages, w.sges.as_mut_ptr(), held)? };
-        live::add(live::Kind::MappedBuf, n);
         w.n = n;
         w.own_refs = reply.is_none();
         // INVARIANT: the list is the slot's own.
@@ -616,22 +612,10 @@ unsafe extern "C" fn pool_done<O: HasSendPool>(
     // contexts.
     let pool = unsafe { &*c.pool };
     live::dec(live::Kind::PostedWr);
-    let status = w.status as i32;
-    let mut done = if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
-        WorkCompletion {
-            opcode: w.opcode as i32,
-            byte_len: w.byte_len,
-            ..WorkCompletion::error(status)
-        }
-    } else {
-        WorkCompletion::error(status)
-    };
+    let mut done = WorkCompletion::of(w);
     // SAFETY: Posted: the completion side holds the context now.
     let (first, own) = unsafe { ((*c.ahead.get()).take(), *c.nwrites.get()) };
-    let ahead = match first {
-        None => 0,
-        Some(first) => complete_chain(Some(first), &WorkCompletion { covers: 0, ..done }),
-    };
+    let ahead = complete_chain(first, &WorkCompletion { covers: 0, ..done });
     let ahead = ahead.saturating_add(u32::try_from(own).unwrap_or(u32::MAX));
     done.covers = ahead.saturating_add(1);
     // SAFETY: The pool is the `RING_OFFSET` field of its owner, alive while

@@ -2128,13 +2128,7 @@ impl WorkCompletion {
     /// The completion of a work request flushed by a drain (for those
     /// whose completion was not requested).
     pub fn flushed() -> Self {
-        Self {
-            status: bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as i32,
-            opcode: -1,
-            byte_len: 0,
-            invalidated_rkey: None,
-            covers: 1,
-        }
+        Self::error(bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as i32)
     }
 
     /// The completion of one work request that ended with `status`, an
@@ -2145,6 +2139,31 @@ impl WorkCompletion {
             opcode: -1,
             byte_len: 0,
             invalidated_rkey: None,
+            covers: 1,
+        }
+    }
+
+    /// What the RDMA core reported in `w`, accounting for one work request.
+    pub(in crate::rust) fn of(w: &bindings::ib_wc) -> Self {
+        let status = w.status as i32;
+        let with_invalidate = w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0;
+        Self {
+            status,
+            // The opcode is undefined in a completion with an error status.
+            opcode: if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
+                w.opcode as i32
+            } else {
+                -1
+            },
+            byte_len: w.byte_len,
+            // Read only when set: otherwise `ex` may hold nothing at all.
+            invalidated_rkey: if with_invalidate {
+                // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the
+                // invalidated rkey.
+                Some(unsafe { w.ex.invalidate_rkey })
+            } else {
+                None
+            },
             covers: 1,
         }
     }
@@ -2329,8 +2348,8 @@ impl RunKeeper for Arc<ReplyPages> {
 /// Maps the pages of `pages` on `pd`'s device for it to read into
 /// `sges[..n]`, one entry per page, and with `held` not null takes a
 /// reference on each, written to `held[..n]` (`n` pages in all): one
-/// helper call for them all. On an error nothing is left mapped or
-/// referenced.
+/// helper call for them all, counted live until [`unmap_page_run`]. On
+/// an error nothing is left mapped or referenced.
 ///
 /// # Safety
 ///
@@ -2356,7 +2375,29 @@ pub(in crate::rust) unsafe fn map_page_run(
             sges,
             held,
         )
-    })
+    })?;
+    live::add(live::Kind::MappedBuf, pages.pages.len());
+    Ok(())
+}
+
+/// Undoes [`map_page_run`] of `n` pages on `device`: unmaps `sges[..n]`
+/// and, with `held` not null, puts the pages `held[..n]`, in one helper
+/// call.
+///
+/// # Safety
+///
+/// `sges[..n]` (and `held[..n]`) are what one `map_page_run` on `device`
+/// wrote, undone once; no posted work request names them any more.
+#[inline(always)]
+pub(in crate::rust) unsafe fn unmap_page_run(
+    device: *mut bindings::ib_device,
+    held: *const *mut bindings::page,
+    sges: *const bindings::ib_sge,
+    n: usize,
+) {
+    // SAFETY: By the caller's requirement.
+    unsafe { bindings::rpcrdma_rs_unmap_page_run(device, held, sges, n as u32) };
+    live::sub(live::Kind::MappedBuf, n);
 }
 
 /// A range of a DMA buffer for a scatter/gather list.
@@ -2518,7 +2559,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
                 let held = addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>();
                 map_page_run(&pd, &pages, sges.add(1), held)?;
-                live::add(live::Kind::MappedBuf, n);
                 sges.write(ahead);
                 if behind > 0 {
                     sges.add(1 + n).write(after);
@@ -2570,7 +2610,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     false => core::ptr::null_mut(),
                 };
                 map_page_run(&pd, &pages, sges, held)?;
-                live::add(live::Kind::MappedBuf, n);
                 let nholds = keep.write_hold(addr_of_mut!((*slot).holds).cast::<Hold>());
                 addr_of_mut!((*slot).nsge).write(n);
                 addr_of_mut!((*slot).nholds).write(nholds);
@@ -2872,14 +2911,13 @@ impl<H: CompletionHandler> WorkRequest<H> {
         // invariant); nothing uses the mappings any more (the caller's
         // requirement); `run` is now `None`, so this runs once.
         unsafe {
-            bindings::rpcrdma_rs_unmap_page_run(
+            unmap_page_run(
                 run.pd.device_ptr(),
                 held,
                 self.sges.as_ptr().cast::<bindings::ib_sge>().add(run.at),
-                run.n as u32,
+                run.n,
             )
         };
-        live::sub(live::Kind::MappedBuf, run.n);
     }
 
     /// The shared buffers of the scatter/gather list (not its pages).
@@ -3033,8 +3071,6 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     let w = unsafe { &*wc };
     // SAFETY: As above.
     let cqe = unsafe { w.__bindgen_anon_1.wr_cqe }.cast::<Opaque<bindings::ib_cqe>>();
-    let status = w.status as i32;
-    let with_invalidate = w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0;
     // SAFETY: By the function's safety requirement `cqe` is the `cqe` field
     // of a `WorkRequest<H>`.
     let wr_ptr = unsafe { kernel::container_of!(cqe, WorkRequest<H>, cqe) };
@@ -3042,24 +3078,7 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     // exactly once, here.
     let wr = unsafe { Arc::from_raw(wr_ptr.cast_const()) };
     live::dec(live::Kind::PostedWr);
-    let mut completion = WorkCompletion {
-        status,
-        // The opcode is undefined in a completion with an error status.
-        opcode: if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
-            w.opcode as i32
-        } else {
-            -1
-        },
-        byte_len: w.byte_len,
-        // Read only when set: otherwise `ex` may hold nothing at all.
-        invalidated_rkey: if with_invalidate {
-            // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the invalidated rkey.
-            Some(unsafe { w.ex.invalidate_rkey })
-        } else {
-            None
-        },
-        covers: 1,
-    };
+    let mut completion = WorkCompletion::of(w);
     if !completion.is_ok() {
         // A Read that did not complete may not have invalidated its sink:
         // its key may still be valid, so the sink is never reused.
