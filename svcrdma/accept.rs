@@ -135,6 +135,7 @@ impl Conn {
         let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let dead = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let ops = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
@@ -148,6 +149,7 @@ impl Conn {
                         sq_wait,
                         dead,
                         reads: 0,
+                        ops,
                         max_reads,
                         ctxts,
                         held: 0,

@@ -17,6 +17,7 @@
 //! - `backchannel`: callbacks to the client (`svc_rdma_backchannel.c`).
 
 use super::cache::BufCache;
+use super::read::ReadPiece;
 use super::read_sinks::ReadSinks;
 use super::recv_queue::{RecvHandler, RecvQ, RECV_BATCH};
 use super::rw::Io;
@@ -190,6 +191,9 @@ pub(crate) struct CallCtxt {
     pub(super) held_recv: Option<usize>,
     /// That buffer's loan to sunrpc (kept here by the `svc` trampolines).
     pub(super) arg: ArgLoan,
+    /// The allocation of the list of RDMA Reads of the last Call with
+    /// Read chunks this state carried, empty: reused by the next.
+    pub(super) read_pieces: KVec<ReadPiece>,
 }
 
 impl CallCtxt {
@@ -209,6 +213,7 @@ impl CallCtxt {
                     payloads: SmallList::new(),
                     held_recv: None,
                     arg: ArgLoan::new(),
+                    read_pieces: KVec::new(),
                 },
                 GFP_KERNEL,
             )?),

@@ -14,7 +14,9 @@ use super::stats::{stat_add, Stat};
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
-use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, SendOp, WorkCompletion, WorkRequest};
+use crate::rust::rdma::verbs::{
+    CompletionHandler, MappedBuf, ReceivedLoan, SendOp, WorkCompletion, WorkRequest,
+};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -23,7 +25,7 @@ use kernel::sync::{Arc, SpinLock};
 
 /// One RDMA Read of a Call: where it is read from and, once posted, the
 /// buffer it lands in.
-struct ReadPiece {
+pub(super) struct ReadPiece {
     /// The chunk read from (see [`crate::proto::pieces::CALL_CHUNK`]).
     src: usize,
     piece: Piece,
@@ -44,11 +46,50 @@ pub(super) fn piece_error(e: PieceError) -> Error {
     }
 }
 
+/// The received transport header and inline body of a Call being read.
+pub(super) enum CallMsg {
+    /// In its Receive buffer (the slot named), kept from the device until
+    /// the Call is assembled.
+    Held(ReceivedLoan, usize),
+    /// Copied out, its Receive posted again at once (when the connection
+    /// holds as many Receives as it may).
+    Copied(KVec<u8>),
+}
+
+impl CallMsg {
+    /// A copy of `bytes`.
+    pub(super) fn copy(bytes: &[u8]) -> Result<Self> {
+        let mut kept = KVec::with_capacity(bytes.len(), GFP_KERNEL)?;
+        kept.extend_from_slice(bytes, GFP_KERNEL)?;
+        Ok(Self::Copied(kept))
+    }
+
+    /// Whether it keeps its Receive.
+    pub(super) fn holds_recv(&self) -> bool {
+        matches!(self, Self::Held(..))
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Held(loan, _) => loan.bytes(),
+            Self::Copied(v) => v,
+        }
+    }
+
+    /// The Receive slot it kept, given up (the loan ends here).
+    pub(super) fn release(self) -> Option<usize> {
+        match self {
+            Self::Held(_, slot) => Some(slot),
+            Self::Copied(_) => None,
+        }
+    }
+}
+
 /// A Call whose Read chunks are being pulled (C `svc_rdma_recv_ctxt`
 /// with its `rc_readlist`).
 pub(super) struct ReadWork {
     /// The received transport header and inline body.
-    pub(super) msg: KVec<u8>,
+    pub(super) msg: CallMsg,
     /// The request's state with the decoded header, until the Call is
     /// assembled.
     ctxt: Option<KBox<CallCtxt>>,
@@ -65,7 +106,7 @@ impl ReadWork {
     /// from `msg`: into pages of their own with `paged`, else into cached
     /// sinks.
     pub(super) fn new(
-        msg: KVec<u8>,
+        msg: CallMsg,
         mut ctxt: KBox<CallCtxt>,
         paged: Option<(PagedCall, Arc<PageSinks>)>,
         sinks: &ReadSinks,
@@ -81,10 +122,14 @@ impl ReadWork {
         let paged = paged
             .map(|(l, pages)| PagedSinks::new(l, pages, pool))
             .transpose()?;
+        // The list of an earlier Call this state carried, if any: its
+        // allocation is reused.
+        let mut pieces = core::mem::take(&mut ctxt.read_pieces);
+        pieces.clear();
         let pcl = ctxt.call.pcl()?;
         let reads = CallReadPieces::new(&pcl, piece_size);
         // Room for every piece at once, not grown by doubling as they come.
-        let mut pieces = KVec::with_capacity(reads.max_count(), GFP_KERNEL)?;
+        pieces.reserve(reads.max_count(), GFP_KERNEL)?;
         for p in reads {
             let (src, piece) = p.map_err(piece_error)?;
             let (sink, run) = (None, None);
@@ -139,12 +184,14 @@ impl ReadWork {
     /// Gives the sink buffers back to the cache: their Reads all
     /// succeeded, so their registration, if any, is known to be good (a
     /// work that failed is dropped instead, which frees its buffers).
-    pub(super) fn recycle(self, cache: &BufCache) {
-        for p in self.pieces {
+    /// Returns the emptied list, for the request's state to keep.
+    pub(super) fn recycle(mut self, cache: &BufCache) -> KVec<ReadPiece> {
+        for p in self.pieces.drain_all() {
             if let Some((buf, slot)) = p.sink {
                 cache.put(buf, slot);
             }
         }
+        core::mem::take(&mut self.pieces)
     }
 }
 
@@ -197,6 +244,18 @@ impl ReadOp {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The operation again for another Call, if nothing else holds it
+    /// (the completion of its last Read may not have dropped its handler
+    /// yet) and it ended well: then it is as [`Self::new`] made it.
+    pub(super) fn reusable(this: Arc<Self>) -> Option<Arc<Self>> {
+        let unique = Arc::into_unique_or_drop(this)?;
+        let clean = {
+            let st = unique.state.lock();
+            st.pending == 0 && !st.failed && !st.hold && st.work.is_none()
+        };
+        clean.then(|| unique.into())
     }
 
     /// Takes the work out (after the operation came off a queue).

@@ -7,12 +7,13 @@
 //! them done (see `rw.rs` and `read.rs`).
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{ReadOp, ReadWork, Taken};
+use super::read::{CallMsg, ReadOp, ReadWork, Taken};
 use super::read_sinks::PagedSinks;
 use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
 use crate::rust::sunrpc::svc::SvcRqst;
+use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -36,17 +37,20 @@ pub(super) fn copy_read(
 }
 
 impl Conn {
-    /// Counts a new Call being read and posts its first Reads.
-    pub(super) fn start_reads(&self, work: ReadWork) -> Result {
+    /// Counts a new Call being read and posts its first Reads; false if
+    /// the Call was refused (the connection is then closed and `work`
+    /// dropped).
+    pub(super) fn start_reads(&self, work: ReadWork) -> Result<bool> {
         let s = &self.shared;
-        let op = ReadOp::new()?;
-        let admitted = {
+        // The operation of a Call read earlier, kept by `read_finished`,
+        // or a new one.
+        let (admitted, spare) = {
             let mut r = s.rq.ring.lock();
             if r.reads < r.max_reads {
                 r.reads += 1;
-                true
+                (true, r.ops.pop())
             } else {
-                false
+                (false, None)
             }
         };
         if !admitted {
@@ -57,10 +61,20 @@ impl Conn {
                 "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
             );
             s.link.close();
-            return Ok(());
+            return Ok(false);
         }
+        let op = match spare {
+            Some(op) => op,
+            None => match ReadOp::new() {
+                Ok(op) => op,
+                Err(e) => {
+                    s.rq.read_finished(None);
+                    return Err(e);
+                }
+            },
+        };
         self.continue_reads(op, work);
-        Ok(())
+        Ok(true)
     }
 
     /// Posts what fits of the rest of `op`'s Reads (`work` taken out of
@@ -106,8 +120,11 @@ impl Conn {
                 // Read of the work completed, so nothing queued names its
                 // sinks: they are freed with it, not cached.
                 s.link.close();
-                s.rq.read_finished();
-                drop(work);
+                s.rq.read_finished(None);
+                let ReadWork { msg, .. } = work;
+                if let Some(slot) = msg.release() {
+                    self.repost(slot, true);
+                }
                 None
             }
             Taken::Work(work) if !work.all_posted() => {
@@ -115,7 +132,7 @@ impl Conn {
                 None
             }
             Taken::Work(work) => {
-                s.rq.read_finished();
+                s.rq.read_finished(Some(op));
                 match self.finish_read(rqst, work) {
                     Ok(ctxt) => ctxt,
                     Err(e) => {
@@ -127,36 +144,46 @@ impl Conn {
         }
     }
 
-    /// Assembles a Call whose Reads all completed.
+    /// Assembles a Call whose Reads all completed, and posts its Receive
+    /// again if the Call kept it.
     fn finish_read(
         &self,
         rqst: &mut SvcRqst,
         mut work: ReadWork,
     ) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
-        let msg = core::mem::replace(&mut work.msg, KVec::new());
-        let mut ctxt = work.take_ctxt().ok_or(EINVAL)?;
+        let msg = core::mem::replace(&mut work.msg, CallMsg::Copied(KVec::new()));
+        let Some(mut ctxt) = work.take_ctxt() else {
+            if let Some(slot) = msg.release() {
+                self.repost(slot, true);
+            }
+            return Err(EINVAL);
+        };
         let assembled = {
             let call = &mut ctxt.call;
             let xid = call.xid;
-            let inline = call.inline(&msg);
+            let inline = call.inline(msg.bytes());
             match &work.paged {
-                Some(paged) => self.assemble_paged(rqst, xid, inline, paged)?,
-                None => {
-                    let pcl = call.pcl()?;
+                Some(paged) => self.assemble_paged(rqst, xid, inline, paged),
+                None => call.pcl().and_then(|pcl| {
                     let done = self.assemble(rqst, xid, &pcl, inline, Some(&work))?;
                     if done {
                         count_read_call(None);
                     }
-                    done
-                }
+                    Ok(done)
+                }),
             }
         };
-        work.recycle(&s.cache);
-        if assembled {
-            Ok(Some(ctxt))
-        } else {
-            Ok(None)
+        // The inline body is in the request's pages now (or the Call was
+        // answered): its Receive may be posted again.
+        if let Some(slot) = msg.release() {
+            self.repost(slot, true);
+        }
+        ctxt.read_pieces = work.recycle(&s.cache);
+        match assembled {
+            Ok(true) => Ok(Some(ctxt)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

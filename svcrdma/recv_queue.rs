@@ -49,6 +49,9 @@ pub(super) struct Ring {
     pub(super) dead: KVec<Arc<ReadOp>>,
     /// Calls being read (counted from the first post to assembly).
     pub(super) reads: u32,
+    /// Operations of Calls read earlier, reused by the next Calls with
+    /// Read chunks: at most `max_reads` of them, the list's capacity.
+    pub(super) ops: KVec<Arc<ReadOp>>,
     /// At most this many Calls are read at once: the credit grant, which
     /// a client never exceeds (a Call being read has no Reply yet).
     pub(super) max_reads: u32,
@@ -228,10 +231,18 @@ impl RecvQ {
         drop(lost);
     }
 
-    /// A Call being read was assembled or given up on.
-    pub(super) fn read_finished(&self) {
-        let mut r = self.ring.lock();
-        r.reads = r.reads.saturating_sub(1);
+    /// A Call being read was assembled or given up on; its operation,
+    /// when the Call was assembled, is kept for the next Call if it can be
+    /// reused ([`ReadOp::reusable`]).
+    pub(super) fn read_finished(&self, op: Option<Arc<ReadOp>>) {
+        let op = op.and_then(ReadOp::reusable);
+        let rejected = {
+            let mut r = self.ring.lock();
+            r.reads = r.reads.saturating_sub(1);
+            op.and_then(|op| r.ops.push_within_capacity(op).err())
+        };
+        // Freed outside the lock.
+        drop(rejected);
     }
 }
 

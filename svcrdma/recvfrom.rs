@@ -9,7 +9,7 @@
 //! a later `xpo_recvfrom` finishes the Call.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::ReadWork;
+use super::read::{CallMsg, ReadWork};
 use super::read_call::copy_read;
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::stats::{stat_add, Stat};
@@ -21,10 +21,11 @@ use crate::proto::msg::{ChunkLists, DecodeError, ErrorAction, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
 use crate::rust::module::trace::{self, BadRequest};
+use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::SvcRqst;
-use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// What [`Conn::process`] made of a received message.
 enum Processed {
@@ -33,6 +34,20 @@ enum Processed {
     Done(Option<KBox<CallCtxt>>),
     /// A Call to serve in place: bytes `at..at + len` of the message.
     InPlace(KBox<CallCtxt>, usize, usize),
+    /// A Call whose Read chunks are to be read (into pages of its own
+    /// when it has a paged layout): the Reads start once the message's
+    /// bytes are no longer borrowed, so that the Receive they are in can
+    /// be kept with them.
+    Read(KBox<CallCtxt>, Option<(PagedCall, Arc<PageSinks>)>),
+}
+
+/// What became of a received message's Receive.
+enum Served {
+    /// Free to post again; the Call to process, if any.
+    Repost(Option<KBox<CallCtxt>>),
+    /// Kept by the Call (served in place, or being read): posted again
+    /// when the Call is done with it.
+    Kept(Option<KBox<CallCtxt>>),
 }
 
 impl Conn {
@@ -84,19 +99,36 @@ impl Conn {
         let buf = s.recvs.get(slot).and_then(|wr| wr.buf(0)).ok_or(EINVAL);
         let res = buf
             .and_then(|buf| buf.lend_received(usize_of(byte_len)?.min(buf.len())))
-            .and_then(
-                |loan| match self.process(rqst, loan.bytes(), spare, may_hold)? {
-                    Processed::Done(ctxt) => Ok(ctxt),
+            .and_then(|loan| {
+                match self.process(rqst, loan.bytes(), spare, may_hold)? {
+                    Processed::Done(ctxt) => Ok(Served::Repost(ctxt)),
                     Processed::InPlace(mut ctxt, at, len) => {
                         rqst.set_arg_in_place(loan, at, len)?;
                         ctxt.held_recv = Some(slot);
-                        Ok(Some(ctxt))
+                        Ok(Served::Kept(Some(ctxt)))
                     }
-                },
-            );
+                    Processed::Read(ctxt, paged) => {
+                        // The Receive stays with the Call while it is read
+                        // when the hold allows (C keeps `rc_recv_buf` with
+                        // the receive context); else its bytes are copied
+                        // and it is posted again now.
+                        let msg = if may_hold {
+                            CallMsg::Held(loan, slot)
+                        } else {
+                            CallMsg::copy(loan.bytes())?
+                        };
+                        let held = msg.holds_recv();
+                        let work = ReadWork::new(msg, ctxt, paged, &s.read_sinks)?;
+                        match (self.start_reads(work)?, held) {
+                            (true, true) => Ok(Served::Kept(None)),
+                            _ => Ok(Served::Repost(None)),
+                        }
+                    }
+                }
+            });
         match res {
-            Ok(Some(ctxt)) if ctxt.held_recv.is_some() => Some(ctxt),
-            Ok(ctxt) => {
+            Ok(Served::Kept(ctxt)) => ctxt,
+            Ok(Served::Repost(ctxt)) => {
                 self.repost(slot, may_hold);
                 ctxt
             }
@@ -175,8 +207,9 @@ impl Conn {
         }
     }
 
-    /// [`Self::process`] for a Call `decode_call_fast` took: no Read
-    /// chunk, so the Call is the inline body, all of it.
+    /// [`Self::process`] for a Call `decode_call_fast` took: the inline
+    /// body is the Call, all of it, or the Call's one Read chunk is to be
+    /// read.
     fn process_fast(
         &self,
         rqst: &mut SvcRqst,
@@ -193,6 +226,21 @@ impl Conn {
         {
             self.backchannel_reply(rqst, f.xid, inline, f.credits);
             return Ok(Processed::Done(None));
+        }
+        if f.read_chunk {
+            ctxt.call.set_decoded(f.xid, f.header_len, f.layout);
+            let pcl = ctxt.call.pcl()?;
+            let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
+                self.send_err_chunk(f.xid);
+                return Ok(Processed::Done(None));
+            };
+            if !layout.needs_reads() {
+                // Nothing to read after all (zero-length segments): as on
+                // the general path.
+                return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
+            }
+            let paged = self.paged_sinks(rqst, &pcl, inline.len())?;
+            return Ok(Processed::Read(ctxt, paged));
         }
         // The request's pages must hold the Call, as `CallLayout::new`
         // checks on the general path.
@@ -285,30 +333,33 @@ impl Conn {
             let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
             return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
-        // One Read chunk (an NFS WRITE's data): read into pages of its
-        // own that the request takes over, without a copy.
-        let paged_layout = if s.read_sinks.land_in_pages() {
-            PagedCall::new(&pcl, inline.len(), PAGE_SIZE, rqst.arg_pages())
-        } else {
-            None
+        let paged = self.paged_sinks(rqst, &pcl, inline.len())?;
+        let layout = pcl.layout();
+        ctxt.call.set(msg, &hdr, inline, layout);
+        Ok(Processed::Read(ctxt, paged))
+    }
+
+    /// The pages a Call's single Read chunk (an NFS WRITE's data) is read
+    /// into, without a copy, when the connection's sinks land in pages and
+    /// the Call has such a layout; `None` when the Reads land in cached
+    /// sinks, to be copied into the request's pages.
+    fn paged_sinks(
+        &self,
+        rqst: &mut SvcRqst,
+        pcl: &ParsedChunks<'_>,
+        inline_len: usize,
+    ) -> Result<Option<(PagedCall, Arc<PageSinks>)>> {
+        let s = &self.shared;
+        if !s.read_sinks.land_in_pages() {
+            return Ok(None);
+        }
+        let Some(l) = PagedCall::new(pcl, inline_len, PAGE_SIZE, rqst.arg_pages()) else {
+            return Ok(None);
         };
         // The pages come from this request, as in C: svc_alloc_arg
         // refills its slots in bulk.
-        let paged = match paged_layout {
-            Some(l) => {
-                let pages = rqst.take_arg_pages(l.pages)?;
-                Some((l, s.ep.map_page_sinks(pages)?))
-            }
-            None => None,
-        };
-        let layout = pcl.layout();
-        ctxt.call.set(msg, &hdr, inline, layout);
-        // The inline part is assembled when the Reads are done, after the
-        // Receive went back to the device: it keeps a copy of the message.
-        let mut kept = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
-        kept.extend_from_slice(msg, GFP_KERNEL)?;
-        self.start_reads(ReadWork::new(kept, ctxt, paged, &s.read_sinks)?)?;
-        Ok(Processed::Done(None))
+        let pages = rqst.take_arg_pages(l.pages)?;
+        Ok(Some((l, s.ep.map_page_sinks(pages)?)))
     }
 
     /// [`Self::assemble`] with the Call's layout in `rqst`'s pages already

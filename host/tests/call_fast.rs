@@ -55,7 +55,13 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
     let fast = ParsedChunks::from_layout(&f.layout, &mut chunks, &segs).unwrap();
     let mut gc2 = gc.clone();
     let general = ParsedChunks::from_layout(&layout, &mut gc2, &gs).unwrap();
-    prop_assert!(fast.call_chunk().is_none() && fast.read_chunks().is_empty());
+    prop_assert!(fast.call_chunk().is_none() && general.call_chunk().is_none());
+    prop_assert!(fast.read_chunks().len() <= 1);
+    prop_assert_eq!(fast.read_chunks(), general.read_chunks());
+    prop_assert_eq!(f.read_chunk, !fast.read_chunks().is_empty());
+    for (a, b) in fast.read_chunks().iter().zip(general.read_chunks()) {
+        prop_assert_eq!(fast.segments(a), general.segments(b));
+    }
     prop_assert_eq!(fast.write_chunks(), general.write_chunks());
     prop_assert_eq!(fast.reply_chunk(), general.reply_chunk());
     for (a, b) in fast.write_chunks().iter().zip(general.write_chunks()) {
@@ -71,18 +77,31 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
     Ok(true)
 }
 
-/// The common shapes, well formed: up to three Write chunks and a Reply
-/// chunk or not; with an RPC message behind.
+/// A Read list: segments at positions from `positions` (a multiple of
+/// four, small enough to fall within or just beyond the inline body), so
+/// that one chunk, several and misplaced ones all occur.
+fn read_list() -> impl Strategy<Value = Vec<(u32, [u32; 4])>> {
+    prop::collection::vec((prop_oneof![Just(0u32), Just(4), Just(8), 0u32..64], seg()), 0..4)
+}
+
+/// The common shapes, well formed: a Read list or not, up to three Write
+/// chunks and a Reply chunk or not; with an RPC message behind.
 fn common() -> impl Strategy<Value = Vec<u8>> {
     (
         any::<u32>(),
         0u32..512,
+        read_list(),
         prop::collection::vec(prop::collection::vec(seg(), 1..4), 0..4),
         prop::option::of(prop::collection::vec(seg(), 1..4)),
         prop::collection::vec(any::<u8>(), 0..200),
     )
-        .prop_map(|(xid, credits, writes, reply, payload)| {
-            let mut w = vec![xid, 1, credits, 0, 0];
+        .prop_map(|(xid, credits, reads, writes, reply, payload)| {
+            let mut w = vec![xid, 1, credits, 0];
+            for (pos, s) in &reads {
+                w.extend([1, *pos]);
+                w.extend(s);
+            }
+            w.push(0);
             for c in &writes {
                 w.extend([1, c.len() as u32]);
                 c.iter().for_each(|s| w.extend(s));
@@ -120,13 +139,39 @@ fn a_read_call_is_decoded_in_one_pass() {
 }
 
 #[test]
+fn a_write_call_is_decoded_in_one_pass() {
+    // NFS WRITE: one Read chunk of one 4 KiB segment at position 8, no
+    // Write list, no Reply chunk, an 8-byte inline body.
+    let w = vec![0x77, 1, 32, 0, 1, 8, 0xabc, 4096, 0, 0x1000, 0, 0, 0, 5, 6];
+    let b = words(&w);
+    let mut chunks = [PclChunk::default(); STORE];
+    let mut segs = [Segment::default(); STORE];
+    let f = decode_call_fast(&b, &LIM, || Some((&mut chunks[..], &mut segs[..]))).unwrap();
+    assert_eq!(
+        (f.xid, f.credits, f.header_len, f.read_chunk, f.no_chunks),
+        (0x77, 32, 52, true, false)
+    );
+    assert_eq!((chunks[0].position, chunks[0].length), (8, 4096));
+    assert_eq!(segs[0], Segment::new(0xabc, 4096, 0x1000));
+    assert!(agrees(&b, &LIM).unwrap());
+}
+
+#[test]
 fn what_the_fast_decoder_leaves_goes_to_the_general_path() {
     let mut chunks = [PclChunk::default(); STORE];
     let mut segs = [Segment::default(); STORE];
     let base = [1u32, 1, 8, 0, 0, 0, 0, 1, 0];
     let mut cases: Vec<Vec<u32>> = vec![];
-    // A Read list.
+    // A call chunk (Read segment at position zero) in an RDMA_MSG.
     cases.push(vec![1, 1, 8, 0, 1, 0, 1, 16, 0, 0, 0, 0, 0, 0]);
+    // Two Read chunks (positions 4 and 8).
+    let mut c = vec![1, 1, 8, 0, 1, 4, 1, 16, 0, 0, 1, 8, 1, 16, 0, 0, 0, 0, 0];
+    c.extend([7, 7, 7]);
+    cases.push(c);
+    // A Read chunk beyond the inline body (position 16, 4 bytes inline).
+    cases.push(vec![1, 1, 8, 0, 1, 16, 1, 16, 0, 0, 0, 0, 0, 7]);
+    // A misaligned position.
+    cases.push(vec![1, 1, 8, 0, 1, 2, 1, 16, 0, 0, 0, 0, 0, 7]);
     // RDMA_NOMSG, RDMA_DONE, version 2.
     let mut c = base.to_vec();
     c[3] = 1;
@@ -159,12 +204,16 @@ fn what_the_fast_decoder_leaves_goes_to_the_general_path() {
 fn held() -> impl Strategy<Value = Vec<u8>> {
     (
         any::<u32>(),
-        prop::collection::vec(any::<u32>(), 0..3),
-        prop::option::of(1usize..3),
+        0usize..2,
+        prop::collection::vec(any::<u32>(), 0..2),
+        prop::option::of(1usize..2),
         0u32..70_000,
     )
-        .prop_map(|(xid, handles, reply, len)| {
-            let mut w = vec![xid, 1, 32, 0, 0];
+        .prop_map(|(xid, read_segs, handles, reply, len)| {
+            let mut w = vec![xid, 1, 32, 0];
+            // A Read chunk at position 8 of the 12-byte body below.
+            (0..read_segs).for_each(|_| w.extend([1, 8, 3, len, 0, 0x4000]));
+            w.push(0);
             for h in &handles {
                 w.extend([1, 1, *h, len, 0, 0x2000]);
             }

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The server's one-pass decoder of the Calls it nearly always gets: an
-//! `RDMA_MSG` without a Read list, with a Write list and a Reply chunk or
-//! neither (an NFS READ: one Write chunk of one segment; a READDIR: a
-//! Reply chunk; a GETATTR: nothing). C `svc_rdma_xdr_decode_req` walks
-//! such a header once; so does this.
+//! `RDMA_MSG` with at most one Read chunk, a Write list and a Reply chunk
+//! or neither (an NFS READ: one Write chunk of one segment; a READDIR: a
+//! Reply chunk; a GETATTR: nothing; an NFS WRITE: one Read chunk). C
+//! `svc_rdma_xdr_decode_req` walks such a header once; so does this.
 //!
 //! The header is recognised from fixed words and decoded with every bound
 //! of [`decode_call`](super::decode::decode_call) still checked, and its
@@ -23,6 +23,7 @@ use super::msg::segment_from;
 use super::msg::DecodeLimits;
 use super::msg::Proc;
 use super::msg::Segment;
+use super::msg::READ_ITEM_LEN;
 use super::msg::RPCRDMA_VERSION;
 use super::msg::SEGMENT_LEN;
 use super::pcl::ChunkLayout;
@@ -38,10 +39,13 @@ pub struct FastCall {
     /// Length of the transport header: the inline body (the RPC Call,
     /// all of it) starts here.
     pub header_len: usize,
-    /// Where the lists went in the storage (Write chunks first, then the
-    /// Reply chunk), as [`ParsedChunks::layout`](super::pcl::ParsedChunks::layout)
-    /// would say.
+    /// Where the lists went in the storage (the Read chunk first, then
+    /// the Write chunks, then the Reply chunk), as
+    /// [`ParsedChunks::layout`](super::pcl::ParsedChunks::layout) would say.
     pub layout: ChunkLayout,
+    /// Whether the Call has a Read chunk (its data is pulled with RDMA
+    /// Reads; the inline body is not the whole Call).
+    pub read_chunk: bool,
     /// Whether the Call carries no chunk at all (then it may be a
     /// backchannel Reply, see [`is_backchannel_reply`](super::backchannel::is_backchannel_reply)).
     pub no_chunks: bool,
@@ -97,6 +101,65 @@ impl Fill<'_> {
         self.ns = self.ns.checked_add(n)?;
         Some(end)
     }
+
+    /// Decodes the Read list at byte `at` of `buf` (after its first
+    /// discriminator, which was 1) if it is one Read chunk: every segment
+    /// at the same position, not zero (an `RDMA_MSG` has no call chunk),
+    /// with the bounds of the general decoder's `decode_read_list`.
+    /// Stores it as the first chunk; returns where the list ends, the
+    /// chunk's position and its length.
+    #[inline(always)]
+    fn read_chunk(
+        &mut self,
+        buf: &[u8],
+        mut at: usize,
+        limits: &DecodeLimits,
+    ) -> Option<(usize, u32, u32)> {
+        let first = self.ns;
+        let mut position = None;
+        let mut count: u32 = 0;
+        let mut length: u32 = 0;
+        loop {
+            let (item, _) = buf.get(at..)?.split_first_chunk::<READ_ITEM_LEN>()?;
+            let (disc, item) = item.split_first_chunk::<4>()?;
+            let (pos, seg) = item.split_first_chunk::<4>()?;
+            let seg = seg.first_chunk::<SEGMENT_LEN>()?;
+            if u32::from_be_bytes(*disc) != 1 {
+                return None;
+            }
+            let pos = u32::from_be_bytes(*pos);
+            if pos == 0 || pos & 3 != 0 || *position.get_or_insert(pos) != pos {
+                return None;
+            }
+            count = count.checked_add(1)?;
+            if count > limits.max_chunks {
+                return None;
+            }
+            let s = segment_from(seg);
+            length = length.checked_add(s.length)?;
+            if length > limits.max_payload {
+                return None;
+            }
+            *self.segs.get_mut(self.ns)? = s;
+            self.ns = self.ns.checked_add(1)?;
+            at = at.checked_add(READ_ITEM_LEN)?;
+            match word(buf, at)? {
+                0 => break,
+                1 => {}
+                _ => return None,
+            }
+        }
+        let position = position?;
+        *self.chunks.get_mut(self.nc)? = PclChunk {
+            position,
+            length,
+            payload_length: 0,
+            first_segment: u32::try_from(first).ok()?,
+            segcount: count,
+        };
+        self.nc = self.nc.checked_add(1)?;
+        Some((at.checked_add(4)?, position, length))
+    }
 }
 
 /// Decodes `buf` in one pass if it is one of the common Call shapes,
@@ -117,13 +180,15 @@ pub fn decode_call_fast<'s>(
     }
     let xid = word(buf, 0)?;
     let credits = word(buf, 8)?;
-    if word(buf, 4)? != RPCRDMA_VERSION
-        || Proc::from_u32(word(buf, 12)?)? != Proc::Msg
-        || word(buf, 16)? != 0
-    {
-        // Another version or procedure, or a Read list.
+    if word(buf, 4)? != RPCRDMA_VERSION || Proc::from_u32(word(buf, 12)?)? != Proc::Msg {
+        // Another version or procedure.
         return None;
     }
+    let has_read = match word(buf, 16)? {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
     let (chunks, segs) = store()?;
     let mut fill = Fill {
         chunks,
@@ -131,8 +196,14 @@ pub fn decode_call_fast<'s>(
         nc: 0,
         ns: 0,
     };
+    let (mut at, read) = if has_read {
+        let (end, position, length) = fill.read_chunk(buf, 16, limits)?;
+        (end, Some((position, length)))
+    } else {
+        (20, None)
+    };
+    let write = fill.nc;
     // The Write list: a strict 0/1 discriminator before each chunk.
-    let mut at: usize = 20;
     let mut writes: u32 = 0;
     loop {
         match word(buf, at)? {
@@ -155,12 +226,22 @@ pub fn decode_call_fast<'s>(
         1 => fill.chunk(buf, at.checked_add(4)?, limits)?,
         _ => return None,
     };
-    let layout = ChunkLayout::of_write_and_reply(fill.nc, fill.ns, reply);
+    if let Some((position, length)) = read {
+        // As the general decoder's `check_read_positions` for one chunk:
+        // it starts within the inline body, and its end is a number.
+        let inline_len = buf.len().checked_sub(at)?;
+        if usize::try_from(position).ok()? > inline_len {
+            return None;
+        }
+        position.checked_add(length)?;
+    }
+    let layout = ChunkLayout::of_lists(fill.nc, fill.ns, write, reply);
     Some(FastCall {
         xid,
         credits,
         header_len: at,
         layout,
+        read_chunk: read.is_some(),
         no_chunks: fill.nc == 0,
     })
 }

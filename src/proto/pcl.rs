@@ -98,16 +98,17 @@ pub struct ChunkLayout {
 }
 
 impl ChunkLayout {
-    /// The layout of lists with no Read chunks: `reply` Write chunks, then
-    /// a Reply chunk if `chunks` is one more (as the server's one-pass
-    /// decoder stores them, [`decode_call_fast`](super::call_fast::decode_call_fast)),
-    /// over `segments` segments.
-    pub(crate) fn of_write_and_reply(chunks: usize, segments: usize, reply: usize) -> Self {
+    /// The layout of lists with no call chunk: `write` Read chunks, then
+    /// Write chunks up to `reply`, then a Reply chunk if `chunks` is one
+    /// more (as the server's one-pass decoder stores them,
+    /// [`decode_call_fast`](super::call_fast::decode_call_fast)), over
+    /// `segments` segments.
+    pub(crate) fn of_lists(chunks: usize, segments: usize, write: usize, reply: usize) -> Self {
         Self {
             chunks,
             segments,
             read: 0,
-            write: 0,
+            write,
             reply,
         }
     }
