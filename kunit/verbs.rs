@@ -363,7 +363,7 @@ const CHUNK_PAGES: usize = 4;
 
 /// `n` freshly allocated pages mapped on `ep` as Read sinks, as the server
 /// maps a request's pages.
-fn fresh_sinks(ep: &Endpoint, n: usize) -> Result<Arc<PageSinks>> {
+pub(crate) fn fresh_sinks(ep: &Endpoint, n: usize) -> Result<Arc<PageSinks>> {
     let mut pages = KVec::new();
     for _ in 0..n {
         pages.push(PageRef::alloc()?, GFP_KERNEL)?;

@@ -11,9 +11,11 @@ use super::recv_queue::RecvQ;
 use super::rw::{one_segment, Io, PIECE, REGISTERED_READS};
 use super::sq_gate::SqGate;
 use super::stats::{stat_add, Stat};
+use crate::impl_ring_in;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
+use crate::rust::rdma::read_slots::{ReadSlots, ReadSlotsOwner};
 use crate::rust::rdma::verbs::{
     CompletionHandler, MappedBuf, ReceivedLoan, SendOp, WorkCompletion, WorkRequest,
 };
@@ -221,6 +223,40 @@ struct OpState {
 pub(super) struct ReadOp {
     #[pin]
     state: SpinLock<OpState>,
+    /// The completion entries of the Call's Reads into its pages (C
+    /// `svc_rdma_chunk_ctxt` in the receive context).
+    slots: ReadSlots<ReadOp>,
+    /// Where a completion returns its send queue slot.
+    sq: Arc<SqGate>,
+    /// Where the operation goes when its last Read completes.
+    q: Arc<RecvQ>,
+}
+
+impl_ring_in!(ReadOp, slots: ReadSlots<ReadOp>);
+
+impl ReadSlotsOwner for ReadOp {
+    fn read_done(this: Arc<Self>, wc: &WorkCompletion) {
+        read_completed(&this.sq, &this.q, &this, 1, wc);
+    }
+}
+
+/// A Read of `op` completed with `wc` (C `svc_rdma_wc_read_done`): returns
+/// its `slots` send queue slots and, for the operation's last Read,
+/// queues the operation on the connection's read-complete queue.
+fn read_completed(sq: &SqGate, q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) {
+    if !wc.is_ok() && !wc.is_flush() {
+        trace::svcrdma_wc_read_err(wc.status);
+        crate::pr_warn_ratelimited!(
+            "svcrdma: RDMA Read failed, status {}; closing the connection\n",
+            wc.status
+        );
+        // Only this connection (C `svc_rdma_wc_read_done`).
+        q.link().close();
+    }
+    if op.done(wc.is_ok()) {
+        q.read_done(op.clone());
+    }
+    sq.release(slots);
 }
 
 /// What a thread finds in an operation it took off a queue.
@@ -234,13 +270,16 @@ pub(super) enum Taken {
 }
 
 impl ReadOp {
-    pub(super) fn new() -> Result<Arc<Self>> {
+    pub(super) fn new(sq: &Arc<SqGate>, q: &Arc<RecvQ>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock!(
                     OpState { pending: 0, failed: false, hold: false, work: None },
                     "svcrdma::read_op"
                 ),
+                slots: ReadSlots::new(),
+                sq: sq.clone(),
+                q: q.clone(),
             }),
             GFP_KERNEL,
         )
@@ -318,19 +357,7 @@ pub(super) struct ReadHandler {
 
 impl CompletionHandler for ReadHandler {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        if !wc.is_ok() && !wc.is_flush() {
-            trace::svcrdma_wc_read_err(wc.status);
-            crate::pr_warn_ratelimited!(
-                "svcrdma: RDMA Read failed, status {}; closing the connection\n",
-                wc.status
-            );
-            // Only this connection (C `svc_rdma_wc_read_done`).
-            self.q.link().close();
-        }
-        if self.op.done(wc.is_ok()) {
-            self.q.read_done(self.op.clone());
-        }
-        self.sq.release(self.slots);
+        read_completed(&self.sq, &self.q, &self.op, self.slots, wc);
     }
 }
 
@@ -357,6 +384,43 @@ impl Io<'_> {
         let mut posted = 0;
         let mut bytes = 0;
         while let Some(p) = work.pieces.get_mut(work.next) {
+            // Into the Call's own pages through one of the operation's
+            // completion entries when one is free (no work request object
+            // or reference per page: the common case).
+            let direct = work.paged.as_ref().and_then(PagedSinks::unregistered);
+            if let Some(pages) = direct.filter(|_| op.slots.free() > 0) {
+                if !self.sq.try_acquire_read(1)? {
+                    break;
+                }
+                op.add_pending();
+                let piece = p.piece;
+                match ReadSlots::post(
+                    op, self.ep, pages, piece.off, piece.len, piece.addr, piece.rkey,
+                ) {
+                    Ok(true) => {
+                        stat_add(Stat::Read, 1);
+                        stat_add(Stat::ReadBytes, piece.len as u64);
+                        work.next += 1;
+                        posted += 1;
+                        bytes += piece.len;
+                        continue;
+                    }
+                    // Taken meanwhile (cannot happen: only this thread
+                    // posts the operation's Reads): the way below.
+                    Ok(false) => {
+                        op.done(true);
+                        self.sq.release(1);
+                    }
+                    Err(e) => {
+                        // Not posted: no completion for it. The work is
+                        // held by the thread, so this cannot queue the
+                        // operation.
+                        op.done(false);
+                        self.sq.release(1);
+                        return Err(e);
+                    }
+                }
+            }
             // Into the Call's own pages (scattered over, or through a
             // registration of them), or into a sink from the cache.
             let (sink, taken, run) = match &work.paged {

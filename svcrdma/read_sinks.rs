@@ -129,6 +129,14 @@ impl PagedSinks {
         })
     }
 
+    /// The pages, when each Read scatters over them with no registration.
+    pub(super) fn unregistered(&self) -> Option<&Arc<PageSinks>> {
+        match self.pool {
+            None => Some(&self.sinks),
+            Some(_) => None,
+        }
+    }
+
     /// The pages the chunk was read into, every one of them (the chunk
     /// covers all), for the request that assembles the Call to take.
     pub(super) fn sinks(&self) -> &PageSinks {

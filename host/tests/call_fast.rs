@@ -81,7 +81,10 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
 /// four, small enough to fall within or just beyond the inline body), so
 /// that one chunk, several and misplaced ones all occur.
 fn read_list() -> impl Strategy<Value = Vec<(u32, [u32; 4])>> {
-    prop::collection::vec((prop_oneof![Just(0u32), Just(4), Just(8), 0u32..64], seg()), 0..4)
+    prop::collection::vec(
+        (prop_oneof![Just(0u32), Just(4), Just(8), 0u32..64], seg()),
+        0..4,
+    )
 }
 
 /// The common shapes, well formed: a Read list or not, up to three Write

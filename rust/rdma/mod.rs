@@ -10,6 +10,7 @@
 pub mod cm;
 pub mod device;
 pub mod mr;
+pub mod read_slots;
 pub mod recv_ring;
 pub mod ring_owner;
 pub mod run_mr;

@@ -2636,49 +2636,22 @@ impl<H: CompletionHandler> WorkRequest<H> {
         off: usize,
         len: usize,
     ) -> Result<Arc<Self>> {
-        let (dmas, first_off) = sinks.page_dmas(off, len)?;
-        if dmas.is_empty() || dmas.len() > MAX_SGE {
-            return Err(EINVAL);
-        }
-        let lkey = sinks.pd().lkey();
+        // SAFETY: All-zero is a valid, empty scatter/gather list.
+        let mut list: [bindings::ib_sge; MAX_SGE] = unsafe { core::mem::zeroed() };
+        let nsge = sinks.page_sges(off, len, &mut list)?;
         let hold = Hold::Sinks {
             _sinks: sinks.clone(),
         };
         Self::build(handler, move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
-            // (`build`'s guarantee); there are one to `MAX_SGE` pages
-            // (checked above), so each write is within `sges`, and the
-            // first and last entries are written before they are adjusted.
+            // (`build`'s guarantee); `nsge <= MAX_SGE` entries fit `sges`.
             // The pages stay mapped while the hold written last keeps
             // `sinks`.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                // Whole pages, written with nothing computed per page;
-                // then the first entry starts at `first_off` and the last
-                // ends where the range does (`page_dmas` gives exactly the
-                // pages the range touches, at least one).
-                for (i, &dma) in dmas.iter().enumerate() {
-                    sges.add(i).write(bindings::ib_sge {
-                        addr: dma,
-                        length: kernel::page::PAGE_SIZE as u32,
-                        lkey,
-                    });
-                }
-                let last = dmas.len().saturating_sub(1);
-                // The bytes the last page holds: all of the range past the
-                // first page's part and the whole pages between.
-                let head = kernel::page::PAGE_SIZE.saturating_sub(first_off).min(len);
-                let tail = if last == 0 {
-                    head
-                } else {
-                    len.saturating_sub(head)
-                        .saturating_sub((last - 1) * kernel::page::PAGE_SIZE)
-                };
-                (*sges).addr = (*sges).addr.wrapping_add(first_off as u64);
-                (*sges).length = head as u32;
-                (*sges.add(last)).length = tail as u32;
+                core::ptr::copy_nonoverlapping(list.as_ptr(), sges, nsge);
                 addr_of_mut!((*slot).holds).cast::<Hold>().write(hold);
-                addr_of_mut!((*slot).nsge).write(dmas.len());
+                addr_of_mut!((*slot).nsge).write(nsge);
                 addr_of_mut!((*slot).nholds).write(1);
                 addr_of_mut!((*slot).run).write(None);
             }
