@@ -21,10 +21,15 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
-/// The owner of Read slots, as a server's Call being read is: counts its
-/// completions, and those with an error status.
+/// The owner of Read slots, as a server's Call being read is.
 struct SlotOwner {
     slots: ReadSlots<SlotOwner>,
+}
+
+/// What the owner's Reads keep for their completions, as the server's keep
+/// their connection's queues: counts the completions, and those with an
+/// error status.
+struct Tally {
     done: Atomic<u32>,
     failed: Atomic<u32>,
 }
@@ -32,23 +37,31 @@ struct SlotOwner {
 impl_ring_in!(SlotOwner, slots: ReadSlots<SlotOwner>);
 
 impl ReadSlotsOwner for SlotOwner {
-    fn read_done(this: Arc<Self>, wc: &WorkCompletion) {
+    type Context = Tally;
+
+    fn read_done(_this: Arc<Self>, tally: Arc<Tally>, wc: &WorkCompletion) {
         if !wc.is_ok() {
-            this.failed.fetch_add(1, Relaxed);
+            tally.failed.fetch_add(1, Relaxed);
         }
-        this.done.fetch_add(1, Relaxed);
+        tally.done.fetch_add(1, Relaxed);
     }
 }
 
-fn slot_owner() -> Result<Arc<SlotOwner>> {
-    Ok(Arc::new(
+fn slot_owner() -> Result<(Arc<SlotOwner>, Arc<Tally>)> {
+    let owner = Arc::new(
         SlotOwner {
             slots: ReadSlots::new(),
+        },
+        GFP_KERNEL,
+    )?;
+    let tally = Arc::new(
+        Tally {
             done: Atomic::new(0),
             failed: Atomic::new(0),
         },
         GFP_KERNEL,
-    )?)
+    )?;
+    Ok((owner, tally))
 }
 
 /// The test chunk: bytes [100, 100 + 3 pages) of four pages, so that each
@@ -67,16 +80,16 @@ fn scatters_into_pages(pair: &Pair) -> bool {
 
 /// Waits until every Read of `owner` completed and gave back its slot and
 /// the posted count (both before the owner hears of it).
-fn wait_all_done(owner: &SlotOwner, posted: u32, posted_before: i64) -> Result {
+fn wait_all_done(owner: &SlotOwner, tally: &Tally, posted: u32, posted_before: i64) -> Result {
     wait_for(5_000, || {
-        owner.done.load(Relaxed) == posted
+        tally.done.load(Relaxed) == posted
             && owner.slots.free() == READ_SLOTS
             && live::count(live::Kind::PostedWr) == posted_before
     })
     .inspect_err(|_| {
         pr_err!(
             "{} of {} Reads completed, {} slots free\n",
-            owner.done.load(Relaxed),
+            tally.done.load(Relaxed),
             posted,
             owner.slots.free()
         )
@@ -116,7 +129,7 @@ mod tests {
         pattern(0x6b, &mut expect);
         source.write(0, &expect)?;
         let sinks = fresh_sinks(&pair.client, CHUNK_PAGES)?;
-        let owner = slot_owner()?;
+        let (owner, tally) = slot_owner()?;
         let posted_before = live::count(live::Kind::PostedWr);
         let piece = CHUNK_LEN / READ_SLOTS;
         for i in 0..READ_SLOTS {
@@ -124,6 +137,7 @@ mod tests {
             let remote = addr + at as u64;
             assert!(ReadSlots::post(
                 &owner,
+                &tally,
                 &pair.client,
                 &sinks,
                 CHUNK_OFF + at,
@@ -132,12 +146,21 @@ mod tests {
                 rkey
             )?);
         }
-        wait_all_done(&owner, READ_SLOTS as u32, posted_before)?;
-        assert_eq!(owner.failed.load(Relaxed), 0);
+        wait_all_done(&owner, &tally, READ_SLOTS as u32, posted_before)?;
+        assert_eq!(tally.failed.load(Relaxed), 0);
         check_chunk(&sinks, &expect)?;
         let past = CHUNK_PAGES * PAGE_SIZE;
         assert_eq!(
-            ReadSlots::post(&owner, &pair.client, &sinks, past - 8, 16, addr, rkey),
+            ReadSlots::post(
+                &owner,
+                &tally,
+                &pair.client,
+                &sinks,
+                past - 8,
+                16,
+                addr,
+                rkey
+            ),
             Err(EINVAL)
         );
         assert_eq!(owner.slots.free(), READ_SLOTS);
@@ -158,10 +181,11 @@ mod tests {
         let source = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
         let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
         let sinks = fresh_sinks(&pair.client, 1)?;
-        let owner = slot_owner()?;
+        let (owner, tally) = slot_owner()?;
         let posted_before = live::count(live::Kind::PostedWr);
         assert!(ReadSlots::post(
             &owner,
+            &tally,
             &pair.client,
             &sinks,
             0,
@@ -170,16 +194,25 @@ mod tests {
             rkey
         )?);
         pair.client.drain();
-        wait_all_done(&owner, 1, posted_before)?;
+        wait_all_done(&owner, &tally, 1, posted_before)?;
         pr_info!(
             "the Read before the drain: {} failed\n",
-            owner.failed.load(Relaxed)
+            tally.failed.load(Relaxed)
         );
         assert_eq!(
-            ReadSlots::post(&owner, &pair.client, &sinks, 0, PAGE_SIZE, addr, rkey),
+            ReadSlots::post(
+                &owner,
+                &tally,
+                &pair.client,
+                &sinks,
+                0,
+                PAGE_SIZE,
+                addr,
+                rkey
+            ),
             Err(ESHUTDOWN)
         );
-        assert_eq!(owner.done.load(Relaxed), 1);
+        assert_eq!(tally.done.load(Relaxed), 1);
         assert_eq!(owner.slots.free(), READ_SLOTS);
         assert_eq!(live::count(live::Kind::PostedWr), posted_before);
         Ok(())

@@ -110,6 +110,10 @@ impl Conn {
         // What the gate hands out: the queue pair's spare entry for the
         // drain is not included (see `Endpoint::send_depth`).
         let sq_depth = ep.send_depth();
+        // A quarter of the send queue (at least one entry per credit: it
+        // is 4 times the receive queue) is left to Sends and Writes by
+        // RDMA Reads.
+        let read_keep = sq_depth / 4;
         // How many RDMA Reads we issue at once: what the client accepts,
         // within what the device can initiate (C `svc_rdma_accept` clamps
         // to `max_qp_init_rd_atom`).
@@ -137,6 +141,14 @@ impl Conn {
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let ops = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
+        let sq: Arc<SqGate> = SqGate::new(
+            sq_depth,
+            read_keep,
+            usize_of(neg.inline_send)?,
+            link.clone(),
+            cache.clone(),
+        )?;
+        let rq_sq = sq.clone();
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
                 ring <- new_spinlock!(
@@ -158,6 +170,7 @@ impl Conn {
                     "svcrdma::rq"
                 ),
                 link: rq_link,
+                sq: rq_sq,
             }),
             GFP_KERNEL,
         )?;
@@ -187,11 +200,8 @@ impl Conn {
         for batch in recvs.chunks(RECV_BATCH_MAX) {
             ep.post_recv_batch(batch)?;
         }
-        // A quarter of the send queue (at least one entry per credit: it
-        // is 4 times the receive queue) is left to Sends and Writes by
-        // RDMA Reads. The pool of Read sink MRs, if any, is allocated
-        // before the accept.
-        let read_keep = sq_depth / 4;
+        // The pool of Read sink MRs, if any, is allocated before the
+        // accept.
         let read_sinks = read_sinks(&ep, set, (sq_depth - read_keep) / 2)?;
         let pdata = ConnectPrivate::new(neg.inline_send, neg.inline_recv, false).to_bytes();
         // As C's `svc_rdma_accept`: the server never lets the client read
@@ -222,13 +232,7 @@ impl Conn {
                 ep,
                 recvs,
                 rq,
-                sq: SqGate::new(
-                    sq_depth,
-                    read_keep,
-                    usize_of(neg.inline_send)?,
-                    link.clone(),
-                    cache.clone(),
-                )?,
+                sq,
                 cache,
                 link,
                 credits: credits.grant(),

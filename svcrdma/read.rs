@@ -9,7 +9,6 @@ use super::conn::CallCtxt;
 use super::read_sinks::{PagedSinks, PagedTarget, ReadSink, ReadSinks};
 use super::recv_queue::RecvQ;
 use super::rw::{one_segment, Io, PIECE, REGISTERED_READS};
-use super::sq_gate::SqGate;
 use super::stats::{stat_add, Stat};
 use crate::impl_ring_in;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, RangeInPieces};
@@ -224,26 +223,27 @@ pub(super) struct ReadOp {
     #[pin]
     state: SpinLock<OpState>,
     /// The completion entries of the Call's Reads into its pages (C
-    /// `svc_rdma_chunk_ctxt` in the receive context).
+    /// `svc_rdma_chunk_ctxt` in the receive context). Each posted Read
+    /// keeps the connection's receive queues, where the operation goes
+    /// when its last Read completes: the operation holds no reference to
+    /// its connection, which keeps idle operations for reuse.
     slots: ReadSlots<ReadOp>,
-    /// Where a completion returns its send queue slot.
-    sq: Arc<SqGate>,
-    /// Where the operation goes when its last Read completes.
-    q: Arc<RecvQ>,
 }
 
 impl_ring_in!(ReadOp, slots: ReadSlots<ReadOp>);
 
 impl ReadSlotsOwner for ReadOp {
-    fn read_done(this: Arc<Self>, wc: &WorkCompletion) {
-        read_completed(&this.sq, &this.q, &this, 1, wc);
+    type Context = RecvQ;
+
+    fn read_done(this: Arc<Self>, q: Arc<RecvQ>, wc: &WorkCompletion) {
+        read_completed(&q, &this, 1, wc);
     }
 }
 
 /// A Read of `op` completed with `wc` (C `svc_rdma_wc_read_done`): returns
 /// its `slots` send queue slots and, for the operation's last Read,
-/// queues the operation on the connection's read-complete queue.
-fn read_completed(sq: &SqGate, q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) {
+/// queues the operation on the connection's read-complete queue `q`.
+fn read_completed(q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) {
     if !wc.is_ok() && !wc.is_flush() {
         trace::svcrdma_wc_read_err(wc.status);
         crate::pr_warn_ratelimited!(
@@ -256,7 +256,7 @@ fn read_completed(sq: &SqGate, q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &Wor
     if op.done(wc.is_ok()) {
         q.read_done(op.clone());
     }
-    sq.release(slots);
+    q.sq.release(slots);
 }
 
 /// What a thread finds in an operation it took off a queue.
@@ -270,7 +270,7 @@ pub(super) enum Taken {
 }
 
 impl ReadOp {
-    pub(super) fn new(sq: &Arc<SqGate>, q: &Arc<RecvQ>) -> Result<Arc<Self>> {
+    pub(super) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_spinlock!(
@@ -278,8 +278,6 @@ impl ReadOp {
                     "svcrdma::read_op"
                 ),
                 slots: ReadSlots::new(),
-                sq: sq.clone(),
-                q: q.clone(),
             }),
             GFP_KERNEL,
         )
@@ -349,7 +347,6 @@ impl ReadOp {
 /// unsignaled REG_MR ahead of it used one) and, for the operation's last
 /// Read, queues the operation on the connection's read-complete queue.
 pub(super) struct ReadHandler {
-    sq: Arc<SqGate>,
     slots: u32,
     op: Arc<ReadOp>,
     q: Arc<RecvQ>,
@@ -357,7 +354,7 @@ pub(super) struct ReadHandler {
 
 impl CompletionHandler for ReadHandler {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        read_completed(&self.sq, &self.q, &self.op, self.slots, wc);
+        read_completed(&self.q, &self.op, self.slots, wc);
     }
 }
 
@@ -394,9 +391,8 @@ impl Io<'_> {
                 }
                 op.add_pending();
                 let piece = p.piece;
-                match ReadSlots::post(
-                    op, self.ep, pages, piece.off, piece.len, piece.addr, piece.rkey,
-                ) {
+                let (off, len) = (piece.off, piece.len);
+                match ReadSlots::post(op, q, self.ep, pages, off, len, piece.addr, piece.rkey) {
                     Ok(true) => {
                         stat_add(Stat::Read, 1);
                         stat_add(Stat::ReadBytes, piece.len as u64);
@@ -449,7 +445,6 @@ impl Io<'_> {
                 break;
             }
             let handler = ReadHandler {
-                sq: self.sq.clone(),
                 slots,
                 op: op.clone(),
                 q: q.clone(),

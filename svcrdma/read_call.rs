@@ -65,7 +65,7 @@ impl Conn {
         }
         let op = match spare {
             Some(op) => op,
-            None => match ReadOp::new(&s.sq, &s.rq) {
+            None => match ReadOp::new() {
                 Ok(op) => op,
                 Err(e) => {
                     s.rq.read_finished(None);

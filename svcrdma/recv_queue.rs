@@ -174,6 +174,9 @@ pub(super) struct RecvQ {
     #[pin]
     pub(super) ring: SpinLock<Ring>,
     pub(super) link: Arc<XprtLink>,
+    /// The connection's send queue gate, where a Read's completion
+    /// returns its slots.
+    pub(super) sq: Arc<SqGate>,
 }
 
 impl RecvQ {

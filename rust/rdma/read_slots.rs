@@ -9,8 +9,10 @@
 //! `Arc`. Each slot is one completion entry; a Read is built on the stack
 //! (providers copy a work request and its scatter/gather list when it is
 //! posted: only the completion entry must outlive the post) and takes a
-//! reference on its owner and on the pages it lands in, which its
-//! completion hands to [`ReadSlotsOwner::read_done`] and drops. So neither
+//! reference on its owner, on the pages it lands in and on a context the
+//! owner names (its connection's state, which the owner itself need not
+//! hold: no cycle when the connection keeps idle owners), which its
+//! completion hands to [`ReadSlotsOwner::read_done`] or drops. So neither
 //! the owner nor the pages can go while a Read is posted, whatever the
 //! owner does; a connection's drain completes every posted Read as
 //! flushed.
@@ -22,6 +24,7 @@ use crate::rust::rdma::verbs::{Endpoint, WorkCompletion, MAX_SGE};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
+use core::mem::MaybeUninit;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::Arc;
@@ -34,19 +37,24 @@ pub const READ_SLOTS: usize = 3;
 
 /// What the owner of [`ReadSlots`] does when one of its Reads completes.
 pub trait ReadSlotsOwner: Send + Sync + Sized + RingIn<ReadSlots<Self>> {
-    /// A Read completed (or was flushed) with `wc`. `this` is the
-    /// reference its post took; the slot is free again. Runs on the send
-    /// CQ's poller.
-    fn read_done(this: Arc<Self>, wc: &WorkCompletion);
+    /// What a posted Read keeps besides its owner and pages, for its
+    /// completion.
+    type Context: Send + Sync;
+
+    /// A Read completed (or was flushed) with `wc`. `this` and `ctx` are
+    /// the references its post took; the slot is free again. Runs on the
+    /// send CQ's poller.
+    fn read_done(this: Arc<Self>, ctx: Arc<Self::Context>, wc: &WorkCompletion);
 }
 
 /// One completion entry and what its posted Read keeps.
-struct Slot {
+struct Slot<O: ReadSlotsOwner> {
     cqe: Opaque<bindings::ib_cqe>,
     /// Its place in [`ReadSlots::slots`].
     index: usize,
-    /// The pages the Read lands in, while it is posted.
-    sinks: UnsafeCell<Option<Arc<PageSinks>>>,
+    /// The pages the Read lands in and the owner's context, while it is
+    /// posted.
+    keep: UnsafeCell<Option<(Arc<PageSinks>, Arc<O::Context>)>>,
 }
 
 /// The completion entries of an owner's RDMA Reads.
@@ -55,16 +63,16 @@ struct Slot {
 ///
 /// Bit `i` of `busy` is set while slot `i` is posted or being filled by
 /// the poster that set it; only that poster, then the slot's completion,
-/// write its `sinks`. A posted slot holds a reference on the owner (taken
+/// write its `keep`. A posted slot holds a reference on the owner (taken
 /// with `Arc::into_raw`) that its completion gives back. `slots[i].index`
 /// is `i`, and each `cqe.done` is `read_done::<O>`.
 pub struct ReadSlots<O: ReadSlotsOwner> {
-    slots: [Slot; READ_SLOTS],
+    slots: [Slot<O>; READ_SLOTS],
     busy: Atomic<u32>,
     _owner: PhantomData<fn() -> O>,
 }
 
-// SAFETY: A slot's `sinks` is written only by the thread that holds its
+// SAFETY: A slot's `keep` is written only by the thread that holds its
 // bit (type invariants); the rest is atomics and entries the device reads.
 unsafe impl<O: ReadSlotsOwner> Send for ReadSlots<O> {}
 // SAFETY: As above.
@@ -86,7 +94,7 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
                     done: Some(read_done::<O>),
                 }),
                 index,
-                sinks: UnsafeCell::new(None),
+                keep: UnsafeCell::new(None),
             }),
             busy: Atomic::new(0),
             _owner: PhantomData,
@@ -126,12 +134,15 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
     /// Posts an RDMA Read of `len` bytes at `remote_addr` under `rkey`
     /// into bytes `[off, off + len)` of `sinks` (counted from the first
     /// page's first byte), which must be mapped on `ep`'s device, as one
-    /// signaled work request through a slot of `owner`'s. `Ok(false)`,
+    /// signaled work request through a slot of `owner`'s, which keeps
+    /// `ctx` for the completion. `Ok(false)`,
     /// with nothing posted, when every slot is posted; `EINVAL` for a
     /// range past the pages or over more than [`MAX_SGE`] of them;
     /// `ESHUTDOWN` once the endpoint's drain started.
+    #[expect(clippy::too_many_arguments)]
     pub fn post(
         owner: &Arc<O>,
+        ctx: &Arc<O::Context>,
         ep: &Endpoint,
         sinks: &Arc<PageSinks>,
         off: usize,
@@ -140,8 +151,7 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
         rkey: u32,
     ) -> Result<bool> {
         let this = ring_of::<O, Self>(owner);
-        // SAFETY: All-zero is a valid, empty scatter/gather list.
-        let mut sges: [bindings::ib_sge; MAX_SGE] = unsafe { core::mem::zeroed() };
+        let mut sges = [const { MaybeUninit::<bindings::ib_sge>::uninit() }; MAX_SGE];
         let nsge = sinks.page_sges(off, len, &mut sges)?;
         if !Arc::ptr_eq(sinks.pd(), ep.pd()) {
             return Err(EINVAL);
@@ -154,14 +164,15 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
         // flags); the fields that matter are set below.
         let mut w: bindings::ib_rdma_wr = unsafe { core::mem::zeroed() };
         w.wr.__bindgen_anon_1.wr_cqe = slot.cqe.get();
-        w.wr.sg_list = sges.as_mut_ptr();
+        // The first `nsge` entries, which `page_sges` wrote.
+        w.wr.sg_list = sges.as_mut_ptr().cast();
         w.wr.num_sge = i32::try_from(nsge).map_err(|_| EINVAL)?;
         w.wr.opcode = bindings::ib_wr_opcode_IB_WR_RDMA_READ;
         w.wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
         w.remote_addr = remote_addr;
         w.rkey = rkey;
         // SAFETY: This thread holds the slot's bit (type invariant).
-        unsafe { *slot.sinks.get() = Some(sinks.clone()) };
+        unsafe { *slot.keep.get() = Some((sinks.clone(), ctx.clone())) };
         // INVARIANT: the posted slot holds this reference until its
         // completion.
         let held = Arc::into_raw(owner.clone());
@@ -180,9 +191,9 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
         // Not posted: no completion will come.
         live::dec(live::Kind::PostedWr);
         // SAFETY: The slot's bit is still this thread's.
-        let sinks = unsafe { (*slot.sinks.get()).take() };
+        let keep = unsafe { (*slot.keep.get()).take() };
         this.release(index);
-        drop(sinks);
+        drop(keep);
         // SAFETY: From `Arc::into_raw` above, given back once.
         drop(unsafe { Arc::from_raw(held) });
         Err(Error::from_errno(rc))
@@ -205,23 +216,27 @@ unsafe extern "C" fn read_done<O: ReadSlotsOwner>(
     // SAFETY: By the function's requirement the entry is a slot's, whose
     // owner the posted Read keeps alive.
     let slot =
-        unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Slot, cqe) };
+        unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Slot<O>, cqe) };
     // SAFETY: Slot `index` is entry `index` of the `slots` array (type
     // invariant), which is a field of a `ReadSlots<O>`.
     let this = unsafe {
         let first = core::ptr::from_ref(slot).sub(slot.index);
-        &*kernel::container_of!(first.cast::<[Slot; READ_SLOTS]>(), ReadSlots<O>, slots)
+        &*kernel::container_of!(first.cast::<[Slot<O>; READ_SLOTS]>(), ReadSlots<O>, slots)
     };
     live::dec(live::Kind::PostedWr);
     let done = WorkCompletion::of(w);
     // SAFETY: Posted: its completion holds the slot's bit now.
-    let sinks = unsafe { (*slot.sinks.get()).take() };
+    let keep = unsafe { (*slot.keep.get()).take() };
     // SAFETY: The slots are the `RING_OFFSET` field of their owner
     // (`RingIn`), and the posted Read holds a reference on it from
     // `Arc::into_raw`, given back here once.
     let owner = unsafe { Arc::from_raw(owner_of::<O, ReadSlots<O>>(this)) };
     this.release(slot.index);
+    // Set by the post.
+    let Some((sinks, ctx)) = keep else {
+        return;
+    };
     // The device is done with the pages.
     drop(sinks);
-    O::read_done(owner, &done);
+    O::read_done(owner, ctx, &done);
 }

@@ -2636,20 +2636,20 @@ impl<H: CompletionHandler> WorkRequest<H> {
         off: usize,
         len: usize,
     ) -> Result<Arc<Self>> {
-        // SAFETY: All-zero is a valid, empty scatter/gather list.
-        let mut list: [bindings::ib_sge; MAX_SGE] = unsafe { core::mem::zeroed() };
+        let mut list = [const { core::mem::MaybeUninit::<bindings::ib_sge>::uninit() }; MAX_SGE];
         let nsge = sinks.page_sges(off, len, &mut list)?;
         let hold = Hold::Sinks {
             _sinks: sinks.clone(),
         };
         Self::build(handler, move |slot: *mut Self| -> Result {
             // SAFETY: `slot` is valid for writes of a `Self` and not shared
-            // (`build`'s guarantee); `nsge <= MAX_SGE` entries fit `sges`.
+            // (`build`'s guarantee); `nsge <= MAX_SGE` entries fit `sges`,
+            // and `page_sges` wrote the first `nsge` of `list`.
             // The pages stay mapped while the hold written last keeps
             // `sinks`.
             unsafe {
                 let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                core::ptr::copy_nonoverlapping(list.as_ptr(), sges, nsge);
+                core::ptr::copy_nonoverlapping(list.as_ptr().cast(), sges, nsge);
                 addr_of_mut!((*slot).holds).cast::<Hold>().write(hold);
                 addr_of_mut!((*slot).nsge).write(nsge);
                 addr_of_mut!((*slot).nholds).write(1);

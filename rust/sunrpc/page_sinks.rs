@@ -11,6 +11,7 @@
 //! one the request's pages came in), not one page and one buffer object
 //! per page.
 
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelude::*, sync::Arc};
@@ -143,34 +144,26 @@ impl PageSinks {
         Ok((dmas, off % PAGE_SIZE))
     }
 
-    /// Fills `sges` with the scatter/gather list of bytes `[off, off +
-    /// len)` of the pages (counted from the first page's first byte), one
-    /// entry per page they touch under the protection domain's local key,
-    /// and returns how many entries that is. `EINVAL` for an empty range,
-    /// one past the last page, or one over more pages than `sges` holds.
+    /// Writes the scatter/gather list of bytes `[off, off + len)` of the
+    /// pages (counted from the first page's first byte) into the first
+    /// entries of `sges`, one per page they touch under the protection
+    /// domain's local key, and returns how many it wrote (the rest are
+    /// left as they were). `EINVAL` for an empty range, one past the last
+    /// page, or one over more pages than `sges` holds.
     pub(in crate::rust) fn page_sges(
         &self,
         off: usize,
         len: usize,
-        sges: &mut [bindings::ib_sge],
+        sges: &mut [MaybeUninit<bindings::ib_sge>],
     ) -> Result<usize> {
         let (dmas, first_off) = self.page_dmas(off, len)?;
         let sges = sges.get_mut(..dmas.len()).ok_or(EINVAL)?;
         let lkey = self.pd.lkey();
-        // Whole pages, written with nothing computed per page; then the
-        // first entry starts at `first_off` and the last ends where the
-        // range does (`page_dmas` gives exactly the pages the range
-        // touches, at least one).
-        for (sge, &dma) in sges.iter_mut().zip(dmas) {
-            *sge = bindings::ib_sge {
-                addr: dma,
-                length: PAGE_SIZE as u32,
-                lkey,
-            };
-        }
         let last = dmas.len().saturating_sub(1);
         // The bytes the first page holds, and those of the last: all of
-        // the range past the first page's part and the whole pages between.
+        // the range past the first page's part and the whole pages between
+        // (`page_dmas` gives exactly the pages the range touches, at least
+        // one).
         let head = PAGE_SIZE.saturating_sub(first_off).min(len);
         let tail = if last == 0 {
             head
@@ -178,12 +171,17 @@ impl PageSinks {
             len.saturating_sub(head)
                 .saturating_sub((last - 1) * PAGE_SIZE)
         };
-        if let Some(first) = sges.first_mut() {
-            first.addr = first.addr.wrapping_add(first_off as u64);
-            first.length = head as u32;
-        }
-        if let Some(end) = sges.last_mut() {
-            end.length = tail as u32;
+        for (i, (sge, &dma)) in sges.iter_mut().zip(dmas).enumerate() {
+            let (start, length) = match i {
+                0 => (first_off, head),
+                i if i == last => (0, tail),
+                _ => (0, PAGE_SIZE),
+            };
+            sge.write(bindings::ib_sge {
+                addr: dma.wrapping_add(start as u64),
+                length: length as u32,
+                lkey,
+            });
         }
         Ok(dmas.len())
     }
