@@ -27,6 +27,7 @@ use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::verbs::{Endpoint, WorkRequest};
+use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::{ArgLoan, XprtLink};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
@@ -194,6 +195,10 @@ pub(crate) struct CallCtxt {
     /// The allocation of the list of RDMA Reads of the last Call with
     /// Read chunks this state carried, empty: reused by the next.
     pub(super) read_pieces: KVec<ReadPiece>,
+    /// The page sinks of the last Call read into its pages, emptied (its
+    /// pages handed to the request): the next one's are made in their
+    /// allocations.
+    pub(super) spare_sinks: Option<Arc<PageSinks>>,
 }
 
 impl CallCtxt {
@@ -214,6 +219,7 @@ impl CallCtxt {
                     held_recv: None,
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
+                    spare_sinks: None,
                 },
                 GFP_KERNEL,
             )?),

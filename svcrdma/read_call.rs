@@ -179,6 +179,12 @@ impl Conn {
         if let Some(slot) = msg.release() {
             self.repost(slot, true);
         }
+        // Kept for the next Call's sinks only once emptied.
+        ctxt.spare_sinks = work
+            .paged
+            .take()
+            .map(PagedSinks::into_sinks)
+            .filter(|s| s.handed_over());
         ctxt.read_pieces = work.recycle(&s.cache);
         match assembled {
             Ok(true) => Ok(Some(ctxt)),

@@ -137,6 +137,11 @@ impl PagedSinks {
         }
     }
 
+    /// The pages, given up.
+    pub(super) fn into_sinks(self) -> Arc<PageSinks> {
+        self.sinks
+    }
+
     /// The pages the chunk was read into, every one of them (the chunk
     /// covers all), for the request that assembles the Call to take.
     pub(super) fn sinks(&self) -> &PageSinks {

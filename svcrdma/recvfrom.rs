@@ -229,6 +229,7 @@ impl Conn {
         }
         if f.read_chunk {
             ctxt.call.set_decoded(f.xid, f.header_len, f.layout);
+            let spare = ctxt.spare_sinks.take();
             let pcl = ctxt.call.pcl()?;
             let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
                 self.send_err_chunk(f.xid);
@@ -239,7 +240,7 @@ impl Conn {
                 // the general path.
                 return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
             }
-            let paged = self.paged_sinks(rqst, &pcl, inline.len())?;
+            let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
             return Ok(Processed::Read(ctxt, paged));
         }
         // The request's pages must hold the Call, as `CallLayout::new`
@@ -309,6 +310,7 @@ impl Conn {
             return Ok(Processed::Done(None));
         }
         // The request's state, its chunk lists parsed straight into it.
+        let spare = ctxt.spare_sinks.take();
         let store = ctxt.call.store_for(lists)?;
         let Ok(pcl) = ParsedChunks::build(
             lists,
@@ -333,7 +335,7 @@ impl Conn {
             let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
             return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
-        let paged = self.paged_sinks(rqst, &pcl, inline.len())?;
+        let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
         let layout = pcl.layout();
         ctxt.call.set(msg, &hdr, inline, layout);
         Ok(Processed::Read(ctxt, paged))
@@ -341,13 +343,15 @@ impl Conn {
 
     /// The pages a Call's single Read chunk (an NFS WRITE's data) is read
     /// into, without a copy, when the connection's sinks land in pages and
-    /// the Call has such a layout; `None` when the Reads land in cached
-    /// sinks, to be copied into the request's pages.
+    /// the Call has such a layout (made in `spare`'s allocations if it
+    /// can be); `None` when the Reads land in cached sinks, to be copied
+    /// into the request's pages.
     fn paged_sinks(
         &self,
         rqst: &mut SvcRqst,
         pcl: &ParsedChunks<'_>,
         inline_len: usize,
+        spare: Option<Arc<PageSinks>>,
     ) -> Result<Option<(PagedCall, Arc<PageSinks>)>> {
         let s = &self.shared;
         if !s.read_sinks.land_in_pages() {
@@ -358,8 +362,7 @@ impl Conn {
         };
         // The pages come from this request, as in C: svc_alloc_arg
         // refills its slots in bulk.
-        let pages = rqst.take_arg_pages(l.pages)?;
-        Ok(Some((l, s.ep.map_page_sinks(pages)?)))
+        Ok(Some((l, s.ep.map_arg_pages(rqst, l.pages, spare)?)))
     }
 
     /// [`Self::assemble`] with the Call's layout in `rqst`'s pages already

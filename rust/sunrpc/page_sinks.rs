@@ -19,6 +19,9 @@ use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelud
 use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::verbs::{Endpoint, PageRef, Pd};
+use crate::rust::sunrpc::svc::SvcRqst;
+use core::pin::Pin;
+use kernel::sync::UniqueArc;
 
 /// Pages mapped whole for the device to write: the sinks of the RDMA Reads
 /// of one Call's Read chunk, whose bytes lie from offset 0 of the first
@@ -49,8 +52,8 @@ unsafe impl Send for PageSinks {}
 unsafe impl Sync for PageSinks {}
 
 impl Endpoint {
-    /// Maps `pages` (taken from a request: [`crate::rust::sunrpc::svc::SvcRqst::take_arg_pages`])
-    /// for the device to write, as the sinks of one Call's RDMA Reads.
+    /// Maps `pages` for the device to write, as the sinks of RDMA Reads
+    /// (a request's own are mapped with [`Self::map_arg_pages`]).
     /// On an error the pages are put.
     pub fn map_page_sinks(&self, pages: KVec<PageRef>) -> Result<Arc<PageSinks>> {
         let pd = self.pd();
@@ -91,6 +94,66 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Takes `n` argument pages out of `rqst` ([`SvcRqst::take_arg_pages`])
+    /// and maps them for the device to write, as the sinks of one Call's
+    /// RDMA Reads, in the allocations of `spare` when it is given, is the
+    /// only reference to its sinks and they were handed over
+    /// ([`PageSinks::take_received_pages`]): a Call's sinks made from the
+    /// last one's allocate nothing. On an error the pages taken are put.
+    pub fn map_arg_pages(
+        &self,
+        rqst: &mut SvcRqst,
+        n: usize,
+        spare: Option<Arc<PageSinks>>,
+    ) -> Result<Arc<PageSinks>> {
+        let pd = self.pd();
+        let reusable = spare
+            .and_then(Arc::into_unique_or_drop)
+            .filter(|s| s.taken.load(Relaxed) && Arc::ptr_eq(&s.pd, pd));
+        let mut sinks = match reusable {
+            Some(s) => s,
+            // INVARIANT: taken, holding nothing.
+            None => Pin::from(UniqueArc::new(
+                PageSinks {
+                    pages: KVec::new(),
+                    dmas: KVec::new(),
+                    pd: pd.clone(),
+                    taken: Atomic::new(true),
+                },
+                GFP_KERNEL,
+            )?),
+        };
+        let s = Pin::get_mut(sinks.as_mut());
+        // Taken: the entries name nothing the sinks hold.
+        s.pages.clear();
+        s.dmas.clear();
+        s.dmas.reserve(n, GFP_KERNEL)?;
+        rqst.take_arg_pages(n, &mut s.pages)?;
+        // INVARIANT: the sinks hold the pages' references from here, no
+        // mapping yet (`dmas` is empty): dropped, they put the pages.
+        s.taken.store(false, Relaxed);
+        let count = u32::try_from(n)?;
+        // SAFETY: The `n` pages are live (referenced by `s`), and `dmas`
+        // has room for `n` addresses; on success the helper wrote them all,
+        // so the first `n` entries are initialised; on an error it mapped
+        // none.
+        to_result(unsafe {
+            bindings::rpcrdma_rs_dma_map_sink_pages(
+                pd.device_ptr(),
+                s.pages.as_ptr().cast(),
+                count,
+                s.dmas.as_mut_ptr(),
+            )
+        })?;
+        // SAFETY: Written just above, within the capacity.
+        // INVARIANT: every page is mapped whole for the device to write.
+        unsafe { s.dmas.inc_len(n) };
+        live::add(live::Kind::MappedBuf, n);
+        Ok(sinks.into())
+    }
+}
+
 impl PageSinks {
     /// How many pages.
     pub fn len(&self) -> usize {
@@ -100,6 +163,11 @@ impl PageSinks {
     /// Whether there are no pages.
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()
+    }
+
+    /// Whether the pages were handed to a request: the sinks hold nothing.
+    pub fn handed_over(&self) -> bool {
+        self.taken.load(Relaxed)
     }
 
     /// The protection domain the pages are mapped on.

@@ -28,7 +28,7 @@ use crate::rust::bindings;
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::rdma::verbs::{MappedBuf, PageRange, PageRef, ReceivedLoan};
+use crate::rust::rdma::verbs::{MappedBuf, PageRange, ReceivedLoan};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use crate::rust::sunrpc::svc_bc::BcRegistration;
@@ -371,29 +371,36 @@ impl SvcRqst {
     /// `svc_rdma_clear_rqst_pages`): the sinks of a Call's RDMA Reads,
     /// which the request that assembles the Call takes over
     /// ([`Self::set_arg_paged`]). `svc_alloc_arg` refills the slots in
-    /// bulk before this request receives again (`rq_pages_nfree`).
-    pub fn take_arg_pages(&mut self, n: usize) -> Result<KVec<PageRef>> {
+    /// bulk before this request receives again (`rq_pages_nfree`). The
+    /// pages are appended to `pages`, whose new entries are then references
+    /// the caller owns (`EINVAL`, with nothing taken, if a slot is empty).
+    pub(in crate::rust) fn take_arg_pages(
+        &mut self,
+        n: usize,
+        pages: &mut KVec<NonNull<bindings::page>>,
+    ) -> Result {
         if n.checked_add(1).ok_or(EINVAL)? > self.arg_pages() {
             return Err(EINVAL);
         }
-        let mut pages = KVec::<PageRef>::with_capacity(n, GFP_KERNEL)?;
+        pages.reserve(n, GFP_KERNEL)?;
+        let len = pages.len();
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
         // `rq_pages` has more than `n + 1` entries, so `slots` names `n` of
         // them. Each page taken out of a slot is the request's reference,
-        // which the slot gives up (emptied below). A `PageRef` is a
-        // transparent page pointer: the `n` non-null pointers copied into
-        // `pages`, within its capacity, are its first `n` entries.
+        // which the slot gives up (emptied below). The `n` non-null
+        // pointers are copied past the vector's `len` entries, within the
+        // capacity reserved above.
         unsafe {
             let slots = (*r).rq_pages.add(1);
             if (0..n).any(|i| (*slots.add(i)).is_null()) {
                 return Err(EINVAL);
             }
-            core::ptr::copy_nonoverlapping(slots, pages.as_mut_ptr().cast(), n);
+            core::ptr::copy_nonoverlapping(slots, pages.as_mut_ptr().add(len).cast(), n);
             pages.inc_len(n);
             self.empty_arg_slots(n);
         }
-        Ok(pages)
+        Ok(())
     }
 
     /// Leaves `rq_pages[1..=n]` empty, and `rq_pages_nfree` tells
