@@ -37,6 +37,7 @@ mod conn;
 mod listener;
 mod read;
 mod read_call;
+mod read_op;
 mod read_sinks;
 mod recv_queue;
 mod recvfrom;

@@ -6,23 +6,20 @@
 
 use super::cache::{BufCache, Class};
 use super::conn::CallCtxt;
+use super::read_op::{ReadHandler, ReadOp};
 use super::read_sinks::{PagedSinks, PagedTarget, ReadSink, ReadSinks};
 use super::recv_queue::RecvQ;
 use super::rw::{one_segment, Io, PIECE, REGISTERED_READS};
 use super::stats::{stat_add, Stat};
-use crate::impl_ring_in;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, RangeInPieces};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
-use crate::rust::rdma::read_slots::{ReadSlots, ReadSlotsOwner};
-use crate::rust::rdma::verbs::{
-    CompletionHandler, MappedBuf, ReceivedLoan, SendOp, WorkCompletion, WorkRequest,
-};
+use crate::rust::rdma::read_slots::ReadSlots;
+use crate::rust::rdma::verbs::{MappedBuf, ReceivedLoan, SendOp, WorkRequest};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 
 /// One RDMA Read of a Call: where it is read from and, once posted, the
 /// buffer it lands in.
@@ -193,168 +190,6 @@ impl ReadWork {
             }
         }
         core::mem::take(&mut self.pieces)
-    }
-}
-
-struct OpState {
-    /// Posted Reads whose completion has not run yet.
-    pending: u32,
-    /// A Read failed (or was flushed).
-    failed: bool,
-    /// Kept as is until the connection is freed: a registration posted
-    /// for a Read that could not be posted still names one of its sinks
-    /// (see [`Io::post_reads`]).
-    hold: bool,
-    /// The work, while no thread has it.
-    work: Option<ReadWork>,
-}
-
-/// A Call being read: shared by the completion handlers of its Reads,
-/// the connection's queues and the thread that works on it.
-///
-/// # Invariants
-///
-/// When `pending` drops to zero while the work is parked here (and not
-/// held), the operation is queued on its connection's read-complete queue
-/// exactly once; a thread that takes the work puts it back and queues the
-/// operation itself if nothing is pending by then.
-#[pin_data]
-pub(super) struct ReadOp {
-    #[pin]
-    state: SpinLock<OpState>,
-    /// The completion entries of the Call's Reads into its pages (C
-    /// `svc_rdma_chunk_ctxt` in the receive context). Each posted Read
-    /// keeps the connection's receive queues, where the operation goes
-    /// when its last Read completes: the operation holds no reference to
-    /// its connection, which keeps idle operations for reuse.
-    slots: ReadSlots<ReadOp>,
-}
-
-impl_ring_in!(ReadOp, slots: ReadSlots<ReadOp>);
-
-impl ReadSlotsOwner for ReadOp {
-    type Context = RecvQ;
-
-    fn read_done(this: Arc<Self>, q: Arc<RecvQ>, wc: &WorkCompletion) {
-        read_completed(&q, &this, 1, wc);
-    }
-}
-
-/// A Read of `op` completed with `wc` (C `svc_rdma_wc_read_done`): returns
-/// its `slots` send queue slots and, for the operation's last Read,
-/// queues the operation on the connection's read-complete queue `q`.
-fn read_completed(q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) {
-    if !wc.is_ok() && !wc.is_flush() {
-        trace::svcrdma_wc_read_err(wc.status);
-        crate::pr_warn_ratelimited!(
-            "svcrdma: RDMA Read failed, status {}; closing the connection\n",
-            wc.status
-        );
-        // Only this connection (C `svc_rdma_wc_read_done`).
-        q.link().close();
-    }
-    if op.done(wc.is_ok()) {
-        q.read_done(op.clone());
-    }
-    q.sq.release(slots);
-}
-
-/// What a thread finds in an operation it took off a queue.
-pub(super) enum Taken {
-    /// A Read failed: the connection is being closed.
-    Failed(ReadWork),
-    /// Work to continue (post the rest, or assemble the Call).
-    Work(ReadWork),
-    /// Nothing (a held operation, or one already taken).
-    Nothing,
-}
-
-impl ReadOp {
-    pub(super) fn new() -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                state <- new_spinlock!(
-                    OpState { pending: 0, failed: false, hold: false, work: None },
-                    "svcrdma::read_op"
-                ),
-                slots: ReadSlots::new(),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// The operation again for another Call, if nothing else holds it
-    /// (the completion of its last Read may not have dropped its handler
-    /// yet) and it ended well: then it is as [`Self::new`] made it.
-    pub(super) fn reusable(this: Arc<Self>) -> Option<Arc<Self>> {
-        let unique = Arc::into_unique_or_drop(this)?;
-        let clean = {
-            let st = unique.state.lock();
-            st.pending == 0 && !st.failed && !st.hold && st.work.is_none()
-        };
-        clean.then(|| unique.into())
-    }
-
-    /// Takes the work out (after the operation came off a queue).
-    pub(super) fn take(&self) -> Taken {
-        let mut st = self.state.lock();
-        if st.hold || st.pending > 0 {
-            return Taken::Nothing;
-        }
-        match st.work.take() {
-            Some(w) if st.failed => Taken::Failed(w),
-            Some(w) => Taken::Work(w),
-            None => Taken::Nothing,
-        }
-    }
-
-    /// Puts the work back; `true` if no Read is pending, so the caller
-    /// must queue the operation again.
-    pub(super) fn put_back(&self, work: ReadWork) -> bool {
-        let mut st = self.state.lock();
-        st.work = Some(work);
-        st.pending == 0
-    }
-
-    /// Puts the work back for good: it is freed with the connection, after
-    /// its queue pair was drained.
-    pub(super) fn hold(&self, work: ReadWork) {
-        let mut st = self.state.lock();
-        st.failed = true;
-        st.hold = true;
-        st.work = Some(work);
-    }
-
-    fn add_pending(&self) {
-        let mut st = self.state.lock();
-        st.pending = st.pending.saturating_add(1);
-    }
-
-    /// One Read completed (or was not posted after all); `true` if the
-    /// operation must now be queued.
-    fn done(&self, ok: bool) -> bool {
-        let mut st = self.state.lock();
-        st.pending = st.pending.saturating_sub(1);
-        if !ok {
-            st.failed = true;
-        }
-        st.pending == 0 && st.work.is_some() && !st.hold
-    }
-}
-
-/// Completion of one RDMA Read (C `svc_rdma_wc_read_done`): returns its
-/// send queue slots (two when its sink was registered just before it: the
-/// unsignaled REG_MR ahead of it used one) and, for the operation's last
-/// Read, queues the operation on the connection's read-complete queue.
-pub(super) struct ReadHandler {
-    slots: u32,
-    op: Arc<ReadOp>,
-    q: Arc<RecvQ>,
-}
-
-impl CompletionHandler for ReadHandler {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        read_completed(&self.q, &self.op, self.slots, wc);
     }
 }
 

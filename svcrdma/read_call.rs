@@ -7,7 +7,8 @@
 //! them done (see `rw.rs` and `read.rs`).
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{CallMsg, ReadOp, ReadWork, Taken};
+use super::read::{CallMsg, ReadWork};
+use super::read_op::{ReadOp, Taken};
 use super::read_sinks::PagedSinks;
 use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;

@@ -6,7 +6,7 @@
 //! queue room, and the batched repost of consumed Receives.
 
 use super::conn::{CallCtxt, Conn};
-use super::read::ReadOp;
+use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use crate::rust::sunrpc::svc::XprtLink;

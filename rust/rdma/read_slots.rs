@@ -47,6 +47,9 @@ pub trait ReadSlotsOwner: Send + Sync + Sized + RingIn<ReadSlots<Self>> {
     fn read_done(this: Arc<Self>, ctx: Arc<Self::Context>, wc: &WorkCompletion);
 }
 
+/// What a posted Read keeps: the pages it lands in and its owner's context.
+type Kept<O> = (Arc<PageSinks>, Arc<<O as ReadSlotsOwner>::Context>);
+
 /// One completion entry and what its posted Read keeps.
 struct Slot<O: ReadSlotsOwner> {
     cqe: Opaque<bindings::ib_cqe>,
@@ -54,7 +57,7 @@ struct Slot<O: ReadSlotsOwner> {
     index: usize,
     /// The pages the Read lands in and the owner's context, while it is
     /// posted.
-    keep: UnsafeCell<Option<(Arc<PageSinks>, Arc<O::Context>)>>,
+    keep: UnsafeCell<Option<Kept<O>>>,
 }
 
 /// The completion entries of an owner's RDMA Reads.
@@ -137,7 +140,8 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
     /// signaled work request through a slot of `owner`'s, which keeps
     /// `ctx` for the completion. `Ok(false)`,
     /// with nothing posted, when every slot is posted; `EINVAL` for a
-    /// range past the pages or over more than [`MAX_SGE`] of them;
+    /// range past the pages or over more than [`MAX_SGE`] of them or than
+    /// the device scatters a Read over, or pages mapped on another device;
     /// `ESHUTDOWN` once the endpoint's drain started.
     #[expect(clippy::too_many_arguments)]
     pub fn post(
@@ -153,7 +157,10 @@ impl<O: ReadSlotsOwner> ReadSlots<O> {
         let this = ring_of::<O, Self>(owner);
         let mut sges = [const { MaybeUninit::<bindings::ib_sge>::uninit() }; MAX_SGE];
         let nsge = sinks.page_sges(off, len, &mut sges)?;
-        if !Arc::ptr_eq(sinks.pd(), ep.pd()) {
+        // The pages must be mapped on the endpoint's device, and the device
+        // must scatter one Read over that many entries.
+        let fits = u32::try_from(nsge).is_ok_and(|n| n <= ep.device_attr().max_sge_rd);
+        if !fits || !Arc::ptr_eq(sinks.pd(), ep.pd()) {
             return Err(EINVAL);
         }
         let Some(index) = this.claim() else {
