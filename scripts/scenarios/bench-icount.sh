@@ -240,11 +240,18 @@ meta_job() {
     if ! mountpoint -q $META_MNT; then
         nfs_mount 4.2 "$SERVER_IP" $META_MNT "actimeo=0,nosharecache" >&2 || { say "meta: $NFS_ERR"; return 1; }
     fi
-    _i=0
+    _i=0 _made=
     while [ $_i -lt $META_FILES ]; do
-        [ -e $META_MNT/meta-$_i ] || : > $META_MNT/meta-$_i || return 1
+        [ -e $META_MNT/meta-$_i ] || { : > $META_MNT/meta-$_i && _made=1; } || return 1
         _i=$((_i + 1))
     done
+    # A file this client just created may come with a delegation, under
+    # which fstat() sends no GETATTR whatever actimeo says: the unmount
+    # returns it, and the loop runs on a fresh mount.
+    if [ -n "$_made" ]; then
+        umount $META_MNT || return 1
+        nfs_mount 4.2 "$SERVER_IP" $META_MNT "actimeo=0,nosharecache" >&2 || { say "meta: $NFS_ERR"; return 1; }
+    fi
     _g0=$(mount_rpcs $META_MNT) _s0=$(head -n 1 /proc/stat)
     _ns=$(python3 - "$META_MNT" "$META_FILES" "$_ops" "$RESULTS" "$_kc" <<'PY'
 import os, sys, time
