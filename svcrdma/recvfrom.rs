@@ -238,6 +238,7 @@ impl Conn {
             if !layout.needs_reads() {
                 // Nothing to read after all (zero-length segments): as on
                 // the general path.
+                ctxt.spare_sinks = spare;
                 return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
             }
             let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
@@ -332,6 +333,7 @@ impl Conn {
             // that the request's pages hold it).
             let layout = pcl.layout();
             ctxt.call.set(msg, &hdr, inline, layout);
+            ctxt.spare_sinks = spare;
             let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
             return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
