@@ -64,6 +64,39 @@ fn slot_owner() -> Result<(Arc<SlotOwner>, Arc<Tally>)> {
     Ok((owner, tally))
 }
 
+/// An owner, its Reads' tally and the pages they land in.
+struct Reader {
+    owner: Arc<SlotOwner>,
+    tally: Arc<Tally>,
+    sinks: Arc<PageSinks>,
+}
+
+impl Reader {
+    fn new(pair: &Pair, pages: usize) -> Result<Self> {
+        let (owner, tally) = slot_owner()?;
+        let sinks = fresh_sinks(&pair.client, pages)?;
+        Ok(Self {
+            owner,
+            tally,
+            sinks,
+        })
+    }
+
+    /// Reads `len` bytes at `remote` into bytes `off..` of the pages.
+    fn post(&self, pair: &Pair, off: usize, len: usize, remote: u64, rkey: u32) -> Result<bool> {
+        ReadSlots::post(
+            &self.owner,
+            &self.tally,
+            &pair.client,
+            &self.sinks,
+            off,
+            len,
+            remote,
+            rkey,
+        )
+    }
+}
+
 /// The test chunk: bytes [100, 100 + 3 pages) of four pages, so that each
 /// piece starts inside a page, as a piece of a client's unaligned segment
 /// may.
@@ -80,7 +113,8 @@ fn scatters_into_pages(pair: &Pair) -> bool {
 
 /// Waits until every Read of `owner` completed and gave back its slot and
 /// the posted count (both before the owner hears of it).
-fn wait_all_done(owner: &SlotOwner, tally: &Tally, posted: u32, posted_before: i64) -> Result {
+fn wait_all_done(r: &Reader, posted: u32, posted_before: i64) -> Result {
+    let (owner, tally) = (&r.owner, &r.tally);
     wait_for(5_000, || {
         tally.done.load(Relaxed) == posted
             && owner.slots.free() == READ_SLOTS
@@ -128,42 +162,20 @@ mod tests {
         let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
         pattern(0x6b, &mut expect);
         source.write(0, &expect)?;
-        let sinks = fresh_sinks(&pair.client, CHUNK_PAGES)?;
-        let (owner, tally) = slot_owner()?;
+        let r = Reader::new(&pair, CHUNK_PAGES)?;
         let posted_before = live::count(live::Kind::PostedWr);
         let piece = CHUNK_LEN / READ_SLOTS;
         for i in 0..READ_SLOTS {
             let at = i * piece;
             let remote = addr + at as u64;
-            assert!(ReadSlots::post(
-                &owner,
-                &tally,
-                &pair.client,
-                &sinks,
-                CHUNK_OFF + at,
-                piece,
-                remote,
-                rkey
-            )?);
+            assert!(r.post(&pair, CHUNK_OFF + at, piece, remote, rkey)?);
         }
-        wait_all_done(&owner, &tally, READ_SLOTS as u32, posted_before)?;
-        assert_eq!(tally.failed.load(Relaxed), 0);
-        check_chunk(&sinks, &expect)?;
+        wait_all_done(&r, READ_SLOTS as u32, posted_before)?;
+        assert_eq!(r.tally.failed.load(Relaxed), 0);
+        check_chunk(&r.sinks, &expect)?;
         let past = CHUNK_PAGES * PAGE_SIZE;
-        assert_eq!(
-            ReadSlots::post(
-                &owner,
-                &tally,
-                &pair.client,
-                &sinks,
-                past - 8,
-                16,
-                addr,
-                rkey
-            ),
-            Err(EINVAL)
-        );
-        assert_eq!(owner.slots.free(), READ_SLOTS);
+        assert_eq!(r.post(&pair, past - 8, 16, addr, rkey), Err(EINVAL));
+        assert_eq!(r.owner.slots.free(), READ_SLOTS);
         assert_eq!(live::count(live::Kind::PostedWr), posted_before);
         Ok(())
     }
@@ -180,40 +192,18 @@ mod tests {
         }
         let source = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
         let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
-        let sinks = fresh_sinks(&pair.client, 1)?;
-        let (owner, tally) = slot_owner()?;
+        let r = Reader::new(&pair, 1)?;
         let posted_before = live::count(live::Kind::PostedWr);
-        assert!(ReadSlots::post(
-            &owner,
-            &tally,
-            &pair.client,
-            &sinks,
-            0,
-            PAGE_SIZE,
-            addr,
-            rkey
-        )?);
+        assert!(r.post(&pair, 0, PAGE_SIZE, addr, rkey)?);
         pair.client.drain();
-        wait_all_done(&owner, &tally, 1, posted_before)?;
+        wait_all_done(&r, 1, posted_before)?;
         pr_info!(
             "the Read before the drain: {} failed\n",
-            tally.failed.load(Relaxed)
+            r.tally.failed.load(Relaxed)
         );
-        assert_eq!(
-            ReadSlots::post(
-                &owner,
-                &tally,
-                &pair.client,
-                &sinks,
-                0,
-                PAGE_SIZE,
-                addr,
-                rkey
-            ),
-            Err(ESHUTDOWN)
-        );
-        assert_eq!(tally.done.load(Relaxed), 1);
-        assert_eq!(owner.slots.free(), READ_SLOTS);
+        assert_eq!(r.post(&pair, 0, PAGE_SIZE, addr, rkey), Err(ESHUTDOWN));
+        assert_eq!(r.tally.done.load(Relaxed), 1);
+        assert_eq!(r.owner.slots.free(), READ_SLOTS);
         assert_eq!(live::count(live::Kind::PostedWr), posted_before);
         Ok(())
     }

@@ -72,24 +72,7 @@ impl Endpoint {
             pd: pd.clone(),
             taken: Atomic::new(false),
         };
-        let count = u32::try_from(n)?;
-        // SAFETY: The `n` pages are live (referenced by `sinks`), and
-        // `dmas` has room for `n` addresses; on success the helper wrote
-        // them all, so the first `n` entries are initialised; on an error
-        // it mapped none (and `sinks` drops with no address: the pages are
-        // put).
-        to_result(unsafe {
-            bindings::rpcrdma_rs_dma_map_sink_pages(
-                pd.device_ptr(),
-                sinks.pages.as_ptr().cast(),
-                count,
-                sinks.dmas.as_mut_ptr(),
-            )
-        })?;
-        // SAFETY: Written just above, within the capacity.
-        // INVARIANT: every page is mapped whole for the device to write.
-        unsafe { sinks.dmas.inc_len(n) };
-        live::add(live::Kind::MappedBuf, n);
+        sinks.map_pages()?;
         Ok(Arc::new(sinks, GFP_KERNEL)?)
     }
 }
@@ -133,24 +116,38 @@ impl Endpoint {
         // INVARIANT: the sinks hold the pages' references from here, no
         // mapping yet (`dmas` is empty): dropped, they put the pages.
         s.taken.store(false, Relaxed);
+        s.map_pages()?;
+        Ok(sinks.into())
+    }
+}
+
+impl PageSinks {
+    /// Maps the pages, which the sinks hold and `dmas` has room for, with
+    /// no mapping yet, for the device to write: one helper call. On an
+    /// error it mapped none (and the sinks dropped put the pages).
+    fn map_pages(&mut self) -> Result {
+        let n = self.pages.len();
+        if self.dmas.capacity() < n || !self.dmas.is_empty() || self.taken.load(Relaxed) {
+            return Err(EINVAL);
+        }
         let count = u32::try_from(n)?;
-        // SAFETY: The `n` pages are live (referenced by `s`), and `dmas`
-        // has room for `n` addresses; on success the helper wrote them all,
-        // so the first `n` entries are initialised; on an error it mapped
-        // none.
+        // SAFETY: The `n` pages are live (referenced by the sinks, not
+        // taken), and `dmas` has room for `n` addresses (both checked
+        // above); on success the helper wrote them all, so the first `n`
+        // entries are initialised.
         to_result(unsafe {
             bindings::rpcrdma_rs_dma_map_sink_pages(
-                pd.device_ptr(),
-                s.pages.as_ptr().cast(),
+                self.pd.device_ptr(),
+                self.pages.as_ptr().cast(),
                 count,
-                s.dmas.as_mut_ptr(),
+                self.dmas.as_mut_ptr(),
             )
         })?;
         // SAFETY: Written just above, within the capacity.
         // INVARIANT: every page is mapped whole for the device to write.
-        unsafe { s.dmas.inc_len(n) };
+        unsafe { self.dmas.inc_len(n) };
         live::add(live::Kind::MappedBuf, n);
-        Ok(sinks.into())
+        Ok(())
     }
 }
 
