@@ -29,6 +29,7 @@ mod client_hostile;
 mod client_tests;
 mod proto_tests;
 mod read_slots_tests;
+mod recv_slots_tests;
 mod send_pool_tests;
 mod svc_hostile;
 mod verbs;

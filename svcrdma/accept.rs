@@ -9,7 +9,7 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
-use super::recv_queue::{RecvHandler, RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
+use super::recv_queue::{RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -18,10 +18,9 @@ use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::rdma::cm::{CmEvent, CmHandler};
+use crate::rust::rdma::recv_slots::RecvSlots;
 use crate::rust::rdma::sink_pool::SinkMrPool;
-use crate::rust::rdma::verbs::{
-    ConnParam, DmaDir, Endpoint, EndpointConfig, WorkRequest, MAX_SGE, RECV_BATCH_MAX,
-};
+use crate::rust::rdma::verbs::{ConnParam, Endpoint, EndpointConfig, MAX_SGE};
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -149,8 +148,10 @@ impl Conn {
             cache.clone(),
         )?;
         let rq_sq = sq.clone();
+        let recvs = RecvSlots::new(&ep, nrecv, usize_of(neg.inline_recv)?)?;
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
+                recvs,
                 ring <- new_spinlock!(
                     Ring {
                         slots: ring_slots,
@@ -174,32 +175,8 @@ impl Conn {
             }),
             GFP_KERNEL,
         )?;
-        let recv_len = usize_of(neg.inline_recv)?;
-        let mut recvs = KVec::with_capacity(nrecv, GFP_KERNEL)?;
-        for slot in 0..nrecv {
-            let buf = ep.alloc_buf(recv_len, DmaDir::FromDevice)?;
-            let mut segs = KVec::new();
-            segs.push(
-                crate::rust::rdma::verbs::Segment {
-                    buf,
-                    offset: 0,
-                    len: recv_len,
-                },
-                GFP_KERNEL,
-            )?;
-            let wr = WorkRequest::new(
-                RecvHandler {
-                    slot,
-                    q: rq.clone(),
-                },
-                segs,
-            )?;
-            recvs.push(wr, GFP_KERNEL)?;
-        }
         // Posted in chains, one doorbell each.
-        for batch in recvs.chunks(RECV_BATCH_MAX) {
-            ep.post_recv_batch(batch)?;
-        }
+        rq.recvs.post_all(&ep)?;
         // The pool of Read sink MRs, if any, is allocated before the
         // accept.
         let read_sinks = read_sinks(&ep, set, (sq_depth - read_keep) / 2)?;
@@ -230,7 +207,6 @@ impl Conn {
         let shared = Arc::new(
             Shared {
                 ep,
-                recvs,
                 rq,
                 sq,
                 cache,

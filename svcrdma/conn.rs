@@ -19,14 +19,14 @@
 use super::cache::BufCache;
 use super::read::ReadPiece;
 use super::read_sinks::ReadSinks;
-use super::recv_queue::{RecvHandler, RecvQ, RECV_BATCH};
+use super::recv_queue::{RecvQ, RECV_BATCH};
 use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
-use crate::rust::rdma::verbs::{Endpoint, WorkRequest};
+use crate::rust::rdma::verbs::Endpoint;
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::{ArgLoan, XprtLink};
 use crate::small_list::SmallList;
@@ -40,7 +40,8 @@ pub(super) struct Shared {
     // after it, so the sinks of Calls still being read, and any sink a
     // queued REG_MR named, are freed only once nothing can touch them.
     pub(super) ep: Endpoint,
-    pub(super) recvs: KVec<Arc<WorkRequest<RecvHandler>>>,
+    /// The receive queues and the Receives, whose contexts are freed
+    /// after the drain.
     pub(super) rq: Arc<RecvQ>,
     pub(super) sq: Arc<SqGate>,
     pub(super) cache: Arc<BufCache>,

@@ -8,7 +8,9 @@
 use super::conn::{CallCtxt, Conn};
 use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
-use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
+use crate::impl_ring_in;
+use crate::rust::rdma::recv_slots::{RecvSlots, RecvSlotsOwner};
+use crate::rust::rdma::verbs::WorkCompletion;
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -168,11 +170,14 @@ impl Ring {
 }
 
 /// A connection's queues of work for `xpo_recvfrom`, under one lock so
-/// that `XPT_DATA` is cleared only when all are empty (C `sc_rq_dto_lock`).
+/// that `XPT_DATA` is cleared only when all are empty (C `sc_rq_dto_lock`),
+/// and its Receives, whose completions fill the ring.
 #[pin_data]
 pub(super) struct RecvQ {
     #[pin]
     pub(super) ring: SpinLock<Ring>,
+    /// The receive contexts (C `svc_rdma_recv_ctxt`), a ring slot each.
+    pub(super) recvs: RecvSlots<RecvQ>,
     pub(super) link: Arc<XprtLink>,
     /// The connection's send queue gate, where a Read's completion
     /// returns its slots.
@@ -249,24 +254,21 @@ impl RecvQ {
     }
 }
 
-/// Completion of one posted Receive.
-pub(super) struct RecvHandler {
-    pub(super) slot: usize,
-    pub(super) q: Arc<RecvQ>,
-}
+impl_ring_in!(RecvQ, recvs: RecvSlots<RecvQ>);
 
-impl CompletionHandler for RecvHandler {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
+impl RecvSlotsOwner for RecvQ {
+    /// Completion of one posted Receive (C `svc_rdma_wc_receive`).
+    fn received(&self, slot: usize, wc: &WorkCompletion) {
         if wc.is_ok() {
-            let mut r = self.q.ring.lock();
-            if r.push((self.slot, wc.byte_len)) {
+            let mut r = self.ring.lock();
+            if r.push((slot, wc.byte_len)) {
                 // Under the ring lock, pairing with `recvfrom` clearing
                 // XPT_DATA under it (C `sc_rq_dto_lock`).
-                self.q.link.data_ready();
+                self.link.data_ready();
             }
         } else if !wc.is_flush() {
             crate::pr_warn_ratelimited!("svcrdma: receive failed, status {}\n", wc.status);
-            self.q.link.close();
+            self.link.close();
         }
     }
 }
@@ -296,12 +298,8 @@ impl Conn {
             return;
         }
         let s = &self.shared;
-        // Posted straight from the connection's Receives: no list of
-        // references is built for the batch.
-        let known = slots.iter().all(|slot| s.recvs.get(*slot).is_some());
-        let wrs = slots.iter().filter_map(|slot| s.recvs.get(*slot));
-        match s.ep.post_recv_batch(wrs) {
-            Ok(()) if known => {}
+        match s.rq.recvs.post(&s.ep, slots) {
+            Ok(()) => {}
             // The connection is ending (its queue pair drained): nothing
             // to say.
             Err(e) if e == ESHUTDOWN => s.link.close(),

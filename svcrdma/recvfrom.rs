@@ -96,7 +96,7 @@ impl Conn {
         // (`rq_arg` points into the buffer) when the hold allows: its
         // Receive is posted again when the request is released. Otherwise
         // the Receive is posted again once the message is dealt with.
-        let buf = s.recvs.get(slot).and_then(|wr| wr.buf(0)).ok_or(EINVAL);
+        let buf = s.rq.recvs.buf(slot).ok_or(EINVAL);
         let res = buf
             .and_then(|buf| buf.lend_received(usize_of(byte_len)?.min(buf.len())))
             .and_then(|loan| {

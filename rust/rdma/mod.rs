@@ -12,6 +12,7 @@ pub mod device;
 pub mod mr;
 pub mod read_slots;
 pub mod recv_ring;
+pub mod recv_slots;
 pub mod ring_owner;
 pub mod run_mr;
 pub mod send_chain;

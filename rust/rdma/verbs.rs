@@ -1947,7 +1947,7 @@ impl MappedBuf {
 
     /// Whether the CPU holds the bytes (a [`ReceivedLoan`] or a copy in
     /// progress): the device must not be given the buffer to write.
-    fn cpu_holds(&self) -> bool {
+    pub(in crate::rust) fn cpu_holds(&self) -> bool {
         self.cpu_busy.load(Acquire)
     }
 
