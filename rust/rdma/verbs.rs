@@ -825,135 +825,8 @@ impl Endpoint {
     }
 }
 
-/// Most Receives [`Endpoint::post_recv_batch`] posts with one call.
+/// Most Receives posted with one call ([`crate::rust::rdma::recv_slots`]).
 pub const RECV_BATCH_MAX: usize = 16;
-
-/// A Receive for [`Endpoint::post_recv_batch`]: borrowed (the queue takes
-/// a reference of its own) or owned (the queue takes this one, so none is
-/// taken and dropped).
-pub trait RecvWr<H: CompletionHandler> {
-    /// The work request.
-    fn wr(&self) -> &WorkRequest<H>;
-    /// The reference the queue holds while the Receive is posted.
-    fn into_queued(self) -> *const WorkRequest<H>;
-}
-
-impl<H: CompletionHandler> RecvWr<H> for &Arc<WorkRequest<H>> {
-    fn wr(&self) -> &WorkRequest<H> {
-        self
-    }
-
-    fn into_queued(self) -> *const WorkRequest<H> {
-        Arc::into_raw(Arc::clone(self))
-    }
-}
-
-impl<H: CompletionHandler> RecvWr<H> for Arc<WorkRequest<H>> {
-    fn wr(&self) -> &WorkRequest<H> {
-        self
-    }
-
-    fn into_queued(self) -> *const WorkRequest<H> {
-        Arc::into_raw(self)
-    }
-}
-
-impl Endpoint {
-    /// Posts several Receives, at most [`RECV_BATCH_MAX`], with one
-    /// `ib_post_recv` call (one doorbell); the caller need not gather them
-    /// in a list of its own. On failure the ones after the first that
-    /// failed were not posted and their references are released here
-    /// (owned ones included: an error drops them).
-    pub fn post_recv_batch<H: CompletionHandler, R: RecvWr<H>>(
-        &self,
-        wrs: impl IntoIterator<Item = R>,
-    ) -> Result {
-        // One pass: each Receive is checked, handed over and written into
-        // the list as it comes (no array of the taken ones to fill, walk
-        // and drop). Only the first `n` entries are written, each linked
-        // to the next; the last is unlinked below. `queued[i]` is the
-        // reference entry `i` hands to the queue.
-        let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
-        let mut queued = [core::ptr::null::<WorkRequest<H>>(); RECV_BATCH_MAX];
-        let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
-        let mut n = 0;
-        let mut refused = false;
-        for r in wrs {
-            let wr = r.wr();
-            let nsge = i32::try_from(wr.nsge).ok();
-            // `queued` has as many entries as `list`: a slot in it means
-            // `n < RECV_BATCH_MAX`.
-            let (Some(q), Some(nsge), false) = (queued.get_mut(n), nsge, wr.unpostable_as_recv())
-            else {
-                refused = true;
-                break;
-            };
-            // A reference for the queue: the completion consumes it, or
-            // it is reclaimed below if this one is not posted.
-            let raw = r.into_queued();
-            *q = raw;
-            // SAFETY: `raw` came from `into_raw`: live until the reference
-            // is consumed by the completion or reclaimed below. `queued[n]`
-            // exists, so `n < RECV_BATCH_MAX`: entry `n` lies within `list`.
-            unsafe {
-                let this = &*raw;
-                base.add(n).write(bindings::ib_recv_wr {
-                    // One past this entry; for the last, unlinked below
-                    // before the list is posted.
-                    next: base.wrapping_add(n + 1),
-                    __bindgen_anon_1: bindings::ib_recv_wr__bindgen_ty_1 {
-                        wr_cqe: Opaque::cast_into(&this.cqe),
-                    },
-                    sg_list: this.sg_list(),
-                    num_sge: nsge,
-                });
-            }
-            n += 1;
-        }
-        // Those after a refused one are dropped by the iterator; the ones
-        // taken before it give their queue references back.
-        let (posted, res) = if refused || n == 0 {
-            (0, if refused { Err(EINVAL) } else { Ok(()) })
-        } else {
-            // SAFETY: Entry `n - 1` is written (above); it ends the list.
-            unsafe { (*base.add(n - 1)).next = core::ptr::null_mut() };
-            // Counted together (one atomic add, not one per Receive).
-            live::add(live::Kind::PostedWr, n);
-            let mut bad: *const bindings::ib_recv_wr = base;
-            let rc = match self.start_post() {
-                // SAFETY: The QP is live (type invariant); the first `n`
-                // entries of `list` are written and linked, the last ending
-                // the list, and describe work requests whose buffers they
-                // own and which stay alive through the references handed
-                // over above.
-                Ok(posting) => unsafe {
-                    bad = core::ptr::null();
-                    bindings::rpcrdma_rs_ib_post_recv(posting.qp(), base, &mut bad)
-                },
-                // None posted (`bad` is the first).
-                Err(e) => e.to_errno(),
-            };
-            if rc == 0 {
-                return Ok(());
-            }
-            // Those before the one that failed were posted.
-            let posted = if bad.is_null() {
-                0
-            } else {
-                // SAFETY: `bad` points into `list`.
-                usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
-            };
-            live::sub(live::Kind::PostedWr, n.saturating_sub(posted));
-            (posted, to_result(rc))
-        };
-        for raw in queued.iter().take(n).skip(posted) {
-            // SAFETY: This work request was not posted, so no completion
-            // consumes the reference `into_queued` produced above.
-            drop(unsafe { Arc::from_raw(*raw) });
-        }
-        res
-    }
-}
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
@@ -1920,7 +1793,7 @@ impl MappedBuf {
     /// a request that works on a Call in its Receive buffer (C points
     /// `rq_arg` into `rc_recv_buf`). While the loan lives the CPU holds
     /// the buffer, and the buffer cannot be posted again
-    /// ([`Endpoint::post_recv_batch`] refuses it).
+    /// ([`crate::rust::rdma::recv_slots::RecvSlots::post`] refuses it).
     pub fn lend_received(self: &Arc<Self>, len: usize) -> Result<ReceivedLoan> {
         let cpu = self.received_access(len)?;
         // The hold moves into the loan, which gives it up on drop.

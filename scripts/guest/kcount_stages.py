@@ -19,8 +19,9 @@ named; for rpcrdma_rs the ops tables' trampolines (rust/sunrpc/
 xprt_class.rs, svc.rs) and the monomorphised completion trampolines
 (done::<H> in rust/rdma/verbs.rs; the client's Send and Receive rings'
 ring_done and recv_done in rust/rdma/send_ring.rs and recv_ring.rs; the
-server's send contexts' pool_done in rust/rdma/send_pool.rs and its
-Reads' read_done in rust/rdma/read_slots.rs),
+server's send contexts' pool_done in rust/rdma/send_pool.rs, its
+Reads' read_done in rust/rdma/read_slots.rs and its Receives' recv_done
+in rust/rdma/recv_slots.rs),
 matched on their mangled names. Both
 clients' alloc_slot/free_slot are in C4: C's are its own, the project's
 are sunrpc's xprt_alloc_slot/xprt_free_slot (sunrpc's instructions, so
@@ -51,7 +52,7 @@ STAGES = [
      [r'10xprt_class.*8OpsTable.*6ClientE(9buf_alloc|8buf_free)'],
      ['xprt_alloc_slot', 'xprt_free_slot']),
     (11, 'S1 Receive completion', 'server', ['svc_rdma_wc_receive'],
-     [r'5verbs4done.*11RecvHandlerE'], []),
+     [r'5verbs4done.*11RecvHandlerE', r'10recv_slots9recv_done.*5RecvQE'], []),
     (12, 'S2 recvfrom', 'server', ['svc_rdma_recvfrom'],
      [r'3svc.*8OpsTable.*7SvcRdmaE8recvfrom'], []),
     (13, 'S2r Read completion', 'server', ['svc_rdma_wc_read_done'],
