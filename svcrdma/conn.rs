@@ -154,6 +154,12 @@ impl DecodedCall {
         self.inline_at = msg.len().saturating_sub(inline.len());
     }
 
+    /// Whether the Call carried no chunk at all: its Reply goes inline
+    /// with empty lists.
+    pub(super) fn has_no_chunks(&self) -> bool {
+        self.layout.is_empty()
+    }
+
     /// The parsed chunk lists again.
     pub(super) fn pcl(&mut self) -> Result<ParsedChunks<'_>> {
         ParsedChunks::from_layout(

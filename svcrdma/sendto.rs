@@ -79,6 +79,11 @@ impl Conn {
         let s = &self.shared;
         let rqst = from.rqst;
         let xid = ctxt.call.xid;
+        if ctxt.call.has_no_chunks() {
+            if let Some(res) = self.send_plain_reply(rqst, xid) {
+                return res;
+            }
+        }
         let hroom = ctxt.call.reply_header_room();
         // The chunk lists `xpo_recvfrom` decoded; not decoded again.
         let mut pcl = ctxt.call.pcl()?;
@@ -253,6 +258,43 @@ impl Conn {
         sent
     }
 }
+
+impl Conn {
+    /// Sends the Reply to a Call without chunks (a GETATTR's, a WRITE's)
+    /// the short way: the fixed header and the whole Reply copied behind
+    /// it into a send context's buffer (C `svc_rdma_map_reply_msg`'s
+    /// pull-up), with no chunk list rebuilt, walked or echoed. `None` for
+    /// one whose page data is long enough to be sent from its pages: the
+    /// general way does that.
+    fn send_plain_reply(&self, rqst: &SvcRqst, xid: u32) -> Option<Result> {
+        let s = &self.shared;
+        let (_, page_len) = rqst.res_page_region();
+        let xdr_len = rqst.res_len() as usize;
+        if s.direct && xdr_len >= MAP_PAGES_MIN && page_len as usize >= MAP_PAGES_MIN {
+            return None;
+        }
+        let total = PLAIN_HEADER_LEN.checked_add(xdr_len)?;
+        if total > s.inline_send as usize {
+            // Too long for inline and the client gave no Reply chunk.
+            self.send_err_chunk(xid);
+            return Some(Ok(()));
+        }
+        let io = self.io();
+        Some(
+            io.send_filled(&mut SendChain::new(), None, total, None, |out| {
+                let n = ParsedChunks::encode_plain_reply_header(xid, s.credits, out)
+                    .map_err(|_| EINVAL)?;
+                let end = n.checked_add(xdr_len).ok_or(EINVAL)?;
+                rqst.read_res(0, out.get_mut(n..end).ok_or(EINVAL)?)?;
+                Ok(end)
+            }),
+        )
+    }
+}
+
+/// The length of a Reply's transport header with no chunk lists
+/// ([`ParsedChunks::encode_plain_reply_header`]): seven words.
+const PLAIN_HEADER_LEN: usize = 28;
 
 /// Writes an inline Reply's transport header into `out`, overstating its
 /// first Write chunk when fault injection asks for it; returns its length.

@@ -453,3 +453,32 @@ fn reply_header_echoes_trimmed_write_list_like_svc_rdma_sendto() {
         Err(EncodeError::TooLarge)
     );
 }
+
+#[test]
+fn plain_reply_header_is_the_general_one_for_empty_lists() {
+    let call = words(&[7, 1, 8, 0, 0, 0, 0, 0x77]);
+    let h = decode_call(&call, &LIM_FOR_PLAIN).unwrap();
+    let mut cs = [PclChunk::default(); 1];
+    let mut ss = [Segment::default(); 1];
+    let pcl = ParsedChunks::build(h.chunks().unwrap(), &mut cs, &mut ss).unwrap();
+    assert!(pcl.layout().is_empty());
+    for (xid, credits) in [(0, 0), (0x1234_5678, 128), (u32::MAX, u32::MAX)] {
+        let mut general = [0u8; 64];
+        let mut plain = [0u8; 64];
+        let n = pcl
+            .encode_reply_header(xid, credits, 0, &mut general)
+            .unwrap();
+        let m = ParsedChunks::encode_plain_reply_header(xid, credits, &mut plain).unwrap();
+        assert_eq!((n, &general[..n]), (m, &plain[..m]));
+        assert_eq!(m, 28);
+    }
+    // Too little room is an error, not a short header.
+    assert!(ParsedChunks::encode_plain_reply_header(1, 1, &mut [0u8; 27]).is_err());
+}
+
+const LIM_FOR_PLAIN: DecodeLimits = DecodeLimits {
+    max_segments_per_chunk: 8,
+    max_chunks: 4,
+    max_payload: 1 << 20,
+    max_inline: 4096,
+};

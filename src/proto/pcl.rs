@@ -98,6 +98,12 @@ pub struct ChunkLayout {
 }
 
 impl ChunkLayout {
+    /// Whether the lists hold no chunk at all (a Call whose Reply goes
+    /// inline, with no Write or Reply chunk to echo).
+    pub fn is_empty(&self) -> bool {
+        self.chunks == 0
+    }
+
     /// The layout of lists with no call chunk: `write` Read chunks, then
     /// Write chunks up to `reply`, then a Reply chunk if `chunks` is one
     /// more (as the server's one-pass decoder stores them,
@@ -431,6 +437,21 @@ impl<'s> ParsedChunks<'s> {
             // The end of the Write list and no Reply chunk.
             None => w.write_words([0, 0])?,
         }
+        Ok(w.position())
+    }
+
+    /// The transport header of a Reply to a Call without chunks (an
+    /// `RDMA_MSG` with empty lists), as [`Self::encode_reply_header`]
+    /// writes it for such lists, without the lists: the Replies that
+    /// carry no chunk (a GETATTR's, a WRITE's) are the most common.
+    pub fn encode_plain_reply_header(
+        xid: u32,
+        credits: u32,
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let mut w = XdrWriter::new(out);
+        // The fixed words, an empty Read list, Write list and Reply chunk.
+        w.write_words([xid, RPCRDMA_VERSION, credits, Proc::Msg.to_u32(), 0, 0, 0])?;
         Ok(w.position())
     }
 
