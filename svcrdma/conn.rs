@@ -154,10 +154,15 @@ impl DecodedCall {
         self.inline_at = msg.len().saturating_sub(inline.len());
     }
 
-    /// Whether the Call carried no chunk at all: its Reply goes inline
-    /// with empty lists.
+    /// Whether the Call carried no chunk at all.
     pub(super) fn has_no_chunks(&self) -> bool {
         self.layout.is_empty()
+    }
+
+    /// Whether the Call carried no Write chunk and no Reply chunk: its
+    /// Reply goes inline with empty lists.
+    pub(super) fn has_no_result_chunks(&self) -> bool {
+        self.layout.has_no_result_chunks()
     }
 
     /// The parsed chunk lists again.

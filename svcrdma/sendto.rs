@@ -79,8 +79,13 @@ impl Conn {
         let s = &self.shared;
         let rqst = from.rqst;
         let xid = ctxt.call.xid;
-        if ctxt.call.has_no_chunks() {
-            if let Some(res) = self.send_plain_reply(rqst, xid) {
+        if ctxt.call.has_no_result_chunks() {
+            // A WRITE's Read chunk names the key the Reply may invalidate.
+            let inv = match s.snd_w_inv && !ctxt.call.has_no_chunks() {
+                true => ctxt.call.pcl()?.inv_rkey(),
+                false => None,
+            };
+            if let Some(res) = self.send_plain_reply(rqst, xid, inv) {
                 return res;
             }
         }
@@ -260,13 +265,14 @@ impl Conn {
 }
 
 impl Conn {
-    /// Sends the Reply to a Call without chunks (a GETATTR's, a WRITE's)
-    /// the short way: the fixed header and the whole Reply copied behind
+    /// Sends the Reply to a Call without Write and Reply chunks (a
+    /// GETATTR's, a WRITE's) the short way, with Send With Invalidate of
+    /// `inv` if given: the fixed header and the whole Reply copied behind
     /// it into a send context's buffer (C `svc_rdma_map_reply_msg`'s
-    /// pull-up), with no chunk list rebuilt, walked or echoed. `None` for
-    /// one whose page data is long enough to be sent from its pages: the
-    /// general way does that.
-    fn send_plain_reply(&self, rqst: &SvcRqst, xid: u32) -> Option<Result> {
+    /// pull-up), with no chunk list walked or echoed. `None` for one whose
+    /// page data is long enough to be sent from its pages: the general way
+    /// does that.
+    fn send_plain_reply(&self, rqst: &SvcRqst, xid: u32, inv: Option<u32>) -> Option<Result> {
         let s = &self.shared;
         let (_, page_len) = rqst.res_page_region();
         let xdr_len = rqst.res_len() as usize;
@@ -281,7 +287,7 @@ impl Conn {
         }
         let io = self.io();
         Some(
-            io.send_filled(&mut SendChain::new(), None, total, None, |out| {
+            io.send_filled(&mut SendChain::new(), None, total, inv, |out| {
                 let n = ParsedChunks::encode_plain_reply_header(xid, s.credits, out)
                     .map_err(|_| EINVAL)?;
                 let end = n.checked_add(xdr_len).ok_or(EINVAL)?;

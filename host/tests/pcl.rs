@@ -461,7 +461,7 @@ fn plain_reply_header_is_the_general_one_for_empty_lists() {
     let mut cs = [PclChunk::default(); 1];
     let mut ss = [Segment::default(); 1];
     let pcl = ParsedChunks::build(h.chunks().unwrap(), &mut cs, &mut ss).unwrap();
-    assert!(pcl.layout().is_empty());
+    assert!(pcl.layout().is_empty() && pcl.layout().has_no_result_chunks());
     for (xid, credits) in [(0, 0), (0x1234_5678, 128), (u32::MAX, u32::MAX)] {
         let mut general = [0u8; 64];
         let mut plain = [0u8; 64];
@@ -474,6 +474,20 @@ fn plain_reply_header_is_the_general_one_for_empty_lists() {
     }
     // Too little room is an error, not a short header.
     assert!(ParsedChunks::encode_plain_reply_header(1, 1, &mut [0u8; 27]).is_err());
+    // A Call with a Read chunk (an NFS WRITE's) and no Write or Reply
+    // chunk: the same header.
+    let call = words(&[7, 1, 8, 0, 1, 4, 0xabc, 4096, 0, 0x1000, 0, 0, 0, 0x77]);
+    let h = decode_call(&call, &LIM_FOR_PLAIN).unwrap();
+    let mut cs = [PclChunk::default(); 1];
+    let mut ss = [Segment::default(); 1];
+    let pcl = ParsedChunks::build(h.chunks().unwrap(), &mut cs, &mut ss).unwrap();
+    assert!(pcl.layout().has_no_result_chunks() && !pcl.layout().is_empty());
+    assert_eq!(pcl.inv_rkey(), Some(0xabc));
+    let mut general = [0u8; 64];
+    let mut plain = [0u8; 64];
+    let n = pcl.encode_reply_header(9, 32, 0, &mut general).unwrap();
+    let m = ParsedChunks::encode_plain_reply_header(9, 32, &mut plain).unwrap();
+    assert_eq!((n, &general[..n]), (m, &plain[..m]));
 }
 
 const LIM_FOR_PLAIN: DecodeLimits = DecodeLimits {

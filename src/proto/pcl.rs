@@ -98,10 +98,16 @@ pub struct ChunkLayout {
 }
 
 impl ChunkLayout {
-    /// Whether the lists hold no chunk at all (a Call whose Reply goes
-    /// inline, with no Write or Reply chunk to echo).
+    /// Whether the lists hold no chunk at all.
     pub fn is_empty(&self) -> bool {
         self.chunks == 0
+    }
+
+    /// Whether the lists hold no Write chunk and no Reply chunk (Read
+    /// chunks or not): a Reply to such a Call echoes no list and goes
+    /// inline.
+    pub fn has_no_result_chunks(&self) -> bool {
+        self.write == self.reply && self.reply == self.chunks
     }
 
     /// The layout of lists with no call chunk: `write` Read chunks, then
@@ -440,10 +446,11 @@ impl<'s> ParsedChunks<'s> {
         Ok(w.position())
     }
 
-    /// The transport header of a Reply to a Call without chunks (an
-    /// `RDMA_MSG` with empty lists), as [`Self::encode_reply_header`]
-    /// writes it for such lists, without the lists: the Replies that
-    /// carry no chunk (a GETATTR's, a WRITE's) are the most common.
+    /// The transport header of a Reply to a Call without Write and Reply
+    /// chunks (an `RDMA_MSG` with empty lists), as
+    /// [`Self::encode_reply_header`] writes it for such lists, without the
+    /// lists: the Replies that carry no chunk (a GETATTR's, a WRITE's) are
+    /// the most common.
     pub fn encode_plain_reply_header(
         xid: u32,
         credits: u32,
