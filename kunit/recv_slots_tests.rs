@@ -111,6 +111,12 @@ mod tests {
         wait_done(&owner, SLOTS as u32 + 1)?;
         assert_eq!(owner.lens[0].load(Relaxed), 5);
         assert_eq!(owner.recvs.posted(), 1);
+        // The contexts may only go once nothing is posted: the drain
+        // flushes the last one.
+        pair.server.drain();
+        wait_done(&owner, SLOTS as u32 + 2)?;
+        assert_eq!(owner.flushed.load(Relaxed), 1);
+        assert_eq!(owner.recvs.posted(), 0);
         Ok(())
     }
 
