@@ -123,9 +123,7 @@ impl Conn {
                 s.link.close();
                 s.rq.read_finished(None);
                 let ReadWork { msg, .. } = work;
-                if let Some(slot) = msg.release() {
-                    self.repost(slot, true);
-                }
+                self.release_msg(msg);
                 None
             }
             Taken::Work(work) if !work.all_posted() => {
@@ -145,6 +143,14 @@ impl Conn {
         }
     }
 
+    /// Lets a Call's message go, and with it the Receive it kept, if it
+    /// did: queued for posting again with the hold it took.
+    fn release_msg(&self, msg: CallMsg) {
+        if let Some(slot) = msg.release() {
+            self.repost(slot, true);
+        }
+    }
+
     /// Assembles a Call whose Reads all completed, and posts its Receive
     /// again if the Call kept it.
     fn finish_read(
@@ -155,9 +161,7 @@ impl Conn {
         let s = &self.shared;
         let msg = core::mem::replace(&mut work.msg, CallMsg::Copied(KVec::new()));
         let Some(mut ctxt) = work.take_ctxt() else {
-            if let Some(slot) = msg.release() {
-                self.repost(slot, true);
-            }
+            self.release_msg(msg);
             return Err(EINVAL);
         };
         let assembled = {
@@ -177,9 +181,7 @@ impl Conn {
         };
         // The inline body is in the request's pages now (or the Call was
         // answered): its Receive may be posted again.
-        if let Some(slot) = msg.release() {
-            self.repost(slot, true);
-        }
+        self.release_msg(msg);
         // Kept for the next Call's sinks only once emptied.
         ctxt.spare_sinks = work
             .paged

@@ -8,7 +8,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::stats::{stat_add, Stat};
 use super::write::ReplyFrom;
-use crate::proto::pcl::ParsedChunks;
+use crate::proto::pcl::{ParsedChunks, PLAIN_REPLY_HEADER_LEN};
 use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
@@ -195,11 +195,7 @@ impl Conn {
         // Not for a context that carries Writes already: the body is
         // copied into its buffer.
         let own_writes = send.as_ref().is_some_and(|x| x.writes() > 0);
-        let mapped = match s.direct
-            && !own_writes
-            && rest_len >= MAP_PAGES_MIN
-            && plen as usize >= MAP_PAGES_MIN
-        {
+        let mapped = match !own_writes && self.may_map_pages(rest_len, plen) {
             true => body
                 .page_part(pstart, plen, MAP_PAGES_MIN)
                 .and_then(|part| {
@@ -265,6 +261,14 @@ impl Conn {
 }
 
 impl Conn {
+    /// Whether an inline Reply body of `body_len` bytes, `page_len` of them
+    /// page data, may send its pages mapped rather than copy them: only
+    /// when Writes leave from the Reply's pages and both are long enough
+    /// that a copy costs more than mapping ([`MAP_PAGES_MIN`]).
+    fn may_map_pages(&self, body_len: usize, page_len: u32) -> bool {
+        self.shared.direct && body_len >= MAP_PAGES_MIN && page_len as usize >= MAP_PAGES_MIN
+    }
+
     /// Sends the Reply to a Call without Write and Reply chunks (a
     /// GETATTR's, a WRITE's) the short way, with Send With Invalidate of
     /// `inv` if given: the fixed header and the whole Reply copied behind
@@ -276,10 +280,10 @@ impl Conn {
         let s = &self.shared;
         let (_, page_len) = rqst.res_page_region();
         let xdr_len = rqst.res_len() as usize;
-        if s.direct && xdr_len >= MAP_PAGES_MIN && page_len as usize >= MAP_PAGES_MIN {
+        if self.may_map_pages(xdr_len, page_len) {
             return None;
         }
-        let total = PLAIN_HEADER_LEN.checked_add(xdr_len)?;
+        let total = PLAIN_REPLY_HEADER_LEN.checked_add(xdr_len)?;
         if total > s.inline_send as usize {
             // Too long for inline and the client gave no Reply chunk.
             self.send_err_chunk(xid);
@@ -297,10 +301,6 @@ impl Conn {
         )
     }
 }
-
-/// The length of a Reply's transport header with no chunk lists
-/// ([`ParsedChunks::encode_plain_reply_header`]): seven words.
-const PLAIN_HEADER_LEN: usize = 28;
 
 /// Writes an inline Reply's transport header into `out`, overstating its
 /// first Write chunk when fault injection asks for it; returns its length.

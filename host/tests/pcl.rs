@@ -5,7 +5,7 @@ use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, Header
 use rpcrdma_proto::proto::msg::{DecodeLimits, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{
     ChunkLayout, NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion, ReadRegions,
-    Region,
+    Region, PLAIN_REPLY_HEADER_LEN,
 };
 
 fn build(body: BodyRef<'_>, payload: usize) -> Vec<u8> {
@@ -470,7 +470,7 @@ fn plain_reply_header_is_the_general_one_for_empty_lists() {
             .unwrap();
         let m = ParsedChunks::encode_plain_reply_header(xid, credits, &mut plain).unwrap();
         assert_eq!((n, &general[..n]), (m, &plain[..m]));
-        assert_eq!(m, 28);
+        assert_eq!(m, PLAIN_REPLY_HEADER_LEN);
     }
     // Too little room is an error, not a short header.
     assert!(ParsedChunks::encode_plain_reply_header(1, 1, &mut [0u8; 27]).is_err());

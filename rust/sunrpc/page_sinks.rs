@@ -174,8 +174,8 @@ impl PageSinks {
 
     /// The pages' DMA runs for the bytes `[off, off + len)`, counted from
     /// the first page's first byte: one per page they touch, for a
-    /// registration over them (a Read's own scatter list is built from
-    /// [`Self::page_dmas`]). Fails with `EINVAL` for an empty range or one
+    /// registration over them or a Read's scatter list
+    /// ([`Self::page_sges`]). Fails with `EINVAL` for an empty range or one
     /// past the last page.
     pub(in crate::rust) fn dma_runs(
         &self,
@@ -183,16 +183,7 @@ impl PageSinks {
         len: usize,
     ) -> Result<impl Iterator<Item = (u64, u32)> + '_> {
         let (dmas, first) = self.page_dmas(off, len)?;
-        let mut left = len;
-        Ok(dmas.iter().enumerate().map(move |(i, &dma)| {
-            // The first run starts `first` bytes into its page, the others
-            // at their page's start; `page_dmas` returned exactly the pages
-            // the range touches, so `left` covers each run.
-            let start = if i == 0 { first } else { 0 };
-            let run = (PAGE_SIZE - start).min(left);
-            left -= run;
-            (dma.wrapping_add(start as u64), run as u32)
-        }))
+        Ok(runs_of(dmas, first, len))
     }
 
     /// The DMA addresses of the pages the bytes `[off, off + len)` touch
@@ -221,32 +212,11 @@ impl PageSinks {
         len: usize,
         sges: &mut [MaybeUninit<bindings::ib_sge>],
     ) -> Result<usize> {
-        let (dmas, first_off) = self.page_dmas(off, len)?;
+        let (dmas, first) = self.page_dmas(off, len)?;
         let sges = sges.get_mut(..dmas.len()).ok_or(EINVAL)?;
         let lkey = self.pd.lkey();
-        let last = dmas.len().saturating_sub(1);
-        // The bytes the first page holds, and those of the last: all of
-        // the range past the first page's part and the whole pages between
-        // (`page_dmas` gives exactly the pages the range touches, at least
-        // one).
-        let head = PAGE_SIZE.saturating_sub(first_off).min(len);
-        let tail = if last == 0 {
-            head
-        } else {
-            len.saturating_sub(head)
-                .saturating_sub((last - 1) * PAGE_SIZE)
-        };
-        for (i, (sge, &dma)) in sges.iter_mut().zip(dmas).enumerate() {
-            let (start, length) = match i {
-                0 => (first_off, head),
-                i if i == last => (0, tail),
-                _ => (0, PAGE_SIZE),
-            };
-            sge.write(bindings::ib_sge {
-                addr: dma.wrapping_add(start as u64),
-                length: length as u32,
-                lkey,
-            });
+        for (sge, (addr, length)) in sges.iter_mut().zip(runs_of(dmas, first, len)) {
+            sge.write(bindings::ib_sge { addr, length, lkey });
         }
         Ok(dmas.len())
     }
@@ -363,4 +333,20 @@ impl Drop for PageSinks {
         };
         live::sub(live::Kind::MappedBuf, n);
     }
+}
+
+/// The runs of `len` bytes laid over the pages at `dmas` from `first`
+/// bytes into the first: one per page, each `(address, length)`. `dmas`
+/// are exactly the pages the bytes touch ([`PageSinks::page_dmas`]), so
+/// the runs cover them all.
+fn runs_of(dmas: &[u64], first: usize, len: usize) -> impl Iterator<Item = (u64, u32)> + '_ {
+    let mut left = len;
+    dmas.iter().enumerate().map(move |(i, &dma)| {
+        // The first run starts `first` bytes into its page, the others at
+        // their page's start.
+        let start = if i == 0 { first } else { 0 };
+        let run = (PAGE_SIZE - start).min(left);
+        left -= run;
+        (dma.wrapping_add(start as u64), run as u32)
+    })
 }

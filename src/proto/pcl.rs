@@ -97,6 +97,10 @@ pub struct ChunkLayout {
     reply: usize,
 }
 
+/// The length of the transport header of a Reply with no chunk lists
+/// ([`ParsedChunks::encode_plain_reply_header`]): seven words.
+pub const PLAIN_REPLY_HEADER_LEN: usize = 28;
+
 impl ChunkLayout {
     /// Whether the lists hold no chunk at all.
     pub fn is_empty(&self) -> bool {
