@@ -8,9 +8,10 @@
 
 use super::conn::{Conn, Offered, Pending, ReqState};
 use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
-use super::send_buf::fill_send;
+use super::send_buf::{fill_send, MAP_PAGES_MIN};
 use super::transport::bump;
 use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
+use crate::proto::marshal_fast::plan_fast;
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
@@ -77,6 +78,9 @@ impl Conn {
         rqst.alloc_sparse_pages()?;
         // Every call is pulled up into one Send buffer.
         let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
+        if let Some(fast) = plan_fast(&rpc, params, MAP_PAGES_MIN) {
+            return self.send_fast(this, head, rqst, xid, &rpc, fast);
+        }
         let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
@@ -87,13 +91,7 @@ impl Conn {
 
         // The Send's slot; the MRs take theirs as they are registered.
         if !self.slots.try_take(1) {
-            self.note_send_queue_full();
-            // C's marshaling fails with -EAGAIN when no send context is
-            // free, and counts that as a failed marshal.
-            bump(&self.stats.failed_marshal_count);
-            // Dirty MRs hold slots for their LOCAL_INV: run the batch.
-            self.flush_dirty(this);
-            return Err(ENOBUFS);
+            return Err(self.no_send_slot(this));
         }
         let mut mrs = RegList::new();
         // Built only for a call with a Read chunk; a result has either a
@@ -186,18 +184,7 @@ impl Conn {
         });
         let (ctxt, send_len) = match built {
             Ok(v) => v,
-            Err(e) => {
-                self.slots.give(1);
-                self.unpost(&mut mrs, 0);
-                self.abandon(this, mrs);
-                // C counts a Send without a free context as a failed
-                // marshal too (and retries it).
-                bump(&self.stats.failed_marshal_count);
-                if e != ENOBUFS {
-                    trace::xprtrdma_marshal_failed(rqst, e);
-                }
-                return Err(e);
-            }
+            Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
         };
         trace::xprtrdma_marshal(
             rqst,
@@ -208,54 +195,119 @@ impl Conn {
         // A Send with mapped pages asks for its completion, which releases
         // them (C signals a Send whose request holds DMA mappings); the
         // others go unsignaled but for one in `send_batch`.
-        let signal = mapped;
-        let res = if mrs.is_empty() {
+        let pending = Pending {
+            xid,
+            regs: mrs,
+            offered: bytes.offered(),
+        };
+        self.post_call(this, rqst, pending, ctxt, mapped, send_len)?;
+        self.count_sent(&call, snd, reads, writes, reply, bytes);
+        Ok(())
+    }
+
+    /// Counts and answers a call that found the send queue full: `ENOBUFS`,
+    /// which sunrpc retries.
+    #[cold]
+    pub(super) fn no_send_slot(&self, this: ArcBorrow<'_, Self>) -> Error {
+        self.note_send_queue_full();
+        // C's marshaling fails with -EAGAIN when no send context is
+        // free, and counts that as a failed marshal.
+        bump(&self.stats.failed_marshal_count);
+        // Dirty MRs hold slots for their LOCAL_INV: run the batch.
+        self.flush_dirty(this);
+        ENOBUFS
+    }
+
+    /// Undoes a call whose Send could not be built (`e`): gives back the
+    /// Send's slot and invalidates what it registered. Returns `e`.
+    #[cold]
+    pub(super) fn unbuilt(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        rqst: &RpcRqst<'_>,
+        mut mrs: RegList,
+        e: Error,
+    ) -> Error {
+        self.slots.give(1);
+        self.unpost(&mut mrs, 0);
+        self.abandon(this, mrs);
+        // C counts a Send without a free context as a failed marshal too
+        // (and retries it).
+        bump(&self.stats.failed_marshal_count);
+        if e != ENOBUFS {
+            trace::xprtrdma_marshal_failed(rqst, e);
+        }
+        e
+    }
+
+    /// Posts a call's Send, `ctxt` of `send_len` bytes, behind the REG_MRs
+    /// of `pending` (kept in the request until its reply), signaled if
+    /// `signal`; on failure gives back what the call took.
+    pub(super) fn post_call(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        rqst: &RpcRqst<'_>,
+        pending: Pending,
+        ctxt: SendCtxt<'_, Conn>,
+        signal: bool,
+        send_len: usize,
+    ) -> Result {
+        let res = if pending.regs.is_empty() {
             rqst.mark_sent();
             ctxt.post(&self.ep, signal).map_err(|e| (e, None, 0))
         } else {
-            // Moved, not copied: the list is not used here again.
-            let pending = Pending {
-                xid,
-                regs: mrs,
-                offered: bytes.offered(),
-            };
             self.post_pending(rqst, pending, ctxt, signal)
         };
-        match &res {
+        match res {
             Ok(unsignaled) => {
                 trace::xprtrdma_post_send(rqst, send_len);
-                if *unsignaled {
+                if unsignaled {
                     add(&self.counters().unsignaled_sends, 1);
                 }
+                Ok(())
             }
-            Err((e, _, _)) => trace::xprtrdma_post_send_err(rqst, *e),
+            Err((e, unposted, regs_posted)) => {
+                Err(self.unposted(this, rqst, e, unposted, regs_posted))
+            }
         }
-        if let Err((e, unposted, regs_posted)) = res {
-            // The Send was not posted, nor the REG_MRs after the first
-            // `regs_posted`: those MRs go straight back to the pool; the
-            // posted ones are invalidated, and their slots come back with
-            // that.
-            self.slots.give(1);
-            let mut mrs = match unposted {
-                Some(regs) => regs,
-                None => match rqst.state::<ReqState>().and_then(ReqState::take) {
-                    Some(p) => p.regs,
-                    None => RegList::new(),
-                },
-            };
-            self.unpost(&mut mrs, regs_posted);
-            self.abandon(this, mrs);
-            return Err(if e == ENOBUFS { e } else { ENOTCONN });
+    }
+
+    /// Undoes a call whose Send was not posted (`e`), nor the REG_MRs
+    /// after the first `regs_posted`: those MRs go straight back to the
+    /// pool; the posted ones are invalidated, and their slots come back
+    /// with that. Returns the error for sunrpc.
+    #[cold]
+    fn unposted(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        rqst: &RpcRqst<'_>,
+        e: Error,
+        unposted: Option<RegList>,
+        regs_posted: usize,
+    ) -> Error {
+        trace::xprtrdma_post_send_err(rqst, e);
+        self.slots.give(1);
+        let mut mrs = match unposted {
+            Some(regs) => regs,
+            None => match rqst.state::<ReqState>().and_then(ReqState::take) {
+                Some(p) => p.regs,
+                None => RegList::new(),
+            },
+        };
+        self.unpost(&mut mrs, regs_posted);
+        self.abandon(this, mrs);
+        if e == ENOBUFS {
+            e
+        } else {
+            ENOTCONN
         }
-        self.count_sent(&call, snd, reads, writes, reply, bytes);
-        Ok(())
     }
 
     /// Undoes a call whose chunks could not all be registered (`e`):
     /// gives back the Send's slot and the registrations made, and counts
     /// the failed marshal. Returns `e`.
     #[cold]
-    fn chunks_failed(
+    pub(super) fn chunks_failed(
         &self,
         this: ArcBorrow<'_, Self>,
         rqst: &RpcRqst<'_>,

@@ -24,6 +24,7 @@ mod disconnect;
 mod frwr;
 mod invalidate;
 mod marshal;
+mod marshal_fast;
 mod physical;
 mod reg;
 mod regcache;

@@ -150,7 +150,7 @@ impl Conn {
 /// where it could be mapped: a short copy costs less than mapping and
 /// unmapping a page (C pulls up every call that fits its Send buffer for
 /// that reason).
-const MAP_PAGES_MIN: u32 = 1024;
+pub(super) const MAP_PAGES_MIN: u32 = 1024;
 
 impl Conn {
     /// For an inline call with page data: the pages mapped for the device

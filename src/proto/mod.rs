@@ -23,6 +23,9 @@
 //! - [`credits`]: credit accounting for both sides.
 //! - [`reply_fast`]: the client's one-pass decoder of the common reply
 //!   shapes, [`decode::decode_reply`] being its fallback and oracle.
+//! - [`marshal_fast`]: the client's one-pass plan and header of the
+//!   common call shapes, [`planner::plan`] and [`encode::encode_header`]
+//!   being their fallback and oracle.
 //! - [`call_fast`]: the server's one-pass decoder of the common Call
 //!   shapes, straight into parsed chunk lists; [`decode::decode_call`]
 //!   with [`pcl::ParsedChunks::build`] is its fallback and oracle.
@@ -51,6 +54,7 @@ pub mod credits;
 pub mod decode;
 pub mod encode;
 pub mod golden;
+pub mod marshal_fast;
 pub mod msg;
 pub mod pcl;
 pub mod pieces;

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The client's one-pass plan and header for the calls it nearly always
+//! sends (C `rpcrdma_marshal_req` handles them with a few comparisons and
+//! `xdr_stream` words):
+//!
+//! - the whole Call inline, pulled up into the Send buffer, and the Reply
+//!   inline (GETATTR, LOOKUP, ACCESS, a short WRITE);
+//! - the same Call, and the Reply's page data through one Write chunk (a
+//!   READ, a READDIR).
+//!
+//! [`plan_fast`] recognises them with the general planner's own tests and
+//! returns what [`plan`](super::planner::plan) would decide for them; for
+//! every other shape it returns `None`, never a plan of its own, and the
+//! general planner decides. [`encode_fast_header`] writes their transport
+//! header word by word, byte for byte what
+//! [`encode_header`](super::encode::encode_header) writes for the same
+//! header. The host property test `marshal_fast` holds both to that.
+
+use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
+use super::planner::{
+    args_inline, count_segments, nonpayload_inline, results_inline, RpcShape, TransportParams,
+};
+
+/// How the Reply of a call in one of the common shapes comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastResult {
+    /// The whole Reply fits inline.
+    Inline,
+    /// The Reply's page data lands through one Write chunk.
+    WriteChunk {
+        /// Segments, including the write-pad segment.
+        segments: u32,
+        /// A 4-byte pad segment follows the page data's.
+        write_pad: bool,
+    },
+}
+
+/// The plan of a call in one of the common shapes: the Call goes inline,
+/// pulled up (C `rpcrdma_noch_pullup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastPlan {
+    /// How the Reply comes back.
+    pub result: FastResult,
+    /// The Call's length, all of it in the Send behind the header.
+    pub call_len: u32,
+    /// Exact transport header length in bytes.
+    pub header_len: u32,
+}
+
+/// Transport header bytes of an `RDMA_MSG` without chunks: xid, version,
+/// credits, procedure and the three empty lists.
+const PLAIN_HEADER_LEN: u32 = HDRLEN_MIN as u32;
+
+/// The plan of `shape` if it is one of the common shapes and `page_len`
+/// of its Call is below `pullup_max` (longer page data may be mapped
+/// instead of pulled up, which the general path decides); `None`
+/// otherwise.
+#[inline]
+pub fn plan_fast(shape: &RpcShape, p: &TransportParams, pullup_max: u32) -> Option<FastPlan> {
+    let send = &shape.send;
+    if send.page_len >= pullup_max {
+        return None;
+    }
+    let call_len = send.len()?;
+    // `plan`'s `InlinePullup`: the Call fits inline and is shorter than
+    // the Send buffer.
+    if call_len >= shape.send_buf_len || !args_inline(send, p).ok()? {
+        return None;
+    }
+    let recv = &shape.recv;
+    let (result, header_len) = if results_inline(recv, p) {
+        (FastResult::Inline, PLAIN_HEADER_LEN)
+    } else if shape.ddp_allowed && shape.recv_ddp && recv.page_len > 0 && nonpayload_inline(recv, p)
+    {
+        let write_pad = recv.page_len & 3 != 0;
+        let segments = count_segments(recv, false, false, p)
+            .ok()?
+            .checked_add(u32::from(write_pad))?;
+        if segments > p.max_rdma_segs {
+            return None;
+        }
+        // Discriminator, count, segments; the list's terminator is among
+        // the plain header's words.
+        let chunk = segments.checked_mul(SEGMENT_LEN as u32)?.checked_add(8)?;
+        let header_len = PLAIN_HEADER_LEN.checked_add(chunk)?;
+        (
+            FastResult::WriteChunk {
+                segments,
+                write_pad,
+            },
+            header_len,
+        )
+    } else {
+        return None;
+    };
+    if header_len.checked_add(call_len)? > p.inline_send {
+        return None;
+    }
+    Some(FastPlan {
+        result,
+        call_len,
+        header_len,
+    })
+}
+
+/// Writes the big-endian `word` at byte `at` of `out`.
+#[inline(always)]
+fn put(out: &mut [u8], at: usize, word: u32) -> Option<()> {
+    *out.get_mut(at..)?.first_chunk_mut::<4>()? = word.to_be_bytes();
+    Some(())
+}
+
+/// Encodes at the start of `out` the `RDMA_MSG` header of a call in one of
+/// the common shapes: no Read list, the Write list empty or holding one
+/// chunk of `writes`, no Reply chunk. Returns its length, or `None` when
+/// `out` is too short.
+#[inline]
+pub fn encode_fast_header(
+    xid: u32,
+    credits: u32,
+    writes: &[Segment],
+    out: &mut [u8],
+) -> Option<usize> {
+    put(out, 0, xid)?;
+    put(out, 4, RPCRDMA_VERSION)?;
+    put(out, 8, credits)?;
+    put(out, 12, Proc::Msg.to_u32())?;
+    // No Read list.
+    put(out, 16, 0)?;
+    let mut at = 20usize;
+    if !writes.is_empty() {
+        put(out, at, 1)?;
+        put(out, at.checked_add(4)?, u32::try_from(writes.len()).ok()?)?;
+        at = at.checked_add(8)?;
+        for s in writes {
+            let seg = out
+                .get_mut(at..at.checked_add(SEGMENT_LEN)?)?
+                .first_chunk_mut::<SEGMENT_LEN>()?;
+            let (handle, rest) = seg.split_first_chunk_mut::<4>()?;
+            let (length, offset) = rest.split_first_chunk_mut::<4>()?;
+            *handle = s.handle.to_be_bytes();
+            *length = s.length.to_be_bytes();
+            *offset.first_chunk_mut::<8>()? = s.offset.to_be_bytes();
+            at = at.checked_add(SEGMENT_LEN)?;
+        }
+    }
+    // The Write list's terminator, then no Reply chunk.
+    put(out, at, 0)?;
+    put(out, at.checked_add(4)?, 0)?;
+    at.checked_add(8)
+}
