@@ -6,7 +6,8 @@
 //!
 //! - `connect`: resolution, queue pair, MR pool, negotiation and CM events
 //!   (`verbs.c`); `disconnect`: shutdown and drain;
-//! - `marshal`: a call as the planner decides (`rpc_rdma.c`, send side);
+//! - `marshal`: a call as the planner decides (`rpc_rdma.c`, send side),
+//!   `marshal_fast`: the common calls in one pass;
 //! - `reply`: receive completions and replies (`rpc_rdma.c`, receive side);
 //! - `frwr`: the MR pool and registration, `invalidate`: invalidation
 //!   (`frwr_ops.c`);

@@ -125,7 +125,10 @@ fn getattr_and_read_are_taken() {
         send_buf_len: 4096,
     };
     let f = plan_fast(&getattr, &q, PULLUP_MAX).expect("a GETATTR is common");
-    assert_eq!((f.result, f.header_len, f.call_len), (FastResult::Inline, 28, 200));
+    assert_eq!(
+        (f.result, f.header_len, f.call_len),
+        (FastResult::Inline, 28, 200)
+    );
     let read = RpcShape {
         recv: XdrBufShape {
             buflen: 8192,
