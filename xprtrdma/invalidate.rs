@@ -7,12 +7,13 @@
 
 use super::conn::{Conn, Pending};
 use super::frwr::*;
-use super::reg::{add, DIRTY_FLUSH_MS};
+use super::reg::{add, Strategy, DIRTY_FLUSH_MS};
 use super::transport::bump;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
-use crate::rust::sunrpc::xprt::{post_local_inv, Mr, PinnedRqst};
+use crate::rust::sunrpc::xprt::{post_local_inv, Mr};
+use crate::rust::sunrpc::xprt_reply::{PinnedRqst, ReplyRqst};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
 use kernel::new_spinlock;
@@ -230,6 +231,46 @@ impl Conn {
         self.revoke_all();
     }
 
+    /// Returns to the pool the MR the server invalidated remotely (its
+    /// Send With Invalidate of `inv_rkey`): it needs no LOCAL_INV. We always
+    /// offer remote invalidation (RFC 8797 flag).
+    fn take_remotely_invalidated(&self, rqst: &ReplyRqst, p: &mut Pending, inv_rkey: Option<u32>) {
+        let Some(mr) = inv_rkey.and_then(|rkey| p.regs.take_mr(rkey)) else {
+            return;
+        };
+        trace::xprtrdma_mr_reminv(rqst, &mr);
+        bump(&self.stats.remote_inv);
+        add(&self.counters().remote_invalidations, 1);
+        self.recycle_one(mr);
+        // The slot reserved for its LOCAL_INV is not needed.
+        self.slots.give(1);
+    }
+
+    /// Releases, inside the transport's `queue_lock`, what a reply's
+    /// request registered when that needs no memory and no wait: nothing,
+    /// or with `memreg=fmr` pool MRs that the server invalidated remotely.
+    /// Returns whether nothing is left, so that the RPC completes there;
+    /// otherwise what is left stays in `pending` for [`Self::finish`].
+    pub(super) fn release_in_lock(
+        &self,
+        rqst: &ReplyRqst,
+        pending: &mut Option<Pending>,
+        inv_rkey: Option<u32>,
+    ) -> bool {
+        let Some(p) = pending.as_mut() else {
+            return true;
+        };
+        if self.settings.strategy != Strategy::Fmr {
+            return false;
+        }
+        self.take_remotely_invalidated(rqst, p, inv_rkey);
+        if p.regs.is_empty() {
+            *pending = None;
+            return true;
+        }
+        false
+    }
+
     /// Invalidates what the request registered (`pending`, taken from the
     /// request's state by the caller), then completes it.
     pub(super) fn finish(
@@ -249,18 +290,7 @@ impl Conn {
         // Cached registrations stay; physical mappings are simply
         // unmapped; MRs need invalidation.
         self.release_cached(this, &p.regs, inv_rkey);
-        // An MR the server invalidated remotely needs no LOCAL_INV.
-        // We always offer Send With Invalidate (RFC 8797 flag).
-        if let Some(rkey) = inv_rkey {
-            if let Some(mr) = p.regs.take_mr(rkey) {
-                trace::xprtrdma_mr_reminv(&rqst, &mr);
-                bump(&self.stats.remote_inv);
-                add(&self.counters().remote_invalidations, 1);
-                self.recycle_one(mr);
-                // The slot reserved for its LOCAL_INV is not needed.
-                self.slots.give(1);
-            }
-        }
+        self.take_remotely_invalidated(&rqst, p, inv_rkey);
         // The common case (one MR, invalidated by the server's Send) needs
         // no list of the MRs left.
         if p.regs.mrs().next().is_none() {
@@ -364,7 +394,7 @@ impl Conn {
 
 /// Traces the LOCAL_INV about to be posted for each of `mrs`, on behalf of
 /// `rqst` if a reply waits for them.
-pub(super) fn trace_local_invs(rqst: Option<&PinnedRqst>, mrs: &KVec<Mr>) {
+pub(super) fn trace_local_invs(rqst: Option<&ReplyRqst>, mrs: &KVec<Mr>) {
     for mr in mrs.iter() {
         trace::xprtrdma_mr_localinv(rqst, mr);
     }

@@ -5,18 +5,18 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{Conn, Pending, ReqState};
+use super::conn::{Conn, Offered, Pending, ReqState};
 use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
-use crate::proto::msg::{Body, DecodeError, ErrorBody};
+use crate::proto::msg::{Body, DecodeError, ErrorBody, Header};
 use crate::proto::reply_fast::decode_reply_fast;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace::{self, ReplyError};
 use crate::rust::rdma::recv_ring::{RecvRing, RecvRingOwner};
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::verbs::{Endpoint, WorkCompletion};
-use crate::rust::sunrpc::xprt::PinnedRqst;
+use crate::rust::sunrpc::xprt_reply::ReplyRqst;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
 use kernel::sync::ArcBorrow;
@@ -66,7 +66,7 @@ pub(super) const RECV_REPOST_BATCH: u32 = 8;
 impl Conn {
     /// Takes what the request of a reply registered, from the request's
     /// own state.
-    fn take_pending_of(&self, rqst: &PinnedRqst) -> Option<Pending> {
+    fn take_pending_of(&self, rqst: &ReplyRqst) -> Option<Pending> {
         rqst.state::<ReqState>().and_then(ReqState::take)
     }
 
@@ -141,27 +141,49 @@ impl Conn {
         // credits are taken only once its xid is found (as C's
         // rpcrdma_reply_handler), so a stray or forged reply cannot move
         // the congestion window.
-        let Some(rqst) = self.xprt.lookup(hdr.xid) else {
+        let credits = hdr.credits.clamp(1, self.settings.max_requests);
+        // The request is found, its reply placed and, unless registrations
+        // are left to invalidate, the RPC completed in one `queue_lock`
+        // section (C takes it twice, to pin and to complete).
+        let found = self.xprt.with_reply_rqst(hdr.xid, |rqst| {
+            let changed = self.credits.xchg(credits, Relaxed) != credits;
+            trace::xprtrdma_reply(&rqst, hdr.xid, credits);
+            // What the request registered, taken from it once: the chunk
+            // checks below and the invalidation read it.
+            let mut pending = self.take_pending_of(&rqst);
+            let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
+            let status = self.reply_status(&rqst, hdr, offered);
+            let left = if self.release_in_lock(&rqst, &mut pending, inv_rkey) {
+                rqst.complete(status);
+                None
+            } else {
+                Some((rqst.pin(), pending, status))
+            };
+            (changed, left)
+        });
+        let Some((changed, left)) = found else {
             trace::xprtrdma_reply_err(&self.xprt, ReplyError::NoRequest, bytes);
             return;
         };
-        let credits = hdr.credits.clamp(1, self.settings.max_requests);
-        if self.credits.xchg(credits, Relaxed) != credits {
+        if changed {
             self.xprt.update_cwnd(credits);
         }
-        trace::xprtrdma_reply(&rqst, hdr.xid, credits);
-        // What the request registered, taken from it once: the chunk
-        // checks below and the invalidation read it. The request is pinned
-        // (`lookup`), so `buf_free` cannot run meanwhile.
-        let pending = self.take_pending_of(&rqst);
-        let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
-        let status = match &hdr.body {
+        if let Some((rqst, pending, status)) = left {
+            self.finish(this, rqst, pending, status, inv_rkey);
+        }
+    }
+
+    /// The status a reply completes its RPC with (its length, or a
+    /// negative errno), its inline part placed in the request's receive
+    /// buffer; `offered` is what the request registered for the server to
+    /// write.
+    fn reply_status(&self, rqst: &ReplyRqst, hdr: &Header<'_>, offered: Offered) -> i32 {
+        match &hdr.body {
             Body::Msg { chunks, payload } => {
                 // Summed by the decoder: the list is not walked again.
                 let written = chunks.write.total_length();
                 if written > 0 && self.overrun(hdr.xid, "Write", written, offered.write) {
-                    self.finish(this, rqst, pending, EIO.to_errno(), inv_rkey);
-                    return;
+                    return EIO.to_errno();
                 }
                 add(&self.stats.total_rdma_reply, u64::from(written));
                 match rqst.fill_reply(payload, written) {
@@ -209,7 +231,6 @@ impl Conn {
                 bump(&self.stats.bad_reply_count);
                 EIO.to_errno()
             }
-        };
-        self.finish(this, rqst, pending, status, inv_rkey);
+        }
     }
 }

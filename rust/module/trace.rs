@@ -22,7 +22,8 @@
 
 use crate::rust::bindings;
 use crate::rust::rdma::cm::CmId;
-use crate::rust::sunrpc::xprt::{Mr, PinnedRqst, RpcRqst, Xprt};
+use crate::rust::sunrpc::xprt::{Mr, RpcRqst, Xprt};
+use crate::rust::sunrpc::xprt_reply::ReplyRqst;
 use kernel::error::Error;
 use kernel::ffi::{c_long, c_ulong};
 
@@ -405,9 +406,9 @@ pub fn xprtrdma_mr_fastreg(rqst: &RpcRqst<'_>, mr: &Mr) {
 /// A LOCAL_INV of the MR is about to be posted (C `xprtrdma_mr_localinv`);
 /// `rqst` is the request whose reply waits for it, if one does.
 #[inline]
-pub fn xprtrdma_mr_localinv(rqst: Option<&PinnedRqst>, mr: &Mr) {
+pub fn xprtrdma_mr_localinv(rqst: Option<&ReplyRqst>, mr: &Mr) {
     if xprtrdma_mr_localinv::enabled() {
-        let rqst = rqst.map_or(core::ptr::null(), PinnedRqst::as_raw);
+        let rqst = rqst.map_or(core::ptr::null(), ReplyRqst::as_raw);
         // SAFETY: The MR is live while borrowed; `rqst` is null or a
         // pinned request.
         unsafe { xprtrdma_mr_localinv::emit(rqst, mr.as_raw()) }
@@ -417,7 +418,7 @@ pub fn xprtrdma_mr_localinv(rqst: Option<&PinnedRqst>, mr: &Mr) {
 /// The server invalidated the MR with Send With Invalidate (C
 /// `xprtrdma_mr_reminv`).
 #[inline]
-pub fn xprtrdma_mr_reminv(rqst: &PinnedRqst, mr: &Mr) {
+pub fn xprtrdma_mr_reminv(rqst: &ReplyRqst, mr: &Mr) {
     if xprtrdma_mr_reminv::enabled() {
         // SAFETY: The pinned request and the MR are live while borrowed.
         unsafe { xprtrdma_mr_reminv::emit(rqst.as_raw(), mr.as_raw()) }
@@ -448,7 +449,7 @@ pub fn xprtrdma_post_linv_err(xid: u32, err: Error) {
 /// A reply matched its request; `credits` is the server's grant (C
 /// `xprtrdma_reply`).
 #[inline]
-pub fn xprtrdma_reply(rqst: &PinnedRqst, xid: u32, credits: u32) {
+pub fn xprtrdma_reply(rqst: &ReplyRqst, xid: u32, credits: u32) {
     if xprtrdma_reply::enabled() {
         // SAFETY: The pinned request is live while borrowed.
         unsafe { xprtrdma_reply::emit(rqst.as_raw(), xid, credits) }
@@ -496,7 +497,7 @@ pub fn xprtrdma_reply_err(xprt: &Xprt, why: ReplyError, msg: &[u8]) {
 
 /// The server answered with `RDMA_ERROR`/`ERR_VERS` (C `xprtrdma_err_vers`).
 #[inline]
-pub fn xprtrdma_err_vers(rqst: &PinnedRqst, min: u32, max: u32) {
+pub fn xprtrdma_err_vers(rqst: &ReplyRqst, min: u32, max: u32) {
     if xprtrdma_err_vers::enabled() {
         // SAFETY: The pinned request is live while borrowed.
         unsafe { xprtrdma_err_vers::emit(rqst.as_raw(), min, max) }
@@ -505,7 +506,7 @@ pub fn xprtrdma_err_vers(rqst: &PinnedRqst, min: u32, max: u32) {
 
 /// The server answered with `RDMA_ERROR`/`ERR_CHUNK` (C `xprtrdma_err_chunk`).
 #[inline]
-pub fn xprtrdma_err_chunk(rqst: &PinnedRqst) {
+pub fn xprtrdma_err_chunk(rqst: &ReplyRqst) {
     if xprtrdma_err_chunk::enabled() {
         // SAFETY: The pinned request is live while borrowed.
         unsafe { xprtrdma_err_chunk::emit(rqst.as_raw()) }
@@ -515,7 +516,7 @@ pub fn xprtrdma_err_chunk(rqst: &PinnedRqst) {
 /// The server answered with an `RDMA_ERROR` code we do not know (C
 /// `xprtrdma_err_unrecognized`).
 #[inline]
-pub fn xprtrdma_err_unrecognized(rqst: &PinnedRqst, procedure: u32) {
+pub fn xprtrdma_err_unrecognized(rqst: &ReplyRqst, procedure: u32) {
     if xprtrdma_err_unrecognized::enabled() {
         // SAFETY: The pinned request is live while borrowed.
         unsafe { xprtrdma_err_unrecognized::emit(rqst.as_raw(), procedure) }

@@ -19,4 +19,5 @@ pub mod xprt;
 mod xprt_bc;
 pub mod xprt_class;
 mod xprt_locks;
+pub mod xprt_reply;
 pub mod xprt_slots;

@@ -16,9 +16,9 @@ use crate::rust::rdma::send_ring::{HasSendRing, SendCtxt};
 use crate::rust::rdma::verbs::{
     Anchor, CompletionHandler, Endpoint, MappedBuf, PageRef, WorkRequest,
 };
-use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
+use crate::rust::sunrpc::xdr_buf::read_xdr;
 use crate::rust::sunrpc::xprt_class;
-use crate::rust::sunrpc::xprt_locks::{queue_lock, transport_lock};
+use crate::rust::sunrpc::xprt_locks::transport_lock;
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::to_result;
@@ -396,25 +396,6 @@ impl Xprt {
         unsafe { Net::from_raw((*self.ptr.as_ptr()).xprt_net) }
     }
 
-    /// Finds the request waiting for `xid` and pins it so it stays valid
-    /// until [`PinnedRqst::complete`] or drop.
-    pub fn lookup(&self, xid: u32) -> Option<PinnedRqst> {
-        let x = self.ptr.as_ptr();
-        // SAFETY: Valid by the type invariant.
-        let _queue = unsafe { queue_lock(x) }.lock();
-        // SAFETY: Requests are looked up and pinned under `queue_lock`
-        // (held), as sunrpc requires.
-        let rqst = unsafe {
-            let rqst = bindings::xprt_lookup_rqst(x, xid.to_be());
-            if !rqst.is_null() {
-                bindings::xprt_pin_rqst(rqst);
-            }
-            rqst
-        };
-        // INVARIANT: Pinned above.
-        NonNull::new(rqst).map(|rqst| PinnedRqst { xprt: *self, rqst })
-    }
-
     /// Sets the congestion window to `credits` requests.
     pub fn update_cwnd(&self, credits: u32) {
         let x = self.ptr.as_ptr();
@@ -719,178 +700,6 @@ impl RpcRqst<'_> {
         // SAFETY: The request is lent for the call, of a live transport of
         // this class; its slot lives with the transport.
         unsafe { xprt_class::slot_of::<R>(self.ptr.as_ptr()) }.map(|s| s.state())
-    }
-}
-
-/// What [`PinnedRqst::fill_reply`] did with an `RDMA_MSG` reply.
-#[derive(Clone, Copy, Debug)]
-pub struct FilledReply {
-    /// The reply length for [`PinnedRqst::complete`].
-    pub len: u32,
-    /// Bytes of the inline reply copied into the receive buffer's page
-    /// list (C's `fixup_copy_count` unit).
-    pub page_bytes: u32,
-}
-
-/// A request matched to a reply, pinned until completed.
-///
-/// # Invariants
-///
-/// `rqst` was pinned by `xprt_pin_rqst` and is unpinned exactly once (by
-/// `complete`).
-pub struct PinnedRqst {
-    xprt: Xprt,
-    rqst: NonNull<bindings::rpc_rqst>,
-}
-
-// SAFETY: A pinned request may be completed from any process context.
-unsafe impl Send for PinnedRqst {}
-
-impl PinnedRqst {
-    /// The C request, for trace events (`crate::rust::module::trace`).
-    pub(in crate::rust) fn as_raw(&self) -> *const bindings::rpc_rqst {
-        self.rqst.as_ptr()
-    }
-
-    /// Places an `RDMA_MSG` reply's inline part (`src`) in the receive
-    /// buffer; `writelist` is the number of bytes the server wrote through
-    /// the Write chunk.
-    pub fn fill_reply(&self, src: &[u8], writelist: u32) -> Result<FilledReply> {
-        let len = u32::try_from(src.len()).map_err(|_| EINVAL)?;
-        // SAFETY: The request is pinned, so its receive buffer is live and
-        // only ours to fill until it is completed.
-        let buf = unsafe { addr_of_mut!((*self.rqst.as_ptr()).rq_rcv_buf) };
-        if writelist == 0 {
-            // The inline reply continues from the head into the pages and
-            // the tail, as sunrpc lays it out.
-            // SAFETY: `buf` is live (above); `src` is readable for `len`
-            // bytes and only read; the copy is bounded by `buflen`.
-            let (rc, head_len, page_len) = unsafe {
-                if len > (*buf).buflen {
-                    return Err(EIO);
-                }
-                let rc = write_xdr(buf, 0, src.as_ptr(), len);
-                (rc, (*buf).head[0].iov_len, (*buf).page_len)
-            };
-            if rc.is_err() {
-                return Err(EIO);
-            }
-            // What went past the head landed in the page list first (C
-            // `rpcrdma_inline_fixup` counts these bytes).
-            let past_head = u32::try_from(src.len().saturating_sub(head_len)).unwrap_or(u32::MAX);
-            return Ok(FilledReply {
-                len,
-                page_bytes: past_head.min(page_len),
-            });
-        }
-        // With a Write chunk its data is already in the pages: the part of
-        // the inline reply that does not fit the head goes to the tail,
-        // behind the chunk's XDR pad (C `rpcrdma_inline_fixup`).
-        // SAFETY: `buf` is live (above).
-        let (head, tail) = unsafe { ((*buf).head[0], (*buf).tail[0]) };
-        if src.len() < head.iov_len {
-            // A short READ reply (a server that omits optional fields
-            // before the payload): the head ends where the inline reply
-            // does, so that decoding never moves the directly placed data
-            // in the pages. sunrpc checks that both views of the buffer
-            // agree, so the private copy is trimmed the same way.
-            let delta = (head.iov_len - src.len()) as u32;
-            // SAFETY: The request is pinned (above); the head shrinks
-            // within itself and `buflen` counts it.
-            unsafe {
-                let r = self.rqst.as_ptr();
-                for b in [
-                    addr_of_mut!((*r).rq_rcv_buf),
-                    addr_of_mut!((*r).rq_private_buf),
-                ] {
-                    (*b).head[0].iov_len = src.len();
-                    (*b).buflen = (*b).buflen.saturating_sub(delta);
-                }
-            }
-        }
-        let (to_head, rest) = src.split_at(src.len().min(head.iov_len));
-        let pad = ((4 - (writelist & 3)) & 3) as usize;
-        if !rest.is_empty()
-            && rest
-                .len()
-                .checked_add(pad)
-                .is_none_or(|end| end > tail.iov_len)
-        {
-            return Err(EIO);
-        }
-        // SAFETY: The head holds `iov_len` bytes and the tail `iov_len`
-        // bytes (checked above against the pad and the rest); `src` does
-        // not overlap sunrpc's buffers.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                to_head.as_ptr(),
-                head.iov_base.cast::<u8>(),
-                to_head.len(),
-            );
-            if !rest.is_empty() {
-                core::ptr::copy_nonoverlapping(
-                    rest.as_ptr(),
-                    tail.iov_base.cast::<u8>().add(pad),
-                    rest.len(),
-                );
-            }
-        }
-        // Nothing of the inline part went to the pages: the Write chunk
-        // filled them.
-        Ok(FilledReply {
-            len: len.saturating_add((writelist.saturating_add(3)) & !3),
-            page_bytes: 0,
-        })
-    }
-
-    /// The reply length of an `RDMA_NOMSG` reply that arrived entirely in
-    /// the Reply chunk (`len` bytes written by the server).
-    pub fn reply_chunk_len(&self, len: u32) -> u32 {
-        // SAFETY: The request is pinned.
-        len.min(unsafe { (*self.rqst.as_ptr()).rq_rcv_buf.buflen })
-    }
-
-    /// The transport's state for this request (see [`RpcRqst::state`]).
-    pub fn state<R: 'static>(&self) -> Option<&R> {
-        // SAFETY: The request is pinned, of a live transport of this class;
-        // its slot lives with the transport.
-        unsafe { xprt_class::slot_of::<R>(self.rqst.as_ptr()) }.map(|s| s.state())
-    }
-
-    /// Completes the RPC with `status` (the reply length, or a negative
-    /// errno) and unpins it.
-    pub fn complete(self, status: i32) {
-        let this = core::mem::ManuallyDrop::new(self);
-        this.finish(status);
-    }
-
-    /// Completes the RPC and drops the pin (C `rpcrdma_complete_rqst`).
-    fn finish(&self, status: i32) {
-        let x = self.xprt.ptr.as_ptr();
-        let r = self.rqst.as_ptr();
-        // SAFETY: Pinned by the type invariant, so the request, its task
-        // and transport are live.
-        let _queue = unsafe { queue_lock(x) }.lock();
-        // SAFETY: As above; completion and unpinning are under
-        // `queue_lock` (held), as sunrpc requires. Callers use the pin once.
-        unsafe {
-            let task = (*r).rq_task;
-            let copied = if status < 0 {
-                (*task).tk_status = status;
-                0
-            } else {
-                status
-            };
-            bindings::xprt_complete_rqst(task, copied);
-            bindings::xprt_unpin_rqst(r);
-        }
-    }
-}
-
-impl Drop for PinnedRqst {
-    fn drop(&mut self) {
-        // Never leave a pinned request behind: fail it.
-        self.finish(EIO.to_errno());
     }
 }
 

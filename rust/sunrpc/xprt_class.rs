@@ -54,7 +54,7 @@ const BC_MIN_PAYLOAD: u32 = 1024 - 28;
 pub trait XprtOps: Sized + Send + Sync {
     /// The transport's state for one request, kept in the request's slot
     /// (C's `rpcrdma_req` around its `rpc_rqst`) and reached from the
-    /// request ([`RpcRqst::state`], [`crate::rust::sunrpc::xprt::PinnedRqst::state`]).
+    /// request ([`RpcRqst::state`], [`crate::rust::sunrpc::xprt_reply::ReplyRqst::state`]).
     type Req: Send + Sync + 'static;
     /// Reverse-direction (callback) requests per transport, at most
     /// 64 (`xprt_bc::MAX_BC_SLOTS`).
