@@ -333,6 +333,45 @@ mod tests {
         Ok(())
     }
 
+    /// Remote invalidation (RFC 8797; the server's Send With Invalidate of
+    /// a Reply): the receiver's completion names the steering tag the peer
+    /// invalidated, which the client's reply handler matches against the
+    /// request's own MRs (`RegList::take_mr`) to skip their LOCAL_INV, and
+    /// the tag no longer grants access.
+    #[test]
+    fn send_with_invalidate_names_and_revokes_the_key() -> Result {
+        let pair = connect_pair()?;
+        // The server's end of the pair plays the NFS client: it registers
+        // a buffer the other end may write, and receives.
+        let (_target, mr) = writable_by_client(&pair, LEN)?;
+        let seg = mr.segment();
+        let recvs = server_recvs(&pair, 1)?;
+        let src = pair.client.alloc_buf(LEN, DmaDir::ToDevice)?;
+        let write = SendOp::RdmaWrite {
+            remote_addr: seg.offset,
+            rkey: seg.handle,
+        };
+        assert!(client_op(&pair, one_segment(&src, LEN)?, write)?.is_ok());
+        let msg = pair.client.alloc_buf(64, DmaDir::ToDevice)?;
+        msg.write(0, &[7u8; 16])?;
+        let sent = client_op(
+            &pair,
+            one_segment(&msg, 16)?,
+            SendOp::SendWithInvalidate(seg.handle),
+        )?;
+        assert!(sent.is_ok());
+        let got = recvs[0].wait()?;
+        assert!(got.is_ok());
+        assert_eq!(got.byte_len, 16);
+        assert_eq!(got.invalidated_rkey, Some(seg.handle));
+        // Revoked: the same Write now fails at the responder.
+        let wc = client_op(&pair, one_segment(&src, LEN)?, write)?;
+        pr_info!("write after remote invalidation: status {}\n", wc.status);
+        assert!(!wc.is_ok());
+        assert!(!wc.is_flush());
+        Ok(())
+    }
+
     /// A REG_MR chained ahead of the Send that advertises it and posted
     /// with it (`post_send_after_regs`, C `frwr_send`): the Send arrives,
     /// and the registration is in force by then: the peer RDMA-Writes
