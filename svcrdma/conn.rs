@@ -165,6 +165,15 @@ impl DecodedCall {
         self.layout.has_no_result_chunks()
     }
 
+    /// The one segment of the Call's lists if they hold nothing else: one
+    /// Write chunk of one segment (an NFS READ's).
+    pub(super) fn one_write_segment(&self) -> Option<Segment> {
+        if !self.layout.is_one_write_segment() {
+            return None;
+        }
+        self.store.segs.as_slice().first().copied()
+    }
+
     /// The parsed chunk lists again.
     pub(super) fn pcl(&mut self) -> Result<ParsedChunks<'_>> {
         ParsedChunks::from_layout(

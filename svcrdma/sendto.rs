@@ -6,14 +6,17 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
+use super::rw::{DIRECT_PAGES, DIRECT_WRITES};
 use super::stats::{stat_add, Stat};
-use super::write::ReplyFrom;
-use crate::proto::pcl::{ParsedChunks, PLAIN_REPLY_HEADER_LEN};
-use crate::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
+use super::write::{ReplyFrom, REPLY_PAGES_MIN};
+use crate::proto::msg::Segment;
+use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HEADER_LEN};
+use crate::proto::svc_reply::{around_one_payload, set_result_payloads, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::verbs::MAX_SGE;
 use crate::rust::sunrpc::svc::SvcRqst;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
@@ -86,6 +89,12 @@ impl Conn {
                 false => None,
             };
             if let Some(res) = self.send_plain_reply(rqst, xid, inv) {
+                return res;
+            }
+        }
+        if let Some(seg) = ctxt.call.one_write_segment() {
+            if let Some(res) = self.send_one_write_reply(rqst, xid, &seg, ctxt.payloads.as_slice())
+            {
                 return res;
             }
         }
@@ -296,6 +305,77 @@ impl Conn {
                     .map_err(|_| EINVAL)?;
                 let end = n.checked_add(xdr_len).ok_or(EINVAL)?;
                 rqst.read_res(0, out.get_mut(n..end).ok_or(EINVAL)?)?;
+                Ok(end)
+            }),
+        )
+    }
+}
+
+impl Conn {
+    /// Sends the Reply to a Call whose one chunk is a Write chunk of one
+    /// segment `seg` (an NFS READ's) the short way, when its one result
+    /// payload (`payloads`) lies in pages that one RDMA Write can carry: that
+    /// Write in the Reply's send context, its header written word by word,
+    /// the bytes around the payload copied behind it, no chunk list walked
+    /// or rebuilt (C `svc_rdma_send_write_chunk`, then
+    /// `svc_rdma_send_reply_msg`). `None`, with nothing done, for any other
+    /// Reply: the general way sends it, or answers it with `ERR_CHUNK`.
+    fn send_one_write_reply(
+        &self,
+        rqst: &SvcRqst,
+        xid: u32,
+        seg: &Segment,
+        payloads: &[(u32, u32)],
+    ) -> Option<Result> {
+        let s = &self.shared;
+        let &[(position, len)] = payloads else {
+            return None;
+        };
+        // Injected faults and the copied Writes of `svc_memreg=cache` take
+        // the general way.
+        if !s.direct || len == 0 || len > seg.length || WRITE_OVERRUN_FAULTS.load(Relaxed) != 0 {
+            return None;
+        }
+        let [(_, head_len), (tail_at, tail_len)] =
+            around_one_payload(position, len, rqst.res_len())?;
+        let total = ONE_WRITE_REPLY_HEADER_LEN
+            .checked_add(usize_of(head_len).ok()?)?
+            .checked_add(usize_of(tail_len).ok()?)?;
+        let io = self.io();
+        if total > s.inline_send as usize || total > io.sq.sends.buf_len() {
+            return None;
+        }
+        // One Write, its pages within the scatter list of one work request
+        // (an unaligned run spans a page more than its length needs).
+        let sges = s.ep.max_send_sge().min(MAX_SGE);
+        // A long payload's Write holds the Reply's page array instead of
+        // a reference per page (`Io::write_chunk_direct`).
+        let max_piece = sges.saturating_sub(1).saturating_mul(PAGE_SIZE);
+        if len as usize > max_piece || len as usize >= REPLY_PAGES_MIN {
+            return None;
+        }
+        let pages = rqst.res_pages(position, len, sges)?;
+        let mut send = io.take_send()?;
+        match send.add_write(&s.ep, pages.range().ok()?, None, seg.offset, seg.handle) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        stat_add(Stat::Write, 1);
+        stat_add(Stat::WriteBytes, u64::from(len));
+        DIRECT_WRITES.count(1);
+        DIRECT_PAGES.count(pages.count_pages() as u64);
+        trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
+        // The one handle of the lists.
+        let inv = s.snd_w_inv.then_some(seg.handle);
+        Some(
+            io.send_filled(&mut SendChain::new(), Some(send), total, inv, |out| {
+                let n = ParsedChunks::encode_one_write_reply_header(xid, s.credits, seg, len, out)
+                    .map_err(|_| EINVAL)?;
+                let head_end = n.checked_add(usize_of(head_len)?).ok_or(EINVAL)?;
+                let end = head_end.checked_add(usize_of(tail_len)?).ok_or(EINVAL)?;
+                rqst.read_res(0, out.get_mut(n..head_end).ok_or(EINVAL)?)?;
+                rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
                 Ok(end)
             }),
         )

@@ -49,7 +49,7 @@ impl<'a> ReplyFrom<'a> {
 /// the Reply's page array ([`ReplyPages`]) rather than a reference per
 /// page: the array costs two allocations and a pass over the Reply's
 /// pages, a page's reference two atomic operations and its lookups.
-const REPLY_PAGES_MIN: usize = 16 * PAGE_SIZE;
+pub(super) const REPLY_PAGES_MIN: usize = 16 * PAGE_SIZE;
 
 impl Io<'_> {
     /// Pushes `total` bytes into a Write or Reply chunk with RDMA Write;

@@ -101,6 +101,11 @@ pub struct ChunkLayout {
 /// ([`ParsedChunks::encode_plain_reply_header`]): seven words.
 pub const PLAIN_REPLY_HEADER_LEN: usize = 28;
 
+/// The length of the transport header of a Reply whose one chunk is a
+/// Write chunk of one segment
+/// ([`ParsedChunks::encode_one_write_reply_header`]): thirteen words.
+pub const ONE_WRITE_REPLY_HEADER_LEN: usize = 52;
+
 impl ChunkLayout {
     /// Whether the lists hold no chunk at all.
     pub fn is_empty(&self) -> bool {
@@ -112,6 +117,17 @@ impl ChunkLayout {
     /// inline.
     pub fn has_no_result_chunks(&self) -> bool {
         self.write == self.reply && self.reply == self.chunks
+    }
+
+    /// Whether the lists hold one chunk, a Write chunk of one segment (an
+    /// NFS READ's): its Reply echoes that segment alone
+    /// ([`ParsedChunks::encode_one_write_reply_header`]).
+    pub fn is_one_write_segment(&self) -> bool {
+        self.chunks == 1
+            && self.segments == 1
+            && self.read == 0
+            && self.write == 0
+            && self.reply == 1
     }
 
     /// The layout of lists with no call chunk: `write` Read chunks, then
@@ -463,6 +479,40 @@ impl<'s> ParsedChunks<'s> {
         let mut w = XdrWriter::new(out);
         // The fixed words, an empty Read list, Write list and Reply chunk.
         w.write_words([xid, RPCRDMA_VERSION, credits, Proc::Msg.to_u32(), 0, 0, 0])?;
+        Ok(w.position())
+    }
+
+    /// The transport header of a Reply to a Call whose one chunk is a
+    /// Write chunk of the one segment `seg`, `written` bytes of which the
+    /// result payload used, as [`Self::encode_reply_header`] writes it for
+    /// such lists, without the lists: the Reply of an NFS READ whose data
+    /// went through RDMA Write.
+    pub fn encode_one_write_reply_header(
+        xid: u32,
+        credits: u32,
+        seg: &Segment,
+        written: u32,
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let mut w = XdrWriter::new(out);
+        let (hi, lo) = ((seg.offset >> 32) as u32, seg.offset as u32);
+        // The fixed words, an empty Read list, a Write list of one chunk
+        // of one segment trimmed to what was written, no Reply chunk.
+        w.write_words([
+            xid,
+            RPCRDMA_VERSION,
+            credits,
+            Proc::Msg.to_u32(),
+            0,
+            1,
+            1,
+            seg.handle,
+            written.min(seg.length),
+            hi,
+            lo,
+            0,
+            0,
+        ])?;
         Ok(w.position())
     }
 

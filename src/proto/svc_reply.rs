@@ -15,6 +15,7 @@ use super::pcl::NonPayloadRegions;
 use super::pcl::ParsedChunks;
 use super::pcl::PclChunk;
 use super::pcl::PclError;
+use super::xdr::align_up_u32;
 
 /// Where nfsd's next result payload goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,21 @@ pub fn set_result_payloads(
         pcl.set_result_payload(i, position, length)?;
     }
     Ok(())
+}
+
+/// The body of a Reply of `xdr_len` bytes whose one result payload, `len`
+/// bytes at `position`, went through a Write chunk: the bytes before the
+/// payload and those after its XDR pad, each as `(offset, length)` (either
+/// may be empty), as [`ReplyBody`] finds them; `None` where it finds the
+/// payload outside the Reply ([`PclError::BadRegion`]). `len` is not zero.
+#[inline]
+pub fn around_one_payload(position: u32, len: u32, xdr_len: u32) -> Option<[(u32, u32); 2]> {
+    let after = position.checked_add(len).and_then(align_up_u32)?;
+    if position > xdr_len {
+        return None;
+    }
+    let rest = xdr_len.checked_sub(after)?;
+    Some([(0, position), (after, rest)])
 }
 
 /// A result payload to push into its Write chunk with RDMA Writes.
