@@ -215,9 +215,9 @@ impl Conn {
             },
             Body::Error(e) => {
                 match e {
-                    ErrorBody::Vers { low, high } => trace::xprtrdma_err_vers(&rqst, *low, *high),
-                    ErrorBody::Chunk => trace::xprtrdma_err_chunk(&rqst),
-                    ErrorBody::Other(code) => trace::xprtrdma_err_unrecognized(&rqst, *code),
+                    ErrorBody::Vers { low, high } => trace::xprtrdma_err_vers(rqst, *low, *high),
+                    ErrorBody::Chunk => trace::xprtrdma_err_chunk(rqst),
+                    ErrorBody::Other(code) => trace::xprtrdma_err_unrecognized(rqst, *code),
                 }
                 bump(&self.stats.bad_reply_count);
                 crate::pr_warn_ratelimited!(
