@@ -218,6 +218,16 @@ impl Conn {
         ENOBUFS
     }
 
+    /// Gives back the Send's slot of a call that was not sent and what it
+    /// registered, and counts the failed marshal (C counts an MR shortage
+    /// and a Send without a free context as one too, and retries them).
+    fn undo_marshal(&self, this: ArcBorrow<'_, Self>, mut mrs: RegList) {
+        self.slots.give(1);
+        self.unpost(&mut mrs, 0);
+        self.abandon(this, mrs);
+        bump(&self.stats.failed_marshal_count);
+    }
+
     /// Undoes a call whose Send could not be built (`e`): gives back the
     /// Send's slot and invalidates what it registered. Returns `e`.
     #[cold]
@@ -225,15 +235,10 @@ impl Conn {
         &self,
         this: ArcBorrow<'_, Self>,
         rqst: &RpcRqst<'_>,
-        mut mrs: RegList,
+        mrs: RegList,
         e: Error,
     ) -> Error {
-        self.slots.give(1);
-        self.unpost(&mut mrs, 0);
-        self.abandon(this, mrs);
-        // C counts a Send without a free context as a failed marshal too
-        // (and retries it).
-        bump(&self.stats.failed_marshal_count);
+        self.undo_marshal(this, mrs);
         if e != ENOBUFS {
             trace::xprtrdma_marshal_failed(rqst, e);
         }
@@ -312,15 +317,10 @@ impl Conn {
         this: ArcBorrow<'_, Self>,
         rqst: &RpcRqst<'_>,
         xid: u32,
-        mut mrs: RegList,
+        mrs: RegList,
         e: Error,
     ) -> Error {
-        self.slots.give(1);
-        self.unpost(&mut mrs, 0);
-        self.abandon(this, mrs);
-        // C counts an MR shortage (-EAGAIN, retried) as a failed marshal
-        // too.
-        bump(&self.stats.failed_marshal_count);
+        self.undo_marshal(this, mrs);
         if e == ENOBUFS {
             // Dirty MRs come back only through a batch: run it now.
             self.flush_dirty(this);
