@@ -331,9 +331,16 @@ impl Conn {
         let &[(position, len)] = payloads else {
             return None;
         };
-        // Injected faults and the copied Writes of `svc_memreg=cache` take
-        // the general way.
-        if !s.direct || len == 0 || len > seg.length || WRITE_OVERRUN_FAULTS.load(Relaxed) != 0 {
+        // A long payload's Write holds the Reply's page array instead of a
+        // reference per page (`Io::write_chunk_direct`). Injected faults
+        // and the copied Writes of `svc_memreg=cache` take the general way
+        // too.
+        if len == 0
+            || len as usize >= REPLY_PAGES_MIN
+            || len > seg.length
+            || !s.direct
+            || WRITE_OVERRUN_FAULTS.load(Relaxed) != 0
+        {
             return None;
         }
         let [(_, head_len), (tail_at, tail_len)] =
@@ -348,10 +355,8 @@ impl Conn {
         // One Write, its pages within the scatter list of one work request
         // (an unaligned run spans a page more than its length needs).
         let sges = s.ep.max_send_sge().min(MAX_SGE);
-        // A long payload's Write holds the Reply's page array instead of
-        // a reference per page (`Io::write_chunk_direct`).
         let max_piece = sges.saturating_sub(1).saturating_mul(PAGE_SIZE);
-        if len as usize > max_piece || len as usize >= REPLY_PAGES_MIN {
+        if len as usize > max_piece {
             return None;
         }
         let pages = rqst.res_pages(position, len, sges)?;
