@@ -453,6 +453,7 @@ impl<O: HasSendPool> PooledSend<'_, O> {
     /// (the pool's) for it to read, and referenced unless `reply` keeps
     /// them, until the Send completes: one helper call for them all.
     /// `Ok(false)`, with nothing done, when the context has no Write left.
+    #[inline(always)]
     pub fn add_write(
         &mut self,
         ep: &Endpoint,
