@@ -180,6 +180,9 @@ impl Xprt {
     /// transport's `queue_lock`, which `f` may keep for the whole reply
     /// ([`LockedRqst::complete`]) or leave with the request pinned
     /// ([`LockedRqst::pin`]); `None` when no request waits for `xid`.
+    /// `f` runs in that section: it must not take the lock again (no
+    /// [`Self::lookup`] or [`PinnedRqst::complete`]), which would wait on
+    /// itself, nor sleep.
     pub fn with_reply_rqst<T>(&self, xid: u32, f: impl FnOnce(LockedRqst<'_>) -> T) -> Option<T> {
         let x = self.as_raw().cast_mut();
         // SAFETY: Valid while `self` is (type invariant of `Xprt`).
