@@ -231,44 +231,50 @@ impl Conn {
         self.revoke_all();
     }
 
-    /// Returns to the pool the MR the server invalidated remotely (its
-    /// Send With Invalidate of `inv_rkey`): it needs no LOCAL_INV. We always
-    /// offer remote invalidation (RFC 8797 flag).
-    fn take_remotely_invalidated(&self, rqst: &ReplyRqst, p: &mut Pending, inv_rkey: Option<u32>) {
-        let Some(mr) = inv_rkey.and_then(|rkey| p.regs.take_mr(rkey)) else {
-            return;
-        };
+    /// Takes out of `p` the MR the server invalidated remotely (its Send
+    /// With Invalidate of `inv_rkey`), which needs no LOCAL_INV: its slot
+    /// goes back to the send queue, the MR to the caller for
+    /// [`Self::recycle_one`]. We always offer remote invalidation (RFC 8797
+    /// flag).
+    fn take_remotely_invalidated(
+        &self,
+        rqst: &ReplyRqst,
+        p: &mut Pending,
+        inv_rkey: Option<u32>,
+    ) -> Option<Mr> {
+        let mr = inv_rkey.and_then(|rkey| p.regs.take_mr(rkey))?;
         trace::xprtrdma_mr_reminv(rqst, &mr);
         bump(&self.stats.remote_inv);
         add(&self.counters().remote_invalidations, 1);
-        self.recycle_one(mr);
         // The slot reserved for its LOCAL_INV is not needed.
         self.slots.give(1);
+        Some(mr)
     }
 
     /// Releases, inside the transport's `queue_lock`, what a reply's
     /// request registered when that needs no memory and no wait: nothing,
-    /// or with `memreg=fmr` pool MRs that the server invalidated remotely.
-    /// Returns whether nothing is left, so that the RPC completes there;
-    /// otherwise what is left stays in `pending` for [`Self::finish`].
+    /// or with `memreg=fmr` the MR the server invalidated remotely, taken
+    /// out for the caller to return to the pool once the lock is left
+    /// ([`Released::Done`]): the RPC completes in the section. What is left
+    /// otherwise stays in `pending` for [`Self::finish`].
     pub(super) fn release_in_lock(
         &self,
         rqst: &ReplyRqst,
         pending: &mut Option<Pending>,
         inv_rkey: Option<u32>,
-    ) -> bool {
+    ) -> Released {
         let Some(p) = pending.as_mut() else {
-            return true;
+            return Released::Done(None);
         };
         if self.settings.strategy != Strategy::Fmr {
-            return false;
+            return Released::Left(None);
         }
-        self.take_remotely_invalidated(rqst, p, inv_rkey);
+        let mr = self.take_remotely_invalidated(rqst, p, inv_rkey);
         if p.regs.is_empty() {
             *pending = None;
-            return true;
+            return Released::Done(mr);
         }
-        false
+        Released::Left(mr)
     }
 
     /// Invalidates what the request registered (`pending`, taken from the
@@ -290,7 +296,9 @@ impl Conn {
         // Cached registrations stay; physical mappings are simply
         // unmapped; MRs need invalidation.
         self.release_cached(this, &p.regs, inv_rkey);
-        self.take_remotely_invalidated(&rqst, p, inv_rkey);
+        if let Some(mr) = self.take_remotely_invalidated(&rqst, p, inv_rkey) {
+            self.recycle_one(mr);
+        }
         // The common case (one MR, invalidated by the server's Send) needs
         // no list of the MRs left.
         if p.regs.mrs().next().is_none() {
@@ -411,4 +419,15 @@ pub(super) fn rkeys(mrs: &KVec<Mr>) -> Result<InvKeys> {
             .map_err(|_| ENOMEM)?;
     }
     Ok(keys)
+}
+
+/// What [`Conn::release_in_lock`] left of a reply's registrations, with the
+/// MR the server invalidated remotely, if it took one, to go back to the
+/// pool outside the lock (deregistering an MR the pool would not take may
+/// sleep).
+pub(super) enum Released {
+    /// Nothing is left: the RPC may complete.
+    Done(Option<Mr>),
+    /// Registrations are left to invalidate first ([`Conn::finish`]).
+    Left(Option<Mr>),
 }

@@ -6,6 +6,7 @@
 
 use super::backchannel::is_call;
 use super::conn::{Conn, Offered, Pending, ReqState};
+use super::invalidate::Released;
 use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -153,18 +154,21 @@ impl Conn {
             let mut pending = self.take_pending_of(&rqst);
             let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
             let status = self.reply_status(&rqst, hdr, offered);
-            let left = if self.release_in_lock(&rqst, &mut pending, inv_rkey) {
-                rqst.complete(status);
-                None
-            } else {
-                Some((rqst.pin(), pending, status))
-            };
-            (changed, left)
+            match self.release_in_lock(&rqst, &mut pending, inv_rkey) {
+                Released::Done(mr) => {
+                    rqst.complete(status);
+                    (changed, None, mr)
+                }
+                Released::Left(mr) => (changed, Some((rqst.pin(), pending, status)), mr),
+            }
         });
-        let Some((changed, left)) = found else {
+        let Some((changed, left, invalidated)) = found else {
             trace::xprtrdma_reply_err(&self.xprt, ReplyError::NoRequest, bytes);
             return;
         };
+        if let Some(mr) = invalidated {
+            self.recycle_one(mr);
+        }
         if changed {
             self.xprt.update_cwnd(credits);
         }
