@@ -6,9 +6,8 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::rw::{DIRECT_PAGES, DIRECT_WRITES};
 use super::stats::{stat_add, Stat};
-use super::write::{ReplyFrom, REPLY_PAGES_MIN};
+use super::write::{count_direct_write, ReplyFrom, REPLY_PAGES_MIN};
 use crate::proto::msg::Segment;
 use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HEADER_LEN};
 use crate::proto::svc_reply::{around_one_payload, set_result_payloads, PayloadWrites, ReplyBody};
@@ -16,7 +15,6 @@ use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::verbs::MAX_SGE;
 use crate::rust::sunrpc::svc::SvcRqst;
-use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
@@ -352,10 +350,8 @@ impl Conn {
         if total > s.inline_send as usize || total > io.sq.sends.buf_len() {
             return None;
         }
-        // One Write, its pages within the scatter list of one work request
-        // (an unaligned run spans a page more than its length needs).
-        let sges = s.ep.max_send_sge().min(MAX_SGE);
-        let max_piece = sges.saturating_sub(1).saturating_mul(PAGE_SIZE);
+        // One Write, its pages within the scatter list of one work request.
+        let (sges, max_piece) = io.direct_write_bounds();
         if len as usize > max_piece {
             return None;
         }
@@ -366,10 +362,7 @@ impl Conn {
             Ok(false) => return None,
             Err(e) => return Some(Err(e)),
         }
-        stat_add(Stat::Write, 1);
-        stat_add(Stat::WriteBytes, u64::from(len));
-        DIRECT_WRITES.count(1);
-        DIRECT_PAGES.count(pages.count_pages() as u64);
+        count_direct_write(u64::from(len), pages.count_pages() as u64);
         trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
         // The one handle of the lists.
         let inv = s.snd_w_inv.then_some(seg.handle);

@@ -51,7 +51,24 @@ impl<'a> ReplyFrom<'a> {
 /// pages, a page's reference two atomic operations and its lookups.
 pub(super) const REPLY_PAGES_MIN: usize = 16 * PAGE_SIZE;
 
+/// Counts an RDMA Write of `len` bytes straight from `pages` of the
+/// Reply's pages.
+pub(super) fn count_direct_write(len: u64, pages: u64) {
+    stat_add(Stat::Write, 1);
+    stat_add(Stat::WriteBytes, len);
+    DIRECT_WRITES.count(1);
+    DIRECT_PAGES.count(pages);
+}
+
 impl Io<'_> {
+    /// How many of the Reply's pages one RDMA Write straight from them
+    /// takes as scatter/gather entries, and the longest piece it carries:
+    /// an unaligned piece spans one page more than its length needs.
+    pub(super) fn direct_write_bounds(&self) -> (usize, usize) {
+        let sges = self.ep.max_send_sge().min(MAX_SGE);
+        (sges, sges.saturating_sub(1).saturating_mul(PAGE_SIZE))
+    }
+
     /// Pushes `total` bytes into a Write or Reply chunk with RDMA Write;
     /// `fill(stream_offset, buf, len)` puts the bytes at that offset of
     /// the chunk's data into `buf[..len]`. The Writes are added to `chain`
@@ -118,15 +135,10 @@ impl Io<'_> {
         // Where the chunk's byte `off` is in the Reply.
         let reply_at =
             |off: usize| -> Result<u32> { start.checked_add(u32::try_from(off)?).ok_or(EINVAL) };
-        // The pages of one piece at a time: at most `sges`.
-        let sges = self.ep.max_send_sge().min(MAX_SGE);
-        // An unaligned piece spans one page more than its length needs.
         // Pieces written from pages may be longer than a buffer (`PIECE`):
         // fewer Writes. One that is copied after all goes through buffers
         // in parts.
-        let max_piece = sges
-            .saturating_sub(1)
-            .saturating_mul(kernel::page::PAGE_SIZE);
+        let (sges, max_piece) = self.direct_write_bounds();
         if max_piece == 0 {
             return self.write_chunk(chain, kind, segs, total, |off, buf, len| {
                 rqst.read_res_into_buf(reply_at(off)?, buf, 0, len)
@@ -164,10 +176,7 @@ impl Io<'_> {
                     };
                     self.queue_built(chain, wr, write_op(&p))?;
                 }
-                stat_add(Stat::Write, 1);
-                stat_add(Stat::WriteBytes, p.len as u64);
-                DIRECT_WRITES.count(1);
-                DIRECT_PAGES.count(n);
+                count_direct_write(p.len as u64, n);
                 posted += 1;
             } else {
                 for part in p.parts(PIECE) {
