@@ -252,27 +252,29 @@ impl Conn {
     }
 
     /// Releases, inside the transport's `queue_lock`, what a reply's
-    /// request registered when that needs no memory and no wait: with
-    /// `memreg=fmr`, the MR the server invalidated remotely, taken out and
-    /// returned for the caller to give back to the pool once the lock is
-    /// left. `pending` is `None` afterwards when nothing is left, so that the
-    /// RPC completes in the section; otherwise what is left stays in it for
-    /// [`Self::finish`].
+    /// request registered when that needs no memory and no wait: nothing,
+    /// or with `memreg=fmr` the MR the server invalidated remotely, taken
+    /// out for the caller to return to the pool once the lock is left
+    /// ([`Released::Done`]): the RPC completes in the section. What is left
+    /// otherwise stays in `pending` for [`Self::finish`].
     pub(super) fn release_in_lock(
         &self,
         rqst: &ReplyRqst,
         pending: &mut Option<Pending>,
         inv_rkey: Option<u32>,
-    ) -> Option<Mr> {
-        let p = pending.as_mut()?;
+    ) -> Released {
+        let Some(p) = pending.as_mut() else {
+            return Released::Done(None);
+        };
         if self.settings.strategy != Strategy::Fmr {
-            return None;
+            return Released::Left(None);
         }
         let mr = self.take_remotely_invalidated(rqst, p, inv_rkey);
         if p.regs.is_empty() {
             *pending = None;
+            return Released::Done(mr);
         }
-        mr
+        Released::Left(mr)
     }
 
     /// Invalidates what the request registered (`pending`, taken from the
@@ -417,4 +419,15 @@ pub(super) fn rkeys(mrs: &KVec<Mr>) -> Result<InvKeys> {
             .map_err(|_| ENOMEM)?;
     }
     Ok(keys)
+}
+
+/// What [`Conn::release_in_lock`] left of a reply's registrations, with the
+/// MR the server invalidated remotely, if it took one, to go back to the
+/// pool outside the lock (deregistering an MR the pool would not take may
+/// sleep).
+pub(super) enum Released {
+    /// Nothing is left: the RPC may complete.
+    Done(Option<Mr>),
+    /// Registrations are left to invalidate first ([`Conn::finish`]).
+    Left(Option<Mr>),
 }

@@ -44,14 +44,14 @@ fn result_chunk_type(result: &ResultStrategy) -> ChunkType {
 /// segments are traced (`register_chunks`), so that neither the kept
 /// registrations nor the counters walk the lists again.
 #[derive(Clone, Copy, Default)]
-pub(super) struct ResultBytes {
-    pub(super) write: u64,
-    pub(super) reply: u64,
+struct ResultBytes {
+    write: u64,
+    reply: u64,
 }
 
 impl ResultBytes {
     /// What the reply may claim the server wrote (see [`Offered`]).
-    pub(super) fn offered(self) -> Offered {
+    fn offered(self) -> Offered {
         let sat = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Offered {
             write: sat(self.write),
@@ -363,7 +363,7 @@ impl Conn {
     /// counts per segment (one MR each), the bytes offered to the server
     /// to write (Write and Reply segments, not Read ones), and the bytes
     /// pulled up behind the head of an inline call.
-    pub(super) fn count_sent(
+    fn count_sent(
         &self,
         call: &CallStrategy,
         snd: &XdrBufShape,
@@ -397,34 +397,6 @@ impl Conn {
             CallStrategy::LongCall { .. } => bump(&self.stats.nomsg_call_count),
             CallStrategy::ReadChunk { .. } => {}
         }
-    }
-
-    /// Registers the receive buffer's page list (`rcv`) as the call's
-    /// Write chunk into `writes`, with the write pad's segment behind it if
-    /// `write_pad`; returns the bytes of its segments.
-    pub(super) fn register_write_chunk(
-        &self,
-        rqst: &RpcRqst<'_>,
-        rcv: &XdrBufShape,
-        write_pad: bool,
-        mrs: &mut RegList,
-        writes: &mut Segs,
-    ) -> Result<u64> {
-        let span = Span::recv(rcv.head_len, rcv.page_len);
-        self.register(rqst, span, mrs, writes)?;
-        if write_pad {
-            if let Some((mr, _)) = &self.write_pad {
-                let s = mr.segment();
-                writes.push(Segment::new(s.handle, s.length, s.offset))?;
-            }
-        }
-        let mut bytes = 0u64;
-        for (i, s) in writes.as_slice().iter().enumerate() {
-            let is_last = i + 1 == writes.len();
-            trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
-            bytes = bytes.saturating_add(u64::from(s.length));
-        }
-        Ok(bytes)
     }
 
     /// Registers the call's Read chunk into `reads` (made here, only for
@@ -466,7 +438,20 @@ impl Conn {
         match result {
             ResultStrategy::Inline => {}
             ResultStrategy::WriteChunk { write_pad, .. } => {
-                bytes.write = self.register_write_chunk(rqst, rcv, *write_pad, mrs, result_segs)?;
+                let writes = result_segs;
+                let span = Span::recv(rcv.head_len, rcv.page_len);
+                self.register(rqst, span, mrs, writes)?;
+                if *write_pad {
+                    if let Some((mr, _)) = &self.write_pad {
+                        let s = mr.segment();
+                        writes.push(Segment::new(s.handle, s.length, s.offset))?;
+                    }
+                }
+                for (i, s) in writes.as_slice().iter().enumerate() {
+                    let is_last = i + 1 == writes.len();
+                    trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
+                    bytes.write = bytes.write.saturating_add(u64::from(s.length));
+                }
             }
             ResultStrategy::ReplyChunk { .. } => {
                 // The whole receive buffer as head, pages and tail describe

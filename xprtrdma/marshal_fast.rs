@@ -7,11 +7,11 @@
 //! header description or strategy is built for them; everything else goes
 //! through [`Conn::send`]'s general path.
 
-use super::conn::{Conn, Pending};
-use super::marshal::ResultBytes;
-use super::reg::{RegList, Segs};
+use super::conn::{Conn, Offered, Pending};
+use super::reg::{add_some, RegList, Segs, Span};
 use crate::proto::marshal_fast::{encode_fast_header, FastPlan, FastResult};
-use crate::proto::planner::{CallStrategy, RpcShape};
+use crate::proto::msg::Segment;
+use crate::proto::planner::RpcShape;
 use crate::rust::module::trace::{self, ChunkType};
 use crate::rust::rdma::send_ring::SendRingHead;
 use crate::rust::sunrpc::xprt::RpcRqst;
@@ -38,12 +38,28 @@ impl Conn {
         }
         let mut mrs = RegList::new();
         let mut writes = Segs::new();
-        let mut bytes = ResultBytes::default();
+        let mut offered = Offered::default();
         if let FastResult::WriteChunk { write_pad, .. } = fast.result {
-            match self.register_write_chunk(rqst, &rpc.recv, write_pad, &mut mrs, &mut writes) {
-                Ok(n) => bytes.write = n,
-                Err(e) => return Err(self.chunks_failed(this, rqst, xid, mrs, e)),
+            let recv = &rpc.recv;
+            let span = Span::recv(recv.head_len, recv.page_len);
+            let registered = self.register(rqst, span, &mut mrs, &mut writes);
+            let padded = registered.and_then(|()| match &self.write_pad {
+                Some((mr, _)) if write_pad => {
+                    let s = mr.segment();
+                    writes.push(Segment::new(s.handle, s.length, s.offset))
+                }
+                _ => Ok(()),
+            });
+            if let Err(e) = padded {
+                return Err(self.chunks_failed(this, rqst, xid, mrs, e));
             }
+            let mut bytes = 0u32;
+            for (i, s) in writes.as_slice().iter().enumerate() {
+                let is_last = i + 1 == writes.len();
+                trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
+                bytes = bytes.saturating_add(s.length);
+            }
+            offered.write = bytes;
         }
         let writes = writes.as_slice();
         let call_len = fast.call_len as usize;
@@ -75,13 +91,19 @@ impl Conn {
         let pending = Pending {
             xid,
             regs: mrs,
-            offered: bytes.offered(),
+            offered,
         };
         // Nothing mapped for the Send: unsignaled but for one in
         // `send_batch`.
         self.post_call(this, rqst, pending, ctxt, false, send_len)?;
-        let call = CallStrategy::InlinePullup;
-        self.count_sent(&call, &rpc.send, &[], writes, &[], bytes);
+        // As `Conn::count_sent` counts a pulled-up call: the bytes moved
+        // behind the head, and the Write chunk's.
+        let behind_head = u64::from(rpc.send.page_len).saturating_add(u64::from(rpc.send.tail_len));
+        add_some(&self.stats.pullup_copy_count, behind_head);
+        if !writes.is_empty() {
+            add_some(&self.stats.write_chunk_count, writes.len() as u64);
+            add_some(&self.stats.total_rdma_request, u64::from(offered.write));
+        }
         Ok(())
     }
 }

@@ -6,6 +6,7 @@
 
 use super::backchannel::is_call;
 use super::conn::{Conn, Offered, Pending, ReqState};
+use super::invalidate::Released;
 use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -153,17 +154,13 @@ impl Conn {
             let mut pending = self.take_pending_of(&rqst);
             let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
             let status = self.reply_status(&rqst, hdr, offered);
-            // The MR the server invalidated goes back to the pool after
-            // the section: nothing in it may sleep.
-            let invalidated = self.release_in_lock(&rqst, &mut pending, inv_rkey);
-            let left = match pending {
-                None => {
+            match self.release_in_lock(&rqst, &mut pending, inv_rkey) {
+                Released::Done(mr) => {
                     rqst.complete(status);
-                    None
+                    (changed, None, mr)
                 }
-                Some(p) => Some((rqst.pin(), Some(p), status)),
-            };
-            (changed, left, invalidated)
+                Released::Left(mr) => (changed, Some((rqst.pin(), pending, status)), mr),
+            }
         });
         let Some((changed, left, invalidated)) = found else {
             trace::xprtrdma_reply_err(&self.xprt, ReplyError::NoRequest, bytes);

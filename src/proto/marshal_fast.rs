@@ -9,9 +9,8 @@
 //! - the same Call, and the Reply's page data through one Write chunk (a
 //!   READ, a READDIR).
 //!
-//! [`plan_fast`] recognises them with the general planner's own tests
-//! (its result half, [`plan_result`]) and returns what
-//! [`plan`](super::planner::plan) would decide for them; for
+//! [`plan_fast`] recognises them with the general planner's own tests and
+//! returns what [`plan`](super::planner::plan) would decide for them; for
 //! every other shape it returns `None`, never a plan of its own, and the
 //! general planner decides. [`encode_fast_header`] writes their transport
 //! header word by word, byte for byte what
@@ -19,7 +18,9 @@
 //! header. The host property test `marshal_fast` holds both to that.
 
 use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
-use super::planner::{args_fit_inline, plan_result, ResultStrategy, RpcShape, TransportParams};
+use super::planner::{
+    args_inline, count_segments, nonpayload_inline, results_inline, RpcShape, TransportParams,
+};
 
 /// How the Reply of a call in one of the common shapes comes back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,27 +65,34 @@ pub fn plan_fast(shape: &RpcShape, p: &TransportParams, pullup_max: u32) -> Opti
     let call_len = send.len()?;
     // `plan`'s `InlinePullup`: the Call fits inline and is shorter than
     // the Send buffer.
-    if call_len >= shape.send_buf_len || !args_fit_inline(send, call_len, p).ok()? {
+    if call_len >= shape.send_buf_len || !args_inline(send, p).ok()? {
         return None;
     }
-    let (result, header_len) = match plan_result(shape, p).ok()? {
-        ResultStrategy::Inline => (FastResult::Inline, PLAIN_HEADER_LEN),
-        ResultStrategy::WriteChunk {
-            segments,
-            write_pad,
-        } => {
-            // Discriminator, count, segments; the list's terminator is
-            // among the plain header's words.
-            let chunk = segments.checked_mul(SEGMENT_LEN as u32)?.checked_add(8)?;
-            (
-                FastResult::WriteChunk {
-                    segments,
-                    write_pad,
-                },
-                PLAIN_HEADER_LEN.checked_add(chunk)?,
-            )
+    let recv = &shape.recv;
+    let (result, header_len) = if results_inline(recv, p) {
+        (FastResult::Inline, PLAIN_HEADER_LEN)
+    } else if shape.ddp_allowed && shape.recv_ddp && recv.page_len > 0 && nonpayload_inline(recv, p)
+    {
+        let write_pad = recv.page_len & 3 != 0;
+        let segments = count_segments(recv, false, false, p)
+            .ok()?
+            .checked_add(u32::from(write_pad))?;
+        if segments > p.max_rdma_segs {
+            return None;
         }
-        ResultStrategy::ReplyChunk { .. } => return None,
+        // Discriminator, count, segments; the list's terminator is among
+        // the plain header's words.
+        let chunk = segments.checked_mul(SEGMENT_LEN as u32)?.checked_add(8)?;
+        let header_len = PLAIN_HEADER_LEN.checked_add(chunk)?;
+        (
+            FastResult::WriteChunk {
+                segments,
+                write_pad,
+            },
+            header_len,
+        )
+    } else {
+        return None;
     };
     if header_len.checked_add(call_len)? > p.inline_send {
         return None;

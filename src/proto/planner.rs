@@ -508,11 +508,7 @@ pub fn args_inline(send: &XdrBufShape, p: &TransportParams) -> Result<bool, Plan
 
 /// [`args_inline`] for a Call of `len` bytes (`send.len()`, which the
 /// planner has at hand).
-pub fn args_fit_inline(
-    send: &XdrBufShape,
-    len: u32,
-    p: &TransportParams,
-) -> Result<bool, PlanError> {
+fn args_fit_inline(send: &XdrBufShape, len: u32, p: &TransportParams) -> Result<bool, PlanError> {
     if len > p.max_inline_send() {
         return Ok(false);
     }
@@ -585,8 +581,7 @@ fn long_call(send: &XdrBufShape, p: &TransportParams) -> Result<CallStrategy, Pl
     })
 }
 
-/// How the Reply of `shape` comes back (the result half of [`plan`]).
-pub fn plan_result(shape: &RpcShape, p: &TransportParams) -> Result<ResultStrategy, PlanError> {
+fn plan_result(shape: &RpcShape, p: &TransportParams) -> Result<ResultStrategy, PlanError> {
     let recv = &shape.recv;
     if results_inline(recv, p) {
         return Ok(ResultStrategy::Inline);
