@@ -47,11 +47,13 @@ MEMCG_MIB=${MEMCG_MIB:-8}
 # on a data-path or a setup path and costs a reconnect at worst, and the
 # run goes on once it is spent. Each failed connect doubles sunrpc's
 # reconnect delay (up to a minute here), so the budget is small. The rate
-# only says how soon the budget is spent: a client doing fi-alloc's few
-# hundred RPCs makes a few hundred allocations through the module, which
-# at 1% gave it 0 to 3 faults per filter: in 11 runs, once none at all,
-# and a phase that injected nothing fails. At 5% the budget is spent
-# early in the phase.
+# only says how soon the budget is spent. The server allocates through the
+# module as it serves (a few hundred allocations in fi-alloc's RPCs), and
+# at 5% the budget is spent early in the phase. rpcrdma_rs's client
+# allocates nothing per RPC (its contexts are made with the connection),
+# so in fi-alloc it is made to reconnect once (client_reconnect_once):
+# its faults land on the connect path, and a phase that injected nothing
+# fails.
 ALLOC_PERCENT=${ALLOC_PERCENT:-5}
 ALLOC_TIMES=${ALLOC_TIMES:-3}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-420}
@@ -228,16 +230,39 @@ phase() {  # phase NAME CMD...: PASS/FAIL DIRECTION:NAME with the time it took
     PHASE_ERR=
 }
 
+# client_reconnect_once on|off: sunrpc's fail_sunrpc breaks the client's
+# connection once, DISC_INTERVAL RPCs after it is armed.
+client_reconnect_once() {
+    _d=$DBG/fail_sunrpc
+    [ -d $_d ] || return 1
+    if [ "$1" = on ]; then
+        echo N > $_d/ignore-client-disconnect
+        echo 0 > $_d/verbose
+        echo "$DISC_INTERVAL" > $_d/interval
+        echo 1 > $_d/times
+        echo 100 > $_d/probability
+    else
+        echo 0 > $_d/probability
+        echo Y > $_d/ignore-client-disconnect
+    fi
+}
+
 alloc_phase() {
-    if [ "$CLIENT_MOD" = rust ]; then alloc_faults_arm || { PHASE_ERR="cannot arm the client"; return 1; }; fi
+    if [ "$CLIENT_MOD" = rust ]; then
+        alloc_faults_arm || { PHASE_ERR="cannot arm the client"; return 1; }
+        client_reconnect_once on || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
+    fi
     if ! _srv=$(ask alloc-arm 2>/tmp/.fi-ask-err); then
         PHASE_ERR="server did not arm$(sed "s/^/: /" /tmp/.fi-ask-err)"
-        [ "$CLIENT_MOD" = rust ] && alloc_faults_disarm > /dev/null
+        [ "$CLIENT_MOD" = rust ] && { client_reconnect_once off; alloc_faults_disarm > /dev/null; }
         return 1
     fi
     fio_verify fi-alloc $(( SIZE * 2 )); _rc=$?
     _cli=none
-    [ "$CLIENT_MOD" = rust ] && _cli=$(alloc_faults_disarm)
+    if [ "$CLIENT_MOD" = rust ]; then
+        client_reconnect_once off
+        _cli=$(alloc_faults_disarm)
+    fi
     _srv=$(ask alloc-disarm 300) || _srv="no answer"
     info "$DIR_TAG injected allocation failures: client $_cli; server $_srv"
     [ $_rc = 0 ] || { PHASE_ERR="fio failed under allocation faults"; return 1; }
