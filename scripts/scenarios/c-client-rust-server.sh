@@ -381,7 +381,8 @@ shrink_probe() {
     }
     _idle=$(_col 11)
     _ev0=$(_col 7)
-    [ "${_idle:-0}" -gt 0 ] || { say "shrink probe: no idle buffers"; return; }
+    # Said in the summary: the shrinker check is then not made.
+    [ "${_idle:-0}" -gt 0 ] || { info "svc-regcache-shrinker not checked: no idle buffers at the probe"; return; }
     # Up to three passes: a buffer the last Replies still held during a
     # pass comes back idle after it (seen once under load: 1 idle, none
     # evicted, 2 idle after), and the next pass finds it.
