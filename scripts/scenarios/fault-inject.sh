@@ -51,7 +51,7 @@ MEMCG_MIB=${MEMCG_MIB:-8}
 # module as it serves (a few hundred allocations in fi-alloc's RPCs), and
 # at 5% the budget is spent early in the phase. rpcrdma_rs's client
 # allocates nothing per RPC (its contexts are made with the connection),
-# so in fi-alloc it is made to reconnect once (client_reconnect_once):
+# so in fi-alloc it is made to reconnect once (disconnects_arm client 1):
 # its faults land on the connect path, and a phase that injected nothing
 # fails.
 ALLOC_PERCENT=${ALLOC_PERCENT:-5}
@@ -106,6 +106,28 @@ alloc_faults_disarm() {
     echo "${_out# }"
 }
 
+# ---- disconnects through sunrpc's fail_sunrpc -----------------------------------
+# disconnects_arm client|server TIMES: the side's connection is broken every
+# DISC_INTERVAL RPCs (client) or calls (server), TIMES times at most; false
+# without fail_sunrpc (CONFIG_FAIL_SUNRPC).
+disconnects_arm() {
+    _d=$DBG/fail_sunrpc
+    [ -d $_d ] || return 1
+    echo N > "$_d/ignore-$1-disconnect"
+    echo 0 > $_d/verbose
+    echo "$DISC_INTERVAL" > $_d/interval
+    echo "$2" > $_d/times
+    echo 100 > $_d/probability
+}
+
+# disconnects_disarm client|server: stops them; prints the times left.
+disconnects_disarm() {
+    _d=$DBG/fail_sunrpc
+    echo 0 > $_d/probability
+    echo Y > "$_d/ignore-$1-disconnect"
+    cat $_d/times
+}
+
 # ---- server --------------------------------------------------------------------
 # restart_nfsd: every transport closes, the listener is made again.
 restart_nfsd() {
@@ -144,21 +166,14 @@ server_requests() {
                 disc-arm)
                     # svc_process: the server closes a connection every
                     # DISC_INTERVAL calls (svc_xprt_deferred_close).
-                    if [ "$SERVER_MOD" = rust ] && [ -d $DBG/fail_sunrpc ]; then
-                        echo N > $DBG/fail_sunrpc/ignore-server-disconnect
-                        echo 0 > $DBG/fail_sunrpc/verbose
-                        echo "$DISC_INTERVAL" > $DBG/fail_sunrpc/interval
-                        echo 1000 > $DBG/fail_sunrpc/times
-                        echo 100 > $DBG/fail_sunrpc/probability
+                    if [ "$SERVER_MOD" = rust ] && disconnects_arm server 1000; then
                         _a=armed
                     else
                         _a=none
                     fi ;;
                 disc-disarm)
                     if [ "$SERVER_MOD" = rust ] && [ -d $DBG/fail_sunrpc ]; then
-                        echo 0 > $DBG/fail_sunrpc/probability
-                        echo Y > $DBG/fail_sunrpc/ignore-server-disconnect
-                        _a=$(( 1000 - $(cat $DBG/fail_sunrpc/times) ))
+                        _a=$(( 1000 - $(disconnects_disarm server) ))
                     else
                         _a=none
                     fi ;;
@@ -230,37 +245,21 @@ phase() {  # phase NAME CMD...: PASS/FAIL DIRECTION:NAME with the time it took
     PHASE_ERR=
 }
 
-# client_reconnect_once on|off: sunrpc's fail_sunrpc breaks the client's
-# connection once, DISC_INTERVAL RPCs after it is armed.
-client_reconnect_once() {
-    _d=$DBG/fail_sunrpc
-    [ -d $_d ] || return 1
-    if [ "$1" = on ]; then
-        echo N > $_d/ignore-client-disconnect
-        echo 0 > $_d/verbose
-        echo "$DISC_INTERVAL" > $_d/interval
-        echo 1 > $_d/times
-        echo 100 > $_d/probability
-    else
-        echo 0 > $_d/probability
-        echo Y > $_d/ignore-client-disconnect
-    fi
-}
-
 alloc_phase() {
     if [ "$CLIENT_MOD" = rust ]; then
         alloc_faults_arm || { PHASE_ERR="cannot arm the client"; return 1; }
-        client_reconnect_once on || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
+        # One reconnect under the faults: the client's allocations.
+        disconnects_arm client 1 || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
     fi
     if ! _srv=$(ask alloc-arm 2>/tmp/.fi-ask-err); then
         PHASE_ERR="server did not arm$(sed "s/^/: /" /tmp/.fi-ask-err)"
-        [ "$CLIENT_MOD" = rust ] && { client_reconnect_once off; alloc_faults_disarm > /dev/null; }
+        [ "$CLIENT_MOD" = rust ] && { disconnects_disarm client > /dev/null; alloc_faults_disarm > /dev/null; }
         return 1
     fi
     fio_verify fi-alloc $(( SIZE * 2 )); _rc=$?
     _cli=none
     if [ "$CLIENT_MOD" = rust ]; then
-        client_reconnect_once off
+        disconnects_disarm client > /dev/null
         _cli=$(alloc_faults_disarm)
     fi
     _srv=$(ask alloc-disarm 300) || _srv="no answer"
@@ -274,19 +273,11 @@ alloc_phase() {
 }
 
 disconnect_phase() {
-    _d=$DBG/fail_sunrpc
-    [ -d $_d ] || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
     _before=$(awk '/xprt:/ { print $5; exit }' /proc/self/mountstats 2>/dev/null)
-    echo N > $_d/ignore-client-disconnect
-    echo 0 > $_d/verbose
-    echo "$DISC_INTERVAL" > $_d/interval
-    echo 1000 > $_d/times
-    echo 100 > $_d/probability
+    disconnects_arm client 1000 || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
     _srv=$(ask disc-arm) || _srv="no answer"
     fio_verify fi-disconnect "$SIZE"; _rc=$?
-    echo 0 > $_d/probability
-    echo Y > $_d/ignore-client-disconnect
-    _n=$(( 1000 - $(cat $_d/times) ))
+    _n=$(( 1000 - $(disconnects_disarm client) ))
     _srv=$(ask disc-disarm 300) || _srv="no answer"
     _after=$(awk '/xprt:/ { print $5; exit }' /proc/self/mountstats 2>/dev/null)
     info "$DIR_TAG injected disconnects (every $DISC_INTERVAL RPCs): client $_n, server $_srv; transport connects ${_before:-?} -> ${_after:-?}"
