@@ -9,9 +9,10 @@ use super::conn::CallCtxt;
 use super::read_op::{ReadHandler, ReadOp};
 use super::read_sinks::{PagedSinks, PagedTarget, ReadSink, ReadSinks};
 use super::recv_queue::RecvQ;
-use super::rw::{one_segment, Io, PIECE, REGISTERED_READS};
+use super::rw::{one_segment, Io, REGISTERED_READS};
 use super::stats::{stat_add, Stat};
-use crate::proto::pieces::{CallReadPieces, Piece, PieceError, RangeInPieces};
+use crate::proto::pcl::ParsedChunks;
+use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::read_slots::ReadSlots;
@@ -34,6 +35,9 @@ pub(super) struct ReadPiece {
     /// names (see [`Io::post_reads`]).
     run: Option<Arc<MappedBuf>>,
 }
+
+/// The Read source of a Call's first Read chunk (see [`CALL_CHUNK`]).
+const FIRST_READ_CHUNK: usize = CALL_CHUNK + 1;
 
 /// The error a failure to cut or find pieces is reported as (C uses the
 /// same codes).
@@ -99,10 +103,49 @@ pub(super) struct ReadWork {
     pub(super) paged: Option<PagedSinks>,
 }
 
+/// Plans the RDMA Reads of `pcl`'s call chunk and Read chunks into
+/// `pieces` (emptied first, its allocation reused), each at most
+/// `piece_size` bytes: called where the Call's chunk lists were just
+/// parsed, so they are walked once. The shape of an NFS WRITE (one Read
+/// chunk, no call chunk) is cut straight from its segments, as
+/// [`CallReadPieces`] would cut it.
+pub(super) fn plan_reads(
+    pcl: &ParsedChunks<'_>,
+    piece_size: usize,
+    pieces: &mut KVec<ReadPiece>,
+) -> Result {
+    pieces.clear();
+    let piece = |(src, piece)| ReadPiece {
+        src,
+        piece,
+        sink: None,
+        run: None,
+    };
+    if let (None, [chunk]) = (pcl.call_chunk(), pcl.read_chunks()) {
+        let total = usize::try_from(chunk.length).map_err(|_| EINVAL)?;
+        let segs = pcl.segments(chunk);
+        // As `CallReadPieces::max_count` bounds it.
+        let most = (total / piece_size.max(1)).saturating_add(segs.len());
+        pieces.reserve(most, GFP_KERNEL)?;
+        for p in Pieces::new(segs, total, piece_size) {
+            let p = p.map_err(piece_error)?;
+            pieces.push(piece((FIRST_READ_CHUNK, p)), GFP_KERNEL)?;
+        }
+        return Ok(());
+    }
+    let reads = CallReadPieces::new(pcl, piece_size);
+    // Room for every piece at once, not grown by doubling as they come.
+    pieces.reserve(reads.max_count(), GFP_KERNEL)?;
+    for p in reads {
+        pieces.push(piece(p.map_err(piece_error)?), GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
 impl ReadWork {
-    /// Plans the Reads of the call chunk and Read chunks of `pcl`, parsed
-    /// from `msg`: into pages of their own with `paged`, else into cached
-    /// sinks.
+    /// The work of reading the Call whose Reads [`plan_reads`] planned
+    /// into `ctxt`'s `read_pieces`, parsed from `msg`: into pages of their
+    /// own with `paged`, else into cached sinks.
     pub(super) fn new(
         msg: CallMsg,
         mut ctxt: KBox<CallCtxt>,
@@ -113,34 +156,10 @@ impl ReadWork {
             ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
             _ => None,
         };
-        let piece_size = match paged {
-            Some(_) => sinks.piece_size(),
-            None => PIECE,
-        };
         let paged = paged
             .map(|(l, pages)| PagedSinks::new(l, pages, pool))
             .transpose()?;
-        // The list of an earlier Call this state carried, if any: its
-        // allocation is reused.
-        let mut pieces = core::mem::take(&mut ctxt.read_pieces);
-        pieces.clear();
-        let pcl = ctxt.call.pcl()?;
-        let reads = CallReadPieces::new(&pcl, piece_size);
-        // Room for every piece at once, not grown by doubling as they come.
-        pieces.reserve(reads.max_count(), GFP_KERNEL)?;
-        for p in reads {
-            let (src, piece) = p.map_err(piece_error)?;
-            let (sink, run) = (None, None);
-            pieces.push(
-                ReadPiece {
-                    src,
-                    piece,
-                    sink,
-                    run,
-                },
-                GFP_KERNEL,
-            )?;
-        }
+        let pieces = core::mem::take(&mut ctxt.read_pieces);
         Ok(Self {
             msg,
             ctxt: Some(ctxt),

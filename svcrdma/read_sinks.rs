@@ -55,6 +55,17 @@ impl ReadSinks {
         }
     }
 
+    /// The largest piece a Call's Reads are cut into: this kind's when
+    /// its Read chunk lands in pages of its own (`paged`), else a cached
+    /// buffer's.
+    pub(super) fn read_piece(&self, paged: bool) -> usize {
+        if paged {
+            self.piece_size()
+        } else {
+            PIECE
+        }
+    }
+
     /// Whether a Call's single Read chunk lands in pages of its own.
     pub(super) fn land_in_pages(&self) -> bool {
         !matches!(self, Self::Cached)

@@ -9,7 +9,7 @@
 //! a later `xpo_recvfrom` finishes the Call.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{CallMsg, ReadWork};
+use super::read::{plan_reads, CallMsg, ReadWork};
 use super::read_call::copy_read;
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::stats::{stat_add, Stat};
@@ -228,9 +228,10 @@ impl Conn {
             return Ok(Processed::Done(None));
         }
         if f.read_chunk {
-            ctxt.call.set_decoded(f.xid, f.header_len, f.layout);
-            let spare = ctxt.spare_sinks.take();
-            let pcl = ctxt.call.pcl()?;
+            let c = &mut *ctxt;
+            c.call.set_decoded(f.xid, f.header_len, f.layout);
+            let spare = c.spare_sinks.take();
+            let pcl = c.call.pcl()?;
             let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
                 self.send_err_chunk(f.xid);
                 return Ok(Processed::Done(None));
@@ -238,10 +239,12 @@ impl Conn {
             if !layout.needs_reads() {
                 // Nothing to read after all (zero-length segments): as on
                 // the general path.
-                ctxt.spare_sinks = spare;
+                c.spare_sinks = spare;
                 return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
             }
             let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+            let piece = self.shared.read_sinks.read_piece(paged.is_some());
+            plan_reads(&pcl, piece, &mut c.read_pieces)?;
             return Ok(Processed::Read(ctxt, paged));
         }
         // The request's pages must hold the Call, as `CallLayout::new`
@@ -311,8 +314,9 @@ impl Conn {
             return Ok(Processed::Done(None));
         }
         // The request's state, its chunk lists parsed straight into it.
-        let spare = ctxt.spare_sinks.take();
-        let store = ctxt.call.store_for(lists)?;
+        let c = &mut *ctxt;
+        let spare = c.spare_sinks.take();
+        let store = c.call.store_for(lists)?;
         let Ok(pcl) = ParsedChunks::build(
             lists,
             store.chunks.as_mut_slice(),
@@ -332,14 +336,16 @@ impl Conn {
             // The Call is the inline body, all of it (`layout` checked
             // that the request's pages hold it).
             let layout = pcl.layout();
-            ctxt.call.set(msg, &hdr, inline, layout);
-            ctxt.spare_sinks = spare;
+            c.call.set(msg, &hdr, inline, layout);
+            c.spare_sinks = spare;
             let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
             return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
         let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+        let piece = s.read_sinks.read_piece(paged.is_some());
+        plan_reads(&pcl, piece, &mut c.read_pieces)?;
         let layout = pcl.layout();
-        ctxt.call.set(msg, &hdr, inline, layout);
+        c.call.set(msg, &hdr, inline, layout);
         Ok(Processed::Read(ctxt, paged))
     }
 
