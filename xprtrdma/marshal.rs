@@ -11,7 +11,7 @@ use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::{fill_send, MAP_PAGES_MIN};
 use super::transport::bump;
 use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
-use crate::proto::marshal_fast::plan_fast;
+use crate::proto::marshal_fast::{plan_fast, plan_fast_read};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
@@ -80,6 +80,9 @@ impl Conn {
         let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
         if let Some(fast) = plan_fast(&rpc, params, MAP_PAGES_MIN) {
             return self.send_fast(this, head, rqst, xid, &rpc, fast);
+        }
+        if let Some(fast) = plan_fast_read(&rpc, params) {
+            return self.send_fast_read(this, head, rqst, xid, &rpc, fast);
         }
         let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, params).map_err(|e| {

@@ -2,14 +2,17 @@
 
 //! The calls nearly every RPC is, marshaled in one pass: the whole Call
 //! pulled up inline behind a fixed header, the Reply inline or its page
-//! data through one Write chunk (`proto::marshal_fast`, which the general
+//! data through one Write chunk; or the Call's page data through one Read
+//! chunk and the Reply inline (`proto::marshal_fast`, which the general
 //! planner and encoder hold to their decisions and bytes). No chunk list,
 //! header description or strategy is built for them; everything else goes
 //! through [`Conn::send`]'s general path.
 
 use super::conn::{Conn, Offered, Pending};
 use super::reg::{add_some, RegList, Segs, Span};
-use crate::proto::marshal_fast::{encode_fast_header, FastPlan, FastResult};
+use crate::proto::marshal_fast::{
+    encode_fast_header, encode_fast_read_header, FastPlan, FastReadPlan, FastResult,
+};
 use crate::proto::msg::Segment;
 use crate::proto::planner::RpcShape;
 use crate::rust::module::trace::{self, ChunkType};
@@ -104,6 +107,90 @@ impl Conn {
             add_some(&self.stats.write_chunk_count, writes.len() as u64);
             add_some(&self.stats.total_rdma_request, u64::from(offered.write));
         }
+        Ok(())
+    }
+
+    /// Marshals and posts a call whose shape [`plan_fast_read`] took as
+    /// `fast`: its page data registered as one Read chunk, its head and
+    /// tail inline behind the header (C `rpcrdma_readch` and
+    /// `rpcrdma_prepare_readch`), in a Send context of the ring whose head
+    /// the caller holds.
+    ///
+    /// [`plan_fast_read`]: crate::proto::marshal_fast::plan_fast_read
+    pub(super) fn send_fast_read(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        head: &mut SendRingHead<Conn>,
+        rqst: &RpcRqst<'_>,
+        xid: u32,
+        rpc: &RpcShape,
+        fast: FastReadPlan,
+    ) -> Result {
+        if !self.slots.try_take(1) {
+            return Err(self.no_send_slot(this));
+        }
+        let snd = &rpc.send;
+        let mut mrs = RegList::new();
+        let mut reads = Segs::new();
+        let span = Span::send(snd.head_len, snd.page_len);
+        if let Err(e) = self.register(rqst, span, &mut mrs, &mut reads) {
+            return Err(self.chunks_failed(this, rqst, xid, mrs, e));
+        }
+        let position = fast.position;
+        for (i, s) in reads.as_slice().iter().enumerate() {
+            let is_last = i + 1 == reads.len();
+            trace::xprtrdma_chunk_read(rqst, position, s.handle, s.length, s.offset, is_last);
+        }
+        let reads = reads.as_slice();
+        let mut hdrlen = 0;
+        let mut send_len = 0;
+        let built = self
+            .send_ctxt(head, 1 + self.reg_slots(&mrs))
+            .and_then(|mut ctxt| {
+                let limit = self.inline_send() as usize;
+                let credits = self.settings.max_requests;
+                ctxt.fill(limit, |out| {
+                    let hlen = encode_fast_read_header(xid, credits, position, reads, out)
+                        .ok_or(EMSGSIZE)?;
+                    hdrlen = hlen;
+                    let mut at = hlen;
+                    let mut copy = |from: u32, len: u32| -> Result {
+                        let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
+                        rqst.read(from, out.get_mut(at..end).ok_or(EMSGSIZE)?)?;
+                        at = end;
+                        Ok(())
+                    };
+                    copy(0, snd.head_len)?;
+                    // The tail without the page data's XDR pad, as the
+                    // plan counted it (none if the pad is all it holds).
+                    if snd.tail_len > 3 {
+                        let pad = snd.tail_len & 3;
+                        let from = snd
+                            .head_len
+                            .checked_add(snd.page_len)
+                            .and_then(|n| n.checked_add(pad))
+                            .ok_or(EINVAL)?;
+                        copy(from, snd.tail_len - pad)?;
+                    }
+                    send_len = at;
+                    Ok((at, 0))
+                })?;
+                Ok(ctxt)
+            });
+        let ctxt = match built {
+            Ok(ctxt) => ctxt,
+            Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
+        };
+        trace::xprtrdma_marshal(rqst, hdrlen, ChunkType::ReadList, ChunkType::Inline);
+        let pending = Pending {
+            xid,
+            regs: mrs,
+            offered: Offered::default(),
+        };
+        // Nothing mapped for the Send: unsignaled but for one in
+        // `send_batch`.
+        self.post_call(this, rqst, pending, ctxt, false, send_len)?;
+        add_some(&self.stats.read_chunk_count, reads.len() as u64);
         Ok(())
     }
 }

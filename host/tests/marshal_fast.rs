@@ -1,13 +1,16 @@
 //! The client's one-pass plan and header of the common calls against the
 //! general planner and encoder, their oracles: where the fast plan takes
 //! a shape it must be the general plan, and the shapes of an inline pulled
-//! up Call with an inline or Write chunk Reply it must take; its header
-//! must be the general encoder's, byte for byte.
+//! up Call with an inline or Write chunk Reply it must take, and so for a
+//! Call with a Read chunk and an inline Reply; its headers must be the
+//! general encoder's, byte for byte.
 
 use proptest::prelude::*;
 use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
-use rpcrdma_proto::proto::marshal_fast::{encode_fast_header, plan_fast, FastResult};
-use rpcrdma_proto::proto::msg::{Proc, Segment, RPCRDMA_VERSION};
+use rpcrdma_proto::proto::marshal_fast::{
+    encode_fast_header, encode_fast_read_header, plan_fast, plan_fast_read, FastResult,
+};
+use rpcrdma_proto::proto::msg::{Proc, ReadSegment, Segment, RPCRDMA_VERSION};
 use rpcrdma_proto::proto::planner::{
     plan, CallStrategy, DeviceCaps, ResultStrategy, RpcShape, TransportParams, XdrBufShape,
 };
@@ -57,6 +60,40 @@ fn check(s: &RpcShape, q: &TransportParams) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// [`plan_fast_read`] against the general planner: where it takes a
+/// shape, the general plan is a Read chunk at the head's end with an
+/// inline Reply and the same lengths; every such general plan it takes.
+fn check_read(s: &RpcShape, q: &TransportParams) -> Result<(), TestCaseError> {
+    let general = plan(s, q);
+    match plan_fast_read(s, q) {
+        Some(fast) => {
+            let general = general.expect("the general planner plans what the fast one does");
+            prop_assert_eq!(
+                general.call,
+                CallStrategy::ReadChunk {
+                    position: fast.position,
+                    segments: fast.segments
+                }
+            );
+            prop_assert_eq!(general.result, ResultStrategy::Inline);
+            prop_assert_eq!(general.proc_, Proc::Msg);
+            prop_assert_eq!(general.header_len, fast.header_len);
+            prop_assert_eq!(general.inline_len, fast.inline_len);
+        }
+        None => {
+            if let Ok(g) = general {
+                prop_assert!(
+                    !(matches!(g.call, CallStrategy::ReadChunk { .. })
+                        && g.result == ResultStrategy::Inline),
+                    "left a Read chunk call: {:?}",
+                    g
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn seg() -> impl Strategy<Value = Segment> {
     (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(h, l, o)| Segment::new(h, l, o))
 }
@@ -85,6 +122,7 @@ proptest! {
         let mut q = TransportParams::from_device(inline_send, inline_recv, &DeviceCaps { max_fast_reg_page_list_len: depth, max_sge_rd: 1, max_send_sge: sge, sg_gaps });
         q.max_rdma_segs = segs;
         check(&s, &q)?;
+        check_read(&s, &q)?;
     }
 
     /// The header, with and without a Write chunk, against the general
@@ -104,6 +142,29 @@ proptest! {
         let mut fast = vec![0u8; room];
         let g = encode_header(&hdr, &mut general).ok();
         let f = encode_fast_header(xid, credits, &writes, &mut fast);
+        prop_assert_eq!(g, f);
+        if let Some(n) = f {
+            prop_assert_eq!(&general[..n], &fast[..n]);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The header of a Call with one Read chunk against the general
+    /// encoder, in buffers long enough and too short.
+    #[test]
+    fn read_header_agrees_with_the_general_encoder(
+        xid: u32, credits: u32, position: u32, segs in prop::collection::vec(seg(), 0..20), room in 0usize..600,
+    ) {
+        let reads: Vec<ReadSegment> = segs.iter().map(|&segment| ReadSegment { position, segment }).collect();
+        let chunks = ChunkListsRef { read: &reads, write: &[], reply: None };
+        let hdr = HeaderRef { xid, vers: RPCRDMA_VERSION, credits, body: BodyRef::Msg(chunks) };
+        let mut general = vec![0u8; room];
+        let mut fast = vec![0u8; room];
+        let g = encode_header(&hdr, &mut general).ok();
+        let f = encode_fast_read_header(xid, credits, position, &segs, &mut fast);
         prop_assert_eq!(g, f);
         if let Some(n) = f {
             prop_assert_eq!(&general[..n], &fast[..n]);
@@ -153,4 +214,8 @@ fn getattr_and_read_are_taken() {
         ..getattr
     };
     assert_eq!(plan_fast(&write, &q, PULLUP_MAX), None);
+    // ... it takes a Read chunk, which the Read chunk plan takes.
+    let f = plan_fast_read(&write, &q).expect("a WRITE is common");
+    assert_eq!((f.position, f.segments, f.inline_len), (200, 1, 200));
+    assert_eq!(f.header_len, 28 + 24);
 }

@@ -7,20 +7,27 @@
 //! - the whole Call inline, pulled up into the Send buffer, and the Reply
 //!   inline (GETATTR, LOOKUP, ACCESS, a short WRITE);
 //! - the same Call, and the Reply's page data through one Write chunk (a
-//!   READ, a READDIR).
+//!   READ, a READDIR);
+//! - a Call whose page data goes as one Read chunk, the rest inline, and
+//!   whose Reply is inline (a WRITE too long to go inline).
 //!
-//! [`plan_fast`] recognises them with the general planner's own tests and
-//! returns what [`plan`](super::planner::plan) would decide for them; for
-//! every other shape it returns `None`, never a plan of its own, and the
-//! general planner decides. [`encode_fast_header`] writes their transport
-//! header word by word, byte for byte what
+//! [`plan_fast`] and [`plan_fast_read`] recognise them with the general
+//! planner's own tests and return what [`plan`](super::planner::plan)
+//! would decide for them; for every other shape they return `None`, never a
+//! plan of their own, and the general planner decides.
+//! [`encode_fast_header`] and [`encode_fast_read_header`] write their
+//! transport headers word by word, byte for byte what
 //! [`encode_header`](super::encode::encode_header) writes for the same
-//! header. The host property test `marshal_fast` holds both to that.
+//! header. The host property test `marshal_fast` holds all four to that.
 
 use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
 use super::planner::{
     args_inline, count_segments, nonpayload_inline, results_inline, RpcShape, TransportParams,
 };
+
+/// Transport header bytes a Read list entry takes: discriminator,
+/// position, and the segment.
+const READ_ENTRY_LEN: u32 = 4 + 4 + SEGMENT_LEN as u32;
 
 /// How the Reply of a call in one of the common shapes comes back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,10 +111,77 @@ pub fn plan_fast(shape: &RpcShape, p: &TransportParams, pullup_max: u32) -> Opti
     })
 }
 
+/// The plan of a Call whose page data goes as one Read chunk at the end of
+/// its head, with its Reply inline (C `rpcrdma_marshal_req` with
+/// `rpcrdma_readch` and `rpcrdma_noch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastReadPlan {
+    /// The Read chunk's XDR position: the head's length.
+    pub position: u32,
+    /// Segments of the Read chunk.
+    pub segments: u32,
+    /// The inline bytes behind the header: the head, and the tail without
+    /// the page data's XDR pad when it holds more than that pad.
+    pub inline_len: u32,
+    /// Exact transport header length in bytes.
+    pub header_len: u32,
+}
+
+/// The plan of `shape` if its Call takes a Read chunk and its Reply comes
+/// back inline, as the general planner would decide; `None` otherwise
+/// (also where the general planner would fall back to a long call).
+#[inline]
+pub fn plan_fast_read(shape: &RpcShape, p: &TransportParams) -> Option<FastReadPlan> {
+    let send = &shape.send;
+    // `plan`'s `ReadChunk`: DDP allowed and asked for, page data behind a
+    // head, and a Call that does not fit inline.
+    if !(shape.ddp_allowed && shape.send_ddp && send.page_len > 0 && send.head_len > 0) {
+        return None;
+    }
+    if args_inline(send, p).ok()? || !results_inline(&shape.recv, p) {
+        return None;
+    }
+    let segments = count_segments(send, false, false, p).ok()?;
+    let header_len = segments
+        .checked_mul(READ_ENTRY_LEN)?
+        .checked_add(PLAIN_HEADER_LEN)?;
+    // A tail that is only the page data's XDR pad is not sent; a longer
+    // one is sent without that pad.
+    let tail = if send.tail_len > 3 {
+        send.tail_len & !3
+    } else {
+        0
+    };
+    let inline_len = send.head_len.checked_add(tail)?;
+    if header_len.checked_add(inline_len)? > p.inline_send {
+        return None;
+    }
+    Some(FastReadPlan {
+        position: send.head_len,
+        segments,
+        inline_len,
+        header_len,
+    })
+}
+
 /// Writes the big-endian `word` at byte `at` of `out`.
 #[inline(always)]
 fn put(out: &mut [u8], at: usize, word: u32) -> Option<()> {
     *out.get_mut(at..)?.first_chunk_mut::<4>()? = word.to_be_bytes();
+    Some(())
+}
+
+/// Writes the segment `s` at byte `at` of `out`.
+#[inline(always)]
+fn put_segment(out: &mut [u8], at: usize, s: &Segment) -> Option<()> {
+    let seg = out
+        .get_mut(at..at.checked_add(SEGMENT_LEN)?)?
+        .first_chunk_mut::<SEGMENT_LEN>()?;
+    let (handle, rest) = seg.split_first_chunk_mut::<4>()?;
+    let (length, offset) = rest.split_first_chunk_mut::<4>()?;
+    *handle = s.handle.to_be_bytes();
+    *length = s.length.to_be_bytes();
+    *offset.first_chunk_mut::<8>()? = s.offset.to_be_bytes();
     Some(())
 }
 
@@ -134,14 +208,7 @@ pub fn encode_fast_header(
         put(out, at.checked_add(4)?, u32::try_from(writes.len()).ok()?)?;
         at = at.checked_add(8)?;
         for s in writes {
-            let seg = out
-                .get_mut(at..at.checked_add(SEGMENT_LEN)?)?
-                .first_chunk_mut::<SEGMENT_LEN>()?;
-            let (handle, rest) = seg.split_first_chunk_mut::<4>()?;
-            let (length, offset) = rest.split_first_chunk_mut::<4>()?;
-            *handle = s.handle.to_be_bytes();
-            *length = s.length.to_be_bytes();
-            *offset.first_chunk_mut::<8>()? = s.offset.to_be_bytes();
+            put_segment(out, at, s)?;
             at = at.checked_add(SEGMENT_LEN)?;
         }
     }
@@ -149,4 +216,33 @@ pub fn encode_fast_header(
     put(out, at, 0)?;
     put(out, at.checked_add(4)?, 0)?;
     at.checked_add(8)
+}
+
+/// Encodes at the start of `out` the `RDMA_MSG` header of a call whose
+/// Read list is one chunk of `reads` at `position`, with no Write list and
+/// no Reply chunk. Returns its length, or `None` when `out` is too short.
+#[inline]
+pub fn encode_fast_read_header(
+    xid: u32,
+    credits: u32,
+    position: u32,
+    reads: &[Segment],
+    out: &mut [u8],
+) -> Option<usize> {
+    put(out, 0, xid)?;
+    put(out, 4, RPCRDMA_VERSION)?;
+    put(out, 8, credits)?;
+    put(out, 12, Proc::Msg.to_u32())?;
+    let mut at = 16usize;
+    for s in reads {
+        put(out, at, 1)?;
+        put(out, at.checked_add(4)?, position)?;
+        put_segment(out, at.checked_add(8)?, s)?;
+        at = at.checked_add(READ_ENTRY_LEN as usize)?;
+    }
+    // The Read list's terminator, an empty Write list, no Reply chunk.
+    put(out, at, 0)?;
+    put(out, at.checked_add(4)?, 0)?;
+    put(out, at.checked_add(8)?, 0)?;
+    at.checked_add(12)
 }
