@@ -7,6 +7,7 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending, ReqState};
+use super::marshal_fast::Fast;
 use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::{fill_send, MAP_PAGES_MIN};
 use super::transport::bump;
@@ -79,10 +80,10 @@ impl Conn {
         // Every call is pulled up into one Send buffer.
         let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
         if let Some(fast) = plan_fast(&rpc, params, MAP_PAGES_MIN) {
-            return self.send_fast(this, head, rqst, xid, &rpc, fast);
+            return self.send_fast(this, head, rqst, xid, &rpc, Fast::Pullup(fast));
         }
         if let Some(fast) = plan_fast_read(&rpc, params) {
-            return self.send_fast_read(this, head, rqst, xid, &rpc, fast);
+            return self.send_fast(this, head, rqst, xid, &rpc, Fast::ReadChunk(fast));
         }
         let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, params).map_err(|e| {

@@ -171,6 +171,16 @@ fn put(out: &mut [u8], at: usize, word: u32) -> Option<()> {
     Some(())
 }
 
+/// Writes the first four words of an `RDMA_MSG` header: xid, version,
+/// credits, procedure.
+#[inline(always)]
+fn put_msg_start(out: &mut [u8], xid: u32, credits: u32) -> Option<()> {
+    put(out, 0, xid)?;
+    put(out, 4, RPCRDMA_VERSION)?;
+    put(out, 8, credits)?;
+    put(out, 12, Proc::Msg.to_u32())
+}
+
 /// Writes the segment `s` at byte `at` of `out`.
 #[inline(always)]
 fn put_segment(out: &mut [u8], at: usize, s: &Segment) -> Option<()> {
@@ -196,10 +206,7 @@ pub fn encode_fast_header(
     writes: &[Segment],
     out: &mut [u8],
 ) -> Option<usize> {
-    put(out, 0, xid)?;
-    put(out, 4, RPCRDMA_VERSION)?;
-    put(out, 8, credits)?;
-    put(out, 12, Proc::Msg.to_u32())?;
+    put_msg_start(out, xid, credits)?;
     // No Read list.
     put(out, 16, 0)?;
     let mut at = 20usize;
@@ -229,10 +236,7 @@ pub fn encode_fast_read_header(
     reads: &[Segment],
     out: &mut [u8],
 ) -> Option<usize> {
-    put(out, 0, xid)?;
-    put(out, 4, RPCRDMA_VERSION)?;
-    put(out, 8, credits)?;
-    put(out, 12, Proc::Msg.to_u32())?;
+    put_msg_start(out, xid, credits)?;
     let mut at = 16usize;
     for s in reads {
         put(out, at, 1)?;
