@@ -7,7 +7,6 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::marshal_fast::Fast;
 use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::{fill_send, MAP_PAGES_MIN};
 use super::transport::bump;
@@ -80,10 +79,10 @@ impl Conn {
         // Every call is pulled up into one Send buffer.
         let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
         if let Some(fast) = plan_fast(&rpc, params, MAP_PAGES_MIN) {
-            return self.send_fast(this, head, rqst, xid, &rpc, Fast::Pullup(fast));
+            return self.send_fast(this, head, rqst, xid, &rpc, fast);
         }
         if let Some(fast) = plan_fast_read(&rpc, params) {
-            return self.send_fast(this, head, rqst, xid, &rpc, Fast::ReadChunk(fast));
+            return self.send_fast_read(this, head, rqst, xid, &rpc, fast);
         }
         let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, params).map_err(|e| {
