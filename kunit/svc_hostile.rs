@@ -17,6 +17,12 @@
 //! within 2 s, and again once they are gone (audit finding 1). The
 //! latencies are logged ("svc_hostile: NULL latency ...").
 //!
+//! One case plays a client with no Receives posted and no
+//! receiver-not-ready retries: the server's Reply fails and its queue pair
+//! goes to the error state with the CM connection up, and the server must
+//! close the connection within 5 s (as C does on any completion that did
+//! not succeed, flushed or not).
+//!
 //! The last case plays a client whose Replies can never be delivered (no
 //! Receives posted, receiver-not-ready retries without limit): it sends
 //! NULL calls until the server's send queue is full and its threads wait
@@ -510,6 +516,20 @@ const SEND_STALLER: Opts = Opts {
     rnr_retry: 7,
 };
 
+/// A client that posts no Receives and allows no receiver-not-ready
+/// retries: the server's first Reply to it fails (RNR retry exceeded) and
+/// the server's queue pair goes to the error state, with the connection
+/// still up as far as the CM knows.
+const REPLY_FAILER: Opts = Opts {
+    recvs: 0,
+    rnr_retry: 0,
+    ..NORMAL
+};
+
+/// Longest the server may take to close a connection whose queue pair
+/// went to the error state (it closes at the failed Send's completion).
+const FAILED_QP_CLOSE_MS: u32 = 5_000;
+
 /// Calls sent at once by a client that floods the server (at most our
 /// send queue's 16), and the pause after each burst: at most 160 Calls a
 /// second, so the server's threads take them as fast as they come, until
@@ -849,6 +869,38 @@ mod tests {
         let (_, r) = c.exchange(&[0, 1, 32, 1, 1, 0, 0xdead, 64, 0, 0, 0, 0, 0], SILENCE_MS)?;
         drop(c);
         assert!(r.is_none());
+        // Other connections keep being served.
+        assert!(with_client(|_| Ok(true))?);
+        Ok(())
+    }
+
+    /// A queue pair the server did not fail itself: its Reply's Send fails
+    /// and every other work request is flushed, the CM connection still
+    /// up. The server must close the connection, as C does on any
+    /// completion that did not succeed, flushed or not; otherwise the
+    /// client gets its Replies only once it gives up on the connection
+    /// (its RPC timeout, 60 s with `timeo=600`, or its own retries). rxe
+    /// fails a server's queue pair that way after a Read response it did
+    /// not expect (the many-conns scenario's rxe warning).
+    #[test]
+    fn failed_queue_pair_closes_the_connection() -> Result {
+        let Some(mut c) = Client::connect_with(REPLY_FAILER)? else {
+            pr_info!("svc_hostile: no server\n");
+            return Ok(());
+        };
+        let xid = c.xid();
+        c.send(&null_call(xid)?)?;
+        let taken = c.wait_sent(1, STEP_MS)? && *c.sent.failed.lock() == 0;
+        let t = Instant::<Monotonic>::now();
+        let closed = c.disconnected_within(FAILED_QP_CLOSE_MS)?;
+        pr_info!(
+            "svc_hostile: connection whose Reply failed: closed by the server {} ({} ms)\n",
+            closed,
+            t.elapsed().as_millis()
+        );
+        drop(c);
+        assert!(taken);
+        assert!(closed);
         // Other connections keep being served.
         assert!(with_client(|_| Ok(true))?);
         Ok(())

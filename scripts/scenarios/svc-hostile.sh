@@ -11,7 +11,10 @@
 # and asks for unlimited receiver-not-ready retries floods the server with
 # NULL calls until its send queue is full and every thread waits for room:
 # another connection's NULL call must still be answered within 5 s, and the
-# server must close the stalled connection (audit M2). Then the server must still be
+# server must close the stalled connection (audit M2). A connection whose
+# Reply fails (no Receives, no receiver-not-ready retries), leaving the
+# server's queue pair in the error state, must be closed by the server
+# within 5 s. Then the server must still be
 # running; nfsd's netlink listener-set creates an RDMA listener through our
 # class that a mount uses; the module must unload without leaks. The
 # server's decode-error and RDMA_ERROR trace events are recorded during the
@@ -76,6 +79,8 @@ else
     fail stalled-reads-measured "no latency line from the stalled-Read case"
 fi
 dmesg | grep -o 'svc_hostile: 4 MiB + 4 KiB call chunk.*' | while read -r _l; do info "$_l"; done
+# The failed-queue-pair case (the case asserts the close within 5 s).
+dmesg | grep -o 'svc_hostile: connection whose Reply failed.*' | while read -r _l; do info "$_l"; done
 # The stalled-Send case (audit M2; the case asserts the 5 s bound and the close).
 dmesg | grep -oE 'svc_hostile: (send-stalled|NULL latency beside).*' | while read -r _l; do info "$_l"; done
 dmesg | grep -o 'svcrdma: no Send completed.*' | head -n 3 | while read -r _l; do info "server: $_l"; done
