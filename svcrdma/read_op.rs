@@ -64,13 +64,16 @@ impl ReadSlotsOwner for ReadOp {
 /// its `slots` send queue slots and, for the operation's last Read,
 /// queues the operation on the connection's read-complete queue `q`.
 fn read_completed(q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) {
-    if !wc.is_ok() && !wc.is_flush() {
-        trace::svcrdma_wc_read_err(wc.status);
-        crate::pr_warn_ratelimited!(
-            "svcrdma: RDMA Read failed, status {}; closing the connection\n",
-            wc.status
-        );
-        // Only this connection (C `svc_rdma_wc_read_done`).
+    if !wc.is_ok() {
+        if !wc.is_flush() {
+            trace::svcrdma_wc_read_err(wc.status);
+            crate::pr_warn_ratelimited!(
+                "svcrdma: RDMA Read failed, status {}; closing the connection\n",
+                wc.status
+            );
+        }
+        // Only this connection, flushed too (C `svc_rdma_wc_read_done`):
+        // at once, not when the operation's last Read completes.
         q.link().close();
     }
     if op.done(wc.is_ok()) {

@@ -266,8 +266,14 @@ impl RecvSlotsOwner for RecvQ {
                 // XPT_DATA under it (C `sc_rq_dto_lock`).
                 self.link.data_ready();
             }
-        } else if !wc.is_flush() {
-            crate::pr_warn_ratelimited!("svcrdma: receive failed, status {}\n", wc.status);
+        } else {
+            if !wc.is_flush() {
+                crate::pr_warn_ratelimited!("svcrdma: receive failed, status {}\n", wc.status);
+            }
+            // Flushed too (C `svc_rdma_wc_receive`): the queue pair went to
+            // the error state, maybe with no other completion in error
+            // (see `SqGate::completed`), and only the disconnect tells the
+            // client.
             self.link.close();
         }
     }

@@ -54,7 +54,8 @@ pub(super) struct SqGate {
     wait_lock: SpinLock<()>,
     #[pin]
     wait: CondVar,
-    /// Told when room appears for a starved Read operation.
+    /// Told when room appears for a starved Read operation, and closed
+    /// when a Send or Write does not succeed ([`Self::completed`]).
     link: Arc<XprtLink>,
     /// Where a completed Send's or copied Write's buffer goes back (the
     /// connection's cache; held here so that a work request need not hold
@@ -369,7 +370,7 @@ impl CompletionHandler for SqHandler {
         if wc.covers > 0 {
             self.sq.release_sent(wc.covers);
         }
-        report_failure(wc);
+        self.sq.completed(wc);
     }
 
     fn pool(&self) -> Option<&WrPool<Self>> {
@@ -390,15 +391,30 @@ impl SendPoolOwner for SqGate {
 
     fn sent(&self, ahead: u32, wc: &WorkCompletion) {
         self.release_sent(ahead.saturating_add(1));
-        report_failure(wc);
+        self.completed(wc);
     }
 }
 
-/// One rate-limited line for a Send or Write that failed other than by a
-/// flush (the connection is lost then).
-fn report_failure(wc: &WorkCompletion) {
-    if !wc.is_ok() && !wc.is_flush() {
-        trace::svcrdma_wc_send_err(wc.status);
-        crate::pr_warn_ratelimited!("svcrdma: work request failed, status {}\n", wc.status);
+impl SqGate {
+    /// A Send or Write that did not succeed closes the connection, flushed
+    /// or not (C `svc_rdma_wc_send`, `svc_rdma_write_done`): its queue pair
+    /// is in the error state, which the server need not have caused nor
+    /// been told of otherwise (rxe moves it there after a Read response
+    /// it does not expect, with only flushes to show for it), and the
+    /// client would get its Replies only once it gave up on the
+    /// connection. A failure other than a flush also logs one rate-limited
+    /// line.
+    fn completed(&self, wc: &WorkCompletion) {
+        if wc.is_ok() {
+            return;
+        }
+        if !wc.is_flush() {
+            trace::svcrdma_wc_send_err(wc.status);
+            crate::pr_warn_ratelimited!(
+                "svcrdma: work request failed, status {}; closing the connection\n",
+                wc.status
+            );
+        }
+        self.link.close();
     }
 }
