@@ -530,6 +530,12 @@ const REPLY_FAILER: Opts = Opts {
 /// went to the error state (it closes at the failed Send's completion).
 const FAILED_QP_CLOSE_MS: u32 = 5_000;
 
+/// How long the client waits after connecting before its Call: the
+/// server's CM must have taken our RTU by the time the server disconnects,
+/// or it sends no DREQ (the IB CM sends one only once established,
+/// `cm_send_dreq_locked`) and we are not told.
+const RTU_SETTLE_MS: i64 = 500;
+
 /// Calls sent at once by a client that floods the server (at most our
 /// send queue's 16), and the pause after each burst: at most 160 Calls a
 /// second, so the server's threads take them as fast as they come, until
@@ -888,6 +894,7 @@ mod tests {
             pr_info!("svc_hostile: no server\n");
             return Ok(());
         };
+        kernel::time::delay::fsleep(Delta::from_millis(RTU_SETTLE_MS));
         let xid = c.xid();
         c.send(&null_call(xid)?)?;
         let taken = c.wait_sent(1, STEP_MS)? && *c.sent.failed.lock() == 0;
