@@ -68,6 +68,13 @@ trace_check() {
     trace_off
     # Room for a whole mount's worth of events per CPU.
     echo 4096 > $TRACEFS/buffer_size_kb
+    # No comm recording: it hooks sched_switch, so enabling and disabling
+    # the events would rewrite __schedule's jump label while every vCPU
+    # runs it. Under QEMU TCG a vCPU once trapped on that site's int3 when
+    # the patch was complete ("Oops: int3" in __schedule, its code bytes
+    # the restored NOP; debug kernel, 2026-12-03). The phase reads no
+    # comm; the module's own sites are rewritten while no I/O runs.
+    echo 0 > $TRACEFS/options/record-cmd 2>/dev/null
     echo 1 > $TRACEFS/events/rpcrdma/enable || { fail $_tn-enable "cannot enable events/rpcrdma"; return 1; }
     if ! nfs_mount 4.2 "$SERVER_IP" "$_m"; then
         fail $_tn-mount "$NFS_ERR"
