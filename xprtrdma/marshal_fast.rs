@@ -10,6 +10,7 @@
 
 use super::conn::{Conn, Offered, Pending};
 use super::reg::{add_some, RegList, Segs, Span};
+use super::send_buf::fill_read_chunk_inline;
 use crate::proto::marshal_fast::{
     encode_fast_header, encode_fast_read_header, FastPlan, FastReadPlan, FastResult,
 };
@@ -153,25 +154,7 @@ impl Conn {
                     let hlen = encode_fast_read_header(xid, credits, position, reads, out)
                         .ok_or(EMSGSIZE)?;
                     hdrlen = hlen;
-                    let mut at = hlen;
-                    let mut copy = |from: u32, len: u32| -> Result {
-                        let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
-                        rqst.read(from, out.get_mut(at..end).ok_or(EMSGSIZE)?)?;
-                        at = end;
-                        Ok(())
-                    };
-                    copy(0, snd.head_len)?;
-                    // The tail without the page data's XDR pad, as the
-                    // plan counted it (none if the pad is all it holds).
-                    if snd.tail_len > 3 {
-                        let pad = snd.tail_len & 3;
-                        let from = snd
-                            .head_len
-                            .checked_add(snd.page_len)
-                            .and_then(|n| n.checked_add(pad))
-                            .ok_or(EINVAL)?;
-                        copy(from, snd.tail_len - pad)?;
-                    }
+                    let at = fill_read_chunk_inline(rqst, snd, out, hlen)?;
                     send_len = at;
                     Ok((at, 0))
                 })?;

@@ -10,7 +10,7 @@ use super::reg::add;
 use super::transport::bump;
 use crate::proto::encode::{encode_header, HeaderRef};
 use crate::proto::pieces::page_spans;
-use crate::proto::planner::{CallStrategy, XdrBufShape};
+use crate::proto::planner::{read_chunk_tail, CallStrategy, XdrBufShape};
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_ring::{SendCtxt, SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{MappedPage, WorkCompletion};
@@ -221,16 +221,38 @@ pub(super) fn fill_send(
             copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
         }
         CallStrategy::ReadChunk { .. } => {
-            copy(0, snd.head_len, &mut at)?;
-            // A tail that is only the XDR pad of the pages is not sent;
-            // otherwise skip that pad so the rest lands XDR-aligned.
-            if snd.tail_len > 3 {
-                let skip = snd.tail_len & 3;
-                let from = snd.head_len + snd.page_len + skip;
-                copy(from, snd.tail_len - skip, &mut at)?;
-            }
+            at = fill_read_chunk_inline(rqst, snd, out, at)?;
         }
         CallStrategy::LongCall { .. } => {}
     }
     Ok(((at, 0), hlen))
+}
+
+/// Copies the inline part of a Call whose page data goes as a Read chunk
+/// to byte `at` of `out`: its head, then its tail without the page data's
+/// XDR pad, so the rest lands XDR-aligned (none if the pad is all the tail
+/// holds: `planner::read_chunk_tail`). Returns where it ends.
+#[inline(always)]
+pub(super) fn fill_read_chunk_inline(
+    rqst: &RpcRqst<'_>,
+    snd: &XdrBufShape,
+    out: &mut [u8],
+    at: usize,
+) -> Result<usize> {
+    let mut copy = |from: u32, len: u32, at: usize| -> Result<usize> {
+        let end = at.checked_add(len as usize).ok_or(EMSGSIZE)?;
+        rqst.read(from, out.get_mut(at..end).ok_or(EMSGSIZE)?)?;
+        Ok(end)
+    };
+    let at = copy(0, snd.head_len, at)?;
+    let tail = read_chunk_tail(snd);
+    if tail == 0 {
+        return Ok(at);
+    }
+    let from = snd
+        .head_len
+        .checked_add(snd.page_len)
+        .and_then(|n| n.checked_add(snd.tail_len - tail))
+        .ok_or(EINVAL)?;
+    copy(from, tail, at)
 }

@@ -22,7 +22,8 @@
 
 use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
 use super::planner::{
-    args_inline, count_segments, nonpayload_inline, results_inline, RpcShape, TransportParams,
+    args_inline, count_segments, nonpayload_inline, read_chunk_tail, results_inline, RpcShape,
+    TransportParams,
 };
 
 /// Transport header bytes a Read list entry takes: discriminator,
@@ -145,14 +146,7 @@ pub fn plan_fast_read(shape: &RpcShape, p: &TransportParams) -> Option<FastReadP
     let header_len = segments
         .checked_mul(READ_ENTRY_LEN)?
         .checked_add(PLAIN_HEADER_LEN)?;
-    // A tail that is only the page data's XDR pad is not sent; a longer
-    // one is sent without that pad.
-    let tail = if send.tail_len > 3 {
-        send.tail_len & !3
-    } else {
-        0
-    };
-    let inline_len = send.head_len.checked_add(tail)?;
+    let inline_len = send.head_len.checked_add(read_chunk_tail(send))?;
     if header_len.checked_add(inline_len)? > p.inline_send {
         return None;
     }

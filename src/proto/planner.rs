@@ -545,6 +545,17 @@ pub fn nonpayload_inline(recv: &XdrBufShape, p: &TransportParams) -> bool {
     }
 }
 
+/// The bytes of a Read chunk Call's tail that go in the Send: only a tail
+/// that holds more than the page data's XDR pad is sent, and then without
+/// that pad (C `rpcrdma_prepare_readch`).
+pub fn read_chunk_tail(send: &XdrBufShape) -> u32 {
+    if send.tail_len > 3 {
+        send.tail_len & !3
+    } else {
+        0
+    }
+}
+
 /// Plans one RPC.
 pub fn plan(shape: &RpcShape, p: &TransportParams) -> Result<Plan, PlanError> {
     let result = plan_result(shape, p)?;
@@ -627,13 +638,7 @@ fn finish(
         }
         CallStrategy::ReadChunk { segments, .. } => {
             hdr = add(hdr, segments.checked_mul(24).ok_or(PlanError::TooLarge)?)?;
-            // The tail goes in the Send only if it holds more than the
-            // XDR pad of the page data, and then without that pad.
-            let tail = if send.tail_len > 3 {
-                send.tail_len & !3
-            } else {
-                0
-            };
+            let tail = read_chunk_tail(send);
             let inline = add(send.head_len, tail)?;
             (Proc::Msg, inline, add(2, u32::from(tail != 0))?)
         }
