@@ -418,6 +418,7 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 
 /// The Call as the planner sees it, with a Send buffer of `send_buf_len`
 /// bytes.
+#[inline(always)]
 pub(super) fn call_shape(c: &CallLayout, send_buf_len: u32) -> (u32, RpcShape) {
     let rpc = RpcShape {
         send: buf_shape(&c.send),
@@ -431,6 +432,7 @@ pub(super) fn call_shape(c: &CallLayout, send_buf_len: u32) -> (u32, RpcShape) {
 }
 
 /// An `xdr_buf`'s layout as the planner takes it.
+#[inline(always)]
 pub(super) fn buf_shape(b: &XdrBufLayout) -> XdrBufShape {
     XdrBufShape {
         head_len: b.head_len,

@@ -172,6 +172,28 @@ pub(crate) struct Client {
 }
 
 impl Client {
+    /// What a released request still keeps (a reply that never came, or
+    /// one whose invalidation was left): out of line, so that `buf_free`
+    /// of the usual request, which keeps nothing, is a check and a return.
+    #[inline(never)]
+    fn release_kept(&self, state: &ReqState) {
+        // The connection first, then what the request keeps: a request
+        // being released is not sent again, so what it keeps was
+        // registered on the connection read here. An older one's shutdown,
+        // which ends before its successor is published, took everything
+        // registered on it; taken the other way round, a close and a
+        // reconnect in between would hand one connection's MRs to the next.
+        let conn = self.conn();
+        let Some(p) = state.take() else {
+            return;
+        };
+        match conn {
+            Some(conn) => conn.release_request(conn.as_arc_borrow(), p),
+            // Closed: the shutdown's drain revoked them.
+            None => drop(p),
+        }
+    }
+
     fn conn(&self) -> Option<Arc<Conn>> {
         self.inner.conn.lock().clone()
     }
@@ -338,24 +360,9 @@ impl XprtOps for Client {
 
     fn buf_free(&self, rqst: &RpcRqst<'_>) {
         // Most replies took the request's registrations already (C checks
-        // `rl_registered` likewise).
-        let Some(state) = rqst.state::<ReqState>().filter(|s| s.may_keep()) else {
-            return;
-        };
-        // The connection first, then what the request keeps: a request
-        // being released is not sent again, so what it keeps was
-        // registered on the connection read here. An older one's shutdown,
-        // which ends before its successor is published, took everything
-        // registered on it; taken the other way round, a close and a
-        // reconnect in between would hand one connection's MRs to the next.
-        let conn = self.conn();
-        let Some(p) = state.take() else {
-            return;
-        };
-        match conn {
-            Some(conn) => conn.release_request(conn.as_arc_borrow(), p),
-            // Closed: the shutdown's drain revoked them.
-            None => drop(p),
+        // `rl_registered` likewise): nothing else runs for them.
+        if let Some(state) = rqst.state::<ReqState>().filter(|s| s.may_keep()) {
+            self.release_kept(state);
         }
     }
 

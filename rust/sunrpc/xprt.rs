@@ -74,6 +74,7 @@ fn in_page(p: *mut c_void) -> u32 {
 
 /// The shape of an `xdr_buf`: its lengths, and where its head and tail
 /// start within their pages.
+#[inline(always)]
 fn buf_shape(b: &bindings::xdr_buf) -> XdrBufLayout {
     // Lengths of a live xdr_buf fit 32 bits (sunrpc keeps them in
     // `unsigned int`, `iov_len` is bounded by the buffer's pages).
@@ -536,7 +537,9 @@ impl RpcRqst<'_> {
         !data_touch
     }
 
-    /// The Call's layout, read once for marshaling.
+    /// The Call's layout, read once for marshaling. Inlined: its caller
+    /// copies the fields on into its own shape, which then happens once.
+    #[inline(always)]
     pub fn call_layout(&self) -> CallLayout {
         // SAFETY: The request is valid while borrowed, and sunrpc does not
         // change it while it is lent to the transport.

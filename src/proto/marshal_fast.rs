@@ -22,7 +22,7 @@
 
 use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
 use super::planner::{
-    args_inline, count_segments, nonpayload_inline, read_chunk_tail, results_inline, RpcShape,
+    args_inline, nonpayload_inline, page_list_segments, read_chunk_tail, results_inline, RpcShape,
     TransportParams,
 };
 
@@ -82,7 +82,7 @@ pub fn plan_fast(shape: &RpcShape, p: &TransportParams, pullup_max: u32) -> Opti
     } else if shape.ddp_allowed && shape.recv_ddp && recv.page_len > 0 && nonpayload_inline(recv, p)
     {
         let write_pad = recv.page_len & 3 != 0;
-        let segments = count_segments(recv, false, false, p)
+        let segments = page_list_segments(recv, p)
             .ok()?
             .checked_add(u32::from(write_pad))?;
         if segments > p.max_rdma_segs {
@@ -142,7 +142,7 @@ pub fn plan_fast_read(shape: &RpcShape, p: &TransportParams) -> Option<FastReadP
     if args_inline(send, p).ok()? || !results_inline(&shape.recv, p) {
         return None;
     }
-    let segments = count_segments(send, false, false, p).ok()?;
+    let segments = page_list_segments(send, p).ok()?;
     let header_len = segments
         .checked_mul(READ_ENTRY_LEN)?
         .checked_add(PLAIN_HEADER_LEN)?;

@@ -387,37 +387,54 @@ pub fn count_segments(
     with_tail: bool,
     p: &TransportParams,
 ) -> Result<u32, PlanError> {
+    if !with_head && !with_tail {
+        return page_list_segments(buf, p);
+    }
+    check_page_params(p)?;
+    count_segments_walk(buf, with_head, with_tail, p)
+}
+
+/// [`count_segments`] of a chunk of the page list alone (a Write chunk, a
+/// WRITE's Read chunk: most calls that register). Each MR maps
+/// `max_fr_depth` of the pages it touches, so the count is two divisions
+/// where no offset can overflow (else the walk reports it). Inlined into
+/// the one-pass planners, which call nothing else to size a chunk.
+#[inline(always)]
+pub fn page_list_segments(buf: &XdrBufShape, p: &TransportParams) -> Result<u32, PlanError> {
+    check_page_params(p)?;
+    if buf.page_base.checked_add(buf.page_len).is_none() {
+        return count_segments_walk(buf, false, false, p);
+    }
+    if buf.page_len == 0 {
+        return Err(PlanError::EmptyChunk);
+    }
     let ps = p.page_size;
-    if ps == 0 || !ps.is_power_of_two() || p.max_fr_depth == 0 {
+    // No overflow: the in-page offset is at most `page_base`, and `ps`
+    // is a non-zero power of two, so `ps - 1` is the in-page mask.
+    let touched = (buf.page_base & ps.wrapping_sub(1))
+        .saturating_add(buf.page_len)
+        .div_ceil(ps);
+    let nsegs = touched.div_ceil(p.max_fr_depth);
+    if nsegs > p.max_rdma_segs {
+        return Err(PlanError::TooManySegments);
+    }
+    Ok(nsegs)
+}
+
+/// Whether the page size and MR depth can size a chunk: a power-of-two
+/// page size and a non-zero depth.
+#[inline(always)]
+fn check_page_params(p: &TransportParams) -> Result<(), PlanError> {
+    if p.page_size == 0 || !p.page_size.is_power_of_two() || p.max_fr_depth == 0 {
         return Err(PlanError::BadParams);
     }
-    // ps is a non-zero power of two, so ps - 1 is the in-page mask.
-    let mask = ps.wrapping_sub(1);
-    let in_page = |v: u32| v & mask;
-    // The page list alone (a Write chunk: most calls that register): each
-    // MR maps `max_fr_depth` of the pages it touches, so the walk below
-    // reduces to two divisions. Only where no offset can overflow, which
-    // the walk would report.
-    if !with_head && !with_tail && buf.page_base.checked_add(buf.page_len).is_some() {
-        if buf.page_len == 0 {
-            return Err(PlanError::EmptyChunk);
-        }
-        // No overflow: in_page(page_base) <= page_base.
-        let touched = in_page(buf.page_base)
-            .saturating_add(buf.page_len)
-            .div_ceil(ps);
-        let nsegs = touched.div_ceil(p.max_fr_depth);
-        if nsegs > p.max_rdma_segs {
-            return Err(PlanError::TooManySegments);
-        }
-        return Ok(nsegs);
-    }
-    count_segments_walk(buf, with_head, with_tail, p)
+    Ok(())
 }
 
 /// [`count_segments`] for a chunk with its head or tail, or offsets that
 /// may overflow: MR by MR, as `frwr_map()` does. Apart, so that the page
 /// list alone (the common case) is counted without its frame.
+#[inline(never)]
 fn count_segments_walk(
     buf: &XdrBufShape,
     with_head: bool,
