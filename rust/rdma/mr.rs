@@ -81,13 +81,6 @@ impl Mr {
         let mr = self.ptr.as_ptr();
         // SAFETY: The MR is live (type invariant).
         let max = unsafe { (*mr).max_pages };
-        // A constant, not a captured variable: the closure below divides by
-        // it with no division-by-zero panic path (objtool took that path's
-        // call for a fall-through into the next function).
-        const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
-        // Entries set, pages they cover, and where the last one ends inside
-        // its page (0 at a page boundary).
-        let (mut n, mut pages, mut end) = (0u32, 0u32, 0u32);
         // SAFETY: `rqst` by the safety requirement.
         let buf = unsafe {
             if rcv {
@@ -96,78 +89,17 @@ impl Mr {
                 addr_of!((*rqst).rq_snd_buf)
             }
         };
-        // FRWR maps page lists: only the first entry may start inside a
-        // page and only the last may end inside one. The walk stops at the
-        // MR's depth or at a gap it cannot map (C `frwr_map`). The page
-        // part of the buffer comes as one run of whole pages that is set in
-        // one call: inside it only its first page may start inside the page
-        // and only its last end inside one, so the rule is checked at its
-        // ends, and it is cut at the MR's depth.
-        let add = |span| match span {
-            Span::Virt(v, l) => {
-                let off = (v as usize % kernel::page::PAGE_SIZE) as u32;
-                if n > 0 && (off != 0 || end != 0) {
-                    return Ok(0);
-                }
-                let npages = off.saturating_add(l).div_ceil(PAGE);
-                if n >= max || pages.saturating_add(npages) > max {
-                    return Ok(0);
-                }
-                // SAFETY: The MR is live; `v` is kernel memory of the
-                // request, valid until unmapped (the safety requirement).
-                let rc = unsafe {
-                    let page = bindings::rpcrdma_rs_virt_to_page(v);
-                    bindings::rpcrdma_rs_mr_sg_set(mr, n, page, off, l)
-                };
-                to_result(rc)?;
-                n += 1;
-                pages += npages;
-                // `PAGE` divides 2^32: the wrapped sum has the same offset.
-                end = off.wrapping_add(l) % PAGE;
-                Ok(l)
-            }
-            Span::Pages(run, off, l) => {
-                if n > 0 && (off != 0 || end != 0) {
-                    return Ok(0);
-                }
-                // One entry per page, as many as the MR has left.
-                let room = max.saturating_sub(pages.max(n));
-                if room == 0 {
-                    return Ok(0);
-                }
-                let fits = u64::from(room) * u64::from(PAGE);
-                let take = if u64::from(off) + u64::from(l) <= fits {
-                    l
-                } else {
-                    // `room` whole entries, the first from `off`: fewer
-                    // bytes than `l`.
-                    (fits - u64::from(off)) as u32
-                };
-                // SAFETY: The MR is live; `run` heads pages covering `off +
-                // l` bytes (`Span::Pages`), valid until unmapped (the safety
-                // requirement), so its first entry is a page when `take`
-                // is not 0; the helpers bound the entries by the MR's.
-                let k = unsafe {
-                    if take > 0 && take <= PAGE.saturating_sub(off) {
-                        // One page (a 4 KiB I/O's): one entry, without the
-                        // run's setup.
-                        match bindings::rpcrdma_rs_mr_sg_set(mr, n, *run, off, take) {
-                            0 => 1,
-                            e => e,
-                        }
-                    } else {
-                        bindings::rpcrdma_rs_mr_sg_set_pages(mr, n, run, off, take)
-                    }
-                };
-                to_result(k)?;
-                n += k as u32;
-                pages += k as u32;
-                end = off.wrapping_add(take) % PAGE;
-                Ok(take)
-            }
-        };
         // SAFETY: `buf` by the safety requirement.
-        let done = unsafe { walk_xdr_spans(buf, offset, len, add) }?;
+        let run = unsafe { page_run_of(buf, offset, len) };
+        let (n, done) = match run {
+            // A range within the page list (a READ's Write chunk, a
+            // WRITE's Read chunk): one run, set without the walk.
+            // SAFETY: The MR is live; `run` heads pages covering `off + l`
+            // bytes, valid until unmapped (the safety requirement).
+            Some((run, off, l)) => unsafe { set_page_run(mr, 0, 0, max, run, off, l) }?,
+            // SAFETY: As above.
+            None => unsafe { set_xdr_range(mr, max, buf, offset, len) }?,
+        };
         if n == 0 {
             return Err(EINVAL);
         }
@@ -484,4 +416,152 @@ impl Drop for Mr {
         self.mapped = false;
         live::dec(live::Kind::Mr);
     }
+}
+
+/// The bytes of a page, as a constant: the divisions below then have no
+/// division-by-zero panic path (objtool took that path's call for a
+/// fall-through into the next function).
+const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
+
+/// `[offset, offset + len)` of `buf` as one run of its page list (the
+/// first page, the offset in it, the length) if the range lies within the
+/// page list and is not empty.
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf`.
+#[inline(always)]
+unsafe fn page_run_of(
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+) -> Option<(*const *mut bindings::page, u32, u32)> {
+    // SAFETY: By the safety requirement.
+    let b = unsafe { &*buf };
+    let head_len = b.head[0].iov_len as u64;
+    let (offset64, len64) = (u64::from(offset), u64::from(len));
+    let in_pages = offset64.checked_sub(head_len)?;
+    if len == 0 || in_pages + len64 > u64::from(b.page_len) {
+        return None;
+    }
+    let at = u64::from(b.page_base) + in_pages;
+    // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is below
+    // that (as `walk_xdr_spans` finds it).
+    let first = unsafe { b.pages.add((at / u64::from(PAGE)) as usize) };
+    Some((first, (at % u64::from(PAGE)) as u32, len))
+}
+
+/// Sets entries from `n` of `mr` (of `max` pages) for the page run `run`,
+/// `l` bytes from `off` in its first page, cut at the MR's depth: one
+/// entry per page. `used` is how many of the MR's pages the `n` entries
+/// set already take. Returns the entries set and the bytes they cover.
+///
+/// # Safety
+///
+/// `mr` is a live MR; `run` heads pages covering `off + l` bytes, valid
+/// until the MR is unmapped.
+#[inline(always)]
+unsafe fn set_page_run(
+    mr: *mut bindings::rpcrdma_rs_mr,
+    n: u32,
+    used: u32,
+    max: u32,
+    run: *const *mut bindings::page,
+    off: u32,
+    l: u32,
+) -> Result<(u32, u32)> {
+    let room = max.saturating_sub(used);
+    if room == 0 {
+        return Ok((0, 0));
+    }
+    let fits = u64::from(room) * u64::from(PAGE);
+    let take = if u64::from(off) + u64::from(l) <= fits {
+        l
+    } else {
+        // `room` whole entries, the first from `off`: fewer bytes than
+        // `l`.
+        (fits - u64::from(off)) as u32
+    };
+    // SAFETY: By the safety requirement; the run's first entry is a page
+    // when `take` is not 0; the helpers bound the entries by the MR's.
+    let k = unsafe {
+        if take > 0 && take <= PAGE.saturating_sub(off) {
+            // One page (a 4 KiB I/O's): one entry, without the run's setup.
+            match bindings::rpcrdma_rs_mr_sg_set(mr, n, *run, off, take) {
+                0 => 1,
+                e => e,
+            }
+        } else {
+            bindings::rpcrdma_rs_mr_sg_set_pages(mr, n, run, off, take)
+        }
+    };
+    to_result(k)?;
+    Ok((k as u32, take))
+}
+
+/// Sets the entries of `mr` (of `max` entries) for `[offset, offset +
+/// len)` of `buf`, head, pages and tail as they come. FRWR maps page lists:
+/// only the first entry may start inside a page and only the last may end
+/// inside one. The walk stops at the MR's depth or at a gap it cannot map
+/// (C `frwr_map`). The page part of the buffer comes as one run of whole
+/// pages that is set in one call: inside it only its first page may start
+/// inside the page and only its last end inside one, so the rule is
+/// checked at its ends, and it is cut at the MR's depth. Returns the
+/// entries set and the bytes they cover.
+///
+/// # Safety
+///
+/// `mr` is a live MR; `buf` a live `xdr_buf` whose memory stays valid
+/// until the MR is unmapped.
+unsafe fn set_xdr_range(
+    mr: *mut bindings::rpcrdma_rs_mr,
+    max: u32,
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+) -> Result<(u32, u32)> {
+    // Entries set, pages they cover, and where the last one ends inside
+    // its page (0 at a page boundary).
+    let (mut n, mut pages, mut end) = (0u32, 0u32, 0u32);
+    let add = |span| match span {
+        Span::Virt(v, l) => {
+            let off = (v as usize % kernel::page::PAGE_SIZE) as u32;
+            if n > 0 && (off != 0 || end != 0) {
+                return Ok(0);
+            }
+            let npages = off.saturating_add(l).div_ceil(PAGE);
+            if n >= max || pages.saturating_add(npages) > max {
+                return Ok(0);
+            }
+            // SAFETY: The MR is live; `v` is memory of the buffer, valid
+            // until unmapped (the safety requirement).
+            let rc = unsafe {
+                let page = bindings::rpcrdma_rs_virt_to_page(v);
+                bindings::rpcrdma_rs_mr_sg_set(mr, n, page, off, l)
+            };
+            to_result(rc)?;
+            n += 1;
+            pages += npages;
+            // `PAGE` divides 2^32: the wrapped sum has the same offset.
+            end = off.wrapping_add(l) % PAGE;
+            Ok(l)
+        }
+        Span::Pages(run, off, l) => {
+            if n > 0 && (off != 0 || end != 0) {
+                return Ok(0);
+            }
+            // One entry per page, as many as the MR has left.
+            // SAFETY: `run` heads pages covering `off + l` bytes
+            // (`Span::Pages`), valid until unmapped; the `n` entries set
+            // take `pages.max(n)` of the MR's pages.
+            let (k, take) = unsafe { set_page_run(mr, n, pages.max(n), max, run, off, l) }?;
+            n += k;
+            pages += k;
+            end = off.wrapping_add(take) % PAGE;
+            Ok(take)
+        }
+    };
+    // SAFETY: `buf` by the safety requirement.
+    let done = unsafe { walk_xdr_spans(buf, offset, len, add) }?;
+    Ok((n, done))
 }
