@@ -17,12 +17,23 @@
 # Arguments: [SERVER_MOD rust|c] [CLIENT_MOD c|rust] [MOUNTS: versions, '+'
 # between, default 4.2+3+3+3+3] [NCONNECT, default 16] [FIO_MIB per job,
 # default 8] [BOUND_S: the largest completion latency allowed, default 60]
+# [TXQLEN: both guests' transmit queue in packets, default 25000]
 SERVER_MOD=${1:-rust}
 CLIENT_MOD=${2:-c}
 MOUNTS=$(echo "${3:-4.2+3+3+3+3}" | tr '+' ' ')
 NCONNECT=${4:-16}
 FIO_MIB=${5:-8}
 BOUND_S=${6:-60}
+# rxe (7.3.4) cannot survive a transmit the guest's queue refuses: a Read
+# response that fails to go out leaves its queue pair resuming the Read
+# mid-way (the peer's WARN at rxe_comp.c:841, the queue pair in error),
+# and a CM message that fails leaves the GSI queue pair in error for good
+# (no connect, no disconnect heard). Under this load the default queue
+# (1000 packets) overflows against either server; what rxe may have
+# outstanding is about 250 packets a queue pair (128 unacknowledged PSNs
+# and one Read of up to 116), 80 queue pairs here: a queue of 25000 holds
+# it (Documentation/dev-guide/testing.rst, "The many-conns scenario").
+TXQLEN=${7:-25000}
 # The server's extra addresses: 10.99.0.11, .12, ...
 mc_addr() { if [ "$1" = 1 ]; then echo "$SERVER_IP"; else echo "${SERVER_IP%.*}.$((9 + $1))"; fi; }
 
@@ -62,8 +73,15 @@ mc_server_watch() {
     marker "$EXPORT/.load-seen"
 }
 
+# mc_txqueue: this guest's transmit queue at TXQLEN packets.
+mc_txqueue() {
+    ip link set dev "$NETIF" txqueuelen "$TXQLEN" &&
+        info "transmit queue: $(ip link show dev "$NETIF" | grep -o 'qlen [0-9]*')"
+}
+
 mc_server() {
     mc_load "$SERVER_MOD" || return 1
+    mc_txqueue
     _i=2
     for _v in $MOUNTS; do
         [ $_i -gt "$(echo $MOUNTS | wc -w)" ] && break
@@ -136,6 +154,7 @@ print("%d %d" % (m / 1e6, e))' "$1" 2>/dev/null || echo "? ?"
 
 mc_client() {
     mc_load "$CLIENT_MOD" || return 1
+    mc_txqueue
     _i=1 _conns=0
     for _v in $MOUNTS; do
         if nfs_mount "$_v" "$(mc_addr $_i)" "/tmp/mc$_i" "nconnect=$NCONNECT"; then
