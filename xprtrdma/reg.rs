@@ -193,7 +193,8 @@ impl RegList {
 
     /// The registrations, in order.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Reg> {
-        Iterator::chain(self.first.iter(), self.rest.iter().flatten())
+        // The rest as a slice: no second `Option` to step through.
+        Iterator::chain(self.first.iter(), self.rest_slice().iter())
     }
 
     /// The registrations after the first.

@@ -73,6 +73,13 @@ mc_server_watch() {
     marker "$EXPORT/.load-seen"
 }
 
+# mc_rxe_errors: rxe's transmit and retry counters in this guest (the
+# failures the queue above is there to prevent, and their sequels).
+mc_rxe_errors() {
+    info "rxe counters ($1): $(rdma statistic show 2>/dev/null | head -n 1 |
+        awk '{ for (i = 3; i < NF; i += 2) if ($i ~ /^(send_err|send_rnr_err|completer_retry_err|retry_exceeded_err|rcvd_seq_err)$/) printf "%s %s ", $i, $(i + 1) }')"
+}
+
 # mc_txqueue: this guest's transmit queue at TXQLEN packets.
 mc_txqueue() {
     ip link set dev "$NETIF" txqueuelen "$TXQLEN" &&
@@ -125,6 +132,7 @@ mc_server_end() {
         for f in /proc/sys/sunrpc/svc_rdma/rdma_stat_*; do _st="$_st $(basename "$f" | sed 's/^rdma_stat_//')=$(cat "$f")"; done
         info "svc_rdma stats:$_st"
     fi
+    mc_rxe_errors server
     if [ "$SERVER_MOD" = c ]; then
         check unload-c-rpcrdma unload_c_rpcrdma
     else
@@ -251,6 +259,7 @@ case $ROLE in
         ;;
     client)
         mc_client
+        mc_rxe_errors client
         client_signal_done || fail client-signal-done "$NFS_ERR"
         case $CLIENT_MOD in
             c) check unload-c-rpcrdma unload_c_rpcrdma ;;
