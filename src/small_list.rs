@@ -70,19 +70,15 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
     /// Appends `v`; the first push past `N` moves the list to a vector.
     #[inline]
     pub(crate) fn push(&mut self, v: T) -> Result {
-        // The usual list (a chunk of one or two segments) has room inline:
-        // one look at the storage, not one to reserve and one to store.
-        if let Self::Inline { items, len } = self {
-            if let Some(slot) = items.get_mut(*len) {
-                *slot = v;
-                *len += 1;
-                return Ok(());
-            }
+        // The usual list (a chunk of one or two segments) has room: one
+        // look at the storage, not one to reserve and one to store.
+        match self.push_within_capacity(v) {
+            Ok(()) => Ok(()),
+            Err(v) => self.push_slow(v),
         }
-        self.push_slow(v)
     }
 
-    /// [`Self::push`] past the inline storage.
+    /// [`Self::push`] with no room left: grows the storage first.
     #[inline(never)]
     fn push_slow(&mut self, v: T) -> Result {
         self.reserve(1)?;

@@ -11,7 +11,7 @@
 use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::verbs::Pd;
-use crate::rust::sunrpc::xprt::{walk_xdr_spans, Span};
+use crate::rust::sunrpc::xprt::{page_span_of, walk_xdr_spans, Span};
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
@@ -90,15 +90,16 @@ impl Mr {
             }
         };
         // SAFETY: `buf` by the safety requirement.
-        let run = unsafe { page_run_of(buf, offset, len) };
+        let run = unsafe { page_span_of(buf, offset, len) };
         let (n, done) = match run {
             // A range within the page list (a READ's Write chunk, a
             // WRITE's Read chunk): one run, set without the walk.
             // SAFETY: The MR is live; `run` heads pages covering `off + l`
-            // bytes, valid until unmapped (the safety requirement).
-            Some((run, off, l)) => unsafe { set_page_run(mr, 0, 0, max, run, off, l) }?,
+            // bytes (`Span::Pages`), valid until unmapped (the safety
+            // requirement).
+            Some(Span::Pages(run, off, l)) => unsafe { set_page_run(mr, 0, 0, max, run, off, l) }?,
             // SAFETY: As above.
-            None => unsafe { set_xdr_range(mr, max, buf, offset, len) }?,
+            _ => unsafe { set_xdr_range(mr, max, buf, offset, len) }?,
         };
         if n == 0 {
             return Err(EINVAL);
@@ -422,34 +423,6 @@ impl Drop for Mr {
 /// division-by-zero panic path (objtool took that path's call for a
 /// fall-through into the next function).
 const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
-
-/// `[offset, offset + len)` of `buf` as one run of its page list (the
-/// first page, the offset in it, the length) if the range lies within the
-/// page list and is not empty.
-///
-/// # Safety
-///
-/// `buf` is a live `xdr_buf`.
-#[inline(always)]
-unsafe fn page_run_of(
-    buf: *const bindings::xdr_buf,
-    offset: u32,
-    len: u32,
-) -> Option<(*const *mut bindings::page, u32, u32)> {
-    // SAFETY: By the safety requirement.
-    let b = unsafe { &*buf };
-    let head_len = b.head[0].iov_len as u64;
-    let (offset64, len64) = (u64::from(offset), u64::from(len));
-    let in_pages = offset64.checked_sub(head_len)?;
-    if len == 0 || in_pages + len64 > u64::from(b.page_len) {
-        return None;
-    }
-    let at = u64::from(b.page_base) + in_pages;
-    // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is below
-    // that (as `walk_xdr_spans` finds it).
-    let first = unsafe { b.pages.add((at / u64::from(PAGE)) as usize) };
-    Some((first, (at % u64::from(PAGE)) as u32, len))
-}
 
 /// Sets entries from `n` of `mr` (of `max` pages) for the page run `run`,
 /// `l` bytes from `off` in its first page, cut at the MR's depth: one

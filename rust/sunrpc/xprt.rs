@@ -163,6 +163,46 @@ pub(in crate::rust) enum Span {
     Virt(*mut c_void, u32),
 }
 
+/// `l` bytes from `in_pages` of `b`'s page data, as one run of its page
+/// array.
+///
+/// # Safety
+///
+/// `b` is a live `xdr_buf` and `in_pages + l` is at most its `page_len`.
+#[inline(always)]
+unsafe fn page_span(b: &bindings::xdr_buf, in_pages: u64, l: u64) -> Span {
+    let page_size = kernel::page::PAGE_SIZE as u64;
+    let at = u64::from(b.page_base) + in_pages;
+    // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is below
+    // that, and the run from it ends within it (the safety requirement).
+    let first = unsafe { b.pages.add((at / page_size) as usize) };
+    Span::Pages(first, (at % page_size) as u32, l as u32)
+}
+
+/// `[offset, offset + len)` of `buf` as one [`Span::Pages`] if the range
+/// is not empty and lies within the page data: what [`walk_xdr_spans`]
+/// would hand over as its only span, without the walk.
+///
+/// # Safety
+///
+/// `buf` is a live `xdr_buf`.
+#[inline(always)]
+pub(in crate::rust) unsafe fn page_span_of(
+    buf: *const bindings::xdr_buf,
+    offset: u32,
+    len: u32,
+) -> Option<Span> {
+    // SAFETY: By the safety requirement.
+    let b = unsafe { &*buf };
+    let in_pages = u64::from(offset).checked_sub(b.head[0].iov_len as u64)?;
+    let l = u64::from(len);
+    if len == 0 || in_pages + l > u64::from(b.page_len) {
+        return None;
+    }
+    // SAFETY: Checked just above: the range ends within the page data.
+    Some(unsafe { page_span(b, in_pages, l) })
+}
+
 /// Walks `[offset, offset + len)` of `buf` as head range, page run and
 /// tail range, in order, handing each to `add`, which returns how many of
 /// its bytes it took (a run may be taken in part; fewer bytes than the
@@ -183,7 +223,6 @@ pub(in crate::rust) unsafe fn walk_xdr_spans(
     let (offset, len) = (u64::from(offset), u64::from(len));
     let head_len = b.head[0].iov_len as u64;
     let page_len = u64::from(b.page_len);
-    let page_size = kernel::page::PAGE_SIZE as u64;
     let mut done = 0u64;
     // One call of `add` in a loop, not one per part: the callers' closure
     // is inlined at its one call site.
@@ -197,12 +236,10 @@ pub(in crate::rust) unsafe fn walk_xdr_spans(
             (Span::Virt(at.cast(), l as u32), l)
         } else if done < len && pos < head_len + page_len {
             let in_pages = pos - head_len;
-            let at = u64::from(b.page_base) + in_pages;
             let l = (len - done).min(page_len - in_pages);
-            // SAFETY: `pages` covers `page_base + page_len` bytes: `at` is
-            // below that, and the run from it ends within it.
-            let first = unsafe { b.pages.add((at / page_size) as usize) };
-            (Span::Pages(first, (at % page_size) as u32, l as u32), l)
+            // SAFETY: `buf` by the safety requirement; the run ends within
+            // the page data.
+            (unsafe { page_span(b, in_pages, l) }, l)
         } else if done < len {
             let in_tail = pos - head_len - page_len;
             let l = len - done;
