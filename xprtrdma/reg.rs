@@ -128,7 +128,7 @@ impl Strategy {
     /// Whether its chunks are made of page-sized segments (as many as the
     /// inline header holds), rather than of MRs of many pages.
     pub(crate) fn page_segments(self) -> bool {
-        matches!(self, Self::Physical | Self::Cache)
+        matches!(self, Self::Physical)
     }
 
     /// Whether it registers with the connection's MR pool (all or part of

@@ -60,7 +60,8 @@ unsafe impl Send for PageRefs {}
 // SAFETY: Shared references do not touch the pages.
 unsafe impl Sync for PageRefs {}
 
-/// An FRWR MR mapping a run of whole pages it keeps referenced.
+/// An FRWR MR mapping whole pages it keeps referenced, in the order they
+/// were given (not necessarily physically contiguous).
 ///
 /// # Invariants
 ///
@@ -218,6 +219,31 @@ impl RunMr {
         self.registered = false;
         self.release();
         Some(self)
+    }
+
+    /// Whether the mapped pages from the `at`-th on are, in order, pages
+    /// `first .. first + count` of the request's send (`rcv` false) or
+    /// receive buffer's page array: a registration that serves them.
+    pub fn maps_request_pages(
+        &self,
+        at: u32,
+        rqst: &RpcRqst<'_>,
+        rcv: bool,
+        first: u32,
+        count: u32,
+    ) -> bool {
+        let Some(wanted) = rqst.page_array(rcv, first, count) else {
+            return false;
+        };
+        let at = at as usize;
+        let Some(mapped) = self.refs.pages.get(at..at.saturating_add(count as usize)) else {
+            return false;
+        };
+        mapped.len() == wanted.len()
+            && mapped
+                .iter()
+                .zip(wanted)
+                .all(|(m, w)| core::ptr::eq(m.as_ptr(), *w))
     }
 
     /// Number of pages mapped now.

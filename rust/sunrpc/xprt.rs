@@ -619,6 +619,37 @@ impl RpcRqst<'_> {
         NonNull::new(unsafe { *b.pages.add(index as usize) })
     }
 
+    /// Entries `first .. first + count` of the send (`rcv` false) or
+    /// receive buffer's page array, if its data (`page_base + page_len`)
+    /// reaches them all. An entry may be null (a sparse receive buffer).
+    pub(in crate::rust) fn page_array(
+        &self,
+        rcv: bool,
+        first: u32,
+        count: u32,
+    ) -> Option<&[*mut bindings::page]> {
+        // SAFETY: The request is valid while borrowed and sunrpc does not
+        // change its buffers while it is lent to the transport.
+        let b = unsafe {
+            let r = &*self.ptr.as_ptr();
+            if rcv {
+                &r.rq_rcv_buf
+            } else {
+                &r.rq_snd_buf
+            }
+        };
+        let end = u64::from(b.page_base) + u64::from(b.page_len);
+        let pages = end.div_ceil(kernel::page::PAGE_SIZE as u64);
+        if u64::from(first) + u64::from(count) > pages || b.pages.is_null() {
+            return None;
+        }
+        // SAFETY: The array holds an entry for every page its data touches,
+        // and `first + count` is within that count; it lives, unchanged,
+        // while the request is lent to the transport, which `self`'s
+        // borrow outlives.
+        Some(unsafe { core::slice::from_raw_parts(b.pages.add(first as usize), count as usize) })
+    }
+
     /// A reference on page `index` of the send buffer's page array (see
     /// [`Self::page_ptr`]), for mapping it into a Send.
     pub fn send_page(&self, index: u32) -> Option<PageRef> {

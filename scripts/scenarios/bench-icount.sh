@@ -13,8 +13,7 @@
 #                 the server's registration cache on)
 #   rust-physical rpcrdma_rs.ko, memreg=physical
 #   rust-cache    rpcrdma_rs.ko, memreg=cache (the client's registration
-#                 cache, default cache_max_mb; 320 KiB a READ or WRITE at
-#                 the default 4 KiB inline thresholds, as memreg=physical)
+#                 cache, default cache_max_mb)
 #   rust-nocache  rpcrdma_rs.ko, svc_buf_cache=0 (the server's buffer cache
 #                 off; the client as in rust: nothing to do with rust-cache)
 #   rust-svccopy  rpcrdma_rs.ko, svc_memreg=cache (the server copies Write

@@ -174,9 +174,14 @@ fst_check() {
     : > $_log
     _t0=$(date +%s)
     # (the results share shows the host how far it got)
+    # A test killed by the bound leaves its line unterminated: the exit
+    # status goes on a line of its own.
     ( cd "$FSTESTS_DIR" && HOST_OPTIONS=$FST_CONFIG timeout "${FST_TIMEOUT:-3000}" ./check -s "$_sec" "$@"
-      echo "check exit $?" ) 2>&1 | tee -a "$RESULTS/fstests-$_sec.log" > $_log
+      _e=$?; echo; echo "check exit $_e" ) 2>&1 | tee -a "$RESULTS/fstests-$_sec.log" > $_log
     _rc=$(sed -n 's/^check exit //p' $_log)
+    # The last test ./check started (the one running if it was stopped).
+    _last=$(grep -oE '^[a-z]+/[0-9]+ ' $_log | tail -n 1 | tr -d ' ')
+    _unreached=0
     # The section's own mount options, as ./check printed them.
     _want="-o $(sed -n "/^\[$_sec\]/,/^\[/s/^MOUNT_OPTIONS=\"-o \(.*\)\"$/\1/p" $FST_CONFIG)"
     _got=$(sed -n 's/^MOUNT_OPTIONS *-- *\(-o [^ ]*\) .*/\1/p' $_log | head -n 1)
@@ -205,9 +210,28 @@ fst_check() {
         elif grep -q "^Ran:.*$_t\( \|$\)" /tmp/.fst-sum; then
             echo "$_t pass" >> "/tmp/.fst-$_sec"
         else
-            echo "$_t fail did not run to its end (check exit $_rc)" >> "/tmp/.fst-$_sec"
+            # No summary lists it: ./check was stopped (the FST_TIMEOUT
+            # bound) or died. Its own line says how far the test got.
+            _line=$(grep -m1 "^$_t " "$_log")
+            if [ -z "$_line" ]; then
+                echo "$_t notrun not reached: ./check stopped first (exit $_rc)" >> "/tmp/.fst-$_sec"
+                _unreached=$((_unreached + 1))
+            elif [ "$_t" = "$_last" ]; then
+                echo "$_t fail stopped while it ran (check exit $_rc)" >> "/tmp/.fst-$_sec"
+            elif echo "$_line" | grep -q '\[not run\]'; then
+                echo "$_t notrun $(echo "$_line" | sed -e "s|^$_t *||" -e 's/\[not run\] *//' | cut -c1-120)" >> "/tmp/.fst-$_sec"
+            elif echo "$_line" | grep -qE "^$_t( +[0-9]+s \.\.\.)? +[0-9]+s\$"; then
+                echo "$_t pass" >> "/tmp/.fst-$_sec"
+            else
+                echo "$_t fail $(echo "$_line" | sed "s|^$_t *||" | cut -c1-120)" >> "/tmp/.fst-$_sec"
+            fi
         fi
     done
+    if [ "$_rc" = 124 ]; then
+        fail "fstests-$_sec-within-bound" "./check stopped by FST_TIMEOUT=${FST_TIMEOUT:-3000} s while running $_last; $_unreached tests not reached"
+    elif [ "$_rc" != 0 ] && [ "$_unreached" -gt 0 ]; then
+        fail "fstests-$_sec-check-ran" "./check exited $_rc before $_unreached of the tests"
+    fi
     # failed tests' output and full logs, for the host
     mkdir -p "$RESULTS/fstests/$_sec"
     for _f in "$FST_RESULTS/$_sec"/generic/*.out.bad "$FST_RESULTS/$_sec"/generic/*.full "$FST_RESULTS/$_sec"/generic/*.dmesg; do

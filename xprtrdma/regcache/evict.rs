@@ -7,7 +7,6 @@ use super::index::Doomed;
 use super::io::EvictDone;
 use super::{bytes, COUNTERS, PAGE_SIZE};
 use crate::proto::msg::Segment;
-use crate::proto::regcache_policy::PageRun;
 use crate::rust::kext::shrinker::{ObjectShrinker, ShrinkObject};
 use crate::rust::rdma::run_mr::RunMr;
 use crate::xprtrdma::conn::Conn;
@@ -232,19 +231,10 @@ pub(in crate::xprtrdma) fn stash(lost: &mut KVec<RunMr>, m: RunMr) {
     core::mem::forget(m);
 }
 
-/// The segment for `len` bytes at `off` in the first page of `run`, inside
-/// the registration of `key` (which contains `run`).
-pub(in crate::xprtrdma) fn segment_in(
-    mr: &RunMr,
-    key: PageRun,
-    run: PageRun,
-    off: u32,
-    len: u32,
-) -> Option<Segment> {
+/// The segment of `len` bytes from `off` in the `at`-th page `mr` maps.
+pub(in crate::xprtrdma) fn segment_in(mr: &RunMr, at: u32, off: u32, len: u32) -> Option<Segment> {
     let s = mr.segment();
-    let at = run
-        .first
-        .checked_sub(key.first)?
+    let at = u64::from(at)
         .checked_mul(u64::from(PAGE_SIZE))?
         .checked_add(u64::from(off))?;
     Some(Segment::new(s.handle, len, s.offset.checked_add(at)?))

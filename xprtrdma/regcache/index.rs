@@ -81,19 +81,39 @@ impl CacheState {
         })
     }
 
-    /// The cached entry that contains `key`, if any.
-    pub(in crate::xprtrdma) fn find(&mut self, key: PageRun) -> Option<u32> {
+    /// The cached entry that serves `key`, and the page of the entry its
+    /// first page is. An entry is keyed by its first page frame number and
+    /// page count only; `serves(slot, at)` checks that the entry's pages
+    /// from the `at`-th on are the wanted pages. An entry of physically
+    /// contiguous pages may serve a run starting within it; any other
+    /// entry serves the runs starting at its first page.
+    pub(in crate::xprtrdma) fn find(
+        &mut self,
+        key: PageRun,
+        serves: impl Fn(&Slot, u32) -> bool,
+    ) -> Option<(u32, u32)> {
+        let slots = &self.slots;
         let mut cur = self
             .index
             .cursor_lower_bound_mut(&Reverse((key.first, u32::MAX)))?;
         for _ in 0..LOOKUP_PROBES {
             let (k, id) = cur.current();
-            let run = PageRun {
-                first: k.0 .0,
-                pages: k.0 .1,
-            };
-            if run.contains(&key) {
-                return Some(*id);
+            let (first, pages) = k.0;
+            // At or below the key's first page (the cursor's order).
+            let at = key
+                .first
+                .checked_sub(first)
+                .and_then(|at| u32::try_from(at).ok())
+                .filter(|at| at.checked_add(key.pages).is_some_and(|end| end <= pages));
+            if let Some(at) = at {
+                let id = *id;
+                let slot = usize::try_from(id).ok().and_then(|i| slots.get(i));
+                if slot
+                    .and_then(Option::as_ref)
+                    .is_some_and(|slot| serves(slot, at))
+                {
+                    return Some((id, at));
+                }
             }
             // The next entry in reverse order starts at a lower page.
             cur = cur.move_next()?;
@@ -202,14 +222,16 @@ impl CacheState {
         let serial = self.next_serial();
         self.pinned = self.pinned.saturating_add(u64::from(mr.pages()));
         COUNTERS.pinned_bytes.add(bytes(mr.pages()), Relaxed);
-        // Another request registered the same run meanwhile: this copy
-        // serves its own request and is invalidated after it.
-        let dup = self.index.get(&index_key(key)).is_some();
-        let ins = if dup {
-            None
-        } else {
-            self.policy.insert(key, &mut self.victims).ok()
-        };
+        // An entry of the same key that did not serve this request (its
+        // pages changed since: a buffer's later pages were replaced), or
+        // that another request registered meanwhile: the newcomer replaces
+        // it, and it is invalidated once its users are done.
+        if let Some(id) = self.index.get(&index_key(key)).copied() {
+            if let Some(m) = self.doom(id) {
+                stash(lost, m);
+            }
+        }
+        let ins = self.policy.insert(key, &mut self.victims).ok();
         let Some(ins) = ins else {
             let d = Doomed {
                 mr,

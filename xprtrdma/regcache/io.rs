@@ -4,8 +4,8 @@
 //! their REG_MR, the spare MRs.
 
 use super::evict::segment_in;
-use super::index::Doomed;
-use super::{CacheUse, COUNTERS, MAX_ENTRIES, MAX_RUN_PAGES, PAGE_SIZE, WRITABLE_KEY};
+use super::index::{Doomed, Slot};
+use super::{CacheUse, COUNTERS, MAX_ENTRIES, PAGE_SIZE, WRITABLE_KEY};
 use crate::proto::planner::XdrBufShape;
 use crate::proto::regcache_policy::PageRun;
 use crate::rust::kext::memalloc::NoIoScope;
@@ -77,7 +77,7 @@ impl Conn {
             };
             if in_pages {
                 let from = at - pages_start;
-                self.register_page_runs(rqst, span.rcv, &shape, from, stop - at, regs, segs)?;
+                self.register_pages(rqst, span.rcv, &shape, from, stop - at, regs, segs)?;
             } else {
                 // Head or tail: pool MRs, invalidated after the reply.
                 let part = Span {
@@ -92,10 +92,13 @@ impl Conn {
         Ok(())
     }
 
-    /// Registers `len` bytes from `at` of the page array's data, one
-    /// segment per run of physically contiguous pages.
+    /// Registers `len` bytes from `at` of the page array's data: one
+    /// segment per piece of as many pages as the connection's MRs map
+    /// (`max_fr_depth`, as `memreg=fmr` splits a chunk, so the planner's
+    /// segment counts hold), counted from the first page the data touches,
+    /// so that I/O from the same buffer finds the same pieces again.
     #[expect(clippy::too_many_arguments)]
-    fn register_page_runs(
+    fn register_pages(
         &self,
         rqst: &RpcRqst<'_>,
         rcv: bool,
@@ -108,19 +111,14 @@ impl Conn {
         if len == 0 {
             return Ok(());
         }
+        let depth = self.params().max_fr_depth.max(1);
         let start = shape.page_base.checked_add(at).ok_or(EINVAL)?;
         let end = start.checked_add(len).ok_or(EINVAL)?;
         let last = (end - 1) / PAGE_SIZE;
         let mut i = start / PAGE_SIZE;
         while i <= last {
+            let n = (last - i + 1).min(depth);
             let pfn = rqst.page_pfn(rcv, i).ok_or(EINVAL)?;
-            let mut n = 1u32;
-            while i + n <= last
-                && n < MAX_RUN_PAGES
-                && rqst.page_pfn(rcv, i + n) == pfn.checked_add(u64::from(n))
-            {
-                n += 1;
-            }
             let from = start.max(i * PAGE_SIZE);
             let to = end.min((i + n).saturating_mul(PAGE_SIZE));
             let key = PageRun {
@@ -128,17 +126,17 @@ impl Conn {
                 pages: n,
             };
             let piece = (from - i * PAGE_SIZE, to - from);
-            self.use_run(rqst, rcv, i, key, piece, regs, segs)?;
+            self.use_piece(rqst, rcv, i, key, piece, regs, segs)?;
             i += n;
         }
         Ok(())
     }
 
-    /// Advertises `piece` (offset in the run's first page, length) of the
-    /// run `key`, pages `index..` of the page array: from a cached entry,
-    /// or registered now and cached.
+    /// Advertises `piece` (offset in its first page, length) of pages
+    /// `index .. index + key.pages` of the page array, keyed `key`: from a
+    /// cached entry that maps them, or registered now and cached.
     #[expect(clippy::too_many_arguments)]
-    fn use_run(
+    fn use_piece(
         &self,
         rqst: &RpcRqst<'_>,
         rcv: bool,
@@ -156,10 +154,12 @@ impl Conn {
         let hit = {
             let mut guard = self.cache.lock();
             let st = (*guard).as_mut().ok_or(ENOTCONN)?;
-            st.find(key).and_then(|id| {
+            let serves =
+                |slot: &Slot, at: u32| slot.mr.maps_request_pages(at, rqst, rcv, index, key.pages);
+            st.find(key, serves).and_then(|(id, at)| {
                 st.policy.touch(id);
                 let slot = st.slot_mut(id)?;
-                let seg = segment_in(&slot.mr, slot.key, key, off, len)?;
+                let seg = segment_in(&slot.mr, at, off, len)?;
                 slot.users = slot.users.saturating_add(1);
                 slot.mr.sync_for_device();
                 let u = CacheUse {
@@ -184,7 +184,7 @@ impl Conn {
         let mut mr = self.run_mr(key.pages)?;
         let seg = mr
             .map(rqst, rcv, index, key.pages, rcv)
-            .and_then(|()| segment_in(&mr, key, key, off, len).ok_or(EINVAL));
+            .and_then(|()| segment_in(&mr, 0, off, len).ok_or(EINVAL));
         let seg = match seg {
             Ok(seg) => seg,
             Err(e) => {
@@ -268,15 +268,13 @@ impl Conn {
         }
     }
 
-    /// An unmapped MR for a run of `pages` pages: a spare one of about
-    /// that size, or a new one.
+    /// An unmapped MR for a piece of `pages` pages: a spare one, or a new
+    /// one of the connection's MR depth (every piece fits it).
     fn run_mr(&self, pages: u32) -> Result<RunMr> {
         let spare = {
             let mut guard = self.cache.lock();
             (*guard).as_mut().and_then(|st| {
-                let fits =
-                    |m: &RunMr| m.max_pages() >= pages && m.max_pages() <= pages.saturating_mul(4);
-                let pos = st.spare.iter().position(fits)?;
+                let pos = st.spare.iter().position(|m| m.max_pages() >= pages)?;
                 st.spare.remove(pos).ok()
             })
         };
@@ -285,7 +283,7 @@ impl Conn {
         }
         // Calls are sent from rpciod, which writeback may wait for.
         let _noio = NoIoScope::new();
-        RunMr::new(&self.ep, pages.next_power_of_two().min(MAX_RUN_PAGES))
+        RunMr::new(&self.ep, self.params().max_fr_depth.max(pages))
     }
 
     /// Keeps an unmapped MR for a later miss, or lets it go.

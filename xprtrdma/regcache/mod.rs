@@ -6,11 +6,16 @@
 //! kept across RPCs, so that I/O from the same pages again posts neither
 //! REG_MR nor LOCAL_INV.
 //!
-//! - Keyed by runs of physically contiguous pages (page frame numbers, the
-//!   access the server gets folded in), never by virtual address: each run
-//!   is one MR ([`RunMr`]) that holds a reference on its pages while
-//!   cached, so a cached steering tag never names a page that was freed
-//!   and reused.
+//! - An entry is one MR over a piece of a chunk's page array: as many
+//!   pages as the connection's MRs map (`max_fr_depth`, the pieces
+//!   `memreg=fmr` would register), counted from the chunk's first page,
+//!   in the array's order whether or not they are physically contiguous.
+//!   It is keyed by its first page frame number and page count (the access
+//!   the server gets folded in), never by virtual address, and a hit
+//!   compares the entry's pages with the request's, so a 1 MiB I/O from a
+//!   buffer it saw before costs a few lookups, not one per page. Each
+//!   entry ([`RunMr`]) holds a reference on its pages while cached, so a
+//!   cached steering tag never names a page that was freed and reused.
 //! - A chunk's head and tail (kmalloc'd memory that shares its pages with
 //!   other objects) are never cached: they use the connection's MR pool as
 //!   `memreg=fmr` does.
@@ -39,14 +44,12 @@ pub(super) use index::CacheState;
 
 /// Most registrations (MRs) one connection's cache holds.
 const MAX_ENTRIES: usize = 1024;
-/// Most pages of one cached run (one MR); longer runs are split.
-const MAX_RUN_PAGES: u32 = 64;
 /// Unmapped MRs kept for the next misses instead of being deregistered.
 const SPARE_MRS: usize = 32;
 /// Index entries the cursor looks at, from the closest first page down,
-/// for one containing the run (overlapping entries are rare).
+/// for one serving the piece (overlapping entries are rare).
 const LOOKUP_PROBES: usize = 4;
-/// The key bit of runs the server may write: read-only and writable
+/// The key bit of pieces the server may write: read-only and writable
 /// registrations of the same pages are separate entries. Page frame
 /// numbers never reach it.
 const WRITABLE_KEY: u64 = 1 << 63;
