@@ -176,7 +176,8 @@ fst_check() {
     # (the results share shows the host how far it got)
     # A test killed by the bound leaves its line unterminated: the exit
     # status goes on a line of its own.
-    ( cd "$FSTESTS_DIR" && HOST_OPTIONS=$FST_CONFIG timeout "${FST_TIMEOUT:-3000}" ./check -s "$_sec" "$@"
+    _bound=${FST_TIMEOUT:-3000}
+    ( cd "$FSTESTS_DIR" && HOST_OPTIONS=$FST_CONFIG timeout "$_bound" ./check -s "$_sec" "$@"
       _e=$?; echo; echo "check exit $_e" ) 2>&1 | tee -a "$RESULTS/fstests-$_sec.log" > $_log
     _rc=$(sed -n 's/^check exit //p' $_log)
     # The last test ./check started (the one running if it was stopped).
@@ -228,7 +229,7 @@ fst_check() {
         fi
     done
     if [ "$_rc" = 124 ]; then
-        fail "fstests-$_sec-within-bound" "./check stopped by FST_TIMEOUT=${FST_TIMEOUT:-3000} s while running $_last; $_unreached tests not reached"
+        fail "fstests-$_sec-within-bound" "./check stopped by its ${_bound} s bound (FST_TIMEOUT) while running $_last; $_unreached tests not reached"
     elif [ "$_rc" != 0 ] && [ "$_unreached" -gt 0 ]; then
         fail "fstests-$_sec-check-ran" "./check exited $_rc before $_unreached of the tests"
     fi
