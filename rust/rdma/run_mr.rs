@@ -115,10 +115,9 @@ impl RunMr {
         if count == 0 || count > self.max_pages() {
             return Err(EINVAL);
         }
-        for i in 0..count {
-            let page = rqst.page_ptr(rcv, first.checked_add(i).ok_or(EINVAL)?);
+        for &page in rqst.page_array(rcv, first, count).ok_or(EINVAL)? {
             // SAFETY: A page of the request: live while it is borrowed.
-            unsafe { self.hold(page.ok_or(EINVAL)?) }?;
+            unsafe { self.hold(NonNull::new(page).ok_or(EINVAL)?) }?;
         }
         self.map_held(writable)
     }

@@ -599,24 +599,7 @@ impl RpcRqst<'_> {
         rcv: bool,
         index: u32,
     ) -> Option<NonNull<bindings::page>> {
-        // SAFETY: The request is valid while borrowed and sunrpc does not
-        // change its buffers while it is lent to the transport.
-        let b = unsafe {
-            let r = &*self.ptr.as_ptr();
-            if rcv {
-                &r.rq_rcv_buf
-            } else {
-                &r.rq_snd_buf
-            }
-        };
-        let end = u64::from(b.page_base) + u64::from(b.page_len);
-        let pages = end.div_ceil(kernel::page::PAGE_SIZE as u64);
-        if u64::from(index) >= pages || b.pages.is_null() {
-            return None;
-        }
-        // SAFETY: The array holds an entry for every page its data touches,
-        // and `index` is below that count.
-        NonNull::new(unsafe { *b.pages.add(index as usize) })
+        NonNull::new(*self.page_array(rcv, index, 1)?.first()?)
     }
 
     /// Entries `first .. first + count` of the send (`rcv` false) or
