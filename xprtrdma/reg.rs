@@ -86,7 +86,7 @@ pub(crate) enum Strategy {
     Fmr,
     /// Global steering tag and DMA addresses.
     Physical,
-    /// Registrations of page runs kept across RPCs; head and tail parts
+    /// Registrations of pieces of page lists kept across RPCs; head and tail parts
     /// as `Fmr`.
     Cache,
 }
