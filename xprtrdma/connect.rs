@@ -362,10 +362,11 @@ impl Conn {
     }
 
     /// `memreg=physical`: chunks of one-page segments (or runs of
-    /// contiguous pages), as many as the negotiated inline headers hold. The transport's payload limit comes
-    /// down to what they carry; a mount sized by an earlier connection
-    /// with larger thresholds keeps its rsize and wsize, whose largest
-    /// I/Os then fail, which is said here.
+    /// contiguous pages), as many as the negotiated inline headers hold.
+    /// The transport's payload limit comes down to what they carry; a
+    /// mount sized by an earlier connection with larger thresholds keeps
+    /// its rsize and wsize, whose largest I/Os then fail, which is said
+    /// here.
     fn physical_params(
         &self,
         inline_send: u32,

@@ -238,11 +238,11 @@ impl RunMr {
         let Some(mapped) = self.refs.pages.get(at..at.saturating_add(count as usize)) else {
             return false;
         };
-        mapped.len() == wanted.len()
-            && mapped
-                .iter()
-                .zip(wanted)
-                .all(|(m, w)| core::ptr::eq(m.as_ptr(), *w))
+        // Both are `count` long (`get` and `page_array` give all or none).
+        mapped
+            .iter()
+            .zip(wanted)
+            .all(|(m, w)| core::ptr::eq(m.as_ptr(), *w))
     }
 
     /// Number of pages mapped now.
