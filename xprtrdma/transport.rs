@@ -358,11 +358,11 @@ impl XprtOps for Client {
         }
     }
 
-    fn buf_free(&self, rqst: &RpcRqst<'_>) {
+    fn buf_free(&self, _rqst: &RpcRqst<'_>, req: &ReqState) {
         // Most replies took the request's registrations already (C checks
         // `rl_registered` likewise): nothing else runs for them.
-        if let Some(state) = rqst.state::<ReqState>().filter(|s| s.may_keep()) {
-            self.release_kept(state);
+        if req.may_keep() {
+            self.release_kept(req);
         }
     }
 

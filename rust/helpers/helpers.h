@@ -108,9 +108,15 @@ void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
 
 /* Module-wide counters kept per CPU (rust/kext/percpu.rs): this_cpu_add and
  * per_cpu are macros. A slot at or above RPCRDMA_RS_PCPU_SLOTS is ignored
- * (adds) or reads 0.
+ * (adds) or reads 0. One array per module (the KUnit module includes
+ * kext.c too), in the module's static per-CPU area; x86_64 adds to it
+ * inline from Rust, as this_cpu_add does (one %gs-relative add).
  */
 #define RPCRDMA_RS_PCPU_SLOTS 48
+struct rpcrdma_rs_pcpu {
+	s64 v[RPCRDMA_RS_PCPU_SLOTS];
+};
+DECLARE_PER_CPU(struct rpcrdma_rs_pcpu, rpcrdma_rs_pcpu);
 void rpcrdma_rs_pcpu_add(unsigned int slot, s64 n);
 s64 rpcrdma_rs_pcpu_sum(unsigned int slot);
 void rpcrdma_rs_pcpu_reset(unsigned int slot);

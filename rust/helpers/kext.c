@@ -30,14 +30,8 @@ void *rpcrdma_rs_alloc_wq(const char *name)
 
 /* ---- per-CPU counters ---- */
 
-/* One array per module (the KUnit module includes this file too), in the
- * module's static per-CPU area: RPCRDMA_RS_PCPU_SLOTS * 8 bytes a CPU.
- */
-struct rpcrdma_rs_pcpu {
-	s64 v[RPCRDMA_RS_PCPU_SLOTS];
-};
-
-static DEFINE_PER_CPU(struct rpcrdma_rs_pcpu, rpcrdma_rs_pcpu);
+/* RPCRDMA_RS_PCPU_SLOTS * 8 bytes a CPU (helpers.h). */
+DEFINE_PER_CPU(struct rpcrdma_rs_pcpu, rpcrdma_rs_pcpu);
 
 void rpcrdma_rs_pcpu_add(unsigned int slot, s64 n)
 {

@@ -47,9 +47,32 @@ impl PerCpuCounter {
     /// Adds `n` (which may be negative) to this CPU's copy.
     #[inline]
     pub fn add(self, n: i64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: Only the address is taken; the per-CPU copies are
+            // read and written only through `%gs` (here) and the shims.
+            let copy = unsafe { &raw const bindings::rpcrdma_rs_pcpu.v }.cast::<i64>();
+            // `slot` is below `SLOTS` (type invariant): within the array.
+            let at = copy.wrapping_add(self.slot as usize);
+            // SAFETY: `at` is the per-CPU address of a slot of the module's
+            // per-CPU array: `%gs` bases it on this CPU's copy, as
+            // `this_cpu_add` does, in one instruction that preemption or an
+            // interrupt cannot split (safe in any context).
+            unsafe {
+                core::arch::asm!(
+                    "add qword ptr gs:[{at}], {n}",
+                    at = in(reg) at,
+                    n = in(reg) n,
+                    options(nostack, preserves_flags)
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
         // SAFETY: The shim takes any slot; by the type invariant it is in
         // range, and `this_cpu_add` is safe in any context.
-        unsafe { bindings::rpcrdma_rs_pcpu_add(self.slot, n) }
+        unsafe {
+            bindings::rpcrdma_rs_pcpu_add(self.slot, n)
+        }
     }
 
     /// Counts `n` more events (saturating at `i64::MAX` for one call).

@@ -472,6 +472,12 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         let (first, tail) = parts;
         // SAFETY: Set before the head existed, not written since.
         let buf = unsafe { (*c.buf.get()).as_ref() };
+        if pages.is_none() && tail == 0 && first > 0 {
+            // Nearly every Send: the buffer's first part alone, one entry
+            // (a ring's contexts have at least one: `MAX_SGE`).
+            sges[0] = buf.ok_or(EINVAL)?.sge(0, first)?;
+            return Ok(1);
+        }
         let mut n = 0;
         let mut push = |sge: bindings::ib_sge| -> Result {
             if n >= max_sge.min(MAX_SGE) {

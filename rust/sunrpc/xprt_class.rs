@@ -75,8 +75,9 @@ pub trait XprtOps: Sized + Send + Sync {
     fn send_request(&self, rqst: &RpcRqst<'_>, locked: &mut XprtLocked<'_>) -> Result;
     /// Tears the connection down.
     fn close(&self, locked: &mut XprtLocked<'_>);
-    /// Releases what a request still holds (its reply never came).
-    fn buf_free(&self, rqst: &RpcRqst<'_>);
+    /// Releases what a request of the transport's slots still holds (its
+    /// reply never came): `req` is its state, found once by the caller.
+    fn buf_free(&self, rqst: &RpcRqst<'_>, req: &Self::Req);
     /// Writes the transport's line of `/proc/self/mountstats`, which
     /// starts with `counters` (the same for every transport, each line
     /// ending with the transport's own counters).
@@ -962,11 +963,13 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: `tk_rqstp` is the task's request, of a live transport.
         unsafe {
             let rqst = (*task).tk_rqstp;
-            if let Some(r) = NonNull::new(rqst) {
-                Self::state((*rqst).rq_xprt).buf_free(&RpcRqst::from_raw(r));
+            // Found once: its state for the transport, its buffer here.
+            let slot = slot_of::<T::Req>(rqst);
+            if let (Some(r), Some(slot)) = (NonNull::new(rqst), slot) {
+                Self::state((*rqst).rq_xprt).buf_free(&RpcRqst::from_raw(r), slot.state());
             }
             let buf = (*rqst).rq_buffer.cast::<u8>();
-            let own = slot_of::<T::Req>(rqst).map(SlotTable::buf);
+            let own = slot.map(SlotTable::buf);
             if !buf.is_null() && own != Some(buf) {
                 // `buf_alloc` allocated it: the call did not fit the slot.
                 kb::kfree(buf.cast());
