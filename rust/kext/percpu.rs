@@ -6,10 +6,12 @@
 //! locked instruction on a cache line that moves between CPUs. An update
 //! here adds to this CPU's copy; a read sums the copies.
 //!
-//! The copies are one per-CPU array of the C shims (`this_cpu_add` and
-//! `per_cpu` are macros), [`SLOTS`] counters wide; each module (the KUnit
-//! module links its own shims) has its own. Users take fixed ranges of
-//! slots, below.
+//! The copies are one per-CPU array defined in C (`DEFINE_PER_CPU`),
+//! [`SLOTS`] counters wide; each module (the KUnit module links its own
+//! shims) has its own. On x86_64 an add is inline, the one `%gs`-relative
+//! instruction `this_cpu_add` compiles to, since every RPC counts several
+//! events; elsewhere, and for sums and resets (`per_cpu` is a macro), it
+//! calls a C shim. Users take fixed ranges of slots, below.
 
 use crate::rust::bindings;
 
