@@ -59,13 +59,14 @@ impl PerCpuCounter {
             // SAFETY: `at` is the per-CPU address of a slot of the module's
             // per-CPU array: `%gs` bases it on this CPU's copy, as
             // `this_cpu_add` does, in one instruction that preemption or an
-            // interrupt cannot split (safe in any context).
+            // interrupt cannot split (safe in any context). The add
+            // writes the flags: no `preserves_flags`.
             unsafe {
                 core::arch::asm!(
                     "add qword ptr gs:[{at}], {n}",
                     at = in(reg) at,
                     n = in(reg) n,
-                    options(nostack, preserves_flags)
+                    options(nostack)
                 )
             };
         }
