@@ -10,12 +10,19 @@
 #
 # Arguments: [DIRECTION CLIENT-SERVER module: rust-c, c-rust, rust-rust,
 # c-c] [VERSIONS, '+' between: 4.2+3] [TESTS: list (every test of
-# scripts/guest/fstests.list), ci (the ones tagged ci), direct (no harness:
-# fsx and fsstress run directly, for the debug kernel), or tests with '+'
-# between (075+091 or generic/075)] [EXCLUDED: verify (run the tests
+# scripts/guest/fstests.list), a tag of that list: ci (scripts/test's
+# default), or a part of the list as scripts/test --full runs it: list1
+# and list2 (the shorter tests), long1 (generic/013, 070, 075), long2 (091),
+# long3 (438), long4 (112, 263), each meant to end within the bounds below
+# on a 2-core TCG host, and long5 (127: hours, in no entry); long (the
+# five long parts); direct (no
+# harness: fsx and fsstress run directly, for the debug kernel), or tests
+# with '+' between (075+091 or generic/075)] [EXCLUDED: verify (run the tests
 # fstests.exclude says fail on NFS in general over RDMA and over TCP in
 # this boot and require the same failure) or '-'] [BACKING: tmpfs or
 # ext4] [DIRECT_OPS: fsx operations per run in direct mode]
+# Bounds: ./check runs each section within FST_TIMEOUT (3000 s), the
+# client's environment; scripts/test gives the two VMs 5400 s.
 DIRECTION=${1:-rust-c}
 VERSIONS=$(echo "${2:-4.2+3}" | tr '+' ' ')
 TESTS=${3:-list}
@@ -157,10 +164,16 @@ EOF
 fst_tests() {
     case $TESTS in
         list) grep -v '^#' "$FST_LIST" | awk 'NF { print $1 }' ;;
-        ci) grep -v '^#' "$FST_LIST" | awk '{ for (i = 2; i <= NF; i++) if ($i == "ci") print $1 }' ;;
-        *) echo "$TESTS" | tr '+' '\n' | sed -e '/^$/d' -e 's|^\([0-9]\)|generic/\1|' ;;
+        # test names, '+' between (075+091 or generic/075)
+        [0-9]*|*/*|*+*) echo "$TESTS" | tr '+' '\n' | sed -e '/^$/d' -e 's|^\([0-9]\)|generic/\1|' ;;
+        # a tag of the list (ci, list1, list2, long1 ...); "long" is every longN
+        *) grep -v '^#' "$FST_LIST" | awk -v t="$TESTS" '{ for (i = 2; i <= NF; i++)
+               if ($i == t || (t == "long" && $i ~ /^long[0-9]+$/)) { print $1; break } }' ;;
     esac
 }
+
+# fst_tags: the tags fstests.list gives, ',' between.
+fst_tags() { grep -v '^#' "$FST_LIST" | awk '{ for (i = 2; i <= NF; i++) print $i }' | sort -u | paste -sd, -; }
 
 # fst_excluded CLASS: the excluded tests of a class (nfs, tcg), names only.
 fst_excluded() { grep -v '^#' "$FST_EXCLUDE" 2>/dev/null | awk -v c="$1" 'NF && $2 == c { print $1 }'; }
@@ -297,6 +310,7 @@ fst_verify_excluded() {
 
 fst_run_list() {
     _all=$(fst_tests)
+    [ -n "$_all" ] || { fail fstests-tests "TESTS '$TESTS' names no test (tags: list, long, $(fst_tags))"; return 1; }
     # The excluded tests are left out of the list (-E would print them as
     # not run).
     _ex=$(grep -v '^#' "$FST_EXCLUDE" 2>/dev/null | awk 'NF { print $1 }')
