@@ -358,7 +358,7 @@ impl XprtOps for Client {
         }
     }
 
-    fn buf_free(&self, _rqst: &RpcRqst<'_>, req: &ReqState) {
+    fn buf_free(&self, req: &ReqState) {
         // Most replies took the request's registrations already (C checks
         // `rl_registered` likewise): nothing else runs for them.
         if req.may_keep() {

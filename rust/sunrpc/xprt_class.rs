@@ -76,8 +76,9 @@ pub trait XprtOps: Sized + Send + Sync {
     /// Tears the connection down.
     fn close(&self, locked: &mut XprtLocked<'_>);
     /// Releases what a request of the transport's slots still holds (its
-    /// reply never came): `req` is its state, found once by the caller.
-    fn buf_free(&self, rqst: &RpcRqst<'_>, req: &Self::Req);
+    /// reply never came): `req` is the request's state, found once by the
+    /// caller with its buffer.
+    fn buf_free(&self, req: &Self::Req);
     /// Writes the transport's line of `/proc/self/mountstats`, which
     /// starts with `counters` (the same for every transport, each line
     /// ending with the transport's own counters).
@@ -965,8 +966,8 @@ impl<T: XprtOps> OpsTable<T> {
             let rqst = (*task).tk_rqstp;
             // Found once: its state for the transport, its buffer here.
             let slot = slot_of::<T::Req>(rqst);
-            if let (Some(r), Some(slot)) = (NonNull::new(rqst), slot) {
-                Self::state((*rqst).rq_xprt).buf_free(&RpcRqst::from_raw(r), slot.state());
+            if let Some(slot) = slot {
+                Self::state((*rqst).rq_xprt).buf_free(slot.state());
             }
             let buf = (*rqst).rq_buffer.cast::<u8>();
             let own = slot.map(SlotTable::buf);
