@@ -44,6 +44,7 @@ use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
 
 /// Registrations of one request, kept until its reply arrives.
+#[derive(Default)]
 pub(super) struct Pending {
     pub(super) xid: u32,
     pub(super) regs: RegList,
@@ -52,56 +53,90 @@ pub(super) struct Pending {
     pub(super) offered: Offered,
 }
 
+/// What a reply's handler did with its request's registrations in place
+/// ([`ReqState::reply_in_place`]).
+pub(super) enum InPlace<T> {
+    /// Nothing is left in the request: `T` is what the handler took out.
+    Released(T),
+    /// Registrations are left: taken out of the request with `T`.
+    Left(T, Pending),
+}
+
 /// The client's state for one request, in the request's slot (C
 /// `rpcrdma_req`): what its call registered, from the post until the
-/// reply handler or `buf_free` takes it. Found from the request itself
+/// reply handler or `buf_free` takes it, kept in place (C's
+/// `rl_registered`): a reply that needs nothing more (its MR invalidated
+/// by the server) releases it where it is, without moving the list out.
+/// Found from the request itself
 /// ([`crate::rust::sunrpc::xprt::RpcRqst::state`]): there is no list of
 /// pending calls to search.
 ///
 /// # Invariants
 ///
-/// `kept` is true whenever `pending` holds registrations (it is written
-/// under the lock, with `pending`).
+/// `kept` is true whenever `pending.regs` holds registrations (it is
+/// written under the lock, with them).
 #[pin_data]
 pub(crate) struct ReqState {
     #[pin]
-    pending: SpinLock<Option<Pending>>,
+    pending: SpinLock<Pending>,
     kept: Atomic<bool>,
 }
 
 impl ReqState {
     pub(super) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            pending <- new_spinlock!(None, "rpcrdma_rs::xprt::req_pending"),
+            pending <- new_spinlock!(Pending::default(), "rpcrdma_rs::xprt::req_pending"),
             kept: Atomic::new(false),
         })
     }
 
-    /// Keeps what the request registered and runs `post` with it, under
-    /// the request's lock (which lends the registrations: whoever takes
-    /// them waits for the post); gives back what was kept before (nothing,
-    /// but for a request marshaled again on a new connection after its
-    /// predecessor dropped everything), for the caller to drop outside the
-    /// lock.
+    /// Keeps what the request registered (`regs`, for the call `xid` that
+    /// offered `offered`) and runs `post` with it, under the request's
+    /// lock (which lends the registrations: whoever takes them waits for
+    /// the post); gives back what was kept before (nothing, but for a
+    /// request marshaled again on a new connection after its predecessor
+    /// dropped everything), for the caller to drop outside the lock.
     pub(super) fn keep_and<R>(
         &self,
-        pending: Pending,
-        post: impl FnOnce(&Pending) -> R,
-    ) -> (R, Option<Pending>) {
+        xid: u32,
+        offered: Offered,
+        regs: RegList,
+        post: impl FnOnce(&RegList) -> R,
+    ) -> (R, RegList) {
         let mut kept = self.pending.lock();
-        // INVARIANT: set with `pending`, under the lock.
+        // INVARIANT: set with the registrations, under the lock.
         self.kept.store(true, Relaxed);
-        let stale = kept.take();
-        let res = post(kept.insert(pending));
+        kept.xid = xid;
+        kept.offered = offered;
+        let stale = core::mem::replace(&mut kept.regs, regs);
+        let res = post(&kept.regs);
         (res, stale)
     }
 
     /// Takes what the request registered, if anything is left.
     pub(super) fn take(&self) -> Option<Pending> {
         let mut kept = self.pending.lock();
-        // INVARIANT: cleared with `pending`, under the lock.
+        // INVARIANT: cleared with the registrations, under the lock.
         self.kept.store(false, Relaxed);
-        kept.take()
+        if kept.regs.is_empty() {
+            return None;
+        }
+        Some(core::mem::take(&mut *kept))
+    }
+
+    /// Runs a reply's handler `f` on what the request registered, in
+    /// place, under the request's lock: `f` takes out what the reply
+    /// released (an MR the server invalidated) and returns it; whatever is
+    /// left is taken out for the caller to invalidate.
+    pub(super) fn reply_in_place<T>(&self, f: impl FnOnce(&mut Pending) -> T) -> InPlace<T> {
+        let mut kept = self.pending.lock();
+        let t = f(&mut kept);
+        // INVARIANT: cleared with the registrations, under the lock.
+        self.kept.store(false, Relaxed);
+        if kept.regs.is_empty() {
+            return InPlace::Released(t);
+        }
+        InPlace::Left(t, core::mem::take(&mut *kept))
     }
 
     /// Whether the request may keep registrations, read without the lock

@@ -5,7 +5,7 @@
 //! remote invalidation by the server, or a batch when `fmr_dirty_watermark`
 //! is set, flushed by a timer.
 
-use super::conn::{Conn, Pending};
+use super::conn::{Conn, Offered, Pending};
 use super::frwr::*;
 use super::reg::{add, Strategy, DIRTY_FLUSH_MS};
 use super::transport::bump;
@@ -251,30 +251,28 @@ impl Conn {
         Some(mr)
     }
 
-    /// Releases, inside the transport's `queue_lock`, what a reply's
-    /// request registered when that needs no memory and no wait: nothing,
-    /// or with `memreg=fmr` the MR the server invalidated remotely, taken
-    /// out for the caller to return to the pool once the lock is left
-    /// ([`Released::Done`]): the RPC completes in the section. What is left
-    /// otherwise stays in `pending` for [`Self::finish`].
-    pub(super) fn release_in_lock(
+    /// Releases, inside the transport's `queue_lock` and the request's
+    /// lock, what a reply's request registered (`p`, in place) when that
+    /// needs no memory and no wait: with `memreg=fmr` the MR the server
+    /// invalidated remotely, taken out for the caller to return to the
+    /// pool once the locks are left. Returns with it what the request
+    /// offered the server to write. What is left in `p` is for
+    /// [`Self::finish`].
+    pub(super) fn release_in_place(
         &self,
         rqst: &ReplyRqst,
-        pending: &mut Option<Pending>,
+        p: &mut Pending,
         inv_rkey: Option<u32>,
-    ) -> Released {
-        let Some(p) = pending.as_mut() else {
-            return Released::Done(None);
-        };
-        if self.settings.strategy != Strategy::Fmr {
-            return Released::Left(None);
-        }
-        let mr = self.take_remotely_invalidated(rqst, p, inv_rkey);
+    ) -> (Offered, Option<Mr>) {
         if p.regs.is_empty() {
-            *pending = None;
-            return Released::Done(mr);
+            // Nothing registered for this call: what an earlier call of
+            // the slot offered is no offer.
+            return (Offered::default(), None);
         }
-        Released::Left(mr)
+        if self.settings.strategy != Strategy::Fmr {
+            return (p.offered, None);
+        }
+        (p.offered, self.take_remotely_invalidated(rqst, p, inv_rkey))
     }
 
     /// Invalidates what the request registered (`pending`, taken from the
@@ -421,13 +419,13 @@ pub(super) fn rkeys(mrs: &KVec<Mr>) -> Result<InvKeys> {
     Ok(keys)
 }
 
-/// What [`Conn::release_in_lock`] left of a reply's registrations, with the
-/// MR the server invalidated remotely, if it took one, to go back to the
-/// pool outside the lock (deregistering an MR the pool would not take may
-/// sleep).
+/// What [`Conn::release_in_place`] left of a reply's registrations, with
+/// the MR the server invalidated remotely, if it took one, to go back to
+/// the pool outside the locks (deregistering an MR the pool would not take
+/// may sleep).
 pub(super) enum Released {
     /// Nothing is left: the RPC may complete.
     Done(Option<Mr>),
     /// Registrations are left to invalidate first ([`Conn::finish`]).
-    Left(Option<Mr>),
+    Left(Option<Mr>, Pending),
 }

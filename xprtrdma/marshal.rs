@@ -353,8 +353,9 @@ impl Conn {
         rqst.mark_sent();
         // Posted under the request's lock, which lends the MRs: the reply
         // that takes them cannot come before the post returns.
-        let (res, stale) = state.keep_and(pending, |p| {
-            post_send_after_regs(&self.ep, ctxt, p.regs.mrs(), signal)
+        let Pending { xid, regs, offered } = pending;
+        let (res, stale) = state.keep_and(xid, offered, regs, |regs| {
+            post_send_after_regs(&self.ep, ctxt, regs.mrs(), signal)
                 .map_err(|(e, posted)| (e, None, posted))
         });
         // Outside the lock: deregistering may sleep.

@@ -5,7 +5,7 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{Conn, Offered, Pending, ReqState};
+use super::conn::{Conn, InPlace, Offered, Pending, ReqState};
 use super::invalidate::Released;
 use super::reg::{add, add_some};
 use super::transport::bump;
@@ -149,17 +149,26 @@ impl Conn {
         let found = self.xprt.with_reply_rqst(hdr.xid, |rqst| {
             let changed = self.credits.xchg(credits, Relaxed) != credits;
             trace::xprtrdma_reply(&rqst, hdr.xid, credits);
-            // What the request registered, taken from it once: the chunk
-            // checks below and the invalidation read it.
-            let mut pending = self.take_pending_of(&rqst);
-            let offered = pending.as_ref().map(|p| p.offered).unwrap_or_default();
+            // What the request registered, worked on where it is: the
+            // offer the chunk checks below read, and the MR the server
+            // invalidated, taken out; the rest, if any, is taken out for
+            // the invalidation.
+            let (offered, released) = match rqst.state::<ReqState>() {
+                Some(state) => {
+                    match state.reply_in_place(|p| self.release_in_place(&rqst, p, inv_rkey)) {
+                        InPlace::Released((offered, mr)) => (offered, Released::Done(mr)),
+                        InPlace::Left((offered, mr), p) => (offered, Released::Left(mr, p)),
+                    }
+                }
+                None => (Offered::default(), Released::Done(None)),
+            };
             let status = self.reply_status(&rqst, hdr, offered);
-            match self.release_in_lock(&rqst, &mut pending, inv_rkey) {
+            match released {
                 Released::Done(mr) => {
                     rqst.complete(status);
                     (changed, None, mr)
                 }
-                Released::Left(mr) => (changed, Some((rqst.pin(), pending, status)), mr),
+                Released::Left(mr, p) => (changed, Some((rqst.pin(), Some(p), status)), mr),
             }
         });
         let Some((changed, left, invalidated)) = found else {
