@@ -143,8 +143,7 @@ impl Conn {
     }
 
     pub(super) fn recycle_one(&self, mut mr: Mr) {
-        trace::xprtrdma_mr_unmap(&mr);
-        mr.unmap();
+        unmap_mr(&mut mr);
         // Capacity was reserved for every MR at connect time. Should the
         // pool still be full, the MR is dropped (`ib_dereg_mr`, which may
         // sleep) only after the statement, once the guard is released.
@@ -207,6 +206,17 @@ impl Conn {
 
     pub(super) fn counters(&self) -> &'static StrategyCounters {
         counters(self.settings.strategy)
+    }
+}
+
+/// Releases `mr`'s DMA mapping, if it still has one: before the RPC whose
+/// pages it maps completes (the pages are then the CPU's again, and with
+/// bounce buffers the unmap copies what the server wrote into them), or
+/// when it goes back to the pool.
+pub(super) fn unmap_mr(mr: &mut Mr) {
+    if mr.is_mapped() {
+        trace::xprtrdma_mr_unmap(mr);
+        mr.unmap();
     }
 }
 

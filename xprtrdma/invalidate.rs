@@ -272,7 +272,18 @@ impl Conn {
         if self.settings.strategy != Strategy::Fmr {
             return (p.offered, None);
         }
-        (p.offered, self.take_remotely_invalidated(rqst, p, inv_rkey))
+        let mr = self.take_remotely_invalidated(rqst, p, inv_rkey);
+        // Unmapped before the RPC completes, as C's `frwr_reminv` does: the
+        // unmap hands the pages the server wrote back to the CPU (with
+        // bounce buffers it copies the data into them), and the pages may
+        // be reused once the RPC is complete.
+        (
+            p.offered,
+            mr.map(|mut mr| {
+                unmap_mr(&mut mr);
+                mr
+            }),
+        )
     }
 
     /// Invalidates what the request registered (`pending`, taken from the
@@ -319,7 +330,11 @@ impl Conn {
         if self.settings.dirty_watermark > 0 {
             // Batched invalidation: complete now, invalidate later.
             let mut full = false;
-            for mr in mrs {
+            for mut mr in mrs {
+                // Unmapped before the RPC completes (the pages are the
+                // CPU's again, and may be reused after it); it stays
+                // registered until the batch invalidates it.
+                unmap_mr(&mut mr);
                 // An MR that does not fit (capacity is reserved for the
                 // whole pool, so never) is dropped, i.e. deregistered, which
                 // may sleep: only after the guard is released.

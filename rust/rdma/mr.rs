@@ -274,6 +274,12 @@ impl Mr {
         unsafe { addr_of_mut!((*m).reg_wr.wr) }
     }
 
+    /// Whether the MR holds a DMA mapping (`map_rqst` or `map_pages`
+    /// since the last `unmap`).
+    pub fn is_mapped(&self) -> bool {
+        self.mapped
+    }
+
     /// Releases the DMA mapping of the last `map_rqst`.
     pub fn unmap(&mut self) {
         if self.mapped {

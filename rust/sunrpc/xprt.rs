@@ -813,6 +813,11 @@ impl Mr {
         self.mr.as_ptr()
     }
 
+    /// Whether it holds the DMA mapping of a `map_rqst`.
+    pub fn is_mapped(&self) -> bool {
+        self.mr.is_mapped()
+    }
+
     /// Releases the DMA mapping of the last `map_rqst`.
     pub fn unmap(&mut self) {
         self.mr.unmap();
