@@ -53,13 +53,17 @@ pub(super) struct Pending {
     pub(super) offered: Offered,
 }
 
-/// What a reply's handler did with its request's registrations in place
-/// ([`ReqState::reply_in_place`]).
-pub(super) enum InPlace<T> {
-    /// Nothing is left in the request: `T` is what the handler took out.
-    Released(T),
-    /// Registrations are left: taken out of the request with `T`.
-    Left(T, Pending),
+/// What a request's lock guards: the registrations of its call, and an
+/// MR it keeps for its next call (C's `rl_free_mrs`).
+#[derive(Default)]
+pub(super) struct Kept {
+    pub(super) pending: Pending,
+    /// An unmapped MR of the pool of the connection the request was last
+    /// sent on, which its reply's server invalidated: the request's next
+    /// call registers it without going to the pool (`Conn::send_fast`), and
+    /// the connection's shutdown takes it back (it names the connection's
+    /// protection domain).
+    pub(super) spare: Option<Mr>,
 }
 
 /// The client's state for one request, in the request's slot (C
@@ -73,19 +77,19 @@ pub(super) enum InPlace<T> {
 ///
 /// # Invariants
 ///
-/// `kept` is true whenever `pending.regs` holds registrations (it is
+/// `kept` is true whenever `kept.pending.regs` holds registrations (it is
 /// written under the lock, with them).
 #[pin_data]
 pub(crate) struct ReqState {
     #[pin]
-    pending: SpinLock<Pending>,
+    lock: SpinLock<Kept>,
     kept: Atomic<bool>,
 }
 
 impl ReqState {
     pub(super) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            pending <- new_spinlock!(Pending::default(), "rpcrdma_rs::xprt::req_pending"),
+            lock <- new_spinlock!(Kept::default(), "rpcrdma_rs::xprt::req_pending"),
             kept: Atomic::new(false),
         })
     }
@@ -103,40 +107,73 @@ impl ReqState {
         regs: RegList,
         post: impl FnOnce(&RegList) -> R,
     ) -> (R, RegList) {
-        let mut kept = self.pending.lock();
+        let mut kept = self.lock.lock();
         // INVARIANT: set with the registrations, under the lock.
         self.kept.store(true, Relaxed);
-        kept.xid = xid;
-        kept.offered = offered;
-        let stale = core::mem::replace(&mut kept.regs, regs);
-        let res = post(&kept.regs);
+        let p = &mut kept.pending;
+        p.xid = xid;
+        p.offered = offered;
+        let stale = core::mem::replace(&mut p.regs, regs);
+        let res = post(&p.regs);
+        (res, stale)
+    }
+
+    /// Runs `marshal` under the request's lock on the request's empty
+    /// registrations and its spare MR: it registers in place, and posts
+    /// what it registered before it returns (the lock lends the
+    /// registrations: whoever takes them waits for the post). Gives back
+    /// what was kept before (as [`Self::keep_and`]), for the caller to
+    /// drop outside the lock. `marshal` may not sleep.
+    pub(super) fn marshal_in_place<R>(
+        &self,
+        marshal: impl FnOnce(&mut Pending, &mut Option<Mr>) -> R,
+    ) -> (R, Option<Pending>) {
+        let mut kept = self.lock.lock();
+        let kept = &mut *kept;
+        let stale = (!kept.pending.regs.is_empty()).then(|| core::mem::take(&mut kept.pending));
+        let res = marshal(&mut kept.pending, &mut kept.spare);
+        // INVARIANT: set with the registrations, under the lock.
+        self.kept.store(!kept.pending.regs.is_empty(), Relaxed);
         (res, stale)
     }
 
     /// Takes what the request registered, if anything is left.
     pub(super) fn take(&self) -> Option<Pending> {
-        let mut kept = self.pending.lock();
+        let mut kept = self.lock.lock();
         // INVARIANT: cleared with the registrations, under the lock.
         self.kept.store(false, Relaxed);
-        if kept.regs.is_empty() {
+        if kept.pending.regs.is_empty() {
             return None;
         }
-        Some(core::mem::take(&mut *kept))
+        Some(core::mem::take(&mut kept.pending))
     }
 
-    /// Runs a reply's handler `f` on what the request registered, in
-    /// place, under the request's lock: `f` takes out what the reply
-    /// released (an MR the server invalidated) and returns it; whatever is
-    /// left is taken out for the caller to invalidate.
-    pub(super) fn reply_in_place<T>(&self, f: impl FnOnce(&mut Pending) -> T) -> InPlace<T> {
-        let mut kept = self.pending.lock();
-        let t = f(&mut kept);
-        // INVARIANT: cleared with the registrations, under the lock.
-        self.kept.store(false, Relaxed);
-        if kept.regs.is_empty() {
-            return InPlace::Released(t);
+    /// Takes everything the request holds of a connection: what it
+    /// registered and its spare MR (the connection's shutdown).
+    pub(super) fn take_all(&self) -> (Option<Pending>, Option<Mr>) {
+        let spare = self.lock.lock().spare.take();
+        (self.take(), spare)
+    }
+
+    /// Runs a reply's handler `f` on what the request registered and its
+    /// spare MR, in place, under the request's lock: `f` takes out what
+    /// the reply released (an MR the server invalidated) and keeps it as
+    /// the spare or returns it. Returns with `f`'s result whether
+    /// registrations are left, for the caller to [`Self::take`] and
+    /// invalidate.
+    pub(super) fn reply_in_place<T>(
+        &self,
+        f: impl FnOnce(&mut Pending, &mut Option<Mr>) -> T,
+    ) -> (T, bool) {
+        let mut kept = self.lock.lock();
+        let kept = &mut *kept;
+        let t = f(&mut kept.pending, &mut kept.spare);
+        let left = !kept.pending.regs.is_empty();
+        if !left {
+            // INVARIANT: cleared with the registrations, under the lock.
+            self.kept.store(false, Relaxed);
         }
-        InPlace::Left(t, core::mem::take(&mut *kept))
+        (t, left)
     }
 
     /// Whether the request may keep registrations, read without the lock
@@ -188,6 +225,10 @@ pub(super) struct Conn {
     /// MRs whose RPC completed but which await a batched invalidation.
     #[pin]
     pub(super) dirty: SpinLock<KVec<Mr>>,
+    /// `memreg=fmr` with a pool of at least twice the slots: a request
+    /// keeps the MR its server invalidated for its next call
+    /// ([`Kept::spare`]), and requests so keep at most half the pool.
+    pub(super) keep_spares: bool,
     pub(super) write_pad: Option<(Mr, Arc<MappedBuf>)>,
     pub(super) global_rkey: u32,
     /// The Send contexts, each with its Send buffer DMA-mapped once (C

@@ -205,6 +205,8 @@ impl Conn {
             recv_len,
             RECV_REPOST_BATCH,
         )?;
+        // The requests that may each keep a spare MR.
+        let xprt_slots = xprt.max_slots();
         let cache = if settings.strategy == Strategy::Cache {
             Some(super::regcache::CacheState::new(settings.cache_pages)?)
         } else {
@@ -234,6 +236,8 @@ impl Conn {
                 drained <- Completion::new(),
                 mrs <- new_spinlock!(mrs, "rpcrdma_rs::xprt::mrs"),
                 dirty <- new_spinlock!(dirty, "rpcrdma_rs::xprt::dirty"),
+                keep_spares: settings.strategy == Strategy::Fmr
+                    && pool >= xprt_slots.saturating_mul(2),
                 write_pad,
                 global_rkey,
                 send_ring,

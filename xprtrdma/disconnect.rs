@@ -26,10 +26,11 @@ impl Conn {
         // pair's drain; deregister them and release their pages.
         self.clear_cache();
         // Registrations of requests still waiting are invalid now that the
-        // QP is in the error state; drop them with their MRs (each taken
-        // out of its request's lock before it is dropped: deregistering
-        // may sleep).
-        self.xprt.for_each_req_state::<ReqState>(|r| drop(r.take()));
+        // QP is in the error state; drop them with their MRs, and the
+        // spare MRs requests keep (each taken out of its request's lock
+        // before it is dropped: deregistering may sleep).
+        self.xprt
+            .for_each_req_state::<ReqState>(|r| drop(r.take_all()));
         // So do the MRs awaiting a batched invalidation.
         let dirty = core::mem::take(&mut *self.dirty.lock());
         self.counters().dirty.add(-(dirty.len() as i64), Relaxed);

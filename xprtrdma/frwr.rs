@@ -21,7 +21,7 @@ use kernel::sync::atomic::Relaxed;
 use kernel::sync::{Arc, ArcBorrow};
 
 impl Conn {
-    fn get_mr(&self) -> Result<Mr> {
+    pub(super) fn get_mr(&self) -> Result<Mr> {
         match self.mrs.lock().pop() {
             Some(mr) => Ok(mr),
             None => {

@@ -254,14 +254,16 @@ impl Conn {
     /// Releases, inside the transport's `queue_lock` and the request's
     /// lock, what a reply's request registered (`p`, in place) when that
     /// needs no memory and no wait: with `memreg=fmr` the MR the server
-    /// invalidated remotely, taken out for the caller to return to the
-    /// pool once the locks are left. Returns with it what the request
-    /// offered the server to write. What is left in `p` is for
-    /// [`Self::finish`].
+    /// invalidated remotely, unmapped and kept as the request's `spare`
+    /// (when the connection keeps spares and the request has none) or
+    /// taken out for the caller to return to the pool once the locks are
+    /// left. Returns with it what the request offered the server to write.
+    /// What is left in `p` is for [`Self::finish`].
     pub(super) fn release_in_place(
         &self,
         rqst: &ReplyRqst,
         p: &mut Pending,
+        spare: &mut Option<Mr>,
         inv_rkey: Option<u32>,
     ) -> (Offered, Option<Mr>) {
         if p.regs.is_empty() {
@@ -272,18 +274,19 @@ impl Conn {
         if self.settings.strategy != Strategy::Fmr {
             return (p.offered, None);
         }
-        let mr = self.take_remotely_invalidated(rqst, p, inv_rkey);
+        let Some(mut mr) = self.take_remotely_invalidated(rqst, p, inv_rkey) else {
+            return (p.offered, None);
+        };
         // Unmapped before the RPC completes, as C's `frwr_reminv` does: the
         // unmap hands the pages the server wrote back to the CPU (with
         // bounce buffers it copies the data into them), and the pages may
         // be reused once the RPC is complete.
-        (
-            p.offered,
-            mr.map(|mut mr| {
-                unmap_mr(&mut mr);
-                mr
-            }),
-        )
+        unmap_mr(&mut mr);
+        if self.keep_spares && spare.is_none() {
+            *spare = Some(mr);
+            return (p.offered, None);
+        }
+        (p.offered, Some(mr))
     }
 
     /// Invalidates what the request registered (`pending`, taken from the
@@ -432,15 +435,4 @@ pub(super) fn rkeys(mrs: &KVec<Mr>) -> Result<InvKeys> {
             .map_err(|_| ENOMEM)?;
     }
     Ok(keys)
-}
-
-/// What [`Conn::release_in_place`] left of a reply's registrations, with
-/// the MR the server invalidated remotely, if it took one, to go back to
-/// the pool outside the locks (deregistering an MR the pool would not take
-/// may sleep).
-pub(super) enum Released {
-    /// Nothing is left: the RPC may complete.
-    Done(Option<Mr>),
-    /// Registrations are left to invalidate first ([`Conn::finish`]).
-    Left(Option<Mr>, Pending),
 }

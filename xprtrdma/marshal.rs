@@ -285,7 +285,7 @@ impl Conn {
     /// pool; the posted ones are invalidated, and their slots come back
     /// with that. Returns the error for sunrpc.
     #[cold]
-    fn unposted(
+    pub(super) fn unposted(
         &self,
         this: ArcBorrow<'_, Self>,
         rqst: &RpcRqst<'_>,

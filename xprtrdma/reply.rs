@@ -5,8 +5,7 @@
 //! reply in the request's buffer and handing it to invalidation.
 
 use super::backchannel::is_call;
-use super::conn::{Conn, InPlace, Offered, Pending, ReqState};
-use super::invalidate::Released;
+use super::conn::{Conn, Offered, Pending, ReqState};
 use super::reg::{add, add_some};
 use super::transport::bump;
 use crate::proto::decode::decode_reply;
@@ -153,22 +152,22 @@ impl Conn {
             // offer the chunk checks below read, and the MR the server
             // invalidated, taken out; the rest, if any, is taken out for
             // the invalidation.
-            let (offered, released) = match rqst.state::<ReqState>() {
+            let (offered, mr, left) = match rqst.state::<ReqState>() {
                 Some(state) => {
-                    match state.reply_in_place(|p| self.release_in_place(&rqst, p, inv_rkey)) {
-                        InPlace::Released((offered, mr)) => (offered, Released::Done(mr)),
-                        InPlace::Left((offered, mr), p) => (offered, Released::Left(mr, p)),
-                    }
+                    let ((offered, mr), left) = state.reply_in_place(|p, spare| {
+                        self.release_in_place(&rqst, p, spare, inv_rkey)
+                    });
+                    (offered, mr, if left { state.take() } else { None })
                 }
-                None => (Offered::default(), Released::Done(None)),
+                None => (Offered::default(), None, None),
             };
             let status = self.reply_status(&rqst, hdr, offered);
-            match released {
-                Released::Done(mr) => {
+            match left {
+                None => {
                     rqst.complete(status);
                     (changed, None, mr)
                 }
-                Released::Left(mr, p) => (changed, Some((rqst.pin(), Some(p), status)), mr),
+                Some(p) => (changed, Some((rqst.pin(), Some(p), status)), mr),
             }
         });
         let Some((changed, left, invalidated)) = found else {

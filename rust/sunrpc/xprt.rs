@@ -764,7 +764,7 @@ pub use crate::rust::rdma::mr::MrSegment;
 /// keeps its CM identifier until the MR is gone.
 pub struct Mr {
     mr: crate::rust::rdma::mr::Mr,
-    _anchor: Arc<Anchor>,
+    anchor: Arc<Anchor>,
 }
 
 impl Mr {
@@ -773,8 +773,14 @@ impl Mr {
         let anchor = ep.anchor().clone();
         Ok(Self {
             mr: crate::rust::rdma::mr::Mr::new(anchor.pd(), max_pages)?,
-            _anchor: anchor,
+            anchor,
         })
+    }
+
+    /// Whether it was allocated on `ep` (its protection domain and queue
+    /// pair).
+    pub fn is_of(&self, ep: &Endpoint) -> bool {
+        Arc::ptr_eq(&self.anchor, ep.anchor())
     }
 
     /// Maps `len` bytes from `offset` of the request's send (`rcv` false)
