@@ -131,9 +131,14 @@ impl ReqState {
         let mut kept = self.lock.lock();
         let kept = &mut *kept;
         let stale = (!kept.pending.regs.is_empty()).then(|| core::mem::take(&mut kept.pending));
+        // INVARIANT: set before `marshal` registers, under the lock; and
+        // before it posts, so that the reply, which may look before it
+        // takes the lock (`may_keep`), finds it set.
+        self.kept.store(true, Relaxed);
         let res = marshal(&mut kept.pending, &mut kept.spare);
-        // INVARIANT: set with the registrations, under the lock.
-        self.kept.store(!kept.pending.regs.is_empty(), Relaxed);
+        if kept.pending.regs.is_empty() {
+            self.kept.store(false, Relaxed);
+        }
         (res, stale)
     }
 
@@ -177,13 +182,17 @@ impl ReqState {
     }
 
     /// Whether the request may keep registrations, read without the lock
-    /// (most keep none: the reply handler took them), as C's `buf_free`
-    /// checks `rl_registered`. A relaxed load sees both writes: `kept` is
-    /// set before the transmit that posted the registrations unpins the
-    /// request under `queue_lock`, which `xprt_release` takes before
-    /// `buf_free` while the request waits for a reply; it is cleared
-    /// before the reply handler completes the RPC, whose wakeup comes
-    /// before `buf_free`. A stale `true` only makes the caller look.
+    /// (most keep none: the reply handler took them, or the call had no
+    /// chunk), as C's `buf_free` checks `rl_registered`. A relaxed load
+    /// sees both writes: `kept` is set before the transmit that posted the
+    /// registrations unpins the request under `queue_lock`, which
+    /// `xprt_release` takes before `buf_free` while the request waits for
+    /// a reply; it is cleared before the reply handler completes the RPC,
+    /// whose wakeup comes before `buf_free`. The reply handler reads it
+    /// too: `kept` is set before the post whose Send its reply answers (a
+    /// reply that comes earlier is a forged one, which finds nothing, as
+    /// if it had taken the lock first). A stale `true` only makes the
+    /// caller look.
     pub(super) fn may_keep(&self) -> bool {
         self.kept.load(Relaxed)
     }

@@ -38,10 +38,6 @@ impl Conn {
         rpc: &RpcShape,
         fast: FastPlan,
     ) -> Result {
-        // The Send's slot; the MRs take theirs as they are registered.
-        if !self.slots.try_take(1) {
-            return Err(self.no_send_slot(this));
-        }
         if let FastResult::WriteChunk { write_pad, .. } = fast.result {
             let state = rqst.state::<ReqState>();
             if let Some(state) = state.filter(|_| self.settings.strategy == Strategy::Fmr) {
@@ -59,6 +55,10 @@ impl Conn {
                     return res;
                 }
             }
+        }
+        // The Send's slot; the MRs take theirs as they are registered.
+        if !self.slots.try_take(1) {
+            return Err(self.no_send_slot(this));
         }
         let mut mrs = RegList::new();
         let mut writes = Segs::new();
@@ -136,9 +136,9 @@ impl Conn {
     /// built and posted under the request's lock in one section, in place
     /// in the request's state (C `frwr_map` onto `rl_registered`,
     /// `frwr_send`): the MR is the one the request kept from its last
-    /// reply, else the pool's. The Send's send queue slot is taken. `None`
-    /// when one MR does not cover the chunk: nothing was registered, and
-    /// the caller registers it as usual.
+    /// reply, else the pool's. `None` when one MR does not cover the
+    /// chunk: nothing was registered or taken, and the caller registers it
+    /// as usual.
     fn send_fast_in_place(
         &self,
         this: ArcBorrow<'_, Self>,
@@ -149,6 +149,11 @@ impl Conn {
         call: FastCall<'_>,
     ) -> Option<Result> {
         let xid = call.xid;
+        // The Send's slot and the MR's two (its REG_MR's and the one of its
+        // LOCAL_INV), taken at once.
+        if !self.slots.try_take(1 + SLOTS_PER_MR) {
+            return Some(Err(self.no_send_slot(this)));
+        }
         let (step, stale) = state.marshal_in_place(|p, spare| {
             let mut mr = match spare.take() {
                 Some(mr) if mr.is_of(&self.ep) => mr,
@@ -176,12 +181,6 @@ impl Conn {
                 }
             }
             trace::xprtrdma_mr_map(rqst, &mr);
-            // The REG_MR's slot and the one of its LOCAL_INV.
-            if !self.slots.try_take(SLOTS_PER_MR) {
-                self.note_send_queue_full();
-                self.keep_or_recycle(spare, mr);
-                return InPlaceStep::Failed(ENOBUFS);
-            }
             mr.prepare_reg(writable);
             trace::xprtrdma_mr_fastreg(rqst, &mr);
             let s = mr.segment();
@@ -241,7 +240,6 @@ impl Conn {
             let ctxt = match built {
                 Ok(ctxt) => ctxt,
                 Err(e) => {
-                    self.slots.give(SLOTS_PER_MR);
                     self.keep_or_recycle(spare, mr);
                     return InPlaceStep::Unbuilt(e);
                 }
@@ -259,7 +257,6 @@ impl Conn {
             // The list is empty (`marshal_in_place`): its first entry
             // needs no allocation.
             if let Err(Reg::Mr(mr)) = p.regs.push_within_capacity(Reg::Mr(mr)) {
-                self.slots.give(SLOTS_PER_MR);
                 self.keep_or_recycle(spare, mr);
                 return InPlaceStep::Unbuilt(ENOMEM);
             }
@@ -304,13 +301,20 @@ impl Conn {
                 Some(Ok(()))
             }
             InPlaceStep::Fallback(other) => {
+                // Taken again by the way the caller registers.
+                self.slots.give(1 + SLOTS_PER_MR);
                 drop(other);
                 None
             }
+            // `chunks_failed` and `unbuilt` give the Send's slot back.
             InPlaceStep::Failed(e) => {
+                self.slots.give(SLOTS_PER_MR);
                 Some(Err(self.chunks_failed(this, rqst, xid, RegList::new(), e)))
             }
-            InPlaceStep::Unbuilt(e) => Some(Err(self.unbuilt(this, rqst, RegList::new(), e))),
+            InPlaceStep::Unbuilt(e) => {
+                self.slots.give(SLOTS_PER_MR);
+                Some(Err(self.unbuilt(this, rqst, RegList::new(), e)))
+            }
             InPlaceStep::Unposted(e, regs, posted) => {
                 Some(Err(self.unposted(this, rqst, e, Some(regs), posted)))
             }
@@ -344,9 +348,6 @@ impl Conn {
         rpc: &RpcShape,
         fast: FastReadPlan,
     ) -> Result {
-        if !self.slots.try_take(1) {
-            return Err(self.no_send_slot(this));
-        }
         let snd = &rpc.send;
         let state = rqst.state::<ReqState>();
         if let Some(state) = state.filter(|_| self.settings.strategy == Strategy::Fmr) {
@@ -361,6 +362,9 @@ impl Conn {
             if let Some(res) = self.send_fast_in_place(this, head, rqst, state, span, call) {
                 return res;
             }
+        }
+        if !self.slots.try_take(1) {
+            return Err(self.no_send_slot(this));
         }
         let mut mrs = RegList::new();
         let mut reads = Segs::new();

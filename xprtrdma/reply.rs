@@ -152,14 +152,16 @@ impl Conn {
             // offer the chunk checks below read, and the MR the server
             // invalidated, taken out; the rest, if any, is taken out for
             // the invalidation.
+            // A call without chunks (most metadata) kept nothing: the
+            // request's lock is not taken.
             let (offered, mr, left) = match rqst.state::<ReqState>() {
-                Some(state) => {
+                Some(state) if state.may_keep() => {
                     let ((offered, mr), left) = state.reply_in_place(|p, spare| {
                         self.release_in_place(&rqst, p, spare, inv_rkey)
                     });
                     (offered, mr, if left { state.take() } else { None })
                 }
-                None => (Offered::default(), None, None),
+                _ => (Offered::default(), None, None),
             };
             let status = self.reply_status(&rqst, hdr, offered);
             match left {
