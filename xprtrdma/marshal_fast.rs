@@ -19,7 +19,7 @@ use crate::proto::marshal_fast::{
 use crate::proto::msg::Segment;
 use crate::proto::planner::{RpcShape, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
-use crate::rust::rdma::send_ring::SendRingHead;
+use crate::rust::rdma::send_ring::{SendCtxt, SendRingHead};
 use crate::rust::sunrpc::xprt::{post_send_after_regs, Mr, RpcRqst};
 use kernel::prelude::*;
 use kernel::sync::ArcBorrow;
@@ -38,7 +38,14 @@ impl Conn {
         rpc: &RpcShape,
         fast: FastPlan,
     ) -> Result {
-        if let FastResult::WriteChunk { write_pad, .. } = fast.result {
+        let call_len = fast.call_len as usize;
+        // As `Conn::count_sent` counts a pulled-up call: the bytes moved
+        // behind the head.
+        let behind_head = u64::from(rpc.send.page_len).saturating_add(u64::from(rpc.send.tail_len));
+        let FastResult::WriteChunk { write_pad, .. } = fast.result else {
+            return self.send_fast_inline(this, head, rqst, xid, call_len, behind_head);
+        };
+        {
             let state = rqst.state::<ReqState>();
             if let Some(state) = state.filter(|_| self.settings.strategy == Strategy::Fmr) {
                 let span = Span::recv(rpc.recv.head_len, rpc.recv.page_len);
@@ -46,9 +53,8 @@ impl Conn {
                     xid,
                     chunk: FastChunk::Write {
                         write_pad,
-                        call_len: fast.call_len as usize,
-                        behind_head: u64::from(rpc.send.page_len)
-                            .saturating_add(u64::from(rpc.send.tail_len)),
+                        call_len,
+                        behind_head,
                     },
                 };
                 if let Some(res) = self.send_fast_in_place(this, head, rqst, state, span, call) {
@@ -63,7 +69,7 @@ impl Conn {
         let mut mrs = RegList::new();
         let mut writes = Segs::new();
         let mut offered = Offered::default();
-        if let FastResult::WriteChunk { write_pad, .. } = fast.result {
+        {
             let recv = &rpc.recv;
             let span = Span::recv(recv.head_len, recv.page_len);
             let registered = self.register(rqst, span, &mut mrs, &mut writes);
@@ -86,31 +92,12 @@ impl Conn {
             offered.write = bytes;
         }
         let writes = writes.as_slice();
-        let call_len = fast.call_len as usize;
-        let mut hdrlen = 0;
-        let built = self
-            .send_ctxt(head, 1 + self.reg_slots(&mrs))
-            .and_then(|mut ctxt| {
-                let limit = self.inline_send() as usize;
-                let credits = self.settings.max_requests;
-                ctxt.fill(limit, |out| {
-                    let hlen = encode_fast_header(xid, credits, writes, out).ok_or(EMSGSIZE)?;
-                    hdrlen = hlen;
-                    let end = hlen.checked_add(call_len).ok_or(EMSGSIZE)?;
-                    rqst.read(0, out.get_mut(hlen..end).ok_or(EMSGSIZE)?)?;
-                    Ok((end, 0))
-                })?;
-                Ok(ctxt)
-            });
-        let ctxt = match built {
-            Ok(ctxt) => ctxt,
+        let slots = 1 + self.reg_slots(&mrs);
+        let (ctxt, hdrlen) = match self.fast_call_ctxt(head, slots, rqst, xid, writes, call_len) {
+            Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
         };
-        let result = match fast.result {
-            FastResult::Inline => ChunkType::Inline,
-            FastResult::WriteChunk { .. } => ChunkType::WriteList,
-        };
-        trace::xprtrdma_marshal(rqst, hdrlen, ChunkType::Pullup, result);
+        trace::xprtrdma_marshal(rqst, hdrlen, ChunkType::Pullup, ChunkType::WriteList);
         let send_len = hdrlen.saturating_add(call_len);
         let pending = Pending {
             xid,
@@ -120,15 +107,102 @@ impl Conn {
         // Nothing mapped for the Send: unsignaled but for one in
         // `send_batch`.
         self.post_call(this, rqst, pending, ctxt, false, send_len)?;
-        // As `Conn::count_sent` counts a pulled-up call: the bytes moved
-        // behind the head, and the Write chunk's.
-        let behind_head = u64::from(rpc.send.page_len).saturating_add(u64::from(rpc.send.tail_len));
         add_some(&self.stats.pullup_copy_count, behind_head);
-        if !writes.is_empty() {
-            add_some(&self.stats.write_chunk_count, writes.len() as u64);
-            add_some(&self.stats.total_rdma_request, u64::from(offered.write));
-        }
+        add_some(&self.stats.write_chunk_count, writes.len() as u64);
+        add_some(&self.stats.total_rdma_request, u64::from(offered.write));
         Ok(())
+    }
+
+    /// [`Self::send_fast`] for a call whose result comes inline (most
+    /// metadata): nothing is registered, and no list of registrations is
+    /// made or dropped.
+    fn send_fast_inline(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        head: &mut SendRingHead<Conn>,
+        rqst: &RpcRqst<'_>,
+        xid: u32,
+        call_len: usize,
+        behind_head: u64,
+    ) -> Result {
+        if !self.slots.try_take(1) {
+            return Err(self.no_send_slot(this));
+        }
+        let (ctxt, hdrlen) = match self.fast_call_ctxt(head, 1, rqst, xid, &[], call_len) {
+            Ok(built) => built,
+            Err(e) => return Err(self.unbuilt(this, rqst, RegList::new(), e)),
+        };
+        trace::xprtrdma_marshal(rqst, hdrlen, ChunkType::Pullup, ChunkType::Inline);
+        rqst.mark_sent();
+        // Nothing mapped for the Send: unsignaled but for one in
+        // `send_batch`.
+        match ctxt.post(&self.ep, false) {
+            Ok(unsignaled) => {
+                trace::xprtrdma_post_send(rqst, hdrlen.saturating_add(call_len));
+                if unsignaled {
+                    add(&self.counters().unsignaled_sends, 1);
+                }
+            }
+            Err(e) => return Err(self.unposted(this, rqst, e, Some(RegList::new()), 0)),
+        }
+        add_some(&self.stats.pullup_copy_count, behind_head);
+        Ok(())
+    }
+
+    /// A Send context that frees `slots` send queue slots when it retires,
+    /// filled with the fast header of a call whose result comes inline or
+    /// through the Write chunk of `writes`, and the whole call of
+    /// `call_len` bytes behind it; with the header's length.
+    fn fast_call_ctxt<'a>(
+        &'a self,
+        head: &'a mut SendRingHead<Conn>,
+        slots: u32,
+        rqst: &RpcRqst<'_>,
+        xid: u32,
+        writes: &[Segment],
+        call_len: usize,
+    ) -> Result<(SendCtxt<'a, Conn>, usize)> {
+        let mut ctxt = self.send_ctxt(head, slots)?;
+        let limit = self.inline_send() as usize;
+        let credits = self.settings.max_requests;
+        let mut hdrlen = 0;
+        ctxt.fill(limit, |out| {
+            let hlen = encode_fast_header(xid, credits, writes, out).ok_or(EMSGSIZE)?;
+            hdrlen = hlen;
+            let end = hlen.checked_add(call_len).ok_or(EMSGSIZE)?;
+            rqst.read(0, out.get_mut(hlen..end).ok_or(EMSGSIZE)?)?;
+            Ok((end, 0))
+        })?;
+        Ok((ctxt, hdrlen))
+    }
+
+    /// A Send context that frees `slots` send queue slots when it retires,
+    /// filled with the fast header of a call whose page data goes as the
+    /// Read chunk of `reads` at XDR `position`, and its head and tail
+    /// behind it; with the header's length and the Send's.
+    #[expect(clippy::too_many_arguments)]
+    fn fast_read_ctxt<'a>(
+        &'a self,
+        head: &'a mut SendRingHead<Conn>,
+        slots: u32,
+        rqst: &RpcRqst<'_>,
+        xid: u32,
+        position: u32,
+        reads: &[Segment],
+        snd: &XdrBufShape,
+    ) -> Result<(SendCtxt<'a, Conn>, usize, usize)> {
+        let mut ctxt = self.send_ctxt(head, slots)?;
+        let limit = self.inline_send() as usize;
+        let credits = self.settings.max_requests;
+        let (mut hdrlen, mut send_len) = (0, 0);
+        ctxt.fill(limit, |out| {
+            let hlen =
+                encode_fast_read_header(xid, credits, position, reads, out).ok_or(EMSGSIZE)?;
+            hdrlen = hlen;
+            send_len = fill_read_chunk_inline(rqst, snd, out, hlen)?;
+            Ok((send_len, 0))
+        })?;
+        Ok((ctxt, hdrlen, send_len))
     }
 
     /// [`Self::send_fast`] and [`Self::send_fast_read`] for a call whose
@@ -209,36 +283,17 @@ impl Conn {
                     ),
                 }
             }
-            let mut hdrlen = 0;
-            let mut send_len = 0;
             // The Send frees its slot and the REG_MR's when it retires.
-            let built = self.send_ctxt(head, 2).and_then(|mut ctxt| {
-                let limit = self.inline_send() as usize;
-                let credits = self.settings.max_requests;
-                ctxt.fill(limit, |out| {
-                    let end = match call.chunk {
-                        FastChunk::Write { call_len, .. } => {
-                            let hlen =
-                                encode_fast_header(xid, credits, segs, out).ok_or(EMSGSIZE)?;
-                            hdrlen = hlen;
-                            let end = hlen.checked_add(call_len).ok_or(EMSGSIZE)?;
-                            rqst.read(0, out.get_mut(hlen..end).ok_or(EMSGSIZE)?)?;
-                            end
-                        }
-                        FastChunk::Read { position, snd } => {
-                            let hlen = encode_fast_read_header(xid, credits, position, segs, out)
-                                .ok_or(EMSGSIZE)?;
-                            hdrlen = hlen;
-                            fill_read_chunk_inline(rqst, snd, out, hlen)?
-                        }
-                    };
-                    send_len = end;
-                    Ok((end, 0))
-                })?;
-                Ok(ctxt)
-            });
-            let ctxt = match built {
-                Ok(ctxt) => ctxt,
+            let built = match call.chunk {
+                FastChunk::Write { call_len, .. } => self
+                    .fast_call_ctxt(head, 2, rqst, xid, segs, call_len)
+                    .map(|(ctxt, hlen)| (ctxt, hlen, hlen.saturating_add(call_len))),
+                FastChunk::Read { position, snd } => {
+                    self.fast_read_ctxt(head, 2, rqst, xid, position, segs, snd)
+                }
+            };
+            let (ctxt, hdrlen, send_len) = match built {
+                Ok(built) => built,
                 Err(e) => {
                     self.keep_or_recycle(spare, mr);
                     return InPlaceStep::Unbuilt(e);
@@ -378,25 +433,10 @@ impl Conn {
             trace::xprtrdma_chunk_read(rqst, position, s.handle, s.length, s.offset, is_last);
         }
         let reads = reads.as_slice();
-        let mut hdrlen = 0;
-        let mut send_len = 0;
-        let built = self
-            .send_ctxt(head, 1 + self.reg_slots(&mrs))
-            .and_then(|mut ctxt| {
-                let limit = self.inline_send() as usize;
-                let credits = self.settings.max_requests;
-                ctxt.fill(limit, |out| {
-                    let hlen = encode_fast_read_header(xid, credits, position, reads, out)
-                        .ok_or(EMSGSIZE)?;
-                    hdrlen = hlen;
-                    let at = fill_read_chunk_inline(rqst, snd, out, hlen)?;
-                    send_len = at;
-                    Ok((at, 0))
-                })?;
-                Ok(ctxt)
-            });
-        let ctxt = match built {
-            Ok(ctxt) => ctxt,
+        let slots = 1 + self.reg_slots(&mrs);
+        let built = self.fast_read_ctxt(head, slots, rqst, xid, position, reads, snd);
+        let (ctxt, hdrlen, send_len) = match built {
+            Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
         };
         trace::xprtrdma_marshal(rqst, hdrlen, ChunkType::ReadList, ChunkType::Inline);
