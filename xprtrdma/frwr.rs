@@ -83,7 +83,7 @@ impl Conn {
         segs: &mut Segs,
     ) -> Result {
         // A range of pool MRs (with `memreg=cache`, a head or tail part).
-        add(&self.counters().registrations, 1);
+        self.counters().registrations.count(1);
         let (rcv, writable) = (span.rcv, span.writable());
         let end = span.offset.checked_add(span.len).ok_or(EINVAL)?;
         let mut at = span.offset;

@@ -245,7 +245,7 @@ impl Conn {
         let mr = inv_rkey.and_then(|rkey| p.regs.take_mr(rkey))?;
         trace::xprtrdma_mr_reminv(rqst, &mr);
         bump(&self.stats.remote_inv);
-        add(&self.counters().remote_invalidations, 1);
+        self.counters().remote_invalidations.count(1);
         // The slot reserved for its LOCAL_INV is not needed.
         self.slots.give(1);
         Some(mr)

@@ -270,7 +270,7 @@ impl Conn {
             Ok(unsignaled) => {
                 trace::xprtrdma_post_send(rqst, send_len);
                 if unsignaled {
-                    add(&self.counters().unsignaled_sends, 1);
+                    self.counters().unsignaled_sends.count(1);
                 }
                 Ok(())
             }

@@ -6,7 +6,8 @@
 //! - `transport`: the sunrpc side ([`XprtOps`](crate::rust::sunrpc::xprt_class::XprtOps)):
 //!   connect, send, close, statistics;
 //! - `conn`: the state of one connection, and the files that act on it,
-//!   named like their C counterparts: `connect`, `marshal`, `reply`,
+//!   named like their C counterparts: `connect`, `marshal` (with
+//!   `marshal_fast` and `marshal_in_place` for the common calls), `reply`,
 //!   `frwr`, `physical`, `send_buf`, `backchannel`;
 //! - `reg`: the registration strategy chosen by `memreg` and its counters;
 //! - marshaling decisions come from the protocol core's planner
@@ -25,6 +26,7 @@ mod frwr;
 mod invalidate;
 mod marshal;
 mod marshal_fast;
+mod marshal_in_place;
 mod physical;
 mod reg;
 mod regcache;

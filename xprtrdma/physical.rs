@@ -33,7 +33,7 @@ impl Conn {
             segs.push(Segment::new(self.global_rkey, l, addr))?;
         }
         let c = counters(Strategy::Physical);
-        add(&c.registrations, 1);
+        c.registrations.count(1);
         add(&c.mappings, u64::from(pm.mappings()));
         add(&c.segments, u64::from(pm.count()));
         regs.push(Reg::Phys(pm))?;

@@ -31,6 +31,7 @@
 use super::regcache::CacheUse;
 use crate::proto::msg::Segment;
 use crate::proto::planner::{RpcShape, XdrBufShape};
+use crate::rust::kext::percpu::{PerCpuCounter, CLIENT_FIRST, TEST_SLOT};
 use crate::rust::module::params;
 use crate::rust::sunrpc::xprt::{CallLayout, Mr, PhysMap, XdrBufLayout};
 use crate::small_list::SmallList;
@@ -296,18 +297,20 @@ impl IntoIterator for RegList {
     }
 }
 
-/// Module-wide counters of one strategy.
+/// Module-wide counters of one strategy. Those every RPC moves are kept
+/// per CPU (`rust/kext/percpu.rs`): an atomic would be a locked
+/// instruction on a line every CPU's calls share.
 pub(crate) struct StrategyCounters {
     /// Transports using it now.
     pub(crate) transports: Atomic<i64>,
     /// Ranges registered: mapped into pool MRs (`fmr`; with `cache` the
     /// head and tail parts, the cache's own registrations being counted in
     /// `client_cache`), or physical mappings made.
-    pub(crate) registrations: Atomic<u64>,
+    pub(crate) registrations: PerCpuCounter,
     /// LOCAL_INV work requests posted per reply.
     pub(crate) invalidations: Atomic<u64>,
     /// MRs invalidated remotely by the server (Send With Invalidate).
-    pub(crate) remote_invalidations: Atomic<u64>,
+    pub(crate) remote_invalidations: PerCpuCounter,
     /// MRs invalidated in batches (dirty watermark reached).
     pub(crate) batched_invalidations: Atomic<u64>,
     /// Calls that found the MR pool empty and were retried.
@@ -333,16 +336,22 @@ pub(crate) struct StrategyCounters {
     pub(crate) mapped_bytes: Atomic<u64>,
     /// Calls' Sends posted without a completion of their own: the next
     /// signaled Send's completes them (`Conn::send_batch`).
-    pub(crate) unsignaled_sends: Atomic<u64>,
+    pub(crate) unsignaled_sends: PerCpuCounter,
 }
 
+/// Per-CPU counters each strategy takes from [`CLIENT_FIRST`].
+const PER_CPU_COUNTERS: u32 = 3;
+const _: () = assert!(CLIENT_FIRST + 3 * PER_CPU_COUNTERS <= TEST_SLOT);
+
 impl StrategyCounters {
-    const fn new() -> Self {
+    /// The counters of the strategy of index `i`.
+    const fn new(i: u32) -> Self {
+        let first = CLIENT_FIRST + i * PER_CPU_COUNTERS;
         Self {
             transports: Atomic::new(0),
-            registrations: Atomic::new(0),
+            registrations: PerCpuCounter::new(first),
             invalidations: Atomic::new(0),
-            remote_invalidations: Atomic::new(0),
+            remote_invalidations: PerCpuCounter::new(first + 1),
             batched_invalidations: Atomic::new(0),
             pool_empty_waits: Atomic::new(0),
             timer_flushes: Atomic::new(0),
@@ -353,15 +362,16 @@ impl StrategyCounters {
             segments: Atomic::new(0),
             mapped_sends: Atomic::new(0),
             mapped_bytes: Atomic::new(0),
-            unsignaled_sends: Atomic::new(0),
+            unsignaled_sends: PerCpuCounter::new(first + 2),
         }
     }
 }
 
+/// By [`Strategy::index`].
 static COUNTERS: [StrategyCounters; 3] = [
-    StrategyCounters::new(),
-    StrategyCounters::new(),
-    StrategyCounters::new(),
+    StrategyCounters::new(0),
+    StrategyCounters::new(1),
+    StrategyCounters::new(2),
 ];
 
 /// The counters of `s`.
@@ -398,9 +408,9 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
-            c.registrations.load(Relaxed),
+            c.registrations.value(),
             c.invalidations.load(Relaxed),
-            c.remote_invalidations.load(Relaxed),
+            c.remote_invalidations.value(),
             c.batched_invalidations.load(Relaxed),
             c.pool_empty_waits.load(Relaxed),
             c.timer_flushes.load(Relaxed),
@@ -411,7 +421,7 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.segments.load(Relaxed),
             c.mapped_sends.load(Relaxed),
             c.mapped_bytes.load(Relaxed),
-            c.unsignaled_sends.load(Relaxed)
+            c.unsignaled_sends.value()
         )?;
     }
     Ok(())

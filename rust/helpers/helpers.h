@@ -112,7 +112,7 @@ void *rpcrdma_rs_slab_alloc(struct kmem_cache *cache);
  * kext.c too), in the module's static per-CPU area; x86_64 adds to it
  * inline from Rust, as this_cpu_add does (one %gs-relative add).
  */
-#define RPCRDMA_RS_PCPU_SLOTS 48
+#define RPCRDMA_RS_PCPU_SLOTS 64
 struct rpcrdma_rs_pcpu {
 	s64 v[RPCRDMA_RS_PCPU_SLOTS];
 };

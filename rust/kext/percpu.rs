@@ -24,6 +24,8 @@ pub(crate) const LIVE_FIRST: u32 = 0;
 pub(crate) const SVC_SYSCTL_FIRST: u32 = 12;
 /// First slot of the server's data-path counters (`svcrdma/rw.rs`).
 pub const SVC_PATH_FIRST: u32 = 32;
+/// First slot of the client's per-strategy counters (`xprtrdma/reg.rs`).
+pub const CLIENT_FIRST: u32 = 48;
 /// The last slot, left to the KUnit test of this type.
 pub const TEST_SLOT: u32 = SLOTS - 1;
 
