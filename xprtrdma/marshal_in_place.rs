@@ -43,7 +43,9 @@ impl Conn {
             return Some(Err(self.no_send_slot(this)));
         }
         let (step, stale) = state.marshal_in_place(|p, spare| {
-            let mut mr = match spare.take() {
+            let kept = spare.take();
+            let reused = kept.is_some();
+            let mut mr = match kept {
                 Some(mr) if mr.is_of(&self.ep) => mr,
                 // Of another connection (cannot be: its shutdown took them
                 // all): dropped once the lock is left, and the call
@@ -135,6 +137,7 @@ impl Conn {
             match post_send_after_regs(&self.ep, ctxt, p.regs.mrs(), false) {
                 Ok(unsignaled) => InPlaceStep::Posted {
                     unsignaled,
+                    reused,
                     send_len,
                     segments: nsegs,
                     offered,
@@ -147,6 +150,7 @@ impl Conn {
         match step {
             InPlaceStep::Posted {
                 unsignaled,
+                reused,
                 send_len,
                 segments,
                 offered,
@@ -156,6 +160,9 @@ impl Conn {
                     self.counters().unsignaled_sends.count(1);
                 }
                 self.counters().registrations.count(1);
+                if reused {
+                    self.counters().kept_mr_reuses.count(1);
+                }
                 match call.chunk {
                     FastChunk::Write { behind_head, .. } => {
                         // As `Conn::count_sent` counts a pulled-up call.
@@ -236,6 +243,8 @@ enum InPlaceStep {
     /// Posted: the counters' figures.
     Posted {
         unsignaled: bool,
+        /// The MR was the one the request kept.
+        reused: bool,
         send_len: usize,
         segments: usize,
         offered: u32,

@@ -337,10 +337,13 @@ pub(crate) struct StrategyCounters {
     /// Calls' Sends posted without a completion of their own: the next
     /// signaled Send's completes them (`Conn::send_batch`).
     pub(crate) unsignaled_sends: PerCpuCounter,
+    /// Calls that registered the MR their request kept from its last
+    /// reply, not one of the pool's (`Conn::send_fast_in_place`).
+    pub(crate) kept_mr_reuses: PerCpuCounter,
 }
 
 /// Per-CPU counters each strategy takes from [`CLIENT_FIRST`].
-const PER_CPU_COUNTERS: u32 = 3;
+const PER_CPU_COUNTERS: u32 = 4;
 const _: () = assert!(CLIENT_FIRST + 3 * PER_CPU_COUNTERS <= TEST_SLOT);
 
 impl StrategyCounters {
@@ -363,6 +366,7 @@ impl StrategyCounters {
             mapped_sends: Atomic::new(0),
             mapped_bytes: Atomic::new(0),
             unsignaled_sends: PerCpuCounter::new(first + 2),
+            kept_mr_reuses: PerCpuCounter::new(first + 3),
         }
     }
 }
@@ -399,13 +403,13 @@ pub(crate) fn add_some(c: &Atomic<u64>, n: u64) {
 pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(
         f,
-        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends mapped_bytes unsignaled_sends"
+        "strategy transports registrations invalidations remote_invalidations batched_invalidations pool_empty_waits timer_flushes dirty send_queue_full injected_disconnects mappings segments mapped_sends mapped_bytes unsignaled_sends kept_mr_reuses"
     )?;
     for s in [Strategy::Fmr, Strategy::Physical, Strategy::Cache] {
         let c = counters(s);
         writeln!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             s.name(),
             c.transports.load(Relaxed),
             c.registrations.value(),
@@ -421,7 +425,8 @@ pub(crate) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             c.segments.load(Relaxed),
             c.mapped_sends.load(Relaxed),
             c.mapped_bytes.load(Relaxed),
-            c.unsignaled_sends.value()
+            c.unsignaled_sends.value(),
+            c.kept_mr_reuses.value()
         )?;
     }
     Ok(())

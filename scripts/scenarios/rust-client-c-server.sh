@@ -101,6 +101,20 @@ sends_batched_check() {  # sends_batched_check VERSION BEFORE
     fi
 }
 
+# A request keeps the MR its reply's server invalidated for its next call
+# (Send With Invalidate, which C's server uses when a call's chunks share
+# one key): with memreg=fmr and its default pool the data checks' READs and
+# WRITEs register such kept MRs (debugfs kept_mr_reuses), and every byte
+# reads back intact.
+kept_mr_check() {  # kept_mr_check VERSION BEFORE
+    _k=$(reg_col kept_mr_reuses)
+    if [ "$_k" -gt "$2" ]; then
+        pass "nfs$1-kept-mr-reused"
+    else
+        fail "nfs$1-kept-mr-reused" "kept_mr_reuses $2 -> $_k"
+    fi
+}
+
 # With fmr_dirty_watermark, MRs of completed RPCs stay registered until a
 # batch invalidates them; on an idle mount the batch must still run within
 # about a second (a delayed work), not wait for the watermark.
@@ -439,10 +453,15 @@ run_client() {
             fi
             case $v in 4.[12]) deleg_recall "$v" ;; esac
             _u0=0; [ "$PARAMS" != c-client ] && _u0=$(reg_col unsignaled_sends)
+            _k0=0; [ "$PARAMS" != c-client ] && _k0=$(reg_col kept_mr_reuses)
             data_check "nfs$v-data-${SIZE}M" $MNT "$SIZE"
             case " $PARAMS " in *" fmr_dirty_watermark="[1-9]*) dirty_check "$v" ;; esac
             direct_check "nfs$v-direct-${SIZE}M"
             [ "$PARAMS" != c-client ] && sends_batched_check "$v" "$_u0"
+            case " $PARAMS " in
+                " c-client "|*" memreg="*|*" fmr_pool_size="*|*" fmr_pages_per_mr="*) ;;
+                *) kept_mr_check "$v" "$_k0" ;;
+            esac
             [ $_cache = 1 ] && [ "$v" = "${VERSIONS%% *}" ] && cache_check "$v"
             tree_checks "$v"
             # memreg=physical sizes the Call header for long chunk
