@@ -38,18 +38,17 @@ impl Conn {
         fast: FastPlan,
     ) -> Result {
         let call_len = fast.call_len as usize;
-        // As `Conn::count_sent` counts a pulled-up call: the bytes moved
-        // behind the head.
-        let behind_head = u64::from(rpc.send.page_len).saturating_add(u64::from(rpc.send.tail_len));
         let FastResult::WriteChunk { write_pad, .. } = fast.result else {
-            return self.send_fast_inline(this, head, rqst, xid, call_len, behind_head);
+            return self.send_fast_inline(this, head, rqst, xid, rpc, call_len);
         };
+        let behind_head = behind_head(&rpc.send);
         {
             let state = rqst.state::<ReqState>();
             if let Some(state) = state.filter(|_| self.settings.strategy == Strategy::Fmr) {
                 let span = Span::recv(rpc.recv.head_len, rpc.recv.page_len);
                 let call = FastCall {
                     xid,
+                    limit: rpc.send_buf_len as usize,
                     chunk: FastChunk::Write {
                         write_pad,
                         call_len,
@@ -92,7 +91,9 @@ impl Conn {
         }
         let writes = writes.as_slice();
         let slots = 1 + self.reg_slots(&mrs);
-        let (ctxt, hdrlen) = match self.fast_call_ctxt(head, slots, rqst, xid, writes, call_len) {
+        let limit = rpc.send_buf_len as usize;
+        let built = self.fast_call_ctxt(head, slots, limit, rqst, xid, writes, call_len);
+        let (ctxt, hdrlen) = match built {
             Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
         };
@@ -121,13 +122,14 @@ impl Conn {
         head: &mut SendRingHead<Conn>,
         rqst: &RpcRqst<'_>,
         xid: u32,
+        rpc: &RpcShape,
         call_len: usize,
-        behind_head: u64,
     ) -> Result {
         if !self.slots.try_take(1) {
             return Err(self.no_send_slot(this));
         }
-        let (ctxt, hdrlen) = match self.fast_call_ctxt(head, 1, rqst, xid, &[], call_len) {
+        let limit = rpc.send_buf_len as usize;
+        let (ctxt, hdrlen) = match self.fast_call_ctxt(head, 1, limit, rqst, xid, &[], call_len) {
             Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, RegList::new(), e)),
         };
@@ -144,25 +146,27 @@ impl Conn {
             }
             Err(e) => return Err(self.unposted(this, rqst, e, Some(RegList::new()), 0)),
         }
-        add_some(&self.stats.pullup_copy_count, behind_head);
+        add_some(&self.stats.pullup_copy_count, behind_head(&rpc.send));
         Ok(())
     }
 
     /// A Send context that frees `slots` send queue slots when it retires,
-    /// filled with the fast header of a call whose result comes inline or
+    /// of at most `limit` bytes (the inline send size the call was planned
+    /// with), filled with the fast header of a call whose result comes inline or
     /// through the Write chunk of `writes`, and the whole call of
     /// `call_len` bytes behind it; with the header's length.
+    #[expect(clippy::too_many_arguments)]
     pub(super) fn fast_call_ctxt<'a>(
         &'a self,
         head: &'a mut SendRingHead<Conn>,
         slots: u32,
+        limit: usize,
         rqst: &RpcRqst<'_>,
         xid: u32,
         writes: &[Segment],
         call_len: usize,
     ) -> Result<(SendCtxt<'a, Conn>, usize)> {
         let mut ctxt = self.send_ctxt(head, slots)?;
-        let limit = self.inline_send() as usize;
         let credits = self.settings.max_requests;
         let mut hdrlen = 0;
         ctxt.fill(limit, |out| {
@@ -176,7 +180,8 @@ impl Conn {
     }
 
     /// A Send context that frees `slots` send queue slots when it retires,
-    /// filled with the fast header of a call whose page data goes as the
+    /// of at most `limit` bytes, filled with the fast header of a call
+    /// whose page data goes as the
     /// Read chunk of `reads` at XDR `position`, and its head and tail
     /// behind it; with the header's length and the Send's.
     #[expect(clippy::too_many_arguments)]
@@ -184,6 +189,7 @@ impl Conn {
         &'a self,
         head: &'a mut SendRingHead<Conn>,
         slots: u32,
+        limit: usize,
         rqst: &RpcRqst<'_>,
         xid: u32,
         position: u32,
@@ -191,7 +197,6 @@ impl Conn {
         snd: &XdrBufShape,
     ) -> Result<(SendCtxt<'a, Conn>, usize, usize)> {
         let mut ctxt = self.send_ctxt(head, slots)?;
-        let limit = self.inline_send() as usize;
         let credits = self.settings.max_requests;
         let (mut hdrlen, mut send_len) = (0, 0);
         ctxt.fill(limit, |out| {
@@ -226,6 +231,7 @@ impl Conn {
             let span = Span::send(snd.head_len, snd.page_len);
             let call = FastCall {
                 xid,
+                limit: rpc.send_buf_len as usize,
                 chunk: FastChunk::Read {
                     position: fast.position,
                     snd,
@@ -251,7 +257,8 @@ impl Conn {
         }
         let reads = reads.as_slice();
         let slots = 1 + self.reg_slots(&mrs);
-        let built = self.fast_read_ctxt(head, slots, rqst, xid, position, reads, snd);
+        let limit = rpc.send_buf_len as usize;
+        let built = self.fast_read_ctxt(head, slots, limit, rqst, xid, position, reads, snd);
         let (ctxt, hdrlen, send_len) = match built {
             Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
@@ -268,4 +275,10 @@ impl Conn {
         add_some(&self.stats.read_chunk_count, reads.len() as u64);
         Ok(())
     }
+}
+
+/// The bytes of a pulled-up call behind its head, which `Conn::count_sent`
+/// counts as C counts what its pull-up moves.
+fn behind_head(snd: &XdrBufShape) -> u64 {
+    u64::from(snd.page_len).saturating_add(u64::from(snd.tail_len))
 }

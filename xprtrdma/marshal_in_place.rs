@@ -102,10 +102,10 @@ impl Conn {
             // The Send frees its slot and the REG_MR's when it retires.
             let built = match call.chunk {
                 FastChunk::Write { call_len, .. } => self
-                    .fast_call_ctxt(head, 2, rqst, xid, segs, call_len)
+                    .fast_call_ctxt(head, 2, call.limit, rqst, xid, segs, call_len)
                     .map(|(ctxt, hlen)| (ctxt, hlen, hlen.saturating_add(call_len))),
                 FastChunk::Read { position, snd } => {
-                    self.fast_read_ctxt(head, 2, rqst, xid, position, segs, snd)
+                    self.fast_read_ctxt(head, 2, call.limit, rqst, xid, position, segs, snd)
                 }
             };
             let (ctxt, hdrlen, send_len) = match built {
@@ -134,7 +134,7 @@ impl Conn {
             rqst.mark_sent();
             // Nothing mapped for the Send: unsignaled but for one in
             // `send_batch`.
-            match post_send_after_regs(&self.ep, ctxt, p.regs.mrs(), false) {
+            match post_send_after_regs(&self.ep, ctxt, p.regs.first_mr(), false) {
                 Ok(unsignaled) => InPlaceStep::Posted {
                     unsignaled,
                     reused,
@@ -214,6 +214,8 @@ impl Conn {
 #[derive(Clone, Copy)]
 pub(super) struct FastCall<'a> {
     pub(super) xid: u32,
+    /// The inline send size the call was planned with.
+    pub(super) limit: usize,
     pub(super) chunk: FastChunk<'a>,
 }
 

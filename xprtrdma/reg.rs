@@ -211,6 +211,16 @@ impl RegList {
         })
     }
 
+    /// The first registration, if it is a pool MR: the only one of a call
+    /// registered in place (`Conn::send_fast_in_place`), posted without
+    /// walking the list.
+    pub(super) fn first_mr(&self) -> Option<&Mr> {
+        match &self.first {
+            Some(Reg::Mr(m)) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Makes room for one more, so that [`Self::push_within_capacity`]
     /// succeeds.
     pub(super) fn reserve_one(&mut self) -> Result {
