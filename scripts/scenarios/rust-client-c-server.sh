@@ -89,16 +89,22 @@ mapped_send_check() {  # mapped_send_check VERSION
     rm -f $MNT/mapped.$$ /tmp/mapped.src
 }
 
+# reg_grew NAME CHECK VERSION BEFORE: passes nfsVERSION-CHECK if column
+# NAME of debugfs client_registration grew from BEFORE.
+reg_grew() {
+    _n=$(reg_col "$1")
+    if [ "$_n" -gt "$4" ]; then
+        pass "nfs$3-$2"
+    else
+        fail "nfs$3-$2" "$1 $4 -> $_n"
+    fi
+}
+
 # Calls' Sends go out unsignaled but for every Nth (C re_send_batch):
 # after the data checks some must have (debugfs unsignaled_sends), while
 # every byte read back intact.
 sends_batched_check() {  # sends_batched_check VERSION BEFORE
-    _u=$(reg_col unsignaled_sends)
-    if [ "$_u" -gt "$2" ]; then
-        pass "nfs$1-sends-unsignaled-batched"
-    else
-        fail "nfs$1-sends-unsignaled-batched" "unsignaled_sends $2 -> $_u"
-    fi
+    reg_grew unsignaled_sends sends-unsignaled-batched "$1" "$2"
 }
 
 # A request keeps the MR its reply's server invalidated for its next call
@@ -107,12 +113,7 @@ sends_batched_check() {  # sends_batched_check VERSION BEFORE
 # WRITEs register such kept MRs (debugfs kept_mr_reuses), and every byte
 # reads back intact.
 kept_mr_check() {  # kept_mr_check VERSION BEFORE
-    _k=$(reg_col kept_mr_reuses)
-    if [ "$_k" -gt "$2" ]; then
-        pass "nfs$1-kept-mr-reused"
-    else
-        fail "nfs$1-kept-mr-reused" "kept_mr_reuses $2 -> $_k"
-    fi
+    reg_grew kept_mr_reuses kept-mr-reused "$1" "$2"
 }
 
 # With fmr_dirty_watermark, MRs of completed RPCs stay registered until a
