@@ -142,6 +142,18 @@ impl Conn {
         }
     }
 
+    /// Unmaps `mr` and keeps it as a request's `spare` if the connection
+    /// keeps spares and the request has none; else gives it back, for the
+    /// caller to return to the pool.
+    pub(super) fn keep_as_spare(&self, spare: &mut Option<Mr>, mut mr: Mr) -> Option<Mr> {
+        unmap_mr(&mut mr);
+        if self.keep_spares && spare.is_none() {
+            *spare = Some(mr);
+            return None;
+        }
+        Some(mr)
+    }
+
     pub(super) fn recycle_one(&self, mut mr: Mr) {
         unmap_mr(&mut mr);
         // Capacity was reserved for every MR at connect time. Should the

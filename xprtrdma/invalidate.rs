@@ -274,19 +274,12 @@ impl Conn {
         if self.settings.strategy != Strategy::Fmr {
             return (p.offered, None);
         }
-        let Some(mut mr) = self.take_remotely_invalidated(rqst, p, inv_rkey) else {
-            return (p.offered, None);
-        };
         // Unmapped before the RPC completes, as C's `frwr_reminv` does: the
         // unmap hands the pages the server wrote back to the CPU (with
         // bounce buffers it copies the data into them), and the pages may
         // be reused once the RPC is complete.
-        unmap_mr(&mut mr);
-        if self.keep_spares && spare.is_none() {
-            *spare = Some(mr);
-            return (p.offered, None);
-        }
-        (p.offered, Some(mr))
+        let mr = self.take_remotely_invalidated(rqst, p, inv_rkey);
+        (p.offered, mr.and_then(|mr| self.keep_as_spare(spare, mr)))
     }
 
     /// Invalidates what the request registered (`pending`, taken from the

@@ -268,15 +268,21 @@ impl Conn {
         };
         match res {
             Ok(unsignaled) => {
-                trace::xprtrdma_post_send(rqst, send_len);
-                if unsignaled {
-                    self.counters().unsignaled_sends.count(1);
-                }
+                self.count_posted(rqst, send_len, unsignaled);
                 Ok(())
             }
             Err((e, unposted, regs_posted)) => {
                 Err(self.unposted(this, rqst, e, unposted, regs_posted))
             }
+        }
+    }
+
+    /// Traces a call's Send of `send_len` bytes that was posted, and counts
+    /// it if it went `unsignaled`.
+    pub(super) fn count_posted(&self, rqst: &RpcRqst<'_>, send_len: usize, unsignaled: bool) {
+        trace::xprtrdma_post_send(rqst, send_len);
+        if unsignaled {
+            self.counters().unsignaled_sends.count(1);
         }
     }
 

@@ -42,22 +42,19 @@ impl Conn {
             return self.send_fast_inline(this, head, rqst, xid, rpc, call_len);
         };
         let behind_head = behind_head(&rpc.send);
-        {
-            let state = rqst.state::<ReqState>();
-            if let Some(state) = state.filter(|_| self.settings.strategy == Strategy::Fmr) {
-                let span = Span::recv(rpc.recv.head_len, rpc.recv.page_len);
-                let call = FastCall {
-                    xid,
-                    limit: rpc.send_buf_len as usize,
-                    chunk: FastChunk::Write {
-                        write_pad,
-                        call_len,
-                        behind_head,
-                    },
-                };
-                if let Some(res) = self.send_fast_in_place(this, head, rqst, state, span, call) {
-                    return res;
-                }
+        let span = Span::recv(rpc.recv.head_len, rpc.recv.page_len);
+        if let Some(state) = self.in_place_state(rqst) {
+            let call = FastCall {
+                xid,
+                limit: rpc.send_buf_len as usize,
+                chunk: FastChunk::Write {
+                    write_pad,
+                    call_len,
+                    behind_head,
+                },
+            };
+            if let Some(res) = self.send_fast_in_place(this, head, rqst, state, span, call) {
+                return res;
             }
         }
         // The Send's slot; the MRs take theirs as they are registered.
@@ -66,28 +63,22 @@ impl Conn {
         }
         let mut mrs = RegList::new();
         let mut writes = Segs::new();
+        let registered = self.register(rqst, span, &mut mrs, &mut writes);
+        let padded = registered.and_then(|()| match &self.write_pad {
+            Some((mr, _)) if write_pad => {
+                let s = mr.segment();
+                writes.push(Segment::new(s.handle, s.length, s.offset))
+            }
+            _ => Ok(()),
+        });
+        if let Err(e) = padded {
+            return Err(self.chunks_failed(this, rqst, xid, mrs, e));
+        }
         let mut offered = Offered::default();
-        {
-            let recv = &rpc.recv;
-            let span = Span::recv(recv.head_len, recv.page_len);
-            let registered = self.register(rqst, span, &mut mrs, &mut writes);
-            let padded = registered.and_then(|()| match &self.write_pad {
-                Some((mr, _)) if write_pad => {
-                    let s = mr.segment();
-                    writes.push(Segment::new(s.handle, s.length, s.offset))
-                }
-                _ => Ok(()),
-            });
-            if let Err(e) = padded {
-                return Err(self.chunks_failed(this, rqst, xid, mrs, e));
-            }
-            let mut bytes = 0u32;
-            for (i, s) in writes.as_slice().iter().enumerate() {
-                let is_last = i + 1 == writes.len();
-                trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
-                bytes = bytes.saturating_add(s.length);
-            }
-            offered.write = bytes;
+        for (i, s) in writes.as_slice().iter().enumerate() {
+            let is_last = i + 1 == writes.len();
+            trace::xprtrdma_chunk_write(rqst, s.handle, s.length, s.offset, is_last);
+            offered.write = offered.write.saturating_add(s.length);
         }
         let writes = writes.as_slice();
         let slots = 1 + self.reg_slots(&mrs);
@@ -107,10 +98,24 @@ impl Conn {
         // Nothing mapped for the Send: unsignaled but for one in
         // `send_batch`.
         self.post_call(this, rqst, pending, ctxt, false, send_len)?;
-        add_some(&self.stats.pullup_copy_count, behind_head);
-        add_some(&self.stats.write_chunk_count, writes.len() as u64);
-        add_some(&self.stats.total_rdma_request, u64::from(offered.write));
+        self.count_write_call(behind_head, writes.len(), offered.write);
         Ok(())
+    }
+
+    /// The request's state, when a call of `rqst` may register in place
+    /// (`memreg=fmr`, [`Self::send_fast_in_place`]).
+    fn in_place_state<'a>(&self, rqst: &'a RpcRqst<'_>) -> Option<&'a ReqState> {
+        let fmr = self.settings.strategy == Strategy::Fmr;
+        rqst.state::<ReqState>().filter(|_| fmr)
+    }
+
+    /// Counts a posted call pulled up behind its head with a Write chunk
+    /// of `segments` offering `offered` bytes, as `Conn::count_sent`
+    /// counts one: the bytes moved behind the head, and the chunk's.
+    pub(super) fn count_write_call(&self, behind_head: u64, segments: usize, offered: u32) {
+        add_some(&self.stats.pullup_copy_count, behind_head);
+        add_some(&self.stats.write_chunk_count, segments as u64);
+        add_some(&self.stats.total_rdma_request, u64::from(offered));
     }
 
     /// [`Self::send_fast`] for a call whose result comes inline (most
@@ -138,12 +143,7 @@ impl Conn {
         // Nothing mapped for the Send: unsignaled but for one in
         // `send_batch`.
         match ctxt.post(&self.ep, false) {
-            Ok(unsignaled) => {
-                trace::xprtrdma_post_send(rqst, hdrlen.saturating_add(call_len));
-                if unsignaled {
-                    self.counters().unsignaled_sends.count(1);
-                }
-            }
+            Ok(unsignaled) => self.count_posted(rqst, hdrlen.saturating_add(call_len), unsignaled),
             Err(e) => return Err(self.unposted(this, rqst, e, Some(RegList::new()), 0)),
         }
         add_some(&self.stats.pullup_copy_count, behind_head(&rpc.send));
@@ -226,9 +226,8 @@ impl Conn {
         fast: FastReadPlan,
     ) -> Result {
         let snd = &rpc.send;
-        let state = rqst.state::<ReqState>();
-        if let Some(state) = state.filter(|_| self.settings.strategy == Strategy::Fmr) {
-            let span = Span::send(snd.head_len, snd.page_len);
+        let span = Span::send(snd.head_len, snd.page_len);
+        if let Some(state) = self.in_place_state(rqst) {
             let call = FastCall {
                 xid,
                 limit: rpc.send_buf_len as usize,
@@ -246,7 +245,6 @@ impl Conn {
         }
         let mut mrs = RegList::new();
         let mut reads = Segs::new();
-        let span = Span::send(snd.head_len, snd.page_len);
         if let Err(e) = self.register(rqst, span, &mut mrs, &mut reads) {
             return Err(self.chunks_failed(this, rqst, xid, mrs, e));
         }

@@ -7,7 +7,6 @@
 //! request kept from its last reply (C `rl_free_mrs`) when it has one.
 
 use super::conn::{Conn, Offered, ReqState};
-use super::frwr::unmap_mr;
 use super::reg::{add_some, Reg, RegList, Span};
 use super::send_buf::SLOTS_PER_MR;
 use crate::proto::msg::Segment;
@@ -155,20 +154,14 @@ impl Conn {
                 segments,
                 offered,
             } => {
-                trace::xprtrdma_post_send(rqst, send_len);
-                if unsignaled {
-                    self.counters().unsignaled_sends.count(1);
-                }
+                self.count_posted(rqst, send_len, unsignaled);
                 self.counters().registrations.count(1);
                 if reused {
                     self.counters().kept_mr_reuses.count(1);
                 }
                 match call.chunk {
                     FastChunk::Write { behind_head, .. } => {
-                        // As `Conn::count_sent` counts a pulled-up call.
-                        add_some(&self.stats.pullup_copy_count, behind_head);
-                        add_some(&self.stats.write_chunk_count, segments as u64);
-                        add_some(&self.stats.total_rdma_request, u64::from(offered));
+                        self.count_write_call(behind_head, segments, offered)
                     }
                     FastChunk::Read { .. } => {
                         add_some(&self.stats.read_chunk_count, segments as u64)
@@ -197,13 +190,10 @@ impl Conn {
         }
     }
 
-    /// Keeps `mr`, unmapped, as the request's `spare` if the connection
-    /// keeps spares and the request has none; else back to the pool.
-    fn keep_or_recycle(&self, spare: &mut Option<Mr>, mut mr: Mr) {
-        unmap_mr(&mut mr);
-        if self.keep_spares && spare.is_none() {
-            *spare = Some(mr);
-        } else {
+    /// Keeps `mr`, unmapped, as the request's `spare` when it may; else
+    /// back to the pool.
+    fn keep_or_recycle(&self, spare: &mut Option<Mr>, mr: Mr) {
+        if let Some(mr) = self.keep_as_spare(spare, mr) {
             self.recycle_one(mr);
         }
     }
