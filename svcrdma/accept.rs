@@ -138,7 +138,6 @@ impl Conn {
         let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let dead = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
-        let ops = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let sq: Arc<SqGate> = SqGate::new(
             sq_depth,
@@ -161,9 +160,6 @@ impl Conn {
                         ready,
                         sq_wait,
                         dead,
-                        reads: 0,
-                        ops,
-                        max_reads,
                         ctxts,
                         held: 0,
                         max_held: sizing.held_recvs,
@@ -172,6 +168,8 @@ impl Conn {
                 ),
                 link: rq_link,
                 sq: rq_sq,
+                reads: Atomic::new(0),
+                max_reads,
             }),
             GFP_KERNEL,
         )?;

@@ -18,6 +18,7 @@
 
 use super::cache::BufCache;
 use super::read::ReadPiece;
+use super::read_op::ReadOp;
 use super::read_sinks::ReadSinks;
 use super::recv_queue::{RecvQ, RECV_BATCH};
 use super::rw::Io;
@@ -174,6 +175,13 @@ impl DecodedCall {
         self.store.segs.as_slice().first().copied()
     }
 
+    /// The Call's Read chunk and its segments if it has no call chunk and
+    /// no other Read chunk (an NFS WRITE), as decoded into the store.
+    pub(super) fn only_read_chunk(&self) -> Option<(&PclChunk, &[Segment])> {
+        self.layout
+            .only_read_chunk(self.store.chunks.as_slice(), self.store.segs.as_slice())
+    }
+
     /// The parsed chunk lists again.
     pub(super) fn pcl(&mut self) -> Result<ParsedChunks<'_>> {
         ParsedChunks::from_layout(
@@ -208,8 +216,9 @@ pub(crate) struct CallCtxt {
     pub(super) call: DecodedCall,
     /// (position, length) of result payloads, one per Write chunk in order.
     pub(super) payloads: SmallList<(u32, u32), INLINE_CHUNKS>,
-    /// The Receive whose buffer the Call is read from in place, if it is:
-    /// posted again when the request is released.
+    /// The Receive whose buffer the Call is read from in place, or that a
+    /// Call with Read chunks kept while it was read, if any: posted again
+    /// when the request is released.
     pub(super) held_recv: Option<usize>,
     /// That buffer's loan to sunrpc (kept here by the `svc` trampolines).
     pub(super) arg: ArgLoan,
@@ -220,6 +229,9 @@ pub(crate) struct CallCtxt {
     /// pages handed to the request): the next one's are made in their
     /// allocations.
     pub(super) spare_sinks: Option<Arc<PageSinks>>,
+    /// The operation the last Call with Read chunks this state carried
+    /// was read with, finished: the next one's.
+    pub(super) read_op: Option<Arc<ReadOp>>,
 }
 
 impl CallCtxt {
@@ -241,6 +253,7 @@ impl CallCtxt {
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
                     spare_sinks: None,
+                    read_op: None,
                 },
                 GFP_KERNEL,
             )?),
@@ -305,8 +318,8 @@ impl Conn {
 
     /// Keeps the allocation of a released request's state for the next
     /// Call, if there is room (its contents are overwritten then), and
-    /// queues the Receive its Call was read from in place, if it was, for
-    /// reposting: under one hold of the ring's lock.
+    /// queues the Receive its Call kept, if it did, for reposting: under
+    /// one hold of the ring's lock.
     pub(super) fn release_ctxt(&self, mut ctxt: KBox<CallCtxt>) {
         let Some(slot) = ctxt.held_recv.take() else {
             let rejected = self

@@ -11,6 +11,7 @@ use super::read_sinks::{PagedSinks, PagedTarget, ReadSink, ReadSinks};
 use super::recv_queue::RecvQ;
 use super::rw::{one_segment, Io, REGISTERED_READS};
 use super::stats::{stat_add, Stat};
+use crate::proto::msg::Segment;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
 use crate::proto::svc_call::PagedCall;
@@ -91,53 +92,70 @@ impl CallMsg {
 /// with its `rc_readlist`).
 pub(super) struct ReadWork {
     /// The received transport header and inline body.
-    pub(super) msg: CallMsg,
-    /// The request's state with the decoded header, until the Call is
-    /// assembled.
-    ctxt: Option<KBox<CallCtxt>>,
-    pieces: KVec<ReadPiece>,
+    msg: CallMsg,
+    /// The request's state with the decoded header and the planned Reads
+    /// (`read_pieces`), until the Call is assembled: they stay where they
+    /// were planned.
+    ctxt: KBox<CallCtxt>,
     /// Pieces `[..next]` were posted.
     next: usize,
     /// Where the Read chunk lands when it is read into pages of its own;
     /// `None` when the pieces land in cached sinks.
-    pub(super) paged: Option<PagedSinks>,
+    paged: Option<PagedSinks>,
+}
+
+/// A planned Read, not posted yet.
+fn planned((src, piece): (usize, Piece)) -> ReadPiece {
+    ReadPiece {
+        src,
+        piece,
+        sink: None,
+        run: None,
+    }
 }
 
 /// Plans the RDMA Reads of `pcl`'s call chunk and Read chunks into
 /// `pieces` (emptied first, its allocation reused), each at most
 /// `piece_size` bytes: called where the Call's chunk lists were just
 /// parsed, so they are walked once. The shape of an NFS WRITE (one Read
-/// chunk, no call chunk) is cut straight from its segments, as
-/// [`CallReadPieces`] would cut it.
+/// chunk, no call chunk) is cut straight from its segments
+/// ([`plan_chunk_reads`]).
 pub(super) fn plan_reads(
     pcl: &ParsedChunks<'_>,
     piece_size: usize,
     pieces: &mut KVec<ReadPiece>,
 ) -> Result {
-    pieces.clear();
-    let piece = |(src, piece)| ReadPiece {
-        src,
-        piece,
-        sink: None,
-        run: None,
-    };
     if let (None, [chunk]) = (pcl.call_chunk(), pcl.read_chunks()) {
-        let total = usize::try_from(chunk.length).map_err(|_| EINVAL)?;
-        let segs = pcl.segments(chunk);
-        // As `CallReadPieces::max_count` bounds it.
-        let most = (total / piece_size.max(1)).saturating_add(segs.len());
-        pieces.reserve(most, GFP_KERNEL)?;
-        for p in Pieces::new(segs, total, piece_size) {
-            let p = p.map_err(piece_error)?;
-            pieces.push(piece((FIRST_READ_CHUNK, p)), GFP_KERNEL)?;
-        }
-        return Ok(());
+        return plan_chunk_reads(pcl.segments(chunk), chunk.length, piece_size, pieces);
     }
+    pieces.clear();
     let reads = CallReadPieces::new(pcl, piece_size);
     // Room for every piece at once, not grown by doubling as they come.
     pieces.reserve(reads.max_count(), GFP_KERNEL)?;
     for p in reads {
-        pieces.push(piece(p.map_err(piece_error)?), GFP_KERNEL)?;
+        pieces.push(planned(p.map_err(piece_error)?), GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// Plans the Reads of a Call's only Read chunk, `length` bytes over
+/// `segs`, into `pieces` as [`plan_reads`] does (as [`CallReadPieces`]
+/// would cut them): from the segments a one-pass decode stored, with no
+/// parsed lists built.
+pub(super) fn plan_chunk_reads(
+    segs: &[Segment],
+    length: u32,
+    piece_size: usize,
+    pieces: &mut KVec<ReadPiece>,
+) -> Result {
+    pieces.clear();
+    let total = usize::try_from(length).map_err(|_| EINVAL)?;
+    // As `CallReadPieces::max_count` bounds it.
+    let most = (total / piece_size.max(1)).saturating_add(segs.len());
+    pieces.reserve(most, GFP_KERNEL)?;
+    for p in Pieces::new(segs, total, piece_size) {
+        let p = p.map_err(piece_error)?;
+        pieces.push(planned((FIRST_READ_CHUNK, p)), GFP_KERNEL)?;
     }
     Ok(())
 }
@@ -148,7 +166,7 @@ impl ReadWork {
     /// own with `paged`, else into cached sinks.
     pub(super) fn new(
         msg: CallMsg,
-        mut ctxt: KBox<CallCtxt>,
+        ctxt: KBox<CallCtxt>,
         paged: Option<(PagedCall, Arc<PageSinks>)>,
         sinks: &ReadSinks,
     ) -> Result<Self> {
@@ -159,56 +177,55 @@ impl ReadWork {
         let paged = paged
             .map(|(l, pages)| PagedSinks::new(l, pages, pool))
             .transpose()?;
-        let pieces = core::mem::take(&mut ctxt.read_pieces);
         Ok(Self {
             msg,
-            ctxt: Some(ctxt),
-            pieces,
+            ctxt,
             next: 0,
             paged,
         })
     }
 
-    /// Takes the request's state with the Call's decoded header (once).
-    pub(super) fn take_ctxt(&mut self) -> Option<KBox<CallCtxt>> {
-        self.ctxt.take()
-    }
-
     /// Whether every Read was posted.
     pub(super) fn all_posted(&self) -> bool {
-        self.next >= self.pieces.len()
+        self.next >= self.ctxt.read_pieces.len()
     }
 
-    /// Calls `put(at, buf, buf_off, len)` for the bytes `[start, start +
-    /// len)` of chunk `src`, in order, `at` counting from `start`. Fails if
-    /// the pieces do not cover the range.
-    pub(super) fn copy_out(
-        &self,
-        src: usize,
-        start: usize,
-        len: usize,
-        mut put: impl FnMut(usize, &MappedBuf, usize, usize) -> Result,
-    ) -> Result {
-        let of_src = self.pieces.iter().filter(|p| p.src == src);
-        for found in RangeInPieces::new(of_src.map(|p| (p, p.piece)), start, len) {
-            let (p, run) = found.map_err(piece_error)?;
-            let (buf, _) = p.sink.as_ref().ok_or(EINVAL)?;
-            put(run.at, buf, run.in_piece, run.len)?;
-        }
-        Ok(())
+    /// The received message, the request's state with the pieces read
+    /// (and their sinks) and the pages the Read chunk landed in, if it
+    /// did: to assemble the Call from, once every Read completed.
+    pub(super) fn into_parts(self) -> (CallMsg, KBox<CallCtxt>, Option<PagedSinks>) {
+        (self.msg, self.ctxt, self.paged)
     }
+}
 
-    /// Gives the sink buffers back to the cache: their Reads all
-    /// succeeded, so their registration, if any, is known to be good (a
-    /// work that failed is dropped instead, which frees its buffers).
-    /// Returns the emptied list, for the request's state to keep.
-    pub(super) fn recycle(mut self, cache: &BufCache) -> KVec<ReadPiece> {
-        for p in self.pieces.drain_all() {
-            if let Some((buf, slot)) = p.sink {
-                cache.put(buf, slot);
-            }
+/// Calls `put(at, buf, buf_off, len)` for the bytes `[start, start + len)`
+/// of chunk `src` as `pieces` read them, in order, `at` counting from
+/// `start`. Fails if the pieces do not cover the range.
+pub(super) fn copy_out(
+    pieces: &[ReadPiece],
+    src: usize,
+    start: usize,
+    len: usize,
+    mut put: impl FnMut(usize, &MappedBuf, usize, usize) -> Result,
+) -> Result {
+    let of_src = pieces.iter().filter(|p| p.src == src);
+    for found in RangeInPieces::new(of_src.map(|p| (p, p.piece)), start, len) {
+        let (p, run) = found.map_err(piece_error)?;
+        let (buf, _) = p.sink.as_ref().ok_or(EINVAL)?;
+        put(run.at, buf, run.in_piece, run.len)?;
+    }
+    Ok(())
+}
+
+/// Empties `pieces`, whose Reads all succeeded, in place (the allocation
+/// stays for the next Call), giving their sink buffers back to the cache:
+/// their registration, if any, is known to be good (a work that failed
+/// is dropped instead, which frees its buffers).
+pub(super) fn recycle(pieces: &mut KVec<ReadPiece>, cache: &BufCache) {
+    for p in pieces.drain_all() {
+        if let Some((buf, slot)) = p.sink {
+            cache.put(buf, slot);
         }
-        core::mem::take(&mut self.pieces)
     }
 }
 
@@ -216,8 +233,8 @@ impl Io<'_> {
     /// Posts the next Reads of `work` (taken out of `op`) that the send
     /// queue has room for now, without waiting (C posts them all and
     /// waits for room; a thread here never waits on a peer). Returns how
-    /// many were posted; the rest are posted by a later `xpo_recvfrom`,
-    /// when completions have made room.
+    /// many were posted, for [`ReadOp::put_back`] to count; the rest are
+    /// posted by a later `xpo_recvfrom`, when completions have made room.
     ///
     /// On an error the connection must be closed and `work` held with
     /// [`ReadOp::hold`]: if a sink's registration was posted but its Read
@@ -234,7 +251,7 @@ impl Io<'_> {
     ) -> Result<usize> {
         let mut posted = 0;
         let mut bytes = 0;
-        while let Some(p) = work.pieces.get_mut(work.next) {
+        while let Some(p) = work.ctxt.read_pieces.get_mut(work.next) {
             // Into the Call's own pages through one of the operation's
             // completion entries when one is free (no work request object
             // or reference per page: the common case).
@@ -243,7 +260,6 @@ impl Io<'_> {
                 if !self.sq.try_acquire_read(1)? {
                     break;
                 }
-                op.add_pending();
                 let piece = p.piece;
                 let (off, len) = (piece.off, piece.len);
                 match ReadSlots::post(op, q, self.ep, pages, off, len, piece.addr, piece.rkey) {
@@ -257,15 +273,10 @@ impl Io<'_> {
                     }
                     // Taken meanwhile (cannot happen: only this thread
                     // posts the operation's Reads): the way below.
-                    Ok(false) => {
-                        op.done(true);
-                        self.sq.release(1);
-                    }
+                    Ok(false) => self.sq.release(1),
                     Err(e) => {
-                        // Not posted: no completion for it. The work is
-                        // held by the thread, so this cannot queue the
-                        // operation.
-                        op.done(false);
+                        // Not posted: no completion for it, and not
+                        // counted.
                         self.sq.release(1);
                         return Err(e);
                     }
@@ -335,15 +346,12 @@ impl Io<'_> {
                 REGISTERED_READS.count(1);
             }
             p.run = run;
-            op.add_pending();
             let read = SendOp::RdmaRead {
                 remote_addr: p.piece.addr,
                 rkey: p.piece.rkey,
             };
             if let Err(e) = self.ep.post_send(wr, read) {
-                // Not posted: no completion for it. The work is held by
-                // the thread, so this cannot queue the operation.
-                op.done(false);
+                // Not posted: no completion for it, and not counted.
                 self.sq.release(1);
                 return Err(e);
             }

@@ -7,54 +7,49 @@
 //! them done (see `rw.rs` and `read.rs`).
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{CallMsg, ReadWork};
+use super::read::{copy_out, recycle, CallMsg, ReadPiece, ReadWork};
 use super::read_op::{ReadOp, Taken};
 use super::read_sinks::PagedSinks;
 use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
 use crate::rust::sunrpc::svc::SvcRqst;
-use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-/// Copies `len` bytes at `start` of chunk `src` of `work` (0: the call
-/// chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
+/// Copies `len` bytes at `start` of chunk `src` as `pieces` read it (0:
+/// the call chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
 pub(super) fn copy_read(
     rqst: &mut SvcRqst,
-    work: Option<&ReadWork>,
+    pieces: Option<&[ReadPiece]>,
     src: usize,
     start: u32,
     len: u32,
     at: u32,
 ) -> Result {
-    let work = work.ok_or(EINVAL)?;
-    work.copy_out(src, usize_of(start)?, usize_of(len)?, |rel, buf, off, n| {
-        let to = at
-            .checked_add(u32::try_from(rel).map_err(|_| EINVAL)?)
-            .ok_or(EINVAL)?;
-        rqst.write_arg_from_buf(to, buf, off, n)
-    })
+    let pieces = pieces.ok_or(EINVAL)?;
+    copy_out(
+        pieces,
+        src,
+        usize_of(start)?,
+        usize_of(len)?,
+        |rel, buf, off, n| {
+            let to = at
+                .checked_add(u32::try_from(rel).map_err(|_| EINVAL)?)
+                .ok_or(EINVAL)?;
+            rqst.write_arg_from_buf(to, buf, off, n)
+        },
+    )
 }
 
 impl Conn {
-    /// Counts a new Call being read and posts its first Reads; false if
-    /// the Call was refused (the connection is then closed and `work`
-    /// dropped).
-    pub(super) fn start_reads(&self, work: ReadWork) -> Result<bool> {
+    /// Counts a new Call being read and posts its first Reads with `op`,
+    /// the operation its request's state kept from an earlier Call, or a
+    /// new one; false if the Call was refused (the connection is then
+    /// closed and `work` dropped).
+    pub(super) fn start_reads(&self, work: ReadWork, op: Option<Arc<ReadOp>>) -> Result<bool> {
         let s = &self.shared;
-        // The operation of a Call read earlier, kept by `read_finished`,
-        // or a new one.
-        let (admitted, spare) = {
-            let mut r = s.rq.ring.lock();
-            if r.reads < r.max_reads {
-                r.reads += 1;
-                (true, r.ops.pop())
-            } else {
-                (false, None)
-            }
-        };
-        if !admitted {
+        if !s.rq.try_admit_read() {
             // More Calls in flight than credits granted: a protocol
             // violation that would otherwise let a client tie up
             // unbounded buffers.
@@ -64,12 +59,12 @@ impl Conn {
             s.link.close();
             return Ok(false);
         }
-        let op = match spare {
+        let op = match op {
             Some(op) => op,
             None => match ReadOp::new() {
                 Ok(op) => op,
                 Err(e) => {
-                    s.rq.read_finished(None);
+                    s.rq.read_finished();
                     return Err(e);
                 }
             },
@@ -96,7 +91,7 @@ impl Conn {
             }
             Ok(posted) => {
                 let more = !work.all_posted();
-                if op.put_back(work) {
+                if op.put_back(work, posted) {
                     // Nothing is pending: no completion will queue it.
                     if posted == 0 && more {
                         s.rq.wait_for_room(op, &s.sq);
@@ -121,8 +116,8 @@ impl Conn {
                 // Read of the work completed, so nothing queued names its
                 // sinks: they are freed with it, not cached.
                 s.link.close();
-                s.rq.read_finished(None);
-                let ReadWork { msg, .. } = work;
+                s.rq.read_finished();
+                let (msg, ..) = work.into_parts();
                 self.release_msg(msg);
                 None
             }
@@ -131,9 +126,16 @@ impl Conn {
                 None
             }
             Taken::Work(work) => {
-                s.rq.read_finished(Some(op));
+                s.rq.read_finished();
                 match self.finish_read(rqst, work) {
-                    Ok(ctxt) => ctxt,
+                    Ok(mut ctxt) => {
+                        // Kept with the request's state for its next Call
+                        // with Read chunks.
+                        if let Some(c) = ctxt.as_deref_mut() {
+                            c.read_op = ReadOp::reuse_finished(op);
+                        }
+                        ctxt
+                    }
                     Err(e) => {
                         crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
                         None
@@ -153,42 +155,41 @@ impl Conn {
 
     /// Assembles a Call whose Reads all completed, and posts its Receive
     /// again if the Call kept it.
-    fn finish_read(
-        &self,
-        rqst: &mut SvcRqst,
-        mut work: ReadWork,
-    ) -> Result<Option<KBox<CallCtxt>>> {
+    fn finish_read(&self, rqst: &mut SvcRqst, work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
-        let msg = core::mem::replace(&mut work.msg, CallMsg::Copied(KVec::new()));
-        let Some(mut ctxt) = work.take_ctxt() else {
-            self.release_msg(msg);
-            return Err(EINVAL);
-        };
+        let (msg, mut ctxt, paged) = work.into_parts();
         let assembled = {
-            let call = &mut ctxt.call;
-            let xid = call.xid;
-            let inline = call.inline(msg.bytes());
-            match &work.paged {
+            let c = &mut *ctxt;
+            let xid = c.call.xid;
+            let inline = c.call.inline(msg.bytes());
+            match &paged {
                 Some(paged) => self.assemble_paged(rqst, xid, inline, paged),
-                None => call.pcl().and_then(|pcl| {
-                    let done = self.assemble(rqst, xid, &pcl, inline, Some(&work))?;
-                    if done {
-                        count_read_call(None);
-                    }
-                    Ok(done)
-                }),
+                None => {
+                    let pieces = Some(c.read_pieces.as_slice());
+                    c.call.pcl().and_then(|pcl| {
+                        let done = self.assemble(rqst, xid, &pcl, inline, pieces)?;
+                        if done {
+                            count_read_call(None);
+                        }
+                        Ok(done)
+                    })
+                }
             }
         };
         // The inline body is in the request's pages now (or the Call was
-        // answered): its Receive may be posted again.
-        self.release_msg(msg);
+        // answered): its Receive may be posted again. A Call to serve
+        // leaves it to its request, whose release queues it for reposting
+        // under the lock it takes anyway (`release_ctxt`).
+        if matches!(assembled, Ok(true)) {
+            ctxt.held_recv = msg.release();
+        } else {
+            self.release_msg(msg);
+        }
         // Kept for the next Call's sinks only once emptied.
-        ctxt.spare_sinks = work
-            .paged
-            .take()
+        ctxt.spare_sinks = paged
             .map(PagedSinks::into_sinks)
             .filter(|s| s.handed_over());
-        ctxt.read_pieces = work.recycle(&s.cache);
+        recycle(&mut ctxt.read_pieces, &s.cache);
         match assembled {
             Ok(true) => Ok(Some(ctxt)),
             Ok(false) => Ok(None),
@@ -229,7 +230,7 @@ impl Conn {
         xid: u32,
         pcl: &ParsedChunks<'_>,
         inline: &[u8],
-        work: Option<&ReadWork>,
+        pieces: Option<&[ReadPiece]>,
     ) -> Result<bool> {
         // The request finishing the Call may have other pages than the one
         // that started it: checked again.
@@ -237,6 +238,6 @@ impl Conn {
             self.send_err_chunk(xid);
             return Ok(false);
         };
-        self.assemble_in(rqst, xid, &layout, inline, work)
+        self.assemble_in(rqst, xid, &layout, inline, pieces)
     }
 }

@@ -17,8 +17,11 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, SpinLock};
 
 struct OpState {
-    /// Posted Reads whose completion has not run yet.
-    pending: u32,
+    /// Reads posted less Reads completed. The thread that holds the work
+    /// adds the Reads it posted when it puts the work back
+    /// ([`ReadOp::put_back`]), so completions that come before take this
+    /// below zero meanwhile: a post takes no lock of its own.
+    pending: i32,
     /// A Read failed (or was flushed).
     failed: bool,
     /// Kept as is until the connection is freed: a registration posted
@@ -36,8 +39,9 @@ struct OpState {
 ///
 /// When `pending` drops to zero while the work is parked here (and not
 /// held), the operation is queued on its connection's read-complete queue
-/// exactly once; a thread that takes the work puts it back and queues the
-/// operation itself if nothing is pending by then.
+/// exactly once; a thread that takes the work puts it back with the
+/// Reads it posted and queues the operation itself if nothing is pending
+/// by then. Only the thread holding the work posts the operation's Reads.
 #[pin_data]
 pub(super) struct ReadOp {
     #[pin]
@@ -106,22 +110,20 @@ impl ReadOp {
         )
     }
 
-    /// The operation again for another Call, if nothing else holds it
-    /// (the completion of its last Read may not have dropped its handler
-    /// yet) and it ended well: then it is as [`Self::new`] made it.
-    pub(super) fn reusable(this: Arc<Self>) -> Option<Arc<Self>> {
-        let unique = Arc::into_unique_or_drop(this)?;
-        let clean = {
-            let st = unique.state.lock();
-            st.pending == 0 && !st.failed && !st.hold && st.work.is_none()
-        };
-        clean.then(|| unique.into())
+    /// The operation again for another Call, once [`Self::take`] gave its
+    /// work out finished (every Read it posted completed well, and the
+    /// work was not put back since), unless a completion handler still
+    /// holds a reference (the last Read's may not have dropped it yet):
+    /// then it is as [`Self::new`] made it, and no lock is needed to see
+    /// that.
+    pub(super) fn reuse_finished(this: Arc<Self>) -> Option<Arc<Self>> {
+        Arc::into_unique_or_drop(this).map(Into::into)
     }
 
     /// Takes the work out (after the operation came off a queue).
     pub(super) fn take(&self) -> Taken {
         let mut st = self.state.lock();
-        if st.hold || st.pending > 0 {
+        if st.hold || st.pending != 0 {
             return Taken::Nothing;
         }
         match st.work.take() {
@@ -131,10 +133,14 @@ impl ReadOp {
         }
     }
 
-    /// Puts the work back; `true` if no Read is pending, so the caller
-    /// must queue the operation again.
-    pub(super) fn put_back(&self, work: ReadWork) -> bool {
+    /// Puts the work back with the number of Reads posted since it was
+    /// taken; `true` if no Read is pending, so the caller must queue the
+    /// operation again.
+    pub(super) fn put_back(&self, work: ReadWork, posted: usize) -> bool {
         let mut st = self.state.lock();
+        st.pending = st
+            .pending
+            .saturating_add(i32::try_from(posted).unwrap_or(i32::MAX));
         st.work = Some(work);
         st.pending == 0
     }
@@ -148,13 +154,7 @@ impl ReadOp {
         st.work = Some(work);
     }
 
-    pub(super) fn add_pending(&self) {
-        let mut st = self.state.lock();
-        st.pending = st.pending.saturating_add(1);
-    }
-
-    /// One Read completed (or was not posted after all); `true` if the
-    /// operation must now be queued.
+    /// One Read completed; `true` if the operation must now be queued.
     pub(super) fn done(&self, ok: bool) -> bool {
         let mut st = self.state.lock();
         st.pending = st.pending.saturating_sub(1);

@@ -14,6 +14,7 @@ use crate::rust::rdma::verbs::WorkCompletion;
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::{Arc, SpinLock};
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
@@ -33,8 +34,10 @@ pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
 ///
 /// # Invariants
 ///
-/// `ready`, `sq_wait` and `dead` hold distinct operations, at most `reads`
-/// of them together, and `reads <= max_reads`, each list's capacity: so
+/// `ready`, `sq_wait` and `dead` hold distinct operations, at most
+/// [`RecvQ::reads`] of them together (each is counted there before it
+/// is first posted and until it was taken off them for good), and that
+/// count is at most [`RecvQ::max_reads`], each list's capacity: so
 /// pushing (from completion handlers too) never allocates and never fails.
 pub(super) struct Ring {
     pub(super) slots: KVec<(usize, u32)>,
@@ -49,14 +52,6 @@ pub(super) struct Ring {
     pub(super) sq_wait: KVec<Arc<ReadOp>>,
     /// Calls given up on that must outlive the queue pair's drain.
     pub(super) dead: KVec<Arc<ReadOp>>,
-    /// Calls being read (counted from the first post to assembly).
-    pub(super) reads: u32,
-    /// Operations of Calls read earlier, reused by the next Calls with
-    /// Read chunks: at most `max_reads` of them, the list's capacity.
-    pub(super) ops: KVec<Arc<ReadOp>>,
-    /// At most this many Calls are read at once: the credit grant, which
-    /// a client never exceeds (a Call being read has no Reply yet).
-    pub(super) max_reads: u32,
     /// Allocations of released request states, reused by the next Calls
     /// (C keeps its receive contexts on a free list): at most the credit
     /// grant of them, the list's capacity.
@@ -182,6 +177,13 @@ pub(super) struct RecvQ {
     /// The connection's send queue gate, where a Read's completion
     /// returns its slots.
     pub(super) sq: Arc<SqGate>,
+    /// Calls being read, counted from their first post to their assembly
+    /// (or for good, if given up on with Reads posted): an atomic, so
+    /// that neither end takes the ring's lock for it.
+    pub(super) reads: Atomic<u32>,
+    /// At most this many Calls are read at once: the credit grant, which
+    /// a client never exceeds (a Call being read has no Reply yet).
+    pub(super) max_reads: u32,
 }
 
 impl RecvQ {
@@ -239,18 +241,26 @@ impl RecvQ {
         drop(lost);
     }
 
-    /// A Call being read was assembled or given up on; its operation,
-    /// when the Call was assembled, is kept for the next Call if it can be
-    /// reused ([`ReadOp::reusable`]).
-    pub(super) fn read_finished(&self, op: Option<Arc<ReadOp>>) {
-        let op = op.and_then(ReadOp::reusable);
-        let rejected = {
-            let mut r = self.ring.lock();
-            r.reads = r.reads.saturating_sub(1);
-            op.and_then(|op| r.ops.push_within_capacity(op).err())
-        };
-        // Freed outside the lock.
-        drop(rejected);
+    /// Counts a Call to be read, unless [`Self::max_reads`] are.
+    pub(super) fn try_admit_read(&self) -> bool {
+        let mut n = self.reads.load(Relaxed);
+        loop {
+            if n >= self.max_reads {
+                return false;
+            }
+            // Acquire: the operation a finished Call's count was given
+            // back for is off the ring's lists (`read_finished`).
+            match self.reads.cmpxchg(n, n + 1, Acquire) {
+                Ok(_) => return true,
+                Err(now) => n = now,
+            }
+        }
+    }
+
+    /// A Call being read was assembled or given up on, its operation off
+    /// the ring's lists.
+    pub(super) fn read_finished(&self) {
+        self.reads.fetch_sub(1, Release);
     }
 }
 

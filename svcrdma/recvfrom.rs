@@ -9,7 +9,7 @@
 //! a later `xpo_recvfrom` finishes the Call.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{plan_reads, CallMsg, ReadWork};
+use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::stats::{stat_add, Stat};
@@ -107,7 +107,7 @@ impl Conn {
                         ctxt.held_recv = Some(slot);
                         Ok(Served::Kept(Some(ctxt)))
                     }
-                    Processed::Read(ctxt, paged) => {
+                    Processed::Read(mut ctxt, paged) => {
                         // The Receive stays with the Call while it is read
                         // when the hold allows (C keeps `rc_recv_buf` with
                         // the receive context); else its bytes are copied
@@ -118,8 +118,9 @@ impl Conn {
                             CallMsg::copy(loan.bytes())?
                         };
                         let held = msg.holds_recv();
+                        let op = ctxt.read_op.take();
                         let work = ReadWork::new(msg, ctxt, paged, &s.read_sinks)?;
-                        match (self.start_reads(work)?, held) {
+                        match (self.start_reads(work, op)?, held) {
                             (true, true) => Ok(Served::Kept(None)),
                             _ => Ok(Served::Repost(None)),
                         }
@@ -230,6 +231,27 @@ impl Conn {
         if f.read_chunk {
             let c = &mut *ctxt;
             c.call.set_decoded(f.xid, f.header_len, f.layout);
+            // An NFS WRITE's data read into pages of its own: laid out
+            // and planned from the chunk the decoder stored, with no
+            // lists parsed again.
+            let s = &self.shared;
+            let (arg_max, arg_pages) = (rqst.arg_max(), rqst.arg_pages());
+            let paged = c
+                .call
+                .only_read_chunk()
+                .filter(|_| s.read_sinks.land_in_pages())
+                .and_then(|(chunk, segs)| {
+                    let (pos, len) = (chunk.position, chunk.length);
+                    PagedCall::of_one_chunk(pos, len, inline.len(), arg_max, PAGE_SIZE, arg_pages)
+                        .map(|layout| (layout, segs))
+                });
+            if let Some((layout, segs)) = paged {
+                let piece = s.read_sinks.piece_size();
+                plan_chunk_reads(segs, layout.chunk_len, piece, &mut c.read_pieces)?;
+                let spare = c.spare_sinks.take();
+                let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
+                return Ok(Processed::Read(ctxt, Some((layout, sinks))));
+            }
             let spare = c.spare_sinks.take();
             let pcl = c.call.pcl()?;
             let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
@@ -381,7 +403,7 @@ impl Conn {
         xid: u32,
         layout: &CallLayout<'_>,
         inline: &[u8],
-        work: Option<&ReadWork>,
+        pieces: Option<&[ReadPiece]>,
     ) -> Result<bool> {
         rqst.set_arg(layout.total())?;
         for step in layout.steps() {
@@ -400,7 +422,7 @@ impl Conn {
                     let end = start.checked_add(usize_of(len)?).ok_or(EINVAL)?;
                     rqst.write_arg(at, inline.get(start..end).ok_or(EINVAL)?)?;
                 }
-                Source::Chunk { src, start, len } => copy_read(rqst, work, src, start, len, at)?,
+                Source::Chunk { src, start, len } => copy_read(rqst, pieces, src, start, len, at)?,
                 Source::Pad { len } => {
                     rqst.write_arg(at, [0u8; 4].get(..usize_of(len)?).ok_or(EINVAL)?)?;
                 }

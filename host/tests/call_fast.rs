@@ -12,6 +12,7 @@ use rpcrdma_proto::proto::call_fast::decode_call_fast;
 use rpcrdma_proto::proto::decode::decode_call;
 use rpcrdma_proto::proto::msg::{DecodeLimits, Segment};
 use rpcrdma_proto::proto::pcl::{ParsedChunks, PclChunk};
+use rpcrdma_proto::proto::svc_call::{CallLayout, PagedCall};
 
 const LIM: DecodeLimits = DecodeLimits {
     max_segments_per_chunk: 8,
@@ -52,6 +53,12 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
     prop_assert!(pcl.is_ok(), "build refused: {:?}", pcl);
     let layout = pcl.unwrap().layout();
     prop_assert_eq!(&layout, &f.layout);
+    // The Read chunk as the layout finds it in the storage (copied out:
+    // the parsed lists below borrow the storage).
+    let only = f
+        .layout
+        .only_read_chunk(&chunks, &segs)
+        .map(|(c, s)| (*c, s.to_vec()));
     let fast = ParsedChunks::from_layout(&f.layout, &mut chunks, &segs).unwrap();
     let mut gc2 = gc.clone();
     let general = ParsedChunks::from_layout(&layout, &mut gc2, &gs).unwrap();
@@ -61,6 +68,21 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
     prop_assert_eq!(f.read_chunk, !fast.read_chunks().is_empty());
     for (a, b) in fast.read_chunks().iter().zip(general.read_chunks()) {
         prop_assert_eq!(fast.segments(a), general.segments(b));
+    }
+    // That Read chunk, and the paged layout decided from it alone, against
+    // the general path's.
+    prop_assert_eq!(only.is_some(), f.read_chunk);
+    if let (Some((c, s)), [chunk]) = (&only, general.read_chunks()) {
+        prop_assert_eq!((c.position, c.length), (chunk.position, chunk.length));
+        prop_assert_eq!(&s[..], general.segments(chunk));
+        let inline_len = buf.len() - f.header_len;
+        for (arg_max, page, pages) in [(1 << 20, 4096, 257), (300, 4096, 2), (4096, 64, 8)] {
+            let general_paged = CallLayout::new(&general, inline_len, arg_max)
+                .and_then(|_| PagedCall::new(&general, inline_len, page, pages));
+            let fast_paged =
+                PagedCall::of_one_chunk(c.position, c.length, inline_len, arg_max, page, pages);
+            prop_assert_eq!(fast_paged, general_paged);
+        }
     }
     prop_assert_eq!(fast.write_chunks(), general.write_chunks());
     prop_assert_eq!(fast.reply_chunk(), general.reply_chunk());

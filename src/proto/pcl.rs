@@ -145,6 +145,26 @@ impl ChunkLayout {
         }
     }
 
+    /// The Read chunk of lists with no call chunk and exactly one Read
+    /// chunk (an NFS WRITE's), with its segments, from `chunk_store` and
+    /// `segment_store` as this layout places the lists, without building
+    /// them again; `None` for any other lists or storage that does not
+    /// hold them.
+    pub fn only_read_chunk<'s>(
+        &self,
+        chunk_store: &'s [PclChunk],
+        segment_store: &'s [Segment],
+    ) -> Option<(&'s PclChunk, &'s [Segment])> {
+        if self.read != 0 || self.write != 1 {
+            return None;
+        }
+        let chunk = chunk_store.first()?;
+        let first = usize::try_from(chunk.first_segment).ok()?;
+        let count = usize::try_from(chunk.segcount).ok()?;
+        let segs = segment_store.get(first..first.checked_add(count)?)?;
+        Some((chunk, segs))
+    }
+
     /// The length of Write chunk `index` in `chunk_store` as this layout
     /// places the lists (see [`ParsedChunks::from_layout`]), without
     /// building the lists again; `None` past the last Write chunk or the

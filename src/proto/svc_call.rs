@@ -277,4 +277,45 @@ impl PagedCall {
             pages,
         })
     }
+
+    /// The paged layout of a Call with no call chunk and one Read chunk,
+    /// `length` bytes at `position`, over an inline body of `inline_len`
+    /// bytes: what [`CallLayout::new`] (with `arg_max`) and then
+    /// [`Self::new`] decide for it, from the two numbers a one-pass
+    /// decoder found, without the parsed lists (the host property test
+    /// `svc_call` holds the two ways to the same answers). `None` when
+    /// either would refuse it: the Call then goes the general way, which
+    /// answers or copies it.
+    pub fn of_one_chunk(
+        position: u32,
+        length: u32,
+        inline_len: usize,
+        arg_max: u32,
+        page_size: usize,
+        max_pages: usize,
+    ) -> Option<Self> {
+        if length == 0 || inline_len > page_size || page_size == 0 {
+            return None;
+        }
+        let base_len = u32::try_from(inline_len).ok()?;
+        // One chunk's regions are consistent when it starts in the base.
+        if position > base_len {
+            return None;
+        }
+        let padded_len = align_up_u32(length)?;
+        let total = base_len.checked_add(padded_len)?;
+        if total > arg_max {
+            return None;
+        }
+        let pages = usize::try_from(padded_len).ok()?.div_ceil(page_size);
+        if pages.checked_add(1)? > max_pages {
+            return None;
+        }
+        Some(Self {
+            position,
+            chunk_len: length,
+            padded_len,
+            pages,
+        })
+    }
 }
