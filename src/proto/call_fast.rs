@@ -51,6 +51,10 @@ pub struct FastCall {
     pub no_chunks: bool,
 }
 
+/// Length of the transport header of a Call without chunks: XID,
+/// version, credits, procedure and three empty lists.
+const NO_CHUNKS_HEADER_LEN: usize = 28;
+
 /// The big-endian word at byte `at` of `buf`.
 #[inline(always)]
 fn word(buf: &[u8], at: usize) -> Option<u32> {
@@ -189,6 +193,18 @@ pub fn decode_call_fast<'s>(
         1 => true,
         _ => return None,
     };
+    if !has_read && word(buf, 20)? == 0 && word(buf, 24)? == 0 {
+        // No chunk at all (a GETATTR, most metadata): three empty lists,
+        // seven words of header, and no storage asked for.
+        return Some(FastCall {
+            xid,
+            credits,
+            header_len: NO_CHUNKS_HEADER_LEN,
+            layout: ChunkLayout::of_lists(0, 0, 0, 0),
+            read_chunk: false,
+            no_chunks: true,
+        });
+    }
     let (chunks, segs) = store()?;
     let mut fill = Fill {
         chunks,
