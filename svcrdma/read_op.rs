@@ -14,43 +14,43 @@ use crate::rust::rdma::read_slots::{ReadSlots, ReadSlotsOwner};
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::new_spinlock;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 use kernel::sync::{Arc, SpinLock};
 
-struct OpState {
-    /// Reads posted less Reads completed. The thread that holds the work
-    /// adds the Reads it posted when it puts the work back
-    /// ([`ReadOp::put_back`]), so completions that come before take this
-    /// below zero meanwhile: a post takes no lock of its own.
-    pending: i32,
-    /// A Read failed (or was flushed).
-    failed: bool,
-    /// Kept as is until the connection is freed: a registration posted
-    /// for a Read that could not be posted still names one of its sinks
-    /// (see [`Io::post_reads`]).
-    hold: bool,
-    /// The work, while no thread has it.
-    work: Option<ReadWork>,
-}
+/// Added to [`ReadOp::state`] while the work is parked in the operation.
+const PARKED: i32 = 1 << 30;
 
 /// A Call being read: shared by the completion handlers of its Reads,
 /// the connection's queues and the thread that works on it.
 ///
 /// # Invariants
 ///
-/// When `pending` drops to zero while the work is parked here (and not
-/// held), the operation is queued on its connection's read-complete queue
-/// exactly once; a thread that takes the work puts it back with the
-/// Reads it posted and queues the operation itself if nothing is pending
-/// by then. Only the thread holding the work posts the operation's Reads.
+/// `state` is the number of Reads posted less those completed, plus
+/// [`PARKED`] while the work is parked in `work`. The thread that holds
+/// the work adds the Reads it posted when it parks it again
+/// ([`ReadOp::put_back`]), so completions that come first take the count
+/// below zero meanwhile (a post takes no lock); only that thread posts
+/// the operation's Reads. Whoever brings `state` to exactly [`PARKED`]
+/// (the last completion, or the thread parking the work with nothing
+/// pending) queues the operation on its connection's read-complete queue,
+/// exactly once; the thread that takes it off a queue finds `state` at
+/// [`PARKED`] and sets it to zero. A held operation ([`ReadOp::hold`]) is
+/// never parked, so never queued.
 #[pin_data]
 pub(super) struct ReadOp {
+    state: Atomic<i32>,
+    /// Set (to 1) when a Read failed or was flushed, before the
+    /// completion's decrement.
+    failed: Atomic<u32>,
+    /// The work, while no thread has it; locked only by threads, never by
+    /// a completion.
     #[pin]
-    state: SpinLock<OpState>,
+    work: SpinLock<Option<ReadWork>>,
     /// The completion entries of the Call's Reads into its pages (C
     /// `svc_rdma_chunk_ctxt` in the receive context). Each posted Read
     /// keeps the connection's receive queues, where the operation goes
     /// when its last Read completes: the operation holds no reference to
-    /// its connection, which keeps idle operations for reuse.
+    /// its connection, so a request's state may keep it for reuse.
     pub(super) slots: ReadSlots<ReadOp>,
 }
 
@@ -100,10 +100,9 @@ impl ReadOp {
     pub(super) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_spinlock!(
-                    OpState { pending: 0, failed: false, hold: false, work: None },
-                    "svcrdma::read_op"
-                ),
+                state: Atomic::new(0),
+                failed: Atomic::new(0),
+                work <- new_spinlock!(None, "svcrdma::read_op"),
                 slots: ReadSlots::new(),
             }),
             GFP_KERNEL,
@@ -114,54 +113,53 @@ impl ReadOp {
     /// work out finished (every Read it posted completed well, and the
     /// work was not put back since), unless a completion handler still
     /// holds a reference (the last Read's may not have dropped it yet):
-    /// then it is as [`Self::new`] made it, and no lock is needed to see
-    /// that.
+    /// then it is as [`Self::new`] made it.
     pub(super) fn reuse_finished(this: Arc<Self>) -> Option<Arc<Self>> {
         Arc::into_unique_or_drop(this).map(Into::into)
     }
 
     /// Takes the work out (after the operation came off a queue).
     pub(super) fn take(&self) -> Taken {
-        let mut st = self.state.lock();
-        if st.hold || st.pending != 0 {
+        // Acquire: what the completions that counted down wrote (`failed`).
+        if self.state.load(Acquire) != PARKED {
             return Taken::Nothing;
         }
-        match st.work.take() {
-            Some(w) if st.failed => Taken::Failed(w),
+        // Nothing is posted: no completion touches the count until this
+        // thread posts again.
+        self.state.store(0, Relaxed);
+        match self.work.lock().take() {
+            Some(w) if self.failed.load(Relaxed) != 0 => Taken::Failed(w),
             Some(w) => Taken::Work(w),
             None => Taken::Nothing,
         }
     }
 
-    /// Puts the work back with the number of Reads posted since it was
-    /// taken; `true` if no Read is pending, so the caller must queue the
+    /// Parks the work with the number of Reads posted since it was taken;
+    /// `true` if no Read is pending, so the caller must queue the
     /// operation again.
     pub(super) fn put_back(&self, work: ReadWork, posted: usize) -> bool {
-        let mut st = self.state.lock();
-        st.pending = st
-            .pending
-            .saturating_add(i32::try_from(posted).unwrap_or(i32::MAX));
-        st.work = Some(work);
-        st.pending == 0
+        *self.work.lock() = Some(work);
+        let add = i32::try_from(posted).unwrap_or(0).wrapping_add(PARKED);
+        // Full: the work is parked before a completion can see the
+        // operation parked, and the completions' writes are seen here.
+        self.state.fetch_add(add, Full).wrapping_add(add) == PARKED
     }
 
-    /// Puts the work back for good: it is freed with the connection, after
-    /// its queue pair was drained.
+    /// Keeps the work for good, never queued: it is freed with the
+    /// connection, after its queue pair was drained.
     pub(super) fn hold(&self, work: ReadWork) {
-        let mut st = self.state.lock();
-        st.failed = true;
-        st.hold = true;
-        st.work = Some(work);
+        self.failed.store(1, Relaxed);
+        *self.work.lock() = Some(work);
     }
 
     /// One Read completed; `true` if the operation must now be queued.
     pub(super) fn done(&self, ok: bool) -> bool {
-        let mut st = self.state.lock();
-        st.pending = st.pending.saturating_sub(1);
         if !ok {
-            st.failed = true;
+            self.failed.store(1, Relaxed);
         }
-        st.pending == 0 && st.work.is_some() && !st.hold
+        // Full: `failed` before the count, for the thread that takes
+        // the work; the parking thread's writes before a queue.
+        self.state.fetch_sub(1, Full).wrapping_sub(1) == PARKED
     }
 }
 
