@@ -182,6 +182,12 @@ impl DecodedCall {
             .only_read_chunk(self.store.chunks.as_slice(), self.store.segs.as_slice())
     }
 
+    /// The R_key a Reply may invalidate (see `ParsedChunks::inv_rkey`),
+    /// from the store, with no lists built.
+    pub(super) fn inv_rkey(&self) -> Option<u32> {
+        self.layout.inv_rkey(self.store.segs.as_slice())
+    }
+
     /// The parsed chunk lists again.
     pub(super) fn pcl(&mut self) -> Result<ParsedChunks<'_>> {
         ParsedChunks::from_layout(

@@ -83,7 +83,7 @@ impl Conn {
         if ctxt.call.has_no_result_chunks() {
             // A WRITE's Read chunk names the key the Reply may invalidate.
             let inv = match s.snd_w_inv && !ctxt.call.has_no_chunks() {
-                true => ctxt.call.pcl()?.inv_rkey(),
+                true => ctxt.call.inv_rkey(),
                 false => None,
             };
             if let Some(res) = self.send_plain_reply(rqst, xid, inv) {

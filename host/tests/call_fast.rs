@@ -59,6 +59,7 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
         .layout
         .only_read_chunk(&chunks, &segs)
         .map(|(c, s)| (*c, s.to_vec()));
+    let fast_inv = f.layout.inv_rkey(&segs);
     let fast = ParsedChunks::from_layout(&f.layout, &mut chunks, &segs).unwrap();
     let mut gc2 = gc.clone();
     let general = ParsedChunks::from_layout(&layout, &mut gc2, &gs).unwrap();
@@ -84,6 +85,7 @@ fn agrees(buf: &[u8], lim: &DecodeLimits) -> Result<bool, TestCaseError> {
             prop_assert_eq!(fast_paged, general_paged);
         }
     }
+    prop_assert_eq!(fast_inv, general.inv_rkey());
     prop_assert_eq!(fast.write_chunks(), general.write_chunks());
     prop_assert_eq!(fast.reply_chunk(), general.reply_chunk());
     for (a, b) in fast.write_chunks().iter().zip(general.write_chunks()) {

@@ -145,6 +145,17 @@ impl ChunkLayout {
         }
     }
 
+    /// The R_key the server may invalidate with Send With Invalidate, as
+    /// [`ParsedChunks::inv_rkey`] says of the lists this layout places in
+    /// `segment_store`, without building them again (a Reply to an NFS
+    /// WRITE asks only this of its Call's lists); `None` also for storage
+    /// that does not hold them.
+    pub fn inv_rkey(&self, segment_store: &[Segment]) -> Option<u32> {
+        let mut handles = segment_store.get(..self.segments)?.iter().map(|s| s.handle);
+        let first = handles.next()?;
+        handles.all(|h| h == first).then_some(first)
+    }
+
     /// The Read chunk of lists with no call chunk and exactly one Read
     /// chunk (an NFS WRITE's), with its segments, from `chunk_store` and
     /// `segment_store` as this layout places the lists, without building
