@@ -150,6 +150,11 @@ pub(super) fn plan_chunk_reads(
 ) -> Result {
     pieces.clear();
     let total = usize::try_from(length).map_err(|_| EINVAL)?;
+    // The usual WRITE: one segment, one piece, not cut by the iterator.
+    if let Some(p) = Pieces::single(segs, total, piece_size) {
+        pieces.push(planned((FIRST_READ_CHUNK, p)), GFP_KERNEL)?;
+        return Ok(());
+    }
     // As `CallReadPieces::max_count` bounds it.
     let most = (total / piece_size.max(1)).saturating_add(segs.len());
     pieces.reserve(most, GFP_KERNEL)?;

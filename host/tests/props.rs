@@ -10,7 +10,7 @@ use rpcrdma_proto::proto::encode::{
 use rpcrdma_proto::proto::golden::compare_header;
 use rpcrdma_proto::proto::msg::{Body, DecodeLimits, ErrorBody, Header, ReadSegment, Segment};
 use rpcrdma_proto::proto::pcl::{NonPayloadRegions, ParsedChunks, PclChunk, PclError, ReadRegion};
-use rpcrdma_proto::proto::pieces::{page_spans, CallReadPieces};
+use rpcrdma_proto::proto::pieces::{page_spans, CallReadPieces, Pieces};
 use rpcrdma_proto::proto::svc_call::PagedCall;
 use rpcrdma_proto::proto::svc_reply::ReplyBody;
 use rpcrdma_proto::proto::xdr::XdrWriter;
@@ -549,5 +549,38 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(4000))]
+
+    /// `Pieces::single` is the one piece the cutter cuts, or `None` when
+    /// the cutter cuts anything else.
+    #[test]
+    fn a_single_piece_is_what_the_cutter_cuts(
+        raw in prop::collection::vec(
+            (any::<u32>(), prop_oneof![0u32..70_000, any::<u32>()], any::<u64>()),
+            0..3,
+        ),
+        total in prop_oneof![0usize..70_000, Just(4096)],
+        max_piece in prop_oneof![0usize..70_000, Just(4096), Just(118_784)],
+        whole in any::<bool>(),
+    ) {
+        let segs: Vec<Segment> = raw
+            .iter()
+            .map(|&(h, l, a)| Segment::new(h, l, a))
+            .collect();
+        // Often the segment's own length, so that the single case occurs.
+        let total = match (whole, segs.first()) {
+            (true, Some(s)) => s.length as usize,
+            _ => total,
+        };
+        let cut: Vec<_> = Pieces::new(&segs, total, max_piece).collect();
+        match Pieces::single(&segs, total, max_piece) {
+            Some(p) => prop_assert_eq!(cut, vec![Ok(p)]),
+            None => prop_assert!(segs.len() != 1 || cut.len() != 1 || cut[0].is_err()
+                || cut[0].as_ref().is_ok_and(|p| p.len != segs[0].length as usize)),
+        }
     }
 }

@@ -95,6 +95,27 @@ impl<'s> Pieces<'s> {
         }
     }
 
+    /// The one piece [`Self::new`] would cut `total` bytes of `segs` into
+    /// when they are one segment of exactly `total` bytes, at most
+    /// `max_piece` (an NFS WRITE's usual chunk); `None` for anything else,
+    /// which the iterator cuts (the host property test
+    /// `a_single_piece_is_what_the_cutter_cuts` holds the two equal).
+    pub fn single(segs: &[Segment], total: usize, max_piece: usize) -> Option<Piece> {
+        let [s] = segs else {
+            return None;
+        };
+        let len = usize::try_from(s.length).ok()?;
+        if len != total || len == 0 || len > max_piece.max(1) {
+            return None;
+        }
+        Some(Piece {
+            off: 0,
+            len,
+            addr: s.offset,
+            rkey: s.handle,
+        })
+    }
+
     fn fail(&mut self, e: PieceError) -> Option<Result<Piece, PieceError>> {
         self.finished = true;
         Some(Err(e))
