@@ -151,9 +151,7 @@ impl ChunkLayout {
     /// WRITE asks only this of its Call's lists); `None` also for storage
     /// that does not hold them.
     pub fn inv_rkey(&self, segment_store: &[Segment]) -> Option<u32> {
-        let mut handles = segment_store.get(..self.segments)?.iter().map(|s| s.handle);
-        let first = handles.next()?;
-        handles.all(|h| h == first).then_some(first)
+        single_handle(segment_store.get(..self.segments)?)
     }
 
     /// The Read chunk of lists with no call chunk and exactly one Read
@@ -170,10 +168,7 @@ impl ChunkLayout {
             return None;
         }
         let chunk = chunk_store.first()?;
-        let first = usize::try_from(chunk.first_segment).ok()?;
-        let count = usize::try_from(chunk.segcount).ok()?;
-        let segs = segment_store.get(first..first.checked_add(count)?)?;
-        Some((chunk, segs))
+        Some((chunk, segments_of(segment_store, chunk)?))
     }
 
     /// The length of Write chunk `index` in `chunk_store` as this layout
@@ -414,16 +409,7 @@ impl<'s> ParsedChunks<'s> {
 
     /// The segments of `chunk` (a chunk of this list).
     pub fn segments(&self, chunk: &PclChunk) -> &[Segment] {
-        let Ok(first) = usize::try_from(chunk.first_segment) else {
-            return &[];
-        };
-        let Ok(count) = usize::try_from(chunk.segcount) else {
-            return &[];
-        };
-        first
-            .checked_add(count)
-            .and_then(|end| self.segments.get(first..end))
-            .unwrap_or(&[])
+        segments_of(self.segments, chunk).unwrap_or(&[])
     }
 
     /// Records that the result payload for Write chunk `index` sits at
@@ -611,14 +597,24 @@ impl<'s> ParsedChunks<'s> {
     /// exactly one (C `svc_rdma_get_inv_rkey()`, which uses 0 as "none"
     /// and so mishandles a real handle of 0).
     pub fn inv_rkey(&self) -> Option<u32> {
-        let mut handles = self.segments.iter().map(|s| s.handle);
-        let first = handles.next()?;
-        if handles.all(|h| h == first) {
-            Some(first)
-        } else {
-            None
-        }
+        single_handle(self.segments)
     }
+}
+
+/// The segments of `chunk` in `segment_store`; `None` if it does not hold
+/// them.
+fn segments_of<'s>(segment_store: &'s [Segment], chunk: &PclChunk) -> Option<&'s [Segment]> {
+    let first = usize::try_from(chunk.first_segment).ok()?;
+    let count = usize::try_from(chunk.segcount).ok()?;
+    segment_store.get(first..first.checked_add(count)?)
+}
+
+/// The one handle every segment of `segments` uses, if there is exactly
+/// one.
+fn single_handle(segments: &[Segment]) -> Option<u32> {
+    let mut handles = segments.iter().map(|s| s.handle);
+    let first = handles.next()?;
+    handles.all(|h| h == first).then_some(first)
 }
 
 /// Smallest non-zero Read position greater than `last`.

@@ -262,17 +262,28 @@ impl PagedCall {
         let [chunk] = pcl.read_chunks() else {
             return None;
         };
-        if chunk.length == 0 || usize::try_from(chunk.position).ok()? > inline_len {
+        if usize::try_from(chunk.position).ok()? > inline_len {
             return None;
         }
-        let padded_len = align_up_u32(chunk.length)?;
+        Self::in_pages(chunk.position, chunk.length, page_size, max_pages)
+    }
+
+    /// The layout of a chunk of `length` bytes at `position` (checked to
+    /// be within an inline body that fits a page) in pages of
+    /// `page_size` bytes (not zero), the head page and the chunk's within
+    /// `max_pages`.
+    fn in_pages(position: u32, length: u32, page_size: usize, max_pages: usize) -> Option<Self> {
+        if length == 0 {
+            return None;
+        }
+        let padded_len = align_up_u32(length)?;
         let pages = usize::try_from(padded_len).ok()?.div_ceil(page_size);
         if pages.checked_add(1)? > max_pages {
             return None;
         }
         Some(Self {
-            position: chunk.position,
-            chunk_len: chunk.length,
+            position,
+            chunk_len: length,
             padded_len,
             pages,
         })
@@ -294,7 +305,7 @@ impl PagedCall {
         page_size: usize,
         max_pages: usize,
     ) -> Option<Self> {
-        if length == 0 || inline_len > page_size || page_size == 0 {
+        if inline_len > page_size || page_size == 0 {
             return None;
         }
         let base_len = u32::try_from(inline_len).ok()?;
@@ -302,20 +313,10 @@ impl PagedCall {
         if position > base_len {
             return None;
         }
-        let padded_len = align_up_u32(length)?;
-        let total = base_len.checked_add(padded_len)?;
+        let total = base_len.checked_add(align_up_u32(length)?)?;
         if total > arg_max {
             return None;
         }
-        let pages = usize::try_from(padded_len).ok()?.div_ceil(page_size);
-        if pages.checked_add(1)? > max_pages {
-            return None;
-        }
-        Some(Self {
-            position,
-            chunk_len: length,
-            padded_len,
-            pages,
-        })
+        Self::in_pages(position, length, page_size, max_pages)
     }
 }
