@@ -28,7 +28,7 @@ pub mod regcache;
 mod client_hostile;
 mod client_tests;
 mod proto_tests;
-mod read_slots_tests;
+mod read_ctxts_tests;
 mod recv_slots_tests;
 mod send_pool_tests;
 mod svc_hostile;

@@ -8,6 +8,7 @@
 use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
+use super::read_op::ReadOp;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
 use super::recv_queue::{RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
@@ -18,6 +19,7 @@ use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::rdma::cm::{CmEvent, CmHandler};
+use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::RecvSlots;
 use crate::rust::rdma::sink_pool::SinkMrPool;
 use crate::rust::rdma::verbs::{ConnParam, Endpoint, EndpointConfig, MAX_SGE};
@@ -136,7 +138,6 @@ impl Conn {
         let reads_cap = usize_of(max_reads)?;
         let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
-        let dead = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let sq: Arc<SqGate> = SqGate::new(
@@ -148,6 +149,7 @@ impl Conn {
         )?;
         let rq_sq = sq.clone();
         let recvs = RecvSlots::new(&ep, nrecv, usize_of(neg.inline_recv)?)?;
+        let ops = ReadCtxts::new(reads_cap, ReadOp::new)?;
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
                 recvs,
@@ -159,7 +161,6 @@ impl Conn {
                         repost,
                         ready,
                         sq_wait,
-                        dead,
                         ctxts,
                         held: 0,
                         max_held: sizing.held_recvs,
@@ -168,8 +169,7 @@ impl Conn {
                 ),
                 link: rq_link,
                 sq: rq_sq,
-                reads: Atomic::new(0),
-                max_reads,
+                ops,
             }),
             GFP_KERNEL,
         )?;

@@ -18,7 +18,6 @@
 
 use super::cache::BufCache;
 use super::read::ReadPiece;
-use super::read_op::ReadOp;
 use super::read_sinks::ReadSinks;
 use super::recv_queue::{RecvQ, RECV_BATCH};
 use super::rw::Io;
@@ -235,9 +234,6 @@ pub(crate) struct CallCtxt {
     /// pages handed to the request): the next one's are made in their
     /// allocations.
     pub(super) spare_sinks: Option<Arc<PageSinks>>,
-    /// The operation the last Call with Read chunks this state carried
-    /// was read with, finished: the next one's.
-    pub(super) read_op: Option<Arc<ReadOp>>,
 }
 
 impl CallCtxt {
@@ -259,7 +255,6 @@ impl CallCtxt {
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
                     spare_sinks: None,
-                    read_op: None,
                 },
                 GFP_KERNEL,
             )?),

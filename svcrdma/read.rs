@@ -2,11 +2,11 @@
 
 //! RDMA Reads of a Call's Read chunks (C `svc_rdma_process_read_list`,
 //! `svc_rdma_wc_read_done`): where they land ([`ReadSinks`]), the work
-//! of one Call ([`ReadWork`]) and its asynchronous completion ([`ReadOp`]).
+//! of one Call ([`ReadWork`]) and its asynchronous completion (`ReadOp`).
 
 use super::cache::{BufCache, Class};
 use super::conn::CallCtxt;
-use super::read_op::{ReadHandler, ReadOp};
+use super::read_op::ReadHandler;
 use super::read_sinks::{PagedSinks, PagedTarget, ReadSink, ReadSinks};
 use super::recv_queue::RecvQ;
 use super::rw::{one_segment, Io, REGISTERED_READS};
@@ -16,7 +16,6 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
-use crate::rust::rdma::read_slots::ReadSlots;
 use crate::rust::rdma::verbs::{MappedBuf, ReceivedLoan, SendOp, WorkRequest};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use kernel::alloc::KVec;
@@ -235,14 +234,15 @@ pub(super) fn recycle(pieces: &mut KVec<ReadPiece>, cache: &BufCache) {
 }
 
 impl Io<'_> {
-    /// Posts the next Reads of `work` (taken out of `op`) that the send
-    /// queue has room for now, without waiting (C posts them all and
-    /// waits for room; a thread here never waits on a peer). Returns how
-    /// many were posted, for [`ReadOp::put_back`] to count; the rest are
-    /// posted by a later `xpo_recvfrom`, when completions have made room.
+    /// Posts the next Reads of `work` (taken out of the operation of read
+    /// context `ctxt` of `q`) that the send queue has room for now,
+    /// without waiting (C posts them all and waits for room; a thread here
+    /// never waits on a peer). Returns how many were posted, for
+    /// `ReadOp::put_back` to count; the rest are posted by a later
+    /// `xpo_recvfrom`, when completions have made room.
     ///
     /// On an error the connection must be closed and `work` held with
-    /// [`ReadOp::hold`]: if a sink's registration was posted but its Read
+    /// `ReadOp::hold`: if a sink's registration was posted but its Read
     /// was not, the queued REG_MR still names the sink's MR, so the sink
     /// may only be freed once the queue pair is drained. That REG_MR's
     /// send queue slot stays taken (no completion will return it: the
@@ -250,24 +250,27 @@ impl Io<'_> {
     /// slots than the queue has.
     pub(super) fn post_reads(
         &self,
-        op: &Arc<ReadOp>,
+        ctxt: usize,
         q: &Arc<RecvQ>,
         work: &mut ReadWork,
     ) -> Result<usize> {
         let mut posted = 0;
         let mut bytes = 0;
         while let Some(p) = work.ctxt.read_pieces.get_mut(work.next) {
-            // Into the Call's own pages through one of the operation's
+            // Into the Call's own pages through one of the read context's
             // completion entries when one is free (no work request object
             // or reference per page: the common case).
             let direct = work.paged.as_ref().and_then(PagedSinks::unregistered);
-            if let Some(pages) = direct.filter(|_| op.slots.free() > 0) {
+            if let Some(pages) = direct.filter(|_| q.ops.free(ctxt) > 0) {
                 if !self.sq.try_acquire_read(1)? {
                     break;
                 }
                 let piece = p.piece;
                 let (off, len) = (piece.off, piece.len);
-                match ReadSlots::post(op, q, self.ep, pages, off, len, piece.addr, piece.rkey) {
+                match q
+                    .ops
+                    .post(ctxt, self.ep, pages, off, len, piece.addr, piece.rkey)
+                {
                     Ok(true) => {
                         stat_add(Stat::Read, 1);
                         stat_add(Stat::ReadBytes, piece.len as u64);
@@ -316,7 +319,7 @@ impl Io<'_> {
             }
             let handler = ReadHandler {
                 slots,
-                op: op.clone(),
+                ctxt,
                 q: q.clone(),
             };
             let built = match sink {

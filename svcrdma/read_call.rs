@@ -15,7 +15,6 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
-use kernel::sync::Arc;
 
 /// Copies `len` bytes at `start` of chunk `src` as `pieces` read it (0:
 /// the call chunk, `i + 1`: Read chunk `i`) into the Call at `at`.
@@ -43,13 +42,12 @@ pub(super) fn copy_read(
 }
 
 impl Conn {
-    /// Counts a new Call being read and posts its first Reads with `op`,
-    /// the operation its request's state kept from an earlier Call, or a
-    /// new one; false if the Call was refused (the connection is then
+    /// Claims a read context for a new Call being read and posts its
+    /// first Reads; false if the Call was refused (the connection is then
     /// closed and `work` dropped).
-    pub(super) fn start_reads(&self, work: ReadWork, op: Option<Arc<ReadOp>>) -> Result<bool> {
+    pub(super) fn start_reads(&self, work: ReadWork) -> bool {
         let s = &self.shared;
-        if !s.rq.try_admit_read() {
+        let Some((ctxt, op)) = s.rq.try_admit_read().and_then(|c| Some((c, s.rq.op(c)?))) else {
             // More Calls in flight than credits granted: a protocol
             // violation that would otherwise let a client tie up
             // unbounded buffers.
@@ -57,27 +55,18 @@ impl Conn {
                 "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
             );
             s.link.close();
-            return Ok(false);
-        }
-        let op = match op {
-            Some(op) => op,
-            None => match ReadOp::new() {
-                Ok(op) => op,
-                Err(e) => {
-                    s.rq.read_finished();
-                    return Err(e);
-                }
-            },
+            return false;
         };
-        self.continue_reads(op, work);
-        Ok(true)
+        self.continue_reads(ctxt, op, work);
+        true
     }
 
-    /// Posts what fits of the rest of `op`'s Reads (`work` taken out of
-    /// it) and leaves the operation where it will be found again.
-    fn continue_reads(&self, op: Arc<ReadOp>, mut work: ReadWork) {
+    /// Posts what fits of the rest of the Reads of `op` (read context
+    /// `ctxt`; `work` taken out of it) and leaves the operation where it
+    /// will be found again.
+    fn continue_reads(&self, ctxt: usize, op: &ReadOp, mut work: ReadWork) {
         let s = &self.shared;
-        match self.io().post_reads(&op, &s.rq, &mut work) {
+        match self.io().post_reads(ctxt, &s.rq, &mut work) {
             Err(e) => {
                 if e != ENOTCONN {
                     crate::pr_warn_ratelimited!(
@@ -86,29 +75,31 @@ impl Conn {
                     );
                 }
                 s.link.close();
+                // Kept in its context, never given back: freed with the
+                // connection, after the drain.
                 op.hold(work);
-                s.rq.hold(op);
             }
             Ok(posted) => {
                 let more = !work.all_posted();
                 if op.put_back(work, posted) {
                     // Nothing is pending: no completion will queue it.
                     if posted == 0 && more {
-                        s.rq.wait_for_room(op, &s.sq);
+                        s.rq.wait_for_room(ctxt, &s.sq);
                     } else {
-                        s.rq.read_done(op);
+                        s.rq.read_done(ctxt);
                     }
                 }
             }
         }
     }
 
-    /// Continues a Call being read, taken off the read-complete queue or
-    /// the queue of Calls waiting for send queue room (C
-    /// `svc_rdma_read_complete`): posts more Reads, or assembles the Call
-    /// into this request's pages.
-    pub(super) fn resume(&self, rqst: &mut SvcRqst, op: Arc<ReadOp>) -> Option<KBox<CallCtxt>> {
+    /// Continues the Call being read in context `ctxt`, taken off the
+    /// read-complete queue or the queue of Calls waiting for send queue
+    /// room (C `svc_rdma_read_complete`): posts more Reads, or assembles
+    /// the Call into this request's pages.
+    pub(super) fn resume(&self, rqst: &mut SvcRqst, ctxt: usize) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
+        let op = s.rq.op(ctxt)?;
         match op.take() {
             Taken::Nothing => None,
             Taken::Failed(work) => {
@@ -116,31 +107,21 @@ impl Conn {
                 // Read of the work completed, so nothing queued names its
                 // sinks: they are freed with it, not cached.
                 s.link.close();
-                s.rq.read_finished();
+                s.rq.read_finished(ctxt);
                 let (msg, ..) = work.into_parts();
                 self.release_msg(msg);
                 None
             }
             Taken::Work(work) if !work.all_posted() => {
-                self.continue_reads(op, work);
+                self.continue_reads(ctxt, op, work);
                 None
             }
             Taken::Work(work) => {
-                s.rq.read_finished();
-                match self.finish_read(rqst, work) {
-                    Ok(mut ctxt) => {
-                        // Kept with the request's state for its next Call
-                        // with Read chunks.
-                        if let Some(c) = ctxt.as_deref_mut() {
-                            c.read_op = ReadOp::reuse_finished(op);
-                        }
-                        ctxt
-                    }
-                    Err(e) => {
-                        crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
-                        None
-                    }
-                }
+                s.rq.read_finished(ctxt);
+                self.finish_read(rqst, work).unwrap_or_else(|e| {
+                    crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+                    None
+                })
             }
         }
     }

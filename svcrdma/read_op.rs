@@ -2,40 +2,43 @@
 
 //! A Call being read ([`ReadOp`], C `svc_rdma_recv_ctxt` while its
 //! `rc_readlist` is pulled): the state its Reads' completions, the
-//! connection's queues and the thread that works on it share, the
-//! completion entries of its Reads into its pages, and what a completion
-//! does (C `svc_rdma_wc_read_done`).
+//! connection's queues and the thread that works on it share, kept in a
+//! read context of the connection, and what a completion does (C
+//! `svc_rdma_wc_read_done`).
 
 use super::read::ReadWork;
 use super::recv_queue::RecvQ;
-use crate::impl_ring_in;
+use crate::proto::read_count::{completed_last, park_add, parked_idle, takeable};
 use crate::rust::module::trace;
-use crate::rust::rdma::read_slots::{ReadSlots, ReadSlotsOwner};
+use crate::rust::rdma::read_ctxts::ReadCtxtsOwner;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 use kernel::sync::{Arc, SpinLock};
 
-/// Added to [`ReadOp::state`] while the work is parked in the operation.
-const PARKED: i32 = 1 << 30;
-
-/// A Call being read: shared by the completion handlers of its Reads,
-/// the connection's queues and the thread that works on it.
+/// A Call being read, the state of a read context of its connection
+/// (`rust/rdma/read_ctxts.rs`, which holds the completion entries of its
+/// Reads): shared by the completions of its Reads, the connection's
+/// queues (which name it by its context's index) and the thread that
+/// works on it. It lives as long as the connection, whose queue pair is
+/// drained before it is freed: no reference is counted per Read.
 ///
 /// # Invariants
 ///
 /// `state` is the number of Reads posted less those completed, plus
-/// [`PARKED`] while the work is parked in `work`. The thread that holds
+/// `PARKED` while the work is parked in `work` (the rules are
+/// `src/proto/read_count.rs`, host-tested over every order of events).
+/// The thread that holds
 /// the work adds the Reads it posted when it parks it again
 /// ([`ReadOp::put_back`]), so completions that come first take the count
 /// below zero meanwhile (a post takes no lock); only that thread posts
-/// the operation's Reads. Whoever brings `state` to exactly [`PARKED`]
+/// the operation's Reads. Whoever brings `state` to exactly `PARKED`
 /// (the last completion, or the thread parking the work with nothing
 /// pending) queues the operation on its connection's read-complete queue,
 /// exactly once; the thread that takes it off a queue finds `state` at
-/// [`PARKED`] and sets it to zero. A held operation ([`ReadOp::hold`]) is
-/// never parked, so never queued.
+/// `PARKED` and sets it to zero. A held operation ([`ReadOp::hold`]) is
+/// never parked, so never queued, and its context is never given back.
 #[pin_data]
 pub(super) struct ReadOp {
     state: Atomic<i32>,
@@ -46,28 +49,21 @@ pub(super) struct ReadOp {
     /// a completion.
     #[pin]
     work: SpinLock<Option<ReadWork>>,
-    /// The completion entries of the Call's Reads into its pages (C
-    /// `svc_rdma_chunk_ctxt` in the receive context). Each posted Read
-    /// keeps the connection's receive queues, where the operation goes
-    /// when its last Read completes: the operation holds no reference to
-    /// its connection, so a request's state may keep it for reuse.
-    pub(super) slots: ReadSlots<ReadOp>,
 }
 
-impl_ring_in!(ReadOp, slots: ReadSlots<ReadOp>);
+impl ReadCtxtsOwner for RecvQ {
+    type State = ReadOp;
 
-impl ReadSlotsOwner for ReadOp {
-    type Context = RecvQ;
-
-    fn read_done(this: Arc<Self>, q: Arc<RecvQ>, wc: &WorkCompletion) {
-        read_completed(&q, &this, 1, wc);
+    fn read_done(&self, ctxt: usize, op: &ReadOp, wc: &WorkCompletion) {
+        read_completed(self, ctxt, op, 1, wc);
     }
 }
 
-/// A Read of `op` completed with `wc` (C `svc_rdma_wc_read_done`): returns
+/// A Read of `op` (context `ctxt` of the connection whose read-complete
+/// queue is `q`) completed with `wc` (C `svc_rdma_wc_read_done`): returns
 /// its `slots` send queue slots and, for the operation's last Read,
-/// queues the operation on the connection's read-complete queue `q`.
-fn read_completed(q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) {
+/// queues the operation.
+fn read_completed(q: &RecvQ, ctxt: usize, op: &ReadOp, slots: u32, wc: &WorkCompletion) {
     if !wc.is_ok() {
         if !wc.is_flush() {
             trace::svcrdma_wc_read_err(wc.status);
@@ -81,7 +77,7 @@ fn read_completed(q: &RecvQ, op: &Arc<ReadOp>, slots: u32, wc: &WorkCompletion) 
         q.link().close();
     }
     if op.done(wc.is_ok()) {
-        q.read_done(op.clone());
+        q.read_done(ctxt);
     }
     q.sq.release(slots);
 }
@@ -97,38 +93,27 @@ pub(super) enum Taken {
 }
 
 impl ReadOp {
-    pub(super) fn new() -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                state: Atomic::new(0),
-                failed: Atomic::new(0),
-                work <- new_spinlock!(None, "svcrdma::read_op"),
-                slots: ReadSlots::new(),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// The operation again for another Call, once [`Self::take`] gave its
-    /// work out finished (every Read it posted completed well, and the
-    /// work was not put back since), unless a completion handler still
-    /// holds a reference (the last Read's may not have dropped it yet):
-    /// then it is as [`Self::new`] made it.
-    pub(super) fn reuse_finished(this: Arc<Self>) -> Option<Arc<Self>> {
-        Arc::into_unique_or_drop(this).map(Into::into)
+    /// A context's state, with no work.
+    pub(super) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            state: Atomic::new(0),
+            failed: Atomic::new(0),
+            work <- new_spinlock!(None, "svcrdma::read_op"),
+        })
     }
 
     /// Takes the work out (after the operation came off a queue).
     pub(super) fn take(&self) -> Taken {
         // Acquire: what the completions that counted down wrote (`failed`).
-        if self.state.load(Acquire) != PARKED {
+        if !takeable(self.state.load(Acquire)) {
             return Taken::Nothing;
         }
         // Nothing is posted: no completion touches the count until this
         // thread posts again.
         self.state.store(0, Relaxed);
         match self.work.lock().take() {
-            Some(w) if self.failed.load(Relaxed) != 0 => Taken::Failed(w),
+            // Cleared for the context's next Call: no Read is pending.
+            Some(w) if self.failed.xchg(0, Relaxed) != 0 => Taken::Failed(w),
             Some(w) => Taken::Work(w),
             None => Taken::Nothing,
         }
@@ -139,10 +124,10 @@ impl ReadOp {
     /// operation again.
     pub(super) fn put_back(&self, work: ReadWork, posted: usize) -> bool {
         *self.work.lock() = Some(work);
-        let add = i32::try_from(posted).unwrap_or(0).wrapping_add(PARKED);
+        let add = park_add(posted);
         // Full: the work is parked before a completion can see the
         // operation parked, and the completions' writes are seen here.
-        self.state.fetch_add(add, Full).wrapping_add(add) == PARKED
+        parked_idle(self.state.fetch_add(add, Full), add)
     }
 
     /// Keeps the work for good, never queued: it is freed with the
@@ -159,22 +144,26 @@ impl ReadOp {
         }
         // Full: `failed` before the count, for the thread that takes
         // the work; the parking thread's writes before a queue.
-        self.state.fetch_sub(1, Full).wrapping_sub(1) == PARKED
+        completed_last(self.state.fetch_sub(1, Full))
     }
 }
 
-/// Completion of one RDMA Read (C `svc_rdma_wc_read_done`): returns its
-/// send queue slots (two when its sink was registered just before it: the
-/// unsignaled REG_MR ahead of it used one) and, for the operation's last
-/// Read, queues the operation on the connection's read-complete queue.
+/// Completion of one RDMA Read posted as its own work request (into a
+/// cached sink, or through a registration) (C `svc_rdma_wc_read_done`):
+/// returns its send queue slots (two when its sink was registered just
+/// before it: the unsignaled REG_MR ahead of it used one) and, for the
+/// operation's last Read, queues the operation (read context `ctxt` of
+/// the connection whose queues are `q`).
 pub(super) struct ReadHandler {
     pub(super) slots: u32,
-    pub(super) op: Arc<ReadOp>,
+    pub(super) ctxt: usize,
     pub(super) q: Arc<RecvQ>,
 }
 
 impl CompletionHandler for ReadHandler {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        read_completed(&self.q, &self.op, self.slots, wc);
+        if let Some(op) = self.q.ops.state(self.ctxt) {
+            read_completed(&self.q, self.ctxt, op, self.slots, wc);
+        }
     }
 }

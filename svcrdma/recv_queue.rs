@@ -9,12 +9,12 @@ use super::conn::{CallCtxt, Conn};
 use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::impl_ring_in;
+use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::WorkCompletion;
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::{Arc, SpinLock};
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
@@ -34,11 +34,10 @@ pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
 ///
 /// # Invariants
 ///
-/// `ready`, `sq_wait` and `dead` hold distinct operations, at most
-/// [`RecvQ::reads`] of them together (each is counted there before it
-/// is first posted and until it was taken off them for good), and that
-/// count is at most [`RecvQ::max_reads`], each list's capacity: so
-/// pushing (from completion handlers too) never allocates and never fails.
+/// `ready` and `sq_wait` hold distinct claimed read contexts (by index),
+/// so at most [`RecvQ::ops`]' number of them together, each list's
+/// capacity: pushing (from completion handlers too) never allocates and
+/// never fails.
 pub(super) struct Ring {
     pub(super) slots: KVec<(usize, u32)>,
     pub(super) head: usize,
@@ -46,12 +45,10 @@ pub(super) struct Ring {
     /// Slots consumed by `recvfrom`, waiting to be reposted as one batch.
     pub(super) repost: KVec<usize>,
     /// Calls whose Reads all completed, or that may post more (C
-    /// `sc_read_complete_q`).
-    pub(super) ready: KVec<Arc<ReadOp>>,
+    /// `sc_read_complete_q`): their read contexts.
+    pub(super) ready: KVec<usize>,
     /// Calls with Reads left to post and no send queue room for them.
-    pub(super) sq_wait: KVec<Arc<ReadOp>>,
-    /// Calls given up on that must outlive the queue pair's drain.
-    pub(super) dead: KVec<Arc<ReadOp>>,
+    pub(super) sq_wait: KVec<usize>,
     /// Allocations of released request states, reused by the next Calls
     /// (C keeps its receive contexts on a free list): at most the credit
     /// grant of them, the list's capacity.
@@ -67,7 +64,7 @@ pub(super) struct Ring {
 }
 
 /// Takes the oldest operation of `list`.
-pub(super) fn pop_front(list: &mut KVec<Arc<ReadOp>>) -> Option<Arc<ReadOp>> {
+pub(super) fn pop_front(list: &mut KVec<usize>) -> Option<usize> {
     if list.is_empty() {
         None
     } else {
@@ -76,10 +73,7 @@ pub(super) fn pop_front(list: &mut KVec<Arc<ReadOp>>) -> Option<Arc<ReadOp>> {
 }
 
 /// Takes the oldest operation of `list` if there is one and `ok()`.
-pub(super) fn pop_front_if(
-    list: &mut KVec<Arc<ReadOp>>,
-    ok: impl FnOnce() -> bool,
-) -> Option<Arc<ReadOp>> {
+pub(super) fn pop_front_if(list: &mut KVec<usize>, ok: impl FnOnce() -> bool) -> Option<usize> {
     if list.is_empty() || !ok() {
         None
     } else {
@@ -89,8 +83,8 @@ pub(super) fn pop_front_if(
 
 /// What `xpo_recvfrom` found to work on.
 pub(super) enum Next {
-    /// A Call being read.
-    Op(Arc<ReadOp>),
+    /// A Call being read: its read context.
+    Op(usize),
     /// A received message: its receive slot and length.
     Recv(usize, u32),
     /// Nothing.
@@ -177,13 +171,12 @@ pub(super) struct RecvQ {
     /// The connection's send queue gate, where a Read's completion
     /// returns its slots.
     pub(super) sq: Arc<SqGate>,
-    /// Calls being read, counted from their first post to their assembly
-    /// (or for good, if given up on with Reads posted): an atomic, so
-    /// that neither end takes the ring's lock for it.
-    pub(super) reads: Atomic<u32>,
-    /// At most this many Calls are read at once: the credit grant, which
-    /// a client never exceeds (a Call being read has no Reply yet).
-    pub(super) max_reads: u32,
+    /// The read contexts (C `svc_rdma_chunk_ctxt` of a receive context),
+    /// one claimed by each Call being read from its first post to its
+    /// assembly (or for good, if given up on with Reads posted): as many
+    /// as the credit grant, which a client never exceeds (a Call being
+    /// read has no Reply yet). Freed after the queue pair's drain.
+    pub(super) ops: ReadCtxts<RecvQ>,
 }
 
 impl RecvQ {
@@ -191,80 +184,65 @@ impl RecvQ {
         &self.link
     }
 
-    /// Queues an operation whose Reads have all completed (C
-    /// `svc_rdma_wc_read_done`) and marks the transport `XPT_DATA`.
-    pub(super) fn read_done(&self, op: Arc<ReadOp>) {
-        let lost = {
-            let mut r = self.ring.lock();
-            match r.ready.push_within_capacity(op) {
-                Ok(()) => {
-                    // Under the ring lock, like a Receive's completion.
-                    self.link.data_ready();
-                    None
-                }
-                Err(e) => Some(e),
-            }
-        };
-        // Unreachable by the type invariant of `Ring`; dropped outside the
-        // lock in any case (dropping may free buffers).
-        if lost.is_some() {
-            self.link.close();
-        }
+    /// The Call being read in context `ctxt`.
+    pub(super) fn op(&self, ctxt: usize) -> Option<&ReadOp> {
+        self.ops.state(ctxt)
     }
 
-    /// Leaves an operation waiting for send queue room; the release that
-    /// makes room marks the transport `XPT_DATA` ([`SqGate::starve`]).
-    pub(super) fn wait_for_room(&self, op: Arc<ReadOp>, sq: &SqGate) {
-        let lost = {
+    /// Queues the Call being read in context `ctxt`, whose Reads have all
+    /// completed (C `svc_rdma_wc_read_done`), and marks the transport
+    /// `XPT_DATA`.
+    pub(super) fn read_done(&self, op: usize) {
+        let queued = {
             let mut r = self.ring.lock();
-            match r.sq_wait.push_within_capacity(op) {
-                Ok(()) => {
-                    if !sq.starve() {
-                        // Room appeared meanwhile.
-                        self.link.data_ready();
-                    }
-                    None
-                }
-                Err(e) => Some(e),
+            let queued = r.ready.push_within_capacity(op).is_ok();
+            if queued {
+                // Under the ring lock, like a Receive's completion.
+                self.link.data_ready();
             }
+            queued
         };
-        if lost.is_some() {
-            self.link.close();
-        }
-    }
-
-    /// Keeps an operation given up on until the connection is freed,
-    /// after its queue pair was drained (see [`Io::post_reads`]).
-    pub(super) fn hold(&self, op: Arc<ReadOp>) {
-        let lost = self.ring.lock().dead.push_within_capacity(op).err();
         // Unreachable by the type invariant of `Ring`.
-        drop(lost);
-    }
-
-    /// Counts a Call to be read, unless [`Self::max_reads`] are.
-    pub(super) fn try_admit_read(&self) -> bool {
-        let mut n = self.reads.load(Relaxed);
-        loop {
-            if n >= self.max_reads {
-                return false;
-            }
-            // Acquire: the operation a finished Call's count was given
-            // back for is off the ring's lists (`read_finished`).
-            match self.reads.cmpxchg(n, n + 1, Acquire) {
-                Ok(_) => return true,
-                Err(now) => n = now,
-            }
+        if !queued {
+            self.link.close();
         }
     }
 
-    /// A Call being read was assembled or given up on, its operation off
-    /// the ring's lists.
-    pub(super) fn read_finished(&self) {
-        self.reads.fetch_sub(1, Release);
+    /// Leaves the Call being read in context `op` waiting for send queue
+    /// room; the release that makes room marks the transport `XPT_DATA`
+    /// ([`SqGate::starve`]).
+    pub(super) fn wait_for_room(&self, op: usize, sq: &SqGate) {
+        let queued = {
+            let mut r = self.ring.lock();
+            let queued = r.sq_wait.push_within_capacity(op).is_ok();
+            if queued && !sq.starve() {
+                // Room appeared meanwhile.
+                self.link.data_ready();
+            }
+            queued
+        };
+        // Unreachable by the type invariant of `Ring`.
+        if !queued {
+            self.link.close();
+        }
+    }
+
+    /// Claims a read context for a Call to be read, unless every one is
+    /// claimed.
+    pub(super) fn try_admit_read(&self) -> Option<usize> {
+        self.ops.claim()
+    }
+
+    /// The Call being read in context `ctxt` was assembled or given up
+    /// on, its context off the ring's lists: the context may serve
+    /// another.
+    pub(super) fn read_finished(&self, ctxt: usize) {
+        self.ops.release(ctxt);
     }
 }
 
 impl_ring_in!(RecvQ, recvs: RecvSlots<RecvQ>);
+impl_ring_in!(RecvQ, ops: ReadCtxts<RecvQ>);
 
 impl RecvSlotsOwner for RecvQ {
     /// Completion of one posted Receive (C `svc_rdma_wc_receive`).

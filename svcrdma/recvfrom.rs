@@ -107,7 +107,7 @@ impl Conn {
                         ctxt.held_recv = Some(slot);
                         Ok(Served::Kept(Some(ctxt)))
                     }
-                    Processed::Read(mut ctxt, paged) => {
+                    Processed::Read(ctxt, paged) => {
                         // The Receive stays with the Call while it is read
                         // when the hold allows (C keeps `rc_recv_buf` with
                         // the receive context); else its bytes are copied
@@ -118,9 +118,8 @@ impl Conn {
                             CallMsg::copy(loan.bytes())?
                         };
                         let held = msg.holds_recv();
-                        let op = ctxt.read_op.take();
                         let work = ReadWork::new(msg, ctxt, paged, &s.read_sinks)?;
-                        match (self.start_reads(work, op)?, held) {
+                        match (self.start_reads(work), held) {
                             (true, true) => Ok(Served::Kept(None)),
                             _ => Ok(Served::Repost(None)),
                         }

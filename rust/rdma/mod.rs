@@ -10,7 +10,7 @@
 pub mod cm;
 pub mod device;
 pub mod mr;
-pub mod read_slots;
+pub mod read_ctxts;
 pub mod recv_ring;
 pub mod recv_slots;
 pub mod ring_owner;

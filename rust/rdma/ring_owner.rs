@@ -36,18 +36,6 @@ pub(in crate::rust) unsafe fn owner_of<O: RingIn<R>, R>(ring: &R) -> *const O {
     }
 }
 
-/// The ring `owner` holds.
-pub(in crate::rust) fn ring_of<O: RingIn<R>, R>(owner: &O) -> &R {
-    // SAFETY: The ring is the field `RING_OFFSET` bytes into its owner
-    // (`RingIn`), borrowed for as long as the owner is.
-    unsafe {
-        &*core::ptr::from_ref(owner)
-            .cast::<u8>()
-            .add(O::RING_OFFSET)
-            .cast::<R>()
-    }
-}
-
 /// What a ring dropped with `posted` contexts still posted does with
 /// them (its owner did not drain its endpoint first): the device may still
 /// reach them, so they are leaked, never freed, and one line says so.

@@ -20,7 +20,7 @@ xprt_class.rs, svc.rs) and the monomorphised completion trampolines
 (done::<H> in rust/rdma/verbs.rs; the client's Send and Receive rings'
 ring_done and recv_done in rust/rdma/send_ring.rs and recv_ring.rs; the
 server's send contexts' pool_done in rust/rdma/send_pool.rs, its
-Reads' read_done in rust/rdma/read_slots.rs and its Receives' recv_done
+Reads' read_done in rust/rdma/read_ctxts.rs and its Receives' recv_done
 in rust/rdma/recv_slots.rs),
 matched on their mangled names. Both
 clients' alloc_slot/free_slot are in C4: C's are its own, the project's
@@ -56,7 +56,7 @@ STAGES = [
     (12, 'S2 recvfrom', 'server', ['svc_rdma_recvfrom'],
      [r'3svc.*8OpsTable.*7SvcRdmaE8recvfrom'], []),
     (13, 'S2r Read completion', 'server', ['svc_rdma_wc_read_done'],
-     [r'5verbs4done.*11ReadHandlerE', r'10read_slots9read_done.*6ReadOpE'], []),
+     [r'5verbs4done.*11ReadHandlerE', r'10read_ctxts9read_done.*5RecvQE'], []),
     (14, 'S3 result_payload', 'server', ['svc_rdma_result_payload'],
      [r'3svc.*8OpsTable.*7SvcRdmaE14result_payload'], []),
     (15, 'S4 sendto', 'server', ['svc_rdma_sendto'],

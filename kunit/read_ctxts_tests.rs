@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA Reads through the read contexts of a connection
+//! (`rust/rdma/read_ctxts.rs`, the server's Reads of an NFS WRITE into its
+//! pages) on a real (soft-RoCE) device: contexts are claimed up to their
+//! number and given back; Reads of two contexts posted at once land in
+//! their pieces of the pages, each completion names its own context, and
+//! every entry and the posted count are given back; a range past the
+//! pages is refused with nothing posted; a drain completes a posted Read
+//! as its context's, and a post after it is refused with everything given
+//! back.
+
+use crate::proto::pieces::page_spans;
+use crate::rust::module::live;
+use crate::rust::rdma::read_ctxts::{ReadCtxts, ReadCtxtsOwner, READ_SLOTS};
+use crate::rust::rdma::ring_owner::impl_ring_in;
+use crate::rust::rdma::verbs::{DmaDir, WorkCompletion};
+use crate::rust::sunrpc::page_sinks::PageSinks;
+use crate::verbs::{connect_pair, fresh_sinks, pattern, wait_for, Pair};
+use kernel::alloc::KVec;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::Arc;
+
+/// Contexts of the test owner.
+const CTXTS: usize = 2;
+
+/// The owner of read contexts, as a server connection's receive queues
+/// are.
+struct CtxtOwner {
+    ctxts: ReadCtxts<CtxtOwner>,
+}
+
+/// A context's state, as a server's Call being read is: counts its
+/// completions, and those with an error status.
+#[pin_data]
+struct Tally {
+    done: Atomic<u32>,
+    failed: Atomic<u32>,
+}
+
+impl Tally {
+    fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            done: Atomic::new(0),
+            failed: Atomic::new(0),
+        })
+    }
+}
+
+impl_ring_in!(CtxtOwner, ctxts: ReadCtxts<CtxtOwner>);
+
+impl ReadCtxtsOwner for CtxtOwner {
+    type State = Tally;
+
+    fn read_done(&self, ctxt: usize, tally: &Tally, wc: &WorkCompletion) {
+        // The completion names the context whose state it was given.
+        if self.ctxts.state(ctxt).map(core::ptr::from_ref) != Some(core::ptr::from_ref(tally)) {
+            tally.failed.fetch_add(100, Relaxed);
+        }
+        if !wc.is_ok() {
+            tally.failed.fetch_add(1, Relaxed);
+        }
+        tally.done.fetch_add(1, Relaxed);
+    }
+}
+
+/// An owner and the pages its Reads land in.
+struct Reader {
+    owner: Arc<CtxtOwner>,
+    sinks: Arc<PageSinks>,
+}
+
+impl Reader {
+    fn new(pair: &Pair, pages: usize) -> Result<Self> {
+        let owner = Arc::new(
+            CtxtOwner {
+                ctxts: ReadCtxts::new(CTXTS, Tally::new)?,
+            },
+            GFP_KERNEL,
+        )?;
+        let sinks = fresh_sinks(&pair.client, pages)?;
+        Ok(Self { owner, sinks })
+    }
+
+    /// Reads `len` bytes at `remote` into bytes `off..` of the pages
+    /// through context `ctxt`.
+    fn post(
+        &self,
+        pair: &Pair,
+        ctxt: usize,
+        off: usize,
+        len: usize,
+        remote: u64,
+        rkey: u32,
+    ) -> Result<bool> {
+        let c = &self.owner.ctxts;
+        c.post(ctxt, &pair.client, &self.sinks, off, len, remote, rkey)
+    }
+
+    fn tally(&self, ctxt: usize) -> (u32, u32) {
+        self.owner
+            .ctxts
+            .state(ctxt)
+            .map_or((u32::MAX, u32::MAX), |t| {
+                (t.done.load(Relaxed), t.failed.load(Relaxed))
+            })
+    }
+}
+
+/// The test chunk: bytes [100, 100 + 3 pages) of four pages, so that each
+/// piece starts inside a page, as a piece of a client's unaligned segment
+/// may.
+const CHUNK_OFF: usize = 100;
+const CHUNK_LEN: usize = 3 * PAGE_SIZE;
+const CHUNK_PAGES: usize = 4;
+
+/// Whether the client's device scatters a Read over page sinks without a
+/// registration (not iWARP, enough entries per Read).
+fn scatters_into_pages(pair: &Pair) -> bool {
+    let attr = *pair.client.device_attr();
+    !pair.client.pd().is_iwarp() && attr.max_sge_rd >= 4 && pair.client.max_send_sge() >= 4
+}
+
+/// Waits until context `ctxt` of `r` saw `posted` completions and every
+/// entry of every context and the posted count are given back (all
+/// before the owner hears of a completion).
+fn wait_all_done(r: &Reader, ctxt: usize, posted: u32, posted_before: i64) -> Result {
+    let c = &r.owner.ctxts;
+    let all_free = || (0..CTXTS).all(|i| c.free(i) == READ_SLOTS);
+    wait_for(5_000, || {
+        r.tally(ctxt).0 == posted
+            && all_free()
+            && live::count(live::Kind::PostedWr) == posted_before
+    })
+    .inspect_err(|_| {
+        pr_err!(
+            "{} of {} Reads of context {} completed, {} entries free\n",
+            r.tally(ctxt).0,
+            posted,
+            ctxt,
+            c.free(ctxt)
+        )
+    })
+}
+
+/// Checks that each page of `sinks` holds its part of `expect`, laid out
+/// at [`CHUNK_OFF`].
+fn check_chunk(sinks: &PageSinks, expect: &[u8]) -> Result {
+    let mut at = 0;
+    for span in page_spans(CHUNK_OFF, CHUNK_LEN, PAGE_SIZE).ok_or(EINVAL)? {
+        let mut got = KVec::from_elem(0u8, span.len, GFP_KERNEL)?;
+        sinks.read(span.page, span.offset, &mut got)?;
+        assert!(got[..] == expect[at..at + span.len]);
+        at += span.len;
+    }
+    Ok(())
+}
+
+#[kunit_tests(rpcrdma_rs_read_ctxts)]
+mod tests {
+    use super::*;
+
+    /// Contexts are claimed up to their number, then none; one given back
+    /// is claimed again, and giving back one not claimed changes nothing.
+    #[test]
+    fn contexts_are_claimed_up_to_their_number() -> Result {
+        let owner = Arc::new(
+            CtxtOwner {
+                ctxts: ReadCtxts::new(70, Tally::new)?,
+            },
+            GFP_KERNEL,
+        )?;
+        let c = &owner.ctxts;
+        assert_eq!(c.len(), 70);
+        for i in 0..70 {
+            assert_eq!(c.claim(), Some(i));
+        }
+        assert_eq!(c.claim(), None);
+        c.release(65);
+        c.release(3);
+        assert_eq!(c.claim(), Some(3));
+        assert_eq!(c.claim(), Some(65));
+        assert_eq!(c.claim(), None);
+        c.release(70);
+        assert_eq!(c.claim(), None);
+        Ok(())
+    }
+
+    /// Reads of two contexts, one per entry of the first and one of the
+    /// second, each a part of the test chunk, posted at once: each lands
+    /// in its piece of the pages; every completion is good, names its own
+    /// context and gives back its entry and the posted count. A range
+    /// past the pages is refused before anything is posted.
+    #[test]
+    fn reads_land_in_their_pieces_and_give_everything_back() -> Result {
+        let pair = connect_pair()?;
+        if !scatters_into_pages(&pair) {
+            return Ok(());
+        }
+        let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
+        pattern(0x6b, &mut expect);
+        source.write(0, &expect)?;
+        let r = Reader::new(&pair, CHUNK_PAGES)?;
+        let (first, second) = (
+            r.owner.ctxts.claim().ok_or(EBUSY)?,
+            r.owner.ctxts.claim().ok_or(EBUSY)?,
+        );
+        let posted_before = live::count(live::Kind::PostedWr);
+        let piece = CHUNK_LEN / (READ_SLOTS + 1);
+        for i in 0..=READ_SLOTS {
+            let at = i * piece;
+            let ctxt = if i < READ_SLOTS { first } else { second };
+            let remote = addr + at as u64;
+            assert!(r.post(&pair, ctxt, CHUNK_OFF + at, piece, remote, rkey)?);
+        }
+        // Every entry of the first context is posted (or done already).
+        wait_all_done(&r, first, READ_SLOTS as u32, posted_before)?;
+        wait_all_done(&r, second, 1, posted_before)?;
+        assert_eq!(r.tally(first), (READ_SLOTS as u32, 0));
+        assert_eq!(r.tally(second), (1, 0));
+        check_chunk(&r.sinks, &expect)?;
+        let past = CHUNK_PAGES * PAGE_SIZE;
+        assert_eq!(r.post(&pair, first, past - 8, 16, addr, rkey), Err(EINVAL));
+        assert_eq!(r.owner.ctxts.free(first), READ_SLOTS);
+        assert_eq!(live::count(live::Kind::PostedWr), posted_before);
+        Ok(())
+    }
+
+    /// A Read posted just before the drain that ends the connection
+    /// completes (read or flushed) as its context's and gives back its
+    /// entry; a post after the drain is refused (`ESHUTDOWN`) with its
+    /// entry and references given back.
+    #[test]
+    fn a_drain_completes_a_posted_read_and_refuses_the_next() -> Result {
+        let pair = connect_pair()?;
+        if !scatters_into_pages(&pair) {
+            return Ok(());
+        }
+        let source = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
+        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let r = Reader::new(&pair, 1)?;
+        let ctxt = r.owner.ctxts.claim().ok_or(EBUSY)?;
+        let posted_before = live::count(live::Kind::PostedWr);
+        assert!(r.post(&pair, ctxt, 0, PAGE_SIZE, addr, rkey)?);
+        pair.client.drain();
+        wait_all_done(&r, ctxt, 1, posted_before)?;
+        pr_info!("the Read before the drain: {} failed\n", r.tally(ctxt).1);
+        assert!(r.tally(ctxt).1 < 100);
+        assert_eq!(
+            r.post(&pair, ctxt, 0, PAGE_SIZE, addr, rkey),
+            Err(ESHUTDOWN)
+        );
+        assert_eq!(r.tally(ctxt).0, 1);
+        assert_eq!(r.owner.ctxts.free(ctxt), READ_SLOTS);
+        assert_eq!(live::count(live::Kind::PostedWr), posted_before);
+        Ok(())
+    }
+}

@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's Calls being read as read contexts, made once with the
+//! connection (C keeps a Call's Read state, `svc_rdma_chunk_ctxt` with its
+//! `cc_cqe`, in the receive context it came in): each holds the
+//! completion entries of its RDMA Reads into mapped pages and the
+//! transport's state of the Call. A context is claimed for a Call and
+//! given back when the Call is done with; a Read is built on the stack
+//! (providers copy a work request and its scatter/gather list when it is
+//! posted: only the completion entry must outlive the post) and its
+//! completion finds its context, the contexts and their owner (the
+//! connection) by `container_of`. Nothing is allocated, and no reference
+//! is taken on the context or the connection, per Read.
+//!
+//! Lifetimes rest on drain-before-free, as the Receives' do
+//! (`recv_slots`): the contexts are a field of their owner ([`RingIn`]),
+//! which lives in an `Arc` and drains its endpoint before it drops them,
+//! so no completion outlives them, and they outlive every state a
+//! transport keeps in them. Contexts with Reads still posted when they
+//! are dropped (an endpoint that was not drained) are leaked, and one
+//! line says so. Only the pages a Read lands in are held by reference
+//! while it is posted: whoever holds them may let them go at any time.
+
+use crate::rust::bindings;
+use crate::rust::module::live;
+use crate::rust::rdma::ring_owner::{owner_of, RingIn};
+use crate::rust::rdma::verbs::{Endpoint, WorkCompletion, MAX_SGE};
+use crate::rust::sunrpc::page_sinks::PageSinks;
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+use core::mem::{ManuallyDrop, MaybeUninit};
+use kernel::alloc::{KVBox, KVec};
+use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::Arc;
+use kernel::types::Opaque;
+
+/// Reads one context may have posted at once: those of a 256 KiB NFS WRITE
+/// (pieces of up to `MAX_SGE - 1` pages). More wait for an entry, or go
+/// another way.
+pub const READ_SLOTS: usize = 3;
+
+/// Contexts per word of the claim map.
+const PER_WORD: usize = u64::BITS as usize;
+
+/// What the owner of [`ReadCtxts`] does when one of their Reads completes.
+pub trait ReadCtxtsOwner: Send + Sync + Sized + RingIn<ReadCtxts<Self>> {
+    /// The transport's state of a Call being read, one in each context.
+    type State: Send + Sync;
+
+    /// A Read of context `ctxt`, whose state is `state`, completed (or
+    /// was flushed) with `wc`; its entry is free again and its pages were
+    /// let go. Runs on the send CQ's poller.
+    fn read_done(&self, ctxt: usize, state: &Self::State, wc: &WorkCompletion);
+}
+
+/// One completion entry of a context.
+struct Entry {
+    cqe: Opaque<bindings::ib_cqe>,
+    /// Its place in [`Ctxt::entries`].
+    slot: usize,
+    /// The pages its Read lands in, while it is posted.
+    sinks: UnsafeCell<Option<Arc<PageSinks>>>,
+}
+
+/// One read context.
+///
+/// # Invariants
+///
+/// `entries[i].slot` is `i` and each `cqe.done` is `read_done::<O>`.
+/// Bit `i` of `busy` is set while entry `i` is posted or being filled by
+/// the poster that set it; only that poster, then the entry's completion,
+/// write its `sinks`. `home` names the contexts this one belongs to
+/// whenever an entry is posted (written once, before the context's first
+/// post: the contexts do not move, their owner being pinned in an `Arc`).
+/// `index` is the context's place in [`ReadCtxts::ctxts`].
+#[pin_data]
+struct Ctxt<O: ReadCtxtsOwner> {
+    entries: [Entry; READ_SLOTS],
+    busy: Atomic<u32>,
+    index: usize,
+    home: UnsafeCell<*const ReadCtxts<O>>,
+    #[pin]
+    state: O::State,
+}
+
+/// The read contexts of a connection.
+///
+/// # Invariants
+///
+/// Bit `i % 64` of `claimed[i / 64]` is set while context `i` is claimed,
+/// and set for good for every `i >= ctxts.len()`. Neither vector is
+/// resized after [`ReadCtxts::new`].
+pub struct ReadCtxts<O: ReadCtxtsOwner> {
+    /// Freed only when no Read is posted (see the `Drop`), else leaked.
+    ctxts: ManuallyDrop<Pin<KVBox<[Ctxt<O>]>>>,
+    claimed: KVec<Atomic<u64>>,
+    _owner: PhantomData<fn() -> O>,
+}
+
+// SAFETY: An entry's `sinks` is written only by the thread that holds its
+// bit, `home` once before it is read (type invariants); the
+// rest is atomics, entries the device reads and the states, which are
+// `Send + Sync`.
+unsafe impl<O: ReadCtxtsOwner> Send for ReadCtxts<O> {}
+// SAFETY: As above.
+unsafe impl<O: ReadCtxtsOwner> Sync for ReadCtxts<O> {}
+
+impl<O: ReadCtxtsOwner> ReadCtxts<O> {
+    /// `n` (at least one) contexts, none claimed, each with a state made
+    /// by `state`.
+    pub fn new<E, I: PinInit<O::State, E>>(n: usize, mut state: impl FnMut() -> I) -> Result<Self>
+    where
+        Error: From<E>,
+    {
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        let ctxts = KVBox::pin_slice(
+            |index| {
+                let init = state();
+                // INVARIANT: entries in order, each completing to
+                // `read_done`; none posted.
+                try_pin_init!(Ctxt {
+                    entries: core::array::from_fn(|slot| Entry {
+                        cqe: Opaque::new(bindings::ib_cqe {
+                            done: Some(read_done::<O>),
+                        }),
+                        slot,
+                        sinks: UnsafeCell::new(None),
+                    }),
+                    busy: Atomic::new(0),
+                    index,
+                    home: UnsafeCell::new(core::ptr::null()),
+                    state <- init,
+                }? Error)
+            },
+            n,
+            GFP_KERNEL,
+        )?;
+        let words = n.div_ceil(PER_WORD);
+        let mut claimed = KVec::with_capacity(words, GFP_KERNEL)?;
+        for w in 0..words {
+            // INVARIANT: the bits past the last context are claimed.
+            let real = n.saturating_sub(w * PER_WORD).min(PER_WORD);
+            let beyond = if real == PER_WORD {
+                0
+            } else {
+                u64::MAX << real
+            };
+            claimed.push(Atomic::new(beyond), GFP_KERNEL)?;
+        }
+        Ok(Self {
+            ctxts: ManuallyDrop::new(ctxts),
+            claimed,
+            _owner: PhantomData,
+        })
+    }
+
+    /// How many contexts there are.
+    pub fn len(&self) -> usize {
+        self.ctxts.len()
+    }
+
+    /// Whether there are none (never: [`Self::new`] makes one at least).
+    pub fn is_empty(&self) -> bool {
+        self.ctxts.is_empty()
+    }
+
+    /// Claims a context that is not claimed, if any: its index.
+    pub fn claim(&self) -> Option<usize> {
+        for (w, word) in self.claimed.iter().enumerate() {
+            let mut bits = word.load(Relaxed);
+            while bits != u64::MAX {
+                let bit = (!bits).trailing_zeros();
+                // Acquire: what the context's last user did before it gave
+                // the context back (`release`).
+                match word.cmpxchg(bits, bits | (1u64 << bit), Acquire) {
+                    Ok(_) => return Some(w * PER_WORD + bit as usize),
+                    Err(now) => bits = now,
+                }
+            }
+        }
+        None
+    }
+
+    /// Gives context `ctxt`, claimed by the caller, back. Its state is
+    /// left as it is, for the next Call.
+    pub fn release(&self, ctxt: usize) {
+        if ctxt >= self.ctxts.len() {
+            return;
+        }
+        if let Some(word) = self.claimed.get(ctxt / PER_WORD) {
+            let bit = 1u64 << (ctxt % PER_WORD);
+            // Only its claimer clears a set bit: subtracting it clears it
+            // alone. Release: everything the claimer did, before the next
+            // claimer sees the context free.
+            if word.load(Relaxed) & bit != 0 {
+                word.fetch_sub(bit, Release);
+            }
+        }
+    }
+
+    /// The state of context `ctxt`.
+    pub fn state(&self, ctxt: usize) -> Option<&O::State> {
+        self.ctxts.get(ctxt).map(|c| &c.state)
+    }
+
+    /// How many entries of context `ctxt` are not posted. Only completions
+    /// free entries, so the one thread that posts the context's Reads
+    /// sees at least this many when it posts next.
+    pub fn free(&self, ctxt: usize) -> usize {
+        self.ctxts.get(ctxt).map_or(0, |c| {
+            READ_SLOTS.saturating_sub(c.busy.load(Acquire).count_ones() as usize)
+        })
+    }
+
+    /// Posts an RDMA Read of `len` bytes at `remote_addr` under `rkey`
+    /// into bytes `[off, off + len)` of `sinks` (counted from the first
+    /// page's first byte), which must be mapped on `ep`'s device, as one
+    /// signaled work request through a free entry of context `ctxt`. The
+    /// Read holds a reference on `sinks` until its completion.
+    /// `Ok(false)`, with nothing posted, when every entry of the context
+    /// is posted; `EINVAL` for an unknown context, a range past the pages
+    /// or over more than [`MAX_SGE`] of them or than the device scatters a
+    /// Read over, or pages mapped on another device; `ESHUTDOWN` once the
+    /// endpoint's drain started.
+    #[expect(clippy::too_many_arguments)]
+    pub fn post(
+        &self,
+        ctxt: usize,
+        ep: &Endpoint,
+        sinks: &Arc<PageSinks>,
+        off: usize,
+        len: usize,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<bool> {
+        let c = self.ctxts.get(ctxt).ok_or(EINVAL)?;
+        let mut sges = [const { MaybeUninit::<bindings::ib_sge>::uninit() }; MAX_SGE];
+        let nsge = sinks.page_sges(off, len, &mut sges)?;
+        // The pages must be mapped on the endpoint's device, and the device
+        // must scatter one Read over that many entries.
+        let fits = u32::try_from(nsge).is_ok_and(|n| n <= ep.device_attr().max_sge_rd);
+        if !fits || !Arc::ptr_eq(sinks.pd(), ep.pd()) {
+            return Err(EINVAL);
+        }
+        let Some(slot) = claim_entry(c) else {
+            return Ok(false);
+        };
+        let entry = &c.entries[slot];
+        // SAFETY: All-zero is a valid `ib_rdma_wr` (null pointers, no
+        // flags); the fields that matter are set below.
+        let mut w: bindings::ib_rdma_wr = unsafe { core::mem::zeroed() };
+        w.wr.__bindgen_anon_1.wr_cqe = entry.cqe.get();
+        // The first `nsge` entries, which `page_sges` wrote.
+        w.wr.sg_list = sges.as_mut_ptr().cast();
+        w.wr.num_sge = i32::try_from(nsge).map_err(|_| EINVAL)?;
+        w.wr.opcode = bindings::ib_wr_opcode_IB_WR_RDMA_READ;
+        w.wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+        w.remote_addr = remote_addr;
+        w.rkey = rkey;
+        // SAFETY: This thread holds the entry's bit (type invariant). It
+        // is the context's claimer, the only thread that posts through
+        // it: `home` is written once, at the context's first post, before
+        // any of its completions can read it, and only read after (by
+        // later claimers once this one gave the context back).
+        // INVARIANT: `home` is written before the post.
+        unsafe {
+            *entry.sinks.get() = Some(sinks.clone());
+            if (*c.home.get()).is_null() {
+                *c.home.get() = core::ptr::from_ref(self);
+            }
+        }
+        live::inc(live::Kind::PostedWr);
+        let rc = match ep.start_post() {
+            // SAFETY: The queue pair is live while `posting` is held; the
+            // work request and its list are valid for the call, the
+            // completion entry for as long as the contexts, which outlive
+            // their posted Reads (their owner drains first); the pages stay
+            // mapped while the entry holds `sinks`.
+            Ok(posting) => unsafe { bindings::rpcrdma_rs_ib_post_send(posting.qp(), &w.wr) },
+            Err(e) => e.to_errno(),
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        // Not posted: no completion will come.
+        live::dec(live::Kind::PostedWr);
+        // SAFETY: The entry's bit is still this thread's.
+        let kept = unsafe { (*entry.sinks.get()).take() };
+        release_entry(c, slot);
+        drop(kept);
+        Err(Error::from_errno(rc))
+    }
+
+    /// Whether any entry of any context is posted (or being filled).
+    fn any_posted(&self) -> bool {
+        self.ctxts.iter().any(|c| c.busy.load(Relaxed) != 0)
+    }
+}
+
+/// Takes a free entry of `c`, if any.
+fn claim_entry<O: ReadCtxtsOwner>(c: &Ctxt<O>) -> Option<usize> {
+    let mut busy = c.busy.load(Relaxed);
+    loop {
+        let slot = (!busy).trailing_zeros() as usize;
+        if slot >= READ_SLOTS {
+            return None;
+        }
+        match c.busy.cmpxchg(busy, busy | (1 << slot), Acquire) {
+            Ok(_) => return Some(slot),
+            Err(now) => busy = now,
+        }
+    }
+}
+
+/// Gives entry `slot` of `c` up (its completion ran, or it was not
+/// posted).
+fn release_entry<O: ReadCtxtsOwner>(c: &Ctxt<O>, slot: usize) {
+    // The bit is set and only its holder clears it: subtracting it clears
+    // it alone. Release: whatever the holder wrote before the entry is
+    // seen free.
+    c.busy.fetch_sub(1u32 << slot, Release);
+}
+
+impl<O: ReadCtxtsOwner> Drop for ReadCtxts<O> {
+    fn drop(&mut self) {
+        // The owner drains its endpoint first.
+        // INVARIANT: never freed while the device may reach them.
+        if self.any_posted() {
+            crate::pr_err_ratelimited!(
+                "rpcrdma_rs: read contexts dropped with Reads posted; leaked\n"
+            );
+            return;
+        }
+        // SAFETY: Dropped once, here; not used again.
+        unsafe { ManuallyDrop::drop(&mut self.ctxts) };
+    }
+}
+
+/// The completion of a Read posted through a context's entry.
+///
+/// # Safety
+///
+/// Called by the RDMA core for a work request whose `wr_cqe` is the `cqe`
+/// of a posted entry of a context of a `ReadCtxts<O>`.
+unsafe extern "C" fn read_done<O: ReadCtxtsOwner>(
+    _cq: *mut bindings::ib_cq,
+    wc: *mut bindings::ib_wc,
+) {
+    // SAFETY: `wc` is valid for the callback; posted work requests carry a
+    // `wr_cqe`.
+    let (w, cqe) = unsafe { (&*wc, (*wc).__bindgen_anon_1.wr_cqe) };
+    // SAFETY: By the function's requirement the entry is a posted one's,
+    // and the contexts outlive their posted Reads.
+    let entry =
+        unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Entry, cqe) };
+    // SAFETY: Entry `slot` is element `slot` of the `entries` array (type
+    // invariant), which is a field of a `Ctxt<O>`.
+    let c = unsafe {
+        let first = core::ptr::from_ref(entry).sub(entry.slot);
+        &*kernel::container_of!(first.cast::<[Entry; READ_SLOTS]>(), Ctxt<O>, entries)
+    };
+    // SAFETY: Written before the post (type invariant); the contexts
+    // outlive their posted Reads.
+    let ctxts = unsafe { &**c.home.get() };
+    // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
+    // which lives in an `Arc` at least as long as they do (`RingIn`).
+    let owner = unsafe { &*owner_of::<O, ReadCtxts<O>>(ctxts) };
+    live::dec(live::Kind::PostedWr);
+    let done = WorkCompletion::of(w);
+    // SAFETY: Posted: its completion holds the entry's bit now.
+    let kept = unsafe { (*entry.sinks.get()).take() };
+    release_entry(c, entry.slot);
+    // The device is done with the pages.
+    drop(kept);
+    owner.read_done(c.index, &c.state, &done);
+}
