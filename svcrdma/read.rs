@@ -261,7 +261,7 @@ impl Io<'_> {
             // completion entries when one is free (no work request object
             // or reference per page: the common case).
             let direct = work.paged.as_ref().and_then(PagedSinks::unregistered);
-            if let Some(pages) = direct.filter(|_| q.ops.free(ctxt) > 0) {
+            if let Some(pages) = direct.filter(|_| q.ops.has_free(ctxt)) {
                 if !self.sq.try_acquire_read(1)? {
                     break;
                 }

@@ -43,6 +43,9 @@ pub const READ_SLOTS: usize = 3;
 /// Contexts per word of the claim map.
 const PER_WORD: usize = u64::BITS as usize;
 
+/// The bits of every entry of a context.
+const ALL_ENTRIES: u32 = (1 << READ_SLOTS) - 1;
+
 /// What the owner of [`ReadCtxts`] does when one of their Reads completes.
 pub trait ReadCtxtsOwner: Send + Sync + Sized + RingIn<ReadCtxts<Self>> {
     /// The transport's state of a Call being read, one in each context.
@@ -213,6 +216,14 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         self.ctxts.get(ctxt).map_or(0, |c| {
             READ_SLOTS.saturating_sub(c.busy.load(Acquire).count_ones() as usize)
         })
+    }
+
+    /// Whether an entry of context `ctxt` is not posted ([`Self::free`]
+    /// is not zero), without counting them.
+    pub fn has_free(&self, ctxt: usize) -> bool {
+        self.ctxts
+            .get(ctxt)
+            .is_some_and(|c| c.busy.load(Acquire) & ALL_ENTRIES != ALL_ENTRIES)
     }
 
     /// Posts an RDMA Read of `len` bytes at `remote_addr` under `rkey`

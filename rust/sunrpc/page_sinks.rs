@@ -213,8 +213,15 @@ impl PageSinks {
         sges: &mut [MaybeUninit<bindings::ib_sge>],
     ) -> Result<usize> {
         let (dmas, first) = self.page_dmas(off, len)?;
-        let sges = sges.get_mut(..dmas.len()).ok_or(EINVAL)?;
         let lkey = self.pd.lkey();
+        // The usual piece of a small WRITE: within one page.
+        if let ([dma], [sge, ..]) = (dmas, &mut *sges) {
+            let length = u32::try_from(len).map_err(|_| EINVAL)?;
+            let addr = dma.wrapping_add(first as u64);
+            sge.write(bindings::ib_sge { addr, length, lkey });
+            return Ok(1);
+        }
+        let sges = sges.get_mut(..dmas.len()).ok_or(EINVAL)?;
         for (sge, (addr, length)) in sges.iter_mut().zip(runs_of(dmas, first, len)) {
             sge.write(bindings::ib_sge { addr, length, lkey });
         }
