@@ -74,15 +74,16 @@ struct Entry {
 /// Bit `i` of `busy` is set while entry `i` is posted or being filled by
 /// the poster that set it; only that poster, then the entry's completion,
 /// write its `sinks`. `home` names the contexts this one belongs to
-/// whenever an entry is posted (written once, before the context's first
-/// post: the contexts do not move, their owner being pinned in an `Arc`).
+/// whenever an entry is posted (written before each post, always with the
+/// same value: the contexts do not move, their owner being pinned in an
+/// `Arc`).
 /// `index` is the context's place in [`ReadCtxts::ctxts`].
 #[pin_data]
 struct Ctxt<O: ReadCtxtsOwner> {
     entries: [Entry; READ_SLOTS],
     busy: Atomic<u32>,
     index: usize,
-    home: UnsafeCell<*const ReadCtxts<O>>,
+    home: Atomic<*const ReadCtxts<O>>,
     #[pin]
     state: O::State,
 }
@@ -102,9 +103,8 @@ pub struct ReadCtxts<O: ReadCtxtsOwner> {
 }
 
 // SAFETY: An entry's `sinks` is written only by the thread that holds its
-// bit, `home` once before it is read (type invariants); the
-// rest is atomics, entries the device reads and the states, which are
-// `Send + Sync`.
+// bit (type invariants); the rest is atomics, entries the device reads
+// and the states, which are `Send + Sync`.
 unsafe impl<O: ReadCtxtsOwner> Send for ReadCtxts<O> {}
 // SAFETY: As above.
 unsafe impl<O: ReadCtxtsOwner> Sync for ReadCtxts<O> {}
@@ -134,7 +134,7 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
                     }),
                     busy: Atomic::new(0),
                     index,
-                    home: UnsafeCell::new(core::ptr::null()),
+                    home: Atomic::new(core::ptr::null()),
                     state <- init,
                 }? Error)
             },
@@ -271,18 +271,11 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         w.wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
         w.remote_addr = remote_addr;
         w.rkey = rkey;
-        // SAFETY: This thread holds the entry's bit (type invariant). It
-        // is the context's claimer, the only thread that posts through
-        // it: `home` is written once, at the context's first post, before
-        // any of its completions can read it, and only read after (by
-        // later claimers once this one gave the context back).
-        // INVARIANT: `home` is written before the post.
-        unsafe {
-            *entry.sinks.get() = Some(sinks.clone());
-            if (*c.home.get()).is_null() {
-                *c.home.get() = core::ptr::from_ref(self);
-            }
-        }
+        // SAFETY: This thread holds the entry's bit (type invariant).
+        unsafe { *entry.sinks.get() = Some(sinks.clone()) };
+        // INVARIANT: `home` is written before the post, always with this
+        // value. The post orders it before the completion that reads it.
+        c.home.store(core::ptr::from_ref(self), Relaxed);
         live::inc(live::Kind::PostedWr);
         let rc = match ep.start_post() {
             // SAFETY: The queue pair is live while `posting` is held; the
@@ -375,7 +368,7 @@ unsafe extern "C" fn read_done<O: ReadCtxtsOwner>(
     };
     // SAFETY: Written before the post (type invariant); the contexts
     // outlive their posted Reads.
-    let ctxts = unsafe { &**c.home.get() };
+    let ctxts = unsafe { &*c.home.load(Relaxed) };
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
     // which lives in an `Arc` at least as long as they do (`RingIn`).
     let owner = unsafe { &*owner_of::<O, ReadCtxts<O>>(ctxts) };
