@@ -23,7 +23,6 @@ use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
-use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use kernel::alloc::KVec;
@@ -54,7 +53,7 @@ pub trait RecvSlotsOwner: Send + Sync + Sized + RingIn<RecvSlots<Self>> {
 struct Ctxt<O: RecvSlotsOwner> {
     cqe: Opaque<bindings::ib_cqe>,
     index: usize,
-    home: UnsafeCell<*const RecvSlots<O>>,
+    home: Atomic<*const RecvSlots<O>>,
     buf: Arc<MappedBuf>,
 }
 
@@ -70,8 +69,7 @@ pub struct RecvSlots<O: RecvSlotsOwner> {
     _owner: PhantomData<fn() -> O>,
 }
 
-// SAFETY: `home` is written by posters before a post, with the same value
-// each time; the rest is immutable after `new`, or atomic.
+// SAFETY: The contexts are immutable after `new`, or atomic.
 unsafe impl<O: RecvSlotsOwner> Send for RecvSlots<O> {}
 // SAFETY: As above.
 unsafe impl<O: RecvSlotsOwner> Sync for RecvSlots<O> {}
@@ -88,7 +86,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                         done: Some(recv_done::<O>),
                     }),
                     index,
-                    home: UnsafeCell::new(core::ptr::null()),
+                    home: Atomic::new(core::ptr::null()),
                     buf: ep.alloc_buf(buf_len, DmaDir::FromDevice)?,
                 },
                 GFP_KERNEL,
@@ -164,13 +162,13 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                 return Err(EINVAL);
             }
             let sge = c.buf.sge(0, c.buf.len())?;
+            // INVARIANT: `home` is written before the post, always with
+            // this value. The post orders it before the completion that
+            // reads it.
+            c.home.store(home, Relaxed);
             // SAFETY: `n < RECV_BATCH_MAX`: entries `n` of both arrays
-            // exist. The context is not posted (the caller's word, and a
-            // posted one's buffer is never lent): its `home` is this
-            // thread's to write, with the only value it ever has.
-            // INVARIANT: `home` is written before the post.
+            // exist.
             unsafe {
-                *c.home.get() = home;
                 sge_base.add(n).write(sge);
                 base.add(n).write(bindings::ib_recv_wr {
                     // One past this entry; the last is unlinked below.
@@ -252,7 +250,7 @@ unsafe extern "C" fn recv_done<O: RecvSlotsOwner>(
         unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Ctxt<O>, cqe) };
     // SAFETY: Written before the post (type invariant); the contexts
     // outlive their posted Receives, and their owner with them.
-    let slots = unsafe { &**c.home.get() };
+    let slots = unsafe { &*c.home.load(Relaxed) };
     slots.posted.fetch_sub(1, Relaxed);
     live::dec(live::Kind::PostedWr);
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
