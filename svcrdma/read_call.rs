@@ -47,7 +47,7 @@ impl Conn {
     /// closed and `work` dropped).
     pub(super) fn start_reads(&self, work: ReadWork) -> bool {
         let s = &self.shared;
-        let Some((ctxt, op)) = s.rq.try_admit_read().and_then(|c| Some((c, s.rq.op(c)?))) else {
+        let Some((ctxt, op)) = s.rq.try_admit_read() else {
             // More Calls in flight than credits granted: a protocol
             // violation that would otherwise let a client tie up
             // unbounded buffers.

@@ -162,7 +162,7 @@ pub(super) struct ReadHandler {
 
 impl CompletionHandler for ReadHandler {
     fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        if let Some(op) = self.q.ops.state(self.ctxt) {
+        if let Some(op) = self.q.op(self.ctxt) {
             read_completed(&self.q, self.ctxt, op, self.slots, wc);
         }
     }

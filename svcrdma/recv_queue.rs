@@ -228,8 +228,8 @@ impl RecvQ {
     }
 
     /// Claims a read context for a Call to be read, unless every one is
-    /// claimed.
-    pub(super) fn try_admit_read(&self) -> Option<usize> {
+    /// claimed: its index and its operation.
+    pub(super) fn try_admit_read(&self) -> Option<(usize, &ReadOp)> {
         self.ops.claim()
     }
 

@@ -170,8 +170,9 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         self.ctxts.is_empty()
     }
 
-    /// Claims a context that is not claimed, if any: its index.
-    pub fn claim(&self) -> Option<usize> {
+    /// Claims a context that is not claimed, if any: its index and its
+    /// state.
+    pub fn claim(&self) -> Option<(usize, &O::State)> {
         for (w, word) in self.claimed.iter().enumerate() {
             let mut bits = word.load(Relaxed);
             while bits != u64::MAX {
@@ -179,7 +180,12 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
                 // Acquire: what the context's last user did before it gave
                 // the context back (`release`).
                 match word.cmpxchg(bits, bits | (1u64 << bit), Acquire) {
-                    Ok(_) => return Some(w * PER_WORD + bit as usize),
+                    Ok(_) => {
+                        // A context: the bits past the last are never
+                        // clear (type invariant).
+                        let ctxt = w * PER_WORD + bit as usize;
+                        return self.ctxts.get(ctxt).map(|c| (ctxt, &c.state));
+                    }
                     Err(now) => bits = now,
                 }
             }
