@@ -20,7 +20,7 @@ use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::rdma::cm::{CmEvent, CmHandler};
 use crate::rust::rdma::read_ctxts::ReadCtxts;
-use crate::rust::rdma::recv_slots::RecvSlots;
+use crate::rust::rdma::recv_slots::{RecvBatch, RecvSlots};
 use crate::rust::rdma::sink_pool::SinkMrPool;
 use crate::rust::rdma::verbs::{ConnParam, Endpoint, EndpointConfig, MAX_SGE};
 use crate::rust::sunrpc::svc::XprtLink;
@@ -132,8 +132,10 @@ impl Conn {
             crate::proto::credits::GrantPolicy::Fixed,
         );
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
-        let ring_slots = KVec::from_elem((0, 0), nrecv, GFP_KERNEL)?;
-        let repost = KVec::with_capacity(RECV_BATCH as usize, GFP_KERNEL)?;
+        let mut ring_slots = KVec::with_capacity(nrecv, GFP_KERNEL)?;
+        for _ in 0..nrecv {
+            ring_slots.push(None, GFP_KERNEL)?;
+        }
         let max_reads = credits.grant().max(1);
         let reads_cap = usize_of(max_reads)?;
         let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
@@ -158,7 +160,7 @@ impl Conn {
                         slots: ring_slots,
                         head: 0,
                         len: 0,
-                        repost,
+                        repost: RecvBatch::default(),
                         ready,
                         sq_wait,
                         ctxts,

@@ -19,13 +19,14 @@
 use super::cache::BufCache;
 use super::read::ReadPiece;
 use super::read_sinks::ReadSinks;
-use super::recv_queue::{RecvQ, RECV_BATCH};
+use super::recv_queue::RecvQ;
 use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
+use crate::rust::rdma::recv_slots::Recv;
 use crate::rust::rdma::verbs::Endpoint;
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::{ArgLoan, XprtLink};
@@ -224,7 +225,7 @@ pub(crate) struct CallCtxt {
     /// The Receive whose buffer the Call is read from in place, or that a
     /// Call with Read chunks kept while it was read, if any: posted again
     /// when the request is released.
-    pub(super) held_recv: Option<usize>,
+    pub(super) held_recv: Option<Recv>,
     /// That buffer's loan to sunrpc (kept here by the `svc` trampolines).
     pub(super) arg: ArgLoan,
     /// The allocation of the list of RDMA Reads of the last Call with
@@ -322,7 +323,7 @@ impl Conn {
     /// queues the Receive its Call kept, if it did, for reposting: under
     /// one hold of the ring's lock.
     pub(super) fn release_ctxt(&self, mut ctxt: KBox<CallCtxt>) {
-        let Some(slot) = ctxt.held_recv.take() else {
+        let Some(recv) = ctxt.held_recv.take() else {
             let rejected = self
                 .shared
                 .rq
@@ -335,14 +336,15 @@ impl Conn {
             drop(rejected);
             return;
         };
-        let mut batch = [0usize; RECV_BATCH as usize];
-        let (rejected, n) = {
+        let (rejected, batch) = {
             let mut r = self.shared.rq.ring.lock();
-            let n = r.queue_repost(slot, true, &mut batch);
-            (r.ctxts.push_within_capacity(ctxt).err(), n)
+            let batch = r.queue_repost(recv, true);
+            (r.ctxts.push_within_capacity(ctxt).err(), batch)
         };
         drop(rejected);
-        self.post_reposts(batch.get(..n).unwrap_or(&[]));
+        if let Some(batch) = batch {
+            self.post_reposts(batch);
+        }
     }
 
     /// Posts a Send of `bytes`.

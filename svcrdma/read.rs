@@ -16,6 +16,7 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
+use crate::rust::rdma::recv_slots::Recv;
 use crate::rust::rdma::verbs::{MappedBuf, ReceivedLoan, SendOp, WorkRequest};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use kernel::alloc::KVec;
@@ -50,9 +51,9 @@ pub(super) fn piece_error(e: PieceError) -> Error {
 
 /// The received transport header and inline body of a Call being read.
 pub(super) enum CallMsg {
-    /// In its Receive buffer (the slot named), kept from the device until
-    /// the Call is assembled.
-    Held(ReceivedLoan, usize),
+    /// In its Receive buffer (of the context named), kept from the device
+    /// until the Call is assembled.
+    Held(ReceivedLoan, Recv),
     /// Copied out, its Receive posted again at once (when the connection
     /// holds as many Receives as it may).
     Copied(KVec<u8>),
@@ -66,11 +67,6 @@ impl CallMsg {
         Ok(Self::Copied(kept))
     }
 
-    /// Whether it keeps its Receive.
-    pub(super) fn holds_recv(&self) -> bool {
-        matches!(self, Self::Held(..))
-    }
-
     pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Self::Held(loan, _) => loan.bytes(),
@@ -78,10 +74,14 @@ impl CallMsg {
         }
     }
 
-    /// The Receive slot it kept, given up (the loan ends here).
-    pub(super) fn release(self) -> Option<usize> {
+    /// The Receive it kept, given up (the loan ends here, before the
+    /// context may be posted again).
+    pub(super) fn release(self) -> Option<Recv> {
         match self {
-            Self::Held(_, slot) => Some(slot),
+            Self::Held(loan, recv) => {
+                drop(loan);
+                Some(recv)
+            }
             Self::Copied(_) => None,
         }
     }
@@ -168,25 +168,13 @@ impl ReadWork {
     /// The work of reading the Call whose Reads [`plan_reads`] planned
     /// into `ctxt`'s `read_pieces`, parsed from `msg`: into pages of their
     /// own with `paged`, else into cached sinks.
-    pub(super) fn new(
-        msg: CallMsg,
-        ctxt: KBox<CallCtxt>,
-        paged: Option<(PagedCall, Arc<PageSinks>)>,
-        sinks: &ReadSinks,
-    ) -> Result<Self> {
-        let pool = match sinks {
-            ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
-            _ => None,
-        };
-        let paged = paged
-            .map(|(l, pages)| PagedSinks::new(l, pages, pool))
-            .transpose()?;
-        Ok(Self {
+    pub(super) fn new(msg: CallMsg, ctxt: KBox<CallCtxt>, paged: Option<PagedSinks>) -> Self {
+        Self {
             msg,
             ctxt,
             next: 0,
             paged,
-        })
+        }
     }
 
     /// Whether every Read was posted.
@@ -200,6 +188,21 @@ impl ReadWork {
     pub(super) fn into_parts(self) -> (CallMsg, KBox<CallCtxt>, Option<PagedSinks>) {
         (self.msg, self.ctxt, self.paged)
     }
+}
+
+/// The sinks of a Call read into pages of its own (`paged`: its layout and
+/// pages), with the connection's Read `sinks`.
+pub(super) fn paged_sinks(
+    paged: Option<(PagedCall, Arc<PageSinks>)>,
+    sinks: &ReadSinks,
+) -> Result<Option<PagedSinks>> {
+    let pool = match sinks {
+        ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
+        _ => None,
+    };
+    paged
+        .map(|(l, pages)| PagedSinks::new(l, pages, pool))
+        .transpose()
 }
 
 /// Calls `put(at, buf, buf_off, len)` for the bytes `[start, start + len)`

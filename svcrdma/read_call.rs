@@ -129,8 +129,8 @@ impl Conn {
     /// Lets a Call's message go, and with it the Receive it kept, if it
     /// did: queued for posting again with the hold it took.
     fn release_msg(&self, msg: CallMsg) {
-        if let Some(slot) = msg.release() {
-            self.repost(slot, true);
+        if let Some(recv) = msg.release() {
+            self.repost(recv, true);
         }
     }
 

@@ -10,8 +10,8 @@ use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::impl_ring_in;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
-use crate::rust::rdma::recv_slots::{RecvSlots, RecvSlotsOwner};
-use crate::rust::rdma::verbs::WorkCompletion;
+use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
+use crate::rust::rdma::verbs::{WorkCompletion, RECV_BATCH_MAX};
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -21,6 +21,8 @@ use kernel::sync::{Arc, SpinLock};
 /// a batch of 7 in flight while being refilled).
 pub(super) const RECV_EXTRA_BC: u32 = 2;
 pub(super) const RECV_BATCH: u32 = 7;
+// A batch is posted as one chain.
+const _: () = assert!(RECV_BATCH as usize <= RECV_BATCH_MAX);
 
 /// Most bytes of Receive buffers a connection keeps for requests to hold
 /// (Calls served in place, see [`Ring::max_held`]): 256 buffers at the
@@ -29,8 +31,8 @@ pub(super) const RECV_BATCH: u32 = 7;
 /// while it is deferred) and cost memory on every connection.
 pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
 
-/// Ring of completed Receives (slot, byte length) in arrival order, and
-/// the Calls being read.
+/// Ring of completed Receives (context, byte length) in arrival order,
+/// and the Calls being read.
 ///
 /// # Invariants
 ///
@@ -39,11 +41,14 @@ pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
 /// capacity: pushing (from completion handlers too) never allocates and
 /// never fails.
 pub(super) struct Ring {
-    pub(super) slots: KVec<(usize, u32)>,
+    /// As many entries as receive contexts: at most one of each is
+    /// completed and not yet taken (its one [`Recv`]).
+    pub(super) slots: KVec<Option<(Recv, u32)>>,
     pub(super) head: usize,
     pub(super) len: usize,
-    /// Slots consumed by `recvfrom`, waiting to be reposted as one batch.
-    pub(super) repost: KVec<usize>,
+    /// Receives consumed by `recvfrom`, waiting to be reposted as one
+    /// batch (fewer than [`RECV_BATCH`]).
+    pub(super) repost: RecvBatch,
     /// Calls whose Reads all completed, or that may post more (C
     /// `sc_read_complete_q`): their read contexts.
     pub(super) ready: KVec<usize>,
@@ -85,39 +90,27 @@ pub(super) fn pop_front_if(list: &mut KVec<usize>, ok: impl FnOnce() -> bool) ->
 pub(super) enum Next {
     /// A Call being read: its read context.
     Op(usize),
-    /// A received message: its receive slot and length.
-    Recv(usize, u32),
+    /// A received message: its receive context and length.
+    Recv(Recv, u32),
     /// Nothing.
     Idle,
 }
 
 impl Ring {
-    /// Queues consumed Receive `slot` for reposting (`held`: it was taken
+    /// Queues consumed Receive `recv` for reposting (`held`: it was taken
     /// with a hold, see [`Ring::held`]); once the queue holds
-    /// [`RECV_BATCH`], moves it into `batch` and returns how many it moved
-    /// (0 otherwise).
-    pub(super) fn queue_repost(
-        &mut self,
-        slot: usize,
-        held: bool,
-        batch: &mut [usize; RECV_BATCH as usize],
-    ) -> usize {
+    /// [`RECV_BATCH`], returns it as the batch to post.
+    pub(super) fn queue_repost(&mut self, recv: Recv, held: bool) -> Option<RecvBatch> {
         if held {
             self.held = self.held.saturating_sub(1);
         }
-        let q = &mut self.repost;
-        if q.push_within_capacity(slot).is_err() {
-            // Cannot happen (capacity is the batch): post what we have.
-            return 0;
+        // Cannot be full (it is emptied at `RECV_BATCH`); if it were, the
+        // context would be lost to the connection, never posted twice.
+        let _ = self.repost.push(recv);
+        if self.repost.len() < RECV_BATCH as usize {
+            return None;
         }
-        if q.len() < RECV_BATCH as usize {
-            return 0;
-        }
-        let n = q.len().min(batch.len());
-        for (dst, src) in batch.iter_mut().zip(q.drain_all()) {
-            *dst = src;
-        }
-        n
+        Some(core::mem::take(&mut self.repost))
     }
 
     /// Takes a hold on a Receive taken off the ring, if fewer than
@@ -130,15 +123,21 @@ impl Ring {
         ok
     }
 
-    pub(super) fn push(&mut self, v: (usize, u32)) -> bool {
+    /// Appends a completed Receive; false (and the context lost) if the
+    /// ring is full, which one entry per context rules out.
+    pub(super) fn push(&mut self, recv: Recv, len: u32) -> bool {
         let cap = self.slots.len();
-        if cap == 0 || self.len >= cap {
+        if self.len >= cap {
             return false;
         }
-        let idx = (self.head + self.len) % cap;
+        // `head < cap` and `len < cap`: one subtraction wraps it.
+        let mut idx = self.head + self.len;
+        if idx >= cap {
+            idx -= cap;
+        }
         match self.slots.get_mut(idx) {
             Some(s) => {
-                *s = v;
+                *s = Some((recv, len));
                 self.len += 1;
                 true
             }
@@ -146,13 +145,16 @@ impl Ring {
         }
     }
 
-    pub(super) fn pop(&mut self) -> Option<(usize, u32)> {
-        let cap = self.slots.len();
-        if self.len == 0 || cap == 0 {
+    /// Takes the oldest completed Receive.
+    pub(super) fn pop(&mut self) -> Option<(Recv, u32)> {
+        if self.len == 0 {
             return None;
         }
-        let v = *self.slots.get(self.head)?;
-        self.head = (self.head + 1) % cap;
+        let v = self.slots.get_mut(self.head)?.take()?;
+        self.head += 1;
+        if self.head == self.slots.len() {
+            self.head = 0;
+        }
         self.len -= 1;
         Some(v)
     }
@@ -246,10 +248,10 @@ impl_ring_in!(RecvQ, ops: ReadCtxts<RecvQ>);
 
 impl RecvSlotsOwner for RecvQ {
     /// Completion of one posted Receive (C `svc_rdma_wc_receive`).
-    fn received(&self, slot: usize, wc: &WorkCompletion) {
+    fn received(&self, recv: Recv, wc: &WorkCompletion) {
         if wc.is_ok() {
             let mut r = self.ring.lock();
-            if r.push((slot, wc.byte_len)) {
+            if r.push(recv, wc.byte_len) {
                 // Under the ring lock, pairing with `recvfrom` clearing
                 // XPT_DATA under it (C `sc_rq_dto_lock`).
                 self.link.data_ready();
@@ -261,7 +263,8 @@ impl RecvSlotsOwner for RecvQ {
             // Flushed too (C `svc_rdma_wc_receive`): the queue pair went to
             // the error state, maybe with no other completion in error
             // (see `SqGate::completed`), and only the disconnect tells the
-            // client.
+            // client. The context is not posted again.
+            drop(recv);
             self.link.close();
         }
     }
@@ -275,24 +278,17 @@ impl Conn {
     /// backchannel's Receives and one batch more besides those requests
     /// hold, so the client never finds fewer posted Receives than it may
     /// use.
-    pub(super) fn repost(&self, slot: usize, held: bool) {
-        let mut batch = [0usize; RECV_BATCH as usize];
-        let n = self
-            .shared
-            .rq
-            .ring
-            .lock()
-            .queue_repost(slot, held, &mut batch);
-        self.post_reposts(batch.get(..n).unwrap_or(&[]));
+    pub(super) fn repost(&self, recv: Recv, held: bool) {
+        let batch = self.shared.rq.ring.lock().queue_repost(recv, held);
+        if let Some(batch) = batch {
+            self.post_reposts(batch);
+        }
     }
 
-    /// Posts the Receives of `slots` again, as one chain.
-    pub(super) fn post_reposts(&self, slots: &[usize]) {
-        if slots.is_empty() {
-            return;
-        }
+    /// Posts the Receives of `batch` again, as one chain.
+    pub(super) fn post_reposts(&self, mut batch: RecvBatch) {
         let s = &self.shared;
-        match s.rq.recvs.post(&s.ep, slots) {
+        match s.rq.recvs.post(&s.ep, &mut batch) {
             Ok(()) => {}
             // The connection is ending (its queue pair drained): nothing
             // to say.
@@ -300,7 +296,7 @@ impl Conn {
             _ => {
                 crate::pr_warn_ratelimited!(
                     "svcrdma: cannot repost {} receives; closing the connection\n",
-                    slots.len()
+                    batch.len()
                 );
                 s.link.close();
             }

@@ -9,7 +9,7 @@
 //! a later `xpo_recvfrom` finishes the Call.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
+use super::read::{paged_sinks, plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::stats::{stat_add, Stat};
@@ -39,15 +39,6 @@ enum Processed {
     /// bytes are no longer borrowed, so that the Receive they are in can
     /// be kept with them.
     Read(KBox<CallCtxt>, Option<(PagedCall, Arc<PageSinks>)>),
-}
-
-/// What became of a received message's Receive.
-enum Served {
-    /// Free to post again; the Call to process, if any.
-    Repost(Option<KBox<CallCtxt>>),
-    /// Kept by the Call (served in place, or being read): posted again
-    /// when the Call is done with it.
-    Kept(Option<KBox<CallCtxt>>),
 }
 
 impl Conn {
@@ -85,59 +76,56 @@ impl Conn {
             (next, spare, may_hold)
         };
         rqst.received();
-        let (slot, byte_len) = match next {
+        let (recv, byte_len) = match next {
             Next::Idle => return None,
             Next::Op(op) => return self.resume(rqst, op),
-            Next::Recv(slot, len) => (slot, len),
+            Next::Recv(recv, len) => (recv, len),
         };
         stat_add(Stat::Recv, 1);
         // Decoded where the device put it (C decodes `rc_recv_buf` in
         // place). A Call without Read chunks is served from there too
         // (`rq_arg` points into the buffer) when the hold allows: its
-        // Receive is posted again when the request is released. Otherwise
-        // the Receive is posted again once the message is dealt with.
-        let buf = s.rq.recvs.buf(slot).ok_or(EINVAL);
-        let res = buf
-            .and_then(|buf| buf.lend_received(usize_of(byte_len)?.min(buf.len())))
-            .and_then(|loan| {
-                match self.process(rqst, loan.bytes(), spare, may_hold)? {
-                    Processed::Done(ctxt) => Ok(Served::Repost(ctxt)),
-                    Processed::InPlace(mut ctxt, at, len) => {
-                        rqst.set_arg_in_place(loan, at, len)?;
-                        ctxt.held_recv = Some(slot);
-                        Ok(Served::Kept(Some(ctxt)))
-                    }
-                    Processed::Read(ctxt, paged) => {
-                        // The Receive stays with the Call while it is read
-                        // when the hold allows (C keeps `rc_recv_buf` with
-                        // the receive context); else its bytes are copied
-                        // and it is posted again now.
-                        let msg = if may_hold {
-                            CallMsg::Held(loan, slot)
-                        } else {
-                            CallMsg::copy(loan.bytes())?
-                        };
-                        let held = msg.holds_recv();
-                        let work = ReadWork::new(msg, ctxt, paged, &s.read_sinks)?;
-                        match (self.start_reads(work), held) {
-                            (true, true) => Ok(Served::Kept(None)),
-                            _ => Ok(Served::Repost(None)),
-                        }
-                    }
+        // Receive goes with the request and is posted again when the
+        // request is released. Otherwise the Receive is posted again once
+        // the message is dealt with: whatever did not take `unkept`.
+        let loan = usize_of(byte_len).and_then(|len| s.rq.recvs.lend(&recv, len));
+        let mut unkept = Some(recv);
+        let res = loan.and_then(|loan| {
+            match self.process(rqst, loan.bytes(), spare, may_hold)? {
+                Processed::Done(ctxt) => Ok(ctxt),
+                Processed::InPlace(mut ctxt, at, len) => {
+                    rqst.set_arg_in_place(loan, at, len)?;
+                    ctxt.held_recv = unkept.take();
+                    Ok(Some(ctxt))
                 }
-            });
-        match res {
-            Ok(Served::Kept(ctxt)) => ctxt,
-            Ok(Served::Repost(ctxt)) => {
-                self.repost(slot, may_hold);
-                ctxt
+                Processed::Read(ctxt, paged) => {
+                    let paged = paged_sinks(paged, &s.read_sinks)?;
+                    // The Receive stays with the Call while it is read
+                    // when the hold allows (C keeps `rc_recv_buf` with
+                    // the receive context); else its bytes are copied
+                    // and it is posted again now.
+                    let msg = match unkept.take() {
+                        Some(recv) if may_hold => CallMsg::Held(loan, recv),
+                        kept => {
+                            unkept = kept;
+                            CallMsg::copy(loan.bytes())?
+                        }
+                    };
+                    let work = ReadWork::new(msg, ctxt, paged);
+                    // Refused, the Call goes with its Receive: the
+                    // connection is closed.
+                    self.start_reads(work);
+                    Ok(None)
+                }
             }
-            Err(e) => {
-                self.repost(slot, may_hold);
-                crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
-                None
-            }
+        });
+        if let Some(recv) = unkept {
+            self.repost(recv, may_hold);
         }
+        res.unwrap_or_else(|e| {
+            crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+            None
+        })
     }
 
     /// Sends `RDMA_ERROR` for a call that failed to decode.

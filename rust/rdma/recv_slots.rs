@@ -9,10 +9,16 @@
 //! Each context is made once with the connection: its completion entry
 //! and a buffer DMA-mapped for its life. A Receive's work request is built
 //! on the stack when it is posted (providers copy it), several as one
-//! chain with one doorbell. A completion hands the owner the context's
-//! index and the completion; nothing is allocated, locked or counted by
-//! reference per Receive. A buffer the CPU holds (lent to a request) is
-//! never posted.
+//! chain with one doorbell. A completion hands the owner the context as a
+//! [`Recv`] and the completion; nothing is allocated, locked or counted by
+//! reference per Receive.
+//!
+//! Which side may touch a context is carried by [`Recv`]: it exists only
+//! while its context is not posted, at most one per context, made by the
+//! completion and consumed by the post, and it is the only way to reach the
+//! context's buffer. So a context cannot be posted twice, nor its buffer
+//! read while the device may write it. A buffer the CPU still holds (lent
+//! to a request) is refused by the post.
 //!
 //! The contexts are a field of their owner ([`RingIn`]), which lives in an
 //! `Arc` and drains its endpoint before it drops them: no completion
@@ -22,9 +28,12 @@
 use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
-use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
+use crate::rust::rdma::verbs::{
+    DmaDir, Endpoint, MappedBuf, ReceivedLoan, WorkCompletion, RECV_BATCH_MAX,
+};
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
+use core::num::NonZeroU64;
 use kernel::alloc::KVec;
 use kernel::error::to_result;
 use kernel::prelude::*;
@@ -34,11 +43,93 @@ use kernel::types::Opaque;
 
 /// What a transport does when one of its Receives completes.
 pub trait RecvSlotsOwner: Send + Sync + Sized + RingIn<RecvSlots<Self>> {
-    /// Receive `slot` completed with `wc` (or was flushed). Its buffer
-    /// holds `wc.byte_len` bytes when it succeeded; it is posted again
-    /// only when the owner asks ([`RecvSlots::post`]). Runs on the receive
-    /// CQ's poller.
-    fn received(&self, slot: usize, wc: &WorkCompletion);
+    /// The Receive of `recv` completed with `wc` (or was flushed). Its
+    /// buffer holds `wc.byte_len` bytes when it succeeded; it is posted
+    /// again only when the owner hands `recv` back ([`RecvSlots::post`]),
+    /// and never if the owner drops it. Runs on the receive CQ's poller.
+    fn received(&self, recv: Recv, wc: &WorkCompletion);
+}
+
+/// Identities of [`RecvSlots`], so that a [`Recv`] is taken back only by
+/// the contexts it belongs to (never reused: 64 bits do not wrap).
+static NEXT_ID: Atomic<u64> = Atomic::new(1);
+
+/// A receive context that is not posted: what its owner holds from the
+/// completion of its Receive to its next post, and the only way to post it
+/// or to reach its buffer.
+///
+/// # Invariants
+///
+/// At most one exists per context of a [`RecvSlots`], and only while that
+/// context is not posted: [`RecvSlots::post_all`] makes one per context
+/// (once), a completion one for its context, and [`RecvSlots::post`]
+/// consumes it. `id` is the identity of the contexts it belongs to, and
+/// `index` one of theirs.
+#[must_use = "a receive context that is dropped is never posted again"]
+pub struct Recv {
+    id: NonZeroU64,
+    index: u32,
+}
+
+impl Recv {
+    /// The context's index among its [`RecvSlots`].
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+}
+
+/// Up to [`RECV_BATCH_MAX`] receive contexts, posted as one chain by
+/// [`RecvSlots::post`].
+#[derive(Default)]
+pub struct RecvBatch {
+    recvs: [Option<Recv>; RECV_BATCH_MAX],
+    len: usize,
+}
+
+impl RecvBatch {
+    /// Adds `recv`; gives it back when the batch is full.
+    pub fn push(&mut self, recv: Recv) -> core::result::Result<(), Recv> {
+        match self.recvs.get_mut(self.len) {
+            Some(at) => {
+                *at = Some(recv);
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(recv),
+        }
+    }
+
+    /// How many it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The contexts it holds, in order.
+    fn iter(&self) -> impl Iterator<Item = &Recv> {
+        self.recvs.iter().take(self.len).flatten()
+    }
+
+    /// Forgets the first `n` (posted: their Receives' completions make them
+    /// again), keeping the others in order.
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        for i in 0..self.len {
+            let moved = if i + n < self.len {
+                self.recvs.get_mut(i + n).and_then(Option::take)
+            } else {
+                None
+            };
+            if let Some(at) = self.recvs.get_mut(i) {
+                *at = moved;
+            }
+        }
+        self.len -= n;
+    }
 }
 
 /// One receive context.
@@ -52,7 +143,7 @@ pub trait RecvSlotsOwner: Send + Sync + Sized + RingIn<RecvSlots<Self>> {
 /// write, on the endpoint's device, for the context's life.
 struct Ctxt<O: RecvSlotsOwner> {
     cqe: Opaque<bindings::ib_cqe>,
-    index: usize,
+    index: u32,
     home: Atomic<*const RecvSlots<O>>,
     buf: Arc<MappedBuf>,
 }
@@ -62,10 +153,15 @@ struct Ctxt<O: RecvSlotsOwner> {
 /// # Invariants
 ///
 /// `posted` counts the contexts posted and not completed. The vector is
-/// not resized after [`RecvSlots::new`].
+/// not resized after [`RecvSlots::new`], and holds at most `u32::MAX`
+/// contexts. `id` is this value's own (from `NEXT_ID`); `fresh` is true
+/// until [`RecvSlots::post_all`] first runs, and no [`Recv`] of these
+/// contexts exists before.
 pub struct RecvSlots<O: RecvSlotsOwner> {
     ctxts: KVec<Ctxt<O>>,
     posted: Atomic<u32>,
+    id: NonZeroU64,
+    fresh: Atomic<bool>,
     _owner: PhantomData<fn() -> O>,
 }
 
@@ -78,6 +174,8 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// `n` receive contexts with buffers of `buf_len` bytes mapped on
     /// `ep`'s device, none posted.
     pub fn new(ep: &Endpoint, n: usize, buf_len: usize) -> Result<Self> {
+        u32::try_from(n)?;
+        let id = NonZeroU64::new(NEXT_ID.fetch_add(1, Relaxed)).ok_or(EOVERFLOW)?;
         let mut ctxts = KVec::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
             ctxts.push(
@@ -85,7 +183,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                     cqe: Opaque::new(bindings::ib_cqe {
                         done: Some(recv_done::<O>),
                     }),
-                    index,
+                    index: index as u32,
                     home: Atomic::new(core::ptr::null()),
                     buf: ep.alloc_buf(buf_len, DmaDir::FromDevice)?,
                 },
@@ -95,6 +193,8 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         Ok(Self {
             ctxts,
             posted: Atomic::new(0),
+            id,
+            fresh: Atomic::new(true),
             _owner: PhantomData,
         })
     }
@@ -114,54 +214,70 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         self.posted.load(Relaxed)
     }
 
-    /// The buffer of context `slot`, to read what its Receive brought
-    /// ([`MappedBuf::lend_received`]) between its completion and its next
-    /// post.
-    pub fn buf(&self, slot: usize) -> Option<&Arc<MappedBuf>> {
-        self.ctxts.get(slot).map(|c| &c.buf)
+    /// Lends the CPU the first `len` bytes (at most the buffer's) that the
+    /// Receive of `recv`'s context brought, until the loan is dropped;
+    /// `EINVAL` for a context of other contexts. Its context is not posted
+    /// while it exists (its `Recv` is held), and the post refuses it while
+    /// the loan lasts.
+    pub fn lend(&self, recv: &Recv, len: usize) -> Result<ReceivedLoan> {
+        if recv.id != self.id {
+            return Err(EINVAL);
+        }
+        let buf = &self.ctxts.get(recv.index()).ok_or(EINVAL)?.buf;
+        buf.lend_received(len.min(buf.len()))
     }
 
-    /// Posts every context's Receive on `ep` (the first post of a
-    /// connection's Receives).
+    /// Posts every context's Receive on `ep`: the first post of a
+    /// connection's Receives, once (`EINVAL` after). On failure the
+    /// contexts not posted are lost.
     pub fn post_all(&self, ep: &Endpoint) -> Result {
-        let mut batch = [0usize; RECV_BATCH_MAX];
+        if !self.fresh.xchg(false, Relaxed) {
+            return Err(EINVAL);
+        }
         let mut at = 0;
         while at < self.ctxts.len() {
-            let n = (self.ctxts.len() - at).min(RECV_BATCH_MAX);
-            for (i, slot) in batch.iter_mut().take(n).enumerate() {
-                *slot = at + i;
+            let mut batch = RecvBatch::default();
+            while at < self.ctxts.len() {
+                // INVARIANT: One per context, made once (`fresh`), none
+                // posted yet.
+                let recv = Recv {
+                    id: self.id,
+                    index: at as u32,
+                };
+                if batch.push(recv).is_err() {
+                    break;
+                }
+                at += 1;
             }
-            self.post_batch(ep, batch.get(..n).unwrap_or(&[]))?;
-            at += n;
+            self.post(ep, &mut batch)?;
         }
         Ok(())
     }
 
-    /// Posts the Receives of contexts `slots`, which are not posted, on
-    /// `ep` (the endpoint their buffers are mapped for), at most
-    /// [`RECV_BATCH_MAX`] at a time, each batch one chain. `EINVAL`, with
-    /// that batch and the rest not posted, for an unknown context or a
-    /// buffer the CPU holds; `ESHUTDOWN` once the endpoint's drain started.
-    pub fn post(&self, ep: &Endpoint, slots: &[usize]) -> Result {
-        for batch in slots.chunks(RECV_BATCH_MAX) {
-            self.post_batch(ep, batch)?;
+    /// Posts the Receives of the contexts of `batch` on `ep` (the endpoint
+    /// their buffers are mapped for) as one chain, and empties it. On
+    /// failure `batch` keeps those not posted: all of them for `EINVAL` (a
+    /// context of other contexts, or a buffer the CPU holds) and for
+    /// `ESHUTDOWN` (the endpoint's drain started).
+    pub fn post(&self, ep: &Endpoint, batch: &mut RecvBatch) -> Result {
+        for recv in batch.iter() {
+            let c = self.ctxts.get(recv.index()).ok_or(EINVAL)?;
+            if recv.id != self.id || c.buf.cpu_holds() || c.buf.dir() != DmaDir::FromDevice {
+                return Err(EINVAL);
+            }
         }
-        Ok(())
-    }
-
-    fn post_batch(&self, ep: &Endpoint, slots: &[usize]) -> Result {
         let mut sges = [const { MaybeUninit::<bindings::ib_sge>::uninit() }; RECV_BATCH_MAX];
         let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
         let sge_base = sges.as_mut_ptr().cast::<bindings::ib_sge>();
         let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
         let home = core::ptr::from_ref(self);
         let mut n = 0;
-        for &slot in slots {
-            let c = self.ctxts.get(slot).ok_or(EINVAL)?;
-            if n >= RECV_BATCH_MAX || c.buf.cpu_holds() || c.buf.dir() != DmaDir::FromDevice {
+        for recv in batch.iter() {
+            let c = self.ctxts.get(recv.index()).ok_or(EINVAL)?;
+            let sge = c.buf.sge(0, c.buf.len())?;
+            if n >= RECV_BATCH_MAX {
                 return Err(EINVAL);
             }
-            let sge = c.buf.sge(0, c.buf.len())?;
             // INVARIANT: `home` is written before the post, always with
             // this value. The post orders it before the completion that
             // reads it.
@@ -196,7 +312,9 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
             // first `n` entries of `list` are written and linked, the last
             // ending the list; their entries name buffers mapped for the
             // device to write and completion entries that live as long as
-            // these contexts, which outlive their posted Receives.
+            // these contexts, which outlive their posted Receives; each
+            // context is posted once, by its one `Recv` (type invariant),
+            // consumed below.
             Ok(posting) => unsafe {
                 bad = core::ptr::null();
                 bindings::rpcrdma_rs_ib_post_recv(posting.qp(), base, &mut bad)
@@ -204,16 +322,21 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
             // None posted (`bad` is the first).
             Err(e) => e.to_errno(),
         };
-        if rc == 0 {
-            return Ok(());
-        }
         // Those before the one that failed were posted.
-        let went = if bad.is_null() {
+        let went = if rc == 0 {
+            n
+        } else if bad.is_null() {
             0
         } else {
             // SAFETY: `bad` points into `list`.
             usize::try_from(unsafe { bad.offset_from(base) }).unwrap_or(0)
         };
+        // INVARIANT: The posted contexts' `Recv`s are gone; their
+        // completions make them again.
+        batch.consume(went);
+        if rc == 0 {
+            return Ok(());
+        }
         let not = n.saturating_sub(went);
         self.posted.fetch_sub(u32::try_from(not)?, Relaxed);
         live::sub(live::Kind::PostedWr, not);
@@ -256,5 +379,11 @@ unsafe extern "C" fn recv_done<O: RecvSlotsOwner>(
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
     // which lives in an `Arc` at least as long as they do (`RingIn`).
     let owner = unsafe { &*owner_of::<O, RecvSlots<O>>(slots) };
-    owner.received(c.index, &WorkCompletion::of(w));
+    // INVARIANT: Its context is no longer posted, and its `Recv` was
+    // consumed by the post.
+    let recv = Recv {
+        id: slots.id,
+        index: c.index,
+    };
+    owner.received(recv, &WorkCompletion::of(w));
 }
