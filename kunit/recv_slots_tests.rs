@@ -80,7 +80,7 @@ fn recv_owner(pair: &Pair) -> Result<Arc<RecvOwner>> {
 }
 
 /// A batch of `recvs`.
-fn batch_of(recvs: impl IntoIterator<Item = Recv>) -> Result<RecvBatch> {
+fn batch_of(recvs: impl IntoIterator<Item = Recv>) -> Result<RecvBatch<SLOTS>> {
     let mut batch = RecvBatch::default();
     for recv in recvs {
         batch.push(recv).map_err(|_| E2BIG)?;

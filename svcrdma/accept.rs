@@ -20,7 +20,7 @@ use crate::proto::svc_call::MAX_PAYLOAD;
 use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::rdma::cm::{CmEvent, CmHandler};
 use crate::rust::rdma::read_ctxts::ReadCtxts;
-use crate::rust::rdma::recv_slots::{RecvBatch, RecvSlots};
+use crate::rust::rdma::recv_slots::RecvSlots;
 use crate::rust::rdma::sink_pool::SinkMrPool;
 use crate::rust::rdma::verbs::{ConnParam, Endpoint, EndpointConfig, MAX_SGE};
 use crate::rust::sunrpc::svc::XprtLink;
@@ -160,7 +160,7 @@ impl Conn {
                         slots: ring_slots,
                         head: 0,
                         len: 0,
-                        repost: RecvBatch::default(),
+                        repost: Default::default(),
                         ready,
                         sq_wait,
                         ctxts,

@@ -11,7 +11,7 @@ use super::sq_gate::SqGate;
 use crate::impl_ring_in;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
-use crate::rust::rdma::verbs::{WorkCompletion, RECV_BATCH_MAX};
+use crate::rust::rdma::verbs::WorkCompletion;
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -21,8 +21,9 @@ use kernel::sync::{Arc, SpinLock};
 /// a batch of 7 in flight while being refilled).
 pub(super) const RECV_EXTRA_BC: u32 = 2;
 pub(super) const RECV_BATCH: u32 = 7;
-// A batch is posted as one chain.
-const _: () = assert!(RECV_BATCH as usize <= RECV_BATCH_MAX);
+
+/// Consumed Receives posted again together, as one chain.
+pub(super) type RepostBatch = RecvBatch<{ RECV_BATCH as usize }>;
 
 /// Most bytes of Receive buffers a connection keeps for requests to hold
 /// (Calls served in place, see [`Ring::max_held`]): 256 buffers at the
@@ -48,7 +49,7 @@ pub(super) struct Ring {
     pub(super) len: usize,
     /// Receives consumed by `recvfrom`, waiting to be reposted as one
     /// batch (fewer than [`RECV_BATCH`]).
-    pub(super) repost: RecvBatch,
+    pub(super) repost: RepostBatch,
     /// Calls whose Reads all completed, or that may post more (C
     /// `sc_read_complete_q`): their read contexts.
     pub(super) ready: KVec<usize>,
@@ -100,14 +101,14 @@ impl Ring {
     /// Queues consumed Receive `recv` for reposting (`held`: it was taken
     /// with a hold, see [`Ring::held`]); once the queue holds
     /// [`RECV_BATCH`], returns it as the batch to post.
-    pub(super) fn queue_repost(&mut self, recv: Recv, held: bool) -> Option<RecvBatch> {
+    pub(super) fn queue_repost(&mut self, recv: Recv, held: bool) -> Option<RepostBatch> {
         if held {
             self.held = self.held.saturating_sub(1);
         }
-        // Cannot be full (it is emptied at `RECV_BATCH`); if it were, the
+        // Cannot be full (it is emptied when it fills); if it were, the
         // context would be lost to the connection, never posted twice.
         let _ = self.repost.push(recv);
-        if self.repost.len() < RECV_BATCH as usize {
+        if !self.repost.is_full() {
             return None;
         }
         Some(core::mem::take(&mut self.repost))
@@ -286,7 +287,7 @@ impl Conn {
     }
 
     /// Posts the Receives of `batch` again, as one chain.
-    pub(super) fn post_reposts(&self, mut batch: RecvBatch) {
+    pub(super) fn post_reposts(&self, mut batch: RepostBatch) {
         let s = &self.shared;
         match s.rq.recvs.post(&s.ep, &mut batch) {
             Ok(()) => {}

@@ -51,8 +51,12 @@ pub trait RecvSlotsOwner: Send + Sync + Sized + RingIn<RecvSlots<Self>> {
 }
 
 /// Identities of [`RecvSlots`], so that a [`Recv`] is taken back only by
-/// the contexts it belongs to (never reused: 64 bits do not wrap).
+/// the contexts it belongs to: never reused ([`RecvSlots::new`] fails
+/// rather than wrap, after 2^48 of them).
 static NEXT_ID: Atomic<u64> = Atomic::new(1);
+
+/// Bits of a [`Recv`] below its identity: the context's index.
+const INDEX_BITS: u32 = 16;
 
 /// A receive context that is not posted: what its owner holds from the
 /// completion of its Receive to its next post, and the only way to post it
@@ -63,35 +67,62 @@ static NEXT_ID: Atomic<u64> = Atomic::new(1);
 /// At most one exists per context of a [`RecvSlots`], and only while that
 /// context is not posted: [`RecvSlots::post_all`] makes one per context
 /// (once), a completion one for its context, and [`RecvSlots::post`]
-/// consumes it. `id` is the identity of the contexts it belongs to, and
-/// `index` one of theirs.
+/// consumes it. `raw` holds the identity of the contexts it belongs to
+/// above [`INDEX_BITS`] (never 0) and the index of one of theirs below.
 #[must_use = "a receive context that is dropped is never posted again"]
 pub struct Recv {
-    id: NonZeroU64,
-    index: u32,
+    raw: NonZeroU64,
 }
 
 impl Recv {
+    /// The context `index` of the contexts of identity `id`.
+    fn new(id: u64, index: usize) -> Option<Self> {
+        let index = u16::try_from(index).ok()?;
+        let raw = NonZeroU64::new(id.checked_shl(INDEX_BITS)? | u64::from(index))?;
+        Some(Self { raw })
+    }
+
     /// The context's index among its [`RecvSlots`].
     pub fn index(&self) -> usize {
-        self.index as usize
+        (self.raw.get() & ((1 << INDEX_BITS) - 1)) as usize
+    }
+
+    /// The identity of its [`RecvSlots`].
+    fn id(&self) -> u64 {
+        self.raw.get() >> INDEX_BITS
     }
 }
 
-/// Up to [`RECV_BATCH_MAX`] receive contexts, posted as one chain by
-/// [`RecvSlots::post`].
-#[derive(Default)]
-pub struct RecvBatch {
-    recvs: [Option<Recv>; RECV_BATCH_MAX],
+/// Up to `N` receive contexts ([`RECV_BATCH_MAX`] at most), posted as one
+/// chain by [`RecvSlots::post`]. The batch owns the [`Recv`]s pushed into
+/// it until they are posted.
+///
+/// # Invariants
+///
+/// The first `len` entries of `raw` are the `raw` of [`Recv`]s the batch
+/// owns; the others are no `Recv`'s. `len <= N <= RECV_BATCH_MAX`.
+pub struct RecvBatch<const N: usize> {
+    raw: [u64; N],
     len: usize,
 }
 
-impl RecvBatch {
+impl<const N: usize> Default for RecvBatch<N> {
+    fn default() -> Self {
+        const { assert!(N <= RECV_BATCH_MAX) };
+        Self {
+            raw: [0; N],
+            len: 0,
+        }
+    }
+}
+
+impl<const N: usize> RecvBatch<N> {
     /// Adds `recv`; gives it back when the batch is full.
     pub fn push(&mut self, recv: Recv) -> core::result::Result<(), Recv> {
-        match self.recvs.get_mut(self.len) {
+        match self.raw.get_mut(self.len) {
             Some(at) => {
-                *at = Some(recv);
+                // INVARIANT: the batch owns it from here.
+                *at = recv.raw.get();
                 self.len += 1;
                 Ok(())
             }
@@ -109,25 +140,21 @@ impl RecvBatch {
         self.len == 0
     }
 
-    /// The contexts it holds, in order.
-    fn iter(&self) -> impl Iterator<Item = &Recv> {
-        self.recvs.iter().take(self.len).flatten()
+    /// Whether it holds `N`.
+    pub fn is_full(&self) -> bool {
+        self.len == N
+    }
+
+    /// The `raw` of the contexts it holds, in order.
+    fn held(&self) -> &[u64] {
+        self.raw.get(..self.len).unwrap_or(&[])
     }
 
     /// Forgets the first `n` (posted: their Receives' completions make them
     /// again), keeping the others in order.
     fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
-        for i in 0..self.len {
-            let moved = if i + n < self.len {
-                self.recvs.get_mut(i + n).and_then(Option::take)
-            } else {
-                None
-            };
-            if let Some(at) = self.recvs.get_mut(i) {
-                *at = moved;
-            }
-        }
+        self.raw.copy_within(n..self.len, 0);
         self.len -= n;
     }
 }
@@ -153,14 +180,14 @@ struct Ctxt<O: RecvSlotsOwner> {
 /// # Invariants
 ///
 /// `posted` counts the contexts posted and not completed. The vector is
-/// not resized after [`RecvSlots::new`], and holds at most `u32::MAX`
-/// contexts. `id` is this value's own (from `NEXT_ID`); `fresh` is true
+/// not resized after [`RecvSlots::new`], and holds at most `u16::MAX + 1`
+/// contexts. `id` is this value's own (from `NEXT_ID`, below 2^48); `fresh` is true
 /// until [`RecvSlots::post_all`] first runs, and no [`Recv`] of these
 /// contexts exists before.
 pub struct RecvSlots<O: RecvSlotsOwner> {
     ctxts: KVec<Ctxt<O>>,
     posted: Atomic<u32>,
-    id: NonZeroU64,
+    id: u64,
     fresh: Atomic<bool>,
     _owner: PhantomData<fn() -> O>,
 }
@@ -174,8 +201,13 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// `n` receive contexts with buffers of `buf_len` bytes mapped on
     /// `ep`'s device, none posted.
     pub fn new(ep: &Endpoint, n: usize, buf_len: usize) -> Result<Self> {
-        u32::try_from(n)?;
-        let id = NonZeroU64::new(NEXT_ID.fetch_add(1, Relaxed)).ok_or(EOVERFLOW)?;
+        if n > 1 << INDEX_BITS {
+            return Err(EINVAL);
+        }
+        let id = NEXT_ID.fetch_add(1, Relaxed);
+        if id == 0 || id >= 1 << (64 - INDEX_BITS) {
+            return Err(EOVERFLOW);
+        }
         let mut ctxts = KVec::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
             ctxts.push(
@@ -220,7 +252,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// while it exists (its `Recv` is held), and the post refuses it while
     /// the loan lasts.
     pub fn lend(&self, recv: &Recv, len: usize) -> Result<ReceivedLoan> {
-        if recv.id != self.id {
+        if recv.id() != self.id {
             return Err(EINVAL);
         }
         let buf = &self.ctxts.get(recv.index()).ok_or(EINVAL)?.buf;
@@ -236,14 +268,11 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         }
         let mut at = 0;
         while at < self.ctxts.len() {
-            let mut batch = RecvBatch::default();
-            while at < self.ctxts.len() {
+            let mut batch = RecvBatch::<RECV_BATCH_MAX>::default();
+            while at < self.ctxts.len() && !batch.is_full() {
                 // INVARIANT: One per context, made once (`fresh`), none
                 // posted yet.
-                let recv = Recv {
-                    id: self.id,
-                    index: at as u32,
-                };
+                let recv = Recv::new(self.id, at).ok_or(EINVAL)?;
                 if batch.push(recv).is_err() {
                     break;
                 }
@@ -259,25 +288,25 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// failure `batch` keeps those not posted: all of them for `EINVAL` (a
     /// context of other contexts, or a buffer the CPU holds) and for
     /// `ESHUTDOWN` (the endpoint's drain started).
-    pub fn post(&self, ep: &Endpoint, batch: &mut RecvBatch) -> Result {
-        for recv in batch.iter() {
-            let c = self.ctxts.get(recv.index()).ok_or(EINVAL)?;
-            if recv.id != self.id || c.buf.cpu_holds() || c.buf.dir() != DmaDir::FromDevice {
-                return Err(EINVAL);
-            }
-        }
+    pub fn post<const N: usize>(&self, ep: &Endpoint, batch: &mut RecvBatch<N>) -> Result {
         let mut sges = [const { MaybeUninit::<bindings::ib_sge>::uninit() }; RECV_BATCH_MAX];
         let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
         let sge_base = sges.as_mut_ptr().cast::<bindings::ib_sge>();
         let base = list.as_mut_ptr().cast::<bindings::ib_recv_wr>();
         let home = core::ptr::from_ref(self);
         let mut n = 0;
-        for recv in batch.iter() {
-            let c = self.ctxts.get(recv.index()).ok_or(EINVAL)?;
-            let sge = c.buf.sge(0, c.buf.len())?;
-            if n >= RECV_BATCH_MAX {
+        // Every context is checked before any is posted.
+        for &raw in batch.held() {
+            let index = (raw & ((1 << INDEX_BITS) - 1)) as usize;
+            let c = self.ctxts.get(index).ok_or(EINVAL)?;
+            if raw >> INDEX_BITS != self.id
+                || n >= RECV_BATCH_MAX
+                || c.buf.cpu_holds()
+                || c.buf.dir() != DmaDir::FromDevice
+            {
                 return Err(EINVAL);
             }
+            let sge = c.buf.sge(0, c.buf.len())?;
             // INVARIANT: `home` is written before the post, always with
             // this value. The post orders it before the completion that
             // reads it.
@@ -333,10 +362,11 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         };
         // INVARIANT: The posted contexts' `Recv`s are gone; their
         // completions make them again.
-        batch.consume(went);
         if rc == 0 {
+            batch.len = 0;
             return Ok(());
         }
+        batch.consume(went);
         let not = n.saturating_sub(went);
         self.posted.fetch_sub(u32::try_from(not)?, Relaxed);
         live::sub(live::Kind::PostedWr, not);
@@ -381,9 +411,9 @@ unsafe extern "C" fn recv_done<O: RecvSlotsOwner>(
     let owner = unsafe { &*owner_of::<O, RecvSlots<O>>(slots) };
     // INVARIANT: Its context is no longer posted, and its `Recv` was
     // consumed by the post.
-    let recv = Recv {
-        id: slots.id,
-        index: c.index,
+    // `new` and the contexts' number bound the identity and the index.
+    let Some(recv) = Recv::new(slots.id, c.index as usize) else {
+        return;
     };
     owner.received(recv, &WorkCompletion::of(w));
 }
