@@ -168,6 +168,7 @@ impl ReadWork {
     /// The work of reading the Call whose Reads [`plan_reads`] planned
     /// into `ctxt`'s `read_pieces`, parsed from `msg`: into pages of their
     /// own with `paged`, else into cached sinks.
+    #[inline]
     pub(super) fn new(msg: CallMsg, ctxt: KBox<CallCtxt>, paged: Option<PagedSinks>) -> Self {
         Self {
             msg,
@@ -192,6 +193,7 @@ impl ReadWork {
 
 /// The sinks of a Call read into pages of its own (`paged`: its layout and
 /// pages), with the connection's Read `sinks`.
+#[inline]
 pub(super) fn paged_sinks(
     paged: Option<(PagedCall, Arc<PageSinks>)>,
     sinks: &ReadSinks,
