@@ -18,8 +18,9 @@
 # entry; long (the five long parts); direct (no
 # harness: fsx and fsstress run directly, for the debug kernel), or tests
 # with '+' between (075+091 or generic/075)] [EXCLUDED: verify (run the tests
-# fstests.exclude says fail on NFS in general over RDMA and over TCP in
-# this boot and require the same failure) or '-'] [BACKING: tmpfs or
+# fstests.exclude says fail on NFS in general, or on NFSv3 in general for
+# the NFSv3 sections, over RDMA and over TCP in this boot and require the
+# same failure) or '-'] [BACKING: tmpfs or
 # ext4] [DIRECT_OPS: fsx operations per run in direct mode]
 # Bounds: ./check runs each section within FST_TIMEOUT (3000 s), the
 # client's environment; scripts/test gives the two VMs 5400 s.
@@ -175,8 +176,15 @@ fst_tests() {
 # fst_tags: the tags fstests.list gives, ',' between.
 fst_tags() { grep -v '^#' "$FST_LIST" | awk '{ for (i = 2; i <= NF; i++) print $i }' | sort -u | paste -sd, -; }
 
-# fst_excluded CLASS: the excluded tests of a class (nfs, tcg), names only.
+# fst_excluded CLASS: the excluded tests of a class (nfs, nfs3, tcg), names only.
 fst_excluded() { grep -v '^#' "$FST_EXCLUDE" 2>/dev/null | awk -v c="$1" 'NF && $2 == c { print $1 }'; }
+
+# fst_excluded_for V: the tests left out of a section of NFS version V:
+# every class's, but class nfs3's only over NFSv3.
+fst_excluded_for() {
+    grep -v '^#' "$FST_EXCLUDE" 2>/dev/null |
+        awk -v v="$1" 'NF && ($2 != "nfs3" || v == "3") { print $1 }'
+}
 
 # fst_check SECTION TESTS...: runs ./check, its output in
 # $RESULTS/fstests-SECTION.log (appended); leaves "test result detail" lines in
@@ -282,11 +290,15 @@ fst_signature() {
     fi
 }
 
-# fst_verify_excluded V: the tests excluded as failing on NFS in general run
-# over RDMA and over TCP in this boot; each must fail, and fail alike.
+# fst_verify_excluded V: the tests excluded as failing on NFS in general (and,
+# over NFSv3, on NFSv3 in general) run over RDMA and over TCP in this boot;
+# each must fail, and fail alike.
 fst_verify_excluded() {
     _v=$1 _rs=$(fst_sec rdma "$1") _ts=$(fst_sec tcp "$1")
     _ex=$(fst_excluded nfs)
+    if [ "$_v" = 3 ]; then
+        _ex=$(printf '%s\n%s\n' "$_ex" "$(fst_excluded nfs3)" | awk 'NF')
+    fi
     [ -n "$_ex" ] || return 0
     # shellcheck disable=SC2086
     fst_check "$_rs" $_ex
@@ -311,17 +323,21 @@ fst_verify_excluded() {
 fst_run_list() {
     _all=$(fst_tests)
     [ -n "$_all" ] || { fail fstests-tests "TESTS '$TESTS' names no test (tags: list, long, $(fst_tags))"; return 1; }
-    # The excluded tests are left out of the list (-E would print them as
-    # not run).
-    _ex=$(grep -v '^#' "$FST_EXCLUDE" 2>/dev/null | awk 'NF { print $1 }')
-    _run=$(for _t in $_all; do echo "$_ex" | grep -qx "$_t" || echo "$_t"; done)
     for _v in $VERSIONS; do
-        _s=$(fst_sec rdma "$_v")
-        # shellcheck disable=SC2086
-        fst_check "$_s" $_run
-        fst_record "$_s"
-        # the mounts ./check made are rdma ones: show the transport counters
-        show_xprt
+        # The excluded tests are left out of the list (-E would print them
+        # as not run).
+        _ex=$(fst_excluded_for "$_v")
+        _run=$(for _t in $_all; do echo "$_ex" | grep -qx "$_t" || echo "$_t"; done)
+        if [ -n "$_run" ]; then
+            _s=$(fst_sec rdma "$_v")
+            # shellcheck disable=SC2086
+            fst_check "$_s" $_run
+            fst_record "$_s"
+            # the mounts ./check made are rdma ones: show the transport counters
+            show_xprt
+        else
+            info "v$_v: every test of '$TESTS' is excluded"
+        fi
         [ "$EXCLUDED" = verify ] && fst_verify_excluded "$_v"
     done
 }
