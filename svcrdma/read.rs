@@ -167,15 +167,29 @@ pub(super) fn plan_chunk_reads(
 impl ReadWork {
     /// The work of reading the Call whose Reads [`plan_reads`] planned
     /// into `ctxt`'s `read_pieces`, parsed from `msg`: into pages of their
-    /// own with `paged`, else into cached sinks.
-    #[inline]
-    pub(super) fn new(msg: CallMsg, ctxt: KBox<CallCtxt>, paged: Option<PagedSinks>) -> Self {
-        Self {
+    /// own with `paged`, else into cached sinks. On failure `msg` comes
+    /// back, with the Receive it may hold.
+    pub(super) fn new(
+        msg: CallMsg,
+        ctxt: KBox<CallCtxt>,
+        paged: Option<(PagedCall, Arc<PageSinks>)>,
+        sinks: &ReadSinks,
+    ) -> core::result::Result<Self, (Error, CallMsg)> {
+        let pool = match sinks {
+            ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
+            _ => None,
+        };
+        let paged = match paged.map(|(l, pages)| PagedSinks::new(l, pages, pool)) {
+            Some(Err(e)) => return Err((e, msg)),
+            Some(Ok(p)) => Some(p),
+            None => None,
+        };
+        Ok(Self {
             msg,
             ctxt,
             next: 0,
             paged,
-        }
+        })
     }
 
     /// Whether every Read was posted.
@@ -189,22 +203,6 @@ impl ReadWork {
     pub(super) fn into_parts(self) -> (CallMsg, KBox<CallCtxt>, Option<PagedSinks>) {
         (self.msg, self.ctxt, self.paged)
     }
-}
-
-/// The sinks of a Call read into pages of its own (`paged`: its layout and
-/// pages), with the connection's Read `sinks`.
-#[inline]
-pub(super) fn paged_sinks(
-    paged: Option<(PagedCall, Arc<PageSinks>)>,
-    sinks: &ReadSinks,
-) -> Result<Option<PagedSinks>> {
-    let pool = match sinks {
-        ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
-        _ => None,
-    };
-    paged
-        .map(|(l, pages)| PagedSinks::new(l, pages, pool))
-        .transpose()
 }
 
 /// Calls `put(at, buf, buf_off, len)` for the bytes `[start, start + len)`

@@ -9,7 +9,7 @@
 //! a later `xpo_recvfrom` finishes the Call.
 
 use super::conn::{usize_of, CallCtxt, Conn};
-use super::read::{paged_sinks, plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
+use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
 use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::stats::{stat_add, Stat};
@@ -99,7 +99,6 @@ impl Conn {
                     Ok(Some(ctxt))
                 }
                 Processed::Read(ctxt, paged) => {
-                    let paged = paged_sinks(paged, &s.read_sinks)?;
                     // The Receive stays with the Call while it is read
                     // when the hold allows (C keeps `rc_recv_buf` with
                     // the receive context); else its bytes are copied
@@ -111,7 +110,14 @@ impl Conn {
                             CallMsg::copy(loan.bytes())?
                         }
                     };
-                    let work = ReadWork::new(msg, ctxt, paged);
+                    let work =
+                        ReadWork::new(msg, ctxt, paged, &s.read_sinks).map_err(|(e, msg)| {
+                            // Its Receive, if it held it, is posted again.
+                            if let Some(recv) = msg.release() {
+                                unkept = Some(recv);
+                            }
+                            e
+                        })?;
                     // Refused, the Call goes with its Receive: the
                     // connection is closed.
                     self.start_reads(work);
