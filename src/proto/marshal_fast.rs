@@ -175,6 +175,32 @@ fn put_msg_start(out: &mut [u8], xid: u32, credits: u32) -> Option<()> {
     put(out, 12, Proc::Msg.to_u32())
 }
 
+/// Writes `words` big-endian at the start of `out`; their length in bytes,
+/// or `None` when `out` is too short.
+#[inline(always)]
+fn put_words<const N: usize>(out: &mut [u8], words: [u32; N]) -> Option<usize> {
+    let len = N.checked_mul(4)?;
+    let mut rest = out.get_mut(..len)?;
+    for word in words {
+        let (bytes, next) = rest.split_first_chunk_mut::<4>()?;
+        *bytes = word.to_be_bytes();
+        rest = next;
+    }
+    Some(len)
+}
+
+/// The four XDR words of segment `s`: handle, length, offset.
+#[inline(always)]
+fn segment_words(s: &Segment) -> [u32; 4] {
+    let [h0, h1, h2, h3, l0, l1, l2, l3] = s.offset.to_be_bytes();
+    [
+        s.handle,
+        s.length,
+        u32::from_be_bytes([h0, h1, h2, h3]),
+        u32::from_be_bytes([l0, l1, l2, l3]),
+    ]
+}
+
 /// Writes the segment `s` at byte `at` of `out`.
 #[inline(always)]
 fn put_segment(out: &mut [u8], at: usize, s: &Segment) -> Option<()> {
@@ -200,6 +226,60 @@ pub fn encode_fast_header(
     writes: &[Segment],
     out: &mut [u8],
 ) -> Option<usize> {
+    let msg = Proc::Msg.to_u32();
+    // The shapes calls take (no chunk; a Write chunk of one MR, with or
+    // without the write pad) as whole words, with one bounds check.
+    match writes {
+        [] => return put_words(out, [xid, RPCRDMA_VERSION, credits, msg, 0, 0, 0]),
+        [a] => {
+            let [a0, a1, a2, a3] = segment_words(a);
+            return put_words(
+                out,
+                [
+                    xid,
+                    RPCRDMA_VERSION,
+                    credits,
+                    msg,
+                    0,
+                    1,
+                    1,
+                    a0,
+                    a1,
+                    a2,
+                    a3,
+                    0,
+                    0,
+                ],
+            );
+        }
+        [a, b] => {
+            let [a0, a1, a2, a3] = segment_words(a);
+            let [b0, b1, b2, b3] = segment_words(b);
+            return put_words(
+                out,
+                [
+                    xid,
+                    RPCRDMA_VERSION,
+                    credits,
+                    msg,
+                    0,
+                    1,
+                    2,
+                    a0,
+                    a1,
+                    a2,
+                    a3,
+                    b0,
+                    b1,
+                    b2,
+                    b3,
+                    0,
+                    0,
+                ],
+            );
+        }
+        _ => {}
+    }
     put_msg_start(out, xid, credits)?;
     // No Read list.
     put(out, 16, 0)?;
