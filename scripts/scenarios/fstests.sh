@@ -14,8 +14,8 @@
 # default), or a part of the list as scripts/test --full runs it: list1
 # and list2 (the shorter tests), long1 (generic/013, 070, 075), long2 (091),
 # long3 (438), long4 (112, 263), each meant to end within the bounds below
-# on a 2-core TCG host but long2 and long5 (127: hours), which are in no
-# entry; long (the five long parts); direct (no
+# on a 2-core TCG host but long2, long3 and long5 (127: hours), which are in
+# no entry; long (the five long parts); direct (no
 # harness: fsx and fsstress run directly, for the debug kernel), or tests
 # with '+' between (075+091 or generic/075)] [EXCLUDED: verify (run the tests
 # fstests.exclude says fail on NFS in general, or on NFSv3 in general for
