@@ -179,10 +179,12 @@ impl ReadWork {
             ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
             _ => None,
         };
-        let paged = match paged.map(|(l, pages)| PagedSinks::new(l, pages, pool)) {
-            Some(Err(e)) => return Err((e, msg)),
-            Some(Ok(p)) => Some(p),
-            None => None,
+        let paged = match paged
+            .map(|(l, pages)| PagedSinks::new(l, pages, pool))
+            .transpose()
+        {
+            Ok(paged) => paged,
+            Err(e) => return Err((e, msg)),
         };
         Ok(Self {
             msg,

@@ -103,12 +103,9 @@ impl Conn {
                     // when the hold allows (C keeps `rc_recv_buf` with
                     // the receive context); else its bytes are copied
                     // and it is posted again now.
-                    let msg = match unkept.take() {
-                        Some(recv) if may_hold => CallMsg::Held(loan, recv),
-                        kept => {
-                            unkept = kept;
-                            CallMsg::copy(loan.bytes())?
-                        }
+                    let msg = match unkept.take_if(|_| may_hold) {
+                        Some(recv) => CallMsg::Held(loan, recv),
+                        None => CallMsg::copy(loan.bytes())?,
                     };
                     let work =
                         ReadWork::new(msg, ctxt, paged, &s.read_sinks).map_err(|(e, msg)| {

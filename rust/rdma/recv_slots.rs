@@ -74,6 +74,12 @@ pub struct Recv {
     raw: NonZeroU64,
 }
 
+/// The identity and the index a [`Recv`]'s word packs.
+#[inline(always)]
+fn unpack(raw: u64) -> (u64, usize) {
+    (raw >> INDEX_BITS, (raw & ((1 << INDEX_BITS) - 1)) as usize)
+}
+
 impl Recv {
     /// The context `index` of the contexts of identity `id`.
     fn new(id: u64, index: usize) -> Option<Self> {
@@ -84,12 +90,12 @@ impl Recv {
 
     /// The context's index among its [`RecvSlots`].
     pub fn index(&self) -> usize {
-        (self.raw.get() & ((1 << INDEX_BITS) - 1)) as usize
+        unpack(self.raw.get()).1
     }
 
     /// The identity of its [`RecvSlots`].
     fn id(&self) -> u64 {
-        self.raw.get() >> INDEX_BITS
+        unpack(self.raw.get()).0
     }
 }
 
@@ -297,9 +303,9 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         let mut n = 0;
         // Every context is checked before any is posted.
         for &raw in batch.held() {
-            let index = (raw & ((1 << INDEX_BITS) - 1)) as usize;
+            let (id, index) = unpack(raw);
             let c = self.ctxts.get(index).ok_or(EINVAL)?;
-            if raw >> INDEX_BITS != self.id
+            if id != self.id
                 || n >= RECV_BATCH_MAX
                 || c.buf.cpu_holds()
                 || c.buf.dir() != DmaDir::FromDevice

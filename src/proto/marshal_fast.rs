@@ -25,6 +25,7 @@ use super::planner::{
     args_inline, nonpayload_inline, page_list_segments, read_chunk_tail, results_inline, RpcShape,
     TransportParams,
 };
+use super::xdr::XdrWriter;
 
 /// Transport header bytes a Read list entry takes: discriminator,
 /// position, and the segment.
@@ -175,30 +176,13 @@ fn put_msg_start(out: &mut [u8], xid: u32, credits: u32) -> Option<()> {
     put(out, 12, Proc::Msg.to_u32())
 }
 
-/// Writes `words` big-endian at the start of `out`; their length in bytes,
-/// or `None` when `out` is too short.
+/// Writes `words` big-endian at the start of `out`, with one bounds check;
+/// their length in bytes, or `None` when `out` is too short.
 #[inline(always)]
 fn put_words<const N: usize>(out: &mut [u8], words: [u32; N]) -> Option<usize> {
-    let len = N.checked_mul(4)?;
-    let mut rest = out.get_mut(..len)?;
-    for word in words {
-        let (bytes, next) = rest.split_first_chunk_mut::<4>()?;
-        *bytes = word.to_be_bytes();
-        rest = next;
-    }
-    Some(len)
-}
-
-/// The four XDR words of segment `s`: handle, length, offset.
-#[inline(always)]
-fn segment_words(s: &Segment) -> [u32; 4] {
-    let [h0, h1, h2, h3, l0, l1, l2, l3] = s.offset.to_be_bytes();
-    [
-        s.handle,
-        s.length,
-        u32::from_be_bytes([h0, h1, h2, h3]),
-        u32::from_be_bytes([l0, l1, l2, l3]),
-    ]
+    let mut w = XdrWriter::new(out);
+    w.write_words(words).ok()?;
+    Some(w.position())
 }
 
 /// Writes the segment `s` at byte `at` of `out`.
@@ -232,7 +216,7 @@ pub fn encode_fast_header(
     match writes {
         [] => return put_words(out, [xid, RPCRDMA_VERSION, credits, msg, 0, 0, 0]),
         [a] => {
-            let [a0, a1, a2, a3] = segment_words(a);
+            let [a0, a1, a2, a3] = a.words();
             return put_words(
                 out,
                 [
@@ -253,8 +237,8 @@ pub fn encode_fast_header(
             );
         }
         [a, b] => {
-            let [a0, a1, a2, a3] = segment_words(a);
-            let [b0, b1, b2, b3] = segment_words(b);
+            let [a0, a1, a2, a3] = a.words();
+            let [b0, b1, b2, b3] = b.words();
             return put_words(
                 out,
                 [

@@ -110,6 +110,14 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// Its four XDR words: handle, length, then the offset's high and low
+    /// words (XDR "unsigned hyper").
+    #[inline(always)]
+    pub(crate) fn words(&self) -> [u32; 4] {
+        let (hi, lo) = ((self.offset >> 32) as u32, self.offset as u32);
+        [self.handle, self.length, hi, lo]
+    }
+
     /// Creates a segment.
     pub const fn new(handle: u32, length: u32, offset: u64) -> Self {
         Self {
@@ -183,8 +191,7 @@ pub(crate) fn segment_from(b: &[u8; SEGMENT_LEN]) -> Segment {
 /// words: XDR "unsigned hyper") with one bounds check.
 #[inline]
 pub(crate) fn write_segment(w: &mut XdrWriter<'_>, s: &Segment) -> Result<(), XdrError> {
-    let (hi, lo) = ((s.offset >> 32) as u32, s.offset as u32);
-    w.write_words([s.handle, s.length, hi, lo])
+    w.write_words(s.words())
 }
 
 /// The wire bytes of segment `s` with the length `length`: the encoder's
