@@ -433,12 +433,14 @@ impl Drop for Client {
 /// What the connect worker reports to the waiting RPCs for a failed connect.
 ///
 /// sunrpc's `call_connect_status` retries a task after -ENOTCONN (and the
-/// like) but fails the RPC on any errno it does not list: a memory shortage
-/// while building the connection would reach the application (an NFS
-/// `open()` returning ENOMEM under fault injection). Shortages pass, so they
-/// become -ENOTCONN: the task waits and the connect worker tries again.
+/// like) but fails the RPC on any errno it does not list: a shortage while
+/// building the connection would reach the application (an NFS `open()`
+/// returning ENOMEM, or ENFILE when rxe cannot allocate the socket of its
+/// queue pair, under fault injection). Shortages pass, so they become
+/// -ENOTCONN: the task waits and the connect worker tries again.
 fn transient_as_not_connected(e: Error) -> Error {
-    if e == ENOMEM || e == ENOBUFS || e == EAGAIN {
+    const SHORTAGES: [Error; 5] = [ENOMEM, ENOBUFS, EAGAIN, ENFILE, EMFILE];
+    if SHORTAGES.contains(&e) {
         ENOTCONN
     } else {
         e
