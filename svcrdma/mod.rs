@@ -279,14 +279,7 @@ impl ServerTransport {
                 c"svc_fault_write_overrun",
                 (),
                 &|(): &(), r: &mut kernel::uaccess::UserSliceReader| {
-                    let mut buf = [0u8; 12];
-                    let n = r.len().min(buf.len());
-                    let text = buf.get_mut(..n).ok_or(EINVAL)?;
-                    r.read_slice(text)?;
-                    let v = core::str::from_utf8(text)
-                        .ok()
-                        .and_then(|t| t.trim().parse::<u32>().ok())
-                        .ok_or(EINVAL)?;
+                    let v = crate::rust::kext::uaccess::read_u32(r)?;
                     sendto::WRITE_OVERRUN_FAULTS.store(v, kernel::sync::atomic::Relaxed);
                     Ok(())
                 },

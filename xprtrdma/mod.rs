@@ -46,6 +46,8 @@ pub(crate) struct ClientTransport {
     _debugfs: Pin<KBox<File<()>>>,
     _debugfs_bc: Pin<KBox<File<()>>>,
     _debugfs_cache: Pin<KBox<File<()>>>,
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    _fault: Pin<KBox<File<()>>>,
 }
 
 impl ClientTransport {
@@ -82,6 +84,27 @@ impl ClientTransport {
             dir.read_callback_file(c"client_cache", (), &|(): &(), f| regcache::show(f)),
             GFP_KERNEL,
         )?;
+        // /sys/kernel/debug/rpcrdma_rs/client_fault_connect: the next
+        // connect fails with the errno written (tests of the retry;
+        // kernels with fault injection only).
+        #[cfg(CONFIG_FAULT_INJECTION)]
+        let fault_file = KBox::pin_init(
+            dir.write_callback_file(
+                c"client_fault_connect",
+                (),
+                &|(): &(), r: &mut kernel::uaccess::UserSliceReader| {
+                    let errno = crate::rust::kext::uaccess::read_u32(r)?;
+                    // An errno, as `Error::from_errno` takes it.
+                    let errno = i32::try_from(errno)
+                        .ok()
+                        .filter(|e| (1..=4095).contains(e))
+                        .ok_or(EINVAL)?;
+                    transport::CONNECT_FAULT.store(errno, kernel::sync::atomic::Relaxed);
+                    Ok(())
+                },
+            ),
+            GFP_KERNEL,
+        )?;
         let reg = Registration::new(module).inspect_err(|e| {
             pr_err!(
                 "cannot register the rdma client transport ({:?}): is the in-tree rpcrdma loaded?\n",
@@ -98,6 +121,8 @@ impl ClientTransport {
             _debugfs: file,
             _debugfs_bc: bc_file,
             _debugfs_cache: cache_file,
+            #[cfg(CONFIG_FAULT_INJECTION)]
+            _fault: fault_file,
         })
     }
 }

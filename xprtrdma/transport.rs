@@ -255,7 +255,11 @@ impl XprtOps for Client {
             inline_read,
             ..self.inner.settings
         };
-        let res = Conn::connect(self.inner.xprt, settings, self.inner.stats.clone()).map_err(|e| {
+        let res = match injected_connect_failure() {
+            Some(e) => Err(e),
+            None => Conn::connect(self.inner.xprt, settings, self.inner.stats.clone()),
+        };
+        let res = res.map_err(|e| {
             crate::pr_warn_ratelimited!("connect failed: error {}\n", e.to_errno());
             transient_as_not_connected(e)
         });
@@ -445,6 +449,26 @@ fn transient_as_not_connected(e: Error) -> Error {
     } else {
         e
     }
+}
+
+/// Connects to fail with this errno, as if making the connection had
+/// failed so (debugfs `client_fault_connect`, kernels with fault
+/// injection only): each failed connect takes one, and 0 is none.
+#[cfg(CONFIG_FAULT_INJECTION)]
+pub(super) static CONNECT_FAULT: Atomic<i32> = Atomic::new(0);
+
+/// The failure armed through [`CONNECT_FAULT`], taken; so the scenario
+/// shows that what `transient_as_not_connected` turns into a retry reaches
+/// no application.
+#[cfg(CONFIG_FAULT_INJECTION)]
+fn injected_connect_failure() -> Option<Error> {
+    let errno = CONNECT_FAULT.xchg(0, Relaxed);
+    (errno != 0).then(|| Error::from_errno(-errno))
+}
+
+#[cfg(not(CONFIG_FAULT_INJECTION))]
+fn injected_connect_failure() -> Option<Error> {
+    None
 }
 
 /// A post the connection refused because its final drain has started

@@ -3,7 +3,7 @@
 //! What the kernel crate of Linux 7.3 lacks and this module needs, each a
 //! candidate for `rust/kernel/` on its own: slab caches, shrinkers, sysctl
 //! tables, workqueues, per-CPU counters, allocation scopes, rate limits,
-//! module-wide locks.
+//! module-wide locks, numbers written by user space.
 
 pub mod global;
 pub mod memalloc;
@@ -12,4 +12,5 @@ pub mod ratelimit;
 pub mod shrinker;
 pub mod slab;
 pub mod sysctl;
+pub mod uaccess;
 pub mod workqueue;

@@ -22,6 +22,10 @@
 #               DISC_INTERVAL RPCs (the transport's inject_disconnect op),
 #               and with rpcrdma_rs serving, the server closes one every
 #               DISC_INTERVAL calls too
+#   connect     the project's client only: for each errno of
+#               CONNECT_ERRNOS, the next connect fails with it (debugfs
+#               client_fault_connect) and a disconnect is injected; fio
+#               must not see it, and the failed connect must show
 #   restart     nfsd restarted 5 times while fio runs
 #   devremove   the rxe device removed and added back under I/O, on the
 #               client, then on the server
@@ -285,6 +289,28 @@ disconnect_phase() {
     [ "$_n" -gt 0 ] || { PHASE_ERR="no disconnect was injected"; return 1; }
 }
 
+# connect_phase: a connect that fails for want of memory or of a file
+# (rxe's queue pair allocates a socket) is retried, not reported to the
+# RPCs waiting for it: sunrpc fails an RPC on an errno it does not retry,
+# and a hard mount must never see one.
+CONNECT_ERRNOS=${CONNECT_ERRNOS:-12 23 24}
+connect_phase() {
+    _f=$DBG/rpcrdma_rs/client_fault_connect
+    [ -w "$_f" ] || { PHASE_ERR="no $_f (CONFIG_FAULT_INJECTION)"; return 1; }
+    for _e in $CONNECT_ERRNOS; do
+        _seen=$(dmesg | grep -c "connect failed: error -$_e\$")
+        echo "$_e" > "$_f" || { PHASE_ERR="cannot arm errno $_e"; return 1; }
+        disconnects_arm client 1 || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
+        fio_verify "fi-connect-$_e" $(( SIZE * 2 )); _rc=$?
+        disconnects_disarm client > /dev/null
+        echo 0 > "$_f"
+        [ $_rc = 0 ] || { PHASE_ERR="fio failed after a connect failed with errno $_e"; return 1; }
+        [ "$(dmesg | grep -c "connect failed: error -$_e\$")" -gt "$_seen" ] ||
+            { PHASE_ERR="no connect failed with errno $_e"; return 1; }
+    done
+    info "$DIR_TAG connects failed with errnos $CONNECT_ERRNOS; fio went on"
+}
+
 # fio_passes NAME: verified fio passes of SIZE MiB, one after the other,
 # until /tmp/.fi-stop exists; prints the count, fails on the first bad pass.
 fio_passes() {
@@ -352,6 +378,7 @@ client_direction() {
         echo N > /sys/module/nfsv4/parameters/directory_delegations
     wanted alloc && phase fi-alloc alloc_phase
     wanted disconnect && phase fi-disconnect disconnect_phase
+    wanted connect && [ "$CLIENT_MOD" = rust ] && phase fi-connect connect_phase
     wanted restart && phase fi-nfsd-restart under_load nfsd-restart restart
     wanted devremove-client && phase fi-devremove-client under_load devremove-client local-devremove
     wanted devremove-server && phase fi-devremove-server under_load devremove-server devremove
@@ -393,8 +420,8 @@ EOF_SPEC
     VERS=${VERS:-4.2}
     for _p in $(echo "$PHASES" | tr '.' ' '); do
         case $_p in
-            alloc|disconnect|restart|devremove|devremove-client|devremove-server|memcg) ;;
-            *) fail fault-inject "bad phase $_p in $1 (alloc, disconnect, restart, devremove[-client|-server], memcg)"; return 1 ;;
+            alloc|disconnect|connect|restart|devremove|devremove-client|devremove-server|memcg) ;;
+            *) fail fault-inject "bad phase $_p in $1 (alloc, disconnect, connect, restart, devremove[-client|-server], memcg)"; return 1 ;;
         esac
     done
     CLIENT_MOD=${_pair%-*} SERVER_MOD=${_pair#*-}
