@@ -94,10 +94,10 @@ impl ClientTransport {
                 (),
                 &|(): &(), r: &mut kernel::uaccess::UserSliceReader| {
                     let errno = crate::rust::kext::uaccess::read_u32(r)?;
-                    // An errno, as `Error::from_errno` takes it.
+                    // An errno, as `Error::from_errno` takes it, or 0.
                     let errno = i32::try_from(errno)
                         .ok()
-                        .filter(|e| (1..=4095).contains(e))
+                        .filter(|e| (0..=4095).contains(e))
                         .ok_or(EINVAL)?;
                     transport::CONNECT_FAULT.store(errno, kernel::sync::atomic::Relaxed);
                     Ok(())
