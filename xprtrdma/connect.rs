@@ -53,7 +53,11 @@ fn wait_for(id: &CmId, what: &str, want: fn(&CmEvent) -> bool) -> Result<CmEvent
     Err(match ev {
         CmEvent::AddrError(_) | CmEvent::RouteError(_) | CmEvent::Unreachable(_) => EHOSTUNREACH,
         CmEvent::Rejected { .. } => ECONNREFUSED,
-        _ => EIO,
+        // Another event, such as the device's removal once the address
+        // resolved to it: an errno sunrpc retries, as for a connection
+        // that is not established, where any other would fail the RPC
+        // (EIO to a hard mount's application).
+        _ => ECONNABORTED,
     })
 }
 
