@@ -19,6 +19,8 @@
 //! before it is used.
 
 use crate::config::{Config, INLINE_MAX, REQUESTS_MAX, REQUESTS_MIN, SVC_REQ_SIZE_MIN};
+#[cfg(CONFIG_FAULT_INJECTION)]
+use crate::rust::kext::debugfs::{write_u32_file, SetU32};
 use crate::rust::kext::sysctl::{Entry, Sysctl, Tunable};
 use crate::rust::rdma::cm::Addr;
 use crate::rust::rdma::cm::CmId;
@@ -229,7 +231,7 @@ pub(crate) struct ServerTransport {
     _debugfs: Pin<KBox<File<()>>>,
     _debugfs_memreg: Pin<KBox<File<()>>>,
     #[cfg(CONFIG_FAULT_INJECTION)]
-    _fault: Pin<KBox<File<()>>>,
+    _fault: Pin<KBox<File<SetU32>>>,
     _cache: RegCache,
 }
 
@@ -275,15 +277,7 @@ impl ServerTransport {
         // kernels with fault injection only).
         #[cfg(CONFIG_FAULT_INJECTION)]
         let fault = KBox::pin_init(
-            dir.write_callback_file(
-                c"svc_fault_write_overrun",
-                (),
-                &|(): &(), r: &mut kernel::uaccess::UserSliceReader| {
-                    let v = crate::rust::kext::uaccess::read_u32(r)?;
-                    sendto::WRITE_OVERRUN_FAULTS.store(v, kernel::sync::atomic::Relaxed);
-                    Ok(())
-                },
-            ),
+            write_u32_file(dir, c"svc_fault_write_overrun", sendto::arm_write_overrun),
             GFP_KERNEL,
         )?;
         MAX_REQUESTS.set(cfg.max_requests);

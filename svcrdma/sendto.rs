@@ -28,7 +28,15 @@ const MAP_PAGES_MIN: usize = 1024;
 /// Write chunk longer than it registered. Written through debugfs
 /// `svc_fault_write_overrun` (kernels with `CONFIG_FAULT_INJECTION`); 0,
 /// the default and the only value elsewhere, injects nothing.
-pub(super) static WRITE_OVERRUN_FAULTS: Atomic<u32> = Atomic::new(0);
+static WRITE_OVERRUN_FAULTS: Atomic<u32> = Atomic::new(0);
+
+/// Overstates the next `n` replies' first Write chunk (debugfs
+/// `svc_fault_write_overrun`).
+#[cfg(CONFIG_FAULT_INJECTION)]
+pub(super) fn arm_write_overrun(n: u32) -> Result {
+    WRITE_OVERRUN_FAULTS.store(n, Relaxed);
+    Ok(())
+}
 
 /// Takes one injected fault, if any is left.
 fn take_write_overrun_fault() -> bool {

@@ -14,6 +14,8 @@
 //!   ([`crate::proto::planner`]).
 
 use crate::config::Config;
+#[cfg(CONFIG_FAULT_INJECTION)]
+use crate::rust::kext::debugfs::{write_u32_file, SetU32};
 use crate::rust::kext::sysctl::Sysctl;
 use crate::rust::sunrpc::xprt_class::Registration;
 use kernel::prelude::*;
@@ -47,7 +49,7 @@ pub(crate) struct ClientTransport {
     _debugfs_bc: Pin<KBox<File<()>>>,
     _debugfs_cache: Pin<KBox<File<()>>>,
     #[cfg(CONFIG_FAULT_INJECTION)]
-    _fault: Pin<KBox<File<()>>>,
+    _fault: Pin<KBox<File<SetU32>>>,
 }
 
 impl ClientTransport {
@@ -89,20 +91,7 @@ impl ClientTransport {
         // kernels with fault injection only).
         #[cfg(CONFIG_FAULT_INJECTION)]
         let fault_file = KBox::pin_init(
-            dir.write_callback_file(
-                c"client_fault_connect",
-                (),
-                &|(): &(), r: &mut kernel::uaccess::UserSliceReader| {
-                    let errno = crate::rust::kext::uaccess::read_u32(r)?;
-                    // An errno, as `Error::from_errno` takes it, or 0.
-                    let errno = i32::try_from(errno)
-                        .ok()
-                        .filter(|e| (0..=4095).contains(e))
-                        .ok_or(EINVAL)?;
-                    transport::CONNECT_FAULT.store(errno, kernel::sync::atomic::Relaxed);
-                    Ok(())
-                },
-            ),
+            write_u32_file(dir, c"client_fault_connect", transport::arm_connect_fault),
             GFP_KERNEL,
         )?;
         let reg = Registration::new(module).inspect_err(|e| {

@@ -455,7 +455,19 @@ fn transient_as_not_connected(e: Error) -> Error {
 /// failed so (debugfs `client_fault_connect`, kernels with fault
 /// injection only): each failed connect takes one, and 0 is none.
 #[cfg(CONFIG_FAULT_INJECTION)]
-pub(super) static CONNECT_FAULT: Atomic<i32> = Atomic::new(0);
+static CONNECT_FAULT: Atomic<i32> = Atomic::new(0);
+
+/// Arms [`CONNECT_FAULT`] with `errno` (debugfs `client_fault_connect`);
+/// 0 disarms it, and what `Error::from_errno` does not take is refused.
+#[cfg(CONFIG_FAULT_INJECTION)]
+pub(super) fn arm_connect_fault(errno: u32) -> Result {
+    let errno = i32::try_from(errno)
+        .ok()
+        .filter(|e| (0..=4095).contains(e))
+        .ok_or(EINVAL)?;
+    CONNECT_FAULT.store(errno, Relaxed);
+    Ok(())
+}
 
 /// The failure armed through [`CONNECT_FAULT`], taken; so the scenario
 /// shows that what `transient_as_not_connected` turns into a retry reaches

@@ -3,8 +3,9 @@
 //! What the kernel crate of Linux 7.3 lacks and this module needs, each a
 //! candidate for `rust/kernel/` on its own: slab caches, shrinkers, sysctl
 //! tables, workqueues, per-CPU counters, allocation scopes, rate limits,
-//! module-wide locks, numbers written by user space.
+//! module-wide locks, debugfs files that take a number.
 
+pub mod debugfs;
 pub mod global;
 pub mod memalloc;
 pub mod percpu;
@@ -12,5 +13,4 @@ pub mod ratelimit;
 pub mod shrinker;
 pub mod slab;
 pub mod sysctl;
-pub mod uaccess;
 pub mod workqueue;
