@@ -294,18 +294,21 @@ disconnect_phase() {
 # RPCs waiting for it: sunrpc fails an RPC on an errno it does not retry,
 # and a hard mount must never see one.
 CONNECT_ERRNOS=${CONNECT_ERRNOS:-12 23 24}
+connects_failed() {  # connects_failed ERRNO: the log's count of them
+    dmesg | grep -c "connect failed: error -$1\$"
+}
 connect_phase() {
     _f=$DBG/rpcrdma_rs/client_fault_connect
     [ -w "$_f" ] || { PHASE_ERR="no $_f (CONFIG_FAULT_INJECTION)"; return 1; }
     for _e in $CONNECT_ERRNOS; do
-        _seen=$(dmesg | grep -c "connect failed: error -$_e\$")
+        _seen=$(connects_failed "$_e")
         echo "$_e" > "$_f" || { PHASE_ERR="cannot arm errno $_e"; return 1; }
         disconnects_arm client 1 || { PHASE_ERR="no fail_sunrpc (CONFIG_FAIL_SUNRPC)"; return 1; }
         fio_verify "fi-connect-$_e" $(( SIZE * 2 )); _rc=$?
         disconnects_disarm client > /dev/null
         echo 0 > "$_f"
         [ $_rc = 0 ] || { PHASE_ERR="fio failed after a connect failed with errno $_e"; return 1; }
-        [ "$(dmesg | grep -c "connect failed: error -$_e\$")" -gt "$_seen" ] ||
+        [ "$(connects_failed "$_e")" -gt "$_seen" ] ||
             { PHASE_ERR="no connect failed with errno $_e"; return 1; }
     done
     info "$DIR_TAG connects failed with errnos $CONNECT_ERRNOS; fio went on"
