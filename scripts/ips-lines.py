@@ -31,8 +31,9 @@ import subprocess
 import sys
 
 # This repository's source directories, as the build names them
-# (<tree>/src/../xprtrdma/conn.rs).
-OUR_DIRS = r'src/proto|src|xprtrdma|svcrdma|rust'
+# (<tree>/src/../xprtrdma/conn.rs), the abstractions of `rust/` by
+# subsystem included (the kernel's own `rust/kernel/` is not ours).
+OUR_DIRS = r'src/proto|src|xprtrdma|svcrdma|rust/(?:rdma|sunrpc|kext|module)|rust'
 
 
 def ours_only(name):
