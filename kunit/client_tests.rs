@@ -882,7 +882,7 @@ mod slot_tests {
             }
             assert!(bench.buf_addr(*a).is_some());
         }
-        assert!(!bench.inner_address_is_a_slot());
+        assert!(!bench.other_request_is_a_slot()?);
         Ok(())
     }
 

@@ -63,7 +63,9 @@ impl<O: RecvRingOwner + RingIn<RecvRing<O>>> HasRecvRing for O {}
 /// Once the ring's Receives are posted ([`RecvRing::post_all`]), `wr`
 /// names `cqe` and `sge`, which names `buf`, and `ring` the ring. `wr` is
 /// written only while the context is not posted, by the receive CQ's
-/// poller (or before the first post).
+/// poller (or before the first post). No reference to `buf` leaves the
+/// ring: the CPU reaches it only on the poller, between the context's
+/// completion and its next post.
 struct Ctxt<O: RecvRingOwner> {
     cqe: Opaque<bindings::ib_cqe>,
     wr: UnsafeCell<bindings::ib_recv_wr>,
@@ -301,10 +303,12 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     }
     let inv_rkey = done.invalidated_rkey;
     let len = (done.byte_len as usize).min(c.buf.len());
-    match c
-        .buf
-        .with_received(len, |bytes| O::received(owner, bytes, inv_rkey))
-    {
+    // SAFETY: The context completed and this is the ring's poller, which
+    // alone reaches its buffer until it posts it again (type invariant).
+    match unsafe {
+        c.buf
+            .with_received_held(len, |bytes| O::received(owner, bytes, inv_rkey))
+    } {
         Ok(true) => {}
         Ok(false) => return,
         Err(e) => {

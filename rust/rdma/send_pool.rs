@@ -77,7 +77,8 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// `cqe.done` is `pool_done::<O>`, `wr.wr_cqe` is `cqe`, `wr.sg_list` is
 /// `sge`, `pool` is the pool that made it and `buf` is mapped on that
 /// pool's device, all set before the context is first handed out and not
-/// written again. `sge`, `wr`'s other fields, `ahead`, the Writes in
+/// written again; no reference to `buf` leaves the pool, so the CPU
+/// reaches it only through the context's holder. `sge`, `wr`'s other fields, `ahead`, the Writes in
 /// `writes` (the first `nwrites`, each as [`WriteSlot`] says) and `reply`
 /// are written only by the context's holder: the thread that took it from
 /// the free list until it posts it or gives it back, then the completion
@@ -442,7 +443,9 @@ impl<O: HasSendPool> PooledSend<'_, O> {
     /// Lends the Send buffer to `fill`, which writes the Send in place and
     /// returns its length.
     pub fn fill(&mut self, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result<usize> {
-        let len = self.ctxt.buf.fill(fill)?;
+        // SAFETY: The context is held (type invariant of `Ctxt`), and its
+        // buffer is reached only through its holder.
+        let len = unsafe { self.ctxt.buf.fill_held(fill) }?;
         // SAFETY: The context is held (type invariant of `Ctxt`).
         unsafe { *self.ctxt.sge.get() = self.ctxt.buf.sge(0, len)? };
         Ok(len)

@@ -83,7 +83,9 @@ struct Ctxt<O: SendRingOwner> {
     /// Its place in the ring.
     pos: u32,
     /// The Send buffer, mapped for the device to read (set by
-    /// [`SendRing::provision`], before the head exists).
+    /// [`SendRing::provision`], before the head exists). No reference to
+    /// it leaves the ring: the CPU reaches it only through the holder of
+    /// the context.
     buf: UnsafeCell<Option<Arc<MappedBuf>>>,
     /// Where the Send's bytes are in `buf`: the first part, sent before
     /// `pages`, and the tail after them.
@@ -366,11 +368,15 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         let mut parts = (0, 0);
         // SAFETY: Set before the head existed, not written since.
         let buf = unsafe { (*self.ctxt.buf.get()).as_ref() }.ok_or(EINVAL)?;
-        buf.fill(|bytes| {
-            let bytes = bytes.get_mut(..limit).ok_or(EINVAL)?;
-            parts = fill(bytes)?;
-            parts.0.checked_add(parts.1).ok_or(EINVAL)
-        })?;
+        // SAFETY: The context is free and held through the head, and its
+        // buffer is reached only through its holder (type invariants).
+        unsafe {
+            buf.fill_held(|bytes| {
+                let bytes = bytes.get_mut(..limit).ok_or(EINVAL)?;
+                parts = fill(bytes)?;
+                parts.0.checked_add(parts.1).ok_or(EINVAL)
+            })
+        }?;
         // SAFETY: Held, as in `data`.
         unsafe { *self.ctxt.parts.get() = parts };
         Ok(parts)

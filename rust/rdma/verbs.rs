@@ -1452,7 +1452,8 @@ pub struct MappedBuf {
     pd: Arc<Pd>,
     /// The CPU is reading or writing the bytes (`read`, `write`, `fill`):
     /// one such access at a time, so the slice `fill` lends is never
-    /// aliased.
+    /// aliased. A buffer whose one holder excludes the others by its own
+    /// invariant (a ring's context) is reached without it (`*_held`).
     cpu_busy: Atomic<bool>,
 }
 
@@ -1731,18 +1732,36 @@ impl MappedBuf {
     /// would read a half-written buffer otherwise (the CPU's access itself
     /// is exclusive, see `cpu_busy`).
     pub fn fill(&self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result<usize> {
+        let _cpu = self.cpu_access()?;
+        // SAFETY: Every CPU access but those of a holder (`*_held`) takes
+        // the hold `_cpu` has, and a buffer with a holder is reached by no
+        // one else.
+        unsafe { self.fill_held(f) }
+    }
+
+    /// [`Self::fill`] by the buffer's holder: a ring that owns it and
+    /// lends it only through the context it belongs to, which one thread
+    /// holds at a time. No CPU hold is taken (an atomic exchange and a
+    /// release on every Send): the holder's own exclusivity is the hold.
+    ///
+    /// # Safety
+    ///
+    /// No other CPU access to the buffer runs during the call, and none
+    /// may start: the caller holds the only reference through which it is
+    /// reached, or the hold of [`Self::fill`].
+    pub(in crate::rust) unsafe fn fill_held(
+        &self,
+        f: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result<usize> {
         if self.dir != DmaDir::ToDevice {
             return Err(EINVAL);
         }
         self.cpu_range(0, self.len)?;
-        let used = {
-            let _cpu = self.cpu_access()?;
-            // SAFETY: `ptr` is valid for `len` bytes by the type invariant;
-            // no other reference to them exists while `_cpu` is held (every
-            // CPU access takes it), and the device only reads them.
-            let bytes = unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) };
-            f(bytes)?
-        };
+        // SAFETY: `ptr` is valid for `len` bytes by the type invariant; no
+        // other reference to them exists during the call (safety
+        // requirement), and the device only reads them.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) };
+        let used = f(bytes)?;
         self.range(0, used)?;
         self.sync_for_device(used);
         Ok(used)
@@ -1785,6 +1804,32 @@ impl MappedBuf {
         // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
         // invariant and stays so while `self` is borrowed; no CPU writer
         // reaches them while `_cpu` is held.
+        let bytes = unsafe { core::slice::from_raw_parts(self.ptr.cast_const(), len) };
+        Ok(f(bytes))
+    }
+
+    /// [`Self::with_received`] by the buffer's holder (as
+    /// [`Self::fill_held`]: a receive ring's poller, which alone reaches a
+    /// completed context's buffer until it posts it again), without the
+    /// CPU hold.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::fill_held`].
+    pub(in crate::rust) unsafe fn with_received_held<R>(
+        &self,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        if self.dir != DmaDir::FromDevice {
+            return Err(EINVAL);
+        }
+        self.cpu_range(0, len)?;
+        self.sync_for_cpu(len);
+        // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
+        // invariant and stays so while `self` is borrowed; no CPU writer
+        // reaches them during the call (safety requirement), and the
+        // device does not write a buffer that is not posted.
         let bytes = unsafe { core::slice::from_raw_parts(self.ptr.cast_const(), len) };
         Ok(f(bytes))
     }

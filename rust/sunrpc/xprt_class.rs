@@ -295,7 +295,8 @@ pub(in crate::rust) unsafe fn slot_of<'a, R: 'static>(
 ) -> Option<&'a Slot<R>> {
     // SAFETY: By the safety requirement.
     let t = unsafe { Transport::from_xprt((*rqst).rq_xprt) };
-    t.slots::<R>()?.slot_of(rqst)
+    // SAFETY: A live request (safety requirement).
+    unsafe { t.slots::<R>()?.slot_of(rqst) }
 }
 
 /// The state of every slot of `xprt`, if it is `R`.

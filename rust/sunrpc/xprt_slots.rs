@@ -95,12 +95,15 @@ impl<R> Slot<R> {
 /// `req_type` is the first field and is `R`'s type: a table behind an
 /// erased pointer is read as a `SlotTable<R>` only after checking it.
 /// `slots` never moves after `new` (each `rpc_rqst` stays where sunrpc
-/// was given it). `free` (the first free slot or [`END`]) and the `next`
-/// links form a stack of distinct free slots, changed only under the
-/// transport's `reserve_lock`; a slot not on it is held by one task.
+/// was given it), and `start..end` are the addresses of its bytes. `free`
+/// (the first free slot or [`END`]) and the `next` links form a stack of
+/// distinct free slots, changed only under the transport's
+/// `reserve_lock`; a slot not on it is held by one task.
 #[repr(C)]
 pub(in crate::rust) struct SlotTable<R> {
     req_type: TypeId,
+    start: usize,
+    end: usize,
     slots: Pin<KVBox<[Slot<R>]>>,
     free: Atomic<u32>,
 }
@@ -132,10 +135,21 @@ impl<R: 'static> SlotTable<R> {
             count,
             GFP_KERNEL,
         )?;
-        // INVARIANT: All slots are free, linked in order.
+        let start = slots.as_ptr() as usize;
+        let end = start
+            .checked_add(
+                count
+                    .checked_mul(core::mem::size_of::<Slot<R>>())
+                    .ok_or(EINVAL)?,
+            )
+            .ok_or(EINVAL)?;
+        // INVARIANT: All slots are free, linked in order; `start..end` is
+        // where they lie.
         Ok(KBox::new(
             Self {
                 req_type: TypeId::of::<R>(),
+                start,
+                end,
                 slots,
                 free: Atomic::new(0),
             },
@@ -159,9 +173,29 @@ impl<R: 'static> SlotTable<R> {
 }
 
 impl<R> SlotTable<R> {
-    /// The slot whose request `rqst` is, if it is one of this table's.
-    pub(in crate::rust) fn slot_of(&self, rqst: *const bindings::rpc_rqst) -> Option<&Slot<R>> {
-        self.index_of(rqst).map(|(_, slot)| slot)
+    /// The slot whose request `rqst` is, if it is one of this table's (C
+    /// `container_of`): a request that lies within the table is a slot's.
+    /// Two compares, on every RPC's path several times (a backchannel
+    /// request, which has no slot, lies elsewhere).
+    ///
+    /// # Safety
+    ///
+    /// `rqst` is a live `rpc_rqst`.
+    #[inline]
+    pub(in crate::rust) unsafe fn slot_of(
+        &self,
+        rqst: *const bindings::rpc_rqst,
+    ) -> Option<&Slot<R>> {
+        let at = rqst as usize;
+        if at < self.start || at >= self.end {
+            return None;
+        }
+        // SAFETY: A live `rpc_rqst` (safety requirement) within the table
+        // is the first field of one of its slots, so at that slot's
+        // address: the table holds requests only there, and a live object
+        // lies within another only as one of its fields. The slots live as
+        // long as the table (type invariant).
+        Some(unsafe { &*rqst.cast::<Slot<R>>() })
     }
 
     /// Every slot's state.
@@ -225,7 +259,11 @@ impl<R> SlotTable<R> {
         xprt: *mut bindings::rpc_xprt,
         rqst: *mut bindings::rpc_rqst,
     ) {
-        let Some((index, slot)) = self.index_of(rqst) else {
+        // SAFETY: A live request (safety requirement).
+        let Some(slot) = (unsafe { self.slot_of(rqst) }) else {
+            return;
+        };
+        let Some(index) = self.index(slot) else {
             return;
         };
         // SAFETY: As in `alloc`.
@@ -244,16 +282,10 @@ impl<R> SlotTable<R> {
         self.free.store(index, Relaxed);
     }
 
-    /// The index and the slot of `rqst`, if it is one of this table's.
-    fn index_of(&self, rqst: *const bindings::rpc_rqst) -> Option<(u32, &Slot<R>)> {
-        let off = (rqst as usize).checked_sub(self.slots.as_ptr() as usize)?;
-        let size = core::mem::size_of::<Slot<R>>();
-        // `rqst` is the first field: only a slot's own address matches.
-        if off % size != 0 {
-            return None;
-        }
-        let index = off / size;
-        Some((u32::try_from(index).ok()?, self.slots.get(index)?))
+    /// The index of `slot`, one of this table's (`None` for another's).
+    fn index(&self, slot: &Slot<R>) -> Option<u32> {
+        let off = (core::ptr::from_ref(slot) as usize).checked_sub(self.start)?;
+        u32::try_from(off / core::mem::size_of::<Slot<R>>()).ok()
     }
 }
 
@@ -346,7 +378,9 @@ impl SlotBench {
         if rqst.is_null() {
             return Ok(None);
         }
-        let (index, _) = self.table.index_of(rqst).ok_or(EPROTO)?;
+        // SAFETY: The task's request is a live one of this table.
+        let slot = unsafe { self.table.slot_of(rqst) }.ok_or(EPROTO)?;
+        let index = self.table.index(slot).ok_or(EPROTO)?;
         Ok(Some(index as usize))
     }
 
@@ -373,13 +407,12 @@ impl SlotBench {
             .map(|s| s.buf.0.as_ptr() as usize)
     }
 
-    /// Whether an address inside the first slot's request, not its start,
-    /// is taken for a slot.
-    pub fn inner_address_is_a_slot(&self) -> bool {
-        let first = self.table.slots.as_ptr() as usize;
-        self.table
-            .slot_of((first + 8) as *const bindings::rpc_rqst)
-            .is_some()
+    /// Whether a request that is not one of the table's (as a backchannel
+    /// request is not) is taken for a slot.
+    pub fn other_request_is_a_slot(&self) -> Result<bool> {
+        let other = KBox::new(Opaque::<bindings::rpc_rqst>::zeroed(), GFP_KERNEL)?;
+        // SAFETY: A live request, zeroed, of no transport.
+        Ok(unsafe { self.table.slot_of(other.get()) }.is_some())
     }
 }
 
