@@ -209,6 +209,11 @@ impl DecodedCall {
         msg.get(self.inline_at..).unwrap_or(&[])
     }
 
+    /// Where the inline body starts in the received message.
+    pub(super) fn inline_at(&self) -> usize {
+        self.inline_at
+    }
+
     /// Room for a Reply's transport header: it echoes at most the Call's
     /// Write list and Reply chunk, plus four words.
     pub(super) fn reply_header_room(&self) -> usize {

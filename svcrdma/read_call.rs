@@ -13,6 +13,7 @@ use super::read_sinks::PagedSinks;
 use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
+use crate::rust::rdma::verbs::ReceivedLoan;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
 
@@ -135,36 +136,50 @@ impl Conn {
     }
 
     /// Assembles a Call whose Reads all completed, and posts its Receive
-    /// again if the Call kept it.
+    /// again if the Call kept it and is not to be served.
     fn finish_read(&self, rqst: &mut SvcRqst, work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
         let (msg, mut ctxt, paged) = work.into_parts();
-        let assembled = {
-            let c = &mut *ctxt;
-            let xid = c.call.xid;
-            let inline = c.call.inline(msg.bytes());
-            match &paged {
-                Some(paged) => self.assemble_paged(rqst, xid, inline, paged),
-                None => {
-                    let pieces = Some(c.read_pieces.as_slice());
-                    c.call.pcl().and_then(|pcl| {
-                        let done = self.assemble(rqst, xid, &pcl, inline, pieces)?;
-                        if done {
-                            count_read_call(None);
-                        }
-                        Ok(done)
-                    })
-                }
+        let xid = ctxt.call.xid;
+        let (assembled, kept) = match (&paged, msg) {
+            // An NFS WRITE whose Receive was kept: its inline body stays
+            // where the device put it, lent to the request with the
+            // Receive (C's head and tail point into `rc_recv_buf`).
+            (Some(paged), CallMsg::Held(loan, recv)) => {
+                let at = ctxt.call.inline_at();
+                (
+                    self.assemble_paged_in_place(rqst, xid, loan, at, paged),
+                    Some(recv),
+                )
+            }
+            (paged, msg) => {
+                let c = &mut *ctxt;
+                let inline = c.call.inline(msg.bytes());
+                let assembled = match paged {
+                    Some(paged) => self.assemble_paged(rqst, xid, inline, paged),
+                    None => {
+                        let pieces = Some(c.read_pieces.as_slice());
+                        c.call.pcl().and_then(|pcl| {
+                            let done = self.assemble(rqst, xid, &pcl, inline, pieces)?;
+                            if done {
+                                count_read_call(None);
+                            }
+                            Ok(done)
+                        })
+                    }
+                };
+                // Copied into the request's pages (or the Call was
+                // answered): the loan, if any, ends here.
+                (assembled, msg.release())
             }
         };
-        // The inline body is in the request's pages now (or the Call was
-        // answered): its Receive may be posted again. A Call to serve
-        // leaves it to its request, whose release queues it for reposting
-        // under the lock it takes anyway (`release_ctxt`).
-        if matches!(assembled, Ok(true)) {
-            ctxt.held_recv = msg.release();
-        } else {
-            self.release_msg(msg);
+        // A Call to serve leaves its Receive to its request, whose release
+        // queues it for reposting under the lock it takes anyway
+        // (`release_ctxt`); otherwise it is posted again now.
+        match (&assembled, kept) {
+            (Ok(true), kept) => ctxt.held_recv = kept,
+            (_, Some(recv)) => self.repost(recv, true),
+            (_, None) => {}
         }
         // Kept for the next Call's sinks only once emptied.
         ctxt.spare_sinks = paged
@@ -189,16 +204,51 @@ impl Conn {
         inline: &[u8],
         paged: &PagedSinks,
     ) -> Result<bool> {
-        let l = &paged.layout;
-        // The request finishing the Call may have other pages than the one
-        // that started it: checked again.
-        if l.pages.saturating_add(1) > rqst.arg_pages() {
-            self.send_err_chunk(xid);
+        if !self.paged_fits(rqst, xid, paged) {
             return Ok(false);
         }
+        let l = &paged.layout;
         rqst.set_arg_paged(inline, l.position, l.chunk_len, l.padded_len, paged.sinks())?;
         count_read_call(Some(l.pages));
         Ok(true)
+    }
+
+    /// As [`Self::assemble_paged`], the inline body read in place: bytes
+    /// `at..` of the Receive buffer `loan` lends, which goes with the
+    /// request (given up if the Call is not served).
+    fn assemble_paged_in_place(
+        &self,
+        rqst: &mut SvcRqst,
+        xid: u32,
+        loan: ReceivedLoan,
+        at: usize,
+        paged: &PagedSinks,
+    ) -> Result<bool> {
+        if !self.paged_fits(rqst, xid, paged) {
+            return Ok(false);
+        }
+        let l = &paged.layout;
+        rqst.set_arg_paged_in_place(
+            loan,
+            at,
+            l.position,
+            l.chunk_len,
+            l.padded_len,
+            paged.sinks(),
+        )?;
+        count_read_call(Some(l.pages));
+        Ok(true)
+    }
+
+    /// Whether `rqst`, the request finishing the Call, has room for its
+    /// pages: it may have other pages than the one that started it.
+    /// Answers the Call with `ERR_CHUNK` when it has not.
+    fn paged_fits(&self, rqst: &SvcRqst, xid: u32, paged: &PagedSinks) -> bool {
+        if paged.layout.pages.saturating_add(1) > rqst.arg_pages() {
+            self.send_err_chunk(xid);
+            return false;
+        }
+        true
     }
 
     /// Lays the Call out in `rqst`'s pages: the inline body (`inline`) or

@@ -425,14 +425,16 @@ impl SvcRqst {
     }
 
     /// Lays out `rq_arg` as C's `svc_rdma_read_complete_one` does for a
-    /// Call with one Read chunk read into pages of its own: `inline` in
-    /// the head page (`rq_pages[0]`), its bytes before `position` as the
-    /// head and the rest as the tail; the pages of `sinks`, every Read
-    /// into which completed, in `rq_pages[1..]`, replacing (and putting)
-    /// the pages there, holding the chunk's `chunk_len` bytes from offset 0
-    /// and then zeros up to `padded_len` (its XDR pad, written here). The
-    /// pages' references go straight from the sinks to the request's slots
-    /// (no vector between), and the request puts them with its own.
+    /// Call with one Read chunk read into pages of its own, with `inline`
+    /// copied into the head page (`rq_pages[0]`): for a Call whose
+    /// Receive was not kept ([`Self::set_arg_paged_in_place`] otherwise).
+    /// Its bytes before `position` are the head and the rest the tail; the
+    /// pages of `sinks`, every Read into which completed, go to
+    /// `rq_pages[1..]`, replacing (and putting) the pages there, holding
+    /// the chunk's `chunk_len` bytes from offset 0 and then zeros up to
+    /// `padded_len` (its XDR pad, written here). The pages' references go
+    /// straight from the sinks to the request's slots (no vector between),
+    /// and the request puts them with its own.
     pub fn set_arg_paged(
         &mut self,
         inline: &[u8],
@@ -441,13 +443,74 @@ impl SvcRqst {
         padded_len: u32,
         sinks: &PageSinks,
     ) -> Result {
+        if inline.len() > kernel::page::PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        // SAFETY: By the type invariant `ptr` is live; `arg_max` needs
+        // two pages, so `rq_pages[0]` is one.
+        let head = unsafe { bindings::rpcrdma_rs_page_address(*(*self.ptr.as_ptr()).rq_pages) }
+            .cast::<u8>();
+        if head.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The head page holds `PAGE_SIZE >= inline.len()` bytes and
+        // is the request's own; `inline` is not in it.
+        unsafe { core::ptr::copy_nonoverlapping(inline.as_ptr(), head, inline.len()) };
+        // SAFETY: `head` holds the inline body, in the request's head page,
+        // which lives as long as the request.
+        unsafe { self.lay_out_paged(head, inline.len(), position, chunk_len, padded_len, sinks) }
+    }
+
+    /// As [`Self::set_arg_paged`], with the inline body where the device
+    /// put it: bytes `at..` of the Receive buffer `loan` lends, which the
+    /// head and the tail point into (C splits `rc_recv_buf` so), not
+    /// copied. The loan goes with the request's context as that of
+    /// [`Self::set_arg_in_place`] does; on an error it is given up here.
+    pub fn set_arg_paged_in_place(
+        &mut self,
+        loan: ReceivedLoan,
+        at: usize,
+        position: u32,
+        chunk_len: u32,
+        padded_len: u32,
+        sinks: &PageSinks,
+    ) -> Result {
+        let inline_len = loan.bytes().len().checked_sub(at).ok_or(EINVAL)?;
+        // SAFETY: `at` is within the loan's bytes (checked above).
+        let head = unsafe { loan.as_mut_ptr().add(at) };
+        // SAFETY: `head` holds the `inline_len` bytes of the body, which
+        // the loan keeps allocated and off the device until sunrpc is
+        // done with `rq_arg` (stored below, moved into the request's
+        // context by the trampoline, as `set_arg_in_place` says).
+        unsafe { self.lay_out_paged(head, inline_len, position, chunk_len, padded_len, sinks) }?;
+        self.arg_loan = Some(loan);
+        Ok(())
+    }
+
+    /// The common part of [`Self::set_arg_paged`] and
+    /// [`Self::set_arg_paged_in_place`]: `rq_arg` over the inline body at
+    /// `head` and the chunk's pages.
+    ///
+    /// # Safety
+    ///
+    /// `head` points to `inline_len` bytes of the Call that stay valid,
+    /// and that only sunrpc reads or changes, until the request's context
+    /// is released.
+    unsafe fn lay_out_paged(
+        &mut self,
+        head: *mut u8,
+        inline_len: usize,
+        position: u32,
+        chunk_len: u32,
+        padded_len: u32,
+        sinks: &PageSinks,
+    ) -> Result {
         let n = sinks.len();
         let page_size = kernel::page::PAGE_SIZE;
-        let inline_len = u32::try_from(inline.len()).map_err(|_| EMSGSIZE)?;
+        let inline_len = u32::try_from(inline_len).map_err(|_| EMSGSIZE)?;
         let pad = padded_len.checked_sub(chunk_len).ok_or(EINVAL)?;
         let len = inline_len.checked_add(padded_len).ok_or(EMSGSIZE)?;
-        if inline.len() > page_size
-            || position > inline_len
+        if position > inline_len
             || pad > 3
             || n.checked_add(1).ok_or(EINVAL)? > self.arg_pages()
             || (padded_len as usize).div_ceil(page_size) != n
@@ -461,18 +524,13 @@ impl SvcRqst {
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `arg_pages` says
         // `rq_pages` has more than `n + 1` entries, each a page
-        // (svc_alloc_arg filled them) or empty; `inline` fits the head page
-        // and the pad the page it lands in (checked above). The `n` slots
-        // the sinks' pages are written to are put just before (so given
-        // up), and the Reads into the sinks completed, as
-        // `take_received_pages` requires too.
+        // (svc_alloc_arg filled them) or empty; the pad fits the page it
+        // lands in (checked above); `head` holds `inline_len` bytes (the
+        // function's requirement). The `n` slots the sinks' pages are
+        // written to are put just before (so given up), and the Reads into
+        // the sinks completed, as `take_received_pages` requires too.
         unsafe {
             let rq_pages = (*r).rq_pages;
-            let head = bindings::rpcrdma_rs_page_address(*rq_pages).cast::<u8>();
-            if head.is_null() {
-                return Err(EINVAL);
-            }
-            core::ptr::copy_nonoverlapping(inline.as_ptr(), head, inline.len());
             // The pages there now are put in one batch (the slots are
             // overwritten just below).
             let count = c_uint::try_from(n).map_err(|_| EINVAL)?;
