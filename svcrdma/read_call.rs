@@ -98,6 +98,11 @@ impl Conn {
     /// read-complete queue or the queue of Calls waiting for send queue
     /// room (C `svc_rdma_read_complete`): posts more Reads, or assembles
     /// the Call into this request's pages.
+    // Out of line, as `Conn::recvfrom` is: the path every arriving Call
+    // takes is then compiled without this one's code, which would take
+    // its registers (inlined, a READ and a GETATTR ran about 20 more
+    // instructions in `recvfrom`).
+    #[inline(never)]
     pub(super) fn resume(&self, rqst: &mut SvcRqst, ctxt: usize) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
         let op = s.rq.op(ctxt)?;

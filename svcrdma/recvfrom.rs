@@ -45,6 +45,8 @@ impl Conn {
     /// `xpo_recvfrom`: the next Call, if any (C `svc_rdma_recvfrom`).
     /// Calls whose Reads completed come first, then Calls waiting for send
     /// queue room if there is room, then the receive ring.
+    // Out of line, and `Conn::resume` too (see there).
+    #[inline(never)]
     pub(super) fn recvfrom(&self, rqst: &mut SvcRqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
         let (next, spare, may_hold) = {
