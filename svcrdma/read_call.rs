@@ -99,9 +99,8 @@ impl Conn {
     /// room (C `svc_rdma_read_complete`): posts more Reads, or assembles
     /// the Call into this request's pages.
     // Out of line, as `Conn::recvfrom` is: the path every arriving Call
-    // takes is then compiled without this one's code, which would take
-    // its registers (inlined, a READ and a GETATTR ran about 20 more
-    // instructions in `recvfrom`).
+    // takes is then compiled without this one's code, which would
+    // otherwise take its registers.
     #[inline(never)]
     pub(super) fn resume(&self, rqst: &mut SvcRqst, ctxt: usize) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;

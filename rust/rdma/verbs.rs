@@ -1800,12 +1800,9 @@ impl MappedBuf {
     /// caller holds it between a completed Receive and the next post, when
     /// the device does not write it either.
     pub fn with_received<R>(&self, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        let _cpu = self.received_access(len)?;
-        // SAFETY: `ptr` is valid for `self.len >= len` bytes by the type
-        // invariant and stays so while `self` is borrowed; no CPU writer
-        // reaches them while `_cpu` is held.
-        let bytes = unsafe { core::slice::from_raw_parts(self.ptr.cast_const(), len) };
-        Ok(f(bytes))
+        let _cpu = self.cpu_access()?;
+        // SAFETY: As in `fill`: `_cpu` excludes every other CPU access.
+        unsafe { self.with_received_held(len, f) }
     }
 
     /// [`Self::with_received`] by the buffer's holder (as
@@ -1851,8 +1848,9 @@ impl MappedBuf {
     }
 
     /// The CPU's hold on the first `len` bytes a Receive put in the
-    /// buffer, made visible to it: for [`Self::with_received`] and
-    /// [`Self::lend_received`] only (a buffer the device writes into).
+    /// buffer, made visible to it, as [`Self::with_received_held`] checks
+    /// and syncs them: for [`Self::lend_received`] (a buffer the device
+    /// writes into).
     fn received_access(&self, len: usize) -> Result<CpuAccess<'_>> {
         if self.dir != DmaDir::FromDevice {
             return Err(EINVAL);

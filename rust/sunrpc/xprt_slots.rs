@@ -95,15 +95,12 @@ impl<R> Slot<R> {
 /// `req_type` is the first field and is `R`'s type: a table behind an
 /// erased pointer is read as a `SlotTable<R>` only after checking it.
 /// `slots` never moves after `new` (each `rpc_rqst` stays where sunrpc
-/// was given it), and `start..end` are the addresses of its bytes. `free`
-/// (the first free slot or [`END`]) and the `next` links form a stack of
-/// distinct free slots, changed only under the transport's
-/// `reserve_lock`; a slot not on it is held by one task.
+/// was given it). `free` (the first free slot or [`END`]) and the `next`
+/// links form a stack of distinct free slots, changed only under the
+/// transport's `reserve_lock`; a slot not on it is held by one task.
 #[repr(C)]
 pub(in crate::rust) struct SlotTable<R> {
     req_type: TypeId,
-    start: usize,
-    end: usize,
     slots: Pin<KVBox<[Slot<R>]>>,
     free: Atomic<u32>,
 }
@@ -135,21 +132,10 @@ impl<R: 'static> SlotTable<R> {
             count,
             GFP_KERNEL,
         )?;
-        let start = slots.as_ptr() as usize;
-        let end = start
-            .checked_add(
-                count
-                    .checked_mul(core::mem::size_of::<Slot<R>>())
-                    .ok_or(EINVAL)?,
-            )
-            .ok_or(EINVAL)?;
-        // INVARIANT: All slots are free, linked in order; `start..end` is
-        // where they lie.
+        // INVARIANT: All slots are free, linked in order.
         Ok(KBox::new(
             Self {
                 req_type: TypeId::of::<R>(),
-                start,
-                end,
                 slots,
                 free: Atomic::new(0),
             },
@@ -175,7 +161,7 @@ impl<R: 'static> SlotTable<R> {
 impl<R> SlotTable<R> {
     /// The slot whose request `rqst` is, if it is one of this table's (C
     /// `container_of`): a request that lies within the table is a slot's.
-    /// Two compares, on every RPC's path several times (a backchannel
+    /// One compare, on every RPC's path several times (a backchannel
     /// request, which has no slot, lies elsewhere).
     ///
     /// # Safety
@@ -186,8 +172,7 @@ impl<R> SlotTable<R> {
         &self,
         rqst: *const bindings::rpc_rqst,
     ) -> Option<&Slot<R>> {
-        let at = rqst as usize;
-        if at < self.start || at >= self.end {
+        if self.offset_of(rqst.cast()) >= core::mem::size_of_val(&*self.slots) {
             return None;
         }
         // SAFETY: A live `rpc_rqst` (safety requirement) within the table
@@ -282,9 +267,15 @@ impl<R> SlotTable<R> {
         self.free.store(index, Relaxed);
     }
 
-    /// The index of `slot`, one of this table's (`None` for another's).
+    /// Bytes from the table's first slot to `p` (wrapped: huge for an
+    /// address below it).
+    fn offset_of(&self, p: *const u8) -> usize {
+        (p as usize).wrapping_sub(self.slots.as_ptr() as usize)
+    }
+
+    /// The index of `slot`, one of this table's.
     fn index(&self, slot: &Slot<R>) -> Option<u32> {
-        let off = (core::ptr::from_ref(slot) as usize).checked_sub(self.start)?;
+        let off = self.offset_of(core::ptr::from_ref(slot).cast());
         u32::try_from(off / core::mem::size_of::<Slot<R>>()).ok()
     }
 }
