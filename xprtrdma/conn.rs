@@ -30,6 +30,7 @@ use super::reg::RegList;
 use super::regcache::CacheState;
 use super::send_buf::SendSlots;
 use super::transport::{Settings, Stats};
+use crate::proto::marshal_fast::FastLimits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
 use crate::rust::kext::shrinker::ObjectShrinker;
@@ -217,7 +218,7 @@ pub(super) struct Conn {
     pub(super) initial_params: TransportParams,
     /// The parameters of the negotiation, set once (before any call is
     /// sent): every call reads them, without a lock.
-    pub(super) negotiated: SetOnce<TransportParams>,
+    pub(super) negotiated: SetOnce<Negotiated>,
     pub(super) limits: DecodeLimits,
     pub(super) credits: Atomic<u32>,
     /// The send queue's gate.
@@ -281,6 +282,29 @@ impl Conn {
     /// every call reads them, and a copy of the whole set costs more than
     /// the fields it reads.
     pub(super) fn params(&self) -> &TransportParams {
-        self.negotiated.as_ref().unwrap_or(&self.initial_params)
+        self.negotiated
+            .as_ref()
+            .map_or(&self.initial_params, |n| &n.params)
+    }
+
+    /// What the negotiation settled, once it has.
+    pub(super) fn negotiated(&self) -> Option<&Negotiated> {
+        self.negotiated.as_ref()
+    }
+}
+
+/// A connection's parameters as negotiated, and the limits its common
+/// calls are recognised by, worked out from them once.
+pub(super) struct Negotiated {
+    pub(super) params: TransportParams,
+    /// `None` where the parameters leave every call to the planner.
+    pub(super) fast: Option<FastLimits>,
+}
+
+impl Negotiated {
+    pub(super) fn new(params: TransportParams) -> Self {
+        // Calls are pulled up into Send buffers of the inline send size.
+        let fast = FastLimits::new(&params, params.inline_send);
+        Self { params, fast }
     }
 }

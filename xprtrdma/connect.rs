@@ -7,7 +7,7 @@
 //! inline sizes, and the drain that revokes every registration.
 
 use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
-use super::conn::Conn;
+use super::conn::{Conn, Negotiated};
 use super::reg::{add, Strategy};
 use super::reply::RECV_REPOST_BATCH;
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
@@ -321,7 +321,7 @@ impl Conn {
             self.xprt.limit_max_payload(params.frwr_max_payload());
             params
         };
-        if !self.negotiated.populate(params) {
+        if !self.negotiated.populate(Negotiated::new(params)) {
             // Cannot happen: a connection is established once.
             return Err(EINVAL);
         }

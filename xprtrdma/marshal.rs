@@ -7,11 +7,12 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::reg::{add, add_some, call_shape, RegList, Segs, Span, INLINE_SEGS};
+use super::marshal_fast::PlannedCall;
+use super::reg::{add, add_some, call_shape, call_sketch, RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::{fill_send, MAP_PAGES_MIN};
 use super::transport::bump;
 use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
-use crate::proto::marshal_fast::{plan_fast, plan_fast_read};
+use crate::proto::marshal_fast::{plan_fast, plan_fast_read, CallSketch, CommonPlan};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
@@ -74,15 +75,41 @@ impl Conn {
         head: &mut SendRingHead<Conn>,
         rqst: &RpcRqst<'_>,
     ) -> Result {
-        let params = self.params();
         rqst.alloc_sparse_pages()?;
+        // Nearly every call: a few comparisons against the limits worked
+        // out when the connection was negotiated.
+        if let Some((n, limits)) = self.negotiated().and_then(|n| Some((n, n.fast.as_ref()?))) {
+            let lens = rqst.call_lengths();
+            let call = call_sketch(&lens);
+            let planned = PlannedCall {
+                xid: lens.xid,
+                lens: &call,
+                limit: n.params.inline_send as usize,
+            };
+            match limits.plan(&call, || rqst.payload_ddp_allowed()) {
+                Some(CommonPlan::Pullup(fast)) => {
+                    return self.send_fast(this, head, rqst, planned, fast);
+                }
+                Some(CommonPlan::ReadChunk(fast)) => {
+                    return self.send_fast_read(this, head, rqst, planned, fast);
+                }
+                None => {}
+            }
+        }
+        let params = self.params();
         // Every call is pulled up into one Send buffer.
         let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
+        let lens = CallSketch::from(&rpc);
+        let planned = PlannedCall {
+            xid,
+            lens: &lens,
+            limit: rpc.send_buf_len as usize,
+        };
         if let Some(fast) = plan_fast(&rpc, params, MAP_PAGES_MIN) {
-            return self.send_fast(this, head, rqst, xid, &rpc, fast);
+            return self.send_fast(this, head, rqst, planned, fast);
         }
         if let Some(fast) = plan_fast_read(&rpc, params) {
-            return self.send_fast_read(this, head, rqst, xid, &rpc, fast);
+            return self.send_fast_read(this, head, rqst, planned, fast);
         }
         let (snd, rcv) = (&rpc.send, &rpc.recv);
         let p = plan(&rpc, params).map_err(|e| {

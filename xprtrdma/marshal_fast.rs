@@ -11,17 +11,26 @@
 use super::conn::{Conn, Offered, Pending, ReqState};
 use super::marshal_in_place::{FastCall, FastChunk};
 use super::reg::{add_some, RegList, Segs, Span, Strategy};
-use super::send_buf::fill_read_chunk_inline;
+use super::send_buf::{fill_read_chunk_inline, CallParts};
 use crate::proto::marshal_fast::{
-    encode_fast_header, encode_fast_read_header, FastPlan, FastReadPlan, FastResult,
+    encode_fast_header, encode_fast_read_header, CallSketch, FastPlan, FastReadPlan, FastResult,
 };
 use crate::proto::msg::Segment;
-use crate::proto::planner::{RpcShape, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
 use crate::rust::rdma::send_ring::{SendCtxt, SendRingHead};
 use crate::rust::sunrpc::xprt::RpcRqst;
 use kernel::prelude::*;
 use kernel::sync::ArcBorrow;
+
+/// What marshaling a call of a common shape takes of its request besides
+/// the plan.
+#[derive(Clone, Copy)]
+pub(super) struct PlannedCall<'a> {
+    pub(super) xid: u32,
+    pub(super) lens: &'a CallSketch,
+    /// The Send buffer's size the call was planned with.
+    pub(super) limit: usize,
+}
 
 impl Conn {
     /// Marshals and posts a call whose shape [`plan_fast`] took as `fast`,
@@ -33,20 +42,24 @@ impl Conn {
         this: ArcBorrow<'_, Self>,
         head: &mut SendRingHead<Conn>,
         rqst: &RpcRqst<'_>,
-        xid: u32,
-        rpc: &RpcShape,
+        call: PlannedCall<'_>,
         fast: FastPlan,
     ) -> Result {
+        let PlannedCall {
+            xid,
+            lens: c,
+            limit,
+        } = call;
         let call_len = fast.call_len as usize;
         let FastResult::WriteChunk { write_pad, .. } = fast.result else {
-            return self.send_fast_inline(this, head, rqst, xid, rpc, call_len);
+            return self.send_fast_inline(this, head, rqst, call, call_len);
         };
-        let behind_head = behind_head(&rpc.send);
-        let span = Span::recv(rpc.recv.head_len, rpc.recv.page_len);
+        let behind_head = behind_head(c);
+        let span = Span::recv(c.recv_head_len, c.recv_page_len);
         if let Some(state) = self.in_place_state(rqst) {
             let call = FastCall {
                 xid,
-                limit: rpc.send_buf_len as usize,
+                limit,
                 chunk: FastChunk::Write {
                     write_pad,
                     call_len,
@@ -82,7 +95,6 @@ impl Conn {
         }
         let writes = writes.as_slice();
         let slots = 1 + self.reg_slots(&mrs);
-        let limit = rpc.send_buf_len as usize;
         let built = self.fast_call_ctxt(head, slots, limit, rqst, xid, writes, call_len);
         let (ctxt, hdrlen) = match built {
             Ok(built) => built,
@@ -126,14 +138,13 @@ impl Conn {
         this: ArcBorrow<'_, Self>,
         head: &mut SendRingHead<Conn>,
         rqst: &RpcRqst<'_>,
-        xid: u32,
-        rpc: &RpcShape,
+        call: PlannedCall<'_>,
         call_len: usize,
     ) -> Result {
+        let PlannedCall { xid, lens, limit } = call;
         if !self.slots.try_take(1) {
             return Err(self.no_send_slot(this));
         }
-        let limit = rpc.send_buf_len as usize;
         let (ctxt, hdrlen) = match self.fast_call_ctxt(head, 1, limit, rqst, xid, &[], call_len) {
             Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, RegList::new(), e)),
@@ -146,7 +157,7 @@ impl Conn {
             Ok(unsignaled) => self.count_posted(rqst, hdrlen.saturating_add(call_len), unsignaled),
             Err(e) => return Err(self.unposted(this, rqst, e, Some(RegList::new()), 0)),
         }
-        add_some(&self.stats.pullup_copy_count, behind_head(&rpc.send));
+        add_some(&self.stats.pullup_copy_count, behind_head(lens));
         Ok(())
     }
 
@@ -194,7 +205,7 @@ impl Conn {
         xid: u32,
         position: u32,
         reads: &[Segment],
-        snd: &XdrBufShape,
+        c: &CallSketch,
     ) -> Result<(SendCtxt<'a, Conn>, usize, usize)> {
         let mut ctxt = self.send_ctxt(head, slots)?;
         let credits = self.settings.max_requests;
@@ -203,7 +214,12 @@ impl Conn {
             let hlen =
                 encode_fast_read_header(xid, credits, position, reads, out).ok_or(EMSGSIZE)?;
             hdrlen = hlen;
-            send_len = fill_read_chunk_inline(rqst, snd, out, hlen)?;
+            let parts = CallParts {
+                head_len: c.send_head_len,
+                page_len: c.send_page_len,
+                tail_len: c.send_tail_len,
+            };
+            send_len = fill_read_chunk_inline(rqst, parts, out, hlen)?;
             Ok((send_len, 0))
         })?;
         Ok((ctxt, hdrlen, send_len))
@@ -221,19 +237,22 @@ impl Conn {
         this: ArcBorrow<'_, Self>,
         head: &mut SendRingHead<Conn>,
         rqst: &RpcRqst<'_>,
-        xid: u32,
-        rpc: &RpcShape,
+        call: PlannedCall<'_>,
         fast: FastReadPlan,
     ) -> Result {
-        let snd = &rpc.send;
-        let span = Span::send(snd.head_len, snd.page_len);
+        let PlannedCall {
+            xid,
+            lens: c,
+            limit,
+        } = call;
+        let span = Span::send(c.send_head_len, c.send_page_len);
         if let Some(state) = self.in_place_state(rqst) {
             let call = FastCall {
                 xid,
-                limit: rpc.send_buf_len as usize,
+                limit,
                 chunk: FastChunk::Read {
                     position: fast.position,
-                    snd,
+                    call: c,
                 },
             };
             if let Some(res) = self.send_fast_in_place(this, head, rqst, state, span, call) {
@@ -255,8 +274,7 @@ impl Conn {
         }
         let reads = reads.as_slice();
         let slots = 1 + self.reg_slots(&mrs);
-        let limit = rpc.send_buf_len as usize;
-        let built = self.fast_read_ctxt(head, slots, limit, rqst, xid, position, reads, snd);
+        let built = self.fast_read_ctxt(head, slots, limit, rqst, xid, position, reads, c);
         let (ctxt, hdrlen, send_len) = match built {
             Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),
@@ -277,6 +295,6 @@ impl Conn {
 
 /// The bytes of a pulled-up call behind its head, which `Conn::count_sent`
 /// counts as C counts what its pull-up moves.
-fn behind_head(snd: &XdrBufShape) -> u64 {
-    u64::from(snd.page_len).saturating_add(u64::from(snd.tail_len))
+fn behind_head(c: &CallSketch) -> u64 {
+    u64::from(c.send_page_len).saturating_add(u64::from(c.send_tail_len))
 }

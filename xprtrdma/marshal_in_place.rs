@@ -9,8 +9,8 @@
 use super::conn::{Conn, Offered, ReqState};
 use super::reg::{add_some, Reg, RegList, Span};
 use super::send_buf::SLOTS_PER_MR;
+use crate::proto::marshal_fast::CallSketch;
 use crate::proto::msg::Segment;
-use crate::proto::planner::XdrBufShape;
 use crate::rust::module::trace::{self, ChunkType};
 use crate::rust::rdma::send_ring::SendRingHead;
 use crate::rust::sunrpc::xprt::{post_send_after_regs, Mr, RpcRqst};
@@ -103,8 +103,8 @@ impl Conn {
                 FastChunk::Write { call_len, .. } => self
                     .fast_call_ctxt(head, 2, call.limit, rqst, xid, segs, call_len)
                     .map(|(ctxt, hlen)| (ctxt, hlen, hlen.saturating_add(call_len))),
-                FastChunk::Read { position, snd } => {
-                    self.fast_read_ctxt(head, 2, call.limit, rqst, xid, position, segs, snd)
+                FastChunk::Read { position, call: c } => {
+                    self.fast_read_ctxt(head, 2, call.limit, rqst, xid, position, segs, c)
                 }
             };
             let (ctxt, hdrlen, send_len) = match built {
@@ -227,7 +227,7 @@ pub(super) enum FastChunk<'a> {
     /// head and tail inline.
     ///
     /// [`plan_fast_read`]: crate::proto::marshal_fast::plan_fast_read
-    Read { position: u32, snd: &'a XdrBufShape },
+    Read { position: u32, call: &'a CallSketch },
 }
 
 /// How a call went under its request's lock.

@@ -29,11 +29,12 @@
 //!   they are evicted. Trusted servers only.
 
 use super::regcache::CacheUse;
+use crate::proto::marshal_fast::CallSketch;
 use crate::proto::msg::Segment;
 use crate::proto::planner::{RpcShape, XdrBufShape};
 use crate::rust::kext::percpu::{PerCpuCounter, CLIENT_FIRST, TEST_SLOT};
 use crate::rust::module::params;
-use crate::rust::sunrpc::xprt::{CallLayout, Mr, PhysMap, XdrBufLayout};
+use crate::rust::sunrpc::xprt::{CallLayout, CallLengths, Mr, PhysMap, XdrBufLayout};
 use crate::small_list::SmallList;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -455,6 +456,24 @@ pub(super) fn call_shape(c: &CallLayout, send_buf_len: u32) -> (u32, RpcShape) {
         send_buf_len,
     };
     (c.xid, rpc)
+}
+
+/// The Call's lengths as the common calls' test takes them.
+#[inline(always)]
+pub(super) fn call_sketch(c: &CallLengths) -> CallSketch {
+    CallSketch {
+        send_head_len: c.send_head_len,
+        send_page_base: c.send_page_base,
+        send_page_len: c.send_page_len,
+        send_tail_len: c.send_tail_len,
+        send_ddp: c.send_ddp,
+        recv_buflen: c.recv_buflen,
+        recv_head_len: c.recv_head_len,
+        recv_page_base: c.recv_page_base,
+        recv_page_len: c.recv_page_len,
+        recv_tail_len: c.recv_tail_len,
+        recv_ddp: c.recv_ddp,
+    }
 }
 
 /// An `xdr_buf`'s layout as the planner takes it.

@@ -10,7 +10,7 @@ use super::reg::add;
 use super::transport::bump;
 use crate::proto::encode::{encode_header, HeaderRef};
 use crate::proto::pieces::page_spans;
-use crate::proto::planner::{read_chunk_tail, CallStrategy, XdrBufShape};
+use crate::proto::planner::{read_chunk_tail_len, CallStrategy, XdrBufShape};
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_ring::{SendCtxt, SendRing, SendRingHead, SendRingOwner};
 use crate::rust::rdma::verbs::{MappedPage, WorkCompletion};
@@ -221,21 +221,40 @@ pub(super) fn fill_send(
             copy(0, snd.len().ok_or(EINVAL)?, &mut at)?;
         }
         CallStrategy::ReadChunk { .. } => {
-            at = fill_read_chunk_inline(rqst, snd, out, at)?;
+            at = fill_read_chunk_inline(rqst, CallParts::of(snd), out, at)?;
         }
         CallStrategy::LongCall { .. } => {}
     }
     Ok(((at, 0), hlen))
 }
 
+/// The lengths of a Call's head, page data and tail.
+#[derive(Clone, Copy)]
+pub(super) struct CallParts {
+    pub(super) head_len: u32,
+    pub(super) page_len: u32,
+    pub(super) tail_len: u32,
+}
+
+impl CallParts {
+    /// Those of the Call `snd`.
+    pub(super) fn of(snd: &XdrBufShape) -> Self {
+        Self {
+            head_len: snd.head_len,
+            page_len: snd.page_len,
+            tail_len: snd.tail_len,
+        }
+    }
+}
+
 /// Copies the inline part of a Call whose page data goes as a Read chunk
 /// to byte `at` of `out`: its head, then its tail without the page data's
 /// XDR pad, so the rest lands XDR-aligned (none if the pad is all the tail
-/// holds: `planner::read_chunk_tail`). Returns where it ends.
+/// holds: `planner::read_chunk_tail_len`). Returns where it ends.
 #[inline(always)]
 pub(super) fn fill_read_chunk_inline(
     rqst: &RpcRqst<'_>,
-    snd: &XdrBufShape,
+    call: CallParts,
     out: &mut [u8],
     at: usize,
 ) -> Result<usize> {
@@ -244,15 +263,15 @@ pub(super) fn fill_read_chunk_inline(
         rqst.read(from, out.get_mut(at..end).ok_or(EMSGSIZE)?)?;
         Ok(end)
     };
-    let at = copy(0, snd.head_len, at)?;
-    let tail = read_chunk_tail(snd);
+    let at = copy(0, call.head_len, at)?;
+    let tail = read_chunk_tail_len(call.tail_len);
     if tail == 0 {
         return Ok(at);
     }
-    let from = snd
+    let from = call
         .head_len
-        .checked_add(snd.page_len)
-        .and_then(|n| n.checked_add(snd.tail_len - tail))
+        .checked_add(call.page_len)
+        .and_then(|n| n.checked_add(call.tail_len - tail))
         .ok_or(EINVAL)?;
     copy(from, tail, at)
 }

@@ -8,7 +8,8 @@
 use proptest::prelude::*;
 use rpcrdma_proto::proto::encode::{encode_header, BodyRef, ChunkListsRef, HeaderRef};
 use rpcrdma_proto::proto::marshal_fast::{
-    encode_fast_header, encode_fast_read_header, plan_fast, plan_fast_read, FastResult,
+    encode_fast_header, encode_fast_read_header, plan_fast, plan_fast_read, CallSketch, CommonPlan,
+    FastLimits, FastResult,
 };
 use rpcrdma_proto::proto::msg::{Proc, ReadSegment, Segment, RPCRDMA_VERSION};
 use rpcrdma_proto::proto::planner::{
@@ -94,6 +95,67 @@ fn check_read(s: &RpcShape, q: &TransportParams) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The lengths of `s` as the common calls' test reads them.
+fn sketch(s: &RpcShape) -> CallSketch {
+    CallSketch::from(s)
+}
+
+/// [`FastLimits::plan`] against [`plan_fast`] and [`plan_fast_read`], its
+/// oracles: what it plans is theirs; and it takes every call of theirs
+/// whose chunk is one segment, but for page lists whose end overflows
+/// (which the planner walks) and Calls short enough to go inline that take
+/// a Read chunk for want of Send SGEs.
+fn check_common(s: &RpcShape, q: &TransportParams) -> Result<(), TestCaseError> {
+    let Some(limits) = FastLimits::new(q, s.send_buf_len) else {
+        return Ok(());
+    };
+    let fast = plan_fast(s, q, PULLUP_MAX);
+    let fast_read = plan_fast_read(s, q);
+    let mut asked = false;
+    let common = limits.plan(&sketch(s), || {
+        asked = true;
+        s.ddp_allowed
+    });
+    match common {
+        Some(CommonPlan::Pullup(p)) => prop_assert_eq!(fast, Some(p)),
+        Some(CommonPlan::ReadChunk(p)) => {
+            prop_assert_eq!(fast, None);
+            prop_assert_eq!(fast_read, Some(p));
+        }
+        None => {
+            let fits = |b: &XdrBufShape| b.page_base.checked_add(b.page_len).is_some();
+            let one_segment = match fast {
+                Some(f) if s.send.page_len == 0 => match f.result {
+                    FastResult::Inline => true,
+                    FastResult::WriteChunk {
+                        segments,
+                        write_pad,
+                    } => segments == 1 + u32::from(write_pad) && fits(&s.recv),
+                },
+                Some(_) => false,
+                // Calls too long to go inline (not those that would
+                // take too many Send SGEs).
+                None => fast_read.is_some_and(|f| {
+                    f.segments == 1
+                        && fits(&s.send)
+                        && s.send.len().is_some_and(|n| n > q.max_inline_send())
+                }),
+            };
+            prop_assert!(
+                !one_segment,
+                "left a common call: {:?} {:?}",
+                fast,
+                fast_read
+            );
+        }
+    }
+    // Asked only of calls that would place data directly.
+    if asked {
+        prop_assert!(s.recv_ddp || s.send_ddp);
+    }
+    Ok(())
+}
+
 fn seg() -> impl Strategy<Value = Segment> {
     (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(h, l, o)| Segment::new(h, l, o))
 }
@@ -123,6 +185,7 @@ proptest! {
         q.max_rdma_segs = segs;
         check(&s, &q)?;
         check_read(&s, &q)?;
+        check_common(&s, &q)?;
     }
 
     /// The header, with and without a Write chunk, against the general
@@ -185,7 +248,12 @@ fn getattr_and_read_are_taken() {
         ddp_allowed: true,
         send_buf_len: 4096,
     };
+    let limits = FastLimits::new(&q, 4096).expect("rxe's parameters");
     let f = plan_fast(&getattr, &q, PULLUP_MAX).expect("a GETATTR is common");
+    assert_eq!(
+        limits.plan(&sketch(&getattr), || true),
+        Some(CommonPlan::Pullup(f))
+    );
     assert_eq!(
         (f.result, f.header_len, f.call_len),
         (FastResult::Inline, 28, 200)
@@ -199,6 +267,12 @@ fn getattr_and_read_are_taken() {
         ..getattr
     };
     let f = plan_fast(&read, &q, PULLUP_MAX).expect("a READ is common");
+    assert_eq!(
+        limits.plan(&sketch(&read), || true),
+        Some(CommonPlan::Pullup(f))
+    );
+    // Not with an auth flavor that checksums the data.
+    assert_eq!(limits.plan(&sketch(&read), || false), None);
     assert_eq!(
         f.result,
         FastResult::WriteChunk {
@@ -216,6 +290,10 @@ fn getattr_and_read_are_taken() {
     assert_eq!(plan_fast(&write, &q, PULLUP_MAX), None);
     // ... it takes a Read chunk, which the Read chunk plan takes.
     let f = plan_fast_read(&write, &q).expect("a WRITE is common");
+    assert_eq!(
+        limits.plan(&sketch(&write), || true),
+        Some(CommonPlan::ReadChunk(f))
+    );
     assert_eq!((f.position, f.segments, f.inline_len), (200, 1, 200));
     assert_eq!(f.header_len, 28 + 24);
 }

@@ -128,6 +128,37 @@ pub struct CallLayout {
     pub ddp_allowed: bool,
 }
 
+/// The lengths of a Call and of its Reply buffer, with the offsets of
+/// their page data: the few words of a request's two `xdr_buf`s that a
+/// transport recognises its common calls by ([`RpcRqst::call_lengths`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallLengths {
+    /// The xid, host order.
+    pub xid: u32,
+    /// `rq_snd_buf.head[0].iov_len`.
+    pub send_head_len: u32,
+    /// `rq_snd_buf.page_base`.
+    pub send_page_base: u32,
+    /// `rq_snd_buf.page_len`.
+    pub send_page_len: u32,
+    /// `rq_snd_buf.tail[0].iov_len`.
+    pub send_tail_len: u32,
+    /// The Call's page data may be sent by DDP (C `XDRBUF_WRITE`).
+    pub send_ddp: bool,
+    /// `rq_rcv_buf.buflen`.
+    pub recv_buflen: u32,
+    /// `rq_rcv_buf.head[0].iov_len`.
+    pub recv_head_len: u32,
+    /// `rq_rcv_buf.page_base`.
+    pub recv_page_base: u32,
+    /// `rq_rcv_buf.page_len`.
+    pub recv_page_len: u32,
+    /// `rq_rcv_buf.tail[0].iov_len`.
+    pub recv_tail_len: u32,
+    /// The Reply's page data may be received by DDP (C `XDRBUF_READ`).
+    pub recv_ddp: bool,
+}
+
 /// What a request looks like (xid, send and receive buffer shapes).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RqstInfo {
@@ -572,6 +603,38 @@ impl RpcRqst<'_> {
                 && (*(*cred).cr_auth).au_flags & (1 << RPCAUTH_AUTH_DATATOUCH) != 0
         };
         !data_touch
+    }
+
+    /// [`Self::ddp_allowed`] of this request.
+    pub fn payload_ddp_allowed(&self) -> bool {
+        // SAFETY: The request is valid while borrowed.
+        Self::ddp_allowed(unsafe { &*self.ptr.as_ptr() })
+    }
+
+    /// The Call's lengths, read for the transport's test of its common
+    /// calls: only the words that test reads, so that they stay in
+    /// registers (a whole [`CallLayout`] is copied through the stack).
+    #[inline(always)]
+    pub fn call_lengths(&self) -> CallLengths {
+        // SAFETY: The request is valid while borrowed, and sunrpc does not
+        // change it while it is lent to the transport.
+        let r = unsafe { &*self.ptr.as_ptr() };
+        let (snd, rcv) = (&r.rq_snd_buf, &r.rq_rcv_buf);
+        // Lengths of a live xdr_buf fit 32 bits, as in `buf_shape`.
+        CallLengths {
+            xid: u32::from_be(r.rq_xid),
+            send_head_len: snd.head[0].iov_len as u32,
+            send_page_base: snd.page_base,
+            send_page_len: snd.page_len,
+            send_tail_len: snd.tail[0].iov_len as u32,
+            send_ddp: snd.flags & XDRBUF_WRITE != 0,
+            recv_buflen: rcv.buflen,
+            recv_head_len: rcv.head[0].iov_len as u32,
+            recv_page_base: rcv.page_base,
+            recv_page_len: rcv.page_len,
+            recv_tail_len: rcv.tail[0].iov_len as u32,
+            recv_ddp: rcv.flags & XDRBUF_READ != 0,
+        }
     }
 
     /// The Call's layout, read once for marshaling. Inlined: its caller

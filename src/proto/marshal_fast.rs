@@ -22,8 +22,8 @@
 
 use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
 use super::planner::{
-    args_inline, nonpayload_inline, page_list_segments, read_chunk_tail, results_inline, RpcShape,
-    TransportParams,
+    args_inline, nonpayload_inline, page_list_segments, read_chunk_tail, read_chunk_tail_len,
+    results_inline, RpcShape, TransportParams, MIN_SEND_SGES,
 };
 use super::xdr::XdrWriter;
 
@@ -157,6 +157,233 @@ pub fn plan_fast_read(shape: &RpcShape, p: &TransportParams) -> Option<FastReadP
         inline_len,
         header_len,
     })
+}
+
+/// The lengths of a Call and of its Reply buffer that [`FastLimits::plan`]
+/// reads: the few words of the request's two `xdr_buf`s a common call is
+/// recognised by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallSketch {
+    /// The Call's head (`rq_snd_buf.head[0].iov_len`).
+    pub send_head_len: u32,
+    /// Offset of the Call's page data in its first page.
+    pub send_page_base: u32,
+    /// The Call's page data.
+    pub send_page_len: u32,
+    /// The Call's tail.
+    pub send_tail_len: u32,
+    /// The Call's page data may be sent by DDP (C `XDRBUF_WRITE`).
+    pub send_ddp: bool,
+    /// The most the Reply buffer holds (`rq_rcv_buf.buflen`).
+    pub recv_buflen: u32,
+    /// The Reply buffer's head.
+    pub recv_head_len: u32,
+    /// Offset of the Reply's page data in its first page.
+    pub recv_page_base: u32,
+    /// The Reply buffer's page data.
+    pub recv_page_len: u32,
+    /// The Reply buffer's tail.
+    pub recv_tail_len: u32,
+    /// The Reply's page data may be received by DDP (C `XDRBUF_READ`).
+    pub recv_ddp: bool,
+}
+
+impl From<&RpcShape> for CallSketch {
+    fn from(s: &RpcShape) -> Self {
+        Self {
+            send_head_len: s.send.head_len,
+            send_page_base: s.send.page_base,
+            send_page_len: s.send.page_len,
+            send_tail_len: s.send.tail_len,
+            send_ddp: s.send_ddp,
+            recv_buflen: s.recv.buflen,
+            recv_head_len: s.recv.head_len,
+            recv_page_base: s.recv.page_base,
+            recv_page_len: s.recv.page_len,
+            recv_tail_len: s.recv.tail_len,
+            recv_ddp: s.recv_ddp,
+        }
+    }
+}
+
+/// A call of a common shape as [`FastLimits::plan`] recognised it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommonPlan {
+    /// What [`plan_fast`] plans for it.
+    Pullup(FastPlan),
+    /// What [`plan_fast_read`] plans for it ([`plan_fast`] takes none).
+    ReadChunk(FastReadPlan),
+}
+
+/// A connection's parameters as the common calls' test compares against
+/// them, worked out once (C keeps `re_max_inline_send` and
+/// `re_max_inline_recv` likewise): the test is then a handful of
+/// comparisons where [`plan_fast`] works every threshold out again.
+///
+/// # Invariants
+///
+/// Built only from parameters [`plan_fast`] and [`plan_fast_read`] accept:
+/// a power-of-two page size, a non-zero MR depth, room for the minimum
+/// Send SGEs and for a two-segment Write chunk. `call_max` is below the
+/// Send buffer's size and at most the largest inline Call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastLimits {
+    /// The negotiated inline send size.
+    inline_send: u32,
+    /// The longest Call that goes inline and pulled up.
+    call_max: u32,
+    /// The largest Reply received inline.
+    max_inline_recv: u32,
+    /// The largest Call sent inline ([`TransportParams::max_inline_send`]).
+    max_inline_send: u32,
+    /// log2 of the page size, and the in-page offset's mask.
+    page_shift: u32,
+    page_mask: u32,
+    /// Pages one MR maps: one segment covers at most this many.
+    depth: u32,
+}
+
+/// Transport header bytes of an `RDMA_MSG` with a Write list of one chunk
+/// of one segment: the plain header, the list's discriminator, the chunk's
+/// count and its segment (the list's terminator is among the plain
+/// header's words).
+const WRITE_ONE_HEADER_LEN: u32 = PLAIN_HEADER_LEN + 8 + SEGMENT_LEN as u32;
+
+/// [`WRITE_ONE_HEADER_LEN`] with the write-pad segment behind the one.
+const WRITE_PADDED_HEADER_LEN: u32 = WRITE_ONE_HEADER_LEN + SEGMENT_LEN as u32;
+
+/// Transport header bytes of an `RDMA_MSG` with a Read list of one
+/// segment.
+const READ_ONE_HEADER_LEN: u32 = PLAIN_HEADER_LEN + READ_ENTRY_LEN;
+
+impl FastLimits {
+    /// The limits of a connection with parameters `p` whose Calls are
+    /// pulled up into a Send buffer of `send_buf_len` bytes, or `None`
+    /// where the common calls' test would not be [`plan_fast`]'s (every
+    /// call then takes the planner's way).
+    pub fn new(p: &TransportParams, send_buf_len: u32) -> Option<Self> {
+        let ps = p.page_size;
+        if ps == 0
+            || !ps.is_power_of_two()
+            || p.max_fr_depth == 0
+            || p.max_send_sge < MIN_SEND_SGES
+            || p.max_rdma_segs < 2
+        {
+            return None;
+        }
+        let max_inline_send = p.max_inline_send();
+        Some(Self {
+            inline_send: p.inline_send,
+            call_max: send_buf_len.checked_sub(1)?.min(max_inline_send),
+            max_inline_recv: p.max_inline_recv(),
+            max_inline_send,
+            page_shift: ps.trailing_zeros(),
+            // No overflow: `ps` is not zero.
+            page_mask: ps.wrapping_sub(1),
+            depth: p.max_fr_depth,
+        })
+    }
+
+    /// Pages touched by `len` bytes starting `base` bytes into a page
+    /// list, or `None` where `base + len` overflows (where
+    /// [`page_list_segments`] walks instead).
+    #[inline(always)]
+    fn pages_touched(&self, base: u32, len: u32) -> Option<u32> {
+        base.checked_add(len)?;
+        let mask = self.page_mask;
+        // No overflow: the sum is at most `base + len`, checked above; nor
+        // below, where a page of more than a byte halves the first term.
+        let span = (base & mask).wrapping_add(len);
+        Some((span >> self.page_shift).wrapping_add(u32::from(span & mask != 0)))
+    }
+
+    /// The plan of a call of one of the common shapes whose chunk, if it
+    /// has one, one MR maps: a Call without page data, inline, whose Reply
+    /// comes inline or through a Write chunk (a GETATTR, a READ); or a
+    /// Call whose page data goes as a Read chunk, whose Reply comes
+    /// inline (a WRITE). Where it returns a plan it is [`plan_fast`]'s,
+    /// or [`plan_fast_read`]'s where [`plan_fast`] takes none; `None`
+    /// leaves the call to them. `ddp_allowed` (C `RPCAUTH_AUTH_DATATOUCH`
+    /// clear) is asked only of a call that would place data directly.
+    #[inline(always)]
+    pub fn plan(&self, c: &CallSketch, ddp_allowed: impl FnOnce() -> bool) -> Option<CommonPlan> {
+        if c.send_page_len != 0 {
+            return self.plan_read_chunk(c, ddp_allowed);
+        }
+        let call_len = c.send_head_len.checked_add(c.send_tail_len)?;
+        if call_len > self.call_max {
+            return None;
+        }
+        let (result, header_len) = if c.recv_buflen <= self.max_inline_recv {
+            (FastResult::Inline, PLAIN_HEADER_LEN)
+        } else {
+            if !(c.recv_ddp && c.recv_page_len > 0 && ddp_allowed()) {
+                return None;
+            }
+            if c.recv_head_len.checked_add(c.recv_tail_len)? >= self.max_inline_recv {
+                return None;
+            }
+            if self.pages_touched(c.recv_page_base, c.recv_page_len)? > self.depth {
+                return None;
+            }
+            let write_pad = c.recv_page_len & 3 != 0;
+            let (segments, header_len) = if write_pad {
+                (2, WRITE_PADDED_HEADER_LEN)
+            } else {
+                (1, WRITE_ONE_HEADER_LEN)
+            };
+            let result = FastResult::WriteChunk {
+                segments,
+                write_pad,
+            };
+            (result, header_len)
+        };
+        if call_len > self.inline_send.checked_sub(header_len)? {
+            return None;
+        }
+        Some(CommonPlan::Pullup(FastPlan {
+            result,
+            call_len,
+            header_len,
+        }))
+    }
+
+    /// [`Self::plan`]'s Calls with page data: a Read chunk of one
+    /// segment at the end of the head, and an inline Reply.
+    #[inline(always)]
+    fn plan_read_chunk(
+        &self,
+        c: &CallSketch,
+        ddp_allowed: impl FnOnce() -> bool,
+    ) -> Option<CommonPlan> {
+        if !c.send_ddp || c.send_head_len == 0 || c.recv_buflen > self.max_inline_recv {
+            return None;
+        }
+        // Too long to go inline: [`plan_fast`] takes none of these.
+        let len = c
+            .send_head_len
+            .checked_add(c.send_page_len)?
+            .checked_add(c.send_tail_len)?;
+        if len <= self.max_inline_send || !ddp_allowed() {
+            return None;
+        }
+        if self.pages_touched(c.send_page_base, c.send_page_len)? > self.depth {
+            return None;
+        }
+        let header_len = READ_ONE_HEADER_LEN;
+        let inline_len = c
+            .send_head_len
+            .checked_add(read_chunk_tail_len(c.send_tail_len))?;
+        if inline_len > self.inline_send.checked_sub(header_len)? {
+            return None;
+        }
+        Some(CommonPlan::ReadChunk(FastReadPlan {
+            position: c.send_head_len,
+            segments: 1,
+            inline_len,
+            header_len,
+        }))
+    }
 }
 
 /// Writes the big-endian `word` at byte `at` of `out`.

@@ -566,8 +566,13 @@ pub fn nonpayload_inline(recv: &XdrBufShape, p: &TransportParams) -> bool {
 /// that holds more than the page data's XDR pad is sent, and then without
 /// that pad (C `rpcrdma_prepare_readch`).
 pub fn read_chunk_tail(send: &XdrBufShape) -> u32 {
-    if send.tail_len > 3 {
-        send.tail_len & !3
+    read_chunk_tail_len(send.tail_len)
+}
+
+/// [`read_chunk_tail`] of a tail of `tail_len` bytes.
+pub fn read_chunk_tail_len(tail_len: u32) -> u32 {
+    if tail_len > 3 {
+        tail_len & !3
     } else {
         0
     }
