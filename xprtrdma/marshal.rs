@@ -14,7 +14,7 @@ use super::transport::bump;
 use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::marshal_fast::{plan_fast, plan_fast_read, CallSketch, CommonPlan};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
-use crate::proto::planner::{plan, CallStrategy, ResultStrategy, XdrBufShape};
+use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
 use crate::rust::rdma::send_ring::{SendCtxt, SendRingHead};
 use crate::rust::sunrpc::xprt::{post_send_after_regs, RpcRqst};
@@ -76,43 +76,60 @@ impl Conn {
         rqst: &RpcRqst<'_>,
     ) -> Result {
         rqst.alloc_sparse_pages()?;
-        // Nearly every call: a few comparisons against the limits worked
-        // out when the connection was negotiated.
-        if let Some((n, limits)) = self.negotiated().and_then(|n| Some((n, n.fast.as_ref()?))) {
-            let lens = rqst.call_lengths();
-            let call = call_sketch(&lens);
-            let planned = PlannedCall {
-                xid: lens.xid,
-                lens: &call,
-                limit: n.params.inline_send as usize,
-            };
-            match limits.plan(&call, || rqst.payload_ddp_allowed()) {
-                Some(CommonPlan::Pullup(fast)) => {
-                    return self.send_fast(this, head, rqst, planned, fast);
-                }
-                Some(CommonPlan::ReadChunk(fast)) => {
-                    return self.send_fast_read(this, head, rqst, planned, fast);
-                }
-                None => {}
+        let (xid, call, limit, fast) = match self.common_plan(rqst) {
+            Some(common) => common,
+            None => {
+                let params = self.params();
+                // Every call is pulled up into one Send buffer.
+                let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
+                let fast = plan_fast(&rpc, params, MAP_PAGES_MIN)
+                    .map(CommonPlan::Pullup)
+                    .or_else(|| plan_fast_read(&rpc, params).map(CommonPlan::ReadChunk));
+                let Some(fast) = fast else {
+                    return self.send_planned(this, head, rqst, xid, &rpc);
+                };
+                (xid, CallSketch::from(&rpc), rpc.send_buf_len, fast)
             }
-        }
-        let params = self.params();
-        // Every call is pulled up into one Send buffer.
-        let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
-        let lens = CallSketch::from(&rpc);
+        };
         let planned = PlannedCall {
             xid,
-            lens: &lens,
-            limit: rpc.send_buf_len as usize,
+            lens: &call,
+            limit: limit as usize,
         };
-        if let Some(fast) = plan_fast(&rpc, params, MAP_PAGES_MIN) {
-            return self.send_fast(this, head, rqst, planned, fast);
+        match fast {
+            CommonPlan::Pullup(fast) => self.send_fast(this, head, rqst, planned, fast),
+            CommonPlan::ReadChunk(fast) => self.send_fast_read(this, head, rqst, planned, fast),
         }
-        if let Some(fast) = plan_fast_read(&rpc, params) {
-            return self.send_fast_read(this, head, rqst, planned, fast);
-        }
+    }
+
+    /// The plan of a call of the common shapes whose chunk one MR maps,
+    /// from a few comparisons against the limits worked out when the
+    /// connection was negotiated (nearly every call); with its xid, its
+    /// lengths and the Send buffer's size.
+    #[inline(always)]
+    fn common_plan(&self, rqst: &RpcRqst<'_>) -> Option<(u32, CallSketch, u32, CommonPlan)> {
+        let n = self.negotiated()?;
+        let limits = n.fast.as_ref()?;
+        let lens = rqst.call_lengths();
+        let call = call_sketch(&lens);
+        let fast = limits.plan(&call, || rqst.payload_ddp_allowed())?;
+        Some((lens.xid, call, n.params.inline_send, fast))
+    }
+
+    /// Marshals a call of none of the common shapes as the planner
+    /// decides.
+    #[inline(never)]
+    fn send_planned(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        head: &mut SendRingHead<Conn>,
+        rqst: &RpcRqst<'_>,
+        xid: u32,
+        rpc: &RpcShape,
+    ) -> Result {
+        let params = self.params();
         let (snd, rcv) = (&rpc.send, &rpc.recv);
-        let p = plan(&rpc, params).map_err(|e| {
+        let p = plan(rpc, params).map_err(|e| {
             bump(&self.stats.failed_marshal_count);
             crate::pr_warn_ratelimited!("cannot marshal call xid {:#x}: {:?}\n", xid, e);
             trace::xprtrdma_marshal_failed(rqst, EIO);
