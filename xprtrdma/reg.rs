@@ -461,18 +461,19 @@ pub(super) fn call_shape(c: &CallLayout, send_buf_len: u32) -> (u32, RpcShape) {
 /// The Call's lengths as the common calls' test takes them.
 #[inline(always)]
 pub(super) fn call_sketch(c: &CallLengths) -> CallSketch {
+    let (s, r) = (&c.send, &c.recv);
     CallSketch {
-        send_head_len: c.send_head_len,
-        send_page_base: c.send_page_base,
-        send_page_len: c.send_page_len,
-        send_tail_len: c.send_tail_len,
-        send_ddp: c.send_ddp,
-        recv_buflen: c.recv_buflen,
-        recv_head_len: c.recv_head_len,
-        recv_page_base: c.recv_page_base,
-        recv_page_len: c.recv_page_len,
-        recv_tail_len: c.recv_tail_len,
-        recv_ddp: c.recv_ddp,
+        send_head_len: s.head,
+        send_page_base: s.page_base,
+        send_page_len: s.pages,
+        send_tail_len: s.tail,
+        send_ddp: s.ddp,
+        recv_buflen: r.buflen,
+        recv_head_len: r.head,
+        recv_page_base: r.page_base,
+        recv_page_len: r.pages,
+        recv_tail_len: r.tail,
+        recv_ddp: r.ddp,
     }
 }
 

@@ -128,35 +128,34 @@ pub struct CallLayout {
     pub ddp_allowed: bool,
 }
 
-/// The lengths of a Call and of its Reply buffer, with the offsets of
-/// their page data: the few words of a request's two `xdr_buf`s that a
-/// transport recognises its common calls by ([`RpcRqst::call_lengths`]).
+/// The lengths of an `xdr_buf`'s parts, the offset of its page data and
+/// whether that data may be moved by direct data placement.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdrBufLengths {
+    /// `head[0].iov_len`.
+    pub head: u32,
+    /// `page_base`.
+    pub page_base: u32,
+    /// `page_len`.
+    pub pages: u32,
+    /// `tail[0].iov_len`.
+    pub tail: u32,
+    /// `buflen`: the most the buffer holds.
+    pub buflen: u32,
+    /// `XDRBUF_WRITE` of a send buffer, `XDRBUF_READ` of a receive buffer.
+    pub ddp: bool,
+}
+
+/// A request's xid and the lengths of its two `xdr_buf`s: the few words
+/// a transport recognises its common calls by ([`RpcRqst::call_lengths`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallLengths {
     /// The xid, host order.
     pub xid: u32,
-    /// `rq_snd_buf.head[0].iov_len`.
-    pub send_head_len: u32,
-    /// `rq_snd_buf.page_base`.
-    pub send_page_base: u32,
-    /// `rq_snd_buf.page_len`.
-    pub send_page_len: u32,
-    /// `rq_snd_buf.tail[0].iov_len`.
-    pub send_tail_len: u32,
-    /// The Call's page data may be sent by DDP (C `XDRBUF_WRITE`).
-    pub send_ddp: bool,
-    /// `rq_rcv_buf.buflen`.
-    pub recv_buflen: u32,
-    /// `rq_rcv_buf.head[0].iov_len`.
-    pub recv_head_len: u32,
-    /// `rq_rcv_buf.page_base`.
-    pub recv_page_base: u32,
-    /// `rq_rcv_buf.page_len`.
-    pub recv_page_len: u32,
-    /// `rq_rcv_buf.tail[0].iov_len`.
-    pub recv_tail_len: u32,
-    /// The Reply's page data may be received by DDP (C `XDRBUF_READ`).
-    pub recv_ddp: bool,
+    /// `rq_snd_buf`, the Call.
+    pub send: XdrBufLengths,
+    /// `rq_rcv_buf`, where the Reply goes.
+    pub recv: XdrBufLengths,
 }
 
 /// What a request looks like (xid, send and receive buffer shapes).
@@ -619,21 +618,19 @@ impl RpcRqst<'_> {
         // SAFETY: The request is valid while borrowed, and sunrpc does not
         // change it while it is lent to the transport.
         let r = unsafe { &*self.ptr.as_ptr() };
-        let (snd, rcv) = (&r.rq_snd_buf, &r.rq_rcv_buf);
         // Lengths of a live xdr_buf fit 32 bits, as in `buf_shape`.
+        let lengths = |b: &bindings::xdr_buf, ddp_flag: u32| XdrBufLengths {
+            head: b.head[0].iov_len as u32,
+            page_base: b.page_base,
+            pages: b.page_len,
+            tail: b.tail[0].iov_len as u32,
+            buflen: b.buflen,
+            ddp: b.flags & ddp_flag != 0,
+        };
         CallLengths {
             xid: u32::from_be(r.rq_xid),
-            send_head_len: snd.head[0].iov_len as u32,
-            send_page_base: snd.page_base,
-            send_page_len: snd.page_len,
-            send_tail_len: snd.tail[0].iov_len as u32,
-            send_ddp: snd.flags & XDRBUF_WRITE != 0,
-            recv_buflen: rcv.buflen,
-            recv_head_len: rcv.head[0].iov_len as u32,
-            recv_page_base: rcv.page_base,
-            recv_page_len: rcv.page_len,
-            recv_tail_len: rcv.tail[0].iov_len as u32,
-            recv_ddp: rcv.flags & XDRBUF_READ != 0,
+            send: lengths(&r.rq_snd_buf, XDRBUF_WRITE),
+            recv: lengths(&r.rq_rcv_buf, XDRBUF_READ),
         }
     }
 
