@@ -14,11 +14,13 @@
 //! [`plan_fast`] and [`plan_fast_read`] recognise them with the general
 //! planner's own tests and return what [`plan`](super::planner::plan)
 //! would decide for them; for every other shape they return `None`, never a
-//! plan of their own, and the general planner decides.
+//! plan of their own, and the general planner decides. [`FastLimits::plan`]
+//! recognises those whose chunk one MR maps by a few comparisons against
+//! limits worked out once per connection, and returns what they would.
 //! [`encode_fast_header`] and [`encode_fast_read_header`] write their
 //! transport headers word by word, byte for byte what
 //! [`encode_header`](super::encode::encode_header) writes for the same
-//! header. The host property test `marshal_fast` holds all four to that.
+//! header. The host property test `marshal_fast` holds all five to that.
 
 use super::msg::{Proc, Segment, HDRLEN_MIN, RPCRDMA_VERSION, SEGMENT_LEN};
 use super::planner::{
@@ -166,7 +168,8 @@ pub fn plan_fast_read(shape: &RpcShape, p: &TransportParams) -> Option<FastReadP
 pub struct CallSketch {
     /// The Call's head (`rq_snd_buf.head[0].iov_len`).
     pub send_head_len: u32,
-    /// Offset of the Call's page data in its first page.
+    /// Where the Call's page data starts in its page array
+    /// (`page_base`).
     pub send_page_base: u32,
     /// The Call's page data.
     pub send_page_len: u32,
@@ -178,7 +181,7 @@ pub struct CallSketch {
     pub recv_buflen: u32,
     /// The Reply buffer's head.
     pub recv_head_len: u32,
-    /// Offset of the Reply's page data in its first page.
+    /// Where the Reply's page data goes in its page array.
     pub recv_page_base: u32,
     /// The Reply buffer's page data.
     pub recv_page_len: u32,
