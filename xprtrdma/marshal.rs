@@ -7,12 +7,10 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::marshal_fast::PlannedCall;
-use super::reg::{add, add_some, call_shape, call_sketch, RegList, Segs, Span, INLINE_SEGS};
-use super::send_buf::{fill_send, MAP_PAGES_MIN};
+use super::reg::{add, add_some, RegList, Segs, Span, INLINE_SEGS};
+use super::send_buf::fill_send;
 use super::transport::bump;
 use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
-use crate::proto::marshal_fast::{plan_fast, plan_fast_read, CallSketch, CommonPlan};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};
 use crate::rust::module::trace::{self, ChunkType};
@@ -67,59 +65,10 @@ fn count(n: usize) -> u64 {
 }
 
 impl Conn {
-    /// Marshals one call as the planner decides and posts it, in a Send
-    /// context of the ring whose head the caller holds.
-    pub(super) fn send(
-        &self,
-        this: ArcBorrow<'_, Self>,
-        head: &mut SendRingHead<Conn>,
-        rqst: &RpcRqst<'_>,
-    ) -> Result {
-        rqst.alloc_sparse_pages()?;
-        let (xid, call, limit, fast) = match self.common_plan(rqst) {
-            Some(common) => common,
-            None => {
-                let params = self.params();
-                // Every call is pulled up into one Send buffer.
-                let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
-                let fast = plan_fast(&rpc, params, MAP_PAGES_MIN)
-                    .map(CommonPlan::Pullup)
-                    .or_else(|| plan_fast_read(&rpc, params).map(CommonPlan::ReadChunk));
-                let Some(fast) = fast else {
-                    return self.send_planned(this, head, rqst, xid, &rpc);
-                };
-                (xid, CallSketch::from(&rpc), rpc.send_buf_len, fast)
-            }
-        };
-        let planned = PlannedCall {
-            xid,
-            lens: &call,
-            limit: limit as usize,
-        };
-        match fast {
-            CommonPlan::Pullup(fast) => self.send_fast(this, head, rqst, planned, fast),
-            CommonPlan::ReadChunk(fast) => self.send_fast_read(this, head, rqst, planned, fast),
-        }
-    }
-
-    /// The plan of a call of the common shapes whose chunk one MR maps,
-    /// from a few comparisons against the limits worked out when the
-    /// connection was negotiated (nearly every call); with its xid, its
-    /// lengths and the Send buffer's size.
-    #[inline(always)]
-    fn common_plan(&self, rqst: &RpcRqst<'_>) -> Option<(u32, CallSketch, u32, CommonPlan)> {
-        let n = self.negotiated()?;
-        let limits = n.fast.as_ref()?;
-        let lens = rqst.call_lengths();
-        let call = call_sketch(&lens);
-        let fast = limits.plan(&call, || rqst.payload_ddp_allowed())?;
-        Some((lens.xid, call, n.params.inline_send, fast))
-    }
-
     /// Marshals a call of none of the common shapes as the planner
     /// decides.
     #[inline(never)]
-    fn send_planned(
+    pub(super) fn send_planned(
         &self,
         this: ArcBorrow<'_, Self>,
         head: &mut SendRingHead<Conn>,

@@ -5,15 +5,17 @@
 //! data through one Write chunk; or the Call's page data through one Read
 //! chunk and the Reply inline (`proto::marshal_fast`, which the general
 //! planner and encoder hold to their decisions and bytes). No chunk list,
-//! header description or strategy is built for them; everything else goes
-//! through [`Conn::send`]'s general path.
+//! header description or strategy is built for them. [`Conn::send`], where
+//! every call starts, recognises them; everything else goes the general
+//! way ([`Conn::send_planned`]).
 
 use super::conn::{Conn, Offered, Pending, ReqState};
 use super::marshal_in_place::{FastCall, FastChunk};
-use super::reg::{add_some, RegList, Segs, Span, Strategy};
-use super::send_buf::{fill_read_chunk_inline, CallParts};
+use super::reg::{add_some, call_shape, call_sketch, RegList, Segs, Span, Strategy};
+use super::send_buf::{fill_read_chunk_inline, CallParts, MAP_PAGES_MIN};
 use crate::proto::marshal_fast::{
-    encode_fast_header, encode_fast_read_header, CallSketch, FastPlan, FastReadPlan, FastResult,
+    encode_fast_header, encode_fast_read_header, plan_fast, plan_fast_read, CallSketch, CommonPlan,
+    FastPlan, FastReadPlan, FastResult,
 };
 use crate::proto::msg::Segment;
 use crate::rust::module::trace::{self, ChunkType};
@@ -33,6 +35,56 @@ pub(super) struct PlannedCall<'a> {
 }
 
 impl Conn {
+    /// Marshals one call and posts it, in a Send context of the ring whose
+    /// head the caller holds: a call of the common shapes here, any other
+    /// as the planner decides ([`Self::send_planned`]).
+    pub(super) fn send(
+        &self,
+        this: ArcBorrow<'_, Self>,
+        head: &mut SendRingHead<Conn>,
+        rqst: &RpcRqst<'_>,
+    ) -> Result {
+        rqst.alloc_sparse_pages()?;
+        let (xid, call, limit, fast) = match self.common_plan(rqst) {
+            Some(common) => common,
+            None => {
+                let params = self.params();
+                // Every call is pulled up into one Send buffer.
+                let (xid, rpc) = call_shape(&rqst.call_layout(), params.inline_send);
+                let fast = plan_fast(&rpc, params, MAP_PAGES_MIN)
+                    .map(CommonPlan::Pullup)
+                    .or_else(|| plan_fast_read(&rpc, params).map(CommonPlan::ReadChunk));
+                let Some(fast) = fast else {
+                    return self.send_planned(this, head, rqst, xid, &rpc);
+                };
+                (xid, CallSketch::from(&rpc), rpc.send_buf_len, fast)
+            }
+        };
+        let planned = PlannedCall {
+            xid,
+            lens: &call,
+            limit: limit as usize,
+        };
+        match fast {
+            CommonPlan::Pullup(fast) => self.send_fast(this, head, rqst, planned, fast),
+            CommonPlan::ReadChunk(fast) => self.send_fast_read(this, head, rqst, planned, fast),
+        }
+    }
+
+    /// The plan of a call of the common shapes whose chunk one MR maps,
+    /// from a few comparisons against the limits worked out when the
+    /// connection was negotiated (nearly every call); with its xid, its
+    /// lengths and the Send buffer's size.
+    #[inline(always)]
+    fn common_plan(&self, rqst: &RpcRqst<'_>) -> Option<(u32, CallSketch, u32, CommonPlan)> {
+        let n = self.negotiated()?;
+        let limits = n.fast.as_ref()?;
+        let lens = rqst.call_lengths();
+        let call = call_sketch(&lens);
+        let fast = limits.plan(&call, || rqst.payload_ddp_allowed())?;
+        Some((lens.xid, call, n.params.inline_send, fast))
+    }
+
     /// Marshals and posts a call whose shape [`plan_fast`] took as `fast`,
     /// in a Send context of the ring whose head the caller holds.
     ///
