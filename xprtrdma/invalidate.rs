@@ -8,7 +8,6 @@
 use super::conn::{Conn, Offered, Pending};
 use super::frwr::*;
 use super::reg::{add, Strategy, DIRTY_FLUSH_MS};
-use super::transport::bump;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
@@ -244,7 +243,6 @@ impl Conn {
     ) -> Option<Mr> {
         let mr = inv_rkey.and_then(|rkey| p.regs.take_mr(rkey))?;
         trace::xprtrdma_mr_reminv(rqst, &mr);
-        bump(&self.stats.remote_inv);
         self.counters().remote_invalidations.count(1);
         // The slot reserved for its LOCAL_INV is not needed.
         self.slots.give(1);

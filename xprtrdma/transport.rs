@@ -103,7 +103,6 @@ pub(super) struct Stats {
     pub(super) mrs_allocated: Atomic<u64>,
     /// MRs invalidated with a LOCAL_INV work request.
     pub(super) local_inv_needed: Atomic<u64>,
-    pub(super) remote_inv: Atomic<u64>,
     pub(super) mr_pool_empty: Atomic<u64>,
     /// Calls (and backchannel replies) that found no room in the send
     /// queue and were retried: C's `empty_sendctx_q`, whose ring of send
@@ -130,7 +129,6 @@ impl Stats {
             mrs_orphaned: z(),
             mrs_allocated: z(),
             local_inv_needed: z(),
-            remote_inv: z(),
             mr_pool_empty: z(),
             empty_sendctx_q: z(),
         }
