@@ -95,11 +95,6 @@ fn check_read(s: &RpcShape, q: &TransportParams) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// The lengths of `s` as the common calls' test reads them.
-fn sketch(s: &RpcShape) -> CallSketch {
-    CallSketch::from(s)
-}
-
 /// [`FastLimits::plan`] against [`plan_fast`] and [`plan_fast_read`], its
 /// oracles: what it plans is theirs; and it takes every call of theirs
 /// whose chunk is one segment, but for page lists whose end overflows
@@ -112,7 +107,7 @@ fn check_common(s: &RpcShape, q: &TransportParams) -> Result<(), TestCaseError> 
     let fast = plan_fast(s, q, PULLUP_MAX);
     let fast_read = plan_fast_read(s, q);
     let mut asked = false;
-    let common = limits.plan(&sketch(s), || {
+    let common = limits.plan(&CallSketch::from(s), || {
         asked = true;
         s.ddp_allowed
     });
@@ -251,7 +246,7 @@ fn getattr_and_read_are_taken() {
     let limits = FastLimits::new(&q, 4096).expect("rxe's parameters");
     let f = plan_fast(&getattr, &q, PULLUP_MAX).expect("a GETATTR is common");
     assert_eq!(
-        limits.plan(&sketch(&getattr), || true),
+        limits.plan(&CallSketch::from(&getattr), || true),
         Some(CommonPlan::Pullup(f))
     );
     assert_eq!(
@@ -268,11 +263,11 @@ fn getattr_and_read_are_taken() {
     };
     let f = plan_fast(&read, &q, PULLUP_MAX).expect("a READ is common");
     assert_eq!(
-        limits.plan(&sketch(&read), || true),
+        limits.plan(&CallSketch::from(&read), || true),
         Some(CommonPlan::Pullup(f))
     );
     // Not with an auth flavor that checksums the data.
-    assert_eq!(limits.plan(&sketch(&read), || false), None);
+    assert_eq!(limits.plan(&CallSketch::from(&read), || false), None);
     assert_eq!(
         f.result,
         FastResult::WriteChunk {
@@ -291,7 +286,7 @@ fn getattr_and_read_are_taken() {
     // ... it takes a Read chunk, which the Read chunk plan takes.
     let f = plan_fast_read(&write, &q).expect("a WRITE is common");
     assert_eq!(
-        limits.plan(&sketch(&write), || true),
+        limits.plan(&CallSketch::from(&write), || true),
         Some(CommonPlan::ReadChunk(f))
     );
     assert_eq!((f.position, f.segments, f.inline_len), (200, 1, 200));
