@@ -27,6 +27,7 @@ pub mod regcache;
 
 mod client_hostile;
 mod client_tests;
+mod park_tests;
 mod proto_tests;
 mod read_ctxts_tests;
 mod recv_slots_tests;

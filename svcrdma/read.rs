@@ -243,11 +243,11 @@ impl Io<'_> {
     /// context `ctxt` of `q`) that the send queue has room for now,
     /// without waiting (C posts them all and waits for room; a thread here
     /// never waits on a peer). Returns how many were posted, for
-    /// `ReadOp::put_back` to count; the rest are posted by a later
+    /// `ParkHolder::park` to count; the rest are posted by a later
     /// `xpo_recvfrom`, when completions have made room.
     ///
     /// On an error the connection must be closed and `work` held with
-    /// `ReadOp::hold`: if a sink's registration was posted but its Read
+    /// `ParkHolder::keep`: if a sink's registration was posted but its Read
     /// was not, the queued REG_MR still names the sink's MR, so the sink
     /// may only be freed once the queue pair is drained. That REG_MR's
     /// send queue slot stays taken (no completion will return it: the

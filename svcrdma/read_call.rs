@@ -8,11 +8,11 @@
 
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::read::{copy_out, recycle, CallMsg, ReadPiece, ReadWork};
-use super::read_op::{ReadOp, Taken};
 use super::read_sinks::PagedSinks;
 use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
+use crate::rust::kext::park::{ParkHolder, Taken};
 use crate::rust::rdma::verbs::ReceivedLoan;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
@@ -48,24 +48,39 @@ impl Conn {
     /// closed and `work` dropped).
     pub(super) fn start_reads(&self, work: ReadWork) -> bool {
         let s = &self.shared;
-        let Some((ctxt, op)) = s.rq.try_admit_read() else {
-            // More Calls in flight than credits granted: a protocol
-            // violation that would otherwise let a client tie up
-            // unbounded buffers.
-            crate::pr_warn_ratelimited!(
-                "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
-            );
-            s.link.close();
-            return false;
+        // A claimed context's park is empty and takeable: its last Call
+        // was released with nothing pending, or it never had one.
+        let claimed = s.rq.try_admit_read().map(|(ctxt, op)| (ctxt, op.take()));
+        let (ctxt, taken) = match claimed {
+            Some((ctxt, Some(taken))) => (ctxt, taken),
+            Some((ctxt, None)) => {
+                // Not reached (see above); the context stays claimed.
+                crate::pr_warn_ratelimited!(
+                    "svcrdma: read context {} still busy; closing the connection\n",
+                    ctxt
+                );
+                s.link.close();
+                return false;
+            }
+            None => {
+                // More Calls in flight than credits granted: a protocol
+                // violation that would otherwise let a client tie up
+                // unbounded buffers.
+                crate::pr_warn_ratelimited!(
+                    "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
+                );
+                s.link.close();
+                return false;
+            }
         };
-        self.continue_reads(ctxt, op, work);
+        self.continue_reads(ctxt, taken.holder, work);
         true
     }
 
-    /// Posts what fits of the rest of the Reads of `op` (read context
-    /// `ctxt`; `work` taken out of it) and leaves the operation where it
-    /// will be found again.
-    fn continue_reads(&self, ctxt: usize, op: &ReadOp, mut work: ReadWork) {
+    /// Posts what fits of the rest of the Reads of `work` (of read context
+    /// `ctxt`, whose park `holder` holds) and parks it where it will be
+    /// found again.
+    fn continue_reads(&self, ctxt: usize, holder: ParkHolder<'_, ReadWork>, mut work: ReadWork) {
         let s = &self.shared;
         match self.io().post_reads(ctxt, &s.rq, &mut work) {
             Err(e) => {
@@ -78,11 +93,11 @@ impl Conn {
                 s.link.close();
                 // Kept in its context, never given back: freed with the
                 // connection, after the drain.
-                op.hold(work);
+                holder.keep(work);
             }
             Ok(posted) => {
                 let more = !work.all_posted();
-                if op.put_back(work, posted) {
+                if holder.park(Some(work), posted) {
                     // Nothing is pending: no completion will queue it.
                     if posted == 0 && more {
                         s.rq.wait_for_room(ctxt, &s.sq);
@@ -104,31 +119,39 @@ impl Conn {
     #[inline(never)]
     pub(super) fn resume(&self, rqst: &mut SvcRqst, ctxt: usize) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
-        let op = s.rq.op(ctxt)?;
-        match op.take() {
-            Taken::Nothing => None,
-            Taken::Failed(work) => {
-                // Only this connection (C `svc_rdma_wc_read_done`). Every
-                // Read of the work completed, so nothing queued names its
-                // sinks: they are freed with it, not cached.
-                s.link.close();
-                s.rq.read_finished(ctxt);
-                let (msg, ..) = work.into_parts();
-                self.release_msg(msg);
-                None
-            }
-            Taken::Work(work) if !work.all_posted() => {
-                self.continue_reads(ctxt, op, work);
-                None
-            }
-            Taken::Work(work) => {
-                s.rq.read_finished(ctxt);
-                self.finish_read(rqst, work).unwrap_or_else(|e| {
-                    crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
-                    None
-                })
-            }
+        // Queued once per park, so found parked (a held operation is never
+        // queued).
+        let Taken {
+            holder,
+            value,
+            failed,
+        } = s.rq.op(ctxt)?.take()?;
+        let Some(work) = value else {
+            // Not reached: only a parked work is queued.
+            holder.release();
+            return None;
+        };
+        if failed {
+            // Only this connection (C `svc_rdma_wc_read_done`). Every Read
+            // of the work completed, so nothing queued names its sinks:
+            // they are freed with it, not cached.
+            s.link.close();
+            holder.release();
+            s.rq.read_finished(ctxt);
+            let (msg, ..) = work.into_parts();
+            self.release_msg(msg);
+            return None;
         }
+        if !work.all_posted() {
+            self.continue_reads(ctxt, holder, work);
+            return None;
+        }
+        holder.release();
+        s.rq.read_finished(ctxt);
+        self.finish_read(rqst, work).unwrap_or_else(|e| {
+            crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
+            None
+        })
     }
 
     /// Lets a Call's message go, and with it the Receive it kept, if it

@@ -20,8 +20,6 @@
 //! - [`svc_call`]: where the bytes of a received Call go.
 //! - [`svc_reply`]: where the bytes of a Reply go.
 //! - [`planner`]: the client's chunk planner.
-//! - [`read_count`]: who queues a server's Call being read, decided from
-//!   one word its thread and its Reads' completions share.
 //! - [`credits`]: credit accounting for both sides.
 //! - [`reply_fast`]: the client's one-pass decoder of the common reply
 //!   shapes, [`decode::decode_reply`] being its fallback and oracle.
@@ -61,7 +59,6 @@ pub mod msg;
 pub mod pcl;
 pub mod pieces;
 pub mod planner;
-pub mod read_count;
 pub mod regcache_policy;
 pub mod reply_fast;
 pub mod sq_slots;

@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Who queues a server's Call being read (`src/proto/read_count.rs`),
-//! checked over every order of events: the thread parking the work, each
-//! Read's completion, and a thread taking the Call off a queue. Each
-//! event is one atomic step on the shared word, as in
-//! `svcrdma/read_op.rs`.
+//! Who hands on a value parked while its operations complete
+//! (`rust/kext/park_count.rs`, the count of `rust/kext/park.rs`'s
+//! `CountedPark`, which the server parks a Call being read in), checked
+//! over every order of events: the thread parking the work, each Read's
+//! completion, and a thread taking the Call off a queue. Each event is one
+//! atomic step on the shared word, as in `rust/kext/park.rs`.
 
+// Pure arithmetic with no kernel API: built here as it is in the module.
+#[path = "../../rust/kext/park_count.rs"]
+mod park_count;
+
+use park_count::{completed_last, park_add, parked_idle, takeable, PARKED};
 use proptest::prelude::*;
-use rpcrdma_proto::proto::read_count::{completed_last, park_add, parked_idle, takeable, PARKED};
 
 /// The state of one Call being read, and of the world around it.
 #[derive(Clone, Debug)]
 struct World {
     /// The shared word.
-    word: i32,
+    word: i64,
     /// Reads posted and not completed.
     pending: usize,
     /// A thread holds the work (took it, or started the Call) and has
@@ -126,7 +131,7 @@ fn a_held_work_is_never_queued() {
     // A thread that gives the Call up after posting keeps the work for
     // good: however its Reads complete, none queues it.
     for posted in 0..=4 {
-        let mut word = 0i32;
+        let mut word = 0i64;
         for _ in 0..posted {
             assert!(!completed_last(word));
             word = word.wrapping_sub(1);
