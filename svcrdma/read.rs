@@ -98,6 +98,9 @@ pub(super) struct ReadWork {
     ctxt: KBox<CallCtxt>,
     /// Pieces `[..next]` were posted.
     next: usize,
+    /// The Call's one Read, into its pages with no registration, while
+    /// not posted: planned without the list of pieces, which is empty.
+    single: Option<Piece>,
     /// Where the Read chunk lands when it is read into pages of its own;
     /// `None` when the pieces land in cached sinks.
     paged: Option<PagedSinks>,
@@ -173,6 +176,7 @@ impl ReadWork {
         msg: CallMsg,
         ctxt: KBox<CallCtxt>,
         paged: Option<(PagedCall, Arc<PageSinks>)>,
+        single: Option<Piece>,
         sinks: &ReadSinks,
     ) -> core::result::Result<Self, (Error, CallMsg)> {
         let pool = match sinks {
@@ -190,13 +194,14 @@ impl ReadWork {
             msg,
             ctxt,
             next: 0,
+            single,
             paged,
         })
     }
 
     /// Whether every Read was posted.
     pub(super) fn all_posted(&self) -> bool {
-        self.next >= self.ctxt.read_pieces.len()
+        self.single.is_none() && self.next >= self.ctxt.read_pieces.len()
     }
 
     /// The received message, the request's state with the pieces read
@@ -259,6 +264,9 @@ impl Io<'_> {
         q: &Arc<RecvQ>,
         work: &mut ReadWork,
     ) -> Result<usize> {
+        if let Some(piece) = work.single {
+            return self.post_single(ctxt, q, work, piece);
+        }
         let mut posted = 0;
         let mut bytes = 0;
         while let Some(p) = work.ctxt.read_pieces.get_mut(work.next) {
@@ -378,5 +386,43 @@ impl Io<'_> {
             trace::svcrdma_post_chunk(ChunkOp::Read, posted, bytes);
         }
         Ok(posted)
+    }
+
+    /// [`Self::post_reads`] for a work whose one Read is `piece`, straight
+    /// into its pages through an entry of its read context: 1 if posted, 0
+    /// if the send queue has no room for it now.
+    fn post_single(
+        &self,
+        ctxt: usize,
+        q: &Arc<RecvQ>,
+        work: &mut ReadWork,
+        piece: Piece,
+    ) -> Result<usize> {
+        let pages = work
+            .paged
+            .as_ref()
+            .and_then(PagedSinks::unregistered)
+            .ok_or(EINVAL)?;
+        if !self.sq.try_acquire_read(1)? {
+            return Ok(0);
+        }
+        // Every entry of the context is free: it was claimed with none
+        // posted, and this is its only Read. `EBUSY` if not.
+        let posted = q
+            .ops
+            .post(
+                ctxt, self.ep, pages, piece.off, piece.len, piece.addr, piece.rkey,
+            )
+            .and_then(|posted| if posted { Ok(()) } else { Err(EBUSY) });
+        if let Err(e) = posted {
+            // Not posted: no completion for it, and not counted.
+            self.sq.release(1);
+            return Err(e);
+        }
+        stat_add(Stat::Read, 1);
+        stat_add(Stat::ReadBytes, piece.len as u64);
+        work.single = None;
+        trace::svcrdma_post_chunk(ChunkOp::Read, 1, piece.len);
+        Ok(1)
     }
 }

@@ -70,6 +70,12 @@ impl ReadSinks {
     pub(super) fn land_in_pages(&self) -> bool {
         !matches!(self, Self::Cached)
     }
+
+    /// Whether Reads land in a Call's pages with no registration, each
+    /// through a completion entry of the Call's read context.
+    pub(super) fn direct(&self) -> bool {
+        matches!(self, Self::Pages)
+    }
 }
 
 impl kernel::fmt::Display for ReadSinks {
