@@ -41,7 +41,8 @@ use kernel::error::from_result;
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::{rcu, Arc, SpinLock};
 use kernel::types::ForeignOwnable;
 use kernel::ThisModule;
 
@@ -88,11 +89,18 @@ pub trait OnClose: Send + Sync {
 ///
 /// While `state.xprt` is `Some`, the `svc_xprt` it names is live: it is
 /// set right after allocation and cleared (under the lock) in `xpo_free`
-/// before the `svc_xprt` is freed.
+/// before the `svc_xprt` is freed. `live` is null or the pointer
+/// `state.xprt` holds, set and cleared with it under the lock; the
+/// `svc_xprt` it names stays allocated until every RCU read-side critical
+/// section that may have loaded it has ended (`svc_class::free` frees it
+/// after a grace period).
 #[pin_data]
 pub struct XprtLink {
     #[pin]
     state: SpinLock<LinkState>,
+    /// The attached transport, for [`Self::data_ready`] to mark without
+    /// the lock (every Receive and RDMA Read completion marks it).
+    live: Atomic<*mut bindings::svc_xprt>,
 }
 
 impl XprtLink {
@@ -110,6 +118,7 @@ impl XprtLink {
                     },
                     "rpcrdma_rs::svc::link"
                 ),
+                live: Atomic::new(core::ptr::null_mut()),
             }),
             GFP_KERNEL,
         )
@@ -132,6 +141,23 @@ impl XprtLink {
     /// Marks data pending (`XPT_DATA`) and queues the transport for a
     /// server thread.
     pub fn data_ready(&self) {
+        {
+            let _rcu = rcu::read_lock();
+            // Acquire: the attach's initialisation of the transport.
+            if let Some(x) = NonNull::new(self.live.load(Acquire)) {
+                // SAFETY: Loaded non-null under `rcu_read_lock`: the
+                // transport stays allocated until the guard is dropped
+                // (type invariant). A dead one keeps `XPT_BUSY` set, so
+                // sunrpc does not queue it (as for a mark made under the
+                // lock just before `xpo_free`).
+                unsafe {
+                    xpt_flag(x.as_ptr(), bindings::XPT_DATA, true);
+                    bindings::svc_xprt_enqueue(x.as_ptr());
+                }
+                return;
+            }
+        }
+        // Not attached yet (remembered for the attach), or severed.
         self.with_xprt(
             |x| {
                 // SAFETY: By the type invariant `x` is live while the lock is held.
@@ -238,13 +264,20 @@ impl XprtLink {
                 bindings::svc_xprt_deferred_close(xprt.as_ptr());
             }
         }
-        // INVARIANT: `xprt` is live until `sever`, by the safety requirement.
+        // INVARIANT: `xprt` is live until `sever`, by the safety
+        // requirement; `live` follows `xprt` under the lock. Release: the
+        // flags set above and sunrpc's initialisation, for `data_ready`.
         st.xprt = Some(XprtPtr(xprt));
+        self.live.store(xprt.as_ptr(), Release);
     }
 
+    /// Detaches the transport; its `svc_xprt` is freed after an RCU grace
+    /// period (`svc_class::free`), for readers that found it in `live`.
     fn sever(&self) {
         let mut st = self.state.lock();
+        // INVARIANT: cleared with `xprt`.
         st.xprt = None;
+        self.live.store(core::ptr::null_mut(), Relaxed);
         st.pending_close = true;
     }
 }
@@ -1350,11 +1383,13 @@ impl<T: SvcTransport> OpsTable<T> {
         // SAFETY: `xprt` is live until freed below; its private pointer
         // came from `into_foreign` in `install` and is taken back once.
         let holder = unsafe { KBox::<Holder<T>>::from_foreign(svc_class::state(xprt)) };
-        // Nobody reaches the `svc_xprt` through the link after this.
+        // Nobody reaches the `svc_xprt` through the link after this; those
+        // that found it just before are done within a grace period.
         holder.link.sever();
         drop(holder);
-        // SAFETY: Allocated by `svc_class::alloc`; no references
-        // to it remain (sunrpc's are gone, the link is severed).
+        // SAFETY: Allocated by `svc_class::alloc`; no references to it
+        // remain (sunrpc's are gone, the link is severed) but those of RCU
+        // readers, which the free waits for.
         unsafe { svc_class::free(xprt) };
     }
 

@@ -77,6 +77,8 @@ pub(in crate::rust) unsafe fn unregister() {
 struct SvcXprt {
     xprt: Opaque<bindings::svc_xprt>,
     state: *mut c_void,
+    /// Frees the allocation after a grace period ([`free`]).
+    rcu: Opaque<kb::kvfree_rcu_head>,
 }
 
 /// Allocates a transport of the class for `serv` in `net` whose state is
@@ -134,8 +136,12 @@ pub(in crate::rust) unsafe fn state(xprt: *mut bindings::svc_xprt) -> *mut c_voi
 ///
 /// `xprt` came from [`alloc`]; nothing refers to it any more.
 pub(in crate::rust) unsafe fn free(xprt: *mut bindings::svc_xprt) {
-    // SAFETY: The allocation starts at `xprt` (first field).
-    unsafe { kb::kfree(xprt.cast()) };
+    let x = xprt.cast::<SvcXprt>();
+    // SAFETY: The allocation starts at `xprt` (first field) and is an
+    // `SvcXprt`; its `rcu` head is unused until now. Freed by the RCU core
+    // once every reader that may have found the transport through an
+    // `XprtLink` (under `rcu_read_lock`) is done.
+    unsafe { kb::kvfree_call_rcu((*x).rcu.get(), x.cast()) };
 }
 
 /// Bytes of a socket address of its family (C `svc_addr_len`); 0 for a
