@@ -257,6 +257,35 @@ fn held() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// The two one-segment shapes the decoder takes at once, from their
+/// thirteen words (an NFS READ's Write chunk, an NFS WRITE's Read chunk):
+/// any segment, a position within, at or beyond the inline body, any
+/// body.
+fn one_segment_shapes() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<bool>(),
+        any::<u32>(),
+        prop_oneof![Just(0u32), Just(4), Just(8), 0u32..80],
+        seg(),
+        prop::collection::vec(any::<u8>(), 0..64),
+    )
+        .prop_map(|(read, xid, pos, s, body)| {
+            let mut w = vec![xid, 1, 32, 0];
+            if read {
+                w.extend([1, pos]);
+                w.extend(s);
+                w.extend([0, 0, 0]);
+            } else {
+                w.extend([0, 1, 1]);
+                w.extend(s);
+                w.extend([0, 0]);
+            }
+            let mut b = words(&w);
+            b.extend(body);
+            b
+        })
+}
+
 proptest! {
     #![proptest_config(cfg(4096))]
 
@@ -291,5 +320,36 @@ proptest! {
     fn tight_limits_agree_or_defer(buf in common(), segs in 1u32..3, chunks in 0u32..3) {
         let lim = DecodeLimits { max_segments_per_chunk: segs, max_chunks: chunks, ..LIM };
         agrees(&buf, &lim)?;
+    }
+
+    #[test]
+    fn one_segment_shapes_agree_or_defer_under_any_limits(
+        buf in one_segment_shapes(),
+        segs in 0u32..3,
+        chunks in 0u32..3,
+        payload in prop_oneof![Just(0u32), 0u32..70_000, Just(1 << 20)],
+        inline in prop_oneof![Just(4096u32), 40u32..120],
+    ) {
+        let lim = DecodeLimits {
+            max_segments_per_chunk: segs,
+            max_chunks: chunks,
+            max_payload: payload,
+            max_inline: inline,
+        };
+        agrees(&buf, &lim)?;
+    }
+
+    #[test]
+    fn one_segment_shapes_are_taken_under_the_usual_limits(buf in one_segment_shapes()) {
+        // Taken unless the Read chunk's position is zero, not a multiple
+        // of four or beyond the body: those the general path judges too.
+        let taken = agrees(&buf, &LIM)?;
+        let read = buf[19] == 1;
+        let pos = u32::from_be_bytes([buf[20], buf[21], buf[22], buf[23]]);
+        let body = buf.len() - 52;
+        let placed = pos != 0 && pos % 4 == 0 && pos as usize <= body;
+        let length = u32::from_be_bytes([buf[28], buf[29], buf[30], buf[31]]);
+        let fits = !read || (length <= LIM.max_payload && pos.checked_add(length).is_some());
+        prop_assert_eq!(taken, !read || (placed && fits));
     }
 }

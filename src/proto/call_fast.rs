@@ -205,6 +205,9 @@ pub fn decode_call_fast<'s>(
             no_chunks: true,
         });
     }
+    if let Some(one) = one_segment(buf, limits, has_read) {
+        return one.store(xid, credits, store);
+    }
     let (chunks, segs) = store()?;
     let mut fill = Fill {
         chunks,
@@ -260,4 +263,108 @@ pub fn decode_call_fast<'s>(
         read_chunk: read.is_some(),
         no_chunks: fill.nc == 0,
     })
+}
+
+/// Length of the transport header of the two commonest Calls with a chunk
+/// ([`OneSegment`]): four fixed words, the lists' nine.
+const ONE_SEGMENT_HEADER_LEN: usize = 52;
+
+/// The two commonest Calls with a chunk, each a chunk of one segment and
+/// nothing else: an NFS READ's Write chunk (an empty Read list, one Write
+/// chunk, no Reply chunk) or an NFS WRITE's Read chunk (one Read segment,
+/// empty Write list, no Reply chunk). Recognised from their thirteen
+/// words at once, with the checks the general loop makes of them.
+struct OneSegment {
+    /// The Read chunk's position; `None` for the Write chunk.
+    position: Option<u32>,
+    seg: Segment,
+}
+
+/// `buf` as one of the [`OneSegment`] shapes (`has_read`: its Read list
+/// is not empty), if it is one the loop of [`decode_call_fast`] would
+/// take; `None` leaves it to the loop.
+#[inline(always)]
+fn one_segment(buf: &[u8], limits: &DecodeLimits, has_read: bool) -> Option<OneSegment> {
+    let h = buf.first_chunk::<ONE_SEGMENT_HEADER_LEN>()?;
+    // The thirteen words, read at once (the compiler unrolls it: the
+    // length is known).
+    let mut w = [0u32; ONE_SEGMENT_HEADER_LEN / 4];
+    for (word, bytes) in w.iter_mut().zip(h.chunks_exact(4)) {
+        *word = u32::from_be_bytes(bytes.try_into().ok()?);
+    }
+    let seg_at = |i: usize| -> Option<Segment> {
+        let [handle, length, hi, lo] = *w.get(i..)?.first_chunk::<4>()?;
+        Some(Segment::new(
+            handle,
+            length,
+            (u64::from(hi) << 32) | u64::from(lo),
+        ))
+    };
+    let [_, _, _, _, read_list, w5, w6, .., w10, w11, w12] = w;
+    // One chunk, within the chunk count the loop bounds; then the end of
+    // the Write list and an absent Reply chunk.
+    if limits.max_chunks == 0 || w11 != 0 || w12 != 0 {
+        return None;
+    }
+    let (position, seg) = if has_read {
+        // The Read list's first discriminator (1), one Read segment at a
+        // position within the inline body, not zero (no call chunk), a
+        // multiple of four; its length within the payload bound and its
+        // end a number, as `Fill::read_chunk` and the final check of the
+        // loop say; then the end of the Read list (word 10).
+        let (position, seg) = (w5, seg_at(6)?);
+        let inline_len = buf.len().checked_sub(ONE_SEGMENT_HEADER_LEN)?;
+        if read_list != 1
+            || w10 != 0
+            || position == 0
+            || position & 3 != 0
+            || seg.length > limits.max_payload
+            || usize::try_from(position).ok()? > inline_len
+        {
+            return None;
+        }
+        position.checked_add(seg.length)?;
+        (Some(position), seg)
+    } else {
+        // The empty Read list (0); one Write chunk of one segment, as
+        // `Fill::chunk` bounds it.
+        if read_list != 0 || w5 != 1 || w6 != 1 || limits.max_segments_per_chunk == 0 {
+            return None;
+        }
+        (None, seg_at(7)?)
+    };
+    Some(OneSegment { position, seg })
+}
+
+impl OneSegment {
+    /// The Call, its chunk stored where the loop would have stored it
+    /// (chunk and segment 0 of `store`).
+    #[inline(always)]
+    fn store<'s>(
+        self,
+        xid: u32,
+        credits: u32,
+        store: impl FnOnce() -> Option<(&'s mut [PclChunk], &'s mut [Segment])>,
+    ) -> Option<FastCall> {
+        let (chunks, segs) = store()?;
+        *segs.first_mut()? = self.seg;
+        *chunks.first_mut()? = PclChunk {
+            position: self.position.unwrap_or(0),
+            length: self.seg.length,
+            payload_length: 0,
+            first_segment: 0,
+            segcount: 1,
+        };
+        // The Write list starts after the Read chunk, if there is one; the
+        // Reply chunk (none) after the one chunk.
+        let write = usize::from(self.position.is_some());
+        Some(FastCall {
+            xid,
+            credits,
+            header_len: ONE_SEGMENT_HEADER_LEN,
+            layout: ChunkLayout::of_lists(1, 1, write, 1),
+            read_chunk: self.position.is_some(),
+            no_chunks: false,
+        })
+    }
 }
