@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A value parked while its operations complete (`rust/kext/park.rs`, the
-//! state of the server's Call being read): a fresh park is taken empty and
-//! once only; a value parked with operations pending is handed on by the
-//! last completion, not before, and a value parked with none by the
-//! parking thread; a failed completion is reported to the next taker
-//! once; a value kept for good is never taken again, however its
-//! operations complete. (Every order of park, completion and take is
-//! checked on the host: `host/tests/park_count.rs`.)
+//! work of the server's Call being read, in its read context): a parked
+//! value is taken once only; a value parked with operations pending is
+//! handed on by the last completion, not before, and a value parked with
+//! none by the parking thread; a failed completion is reported to the
+//! next taker once; a value kept for good is never taken again, however
+//! its operations complete; an idle park is never taken. (Every order of
+//! park, completion and take is checked on the host:
+//! `host/tests/park_count.rs`; a claim's hold, through the read contexts:
+//! `read_ctxts_tests.rs`.)
 
 use crate::rust::kext::park::CountedPark;
 use kernel::prelude::*;
@@ -17,64 +19,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fresh_park_is_taken_empty_and_once() -> Result {
-        let park = CountedPark::<u32>::new();
-        let t = park.take().ok_or(EINVAL)?;
-        assert!(t.value.is_none());
-        assert!(!t.failed);
+    fn a_parked_value_is_taken_once() -> Result {
+        let park = CountedPark::parked(Some(5u32));
+        let (mut holder, failed) = park.take().ok_or(EINVAL)?;
+        assert!(!failed);
+        assert_eq!(*holder.value(), Some(5));
         // Not taken twice.
         assert!(park.take().is_none());
-        t.holder.release();
-        // Released, takeable again.
-        assert!(park.take().is_some());
+        // Left idle, not takeable either.
+        holder.idle();
+        assert!(park.take().is_none());
+        // An idle park is never taken.
+        assert!(CountedPark::<u32>::new().take().is_none());
         Ok(())
     }
 
     #[test]
     fn the_last_completion_hands_the_value_on() -> Result {
-        let park = CountedPark::<u32>::new();
-        let t = park.take().ok_or(EINVAL)?;
+        let park = CountedPark::parked(None::<u32>);
+        let (mut holder, _) = park.take().ok_or(EINVAL)?;
+        *holder.value() = Some(7);
         // One of two operations completes before the park.
         assert!(!park.complete(true));
         // One is still pending.
-        assert!(!t.holder.park(Some(7), 2));
+        assert!(!holder.park(2));
         // Not taken with one pending.
         assert!(park.take().is_none());
         // The last hands it on.
         assert!(park.complete(true));
-        let t = park.take().ok_or(EINVAL)?;
-        assert_eq!(t.value, Some(7));
-        assert!(!t.failed);
+        let (mut holder, failed) = park.take().ok_or(EINVAL)?;
+        assert!(!failed);
+        assert_eq!(holder.value().take(), Some(7));
         // Parked with nothing started: the parking thread hands it on.
-        assert!(t.holder.park(Some(8), 0));
-        let t = park.take().ok_or(EINVAL)?;
-        assert_eq!(t.value, Some(8));
-        t.holder.release();
+        *holder.value() = Some(8);
+        assert!(holder.park(0));
+        let (mut holder, _) = park.take().ok_or(EINVAL)?;
+        assert_eq!(*holder.value(), Some(8));
+        holder.idle();
         Ok(())
     }
 
     #[test]
     fn a_failure_is_reported_to_the_next_taker_once() -> Result {
-        let park = CountedPark::<u32>::new();
-        let t = park.take().ok_or(EINVAL)?;
-        assert!(!t.holder.park(Some(1), 1));
+        let park = CountedPark::parked(Some(1u32));
+        let (holder, _) = park.take().ok_or(EINVAL)?;
+        assert!(!holder.park(1));
         assert!(park.complete(false));
-        let t = park.take().ok_or(EINVAL)?;
-        assert!(t.failed);
-        assert!(t.holder.park(Some(2), 0));
-        let t = park.take().ok_or(EINVAL)?;
+        let (holder, failed) = park.take().ok_or(EINVAL)?;
+        assert!(failed);
+        assert!(holder.park(0));
+        let (holder, failed) = park.take().ok_or(EINVAL)?;
         // Cleared by the take that reported it.
-        assert!(!t.failed);
-        t.holder.release();
+        assert!(!failed);
+        holder.idle();
         Ok(())
     }
 
     #[test]
     fn a_kept_value_is_never_taken() -> Result {
-        let park = CountedPark::<u32>::new();
-        let t = park.take().ok_or(EINVAL)?;
+        let park = CountedPark::parked(Some(3u32));
+        let (holder, _) = park.take().ok_or(EINVAL)?;
         // Given up on with two operations pending.
-        t.holder.keep(3);
+        holder.keep();
         assert!(!park.complete(true));
         assert!(!park.complete(false));
         assert!(park.take().is_none());

@@ -3,7 +3,8 @@
 //! RDMA Reads through the read contexts of a connection
 //! (`rust/rdma/read_ctxts.rs`, the server's Reads of an NFS WRITE into its
 //! pages) on a real (soft-RoCE) device: contexts are claimed up to their
-//! number and given back; Reads of two contexts posted at once land in
+//! number, each claim holding its context's work, and given back with it,
+//! the work left for the next claim; Reads of two contexts posted at once land in
 //! their pieces of the pages, each completion names its own context, and
 //! every entry and the posted count are given back; a range past the
 //! pages is refused with nothing posted; a drain completes a posted Read
@@ -11,6 +12,7 @@
 //! back.
 
 use crate::proto::pieces::page_spans;
+use crate::rust::kext::park::CountedPark;
 use crate::rust::module::live;
 use crate::rust::rdma::read_ctxts::{ReadCtxts, ReadCtxtsOwner, READ_SLOTS};
 use crate::rust::rdma::ring_owner::impl_ring_in;
@@ -27,36 +29,50 @@ use kernel::sync::Arc;
 const CTXTS: usize = 2;
 
 /// The owner of read contexts, as a server connection's receive queues
-/// are.
+/// are, with a tally per context.
 struct CtxtOwner {
     ctxts: ReadCtxts<CtxtOwner>,
+    tallies: [Tally; CTXTS],
 }
 
-/// A context's state, as a server's Call being read is: counts its
-/// completions, and those with an error status.
-#[pin_data]
+/// What a context's completions did: how many came, and how many with an
+/// error status (or naming another context's park, by the hundred).
 struct Tally {
     done: Atomic<u32>,
     failed: Atomic<u32>,
 }
 
 impl Tally {
-    fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
+    const fn new() -> Self {
+        Self {
             done: Atomic::new(0),
             failed: Atomic::new(0),
-        })
+        }
+    }
+}
+
+impl CtxtOwner {
+    fn new(ctxts: usize) -> Result<Arc<Self>> {
+        let owner = Self {
+            ctxts: ReadCtxts::new(ctxts)?,
+            tallies: [const { Tally::new() }; CTXTS],
+        };
+        Ok(Arc::new(owner, GFP_KERNEL)?)
     }
 }
 
 impl_ring_in!(CtxtOwner, ctxts: ReadCtxts<CtxtOwner>);
 
 impl ReadCtxtsOwner for CtxtOwner {
-    type State = Tally;
+    /// A number, as a server's Call being read is its work.
+    type Work = u32;
 
-    fn read_done(&self, ctxt: usize, tally: &Tally, wc: &WorkCompletion) {
-        // The completion names the context whose state it was given.
-        if self.ctxts.state(ctxt).map(core::ptr::from_ref) != Some(core::ptr::from_ref(tally)) {
+    fn read_done(&self, ctxt: usize, park: &CountedPark<u32>, wc: &WorkCompletion) {
+        let Some(tally) = self.tallies.get(ctxt) else {
+            return;
+        };
+        // The completion names the context whose park it was given.
+        if self.ctxts.park(ctxt).map(core::ptr::from_ref) != Some(core::ptr::from_ref(park)) {
             tally.failed.fetch_add(100, Relaxed);
         }
         if !wc.is_ok() {
@@ -74,12 +90,7 @@ struct Reader {
 
 impl Reader {
     fn new(pair: &Pair, pages: usize) -> Result<Self> {
-        let owner = Arc::new(
-            CtxtOwner {
-                ctxts: ReadCtxts::new(CTXTS, Tally::new)?,
-            },
-            GFP_KERNEL,
-        )?;
+        let owner = CtxtOwner::new(CTXTS)?;
         let sinks = fresh_sinks(&pair.client, pages)?;
         Ok(Self { owner, sinks })
     }
@@ -101,17 +112,21 @@ impl Reader {
 
     fn tally(&self, ctxt: usize) -> (u32, u32) {
         self.owner
-            .ctxts
-            .state(ctxt)
+            .tallies
+            .get(ctxt)
             .map_or((u32::MAX, u32::MAX), |t| {
                 (t.done.load(Relaxed), t.failed.load(Relaxed))
             })
     }
 }
 
-/// The index of a context `c` claims, if any.
+/// The index of a context `c` claims, if any, its work left held for
+/// good (the context is never given back).
 fn claimed(c: &ReadCtxts<CtxtOwner>) -> Option<usize> {
-    c.claim().map(|(ctxt, _)| ctxt)
+    c.claim().map(|(ctxt, holder)| {
+        holder.keep();
+        ctxt
+    })
 }
 
 /// The test chunk: bytes [100, 100 + 3 pages) of four pages, so that each
@@ -168,28 +183,40 @@ mod tests {
     use super::*;
 
     /// Contexts are claimed up to their number, then none; one given back
-    /// is claimed again, and giving back one not claimed changes nothing.
+    /// with its holder is claimed again, with the work the last claim left
+    /// in it; a holder given back as another context's gives nothing back.
     #[test]
     fn contexts_are_claimed_up_to_their_number() -> Result {
-        let owner = Arc::new(
-            CtxtOwner {
-                ctxts: ReadCtxts::new(70, Tally::new)?,
-            },
-            GFP_KERNEL,
-        )?;
+        let owner = CtxtOwner::new(70)?;
         let c = &owner.ctxts;
         assert_eq!(c.len(), 70);
+        let mut holders = KVec::new();
         for i in 0..70 {
-            assert_eq!(claimed(c), Some(i));
+            let (ctxt, mut holder) = c.claim().ok_or(EBUSY)?;
+            assert_eq!(ctxt, i);
+            // A fresh context's work is empty.
+            assert_eq!(*holder.value(), None);
+            *holder.value() = Some(i as u32);
+            holders.push(holder, GFP_KERNEL)?;
         }
-        assert_eq!(claimed(c), None);
-        c.release(65);
-        c.release(3);
-        assert_eq!(claimed(c), Some(3));
-        assert_eq!(claimed(c), Some(65));
-        assert_eq!(claimed(c), None);
-        c.release(70);
-        assert_eq!(claimed(c), None);
+        assert!(c.claim().is_none());
+        let h65 = holders.remove(65)?;
+        let h3 = holders.remove(3)?;
+        // As another context's: nothing given back (context 3 stays
+        // claimed, never held again).
+        c.release(4, h3);
+        assert!(c.claim().is_none());
+        c.release(65, h65);
+        let (ctxt, mut holder) = c.claim().ok_or(EBUSY)?;
+        assert_eq!(ctxt, 65);
+        assert_eq!(*holder.value(), Some(65));
+        assert!(c.claim().is_none());
+        // A park held by its claim is not taken.
+        assert!(c.park(65).ok_or(EINVAL)?.take().is_none());
+        holder.keep();
+        for h in holders.drain_all() {
+            h.keep();
+        }
         Ok(())
     }
 

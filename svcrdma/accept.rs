@@ -8,7 +8,6 @@
 use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
-use super::read_op::ReadOp;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
 use super::recv_queue::{RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
@@ -151,7 +150,7 @@ impl Conn {
         )?;
         let rq_sq = sq.clone();
         let recvs = RecvSlots::new(&ep, nrecv, usize_of(neg.inline_recv)?)?;
-        let ops = ReadCtxts::new(reads_cap, ReadOp::new)?;
+        let ops = ReadCtxts::new(reads_cap)?;
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
                 recvs,

@@ -12,7 +12,7 @@ use super::read_sinks::PagedSinks;
 use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
-use crate::rust::kext::park::{ParkHolder, Taken};
+use crate::rust::kext::park::ParkHolder;
 use crate::rust::rdma::verbs::ReceivedLoan;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
@@ -43,46 +43,41 @@ pub(super) fn copy_read(
 }
 
 impl Conn {
-    /// Claims a read context for a new Call being read and posts its
-    /// first Reads; false if the Call was refused (the connection is then
-    /// closed and `work` dropped).
+    /// Claims a read context for a new Call being read, leaves `work` in
+    /// it and posts its first Reads; false if the Call was refused (the
+    /// connection is then closed and `work` dropped).
     pub(super) fn start_reads(&self, work: ReadWork) -> bool {
         let s = &self.shared;
-        // A claimed context's park is empty and takeable: its last Call
-        // was released with nothing pending, or it never had one.
-        let claimed = s.rq.try_admit_read().map(|(ctxt, op)| (ctxt, op.take()));
-        let (ctxt, taken) = match claimed {
-            Some((ctxt, Some(taken))) => (ctxt, taken),
-            Some((ctxt, None)) => {
-                // Not reached (see above); the context stays claimed.
-                crate::pr_warn_ratelimited!(
-                    "svcrdma: read context {} still busy; closing the connection\n",
-                    ctxt
-                );
-                s.link.close();
-                return false;
-            }
-            None => {
-                // More Calls in flight than credits granted: a protocol
-                // violation that would otherwise let a client tie up
-                // unbounded buffers.
-                crate::pr_warn_ratelimited!(
-                    "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
-                );
-                s.link.close();
-                return false;
-            }
+        let Some((ctxt, mut holder)) = s.rq.try_admit_read() else {
+            // More Calls in flight than credits granted: a protocol
+            // violation that would otherwise let a client tie up
+            // unbounded buffers.
+            crate::pr_warn_ratelimited!(
+                "svcrdma: client exceeds its credits with Read chunks; closing the connection\n"
+            );
+            s.link.close();
+            return false;
         };
-        self.continue_reads(ctxt, taken.holder, work);
+        // The last Call's work left nothing behind (`resume` took it).
+        *holder.value() = Some(work);
+        self.continue_reads(ctxt, holder);
         true
     }
 
-    /// Posts what fits of the rest of the Reads of `work` (of read context
-    /// `ctxt`, whose park `holder` holds) and parks it where it will be
-    /// found again.
-    fn continue_reads(&self, ctxt: usize, holder: ParkHolder<'_, ReadWork>, mut work: ReadWork) {
+    /// Posts what fits of the rest of the Reads of the work `holder` holds
+    /// (that of read context `ctxt`) and parks it where it will be found
+    /// again.
+    fn continue_reads(&self, ctxt: usize, mut holder: ParkHolder<'_, ReadWork>) {
         let s = &self.shared;
-        match self.io().post_reads(ctxt, &s.rq, &mut work) {
+        let posted = match holder.value() {
+            Some(work) => self
+                .io()
+                .post_reads(ctxt, &s.rq, work)
+                .map(|posted| (posted, !work.all_posted())),
+            // Not reached: a work is left in the context before its Reads.
+            None => Err(EINVAL),
+        };
+        match posted {
             Err(e) => {
                 if e != ENOTCONN {
                     crate::pr_warn_ratelimited!(
@@ -93,11 +88,10 @@ impl Conn {
                 s.link.close();
                 // Kept in its context, never given back: freed with the
                 // connection, after the drain.
-                holder.keep(work);
+                holder.keep();
             }
-            Ok(posted) => {
-                let more = !work.all_posted();
-                if holder.park(Some(work), posted) {
+            Ok((posted, more)) => {
+                if holder.park(posted) {
                     // Nothing is pending: no completion will queue it.
                     if posted == 0 && more {
                         s.rq.wait_for_room(ctxt, &s.sq);
@@ -119,35 +113,26 @@ impl Conn {
     #[inline(never)]
     pub(super) fn resume(&self, rqst: &mut SvcRqst, ctxt: usize) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
-        // Queued once per park, so found parked (a held operation is never
+        // Queued once per park, so found parked (a kept work is never
         // queued).
-        let Taken {
-            holder,
-            value,
-            failed,
-        } = s.rq.op(ctxt)?.take()?;
-        let Some(work) = value else {
-            // Not reached: only a parked work is queued.
-            holder.release();
+        let (mut holder, failed) = s.rq.op(ctxt)?.take()?;
+        if !failed && holder.value().as_ref().is_some_and(|w| !w.all_posted()) {
+            self.continue_reads(ctxt, holder);
             return None;
-        };
+        }
+        let work = holder.value().take();
+        s.rq.read_finished(ctxt, holder);
+        // Not reached without a work: only a parked work is queued.
+        let work = work?;
         if failed {
             // Only this connection (C `svc_rdma_wc_read_done`). Every Read
             // of the work completed, so nothing queued names its sinks:
             // they are freed with it, not cached.
             s.link.close();
-            holder.release();
-            s.rq.read_finished(ctxt);
             let (msg, ..) = work.into_parts();
             self.release_msg(msg);
             return None;
         }
-        if !work.all_posted() {
-            self.continue_reads(ctxt, holder, work);
-            return None;
-        }
-        holder.release();
-        s.rq.read_finished(ctxt);
         self.finish_read(rqst, work).unwrap_or_else(|e| {
             crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
             None

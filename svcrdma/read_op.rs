@@ -14,23 +14,23 @@ use crate::rust::rdma::read_ctxts::ReadCtxtsOwner;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use kernel::sync::Arc;
 
-/// A Call being read, the state of a read context of its connection
+/// A Call being read, the park of a read context of its connection
 /// (`rust/rdma/read_ctxts.rs`, which holds the completion entries of its
-/// Reads): its work ([`ReadWork`]) parked while no thread has it, and the
-/// count of its Reads posted and not completed. The last completion of a
-/// parked work (or the thread parking it with nothing pending) queues the
-/// context on the connection's read-complete queue, exactly once; the
-/// thread that takes it off a queue takes the work, the right to park it
-/// again coming with it ([`crate::rust::kext::park::ParkHolder`]): only
-/// that thread posts the operation's Reads. A work given up on with Reads
-/// pending is kept for good ([`crate::rust::kext::park::ParkHolder::keep`]),
-/// never queued, and its context never given back. It lives as long as
-/// the connection, whose queue pair is drained before it is freed: no
+/// Reads): its work ([`ReadWork`]), worked on in place by the thread that
+/// holds it and parked while its Reads are pending, and the count of
+/// those. The last completion of a parked work (or the thread parking it
+/// with nothing pending) queues the context on the connection's
+/// read-complete queue, exactly once; the thread that takes it off a queue
+/// holds the work ([`crate::rust::kext::park::ParkHolder`]): only that
+/// thread posts the Call's Reads. A work given up on with Reads pending is
+/// kept for good ([`crate::rust::kext::park::ParkHolder::keep`]), never
+/// queued, and its context never given back. It lives as long as the
+/// connection, whose queue pair is drained before it is freed: no
 /// reference is counted per Read, and no lock taken.
 pub(super) type ReadOp = CountedPark<ReadWork>;
 
 impl ReadCtxtsOwner for RecvQ {
-    type State = ReadOp;
+    type Work = ReadWork;
 
     fn read_done(&self, ctxt: usize, op: &ReadOp, wc: &WorkCompletion) {
         read_completed(self, ctxt, op, 1, wc);

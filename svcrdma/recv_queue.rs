@@ -6,9 +6,11 @@
 //! queue room, and the batched repost of consumed Receives.
 
 use super::conn::{CallCtxt, Conn};
+use super::read::ReadWork;
 use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::impl_ring_in;
+use crate::rust::kext::park::ParkHolder;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::WorkCompletion;
@@ -189,7 +191,7 @@ impl RecvQ {
 
     /// The Call being read in context `ctxt`.
     pub(super) fn op(&self, ctxt: usize) -> Option<&ReadOp> {
-        self.ops.state(ctxt)
+        self.ops.park(ctxt)
     }
 
     /// Queues the Call being read in context `ctxt`, whose Reads have all
@@ -231,16 +233,16 @@ impl RecvQ {
     }
 
     /// Claims a read context for a Call to be read, unless every one is
-    /// claimed: its index and its operation.
-    pub(super) fn try_admit_read(&self) -> Option<(usize, &ReadOp)> {
+    /// claimed: its index and the right to its work.
+    pub(super) fn try_admit_read(&self) -> Option<(usize, ParkHolder<'_, ReadWork>)> {
         self.ops.claim()
     }
 
     /// The Call being read in context `ctxt` was assembled or given up
-    /// on, its context off the ring's lists: the context may serve
-    /// another.
-    pub(super) fn read_finished(&self, ctxt: usize) {
-        self.ops.release(ctxt);
+    /// on, its context off the ring's lists: the context, given back with
+    /// `holder`, may serve another.
+    pub(super) fn read_finished(&self, ctxt: usize, holder: ParkHolder<'_, ReadWork>) {
+        self.ops.release(ctxt, holder);
     }
 }
 

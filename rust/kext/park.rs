@@ -6,91 +6,107 @@
 //! completion queues (the server's `svc_rdma_recv_ctxt` of a Call being
 //! read, on `sc_read_complete_q`) and relies on the queue to hand it to one
 //! thread; here the count proves it: no lock, no reference count, and the
-//! holder's right to the value is a type ([`ParkHolder`]).
+//! holder's right to the value is a type ([`ParkHolder`]), through which
+//! the value is worked on where it lies.
 
 use super::park_count::{completed_last, park_add, parked_idle, takeable, PARKED};
 use core::cell::UnsafeCell;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 
-/// A value, parked or held by one thread, and the count of the operations
-/// its holder started that have not completed.
+/// A value, parked, held by one thread or idle, and the count of the
+/// operations its holder started that have not completed.
 ///
 /// # Invariants
 ///
-/// `count` follows the rules of `park_count.rs`: it is [`PARKED`] plus
-/// the pending operations while the value is parked, and zero less the
-/// completions since then while a [`ParkHolder`] of it exists (at most
-/// one does). `value` is read or written only by the thread that brought
-/// `count` from exactly [`PARKED`] to zero (the holder's
-/// [`CountedPark::take`]), until its holder parks it again, the store
-/// then ordered before the count's release by the park's atomic addition.
-/// `failed` is set (to 1) by a failed completion before its decrement.
+/// `count` follows the rules of `park_count.rs`: it is [`PARKED`] plus the
+/// pending operations while the value is parked (then no [`ParkHolder`]
+/// of it exists), and otherwise at or below zero (zero less the
+/// completions since the value was last taken or held), where at most one
+/// holder exists. `value` is read or written only through that holder,
+/// whose right begins with the compare-and-exchange that brought `count`
+/// from exactly [`PARKED`] to zero ([`CountedPark::take`]) or with
+/// [`CountedPark::hold`], and ends with the addition that parks it again
+/// (ordering the holder's writes before the next taker's reads) or with
+/// the holder's end. `failed` is set (to 1) by a failed completion before
+/// its decrement.
 pub struct CountedPark<T> {
     count: Atomic<i64>,
     failed: Atomic<u32>,
     value: UnsafeCell<Option<T>>,
 }
 
-// SAFETY: The value is only ever touched by its one holder (type
+// SAFETY: The value is only ever touched through its one holder (type
 // invariant), which may be on any thread: `T: Send` suffices; the rest
 // are atomics.
 unsafe impl<T: Send> Sync for CountedPark<T> {}
 // SAFETY: As above.
 unsafe impl<T: Send> Send for CountedPark<T> {}
 
-/// The right to a [`CountedPark`]'s value, held by one thread at a time
-/// between [`CountedPark::take`] and [`Self::park`] (or [`Self::keep`]).
+/// The right to a [`CountedPark`]'s value, held by one thread at a time:
+/// the value is worked on in place ([`Self::value`]) and parked again
+/// ([`Self::park`]), kept for good ([`Self::keep`]) or left idle
+/// ([`Self::idle`], or the holder dropped).
 ///
 /// # Invariants
 ///
-/// `park`'s count was brought from [`PARKED`] to zero by the `take` that
-/// made this holder, and no other holder of it exists.
-#[must_use = "a holder parks, keeps or releases the value; dropped, the park stays held for good"]
+/// No other holder of `park` exists, and `park` is not parked.
 pub struct ParkHolder<'a, T> {
     park: &'a CountedPark<T>,
 }
 
-/// What [`CountedPark::take`] hands over.
-pub struct Taken<'a, T> {
-    /// The right to park the value again.
-    pub holder: ParkHolder<'a, T>,
-    /// The value, if one was parked.
-    pub value: Option<T>,
-    /// Whether an operation of the last round failed (the flag is cleared).
-    pub failed: bool,
-}
-
 impl<T> CountedPark<T> {
-    /// An empty park, takeable (by whoever claims it first).
+    /// An empty park, idle: neither parked nor held; only
+    /// [`Self::hold`] makes a holder of it.
     pub const fn new() -> Self {
-        // INVARIANT: parked (empty), nothing pending, no holder.
+        // INVARIANT: not parked, no holder.
         Self {
-            count: Atomic::new(PARKED),
+            count: Atomic::new(0),
             failed: Atomic::new(0),
             value: UnsafeCell::new(None),
         }
     }
 
+    /// A park with `value` parked and nothing pending: the first
+    /// [`Self::take`] takes it.
+    pub const fn parked(value: Option<T>) -> Self {
+        // INVARIANT: parked, nothing pending, no holder.
+        Self {
+            count: Atomic::new(PARKED),
+            failed: Atomic::new(0),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The right to an idle park's value.
+    ///
+    /// # Safety
+    ///
+    /// No holder of this park exists and it is not parked (it is new, or
+    /// its last holder ended without parking it), and no other thread may
+    /// call this for it meanwhile: the caller holds a claim on it that
+    /// only it has (a read context's claim bit, `rust/rdma/read_ctxts.rs`).
+    pub unsafe fn hold(&self) -> ParkHolder<'_, T> {
+        // INVARIANT: the caller's requirements.
+        ParkHolder { park: self }
+    }
+
     /// Takes the value, if it is parked with no operation pending, and the
-    /// right to park it again; `None` otherwise (held, pending, or taken
-    /// by another thread first).
-    pub fn take(&self) -> Option<Taken<'_, T>> {
+    /// right to it; with it, whether an operation of the last round failed
+    /// (the flag is then cleared). `None` otherwise (idle, held, pending,
+    /// or taken by another thread first).
+    pub fn take(&self) -> Option<(ParkHolder<'_, T>, bool)> {
         if !takeable(self.count.load(Relaxed)) {
             return None;
         }
-        // Acquire: the parking thread's store of the value and the
+        // Acquire: the parking holder's writes to the value and the
         // completions' `failed`, both before their releases of the count.
         self.count.cmpxchg(PARKED, 0, Acquire).ok()?;
-        // SAFETY: This thread brought the count from `PARKED` to zero: the
-        // value is its own until it parks it (type invariant).
-        let value = unsafe { (*self.value.get()).take() };
-        let failed = self.failed.xchg(0, Relaxed) != 0;
-        // INVARIANT: made by the `take` that zeroed the count.
-        Some(Taken {
-            holder: ParkHolder { park: self },
-            value,
-            failed,
-        })
+        let failed = self.failed.load(Relaxed) != 0;
+        if failed {
+            self.failed.store(0, Relaxed);
+        }
+        // INVARIANT: this thread brought the count from `PARKED` to zero.
+        Some((ParkHolder { park: self }, failed))
     }
 
     /// One operation its holder started completed (`ok` false: it failed
@@ -102,7 +118,8 @@ impl<T> CountedPark<T> {
             self.failed.store(1, Relaxed);
         }
         // Full: `failed` before the count, for the thread that takes the
-        // value; the parking thread's store seen by whoever it hands it to.
+        // value; the parking holder's writes seen by whoever it hands the
+        // value to.
         completed_last(self.count.fetch_sub(1, Full))
     }
 }
@@ -113,34 +130,41 @@ impl<T> Default for CountedPark<T> {
     }
 }
 
-impl<T> ParkHolder<'_, T> {
-    /// Parks `value` with the `started` operations started since it was
-    /// taken (their completions may have come already); `true` if none is
-    /// pending, so that the caller hands it on itself.
-    pub fn park(self, value: Option<T>, started: usize) -> bool {
-        // SAFETY: This holder's thread owns the value until the addition
-        // below (type invariant).
-        unsafe { *self.park.value.get() = value };
+impl<'a, T> ParkHolder<'a, T> {
+    /// The value, worked on where it lies.
+    pub fn value(&mut self) -> &mut Option<T> {
+        // SAFETY: This holder's thread has the only right to the value
+        // (type invariant), for as long as the borrow of the holder.
+        unsafe { &mut *self.park.value.get() }
+    }
+
+    /// The park held.
+    pub fn park_of(&self) -> &'a CountedPark<T> {
+        self.park
+    }
+
+    /// Parks the value with the `started` operations started since it was
+    /// taken or held (their completions may have come already); `true` if
+    /// none is pending, so that the caller hands it on itself.
+    pub fn park(self, started: usize) -> bool {
         let add = park_add(started);
-        // Full: the value stored before the count says parked; the
-        // completions' writes seen by this thread if it hands it on.
+        // Full: the holder's writes to the value before the count says
+        // parked; the completions' writes seen by this thread if it hands
+        // the value on.
         parked_idle(self.park.count.fetch_add(add, Full), add)
     }
 
-    /// Gives the park back empty, takeable again: no operation of the
-    /// holder's may be pending (if one is, the park stays untakeable
-    /// until it completes, and nothing hands it on).
-    pub fn release(self) {
-        let _ = self.park(None, 0);
-    }
+    /// Ends the hold without parking the value: the park is idle, and
+    /// only [`CountedPark::hold`] holds it again. Nothing of the holder's
+    /// may be pending.
+    pub fn idle(self) {}
 
-    /// Keeps `value` in the park for good, never taken again: dropped
-    /// with the park. For a value that operations still pending may use,
+    /// Keeps the value in the park for good, never taken again (dropped
+    /// with the park): for a value that operations still pending may use,
     /// whose user gives up on it (the park's owner must outlive them).
-    pub fn keep(self, value: T) {
-        // SAFETY: This holder's thread owns the value, and nobody takes it
-        // after: the count stays at or below zero, never parked.
-        unsafe { *self.park.value.get() = Some(value) };
+    pub fn keep(self) {
+        // The count stays at or below zero, never parked; no holder is
+        // made of it again (its claim is never given back).
         self.park.failed.store(1, Relaxed);
     }
 }

@@ -4,8 +4,10 @@
 //! connection (C keeps a Call's Read state, `svc_rdma_chunk_ctxt` with its
 //! `cc_cqe`, in the receive context it came in): each holds the
 //! completion entries of its RDMA Reads into mapped pages and the
-//! transport's state of the Call. A context is claimed for a Call and
-//! given back when the Call is done with; a Read is built on the stack
+//! transport's work on the Call, parked while its Reads are pending
+//! ([`CountedPark`]). A context is claimed for a Call, which makes its
+//! claimer the holder of its work ([`ParkHolder`]), and given back with
+//! that holder when the Call is done with; a Read is built on the stack
 //! (providers copy a work request and its scatter/gather list when it is
 //! posted: only the completion entry must outlive the post) and its
 //! completion finds its context, the contexts and their owner (the
@@ -22,6 +24,7 @@
 //! while it is posted: whoever holds them may let them go at any time.
 
 use crate::rust::bindings;
+use crate::rust::kext::park::{CountedPark, ParkHolder};
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::verbs::{Endpoint, WorkCompletion, MAX_SGE};
@@ -48,13 +51,14 @@ const ALL_ENTRIES: u32 = (1 << READ_SLOTS) - 1;
 
 /// What the owner of [`ReadCtxts`] does when one of their Reads completes.
 pub trait ReadCtxtsOwner: Send + Sync + Sized + RingIn<ReadCtxts<Self>> {
-    /// The transport's state of a Call being read, one in each context.
-    type State: Send + Sync;
+    /// The transport's work on a Call being read, one in each context's
+    /// park.
+    type Work: Send;
 
-    /// A Read of context `ctxt`, whose state is `state`, completed (or
-    /// was flushed) with `wc`; its entry is free again and its pages were
-    /// let go. Runs on the send CQ's poller.
-    fn read_done(&self, ctxt: usize, state: &Self::State, wc: &WorkCompletion);
+    /// A Read of context `ctxt`, whose work is parked (or held) in `park`,
+    /// completed (or was flushed) with `wc`; its entry is free again and
+    /// its pages were let go. Runs on the send CQ's poller.
+    fn read_done(&self, ctxt: usize, park: &CountedPark<Self::Work>, wc: &WorkCompletion);
 }
 
 /// One completion entry of a context.
@@ -84,8 +88,7 @@ struct Ctxt<O: ReadCtxtsOwner> {
     busy: Atomic<u32>,
     index: usize,
     home: Atomic<*const ReadCtxts<O>>,
-    #[pin]
-    state: O::State,
+    park: CountedPark<O::Work>,
 }
 
 /// The read contexts of a connection.
@@ -94,7 +97,9 @@ struct Ctxt<O: ReadCtxtsOwner> {
 ///
 /// Bit `i % 64` of `claimed[i / 64]` is set while context `i` is claimed,
 /// and set for good for every `i >= ctxts.len()`. Neither vector is
-/// resized after [`ReadCtxts::new`].
+/// resized after [`ReadCtxts::new`]. The park of a context that is not
+/// claimed is idle (neither parked nor held): its claimer is the one
+/// thread that may make a holder of it.
 pub struct ReadCtxts<O: ReadCtxtsOwner> {
     /// Freed only when no Read is posted (see the `Drop`), else leaked.
     ctxts: ManuallyDrop<Pin<KVBox<[Ctxt<O>]>>>,
@@ -104,26 +109,22 @@ pub struct ReadCtxts<O: ReadCtxtsOwner> {
 
 // SAFETY: An entry's `sinks` is written only by the thread that holds its
 // bit (type invariants); the rest is atomics, entries the device reads
-// and the states, which are `Send + Sync`.
+// and the parks, which are `Send + Sync` for works that are `Send`.
 unsafe impl<O: ReadCtxtsOwner> Send for ReadCtxts<O> {}
 // SAFETY: As above.
 unsafe impl<O: ReadCtxtsOwner> Sync for ReadCtxts<O> {}
 
 impl<O: ReadCtxtsOwner> ReadCtxts<O> {
-    /// `n` (at least one) contexts, none claimed, each with a state made
-    /// by `state`.
-    pub fn new<E, I: PinInit<O::State, E>>(n: usize, mut state: impl FnMut() -> I) -> Result<Self>
-    where
-        Error: From<E>,
-    {
+    /// `n` (at least one) contexts, none claimed, each with an empty,
+    /// idle park.
+    pub fn new(n: usize) -> Result<Self> {
         if n == 0 {
             return Err(EINVAL);
         }
         let ctxts = KVBox::pin_slice(
             |index| {
-                let init = state();
                 // INVARIANT: entries in order, each completing to
-                // `read_done`; none posted.
+                // `read_done`; none posted; the park idle.
                 try_pin_init!(Ctxt {
                     entries: core::array::from_fn(|slot| Entry {
                         cqe: Opaque::new(bindings::ib_cqe {
@@ -135,7 +136,7 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
                     busy: Atomic::new(0),
                     index,
                     home: Atomic::new(core::ptr::null()),
-                    state <- init,
+                    park: CountedPark::new(),
                 }? Error)
             },
             n,
@@ -170,9 +171,10 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         self.ctxts.is_empty()
     }
 
-    /// Claims a context that is not claimed, if any: its index and its
-    /// state.
-    pub fn claim(&self) -> Option<(usize, &O::State)> {
+    /// Claims a context that is not claimed, if any: its index and the
+    /// right to its work (its park is idle, and the work left there by the
+    /// last Call, if it left one, is the claimer's).
+    pub fn claim(&self) -> Option<(usize, ParkHolder<'_, O::Work>)> {
         for (w, word) in self.claimed.iter().enumerate() {
             let mut bits = word.load(Relaxed);
             while bits != u64::MAX {
@@ -184,7 +186,11 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
                         // A context: the bits past the last are never
                         // clear (type invariant).
                         let ctxt = w * PER_WORD + bit as usize;
-                        return self.ctxts.get(ctxt).map(|c| (ctxt, &c.state));
+                        let c = self.ctxts.get(ctxt)?;
+                        // SAFETY: This thread set the context's claim bit,
+                        // which only a holder given back clears: its park
+                        // is idle and no other thread may hold it.
+                        return Some((ctxt, unsafe { c.park.hold() }));
                     }
                     Err(now) => bits = now,
                 }
@@ -193,12 +199,21 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         None
     }
 
-    /// Gives context `ctxt`, claimed by the caller, back. Its state is
-    /// left as it is, for the next Call.
-    pub fn release(&self, ctxt: usize) {
-        if ctxt >= self.ctxts.len() {
+    /// Gives context `ctxt` back with the right to its work, `holder`
+    /// (what [`Self::claim`] or its park's `take` gave): the park is left
+    /// idle, its work as it is, for the next Call. Nothing of the holder's
+    /// may be pending. A holder of another context's park is dropped with
+    /// nothing given back (that context stays claimed, never held again).
+    pub fn release(&self, ctxt: usize, holder: ParkHolder<'_, O::Work>) {
+        let Some(c) = self.ctxts.get(ctxt) else {
+            return;
+        };
+        if !core::ptr::eq(holder.park_of(), &c.park) {
             return;
         }
+        // INVARIANT: the holder ends here, leaving the park idle, before
+        // the bit says the context may be claimed.
+        holder.idle();
         if let Some(word) = self.claimed.get(ctxt / PER_WORD) {
             let bit = 1u64 << (ctxt % PER_WORD);
             // Only its claimer clears a set bit: subtracting it clears it
@@ -210,9 +225,9 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         }
     }
 
-    /// The state of context `ctxt`.
-    pub fn state(&self, ctxt: usize) -> Option<&O::State> {
-        self.ctxts.get(ctxt).map(|c| &c.state)
+    /// The park of context `ctxt`'s work.
+    pub fn park(&self, ctxt: usize) -> Option<&CountedPark<O::Work>> {
+        self.ctxts.get(ctxt).map(|c| &c.park)
     }
 
     /// How many entries of context `ctxt` are not posted. Only completions
@@ -385,5 +400,5 @@ unsafe extern "C" fn read_done<O: ReadCtxtsOwner>(
     release_entry(c, entry.slot);
     // The device is done with the pages.
     drop(kept);
-    owner.read_done(c.index, &c.state, &done);
+    owner.read_done(c.index, &c.park, &done);
 }
