@@ -22,8 +22,6 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{Piece, Pieces};
 use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
 use crate::rust::module::trace::{self, BadRequest};
-use crate::rust::rdma::recv_slots::Recv;
-use crate::rust::rdma::verbs::ReceivedLoan;
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::page::PAGE_SIZE;
@@ -100,20 +98,39 @@ impl Conn {
         // the message is dealt with: whatever did not take `unkept`.
         let loan = usize_of(byte_len).and_then(|len| s.rq.recvs.lend(&recv, len));
         let mut unkept = Some(recv);
-        let res =
-            loan.and_then(
-                |loan| match self.process(rqst, loan.bytes(), spare, may_hold)? {
-                    Processed::Done(ctxt) => Ok(ctxt),
-                    Processed::InPlace(mut ctxt, at, len) => {
-                        rqst.set_arg_in_place(loan, at, len)?;
-                        ctxt.held_recv = unkept.take();
-                        Ok(Some(ctxt))
-                    }
-                    Processed::Read(ctxt, paged, single) => {
-                        self.begin_reads(loan, &mut unkept, may_hold, ctxt, paged, single)
-                    }
-                },
-            );
+        let res = loan.and_then(|loan| {
+            match self.process(rqst, loan.bytes(), spare, may_hold)? {
+                Processed::Done(ctxt) => Ok(ctxt),
+                Processed::InPlace(mut ctxt, at, len) => {
+                    rqst.set_arg_in_place(loan, at, len)?;
+                    ctxt.held_recv = unkept.take();
+                    Ok(Some(ctxt))
+                }
+                Processed::Read(ctxt, paged, single) => {
+                    // The Receive stays with the Call while it is read
+                    // when the hold allows (C keeps `rc_recv_buf` with
+                    // the receive context); else its bytes are copied
+                    // and it is posted again now.
+                    let msg = match unkept.take_if(|_| may_hold) {
+                        Some(recv) => CallMsg::Held(loan, recv),
+                        None => CallMsg::copy(loan.bytes())?,
+                    };
+                    let work = ReadWork::new(msg, ctxt, paged, single, &s.read_sinks).map_err(
+                        |(e, msg)| {
+                            // Its Receive, if it held it, is posted again.
+                            if let Some(recv) = msg.release() {
+                                unkept = Some(recv);
+                            }
+                            e
+                        },
+                    )?;
+                    // Refused, the Call goes with its Receive: the
+                    // connection is closed.
+                    self.start_reads(work);
+                    Ok(None)
+                }
+            }
+        });
         if let Some(recv) = unkept {
             self.repost(recv, may_hold);
         }
@@ -121,41 +138,6 @@ impl Conn {
             crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
             None
         })
-    }
-
-    /// Starts reading a Call whose message `loan` lends (from the Receive
-    /// in `unkept`, taken when the Call may keep it, `may_hold`), out of
-    /// line: the path of the Calls without Read chunks is compiled without
-    /// it. The Receive stays with the Call while it is read when the hold
-    /// allows (C keeps `rc_recv_buf` with the receive context); else its
-    /// bytes are copied and it is posted again by the caller.
-    #[inline(never)]
-    fn begin_reads(
-        &self,
-        loan: ReceivedLoan,
-        unkept: &mut Option<Recv>,
-        may_hold: bool,
-        ctxt: KBox<CallCtxt>,
-        paged: Option<(PagedCall, Arc<PageSinks>)>,
-        single: Option<Piece>,
-    ) -> Result<Option<KBox<CallCtxt>>> {
-        let msg = match unkept.take_if(|_| may_hold) {
-            Some(recv) => CallMsg::Held(loan, recv),
-            None => CallMsg::copy(loan.bytes())?,
-        };
-        let work = ReadWork::new(msg, ctxt, paged, single, &self.shared.read_sinks).map_err(
-            |(e, msg)| {
-                // Its Receive, if it held it, is posted again.
-                if let Some(recv) = msg.release() {
-                    *unkept = Some(recv);
-                }
-                e
-            },
-        )?;
-        // Refused, the Call goes with its Receive: the connection is
-        // closed.
-        self.start_reads(work);
-        Ok(None)
     }
 
     /// Sends `RDMA_ERROR` for a call that failed to decode.
@@ -246,7 +228,56 @@ impl Conn {
             return Ok(Processed::Done(None));
         }
         if f.read_chunk {
-            return self.process_fast_read(rqst, inline, ctxt, f, may_hold);
+            let c = &mut *ctxt;
+            c.call.set_decoded(f.xid, f.header_len, f.layout);
+            // An NFS WRITE's data read into pages of its own: laid out
+            // and planned from the chunk the decoder stored, with no
+            // lists parsed again.
+            let s = &self.shared;
+            let (arg_max, arg_pages) = (rqst.arg_max(), rqst.arg_pages());
+            let paged = c
+                .call
+                .only_read_chunk()
+                .filter(|_| s.read_sinks.land_in_pages())
+                .and_then(|(chunk, segs)| {
+                    let (pos, len) = (chunk.position, chunk.length);
+                    PagedCall::of_one_chunk(pos, len, inline.len(), arg_max, PAGE_SIZE, arg_pages)
+                        .map(|layout| (layout, segs))
+                });
+            if let Some((layout, segs)) = paged {
+                let piece = s.read_sinks.piece_size();
+                // The usual WRITE: one segment, one Read into pages that
+                // need no registration, posted from the piece itself.
+                let single = s
+                    .read_sinks
+                    .direct()
+                    .then(|| Pieces::single(segs, usize_of(layout.chunk_len).ok()?, piece))
+                    .flatten();
+                if single.is_some() {
+                    c.read_pieces.clear();
+                } else {
+                    plan_chunk_reads(segs, layout.chunk_len, piece, &mut c.read_pieces)?;
+                }
+                let spare = c.spare_sinks.take();
+                let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
+                return Ok(Processed::Read(ctxt, Some((layout, sinks)), single));
+            }
+            let spare = c.spare_sinks.take();
+            let pcl = c.call.pcl()?;
+            let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
+                self.send_err_chunk(f.xid);
+                return Ok(Processed::Done(None));
+            };
+            if !layout.needs_reads() {
+                // Nothing to read after all (zero-length segments): as on
+                // the general path.
+                c.spare_sinks = spare;
+                return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
+            }
+            let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+            let piece = self.shared.read_sinks.read_piece(paged.is_some());
+            plan_reads(&pcl, piece, &mut c.read_pieces)?;
+            return Ok(Processed::Read(ctxt, paged, None));
         }
         // The request's pages must hold the Call, as `CallLayout::new`
         // checks on the general path.
@@ -257,70 +288,6 @@ impl Conn {
         }
         ctxt.call.set_decoded(f.xid, f.header_len, f.layout);
         self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold)
-    }
-
-    /// [`Self::process_fast`] for a Call with a Read chunk (`inline` its
-    /// inline body), out of line: the path of the Calls without (most
-    /// metadata, NFS READ) is compiled without it.
-    #[inline(never)]
-    fn process_fast_read(
-        &self,
-        rqst: &mut SvcRqst,
-        inline: &[u8],
-        mut ctxt: KBox<CallCtxt>,
-        f: FastCall,
-        may_hold: bool,
-    ) -> Result<Processed> {
-        let c = &mut *ctxt;
-        c.call.set_decoded(f.xid, f.header_len, f.layout);
-        // An NFS WRITE's data read into pages of its own: laid out
-        // and planned from the chunk the decoder stored, with no
-        // lists parsed again.
-        let s = &self.shared;
-        let (arg_max, arg_pages) = (rqst.arg_max(), rqst.arg_pages());
-        let paged = c
-            .call
-            .only_read_chunk()
-            .filter(|_| s.read_sinks.land_in_pages())
-            .and_then(|(chunk, segs)| {
-                let (pos, len) = (chunk.position, chunk.length);
-                PagedCall::of_one_chunk(pos, len, inline.len(), arg_max, PAGE_SIZE, arg_pages)
-                    .map(|layout| (layout, segs))
-            });
-        if let Some((layout, segs)) = paged {
-            let piece = s.read_sinks.piece_size();
-            // The usual WRITE: one segment, one Read into pages that
-            // need no registration, posted from the piece itself.
-            let single = s
-                .read_sinks
-                .direct()
-                .then(|| Pieces::single(segs, usize_of(layout.chunk_len).ok()?, piece))
-                .flatten();
-            if single.is_some() {
-                c.read_pieces.clear();
-            } else {
-                plan_chunk_reads(segs, layout.chunk_len, piece, &mut c.read_pieces)?;
-            }
-            let spare = c.spare_sinks.take();
-            let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
-            return Ok(Processed::Read(ctxt, Some((layout, sinks)), single));
-        }
-        let spare = c.spare_sinks.take();
-        let pcl = c.call.pcl()?;
-        let Some(layout) = CallLayout::new(&pcl, inline.len(), rqst.arg_max()) else {
-            self.send_err_chunk(f.xid);
-            return Ok(Processed::Done(None));
-        };
-        if !layout.needs_reads() {
-            // Nothing to read after all (zero-length segments): as on
-            // the general path.
-            c.spare_sinks = spare;
-            return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
-        }
-        let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
-        let piece = self.shared.read_sinks.read_piece(paged.is_some());
-        plan_reads(&pcl, piece, &mut c.read_pieces)?;
-        Ok(Processed::Read(ctxt, paged, None))
     }
 
     /// Serves a Call that is all inline, `inline` at byte `at` of the

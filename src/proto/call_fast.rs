@@ -205,20 +205,6 @@ pub fn decode_call_fast<'s>(
             no_chunks: true,
         });
     }
-    decode_chunks(buf, limits, xid, credits, has_read, store)
-}
-
-/// [`decode_call_fast`] for a Call with chunks, out of line: the path of
-/// the Calls without (most metadata) is compiled without it.
-#[inline(never)]
-fn decode_chunks<'s>(
-    buf: &[u8],
-    limits: &DecodeLimits,
-    xid: u32,
-    credits: u32,
-    has_read: bool,
-    store: impl FnOnce() -> Option<(&'s mut [PclChunk], &'s mut [Segment])>,
-) -> Option<FastCall> {
     if let Some(one) = one_segment(buf, limits, has_read) {
         return one.store(xid, credits, store);
     }
