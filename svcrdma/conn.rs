@@ -24,6 +24,7 @@ use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
 use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
+use crate::proto::pieces::Piece;
 use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::recv_slots::Recv;
@@ -236,6 +237,10 @@ pub(crate) struct CallCtxt {
     /// The allocation of the list of RDMA Reads of the last Call with
     /// Read chunks this state carried, empty: reused by the next.
     pub(super) read_pieces: KVec<ReadPiece>,
+    /// The Call's one Read, into its pages with no registration (the
+    /// usual NFS WRITE), while not posted: planned without the list of
+    /// pieces, which is then empty.
+    pub(super) single_read: Option<Piece>,
     /// The page sinks of the last Call read into its pages, emptied (its
     /// pages handed to the request): the next one's are made in their
     /// allocations.
@@ -251,6 +256,7 @@ impl CallCtxt {
             Some(mut ctxt) => {
                 ctxt.payloads.clear();
                 ctxt.held_recv = None;
+                ctxt.single_read = None;
                 Ok(ctxt)
             }
             None => Ok(KBox::new(
@@ -260,6 +266,7 @@ impl CallCtxt {
                     held_recv: None,
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
+                    single_read: None,
                     spare_sinks: None,
                 },
                 GFP_KERNEL,

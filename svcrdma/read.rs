@@ -98,9 +98,6 @@ pub(super) struct ReadWork {
     ctxt: KBox<CallCtxt>,
     /// Pieces `[..next]` were posted.
     next: usize,
-    /// The Call's one Read, into its pages with no registration, while
-    /// not posted: planned without the list of pieces, which is empty.
-    single: Option<Piece>,
     /// Where the Read chunk lands when it is read into pages of its own;
     /// `None` when the pieces land in cached sinks.
     paged: Option<PagedSinks>,
@@ -176,7 +173,6 @@ impl ReadWork {
         msg: CallMsg,
         ctxt: KBox<CallCtxt>,
         paged: Option<(PagedCall, Arc<PageSinks>)>,
-        single: Option<Piece>,
         sinks: &ReadSinks,
     ) -> core::result::Result<Self, (Error, CallMsg)> {
         let pool = match sinks {
@@ -194,14 +190,13 @@ impl ReadWork {
             msg,
             ctxt,
             next: 0,
-            single,
             paged,
         })
     }
 
     /// Whether every Read was posted.
     pub(super) fn all_posted(&self) -> bool {
-        self.single.is_none() && self.next >= self.ctxt.read_pieces.len()
+        self.ctxt.single_read.is_none() && self.next >= self.ctxt.read_pieces.len()
     }
 
     /// The received message, the request's state with the pieces read
@@ -264,7 +259,7 @@ impl Io<'_> {
         q: &Arc<RecvQ>,
         work: &mut ReadWork,
     ) -> Result<usize> {
-        if let Some(piece) = work.single {
+        if let Some(piece) = work.ctxt.single_read {
             return self.post_single(ctxt, q, work, piece);
         }
         let mut posted = 0;
@@ -421,7 +416,7 @@ impl Io<'_> {
         }
         stat_add(Stat::Read, 1);
         stat_add(Stat::ReadBytes, piece.len as u64);
-        work.single = None;
+        work.ctxt.single_read = None;
         trace::svcrdma_post_chunk(ChunkOp::Read, 1, piece.len);
         Ok(1)
     }

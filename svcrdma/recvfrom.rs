@@ -19,7 +19,7 @@ use crate::proto::decode::decode_call;
 use crate::proto::encode::{encode_error_for, ErrorReply};
 use crate::proto::msg::{ChunkLists, DecodeError, ErrorAction, ErrorBody};
 use crate::proto::pcl::ParsedChunks;
-use crate::proto::pieces::{Piece, Pieces};
+use crate::proto::pieces::Pieces;
 use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
 use crate::rust::module::trace::{self, BadRequest};
 use crate::rust::sunrpc::page_sinks::PageSinks;
@@ -38,13 +38,8 @@ enum Processed {
     /// A Call whose Read chunks are to be read (into pages of its own
     /// when it has a paged layout): the Reads start once the message's
     /// bytes are no longer borrowed, so that the Receive they are in can
-    /// be kept with them. With a piece, the Call's one Read, straight
-    /// into its pages (its list of pieces left empty).
-    Read(
-        KBox<CallCtxt>,
-        Option<(PagedCall, Arc<PageSinks>)>,
-        Option<Piece>,
-    ),
+    /// be kept with them.
+    Read(KBox<CallCtxt>, Option<(PagedCall, Arc<PageSinks>)>),
 }
 
 impl Conn {
@@ -106,7 +101,7 @@ impl Conn {
                     ctxt.held_recv = unkept.take();
                     Ok(Some(ctxt))
                 }
-                Processed::Read(ctxt, paged, single) => {
+                Processed::Read(ctxt, paged) => {
                     // The Receive stays with the Call while it is read
                     // when the hold allows (C keeps `rc_recv_buf` with
                     // the receive context); else its bytes are copied
@@ -115,15 +110,14 @@ impl Conn {
                         Some(recv) => CallMsg::Held(loan, recv),
                         None => CallMsg::copy(loan.bytes())?,
                     };
-                    let work = ReadWork::new(msg, ctxt, paged, single, &s.read_sinks).map_err(
-                        |(e, msg)| {
+                    let work =
+                        ReadWork::new(msg, ctxt, paged, &s.read_sinks).map_err(|(e, msg)| {
                             // Its Receive, if it held it, is posted again.
                             if let Some(recv) = msg.release() {
                                 unkept = Some(recv);
                             }
                             e
-                        },
-                    )?;
+                        })?;
                     // Refused, the Call goes with its Receive: the
                     // connection is closed.
                     self.start_reads(work);
@@ -258,9 +252,10 @@ impl Conn {
                 } else {
                     plan_chunk_reads(segs, layout.chunk_len, piece, &mut c.read_pieces)?;
                 }
+                c.single_read = single;
                 let spare = c.spare_sinks.take();
                 let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
-                return Ok(Processed::Read(ctxt, Some((layout, sinks)), single));
+                return Ok(Processed::Read(ctxt, Some((layout, sinks))));
             }
             let spare = c.spare_sinks.take();
             let pcl = c.call.pcl()?;
@@ -277,7 +272,7 @@ impl Conn {
             let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
             let piece = self.shared.read_sinks.read_piece(paged.is_some());
             plan_reads(&pcl, piece, &mut c.read_pieces)?;
-            return Ok(Processed::Read(ctxt, paged, None));
+            return Ok(Processed::Read(ctxt, paged));
         }
         // The request's pages must hold the Call, as `CallLayout::new`
         // checks on the general path.
@@ -378,7 +373,7 @@ impl Conn {
         plan_reads(&pcl, piece, &mut c.read_pieces)?;
         let layout = pcl.layout();
         c.call.set(msg, &hdr, inline, layout);
-        Ok(Processed::Read(ctxt, paged, None))
+        Ok(Processed::Read(ctxt, paged))
     }
 
     /// The pages a Call's single Read chunk (an NFS WRITE's data) is read
