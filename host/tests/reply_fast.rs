@@ -98,6 +98,39 @@ proptest! {
         let tight = DecodeLimits { max_segments_per_chunk: 1, max_chunks: 0, max_inline: 64, ..LIM };
         agrees(&b, &tight)?;
     }
+
+    /// An NFS READ's usual reply (one Write chunk of one segment), which
+    /// the decoder takes from its thirteen words at once, with any
+    /// segment, trailing payload and limits: as the general decoder, or
+    /// left to it.
+    #[test]
+    fn one_segment_replies_agree_under_any_limits(
+        xid in any::<u32>(),
+        count in prop_oneof![Just(1u32), 0u32..3],
+        seg in prop::array::uniform4(any::<u32>()),
+        tail in prop::array::uniform2(prop_oneof![Just(0u32), 0u32..3]),
+        payload in prop::collection::vec(any::<u8>(), 0..40),
+        segs in 0u32..3,
+        chunks in 0u32..3,
+        inline in prop_oneof![Just(4096u32), 40u32..100],
+    ) {
+        let mut ws = vec![xid, 1, 32, 0, 0, 1, count];
+        ws.extend(seg);
+        ws.extend(tail);
+        let mut b = words(&ws);
+        b.extend(payload);
+        let lim = DecodeLimits {
+            max_segments_per_chunk: segs,
+            max_chunks: chunks,
+            max_inline: inline,
+            ..LIM
+        };
+        agrees(&b, &lim)?;
+        // Under the usual limits the well-formed ones are taken.
+        if count == 1 && tail == [0, 0] {
+            prop_assert!(agrees(&b, &LIM)?);
+        }
+    }
 }
 
 #[test]

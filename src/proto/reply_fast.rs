@@ -79,6 +79,9 @@ pub fn decode_reply_fast<'a>(buf: &'a [u8], limits: &DecodeLimits) -> Option<Hea
         // RDMA_MSG: no Write list, or one Write chunk; no Reply chunk.
         (Proc::Msg, 0) => (ChunkLists::default(), 24),
         (Proc::Msg, 1) if limits.max_chunks >= 1 => {
+            if let Some(header) = one_segment(buf, limits, xid, credits) {
+                return Some(header);
+            }
             let (chunk, end) = write_chunk(buf, 24, limits)?;
             // One chunk only: the Write list ends here.
             if word(buf, end)? != 0 {
@@ -133,5 +136,54 @@ pub fn decode_reply_fast<'a>(buf: &'a [u8], limits: &DecodeLimits) -> Option<Hea
             payload: buf.get(header_len..)?,
         },
         header_len,
+    })
+}
+
+/// Length of the transport header of an NFS READ's usual reply: four
+/// fixed words, an empty Read list, one Write chunk of one segment and no
+/// Reply chunk.
+const ONE_SEGMENT_HEADER_LEN: usize = 52;
+
+/// `buf` as an NFS READ's usual reply (its procedure `RDMA_MSG` and its
+/// Write list present, checked by the caller, with one chunk allowed):
+/// one Write chunk of one segment and nothing else, recognised from its
+/// thirteen words at once; `None` leaves it to the general loop of
+/// [`decode_reply_fast`], which accepts it the same way.
+#[inline(always)]
+fn one_segment<'a>(
+    buf: &'a [u8],
+    limits: &DecodeLimits,
+    xid: u32,
+    credits: u32,
+) -> Option<Header<'a>> {
+    let (h, payload) = buf.split_first_chunk::<ONE_SEGMENT_HEADER_LEN>()?;
+    let mut w = [0u32; ONE_SEGMENT_HEADER_LEN / 4];
+    for (word, bytes) in w.iter_mut().zip(h.chunks_exact(4)) {
+        *word = u32::from_be_bytes(bytes.try_into().ok()?);
+    }
+    // Word 6 the segment count, 8 the segment's length, 11 the end of the
+    // Write list, 12 the absent Reply chunk.
+    let [.., count, _, length, _, _, end, reply] = w;
+    if count != 1 || limits.max_segments_per_chunk == 0 || end != 0 || reply != 0 {
+        return None;
+    }
+    let write = WriteList {
+        bytes: buf.get(20..44)?,
+        count: 1,
+        length,
+        segments: 1,
+    };
+    Some(Header {
+        xid,
+        vers: RPCRDMA_VERSION,
+        credits,
+        body: Body::Msg {
+            chunks: ChunkLists {
+                write,
+                ..ChunkLists::default()
+            },
+            payload,
+        },
+        header_len: ONE_SEGMENT_HEADER_LEN,
     })
 }
