@@ -148,8 +148,9 @@ const ONE_SEGMENT_HEADER_LEN: usize = 52;
 /// Write list present, checked by the caller, with one chunk allowed):
 /// one Write chunk of one segment and nothing else, recognised from its
 /// thirteen words at once; `None` leaves it to the general loop of
-/// [`decode_reply_fast`], which accepts it the same way.
-#[inline(always)]
+/// [`decode_reply_fast`], which accepts it the same way. Out of line: the
+/// replies without chunks (most metadata) are decoded without its code.
+#[inline(never)]
 fn one_segment<'a>(
     buf: &'a [u8],
     limits: &DecodeLimits,
