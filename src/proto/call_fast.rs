@@ -23,11 +23,14 @@ use super::msg::segment_from;
 use super::msg::DecodeLimits;
 use super::msg::Proc;
 use super::msg::Segment;
+use super::msg::ONE_SEGMENT_HEADER_LEN;
+use super::msg::ONE_SEGMENT_HEADER_WORDS;
 use super::msg::READ_ITEM_LEN;
 use super::msg::RPCRDMA_VERSION;
 use super::msg::SEGMENT_LEN;
 use super::pcl::ChunkLayout;
 use super::pcl::PclChunk;
+use super::xdr::XdrReader;
 
 /// A Call decoded by [`decode_call_fast`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,10 +268,6 @@ pub fn decode_call_fast<'s>(
     })
 }
 
-/// Length of the transport header of the two commonest Calls with a chunk
-/// ([`OneSegment`]): four fixed words, the lists' nine.
-const ONE_SEGMENT_HEADER_LEN: usize = 52;
-
 /// The two commonest Calls with a chunk, each a chunk of one segment and
 /// nothing else: an NFS READ's Write chunk (an empty Read list, one Write
 /// chunk, no Reply chunk) or an NFS WRITE's Read chunk (one Read segment,
@@ -285,13 +284,9 @@ struct OneSegment {
 /// take; `None` leaves it to the loop.
 #[inline(always)]
 fn one_segment(buf: &[u8], limits: &DecodeLimits, has_read: bool) -> Option<OneSegment> {
-    let h = buf.first_chunk::<ONE_SEGMENT_HEADER_LEN>()?;
-    // The thirteen words, read at once (the compiler unrolls it: the
-    // length is known).
-    let mut w = [0u32; ONE_SEGMENT_HEADER_LEN / 4];
-    for (word, bytes) in w.iter_mut().zip(h.chunks_exact(4)) {
-        *word = u32::from_be_bytes(bytes.try_into().ok()?);
-    }
+    let w = XdrReader::new(buf)
+        .read_words::<ONE_SEGMENT_HEADER_WORDS>()
+        .ok()?;
     let seg_at = |i: usize| -> Option<Segment> {
         let [handle, length, hi, lo] = *w.get(i..)?.first_chunk::<4>()?;
         Some(Segment::new(

@@ -54,6 +54,14 @@ pub const HDRLEN_ERR_VERS: usize = 28;
 /// Wire size of one RDMA segment (handle, length, offset64).
 pub const SEGMENT_LEN: usize = 16;
 
+/// Words of a header whose lists hold one chunk of one segment and nothing
+/// else (an NFS READ's Call with its Write chunk, its usual Reply; an NFS
+/// WRITE's Call with its Read chunk): four fixed words and nine of lists.
+pub(crate) const ONE_SEGMENT_HEADER_WORDS: usize = 13;
+
+/// Bytes of such a header.
+pub(crate) const ONE_SEGMENT_HEADER_LEN: usize = 4 * ONE_SEGMENT_HEADER_WORDS;
+
 /// Wire size of one Read list item: discriminator, position, segment.
 pub const READ_ITEM_LEN: usize = 4 + 4 + SEGMENT_LEN;
 

@@ -25,8 +25,11 @@ use super::msg::Header;
 use super::msg::Proc;
 use super::msg::WriteChunk;
 use super::msg::WriteList;
+use super::msg::ONE_SEGMENT_HEADER_LEN;
+use super::msg::ONE_SEGMENT_HEADER_WORDS;
 use super::msg::RPCRDMA_VERSION;
 use super::msg::SEGMENT_LEN;
+use super::xdr::XdrReader;
 
 /// The big-endian word at byte `at` of `buf`.
 #[inline(always)]
@@ -139,11 +142,6 @@ pub fn decode_reply_fast<'a>(buf: &'a [u8], limits: &DecodeLimits) -> Option<Hea
     })
 }
 
-/// Length of the transport header of an NFS READ's usual reply: four
-/// fixed words, an empty Read list, one Write chunk of one segment and no
-/// Reply chunk.
-const ONE_SEGMENT_HEADER_LEN: usize = 52;
-
 /// `buf` as an NFS READ's usual reply (its procedure `RDMA_MSG` and its
 /// Write list present, checked by the caller, with one chunk allowed):
 /// one Write chunk of one segment and nothing else, recognised from its
@@ -157,11 +155,8 @@ fn one_segment<'a>(
     xid: u32,
     credits: u32,
 ) -> Option<Header<'a>> {
-    let (h, payload) = buf.split_first_chunk::<ONE_SEGMENT_HEADER_LEN>()?;
-    let mut w = [0u32; ONE_SEGMENT_HEADER_LEN / 4];
-    for (word, bytes) in w.iter_mut().zip(h.chunks_exact(4)) {
-        *word = u32::from_be_bytes(bytes.try_into().ok()?);
-    }
+    let mut r = XdrReader::new(buf);
+    let w = r.read_words::<ONE_SEGMENT_HEADER_WORDS>().ok()?;
     // Word 6 the segment count, 8 the segment's length, 11 the end of the
     // Write list, 12 the absent Reply chunk.
     let [.., count, _, length, _, _, end, reply] = w;
@@ -183,7 +178,7 @@ fn one_segment<'a>(
                 write,
                 ..ChunkLists::default()
             },
-            payload,
+            payload: r.rest(),
         },
         header_len: ONE_SEGMENT_HEADER_LEN,
     })
