@@ -151,22 +151,14 @@ impl XprtLink {
                 // (type invariant). A dead one keeps `XPT_BUSY` set, so
                 // sunrpc does not queue it (as for a mark made under the
                 // lock just before `xpo_free`).
-                unsafe {
-                    xpt_flag(x.as_ptr(), bindings::XPT_DATA, true);
-                    bindings::svc_xprt_enqueue(x.as_ptr());
-                }
+                unsafe { xpt_mark_and_enqueue(x.as_ptr(), bindings::XPT_DATA) };
                 return;
             }
         }
         // Not attached yet (remembered for the attach), or severed.
         self.with_xprt(
-            |x| {
-                // SAFETY: By the type invariant `x` is live while the lock is held.
-                unsafe {
-                    xpt_flag(x.as_ptr(), bindings::XPT_DATA, true);
-                    bindings::svc_xprt_enqueue(x.as_ptr());
-                }
-            },
+            // SAFETY: By the type invariant `x` is live while the lock is held.
+            |x| unsafe { xpt_mark_and_enqueue(x.as_ptr(), bindings::XPT_DATA) },
             |st| st.pending_data = true,
         );
     }
@@ -174,13 +166,8 @@ impl XprtLink {
     /// Marks a connection pending on a listener (`XPT_CONN`) and queues it.
     pub fn conn_ready(&self) {
         self.with_xprt(
-            |x| {
-                // SAFETY: By the type invariant `x` is live while the lock is held.
-                unsafe {
-                    xpt_flag(x.as_ptr(), bindings::XPT_CONN, true);
-                    bindings::svc_xprt_enqueue(x.as_ptr());
-                }
-            },
+            // SAFETY: By the type invariant `x` is live while the lock is held.
+            |x| unsafe { xpt_mark_and_enqueue(x.as_ptr(), bindings::XPT_CONN) },
             |st| st.pending_conn = true,
         );
     }
@@ -294,6 +281,21 @@ unsafe fn xpt_closing(xprt: *mut bindings::svc_xprt) -> bool {
     let flags = unsafe { core::ptr::read_volatile(addr_of!((*xprt).xpt_flags)) };
     let bits = (1 << bindings::XPT_CLOSE) | (1 << bindings::XPT_DEAD);
     flags & bits != 0
+}
+
+/// Sets the `XPT_*` flag `bit` of `xprt` and queues it for a server
+/// thread (`svc_xprt_enqueue`, which queues nothing for a busy or dead
+/// transport).
+///
+/// # Safety
+///
+/// `xprt` is allocated for the call (live, or dead with `XPT_BUSY` kept).
+unsafe fn xpt_mark_and_enqueue(xprt: *mut bindings::svc_xprt, bit: u32) {
+    // SAFETY: By the function's requirement.
+    unsafe {
+        xpt_flag(xprt, bit, true);
+        bindings::svc_xprt_enqueue(xprt);
+    }
 }
 
 /// Sets (`on`) or clears the `XPT_*` flag `bit` of `xprt`.
