@@ -163,8 +163,8 @@ impl<'a, T> ParkHolder<'a, T> {
     /// with the park): for a value that operations still pending may use,
     /// whose user gives up on it (the park's owner must outlive them).
     pub fn keep(self) {
-        // The count stays at or below zero, never parked; no holder is
-        // made of it again (its claim is never given back).
-        self.park.failed.store(1, Relaxed);
+        // Nothing to do: the count stays at or below zero, never parked,
+        // and no holder is made of it again (its claim is never given
+        // back).
     }
 }
