@@ -270,32 +270,17 @@ impl Io<'_> {
             // or reference per page: the common case).
             let direct = work.paged.as_ref().and_then(PagedSinks::unregistered);
             if let Some(pages) = direct.filter(|_| q.ops.has_free(ctxt)) {
-                if !self.sq.try_acquire_read(1)? {
-                    break;
-                }
-                let piece = p.piece;
-                let (off, len) = (piece.off, piece.len);
-                match q
-                    .ops
-                    .post(ctxt, self.ep, pages, off, len, piece.addr, piece.rkey)
-                {
-                    Ok(true) => {
-                        stat_add(Stat::Read, 1);
-                        stat_add(Stat::ReadBytes, piece.len as u64);
+                match self.post_direct(ctxt, q, pages, &p.piece)? {
+                    Direct::Posted => {
                         work.next += 1;
                         posted += 1;
-                        bytes += piece.len;
+                        bytes += p.piece.len;
                         continue;
                     }
+                    Direct::NoRoom => break,
                     // Taken meanwhile (cannot happen: only this thread
                     // posts the operation's Reads): the way below.
-                    Ok(false) => self.sq.release(1),
-                    Err(e) => {
-                        // Not posted: no completion for it, and not
-                        // counted.
-                        self.sq.release(1);
-                        return Err(e);
-                    }
+                    Direct::EntryBusy => {}
                 }
             }
             // Into the Call's own pages (scattered over, or through a
@@ -398,26 +383,61 @@ impl Io<'_> {
             .as_ref()
             .and_then(PagedSinks::unregistered)
             .ok_or(EINVAL)?;
-        if !self.sq.try_acquire_read(1)? {
-            return Ok(0);
+        match self.post_direct(ctxt, q, pages, &piece)? {
+            Direct::Posted => {
+                work.ctxt.single_read = None;
+                trace::svcrdma_post_chunk(ChunkOp::Read, 1, piece.len);
+                Ok(1)
+            }
+            Direct::NoRoom => Ok(0),
+            // Every entry of the context is free: it was claimed with none
+            // posted, and this is its only Read.
+            Direct::EntryBusy => Err(EBUSY),
         }
-        // Every entry of the context is free: it was claimed with none
-        // posted, and this is its only Read. `EBUSY` if not.
-        let posted = q
-            .ops
-            .post(
-                ctxt, self.ep, pages, piece.off, piece.len, piece.addr, piece.rkey,
-            )
-            .and_then(|posted| if posted { Ok(()) } else { Err(EBUSY) });
-        if let Err(e) = posted {
-            // Not posted: no completion for it, and not counted.
-            self.sq.release(1);
-            return Err(e);
-        }
-        stat_add(Stat::Read, 1);
-        stat_add(Stat::ReadBytes, piece.len as u64);
-        work.ctxt.single_read = None;
-        trace::svcrdma_post_chunk(ChunkOp::Read, 1, piece.len);
-        Ok(1)
     }
+
+    /// Posts the Read of `piece` straight into `pages` through a free
+    /// completion entry of read context `ctxt` of `q`, with one send queue
+    /// slot (given back unless the Read was posted), and counts it.
+    fn post_direct(
+        &self,
+        ctxt: usize,
+        q: &Arc<RecvQ>,
+        pages: &Arc<PageSinks>,
+        piece: &Piece,
+    ) -> Result<Direct> {
+        if !self.sq.try_acquire_read(1)? {
+            return Ok(Direct::NoRoom);
+        }
+        let (off, len) = (piece.off, piece.len);
+        match q
+            .ops
+            .post(ctxt, self.ep, pages, off, len, piece.addr, piece.rkey)
+        {
+            Ok(true) => {
+                stat_add(Stat::Read, 1);
+                stat_add(Stat::ReadBytes, piece.len as u64);
+                Ok(Direct::Posted)
+            }
+            Ok(false) => {
+                self.sq.release(1);
+                Ok(Direct::EntryBusy)
+            }
+            Err(e) => {
+                // Not posted: no completion for it, and not counted.
+                self.sq.release(1);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What [`Io::post_direct`] came to.
+enum Direct {
+    /// The Read is posted.
+    Posted,
+    /// The send queue has no room for it now.
+    NoRoom,
+    /// Every completion entry of the context is posted.
+    EntryBusy,
 }
