@@ -399,6 +399,9 @@ impl Io<'_> {
     /// Posts the Read of `piece` straight into `pages` through a free
     /// completion entry of read context `ctxt` of `q`, with one send queue
     /// slot (given back unless the Read was posted), and counts it.
+    /// Inlined into both callers: called out of line it cost a 4 KiB
+    /// WRITE 15 module instructions and a 1 MiB write 200 (kcount).
+    #[inline(always)]
     fn post_direct(
         &self,
         ctxt: usize,
