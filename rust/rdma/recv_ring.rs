@@ -296,7 +296,7 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     // SAFETY: The ring is the `RING_OFFSET` field of its owner, which lives
     // in an `Arc` at least as long as the ring (`RingIn`).
     let owner = unsafe { ArcBorrow::from_raw(owner_of::<O, RecvRing<O>>(ring)) };
-    let done = WorkCompletion::of(w);
+    let done = WorkCompletion::of_receive(w);
     if !done.is_ok() {
         owner.failed(&done);
         return;

@@ -305,11 +305,12 @@ pub struct Endpoint {
     /// Set once [`Self::drain`] has returned: no posted work request is
     /// outstanding any more.
     drained: Atomic<bool>,
-    /// Set when the drain that ends the connection starts: no post is
-    /// accepted after it ([`Self::start_post`]).
-    closing: Atomic<bool>,
-    /// Posts in progress, each holding a [`Posting`]: the drain waits for
-    /// them, so none reaches the queue pair after it.
+    /// Posts in progress, each holding a [`Posting`], and
+    /// [`POSTING_CLOSED`], set when the drain that ends the connection
+    /// starts: no post is accepted after it ([`Self::start_post`]), and
+    /// the drain waits for those in progress, so none reaches the queue
+    /// pair after it. One word, so that entering a post is one atomic
+    /// operation that both counts it and sees whether the drain started.
     posting: Atomic<u32>,
     /// Unsignaled work requests posted ahead of a signaled one that could
     /// not be posted ([`Self::park`]): completed as flushed after the
@@ -332,12 +333,15 @@ struct Parked {
 // by whoever takes the entry.
 unsafe impl Send for Parked {}
 
+/// The bit of [`Endpoint`]'s `posting` set once its drain has started.
+const POSTING_CLOSED: u32 = 1 << 31;
+
 /// A post in progress on an endpoint ([`Endpoint::start_post`]).
 ///
 /// # Invariants
 ///
-/// Counted in `ep.posting`, taken while `ep.closing` was clear: the drain
-/// waits for it to be dropped.
+/// Counted in `ep.posting`, taken while [`POSTING_CLOSED`] was clear
+/// there: the drain waits for it to be dropped.
 pub(in crate::rust) struct Posting<'a> {
     ep: &'a Endpoint,
 }
@@ -426,7 +430,6 @@ impl Endpoint {
             send_sge,
             comp_vector: vector,
             drained: Atomic::new(false),
-            closing: Atomic::new(false),
             posting: Atomic::new(0),
             parked: ManuallyDrop::new(KBox::pin_init(
                 new_spinlock!(KVec::new(), "rpcrdma_rs::verbs::parked"),
@@ -562,10 +565,19 @@ impl Endpoint {
     /// Refuses posts from now on and waits until those in progress are
     /// done (a post never sleeps, so the wait is short).
     fn close_posting(&self) {
-        // Fully ordered against `start_post`'s increment and load: either
-        // the post sees `closing`, or this sees its count.
-        self.closing.xchg(true, Full);
-        while self.posting.fetch_add(0, Full) != 0 {
+        // One word holds the flag and the count: the operations on it are
+        // in one order, so either a post's increment comes after the flag
+        // (and sees it) or this sees the post counted.
+        let mut now = self.posting.load(Relaxed);
+        while now & POSTING_CLOSED == 0 {
+            match self.posting.cmpxchg(now, now | POSTING_CLOSED, Full) {
+                Ok(_) => break,
+                Err(seen) => now = seen,
+            }
+        }
+        // Acquire: each post's work happens before its `Posting` is
+        // dropped (`Release`), so before the drain that follows.
+        while self.posting.load(Acquire) & !POSTING_CLOSED != 0 {
             kernel::time::delay::fsleep(kernel::time::Delta::from_micros(50));
         }
     }
@@ -573,12 +585,13 @@ impl Endpoint {
     /// Enters a post on the queue pair, or `ESHUTDOWN` once the drain that
     /// ends the connection has started: nothing is posted after it.
     pub(in crate::rust) fn start_post(&self) -> Result<Posting<'_>> {
-        self.posting.fetch_add(1, Full);
-        if self.closing.load(Acquire) {
+        // The count stays far below the flag: one post per thread at a
+        // time, each on its way through this function or `ib_post_*`.
+        if self.posting.fetch_add(1, Full) & POSTING_CLOSED != 0 {
             self.posting.fetch_sub(1, Release);
             return Err(ESHUTDOWN);
         }
-        // INVARIANT: Counted above and `closing` was not set.
+        // INVARIANT: Counted above while the flag was clear.
         Ok(Posting { ep: self })
     }
 
@@ -2020,16 +2033,19 @@ pub enum SendOp {
     },
 }
 
-/// Status of a completed work request.
+/// Status of a completed work request: what its handlers read of the
+/// RDMA core's `ib_wc`, which every completion handler copies (so only
+/// these few fields, and the invalidated rkey only where it is looked
+/// for: [`WorkCompletion::of_receive`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkCompletion {
     /// `IB_WC_SUCCESS` (0) or an error code of `enum ib_wc_status`.
     pub status: i32,
-    /// `enum ib_wc_opcode`, or -1 when `status` is an error.
-    pub opcode: i32,
-    /// Bytes received (Receive completions).
+    /// Bytes received (Receive completions); undefined in a completion
+    /// with an error status.
     pub byte_len: u32,
-    /// The rkey the peer invalidated with Send With Invalidate, if any.
+    /// The rkey the peer invalidated with Send With Invalidate, if any
+    /// (read by [`WorkCompletion::of_receive`] only).
     pub invalidated_rkey: Option<u32>,
     /// How many work requests this completion accounts for, for handlers
     /// that give queue entries back in one step: 1 for a request that
@@ -2048,30 +2064,34 @@ impl WorkCompletion {
     }
 
     /// The completion of one work request that ended with `status`, an
-    /// error (its opcode and length are then undefined).
+    /// error (its length is then undefined).
     pub fn error(status: i32) -> Self {
         Self {
             status,
-            opcode: -1,
             byte_len: 0,
             invalidated_rkey: None,
             covers: 1,
         }
     }
 
-    /// What the RDMA core reported in `w`, accounting for one work request.
+    /// What the RDMA core reported in `w`, accounting for one work
+    /// request, but for an invalidated rkey (a Receive's, which only the
+    /// client looks for: [`Self::of_receive`]).
+    #[inline(always)]
     pub(in crate::rust) fn of(w: &bindings::ib_wc) -> Self {
-        let status = w.status as i32;
+        Self {
+            status: w.status as i32,
+            byte_len: w.byte_len,
+            invalidated_rkey: None,
+            covers: 1,
+        }
+    }
+
+    /// [`Self::of`] with the rkey the peer invalidated with Send With
+    /// Invalidate, if it did.
+    pub(in crate::rust) fn of_receive(w: &bindings::ib_wc) -> Self {
         let with_invalidate = w.wc_flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0;
         Self {
-            status,
-            // The opcode is undefined in a completion with an error status.
-            opcode: if status == bindings::ib_wc_status_IB_WC_SUCCESS as i32 {
-                w.opcode as i32
-            } else {
-                -1
-            },
-            byte_len: w.byte_len,
             // Read only when set: otherwise `ex` may hold nothing at all.
             invalidated_rkey: if with_invalidate {
                 // SAFETY: With IB_WC_WITH_INVALIDATE, `ex` is the
@@ -2080,7 +2100,7 @@ impl WorkCompletion {
             } else {
                 None
             },
-            covers: 1,
+            ..Self::of(w)
         }
     }
 
@@ -2967,7 +2987,7 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     // exactly once, here.
     let wr = unsafe { Arc::from_raw(wr_ptr.cast_const()) };
     live::dec(live::Kind::PostedWr);
-    let mut completion = WorkCompletion::of(w);
+    let mut completion = WorkCompletion::of_receive(w);
     if !completion.is_ok() {
         // A Read that did not complete may not have invalidated its sink:
         // its key may still be valid, so the sink is never reused.
