@@ -14,6 +14,7 @@ use super::conn::Conn;
 use super::transport::bump;
 use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
+use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::rdma::send_ring::SendRingHead;
 use crate::rust::sunrpc::xprt::RpcRqst;
 use kernel::prelude::*;
@@ -65,6 +66,9 @@ pub(super) fn show(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 impl Conn {
     /// A reverse-direction Call arrived (`payload`: the RPC message).
     pub(super) fn bc_call(&self, payload: &[u8]) {
+        // Completion context: nothing here may wait on reclaim (a slot is
+        // allocated without reclaim anyway).
+        let _noio = NoIoScope::new();
         match self.xprt().bc_receive_call(payload) {
             Ok(()) => bump(&BC.calls),
             Err(e) if e == ENOBUFS => {

@@ -290,6 +290,10 @@ impl Conn {
         status: i32,
         inv_rkey: Option<u32>,
     ) {
+        // Completion context: tracking the invalidation allocates, never by
+        // reclaim that could wait for this very reply (swap over NFS, NFS
+        // writeback).
+        let _noio = NoIoScope::new();
         // Worked on in place: the entry is not moved again.
         let Some(p) = pending.as_mut() else {
             rqst.complete(status);

@@ -11,7 +11,6 @@ use super::transport::bump;
 use crate::proto::decode::decode_reply;
 use crate::proto::msg::{Body, DecodeError, ErrorBody, Header};
 use crate::proto::reply_fast::decode_reply_fast;
-use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace::{self, ReplyError};
 use crate::rust::rdma::recv_ring::{RecvRing, RecvRingOwner};
 use crate::rust::rdma::ring_owner::impl_ring_in;
@@ -29,10 +28,9 @@ use kernel::sync::ArcBorrow;
 /// the server never finds the receive queue short.
 impl RecvRingOwner for Conn {
     fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool {
-        // Reply handling may allocate (invalidation tracking, a
-        // backchannel slot): never by reclaim that could wait for this very
-        // reply (swap over NFS, NFS writeback).
-        let _noio = NoIoScope::new();
+        // Of a reply's handling only the invalidation (`Conn::finish`) and
+        // a backchannel Call allocate: each runs in a `NoIoScope` of its
+        // own, so the usual reply pays for none.
         this.handle_reply(this, bytes, inv_rkey);
         !this.closing.load(Relaxed)
     }
