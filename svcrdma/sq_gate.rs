@@ -18,7 +18,7 @@ use crate::rust::sunrpc::svc::{OnClose, XprtLink};
 use kernel::new_condvar;
 use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 use kernel::sync::{Arc, CondVar, SpinLock};
 use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 
@@ -26,27 +26,36 @@ use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 /// The queue pair's spare entry for the drain (see
 /// [`Endpoint::send_depth`]) is not among the slots.
 ///
-/// A waiter counts itself in `waiters` under `wait_lock` before it looks
+/// A waiter counts itself in `attention` under `wait_lock` before it looks
 /// at `avail`, and holds the lock until it sleeps on `wait`; a release
-/// adds to `avail` before it looks at `waiters`, and takes the lock before
-/// it wakes them. Both steps are full barriers, so either the waiter sees
-/// the slots or the release sees the waiter, asleep by the time the
-/// release holds the lock. A starved Read operation and a release meet
-/// the same way over `starved`.
+/// adds to `avail` before it looks at `attention`, and takes the lock
+/// before it wakes them. Both steps are full barriers, so either the
+/// waiter sees the slots or the release sees the waiter, asleep by the
+/// time the release holds the lock. A starved Read operation and a release
+/// meet the same way over `attention`'s [`STARVED`] bit. A take that finds
+/// too few slots gives back what it took as a release does, so a waiter
+/// that looked meanwhile is woken.
+///
+/// Taking slots for a Reply is one atomic operation when there is room
+/// (C's `atomic_sub_return` in `svc_rdma_sq_wait`), and a release looks at
+/// one word to learn that nobody waits: a closed gate is also
+/// [`CLOSED_BIAS`] short of slots, so no take succeeds without looking at
+/// `closed` first.
 ///
 /// [`Endpoint::send_depth`]: crate::rust::rdma::verbs::Endpoint::send_depth
 #[pin_data]
 pub(super) struct SqGate {
-    /// Free slots (C `sc_sq_avail`), at most the depth. Only taken with a
-    /// compare-and-exchange that leaves it non-negative.
+    /// Free slots (C `sc_sq_avail`), at most the depth; less
+    /// [`CLOSED_BIAS`] once closed. Below zero only for the moment a take
+    /// that found too few slots gives them back.
     avail: Atomic<i32>,
     limits: SqLimits,
     /// Set once: nothing is taken again, and waiters leave.
     closed: Atomic<bool>,
-    /// Replies waiting in [`Self::acquire_n`] (C `waitqueue_active`).
-    waiters: Atomic<u32>,
-    /// A Read operation waits for room ([`Self::starve`]).
-    starved: Atomic<bool>,
+    /// [`STARVED`] while a Read operation waits for room
+    /// ([`Self::starve`]), plus [`WAITER`] for each Reply waiting in
+    /// [`Self::acquire_n`] (C `waitqueue_active`).
+    attention: Atomic<u32>,
     /// Chains ending in a Send that completed, wrapping: the waiters'
     /// [`StallClock`]s restart when it changes.
     sends_done: Atomic<u64>,
@@ -105,6 +114,17 @@ const SQ_STALL_MS: u64 = 3_000;
 /// transport's flags and the clock of [`SQ_STALL_MS`].
 const WAIT_MS: u32 = 1_000;
 
+/// `SqGate::attention`'s bit for a starved Read operation.
+const STARVED: u32 = 1;
+
+/// What each waiting Reply adds to `SqGate::attention`.
+const WAITER: u32 = 2;
+
+/// Taken from `SqGate::avail` when the gate closes: far more than its
+/// depth (`SqLimits` keeps it within `i32`), so no take succeeds after it,
+/// whatever comes back.
+const CLOSED_BIAS: i32 = 1 << 30;
+
 /// Milliseconds of the monotonic clock.
 fn now_ms() -> u64 {
     u64::try_from(Monotonic::ktime_get() / 1_000_000).unwrap_or(0)
@@ -140,8 +160,7 @@ impl SqGate {
                 avail: Atomic::new(i32::try_from(depth).unwrap_or(i32::MAX)),
                 limits,
                 closed: Atomic::new(false),
-                waiters: Atomic::new(0),
-                starved: Atomic::new(false),
+                attention: Atomic::new(0),
                 sends_done: Atomic::new(0),
                 wait_lock <- new_spinlock!((), "svcrdma::sq"),
                 wait <- new_condvar!("svcrdma::sq_wait"),
@@ -159,20 +178,32 @@ impl SqGate {
         u32::try_from(self.avail.load(Relaxed)).unwrap_or(0)
     }
 
-    /// Takes `n` slots if that many are free, without waiting.
-    fn try_take(&self, n: u32) -> Result<bool> {
+    /// Takes `n` slots if that many are free, without waiting; `waiting`:
+    /// the caller is a waiter, holding `wait_lock`.
+    fn try_take(&self, n: u32, waiting: bool) -> Result<bool> {
+        let m = i32::try_from(n)?;
+        if self.avail.fetch_sub(m, Full) >= m {
+            return Ok(true);
+        }
+        if waiting {
+            // Other waiters look only under the lock this one holds: none
+            // looked meanwhile.
+            self.avail.fetch_add(m, Full);
+        } else {
+            // Given back as a release gives (see the type's comment).
+            self.release(n);
+        }
         if self.closed.load(Acquire) {
             return Err(ENOTCONN);
         }
-        let n = i32::try_from(n)?;
-        let mut cur = self.avail.load(Relaxed);
-        while cur >= n {
-            match self.avail.cmpxchg(cur, cur - n, Full) {
-                Ok(_) => return Ok(true),
-                Err(now) => cur = now,
-            }
-        }
         Ok(false)
+    }
+
+    /// Closes the gate: nothing is taken from it again.
+    fn mark_closed(&self) {
+        if !self.closed.xchg(true, Full) {
+            self.avail.fetch_sub(CLOSED_BIAS, Full);
+        }
     }
 
     /// Takes `n` slots for a chain of Sends and RDMA Writes (C
@@ -186,7 +217,7 @@ impl SqGate {
     /// completing: the connection is then closed.
     pub(super) fn acquire_n(&self, n: u32) -> Result {
         self.limits.check_chain(n).map_err(slot_error)?;
-        if self.try_take(n)? {
+        if self.try_take(n, false)? {
             return Ok(());
         }
         self.wait_for(n)
@@ -200,11 +231,11 @@ impl SqGate {
         let mut clock = None;
         loop {
             // Counted before the look (see the type's comment).
-            self.waiters.fetch_add(1, Full);
-            match self.try_take(n) {
+            self.attention.fetch_add(WAITER, Full);
+            match self.try_take(n, true) {
                 Ok(false) => {}
                 taken => {
-                    self.waiters.fetch_sub(1, Relaxed);
+                    self.attention.fetch_sub(WAITER, Relaxed);
                     return taken.map(|_| ());
                 }
             }
@@ -215,7 +246,7 @@ impl SqGate {
             let _ = self
                 .wait
                 .wait_interruptible_timeout(&mut guard, msecs_to_jiffies(WAIT_MS));
-            self.waiters.fetch_sub(1, Relaxed);
+            self.attention.fetch_sub(WAITER, Relaxed);
             trace::svcrdma_sq_retry(self.avail_now());
             if self.closed.load(Acquire) {
                 return Err(ENOTCONN);
@@ -227,7 +258,7 @@ impl SqGate {
                 !closing && clock.stalled(self.sends_done.load(Relaxed), now_ms(), SQ_STALL_MS);
             if closing || stalled {
                 // Every other waiter leaves too, and nothing is posted again.
-                self.closed.store(true, Release);
+                self.mark_closed();
                 drop(guard);
                 self.wait.notify_all();
                 if stalled {
@@ -245,7 +276,7 @@ impl SqGate {
     /// Whether Replies wait for send queue room (C `svc_rdma_has_wspace`
     /// looks at its wait queues the same way, without a lock).
     pub(super) fn has_waiters(&self) -> bool {
-        self.waiters.load(Relaxed) > 0
+        self.attention.load(Relaxed) >= WAITER
     }
 
     /// Slots in all: the most one chain may take.
@@ -256,9 +287,7 @@ impl SqGate {
     /// Takes `n` slots for RDMA Reads (and their registrations) if they
     /// are free beyond the reserve, without waiting: `Ok(false)` if not.
     pub(super) fn try_acquire_read(&self, n: u32) -> Result<bool> {
-        if self.closed.load(Acquire) {
-            return Err(ENOTCONN);
-        }
+        // A closed gate has no room (`CLOSED_BIAS`): looked at only then.
         let mut cur = self.avail.load(Relaxed);
         while let Some(left) = self.limits.read_take(cur, n) {
             match self.avail.cmpxchg(cur, left, Full) {
@@ -266,12 +295,16 @@ impl SqGate {
                 Err(now) => cur = now,
             }
         }
+        if self.closed.load(Acquire) {
+            return Err(ENOTCONN);
+        }
         Ok(false)
     }
 
-    /// Whether a Read could take a slot now.
+    /// Whether a Read could take a slot now (never once closed:
+    /// `CLOSED_BIAS`).
     pub(super) fn read_room(&self) -> bool {
-        !self.closed.load(Acquire) && self.limits.read_room(self.avail.load(Relaxed))
+        self.limits.read_room(self.avail.load(Relaxed))
     }
 
     /// Called by a thread about to leave a Read operation waiting for
@@ -299,27 +332,55 @@ impl SqGate {
             return Starve::Room;
         }
         // Marked before the last look (see the type's comment).
-        self.starved.xchg(true, Full);
+        self.mark_starved();
         // Room meanwhile, and no release took the mark yet: this thread's.
-        if self.limits.read_room(self.avail.load(Relaxed)) && self.starved.xchg(false, Full) {
+        if self.limits.read_room(self.avail.load(Relaxed)) && self.take_starved() {
             return Starve::Room;
         }
         Starve::Starved
+    }
+
+    /// Sets [`STARVED`] (a full barrier, as the type's comment needs).
+    fn mark_starved(&self) {
+        let mut cur = self.attention.load(Relaxed);
+        loop {
+            match self.attention.cmpxchg(cur, cur | STARVED, Full) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Clears [`STARVED`]: whether this call found it set.
+    fn take_starved(&self) -> bool {
+        let mut cur = self.attention.load(Relaxed);
+        while cur & STARVED != 0 {
+            match self.attention.cmpxchg(cur, cur & !STARVED, Full) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
     }
 
     /// Returns `n` slots.
     pub(super) fn release(&self, n: u32) {
         self.avail
             .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
-        // Looked at after the slots are back (see the type's comment).
-        if self.waiters.load(Relaxed) > 0 {
+        // Looked at after the slots are back (see the type's comment): one
+        // load when nobody waits.
+        let attention = self.attention.load(Relaxed);
+        if attention == 0 {
+            return;
+        }
+        if attention >= WAITER {
             // A waiter that counted itself holds the lock until it sleeps.
             drop(self.wait_lock.lock());
             self.wait.notify_all();
         }
-        if self.starved.load(Relaxed)
+        if attention & STARVED != 0
             && self.limits.read_room(self.avail.load(Relaxed))
-            && self.starved.xchg(false, Full)
+            && self.take_starved()
         {
             self.link.data_ready();
         }
@@ -335,7 +396,7 @@ impl SqGate {
     /// Fails every current and later [`Self::acquire_n`] and
     /// [`Self::try_acquire_read`].
     pub(super) fn close(&self) {
-        self.closed.store(true, Release);
+        self.mark_closed();
         // A waiter that looked before the store holds the lock until it
         // sleeps.
         drop(self.wait_lock.lock());
