@@ -134,41 +134,31 @@ impl Conn {
             // Nothing mapped for the Send: unsignaled but for one in
             // `send_batch`.
             match post_send_after_regs(&self.ep, ctxt, p.regs.first_mr(), false) {
-                Ok(unsignaled) => InPlaceStep::Posted {
-                    unsignaled,
-                    reused,
-                    send_len,
-                    segments: nsegs,
-                    offered,
-                },
+                Ok(unsignaled) => {
+                    // Counted here, where the figures are: the counters
+                    // take no lock.
+                    self.count_posted(rqst, send_len, unsignaled);
+                    self.counters().registrations.count(1);
+                    if reused {
+                        self.counters().kept_mr_reuses.count(1);
+                    }
+                    match call.chunk {
+                        FastChunk::Write { behind_head, .. } => {
+                            self.count_write_call(behind_head, nsegs, offered)
+                        }
+                        FastChunk::Read { .. } => {
+                            add_some(&self.stats.read_chunk_count, nsegs as u64)
+                        }
+                    }
+                    InPlaceStep::Posted
+                }
                 Err((e, posted)) => InPlaceStep::Unposted(e, core::mem::take(&mut p.regs), posted),
             }
         });
         // Outside the lock: deregistering may sleep.
         drop(stale);
         match step {
-            InPlaceStep::Posted {
-                unsignaled,
-                reused,
-                send_len,
-                segments,
-                offered,
-            } => {
-                self.count_posted(rqst, send_len, unsignaled);
-                self.counters().registrations.count(1);
-                if reused {
-                    self.counters().kept_mr_reuses.count(1);
-                }
-                match call.chunk {
-                    FastChunk::Write { behind_head, .. } => {
-                        self.count_write_call(behind_head, segments, offered)
-                    }
-                    FastChunk::Read { .. } => {
-                        add_some(&self.stats.read_chunk_count, segments as u64)
-                    }
-                }
-                Some(Ok(()))
-            }
+            InPlaceStep::Posted => Some(Ok(())),
             InPlaceStep::Fallback(other) => {
                 // Taken again by the way the caller registers.
                 self.slots.give(1 + SLOTS_PER_MR);
@@ -232,15 +222,8 @@ pub(super) enum FastChunk<'a> {
 
 /// How a call went under its request's lock.
 enum InPlaceStep {
-    /// Posted: the counters' figures.
-    Posted {
-        unsignaled: bool,
-        /// The MR was the one the request kept.
-        reused: bool,
-        send_len: usize,
-        segments: usize,
-        offered: u32,
-    },
+    /// Posted, and counted.
+    Posted,
     /// Nothing registered: one MR does not cover the Write chunk, or the
     /// request kept an MR of another connection (to drop outside the
     /// lock); the call is registered as usual.

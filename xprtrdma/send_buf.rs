@@ -52,18 +52,17 @@ impl SendSlots {
         }
     }
 
-    /// Takes `n` slots if that many are free.
+    /// Takes `n` slots if that many are free: one atomic operation when
+    /// they are. A take that finds too few gives them back at once; until
+    /// then a concurrent take may find too few as well (a sender then
+    /// retries, as when the queue is full), but senders take one at a time
+    /// (`XPRT_LOCKED`).
     pub(super) fn try_take(&self, n: u32) -> bool {
-        let mut cur = self.free.load(Relaxed);
-        loop {
-            let Some(left) = cur.checked_sub(n) else {
-                return false;
-            };
-            match self.free.cmpxchg(cur, left, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
+        if self.free.fetch_sub(n, Relaxed) >= n {
+            return true;
         }
+        self.free.add(n, Relaxed);
+        false
     }
 
     /// Gives back `n` slots taken with [`Self::try_take`].
