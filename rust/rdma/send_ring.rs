@@ -132,10 +132,16 @@ unsafe impl<O: SendRingOwner> Sync for SendRing<O> {}
 
 /// The sender's end of a [`SendRing`]: the one value that may post on it,
 /// kept by the transport where its send serialization guards it.
+///
+/// # Invariants
+///
+/// `posted` is its ring's `posted`, which only the head's holder writes:
+/// read here, that count costs no atomic load.
 pub struct SendRingHead<O: SendRingOwner> {
     ring: *const SendRing<O>,
     /// Sends posted unsignaled since the last signaled one.
     unsignaled: u32,
+    posted: u32,
 }
 
 // SAFETY: The head is a position in its ring, used by one thread at a time
@@ -260,9 +266,11 @@ impl<O: HasSendRing> SendRing<O> {
                 wr.opcode = bindings::ib_wr_opcode_IB_WR_SEND;
             }
         }
+        // INVARIANT: nothing was posted before the one head was taken.
         Some(SendRingHead {
             ring,
             unsignaled: 0,
+            posted: 0,
         })
     }
 
@@ -272,7 +280,7 @@ impl<O: HasSendRing> SendRing<O> {
         if !core::ptr::eq(head.ring, self) {
             return None;
         }
-        let posted = self.posted.load(Relaxed);
+        let posted = head.posted;
         // Acquire: the completion side is done with the context it retired.
         if posted.wrapping_sub(self.retired.load(Acquire)) >= self.size() {
             return None;
@@ -437,7 +445,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         let mut chain_posted = 0usize;
         let rc = match ep.start_post() {
             Ok(posting) => {
-                let posted = self.ring.posted.load(Relaxed);
+                let posted = self.head.posted;
                 // Counted before the post: the completion may come before
                 // `ib_post_send` returns. INVARIANT: inside the post
                 // section, by the head's holder.
@@ -461,6 +469,8 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
             return Err((e, chain_posted));
         }
         live::inc(live::Kind::PostedWr);
+        // INVARIANT: as the ring's count, stored above.
+        self.head.posted = self.head.posted.wrapping_add(1);
         self.head.unsignaled = if signaled {
             0
         } else {
