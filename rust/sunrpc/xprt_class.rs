@@ -282,6 +282,37 @@ impl Transport {
         // only by `destroy`.
         unsafe { SlotTable::from_erased(self.slots.load(Ordering::Relaxed)) }
     }
+
+    /// The request slots, of the state `R` the transport's class made them
+    /// with, without looking at their type: for the class's own
+    /// operations.
+    ///
+    /// # Safety
+    ///
+    /// `R` is the `XprtOps::Req` of the class whose `setup` made the
+    /// transport (its `OpsTable`'s operations, which sunrpc calls only with
+    /// transports of their class).
+    unsafe fn class_slots<R: 'static>(&self) -> &SlotTable<R> {
+        // SAFETY: By the type invariant, a `SlotTable` set from
+        // `KBox::into_raw` before sunrpc can call an operation, and freed
+        // only by `destroy`; of `R` by the safety requirement.
+        unsafe { &*self.slots.load(Ordering::Relaxed).cast::<SlotTable<R>>() }
+    }
+}
+
+/// [`slot_of`] for the class's own operations, without looking at the
+/// type of the slots' state.
+///
+/// # Safety
+///
+/// `rqst` is a live request of a live transport of this class, whose
+/// `XprtOps::Req` is `R`.
+unsafe fn class_slot_of<'a, R: 'static>(rqst: *const bindings::rpc_rqst) -> Option<&'a Slot<R>> {
+    // SAFETY: By the safety requirement.
+    let t = unsafe { Transport::from_xprt((*rqst).rq_xprt) };
+    // SAFETY: A live request of a transport whose slots hold `R` (safety
+    // requirement).
+    unsafe { t.class_slots::<R>().slot_of(rqst) }
 }
 
 /// The slot of `rqst`, a forward request of a transport of this class
@@ -906,13 +937,9 @@ impl<T: XprtOps> OpsTable<T> {
     ///
     /// Called by sunrpc with a live transport and a task without a request.
     unsafe extern "C" fn alloc_slot(xprt: *mut bindings::rpc_xprt, task: *mut bindings::rpc_task) {
-        // SAFETY: By the safety requirement.
-        let Some(slots) = (unsafe { Transport::from_xprt(xprt) }).slots::<T::Req>() else {
-            // Unreachable: `setup` made the table of `T::Req`.
-            // SAFETY: The task is sunrpc's, lent for the call.
-            unsafe { (*task).tk_status = ENOMEM.to_errno() };
-            return;
-        };
+        // SAFETY: By the safety requirement: a transport of this class,
+        // whose `setup` made its slots of `T::Req`.
+        let slots = unsafe { Transport::from_xprt(xprt).class_slots::<T::Req>() };
         // SAFETY: By the safety requirement.
         unsafe { slots.alloc(xprt, task) };
     }
@@ -922,11 +949,11 @@ impl<T: XprtOps> OpsTable<T> {
     /// Called by sunrpc with a live transport and a request `alloc_slot`
     /// gave out, which no one uses any more.
     unsafe extern "C" fn free_slot(xprt: *mut bindings::rpc_xprt, rqst: *mut bindings::rpc_rqst) {
+        // SAFETY: By the safety requirement: a transport of this class,
+        // whose `setup` made its slots of `T::Req`.
+        let slots = unsafe { Transport::from_xprt(xprt).class_slots::<T::Req>() };
         // SAFETY: By the safety requirement.
-        if let Some(slots) = unsafe { Transport::from_xprt(xprt) }.slots::<T::Req>() {
-            // SAFETY: By the safety requirement.
-            unsafe { slots.free(xprt, rqst) };
-        }
+        unsafe { slots.free(xprt, rqst) };
     }
 
     /// # Safety
@@ -941,7 +968,7 @@ impl<T: XprtOps> OpsTable<T> {
             let Some(size) = (*rqst).rq_callsize.checked_add((*rqst).rq_rcvsize) else {
                 return ENOMEM.to_errno();
             };
-            let own = slot_of::<T::Req>(rqst).map(SlotTable::buf);
+            let own = class_slot_of::<T::Req>(rqst).map(SlotTable::buf);
             let buf = match own {
                 Some(b) if size <= SLOT_BUF => b,
                 _ => {
@@ -966,7 +993,7 @@ impl<T: XprtOps> OpsTable<T> {
         unsafe {
             let rqst = (*task).tk_rqstp;
             // Found once: its state for the transport, its buffer here.
-            let slot = slot_of::<T::Req>(rqst);
+            let slot = class_slot_of::<T::Req>(rqst);
             if let Some(slot) = slot {
                 Self::state((*rqst).rq_xprt).buf_free(slot.state());
             }
