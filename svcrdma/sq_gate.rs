@@ -187,8 +187,9 @@ impl SqGate {
         }
         if waiting {
             // Other waiters look only under the lock this one holds: none
-            // looked meanwhile.
+            // looked meanwhile; a starved Read operation may have.
             self.avail.fetch_add(m, Full);
+            self.tell_starved(self.attention.load(Relaxed));
         } else {
             // Given back as a release gives (see the type's comment).
             self.release(n);
@@ -378,6 +379,13 @@ impl SqGate {
             drop(self.wait_lock.lock());
             self.wait.notify_all();
         }
+        self.tell_starved(attention);
+    }
+
+    /// Marks the transport `XPT_DATA` for the starved Read operation, if
+    /// `attention` (looked at after slots came back) says there is one and
+    /// there is room for it now.
+    fn tell_starved(&self, attention: u32) {
         if attention & STARVED != 0
             && self.limits.read_room(self.avail.load(Relaxed))
             && self.take_starved()

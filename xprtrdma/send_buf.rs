@@ -58,7 +58,11 @@ impl SendSlots {
     /// retries, as when the queue is full), but senders take one at a time
     /// (`XPRT_LOCKED`).
     pub(super) fn try_take(&self, n: u32) -> bool {
-        if self.free.fetch_sub(n, Relaxed) >= n {
+        // Compared as signed: a count another take left below zero for a
+        // moment reads as too few, not as a wrapped multitude (the depth
+        // is far below 2^31).
+        let before = self.free.fetch_sub(n, Relaxed) as i32;
+        if i64::from(before) >= i64::from(n) {
             return true;
         }
         self.free.add(n, Relaxed);
