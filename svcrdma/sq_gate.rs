@@ -364,16 +364,24 @@ impl SqGate {
         false
     }
 
-    /// Returns `n` slots.
+    /// Returns `n` slots. Inlined into the completions: nobody waits,
+    /// nearly always.
+    #[inline(always)]
     pub(super) fn release(&self, n: u32) {
         self.avail
             .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
         // Looked at after the slots are back (see the type's comment): one
         // load when nobody waits.
         let attention = self.attention.load(Relaxed);
-        if attention == 0 {
-            return;
+        if attention != 0 {
+            self.attend(attention);
         }
+    }
+
+    /// [`Self::release`] when Replies or a Read operation wait (`attention`).
+    #[cold]
+    #[inline(never)]
+    fn attend(&self, attention: u32) {
         if attention >= WAITER {
             // A waiter that counted itself holds the lock until it sleeps.
             drop(self.wait_lock.lock());
@@ -396,6 +404,7 @@ impl SqGate {
 
     /// Returns the `n` slots of a chain that ended in a Send, completed:
     /// the send queue moved ([`SQ_STALL_MS`]).
+    #[inline]
     pub(super) fn release_sent(&self, n: u32) {
         self.sends_done.fetch_add(1, Relaxed);
         self.release(n);
@@ -473,10 +482,18 @@ impl SqGate {
     /// client would get its Replies only once it gave up on the
     /// connection. A failure other than a flush also logs one rate-limited
     /// line.
+    #[inline(always)]
     fn completed(&self, wc: &WorkCompletion) {
-        if wc.is_ok() {
-            return;
+        if !wc.is_ok() {
+            self.failed(wc);
         }
+    }
+
+    /// [`Self::completed`] for a work request that did not succeed: out of
+    /// line, so that a completion's check is not a call.
+    #[cold]
+    #[inline(never)]
+    fn failed(&self, wc: &WorkCompletion) {
         if !wc.is_flush() {
             trace::svcrdma_wc_send_err(wc.status);
             crate::pr_warn_ratelimited!(
