@@ -185,10 +185,20 @@ impl SqGate {
         if self.avail.fetch_sub(m, Full) >= m {
             return Ok(true);
         }
+        self.untake(n, waiting)
+    }
+
+    /// Gives back the `n` slots a take that found too few took (see
+    /// [`Self::try_take`]). Out of line: a Reply's take nearly always
+    /// succeeds, and its path is compiled without this.
+    #[cold]
+    #[inline(never)]
+    fn untake(&self, n: u32, waiting: bool) -> Result<bool> {
         if waiting {
             // Other waiters look only under the lock this one holds: none
             // looked meanwhile; a starved Read operation may have.
-            self.avail.fetch_add(m, Full);
+            self.avail
+                .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
             self.tell_starved(self.attention.load(Relaxed));
         } else {
             // Given back as a release gives (see the type's comment).
