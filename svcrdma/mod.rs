@@ -46,6 +46,7 @@ mod recvfrom;
 pub(crate) mod regcache;
 mod rw;
 mod sendto;
+mod sq_done;
 mod sq_gate;
 mod stats;
 mod write;

@@ -28,7 +28,8 @@
 //! Call. No server thread ever waits for a peer to answer a Read.
 
 use super::cache::{self, BufCache, Class};
-use super::sq_gate::{SqGate, SqHandler};
+use super::sq_done::SqHandler;
+use super::sq_gate::SqGate;
 use crate::proto::pieces::Piece;
 use crate::rust::kext::percpu::{PerCpuCounter, SVC_PATH_FIRST, TEST_SLOT};
 use crate::rust::module::trace;

@@ -7,12 +7,12 @@
 //! too few slots takes the wait's lock and sleeps.
 
 use super::cache::BufCache;
+use super::sq_done::SqHandler;
 use super::stats::{stat_add, Stat};
 use crate::proto::sq_slots::{SlotError, SqLimits, StallClock, Starve};
 use crate::rust::module::trace;
 use crate::rust::rdma::ring_owner::impl_ring_in;
-use crate::rust::rdma::send_pool::{SendPool, SendPoolOwner};
-use crate::rust::rdma::verbs::{CompletionHandler, MappedBuf, WorkCompletion, WorkRequest};
+use crate::rust::rdma::send_pool::SendPool;
 use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::svc::{OnClose, XprtLink};
 use kernel::new_condvar;
@@ -65,16 +65,16 @@ pub(super) struct SqGate {
     wait: CondVar,
     /// Told when room appears for a starved Read operation, and closed
     /// when a Send or Write does not succeed ([`Self::completed`]).
-    link: Arc<XprtLink>,
+    pub(super) link: Arc<XprtLink>,
     /// Where a completed Send's or copied Write's buffer goes back (the
     /// connection's cache; held here so that a work request need not hold
     /// a reference of its own).
-    cache: Arc<BufCache>,
+    pub(super) cache: Arc<BufCache>,
     /// The allocations of completed RDMA Writes (and of Sends too long
     /// for [`Self::sends`]), reused by the next ones (C keeps its R/W
     /// contexts on a free list).
     #[pin]
-    wrs: WrPool<SqHandler>,
+    pub(super) wrs: WrPool<SqHandler>,
     /// The Replies' Sends (C `sc_send_ctxts`): preallocated contexts
     /// whose completion returns the slots of the Send and of the Writes
     /// posted ahead of it ([`SendPoolOwner::sent`]).
@@ -439,78 +439,5 @@ impl SqGate {
 impl OnClose for SqGate {
     fn closing(&self) {
         self.close();
-    }
-}
-
-/// Completion of RDMA Writes and Sends: returns the send queue slot and
-/// gives the buffer back to the cache.
-pub(super) struct SqHandler {
-    pub(super) sq: Arc<SqGate>,
-    /// The cache class of the request's first buffer, if it came from the
-    /// connection's cache (a Send, a copied Write).
-    pub(super) cache_slot: Option<usize>,
-}
-
-impl CompletionHandler for SqHandler {
-    fn complete(&self, _wr: &Arc<WorkRequest<Self>>, wc: &WorkCompletion) {
-        // Each request took one slot; a chain's come back together, with
-        // its signaled request (one lock, one wake check).
-        if wc.covers > 0 {
-            self.sq.release_sent(wc.covers);
-        }
-        self.sq.completed(wc);
-    }
-
-    fn pool(&self) -> Option<&WrPool<Self>> {
-        Some(&self.sq.wrs)
-    }
-
-    fn recycle_buf(&self, buf: Arc<MappedBuf>) {
-        if let Some(slot) = self.cache_slot {
-            self.sq.cache.put(buf, slot);
-        }
-    }
-}
-
-/// A Reply's Send from a context completed: its slot and those of the
-/// Writes ahead of it come back together.
-impl SendPoolOwner for SqGate {
-    type Ahead = SqHandler;
-
-    fn sent(&self, ahead: u32, wc: &WorkCompletion) {
-        self.release_sent(ahead.saturating_add(1));
-        self.completed(wc);
-    }
-}
-
-impl SqGate {
-    /// A Send or Write that did not succeed closes the connection, flushed
-    /// or not (C `svc_rdma_wc_send`, `svc_rdma_write_done`): its queue pair
-    /// is in the error state, which the server need not have caused nor
-    /// been told of otherwise (rxe moves it there after a Read response
-    /// it does not expect, with only flushes to show for it), and the
-    /// client would get its Replies only once it gave up on the
-    /// connection. A failure other than a flush also logs one rate-limited
-    /// line.
-    #[inline(always)]
-    fn completed(&self, wc: &WorkCompletion) {
-        if !wc.is_ok() {
-            self.failed(wc);
-        }
-    }
-
-    /// [`Self::completed`] for a work request that did not succeed: out of
-    /// line, so that a completion's check is not a call.
-    #[cold]
-    #[inline(never)]
-    fn failed(&self, wc: &WorkCompletion) {
-        if !wc.is_flush() {
-            trace::svcrdma_wc_send_err(wc.status);
-            crate::pr_warn_ratelimited!(
-                "svcrdma: work request failed, status {}; closing the connection\n",
-                wc.status
-            );
-        }
-        self.link.close();
     }
 }

@@ -8,7 +8,8 @@ use super::cache::Class;
 use super::read::piece_error;
 use super::rw::{write_op, Io, COPIED_WRITES, DIRECT_PAGES, DIRECT_WRITES, PIECE};
 
-use super::sq_gate::{SqGate, SqHandler};
+use super::sq_done::SqHandler;
+use super::sq_gate::SqGate;
 use super::stats::{stat_add, Stat};
 use crate::proto::msg::Segment;
 use crate::proto::pieces::{Piece, Pieces};
