@@ -176,7 +176,7 @@ impl Conn {
     /// Counts a posted call pulled up behind its head with a Write chunk
     /// of `segments` offering `offered` bytes, as `Conn::count_sent`
     /// counts one: the bytes moved behind the head, and the chunk's.
-    #[inline]
+    #[inline(always)]
     pub(super) fn count_write_call(&self, behind_head: u64, segments: usize, offered: u32) {
         add_some(&self.stats.pullup_copy_count, behind_head);
         add_some(&self.stats.write_chunk_count, segments as u64);
