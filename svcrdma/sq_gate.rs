@@ -38,9 +38,9 @@ use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 ///
 /// Taking slots for a Reply is one atomic operation when there is room
 /// (C's `atomic_sub_return` in `svc_rdma_sq_wait`), and a release looks at
-/// one word to learn that nobody waits: a closed gate is also
-/// [`CLOSED_BIAS`] short of slots, so no take succeeds without looking at
-/// `closed` first.
+/// one word to learn that nobody waits. A closed gate is also
+/// [`CLOSED_BIAS`] short of slots, so no take succeeds once it is closed
+/// and `closed` is looked at only when a take fails.
 ///
 /// [`Endpoint::send_depth`]: crate::rust::rdma::verbs::Endpoint::send_depth
 #[pin_data]
@@ -197,9 +197,8 @@ impl SqGate {
         if waiting {
             // Other waiters look only under the lock this one holds: none
             // looked meanwhile; a starved Read operation may have.
-            self.avail
-                .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
-            self.tell_starved(self.attention.load(Relaxed));
+            let attention = self.put_back(n);
+            self.tell_starved(attention);
         } else {
             // Given back as a release gives (see the type's comment).
             self.release(n);
@@ -378,14 +377,19 @@ impl SqGate {
     /// nearly always.
     #[inline(always)]
     pub(super) fn release(&self, n: u32) {
-        self.avail
-            .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
-        // Looked at after the slots are back (see the type's comment): one
-        // load when nobody waits.
-        let attention = self.attention.load(Relaxed);
+        let attention = self.put_back(n);
         if attention != 0 {
             self.attend(attention);
         }
+    }
+
+    /// Adds `n` slots back and returns `attention` as it is after them
+    /// (see the type's comment): one load, 0 when nobody waits.
+    #[inline(always)]
+    fn put_back(&self, n: u32) -> u32 {
+        self.avail
+            .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Full);
+        self.attention.load(Relaxed)
     }
 
     /// [`Self::release`] when Replies or a Read operation wait (`attention`).
