@@ -4,9 +4,9 @@
 //! to the device (`rust/rdma/recv_slots.rs`, the server's Receives) on a
 //! real (soft-RoCE) device: messages land in the contexts in posting
 //! order and the owner receives each context back with its completion; a
-//! context is posted again only when its owner hands it back, never while
-//! its buffer is lent, never into other contexts, and its first post
-//! happens once; the drain that ends the connection flushes what is
+//! context is posted again only when its owner hands it back (a context
+//! held for its bytes to be read in place once the hold ends), never into
+//! other contexts, and its first post happens once; the drain that ends the connection flushes what is
 //! posted, and nothing is posted after it.
 
 use crate::rust::module::live;
@@ -108,9 +108,10 @@ mod tests {
     use super::*;
 
     /// Four messages land in the four contexts in the order they were
-    /// posted; nothing is posted again until handed back; a context whose
-    /// buffer is lent is refused and stays with its owner, and is posted
-    /// once the loan ends; the first post of all happens once.
+    /// posted, and each is read in place while its context is held; a
+    /// hold is cut to the buffer's length; nothing is posted again until
+    /// handed back, a held context once its hold ends; the first post of
+    /// all happens once.
     #[test]
     fn messages_land_in_order_and_contexts_go_back_when_handed_back() -> Result {
         const MSGS: [&[u8]; SLOTS] = [b"one", b"second call", b"the third", b"4"];
@@ -130,18 +131,19 @@ mod tests {
             let recv = owner.take(slot)?;
             let len = owner.lens[slot].load(Relaxed) as usize;
             assert_eq!(len, msg.len());
-            let loan = owner.recvs.lend(&recv, len)?;
-            assert!(loan.bytes() == *msg);
-            recvs.push(recv, GFP_KERNEL)?;
+            let held = owner.recvs.hold(recv, len).map_err(|_| EINVAL)?;
+            assert!(owner.recvs.holds(&held));
+            assert_eq!(held.len(), len);
+            assert!(owner.recvs.bytes(&held) == *msg);
+            recvs.push(held.into_recv(), GFP_KERNEL)?;
         }
         let mut recvs = recvs.into_iter();
         let (first, second) = (recvs.next().ok_or(EINVAL)?, recvs.next().ok_or(EINVAL)?);
-        let loan = owner.recvs.lend(&first, MSGS[0].len())?;
-        let mut batch = batch_of([first, second])?;
-        assert_eq!(owner.recvs.post(&pair.server, &mut batch), Err(EINVAL));
-        assert_eq!(batch.len(), 2);
+        let held = owner.recvs.hold(first, 1 << 20).map_err(|_| EINVAL)?;
+        assert_eq!(held.len(), 256);
+        assert!(owner.recvs.bytes(&held).starts_with(MSGS[0]));
         assert_eq!(owner.recvs.posted(), 0);
-        drop(loan);
+        let mut batch = batch_of([held.into_recv(), second])?;
         owner.recvs.post(&pair.server, &mut batch)?;
         assert!(batch.is_empty());
         assert_eq!(owner.recvs.posted(), 2);
@@ -159,7 +161,7 @@ mod tests {
     }
 
     /// A context is taken back only by the contexts it belongs to: another
-    /// connection's refuses to post it or lend its buffer.
+    /// connection's refuses to post it, to hold it or to show its bytes.
     #[test]
     fn a_context_is_refused_by_other_contexts() -> Result {
         let (pair, other_pair) = (connect_pair()?, connect_pair()?);
@@ -168,7 +170,14 @@ mod tests {
         send(&other_pair, b"elsewhere")?;
         wait_done(&other, 1)?;
         let foreign = other.take(0)?;
-        assert_eq!(owner.recvs.lend(&foreign, 1).err(), Some(EINVAL));
+        let Err(foreign) = owner.recvs.hold(foreign, 1) else {
+            return Err(EINVAL);
+        };
+        let held = other.recvs.hold(foreign, 9).map_err(|_| EINVAL)?;
+        assert!(!owner.recvs.holds(&held));
+        assert!(owner.recvs.bytes(&held).is_empty());
+        assert!(other.recvs.bytes(&held) == b"elsewhere");
+        let foreign = held.into_recv();
         let mut batch = batch_of([foreign])?;
         assert_eq!(owner.recvs.post(&pair.server, &mut batch), Err(EINVAL));
         assert_eq!(batch.len(), 1);

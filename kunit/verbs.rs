@@ -571,39 +571,6 @@ mod tests {
         Ok(())
     }
 
-    /// A Receive buffer lent to the CPU (a Call served in place) is not
-    /// posted again until the loan ends; then it receives as before.
-    #[test]
-    fn a_lent_receive_buffer_is_not_posted_until_returned() -> Result {
-        let pair = connect_pair()?;
-        let buf = pair.server.alloc_buf(4096, DmaDir::FromDevice)?;
-        let wait = Waiter::new()?;
-        let wr = WorkRequest::new(wait.clone(), one_segment(&buf, 4096)?)?;
-        pair.server.post_recv(wr.clone())?;
-        for (round, msg) in [&b"first call"[..], &b"second call, longer"[..]]
-            .iter()
-            .enumerate()
-        {
-            let send_buf = pair.client.alloc_buf(msg.len(), DmaDir::ToDevice)?;
-            send_buf.write(0, msg)?;
-            let sent = client_op(&pair, one_segment(&send_buf, msg.len())?, SendOp::Send)?;
-            assert!(sent.is_ok());
-            let got = wait.wait()?;
-            assert!(got.is_ok());
-            let loan = buf.lend_received(got.byte_len as usize)?;
-            assert!(loan.bytes() == &msg[..]);
-            // Neither one Receive nor a batch goes to the device while lent,
-            // and nothing else reaches the bytes.
-            assert!(matches!(pair.server.post_recv(wr.clone()), Err(e) if e == EINVAL));
-            assert!(matches!(buf.read(0, &mut [0u8; 4]), Err(e) if e == EBUSY));
-            drop(loan);
-            if round == 0 {
-                pair.server.post_recv(wr.clone())?;
-            }
-        }
-        Ok(())
-    }
-
     #[test]
     fn completed_sends_reuse_their_allocation() -> Result {
         let pair = connect_pair()?;

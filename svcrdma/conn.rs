@@ -27,7 +27,7 @@ use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::pieces::Piece;
 use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
-use crate::rust::rdma::recv_slots::Recv;
+use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots};
 use crate::rust::rdma::verbs::Endpoint;
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::{ArgLoan, XprtLink};
@@ -228,11 +228,9 @@ pub(crate) struct CallCtxt {
     pub(super) call: DecodedCall,
     /// (position, length) of result payloads, one per Write chunk in order.
     pub(super) payloads: SmallList<(u32, u32), INLINE_CHUNKS>,
-    /// The Receive whose buffer the Call is read from in place, or that a
-    /// Call with Read chunks kept while it was read, if any: posted again
-    /// when the request is released.
-    pub(super) held_recv: Option<Recv>,
-    /// That buffer's loan to sunrpc (kept here by the `svc` trampolines).
+    /// The Receive whose buffer the Call is read from in place, if any,
+    /// kept here by the `svc` trampolines and given back with the request
+    /// (`release_ctxt`), to post again.
     pub(super) arg: ArgLoan,
     /// The allocation of the list of RDMA Reads of the last Call with
     /// Read chunks this state carried, empty: reused by the next.
@@ -255,7 +253,6 @@ impl CallCtxt {
         match spare {
             Some(mut ctxt) => {
                 ctxt.payloads.clear();
-                ctxt.held_recv = None;
                 ctxt.single_read = None;
                 Ok(ctxt)
             }
@@ -263,7 +260,6 @@ impl CallCtxt {
                 Self {
                     call: DecodedCall::blank(),
                     payloads: SmallList::new(),
-                    held_recv: None,
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
                     single_read: None,
@@ -321,6 +317,11 @@ impl Conn {
         let _ = s.ep.cm_id().disconnect();
     }
 
+    /// The receive contexts whose buffers the Calls are read from.
+    pub(super) fn recv_slots(&self) -> &RecvSlots<RecvQ> {
+        &self.shared.rq.recvs
+    }
+
     pub(super) fn io(&self) -> Io<'_> {
         let s = &self.shared;
         Io {
@@ -332,10 +333,10 @@ impl Conn {
 
     /// Keeps the allocation of a released request's state for the next
     /// Call, if there is room (its contents are overwritten then), and
-    /// queues the Receive its Call kept, if it did, for reposting: under
-    /// one hold of the ring's lock.
-    pub(super) fn release_ctxt(&self, mut ctxt: KBox<CallCtxt>) {
-        let Some(recv) = ctxt.held_recv.take() else {
+    /// queues the Receive its Call was read from, `held`, if it was, for
+    /// reposting: under one hold of the ring's lock.
+    pub(super) fn release_ctxt(&self, ctxt: KBox<CallCtxt>, held: Option<HeldRecv>) {
+        let Some(recv) = held.map(HeldRecv::into_recv) else {
             let rejected = self
                 .shared
                 .rq

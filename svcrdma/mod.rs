@@ -25,6 +25,7 @@ use crate::rust::kext::sysctl::{Entry, Sysctl, Tunable};
 use crate::rust::rdma::cm::Addr;
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
+use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots};
 use crate::rust::sunrpc::svc::{ArgLoan, BcCall, Registration, SvcRqst, SvcTransport, XprtLink};
 use kernel::debugfs::{Dir, File};
 use kernel::prelude::*;
@@ -119,6 +120,7 @@ struct SvcRdma;
 impl SvcTransport for SvcRdma {
     type Data = Xprt;
     type Ctxt = conn::CallCtxt;
+    type RecvOwner = recv_queue::RecvQ;
 
     fn create(net: &Net, addr: Addr, link: &Arc<XprtLink>) -> Result<Xprt> {
         listener::Listener::new(net, addr, link.clone()).map(Xprt::Listener)
@@ -185,9 +187,16 @@ impl SvcTransport for SvcRdma {
         &mut ctxt.arg
     }
 
-    fn release_ctxt(data: &Xprt, ctxt: KBox<conn::CallCtxt>) {
+    fn recv_slots(data: &Xprt) -> Option<&RecvSlots<recv_queue::RecvQ>> {
+        match data {
+            Xprt::Conn(c) => Some(c.recv_slots()),
+            Xprt::Listener(_) => None,
+        }
+    }
+
+    fn release_ctxt(data: &Xprt, ctxt: KBox<conn::CallCtxt>, held: Option<HeldRecv>) {
         if let Xprt::Conn(c) = data {
-            c.release_ctxt(ctxt);
+            c.release_ctxt(ctxt, held);
         }
     }
 

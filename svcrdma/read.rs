@@ -16,8 +16,8 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
-use crate::rust::rdma::recv_slots::Recv;
-use crate::rust::rdma::verbs::{MappedBuf, ReceivedLoan, SendOp, WorkRequest};
+use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots};
+use crate::rust::rdma::verbs::{MappedBuf, SendOp, WorkRequest};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
@@ -51,9 +51,9 @@ pub(super) fn piece_error(e: PieceError) -> Error {
 
 /// The received transport header and inline body of a Call being read.
 pub(super) enum CallMsg {
-    /// In its Receive buffer (of the context named), kept from the device
-    /// until the Call is assembled.
-    Held(ReceivedLoan, Recv),
+    /// In its Receive buffer, whose context is held from the device until
+    /// the Call is assembled.
+    Held(HeldRecv),
     /// Copied out, its Receive posted again at once (when the connection
     /// holds as many Receives as it may).
     Copied(KVec<u8>),
@@ -67,21 +67,19 @@ impl CallMsg {
         Ok(Self::Copied(kept))
     }
 
-    pub(super) fn bytes(&self) -> &[u8] {
+    /// The message, as the receive contexts `recvs` (the connection's)
+    /// hold it or as it was copied.
+    pub(super) fn bytes<'a>(&'a self, recvs: &'a RecvSlots<RecvQ>) -> &'a [u8] {
         match self {
-            Self::Held(loan, _) => loan.bytes(),
+            Self::Held(held) => recvs.bytes(held),
             Self::Copied(v) => v,
         }
     }
 
-    /// The Receive it kept, given up (the loan ends here, before the
-    /// context may be posted again).
-    pub(super) fn release(self) -> Option<Recv> {
+    /// The receive context it held, given up.
+    pub(super) fn release(self) -> Option<HeldRecv> {
         match self {
-            Self::Held(loan, recv) => {
-                drop(loan);
-                Some(recv)
-            }
+            Self::Held(held) => Some(held),
             Self::Copied(_) => None,
         }
     }

@@ -13,7 +13,7 @@ use super::rw::count_read_call;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::svc_call::CallLayout;
 use crate::rust::kext::park::ParkHolder;
-use crate::rust::rdma::verbs::ReceivedLoan;
+use crate::rust::rdma::recv_slots::HeldRecv;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
 
@@ -142,8 +142,8 @@ impl Conn {
     /// Lets a Call's message go, and with it the Receive it kept, if it
     /// did: queued for posting again with the hold it took.
     fn release_msg(&self, msg: CallMsg) {
-        if let Some(recv) = msg.release() {
-            self.repost(recv, true);
+        if let Some(held) = msg.release() {
+            self.repost(held.into_recv(), true);
         }
     }
 
@@ -153,20 +153,17 @@ impl Conn {
         let s = &self.shared;
         let (msg, mut ctxt, paged) = work.into_parts();
         let xid = ctxt.call.xid;
-        let (assembled, kept) = match (&paged, msg) {
+        let (assembled, unkept) = match (&paged, msg) {
             // An NFS WRITE whose Receive was kept: its inline body stays
-            // where the device put it, lent to the request with the
-            // Receive (C's head and tail point into `rc_recv_buf`).
-            (Some(paged), CallMsg::Held(loan, recv)) => {
+            // where the device put it, held for the request with its
+            // context (C's head and tail point into `rc_recv_buf`).
+            (Some(paged), CallMsg::Held(held)) => {
                 let at = ctxt.call.inline_at();
-                (
-                    self.assemble_paged_in_place(rqst, xid, loan, at, paged),
-                    Some(recv),
-                )
+                self.assemble_paged_in_place(rqst, xid, held, at, paged)
             }
             (paged, msg) => {
                 let c = &mut *ctxt;
-                let inline = c.call.inline(msg.bytes());
+                let inline = c.call.inline(msg.bytes(&s.rq.recvs));
                 let assembled = match paged {
                     Some(paged) => self.assemble_paged(rqst, xid, inline, paged),
                     None => {
@@ -181,17 +178,15 @@ impl Conn {
                     }
                 };
                 // Copied into the request's pages (or the Call was
-                // answered): the loan, if any, ends here.
+                // answered): the hold, if any, ends here.
                 (assembled, msg.release())
             }
         };
-        // A Call to serve leaves its Receive to its request, whose release
-        // queues it for reposting under the lock it takes anyway
-        // (`release_ctxt`); otherwise it is posted again now.
-        match (&assembled, kept) {
-            (Ok(true), kept) => ctxt.held_recv = kept,
-            (_, Some(recv)) => self.repost(recv, true),
-            (_, None) => {}
+        // A Call served with its Receive held leaves it to its request,
+        // whose release queues it for reposting under the lock it takes
+        // anyway (`release_ctxt`); otherwise it is posted again now.
+        if let Some(held) = unkept {
+            self.repost(held.into_recv(), true);
         }
         // Kept for the next Call's sinks only once emptied.
         ctxt.spare_sinks = paged
@@ -226,30 +221,29 @@ impl Conn {
     }
 
     /// As [`Self::assemble_paged`], the inline body read in place: bytes
-    /// `at..` of the Receive buffer `loan` lends, which goes with the
-    /// request (given up if the Call is not served).
+    /// `at..` of the Receive buffer `held` holds, which goes with the
+    /// request. Returns the hold back when the Call is not served with it.
     fn assemble_paged_in_place(
         &self,
         rqst: &mut SvcRqst,
         xid: u32,
-        loan: ReceivedLoan,
+        held: HeldRecv,
         at: usize,
         paged: &PagedSinks,
-    ) -> Result<bool> {
+    ) -> (Result<bool>, Option<HeldRecv>) {
         if !self.paged_fits(rqst, xid, paged) {
-            return Ok(false);
+            return (Ok(false), Some(held));
         }
         let l = &paged.layout;
-        rqst.set_arg_paged_in_place(
-            loan,
-            at,
-            l.position,
-            l.chunk_len,
-            l.padded_len,
-            paged.sinks(),
-        )?;
-        count_read_call(Some(l.pages));
-        Ok(true)
+        let recvs = &self.shared.rq.recvs;
+        let (pos, len, padded) = (l.position, l.chunk_len, l.padded_len);
+        match rqst.set_arg_paged_in_place(recvs, held, at, pos, len, padded, paged.sinks()) {
+            Ok(()) => {
+                count_read_call(Some(l.pages));
+                (Ok(true), None)
+            }
+            Err((e, held)) => (Err(e), Some(held)),
+        }
     }
 
     /// Whether `rqst`, the request finishing the Call, has room for its

@@ -22,6 +22,7 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::Pieces;
 use crate::proto::svc_call::{CallLayout, PagedCall, Source, StepError};
 use crate::rust::module::trace::{self, BadRequest};
+use crate::rust::rdma::recv_slots::HeldRecv;
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::page::PAGE_SIZE;
@@ -91,47 +92,83 @@ impl Conn {
         // Receive goes with the request and is posted again when the
         // request is released. Otherwise the Receive is posted again once
         // the message is dealt with: whatever did not take `unkept`.
-        let loan = usize_of(byte_len).and_then(|len| s.rq.recvs.lend(&recv, len));
-        let mut unkept = Some(recv);
-        let res = loan.and_then(|loan| {
-            match self.process(rqst, loan.bytes(), spare, may_hold)? {
-                Processed::Done(ctxt) => Ok(ctxt),
-                Processed::InPlace(mut ctxt, at, len) => {
-                    rqst.set_arg_in_place(loan, at, len)?;
-                    ctxt.held_recv = unkept.take();
-                    Ok(Some(ctxt))
-                }
-                Processed::Read(ctxt, paged) => {
-                    // The Receive stays with the Call while it is read
-                    // when the hold allows (C keeps `rc_recv_buf` with
-                    // the receive context); else its bytes are copied
-                    // and it is posted again now.
-                    let msg = match unkept.take_if(|_| may_hold) {
-                        Some(recv) => CallMsg::Held(loan, recv),
-                        None => CallMsg::copy(loan.bytes())?,
-                    };
-                    let work =
-                        ReadWork::new(msg, ctxt, paged, &s.read_sinks).map_err(|(e, msg)| {
-                            // Its Receive, if it held it, is posted again.
-                            if let Some(recv) = msg.release() {
-                                unkept = Some(recv);
-                            }
-                            e
-                        })?;
-                    // Refused, the Call goes with its Receive: the
-                    // connection is closed.
-                    self.start_reads(work);
-                    Ok(None)
+        let recvs = &s.rq.recvs;
+        let held = match usize_of(byte_len) {
+            Ok(len) => recvs.hold(recv, len),
+            Err(_) => Err(recv),
+        };
+        let held = match held {
+            Ok(held) => held,
+            Err(recv) => {
+                self.repost(recv, may_hold);
+                return None;
+            }
+        };
+        let processed = self.process(rqst, recvs.bytes(&held), spare, may_hold);
+        let mut unkept = None;
+        let res = match processed {
+            Err(e) => {
+                unkept = Some(held);
+                Err(e)
+            }
+            Ok(Processed::Done(ctxt)) => {
+                unkept = Some(held);
+                Ok(ctxt)
+            }
+            Ok(Processed::InPlace(ctxt, at, len)) => {
+                match rqst.set_arg_in_place(recvs, held, at, len) {
+                    Ok(()) => Ok(Some(ctxt)),
+                    Err((e, held)) => {
+                        unkept = Some(held);
+                        Err(e)
+                    }
                 }
             }
-        });
-        if let Some(recv) = unkept {
-            self.repost(recv, may_hold);
+            Ok(Processed::Read(ctxt, paged)) => {
+                let (res, back) = self.read_call(held, ctxt, paged, may_hold);
+                unkept = back;
+                res.map(|()| None)
+            }
+        };
+        if let Some(held) = unkept {
+            self.repost(held.into_recv(), may_hold);
         }
         res.unwrap_or_else(|e| {
             crate::pr_warn_ratelimited!("svcrdma: dropping a call: {:?}\n", e);
             None
         })
+    }
+
+    /// Starts the RDMA Reads of a Call whose received message `held`
+    /// holds. The Receive stays with the Call while it is read when
+    /// `may_hold` (C keeps `rc_recv_buf` with the receive context); else
+    /// the message is copied. Returns the Receive to post again now, if
+    /// the Call does not keep it.
+    fn read_call(
+        &self,
+        held: HeldRecv,
+        ctxt: KBox<CallCtxt>,
+        paged: Option<(PagedCall, Arc<PageSinks>)>,
+        may_hold: bool,
+    ) -> (Result, Option<HeldRecv>) {
+        let s = &self.shared;
+        let (msg, unkept) = if may_hold {
+            (CallMsg::Held(held), None)
+        } else {
+            match CallMsg::copy(s.rq.recvs.bytes(&held)) {
+                Ok(msg) => (msg, Some(held)),
+                Err(e) => return (Err(e), Some(held)),
+            }
+        };
+        match ReadWork::new(msg, ctxt, paged, &s.read_sinks) {
+            Ok(work) => {
+                // Refused, the Call goes with its Receive: the connection
+                // is closed.
+                self.start_reads(work);
+                (Ok(()), unkept)
+            }
+            Err((e, msg)) => (Err(e), msg.release().or(unkept)),
+        }
     }
 
     /// Sends `RDMA_ERROR` for a call that failed to decode.

@@ -17,8 +17,8 @@
 //! while its context is not posted, at most one per context, made by the
 //! completion and consumed by the post, and it is the only way to reach the
 //! context's buffer. So a context cannot be posted twice, nor its buffer
-//! read while the device may write it. A buffer the CPU still holds (lent
-//! to a request) is refused by the post.
+//! read while the device may write it. A Call read in place keeps its
+//! context's `Recv` in a [`HeldRecv`] until the request is done with it.
 //!
 //! The contexts are a field of their owner ([`RingIn`]), which lives in an
 //! `Arc` and drains its endpoint before it drops them: no completion
@@ -28,9 +28,7 @@
 use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
-use crate::rust::rdma::verbs::{
-    DmaDir, Endpoint, MappedBuf, ReceivedLoan, WorkCompletion, RECV_BATCH_MAX,
-};
+use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::num::NonZeroU64;
@@ -96,6 +94,41 @@ impl Recv {
     /// The identity of its [`RecvSlots`].
     fn id(&self) -> u64 {
         unpack(self.raw.get()).0
+    }
+}
+
+/// A receive context held for the CPU to read what its Receive brought (a
+/// Call worked on in place, C's `rc_recv_buf` while the request lives):
+/// its [`Recv`], so the context is not posted while the bytes are read,
+/// and their length. The bytes are reached through the contexts
+/// ([`RecvSlots::bytes`]), so no reference is counted to keep them: they
+/// live as long as the contexts, which their owner frees only after its
+/// endpoint is drained.
+///
+/// # Invariants
+///
+/// `len` is at most the length of the buffer of `recv`'s context, and
+/// those bytes were synced for the CPU after the Receive completed.
+#[must_use = "a receive context that is dropped is never posted again"]
+pub struct HeldRecv {
+    recv: Recv,
+    len: usize,
+}
+
+impl HeldRecv {
+    /// The hold given up: the context, to post again.
+    pub fn into_recv(self) -> Recv {
+        self.recv
+    }
+
+    /// How many bytes it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -252,17 +285,57 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         self.posted.load(Relaxed)
     }
 
-    /// Lends the CPU the first `len` bytes (at most the buffer's) that the
-    /// Receive of `recv`'s context brought, until the loan is dropped;
-    /// `EINVAL` for a context of other contexts. Its context is not posted
-    /// while it exists (its `Recv` is held), and the post refuses it while
-    /// the loan lasts.
-    pub fn lend(&self, recv: &Recv, len: usize) -> Result<ReceivedLoan> {
-        if recv.id() != self.id {
-            return Err(EINVAL);
+    /// Holds the context of `recv` for the CPU to read the first `len`
+    /// bytes (at most the buffer's) its Receive brought, made visible to
+    /// it: for a Call worked on in place, until the hold is given up
+    /// ([`HeldRecv::into_recv`]). `recv` comes back for a context of other
+    /// contexts.
+    pub fn hold(&self, recv: Recv, len: usize) -> core::result::Result<HeldRecv, Recv> {
+        let Some(c) = self
+            .ctxts
+            .get(recv.index())
+            .filter(|_| recv.id() == self.id)
+        else {
+            return Err(recv);
+        };
+        match c.buf.sync_received(len) {
+            // INVARIANT: `len` bytes of the context's buffer, synced.
+            Ok(len) => Ok(HeldRecv { recv, len }),
+            // Not reached: the buffers are the device's to write.
+            Err(_) => Err(recv),
         }
-        let buf = &self.ctxts.get(recv.index()).ok_or(EINVAL)?.buf;
-        buf.lend_received(len.min(buf.len()))
+    }
+
+    /// The bytes `held` holds, if it is one of these contexts' (else none).
+    pub fn bytes<'a>(&'a self, held: &'a HeldRecv) -> &'a [u8] {
+        match self.held_ptr(held) {
+            // SAFETY: `held_ptr` points to `held.len` bytes of a buffer
+            // these contexts own, which the device does not write while
+            // its context is not posted (`held` holds its `Recv`), synced
+            // for the CPU (type invariant of `HeldRecv`). No CPU writer
+            // reaches them while `held` is borrowed: only the holder does,
+            // and it hands them to sunrpc to change in place only by
+            // moving `held` ([`SvcRqst::set_arg_in_place`]).
+            //
+            // [`SvcRqst::set_arg_in_place`]: crate::rust::sunrpc::svc::SvcRqst::set_arg_in_place
+            Some(ptr) => unsafe { core::slice::from_raw_parts(ptr.cast_const(), held.len) },
+            None => &[],
+        }
+    }
+
+    /// The address of the bytes `held` holds, for `rust/` code that hands
+    /// them to C while no Rust reference to them is held; `None` for a
+    /// context of other contexts.
+    pub(in crate::rust) fn held_ptr(&self, held: &HeldRecv) -> Option<*mut u8> {
+        if held.recv.id() != self.id {
+            return None;
+        }
+        Some(self.ctxts.get(held.recv.index())?.buf.as_mut_ptr())
+    }
+
+    /// Whether `held` is one of these contexts'.
+    pub fn holds(&self, held: &HeldRecv) -> bool {
+        held.recv.id() == self.id
     }
 
     /// Posts every context's Receive on `ep`: the first post of a
@@ -305,11 +378,9 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         for &raw in batch.held() {
             let (id, index) = unpack(raw);
             let c = self.ctxts.get(index).ok_or(EINVAL)?;
-            if id != self.id
-                || n >= RECV_BATCH_MAX
-                || c.buf.cpu_holds()
-                || c.buf.dir() != DmaDir::FromDevice
-            {
+            // The buffer is the device's to write (type invariant): no
+            // CPU reads it, its `Recv` being here.
+            if id != self.id || n >= RECV_BATCH_MAX {
                 return Err(EINVAL);
             }
             let sge = c.buf.sge(0, c.buf.len())?;

@@ -1844,37 +1844,28 @@ impl MappedBuf {
         Ok(f(bytes))
     }
 
-    /// As [`Self::with_received`], lending the bytes beyond one call: to
-    /// a request that works on a Call in its Receive buffer (C points
-    /// `rq_arg` into `rc_recv_buf`). While the loan lives the CPU holds
-    /// the buffer, and the buffer cannot be posted again
-    /// ([`crate::rust::rdma::recv_slots::RecvSlots::post`] refuses it).
-    pub fn lend_received(self: &Arc<Self>, len: usize) -> Result<ReceivedLoan> {
-        let cpu = self.received_access(len)?;
-        // The hold moves into the loan, which gives it up on drop.
-        core::mem::forget(cpu);
-        // INVARIANT: The hold was taken above and bytes `..len` synced.
-        Ok(ReceivedLoan {
-            buf: self.clone(),
-            len,
-        })
-    }
-
-    /// The CPU's hold on the first `len` bytes a Receive put in the
-    /// buffer, made visible to it, as [`Self::with_received_held`] checks
-    /// and syncs them: for [`Self::lend_received`] (a buffer the device
-    /// writes into).
-    fn received_access(&self, len: usize) -> Result<CpuAccess<'_>> {
+    /// Makes the first `len` bytes (at most the buffer's) that a Receive
+    /// put in the buffer visible to the CPU, and returns how many: for the
+    /// holder of a receive context that reads them in place afterwards
+    /// ([`crate::rust::rdma::recv_slots::HeldRecv`]). `EINVAL` for a buffer
+    /// the device does not write into.
+    pub(in crate::rust) fn sync_received(&self, len: usize) -> Result<usize> {
         if self.dir != DmaDir::FromDevice {
             return Err(EINVAL);
         }
+        let len = len.min(self.len);
         self.cpu_range(0, len)?;
-        let cpu = self.cpu_access()?;
         self.sync_for_cpu(len);
-        Ok(cpu)
+        Ok(len)
     }
 
-    /// Whether the CPU holds the bytes (a [`ReceivedLoan`] or a copy in
+    /// The bytes' address, for `rust/` code that reaches them by its own
+    /// rule (a receive context's holder) or hands them to C.
+    pub(in crate::rust) fn as_mut_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Whether the CPU holds the bytes (a copy in
     /// progress): the device must not be given the buffer to write.
     pub(in crate::rust) fn cpu_holds(&self) -> bool {
         self.cpu_busy.load(Acquire)
@@ -1927,44 +1918,6 @@ impl MappedBuf {
             return None;
         }
         self.pd.global_rkey.map(|rkey| (self.dma, rkey))
-    }
-}
-
-/// The first `len` bytes a Receive put in a [`MappedBuf`], lent to the
-/// CPU until dropped ([`MappedBuf::lend_received`]).
-///
-/// # Invariants
-///
-/// This loan set `buf`'s CPU hold (`cpu_busy`) and alone clears it, on
-/// drop; `len <= buf.len`, and those bytes were synced for the CPU. The
-/// device does not write them while the hold is set: a buffer the CPU
-/// holds is never posted.
-pub struct ReceivedLoan {
-    buf: Arc<MappedBuf>,
-    len: usize,
-}
-
-impl ReceivedLoan {
-    /// The received bytes.
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `buf.len >= len` bytes (type
-        // invariants of `MappedBuf` and of the loan), which the `Arc` keeps
-        // allocated; the CPU hold keeps CPU writers away and the buffer off
-        // the device while `self` is borrowed.
-        unsafe { core::slice::from_raw_parts(self.buf.ptr.cast_const(), self.len) }
-    }
-
-    /// The bytes' address, for `rust/` code that hands them to C to read
-    /// (and to change in place, as sunrpc may do to a Call it unwraps)
-    /// while no Rust reference to them is held.
-    pub(crate) fn as_mut_ptr(&self) -> *mut u8 {
-        self.buf.ptr
-    }
-}
-
-impl Drop for ReceivedLoan {
-    fn drop(&mut self) {
-        self.buf.cpu_busy.store(false, Release);
     }
 }
 
@@ -2885,7 +2838,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
 
     /// Whether the request may not be posted as a Receive: the device
     /// would write into memory mapped for it to read, or into a buffer
-    /// the CPU holds (a Call lent to a request, [`ReceivedLoan`]).
+    /// the CPU is reading.
     fn unpostable_as_recv(&self) -> bool {
         self.dirs_to_device() || self.bufs().any(|b| b.cpu_holds())
     }

@@ -28,7 +28,8 @@ use crate::rust::bindings;
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
 use crate::rust::rdma::cm::{Addr, SockAddr};
-use crate::rust::rdma::verbs::{MappedBuf, PageRange, ReceivedLoan};
+use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots, RecvSlotsOwner};
+use crate::rust::rdma::verbs::{MappedBuf, PageRange};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::rust::sunrpc::reply_pages::ReplyPages;
 use crate::rust::sunrpc::svc_bc::BcRegistration;
@@ -326,18 +327,19 @@ pub struct SvcRqst {
     ptr: NonNull<bindings::svc_rqst>,
     received: bool,
     arg_len: u32,
-    /// The Receive buffer `rq_arg` points into, if it does
+    /// The receive context whose buffer `rq_arg` points into, if it does
     /// ([`Self::set_arg_in_place`]): kept with the request's context from
     /// the end of `xpo_recvfrom`.
-    arg_loan: Option<ReceivedLoan>,
+    arg_loan: Option<HeldRecv>,
 }
 
-/// The Receive buffer a request's `rq_arg` points into, kept in the
-/// request's context ([`SvcTransport::Ctxt`]) until sunrpc releases the
-/// context (`xpo_release_ctxt`): only then does sunrpc stop reading the
-/// Call there. Filled and emptied by this module's trampolines only; a
-/// transport only stores it.
-pub struct ArgLoan(Option<ReceivedLoan>);
+/// The receive context whose buffer a request's `rq_arg` points into,
+/// kept in the request's context ([`SvcTransport::Ctxt`]) until sunrpc
+/// releases the context (`xpo_release_ctxt`): only then does sunrpc stop
+/// reading the Call there, and the transport gets the context back
+/// ([`SvcTransport::release_ctxt`]). Filled and emptied by this module's
+/// trampolines only; a transport only stores it.
+pub struct ArgLoan(Option<HeldRecv>);
 
 impl ArgLoan {
     /// No loan.
@@ -498,29 +500,42 @@ impl SvcRqst {
     }
 
     /// As [`Self::set_arg_paged`], with the inline body where the device
-    /// put it: bytes `at..` of the Receive buffer `loan` lends, which the
-    /// head and the tail point into (C splits `rc_recv_buf` so), not
-    /// copied. The loan goes with the request's context as that of
-    /// [`Self::set_arg_in_place`] does; on an error it is given up here.
-    pub fn set_arg_paged_in_place(
+    /// put it: bytes `at..` of the buffer of the receive context `held`,
+    /// one of `slots`, which the head and the tail point into (C splits
+    /// `rc_recv_buf` so), not copied. The context goes with the request's
+    /// as that of [`Self::set_arg_in_place`] does; on an error it comes
+    /// back.
+    #[expect(clippy::too_many_arguments)]
+    pub fn set_arg_paged_in_place<O: RecvSlotsOwner>(
         &mut self,
-        loan: ReceivedLoan,
+        slots: &RecvSlots<O>,
+        held: HeldRecv,
         at: usize,
         position: u32,
         chunk_len: u32,
         padded_len: u32,
         sinks: &PageSinks,
-    ) -> Result {
-        let inline_len = loan.bytes().len().checked_sub(at).ok_or(EINVAL)?;
-        // SAFETY: `at` is within the loan's bytes (checked above).
-        let head = unsafe { loan.as_mut_ptr().add(at) };
+    ) -> core::result::Result<(), (Error, HeldRecv)> {
+        let Some(inline_len) = held.len().checked_sub(at) else {
+            return Err((EINVAL, held));
+        };
+        let Some(bytes) = slots.held_ptr(&held) else {
+            return Err((EINVAL, held));
+        };
+        // SAFETY: `at` is within the held bytes (checked above).
+        let head = unsafe { bytes.add(at) };
         // SAFETY: `head` holds the `inline_len` bytes of the body, which
-        // the loan keeps allocated and off the device until sunrpc is
-        // done with `rq_arg` (stored below, moved into the request's
-        // context by the trampoline, as `set_arg_in_place` says).
-        unsafe { self.lay_out_paged(head, inline_len, position, chunk_len, padded_len, sinks) }?;
-        self.arg_loan = Some(loan);
-        Ok(())
+        // stay allocated and off the device until sunrpc is done with
+        // `rq_arg`, as `set_arg_in_place` says.
+        match unsafe {
+            self.lay_out_paged(head, inline_len, position, chunk_len, padded_len, sinks)
+        } {
+            Ok(()) => {
+                self.arg_loan = Some(held);
+                Ok(())
+            }
+            Err(e) => Err((e, held)),
+        }
     }
 
     /// The common part of [`Self::set_arg_paged`] and
@@ -601,29 +616,46 @@ impl SvcRqst {
     }
 
     /// Lays out `rq_arg` for a Call that is bytes `offset..offset + len`
-    /// of a Receive buffer, read where the device put it (C
-    /// `svc_rdma_build_arg_xdr`): the head is those bytes, there are no
-    /// pages. The loan goes with the request's context and is given up
-    /// when sunrpc releases that ([`ArgLoan`]).
-    pub fn set_arg_in_place(&mut self, loan: ReceivedLoan, offset: usize, len: usize) -> Result {
-        let end = offset.checked_add(len).ok_or(EINVAL)?;
-        if len == 0 || end > loan.bytes().len() {
-            return Err(EINVAL);
-        }
-        let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+    /// of the buffer of the receive context `held`, one of `slots`, read
+    /// where the device put it (C `svc_rdma_build_arg_xdr`): the head is
+    /// those bytes, there are no pages. The context goes with the
+    /// request's and is given back to the transport when sunrpc releases
+    /// that ([`ArgLoan`]); on an error it comes back.
+    pub fn set_arg_in_place<O: RecvSlotsOwner>(
+        &mut self,
+        slots: &RecvSlots<O>,
+        held: HeldRecv,
+        offset: usize,
+        len: usize,
+    ) -> core::result::Result<(), (Error, HeldRecv)> {
+        let fits = offset
+            .checked_add(len)
+            .is_some_and(|end| len > 0 && end <= held.len());
+        let (Some(bytes), Ok(len32), true) = (slots.held_ptr(&held), u32::try_from(len), fits)
+        else {
+            return Err((EINVAL, held));
+        };
+
         let r = self.ptr.as_ptr();
         // SAFETY: By the type invariant `ptr` is live; `rq_pages` has an
         // entry past the first (`rq_maxpages` of them, and `arg_max` needs
         // two), so `rq_pages + 1` is within it. The head points to `len`
-        // bytes of the loan's buffer (checked above), which the loan keeps
+        // bytes of the held context's buffer (checked above), which stay
         // allocated and off the device until sunrpc is done with `rq_arg`:
-        // the trampoline moves it into the request's context, released
-        // after the Reply (`svc_xprt_release`) or when a deferred request
-        // is freed, and sunrpc reads `rq_arg` only before that. No Rust
-        // reference to the bytes outlives this call.
+        // off the device while the context is held (its `Recv` is in
+        // `held`), which the trampoline moves into the request's context
+        // and gives back only when sunrpc releases that, after the Reply
+        // (`svc_xprt_release`) or when it defers the request (having
+        // copied the Call), and sunrpc reads `rq_arg` only before that;
+        // allocated because the trampoline keeps the hold only if it is one
+        // of the transport's own contexts ([`SvcTransport::recv_slots`]),
+        // which live as long as the transport, and sunrpc releases every
+        // request's context before it frees the transport (each request
+        // holds a reference on it). No Rust reference to the bytes
+        // outlives this call.
         unsafe {
             let arg = &mut (*r).rq_arg;
-            arg.head[0].iov_base = loan.as_mut_ptr().add(offset).cast();
+            arg.head[0].iov_base = bytes.add(offset).cast();
             arg.head[0].iov_len = len;
             arg.pages = (*r).rq_pages.add(1);
             arg.page_base = 0;
@@ -634,7 +666,7 @@ impl SvcRqst {
             arg.buflen = len32;
         }
         self.arg_len = len32;
-        self.arg_loan = Some(loan);
+        self.arg_loan = Some(held);
         Ok(())
     }
 
@@ -982,6 +1014,9 @@ pub trait SvcTransport: Sized + 'static {
     type Data: Send + Sync;
     /// State of one request, from `xpo_recvfrom` to `xpo_release_ctxt`.
     type Ctxt: Send;
+    /// The owner of the receive contexts whose buffers Calls are read from
+    /// in place ([`SvcRqst::set_arg_in_place`]).
+    type RecvOwner: RecvSlotsOwner;
 
     /// Creates a listener on `addr` in the network namespace `net`, the
     /// one nfsd asked for (`xpo_create`).
@@ -1016,14 +1051,21 @@ pub trait SvcTransport: Sized + 'static {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
-    /// Where the request's context keeps the Receive buffer its Call is
+    /// Where the request's context keeps the receive context its Call is
     /// read from in place ([`SvcRqst::set_arg_in_place`]).
     fn arg_loan(ctxt: &mut Self::Ctxt) -> &mut ArgLoan;
 
+    /// The receive contexts of the transport `data` whose buffers its
+    /// Calls are read from in place (`None` for one that has none): only
+    /// theirs may `rq_arg` point into, for they live as long as `data`.
+    fn recv_slots(data: &Self::Data) -> Option<&RecvSlots<Self::RecvOwner>>;
+
     /// Takes back the state of a request sunrpc is done with
-    /// (`xpo_release_ctxt`), to reuse its allocation; without this
-    /// method it is freed.
-    fn release_ctxt(_data: &Self::Data, _ctxt: KBox<Self::Ctxt>) {
+    /// (`xpo_release_ctxt`), to reuse its allocation, and the receive
+    /// context its Call was read from in place, if it was, to post again;
+    /// without this method both are dropped (that context is never posted
+    /// again).
+    fn release_ctxt(_data: &Self::Data, _ctxt: KBox<Self::Ctxt>, _held: Option<HeldRecv>) {
         build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -1245,9 +1287,21 @@ impl<T: SvcTransport> OpsTable<T> {
         rqst.received();
         match ctxt {
             Some(mut ctxt) if rqst.arg_len > 0 => {
-                // `rq_arg` may point into the loan's buffer: kept with the
-                // context until sunrpc releases it.
-                T::arg_loan(&mut ctxt).0 = rqst.arg_loan.take();
+                // `rq_arg` may point into a receive context's buffer: kept
+                // with the request's context until sunrpc releases it, if
+                // it is one of the transport's own (whose buffers live as
+                // long as it does).
+                let held = rqst.arg_loan.take();
+                if let Some(held) = &held {
+                    if !T::recv_slots(&h.data).is_some_and(|s| s.holds(held)) {
+                        crate::pr_err_ratelimited!(
+                            "rpcrdma_rs: a call read from another transport's buffer; dropped\n"
+                        );
+                        Self::give_back(&h.data, ctxt, None);
+                        return 0;
+                    }
+                }
+                T::arg_loan(&mut ctxt).0 = held;
                 // SAFETY: `rqstp` is live; the context is owned by the
                 // request until `release_ctxt`. RDMA is a secure
                 // transport, as C `svc_rdma_recvfrom` says.
@@ -1264,9 +1318,9 @@ impl<T: SvcTransport> OpsTable<T> {
             }
             Some(ctxt) => {
                 // No Call after all: the context goes back as sunrpc would
-                // give it back, the buffer lent (if any) first.
-                drop(rqst.arg_loan.take());
-                Self::give_back(&h.data, ctxt);
+                // give it back, with the receive context held (if any).
+                let held = rqst.arg_loan.take();
+                Self::give_back(&h.data, ctxt, held);
                 0
             }
             None => 0,
@@ -1347,25 +1401,26 @@ impl<T: SvcTransport> OpsTable<T> {
         }
         // SAFETY: `ctxt` came from `KBox::<T::Ctxt>::into_foreign`; sunrpc
         // hands it back exactly once.
-        let ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
+        let mut ctxt = unsafe { KBox::<T::Ctxt>::from_foreign(ctxt) };
         if xprt.is_null() {
-            // Freed, and with it the buffer lent, if any.
+            // Freed, and the receive context held, if any, dropped: the
+            // transport is gone.
             return;
         }
         // SAFETY: `xprt` is live and of this class (function safety
         // requirement).
         let h = unsafe { Self::holder(xprt) };
-        Self::give_back(&h.data, ctxt);
+        let held = T::arg_loan(&mut ctxt).0.take();
+        Self::give_back(&h.data, ctxt, held);
     }
 
     /// Gives a request's context back to the transport `data` (or frees
     /// it, for a transport without [`SvcTransport::release_ctxt`]) once
-    /// sunrpc reads the Call no more: the buffer it was read from in place
-    /// goes back first.
-    fn give_back(data: &T::Data, mut ctxt: KBox<T::Ctxt>) {
-        drop(T::arg_loan(&mut ctxt).0.take());
+    /// sunrpc reads the Call no more, with the receive context the Call
+    /// was read from in place, if it was.
+    fn give_back(data: &T::Data, ctxt: KBox<T::Ctxt>, held: Option<HeldRecv>) {
         if T::HAS_RELEASE_CTXT {
-            T::release_ctxt(data, ctxt);
+            T::release_ctxt(data, ctxt, held);
         }
     }
 
