@@ -121,7 +121,7 @@ impl<'a> XdrReader<'a> {
 
     /// Decodes `N` big-endian `u32`s with one bounds check (a header's
     /// fixed words, a segment's).
-    #[inline]
+    #[inline(always)]
     pub fn read_words<const N: usize>(&mut self) -> Result<[u32; N], XdrError> {
         let len = N.checked_mul(4).ok_or(XdrError::Overflow)?;
         let mut rest = self.take(len)?;
