@@ -365,8 +365,8 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// Posts the Receives of the contexts of `batch` on `ep` (the endpoint
     /// their buffers are mapped for) as one chain, and empties it. On
     /// failure `batch` keeps those not posted: all of them for `EINVAL` (a
-    /// context of other contexts, or a buffer the CPU holds) and for
-    /// `ESHUTDOWN` (the endpoint's drain started).
+    /// context of other contexts) and for `ESHUTDOWN` (the endpoint's
+    /// drain started).
     pub fn post<const N: usize>(&self, ep: &Endpoint, batch: &mut RecvBatch<N>) -> Result {
         let mut sges = [const { MaybeUninit::<bindings::ib_sge>::uninit() }; RECV_BATCH_MAX];
         let mut list = [const { MaybeUninit::<bindings::ib_recv_wr>::uninit() }; RECV_BATCH_MAX];
