@@ -206,12 +206,14 @@ impl<const N: usize> RecvBatch<N> {
 /// ([`RecvSlots::post`] writes it before each post; the contexts do not
 /// move while any is posted, their owner being pinned in an `Arc`).
 /// `cqe.done` is `recv_done::<O>`; `buf` is mapped for the device to
-/// write, on the endpoint's device, for the context's life.
+/// write, on the endpoint's device, for the context's life, and `sge`
+/// names all of it.
 struct Ctxt<O: RecvSlotsOwner> {
     cqe: Opaque<bindings::ib_cqe>,
     index: u32,
     home: Atomic<*const RecvSlots<O>>,
     buf: Arc<MappedBuf>,
+    sge: bindings::ib_sge,
 }
 
 /// The receive contexts of a connection.
@@ -249,6 +251,8 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         }
         let mut ctxts = KVec::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
+            let buf = ep.alloc_buf(buf_len, DmaDir::FromDevice)?;
+            let sge = buf.sge(0, buf.len())?;
             ctxts.push(
                 Ctxt {
                     cqe: Opaque::new(bindings::ib_cqe {
@@ -256,7 +260,8 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                     }),
                     index: index as u32,
                     home: Atomic::new(core::ptr::null()),
-                    buf: ep.alloc_buf(buf_len, DmaDir::FromDevice)?,
+                    buf,
+                    sge,
                 },
                 GFP_KERNEL,
             )?;
@@ -383,7 +388,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
             if id != self.id || n >= RECV_BATCH_MAX {
                 return Err(EINVAL);
             }
-            let sge = c.buf.sge(0, c.buf.len())?;
+            let sge = c.sge;
             // INVARIANT: `home` is written before the post, always with
             // this value. The post orders it before the completion that
             // reads it.

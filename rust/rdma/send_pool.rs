@@ -77,8 +77,10 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// `cqe.done` is `pool_done::<O>`, `wr.wr_cqe` is `cqe`, `wr.sg_list` is
 /// `sge`, `pool` is the pool that made it and `buf` is mapped on that
 /// pool's device, all set before the context is first handed out and not
-/// written again; no reference to `buf` leaves the pool, so the CPU
-/// reaches it only through the context's holder. `sge`, `wr`'s other fields, `ahead`, the Writes in
+/// written again; `sge` names `buf`'s first bytes (its address and key
+/// are never written again). No reference to `buf` leaves the pool, so
+/// the CPU reaches it only through the context's holder. `sge`'s length,
+/// `wr`'s other fields, `ahead`, the Writes in
 /// `writes` (the first `nwrites`, each as [`WriteSlot`] says) and `reply`
 /// are written only by the context's holder: the thread that took it from
 /// the free list until it posts it or gives it back, then the completion
@@ -262,6 +264,8 @@ impl<O: HasSendPool> SendPool<O> {
 
     fn make(&self, ep: &Endpoint) -> Option<&Ctxt<O>> {
         let buf = ep.alloc_buf(self.buf_len, DmaDir::ToDevice).ok()?;
+        // The whole buffer: a Send writes only the length of its entry.
+        let sge = buf.sge(0, buf.len()).ok()?;
         let ctxt = KBox::new(
             Ctxt {
                 cqe: Opaque::new(bindings::ib_cqe {
@@ -269,8 +273,7 @@ impl<O: HasSendPool> SendPool<O> {
                 }),
                 // SAFETY: All-zero is a valid, empty `ib_send_wr`.
                 wr: UnsafeCell::new(unsafe { core::mem::zeroed() }),
-                // SAFETY: All-zero is a valid `ib_sge`.
-                sge: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+                sge: UnsafeCell::new(sge),
                 pool: core::ptr::from_ref(self),
                 next: Atomic::new(core::ptr::null_mut()),
                 buf,
@@ -446,8 +449,11 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         // SAFETY: The context is held (type invariant of `Ctxt`), and its
         // buffer is reached only through its holder.
         let len = unsafe { self.ctxt.buf.fill_held(fill) }?;
+        // `fill_held` bounds `len` by the buffer's length: the entry names
+        // the buffer's first `len` bytes.
+        let length = u32::try_from(len)?;
         // SAFETY: The context is held (type invariant of `Ctxt`).
-        unsafe { *self.ctxt.sge.get() = self.ctxt.buf.sge(0, len)? };
+        unsafe { (*self.ctxt.sge.get()).length = length };
         Ok(len)
     }
 

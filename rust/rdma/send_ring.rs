@@ -87,6 +87,9 @@ struct Ctxt<O: SendRingOwner> {
     /// it leaves the ring: the CPU reaches it only through the holder of
     /// the context.
     buf: UnsafeCell<Option<Arc<MappedBuf>>>,
+    /// The entry of all of `buf` (length 0 without one), set with it: a
+    /// Send of its first bytes writes only the length.
+    buf_sge: UnsafeCell<bindings::ib_sge>,
     /// Where the Send's bytes are in `buf`: the first part, sent before
     /// `pages`, and the tail after them.
     parts: UnsafeCell<(usize, usize)>,
@@ -200,6 +203,8 @@ impl<O: HasSendRing> SendRing<O> {
                 ring: UnsafeCell::new(core::ptr::null()),
                 pos,
                 buf: UnsafeCell::new(None),
+                // SAFETY: All-zero is a valid `ib_sge`.
+                buf_sge: UnsafeCell::new(unsafe { core::mem::zeroed() }),
                 parts: UnsafeCell::new((0, 0)),
                 pages: UnsafeCell::new(None),
                 data: UnsafeCell::new(O::Data::default()),
@@ -227,11 +232,17 @@ impl<O: HasSendRing> SendRing<O> {
         }
         let mut res = Ok(());
         for c in self.ctxts.iter() {
-            match ep.alloc_buf(buf_len, DmaDir::ToDevice) {
+            let made = ep
+                .alloc_buf(buf_len, DmaDir::ToDevice)
+                .and_then(|buf| Ok((buf.sge(0, buf.len())?, buf)));
+            match made {
                 // SAFETY: While provisioning, nothing else reaches the
                 // contexts' buffers: no head exists and no other
                 // provisioning runs (`state`).
-                Ok(buf) => unsafe { *c.buf.get() = Some(buf) },
+                Ok((sge, buf)) => unsafe {
+                    *c.buf_sge.get() = sge;
+                    *c.buf.get() = Some(buf);
+                },
                 Err(e) => {
                     res = Err(e);
                     break;
@@ -490,8 +501,15 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         let buf = unsafe { (*c.buf.get()).as_ref() };
         if pages.is_none() && tail == 0 && first > 0 {
             // Nearly every Send: the buffer's first part alone, one entry
-            // (a ring's contexts have at least one: `MAX_SGE`).
-            sges[0] = buf.ok_or(EINVAL)?.sge(0, first)?;
+            // (a ring's contexts have at least one: `MAX_SGE`), the
+            // buffer's own with the part's length.
+            // SAFETY: Set with the buffer, before the head existed.
+            let whole = unsafe { *c.buf_sge.get() };
+            let length = u32::try_from(first)
+                .ok()
+                .filter(|&n| n <= whole.length)
+                .ok_or(EINVAL)?;
+            sges[0] = bindings::ib_sge { length, ..whole };
             return Ok(1);
         }
         let mut n = 0;
