@@ -644,14 +644,16 @@ impl SvcRqst {
         // allocated and off the device until sunrpc is done with `rq_arg`:
         // off the device while the context is held (its `Recv` is in
         // `held`), which the trampoline moves into the request's context
-        // and gives back only when sunrpc releases that, after the Reply
-        // (`svc_xprt_release`) or when it defers the request (having
-        // copied the Call), and sunrpc reads `rq_arg` only before that;
-        // allocated because the trampoline keeps the hold only if it is one
-        // of the transport's own contexts ([`SvcTransport::recv_slots`]),
-        // which live as long as the transport, and sunrpc releases every
-        // request's context before it frees the transport (each request
-        // holds a reference on it). No Rust reference to the bytes
+        // and gives back only when sunrpc releases that: after the Reply
+        // (`svc_xprt_release`), or for a request it deferred (copying the
+        // Call out of `rq_arg` first) when it frees the deferred request;
+        // sunrpc reads this `rq_arg` only before either. Allocated because
+        // the trampoline keeps the hold only if it is one of the
+        // transport's own contexts ([`SvcTransport::recv_slots`]), which
+        // live as long as the transport, and sunrpc releases every
+        // request's context before it frees the transport: each request
+        // holds a reference on it, and the deferred requests queued on it
+        // are freed when it is deleted. No Rust reference to the bytes
         // outlives this call.
         unsafe {
             let arg = &mut (*r).rq_arg;
