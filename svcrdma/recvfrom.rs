@@ -91,7 +91,7 @@ impl Conn {
         // (`rq_arg` points into the buffer) when the hold allows: its
         // Receive goes with the request and is posted again when the
         // request is released. Otherwise the Receive is posted again once
-        // the message is dealt with: whatever did not take `unkept`.
+        // the message is dealt with (`unkept`).
         let recvs = &s.rq.recvs;
         let held = match usize_of(byte_len) {
             Ok(len) => recvs.hold(recv, len),
@@ -105,29 +105,18 @@ impl Conn {
             }
         };
         let processed = self.process(rqst, recvs.bytes(&held), spare, may_hold);
-        let mut unkept = None;
-        let res = match processed {
-            Err(e) => {
-                unkept = Some(held);
-                Err(e)
-            }
-            Ok(Processed::Done(ctxt)) => {
-                unkept = Some(held);
-                Ok(ctxt)
-            }
+        let (res, unkept) = match processed {
+            Err(e) => (Err(e), Some(held)),
+            Ok(Processed::Done(ctxt)) => (Ok(ctxt), Some(held)),
             Ok(Processed::InPlace(ctxt, at, len)) => {
                 match rqst.set_arg_in_place(recvs, held, at, len) {
-                    Ok(()) => Ok(Some(ctxt)),
-                    Err((e, held)) => {
-                        unkept = Some(held);
-                        Err(e)
-                    }
+                    Ok(()) => (Ok(Some(ctxt)), None),
+                    Err((e, held)) => (Err(e), Some(held)),
                 }
             }
             Ok(Processed::Read(ctxt, paged)) => {
                 let (res, back) = self.read_call(held, ctxt, paged, may_hold);
-                unkept = back;
-                res.map(|()| None)
+                (res.map(|()| None), back)
             }
         };
         if let Some(held) = unkept {

@@ -332,7 +332,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// them to C while no Rust reference to them is held; `None` for a
     /// context of other contexts.
     pub(in crate::rust) fn held_ptr(&self, held: &HeldRecv) -> Option<*mut u8> {
-        if held.recv.id() != self.id {
+        if !self.holds(held) {
             return None;
         }
         Some(self.ctxts.get(held.recv.index())?.buf.as_mut_ptr())

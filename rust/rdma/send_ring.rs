@@ -87,8 +87,8 @@ struct Ctxt<O: SendRingOwner> {
     /// it leaves the ring: the CPU reaches it only through the holder of
     /// the context.
     buf: UnsafeCell<Option<Arc<MappedBuf>>>,
-    /// The entry of all of `buf` (length 0 without one), set with it: a
-    /// Send of its first bytes writes only the length.
+    /// The entry of all of `buf` (length 0 without one), set with it: the
+    /// Send's entries for its parts are cut from it.
     buf_sge: UnsafeCell<bindings::ib_sge>,
     /// Where the Send's bytes are in `buf`: the first part, sent before
     /// `pages`, and the tail after them.
@@ -497,19 +497,12 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         // SAFETY: Held, as in `data`.
         let (parts, pages, sges) = unsafe { (*c.parts.get(), &*c.pages.get(), &mut *c.sges.get()) };
         let (first, tail) = parts;
-        // SAFETY: Set before the head existed, not written since.
-        let buf = unsafe { (*c.buf.get()).as_ref() };
+        // SAFETY: Set with the buffer, before the head existed.
+        let whole = unsafe { *c.buf_sge.get() };
         if pages.is_none() && tail == 0 && first > 0 {
             // Nearly every Send: the buffer's first part alone, one entry
-            // (a ring's contexts have at least one: `MAX_SGE`), the
-            // buffer's own with the part's length.
-            // SAFETY: Set with the buffer, before the head existed.
-            let whole = unsafe { *c.buf_sge.get() };
-            let length = u32::try_from(first)
-                .ok()
-                .filter(|&n| n <= whole.length)
-                .ok_or(EINVAL)?;
-            sges[0] = bindings::ib_sge { length, ..whole };
+            // (a ring's contexts have at least one: `MAX_SGE`).
+            sges[0] = buf_part(&whole, 0, first)?;
             return Ok(1);
         }
         let mut n = 0;
@@ -522,16 +515,32 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
             Ok(())
         };
         if first > 0 {
-            push(buf.ok_or(EINVAL)?.sge(0, first)?)?;
+            push(buf_part(&whole, 0, first)?)?;
         }
         for p in pages.iter().flatten() {
             push(p.sge())?;
         }
         if tail > 0 {
-            push(buf.ok_or(EINVAL)?.sge(first, tail)?)?;
+            push(buf_part(&whole, first, tail)?)?;
         }
         i32::try_from(n).map_err(|_| EINVAL)
     }
+}
+
+/// The entry of the `len` bytes at `off` of a Send buffer whose whole
+/// entry is `whole` (length 0 for a context without a buffer): `EINVAL`
+/// past its end.
+#[inline(always)]
+fn buf_part(whole: &bindings::ib_sge, off: usize, len: usize) -> Result<bindings::ib_sge> {
+    let end = off.checked_add(len).ok_or(EINVAL)?;
+    if end > whole.length as usize {
+        return Err(EINVAL);
+    }
+    Ok(bindings::ib_sge {
+        addr: whole.addr.checked_add(off as u64).ok_or(EINVAL)?,
+        length: u32::try_from(len).map_err(|_| EINVAL)?,
+        lkey: whole.lkey,
+    })
 }
 
 /// Completion of a ring's Send: retires its context and those posted
