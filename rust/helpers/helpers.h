@@ -15,6 +15,7 @@ struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device, bool global_rkey);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
 bool rpcrdma_rs_device_get(struct ib_device *device);
 bool rpcrdma_rs_device_is_iwarp(struct ib_device *device);
+bool rpcrdma_rs_uses_virt_dma(struct ib_device *device);
 
 int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
 		       int to_device, u64 *dma_addr);

@@ -123,9 +123,13 @@ void *rpcrdma_rs_page_address(struct page *page)
  */
 void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
 {
-	unsigned int i, n = 0;
+	unsigned int i, n;
 
+	/* Usually none is empty: looked for before anything is moved. */
 	for (i = 0; i < nr; i++)
+		if (!slots[i])
+			break;
+	for (n = i; i < nr; i++)
 		if (slots[i])
 			slots[n++] = slots[i];
 	release_pages(slots, n);

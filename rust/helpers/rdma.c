@@ -31,6 +31,11 @@ bool rpcrdma_rs_device_is_iwarp(struct ib_device *device)
 	return rdma_protocol_iwarp(device, rdma_start_port(device));
 }
 
+bool rpcrdma_rs_uses_virt_dma(struct ib_device *device)
+{
+	return ib_uses_virt_dma(device);
+}
+
 static enum dma_data_direction rpcrdma_rs_dir(int to_device)
 {
 	return to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
@@ -92,6 +97,30 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 	if (!n || !len || off >= PAGE_SIZE ||
 	    DIV_ROUND_UP((u64)off + len, PAGE_SIZE) != n)
 		return -EINVAL;
+	/* A device whose "DMA addresses" are kernel virtual addresses (rxe,
+	 * siw) maps nothing: the test ib_dma_map_page() makes per page is
+	 * made once (as ib_dma_map_sg() does), and the references are taken
+	 * once every page is known not to be NULL.
+	 */
+	if (ib_uses_virt_dma(device)) {
+		for (i = 0; i < n; i++) {
+			u32 l = min_t(u32, PAGE_SIZE - off, len);
+
+			if (!pages[i])
+				return -EINVAL;
+			sges[i].addr = (uintptr_t)page_address(pages[i]) + off;
+			sges[i].length = l;
+			sges[i].lkey = lkey;
+			len -= l;
+			off = 0;
+		}
+		if (held)
+			for (i = 0; i < n; i++) {
+				get_page(pages[i]);
+				held[i] = pages[i];
+			}
+		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		u32 l = min_t(u32, PAGE_SIZE - off, len);
 		u64 addr;
@@ -126,6 +155,13 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 {
 	u32 i;
 
+	if (ib_uses_virt_dma(device)) {
+		/* Nothing was mapped (rpcrdma_rs_map_page_run). */
+		if (held)
+			for (i = 0; i < n; i++)
+				put_page(held[i]);
+		return;
+	}
 	for (i = 0; i < n; i++) {
 		ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
 				  DMA_TO_DEVICE);
@@ -143,6 +179,11 @@ int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
 {
 	u32 i;
 
+	if (ib_uses_virt_dma(device)) {
+		for (i = 0; i < n; i++)
+			dmas[i] = (uintptr_t)page_address(pages[i]);
+		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		u64 addr = ib_dma_map_page(device, pages[i], 0, PAGE_SIZE,
 					   DMA_FROM_DEVICE);
@@ -169,6 +210,10 @@ void rpcrdma_rs_sink_pages_received(struct ib_device *device,
 {
 	u32 i;
 
+	if (ib_uses_virt_dma(device)) {
+		memcpy(out, pages, n * sizeof(*out));
+		return;
+	}
 	for (i = 0; i < n; i++) {
 		ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
 		out[i] = pages[i];
@@ -184,8 +229,10 @@ void rpcrdma_rs_release_sink_pages(struct ib_device *device,
 {
 	u32 i;
 
-	for (i = 0; i < mapped; i++)
-		ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
+	if (!ib_uses_virt_dma(device))
+		for (i = 0; i < mapped; i++)
+			ib_dma_unmap_page(device, dmas[i], PAGE_SIZE,
+					  DMA_FROM_DEVICE);
 	release_pages((struct page **)pages, n);
 }
 

@@ -73,6 +73,9 @@ pub struct Pd {
     pd: NonNull<bindings::ib_pd>,
     device: NonNull<bindings::ib_device>,
     global_rkey: Option<u32>,
+    /// The device's "DMA addresses" are kernel virtual addresses (rxe,
+    /// siw: `ib_uses_virt_dma`), so mapping and syncing do nothing.
+    virt_dma: bool,
 }
 
 // SAFETY: The PD and device pointers are only used for calls the RDMA core
@@ -122,12 +125,15 @@ impl Pd {
         } else {
             None
         };
+        // SAFETY: `device` is live (reference held).
+        let virt_dma = unsafe { bindings::rpcrdma_rs_uses_virt_dma(device.as_ptr()) };
         // INVARIANT: `pd` was allocated on `device`, which is held.
         Ok(Arc::new(
             Self {
                 pd,
                 device,
                 global_rkey,
+                virt_dma,
             },
             GFP_KERNEL,
         )?)
@@ -1698,6 +1704,10 @@ impl MappedBuf {
     /// Makes the first `len` bytes (at most the buffer) the CPU wrote
     /// visible to the device.
     fn sync_for_device(&self, len: usize) {
+        // The call the helper would make does nothing on such a device.
+        if self.pd.virt_dma {
+            return;
+        }
         // SAFETY: The mapping is live by the type invariant and the range
         // is within it.
         unsafe {
@@ -1713,6 +1723,10 @@ impl MappedBuf {
     /// Makes the first `len` bytes (at most the buffer) the device wrote
     /// visible to the CPU.
     fn sync_for_cpu(&self, len: usize) {
+        // The call the helper would make does nothing on such a device.
+        if self.pd.virt_dma {
+            return;
+        }
         // SAFETY: The mapping is live by the type invariant and the range
         // is within it.
         unsafe {
