@@ -92,35 +92,15 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			    u32 n, u32 off, u32 len, u32 lkey,
 			    struct ib_sge *sges, struct page **held)
 {
+	/* Tested once, as ib_dma_map_sg() does: on rxe and siw the "DMA
+	 * address" is the kernel address and nothing is mapped.
+	 */
+	bool virt = ib_uses_virt_dma(device);
 	u32 i;
 
 	if (!n || !len || off >= PAGE_SIZE ||
 	    DIV_ROUND_UP((u64)off + len, PAGE_SIZE) != n)
 		return -EINVAL;
-	/* A device whose "DMA addresses" are kernel virtual addresses (rxe,
-	 * siw) maps nothing: the test ib_dma_map_page() makes per page is
-	 * made once (as ib_dma_map_sg() does), and the references are taken
-	 * once every page is known not to be NULL.
-	 */
-	if (ib_uses_virt_dma(device)) {
-		for (i = 0; i < n; i++) {
-			u32 l = min_t(u32, PAGE_SIZE - off, len);
-
-			if (!pages[i])
-				return -EINVAL;
-			sges[i].addr = (uintptr_t)page_address(pages[i]) + off;
-			sges[i].length = l;
-			sges[i].lkey = lkey;
-			len -= l;
-			off = 0;
-		}
-		if (held)
-			for (i = 0; i < n; i++) {
-				get_page(pages[i]);
-				held[i] = pages[i];
-			}
-		return 0;
-	}
 	for (i = 0; i < n; i++) {
 		u32 l = min_t(u32, PAGE_SIZE - off, len);
 		u64 addr;
@@ -129,8 +109,9 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			rpcrdma_rs_unmap_page_run(device, held, sges, i);
 			return -EINVAL;
 		}
-		addr = ib_dma_map_page(device, pages[i], off, l, DMA_TO_DEVICE);
-		if (ib_dma_mapping_error(device, addr)) {
+		addr = virt ? (uintptr_t)page_address(pages[i]) + off :
+			      ib_dma_map_page(device, pages[i], off, l, DMA_TO_DEVICE);
+		if (!virt && ib_dma_mapping_error(device, addr)) {
 			rpcrdma_rs_unmap_page_run(device, held, sges, i);
 			return -EIO;
 		}
@@ -153,18 +134,13 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *held,
 			       const struct ib_sge *sges, u32 n)
 {
+	bool virt = ib_uses_virt_dma(device);
 	u32 i;
 
-	if (ib_uses_virt_dma(device)) {
-		/* Nothing was mapped (rpcrdma_rs_map_page_run). */
-		if (held)
-			for (i = 0; i < n; i++)
-				put_page(held[i]);
-		return;
-	}
 	for (i = 0; i < n; i++) {
-		ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
-				  DMA_TO_DEVICE);
+		if (!virt)
+			ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
+					  DMA_TO_DEVICE);
 		if (held)
 			put_page(held[i]);
 	}
@@ -177,18 +153,14 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
 				  struct page *const *pages, u32 n, u64 *dmas)
 {
+	bool virt = ib_uses_virt_dma(device);
 	u32 i;
 
-	if (ib_uses_virt_dma(device)) {
-		for (i = 0; i < n; i++)
-			dmas[i] = (uintptr_t)page_address(pages[i]);
-		return 0;
-	}
 	for (i = 0; i < n; i++) {
-		u64 addr = ib_dma_map_page(device, pages[i], 0, PAGE_SIZE,
-					   DMA_FROM_DEVICE);
+		u64 addr = virt ? (uintptr_t)page_address(pages[i]) :
+			ib_dma_map_page(device, pages[i], 0, PAGE_SIZE, DMA_FROM_DEVICE);
 
-		if (ib_dma_mapping_error(device, addr)) {
+		if (!virt && ib_dma_mapping_error(device, addr)) {
 			while (i--)
 				ib_dma_unmap_page(device, dmas[i], PAGE_SIZE,
 						  DMA_FROM_DEVICE);
@@ -210,14 +182,10 @@ void rpcrdma_rs_sink_pages_received(struct ib_device *device,
 {
 	u32 i;
 
-	if (ib_uses_virt_dma(device)) {
-		memcpy(out, pages, n * sizeof(*out));
-		return;
-	}
-	for (i = 0; i < n; i++) {
-		ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
-		out[i] = pages[i];
-	}
+	if (!ib_uses_virt_dma(device))
+		for (i = 0; i < n; i++)
+			ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
+	memcpy(out, pages, n * sizeof(*out));
 }
 
 /* Unmaps the first @mapped of the @n sink pages and puts all @n in one
