@@ -19,12 +19,10 @@ bool rpcrdma_rs_uses_virt_dma(struct ib_device *device);
 
 int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
 		       int to_device, u64 *dma_addr);
-void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t size,
-			  int to_device);
 int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
 			    u32 off, u32 len, int to_device, u64 *dma_addr);
-void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
-			       int to_device);
+void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t len,
+			  int to_device);
 int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			    u32 n, u32 off, u32 len, u32 lkey,
 			    struct ib_sge *sges, struct page **held);
@@ -49,9 +47,8 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 
 bool rpcrdma_rs_cq_is_current(struct ib_cq *cq);
 
-int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
-int rpcrdma_rs_ib_post_send_bad(struct ib_qp *qp, const struct ib_send_wr *wr,
-				const struct ib_send_wr **bad);
+int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			    const struct ib_send_wr **bad);
 int rpcrdma_rs_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad);
 

@@ -53,12 +53,6 @@ int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
 	return 0;
 }
 
-void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t size,
-			  int to_device)
-{
-	ib_dma_unmap_single(device, dma_addr, size, rpcrdma_rs_dir(to_device));
-}
-
 int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
 			    u32 off, u32 len, int to_device, u64 *dma_addr)
 {
@@ -71,8 +65,11 @@ int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
 	return 0;
 }
 
-void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
-			       int to_device)
+/* Undoes rpcrdma_rs_dma_map() and rpcrdma_rs_dma_map_page():
+ * dma_unmap_single() is dma_unmap_page().
+ */
+void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t len,
+			  int to_device)
 {
 	ib_dma_unmap_page(device, dma_addr, len, rpcrdma_rs_dir(to_device));
 }
@@ -88,20 +85,11 @@ void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 dma_addr, u32 len,
  * them NULL (checked here, where each entry is read anyway). Returns 0, or
  * -EINVAL or -EIO with nothing referenced or mapped.
  */
-int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
-			    u32 n, u32 off, u32 len, u32 lkey,
-			    struct ib_sge *sges, struct page **held)
+static __always_inline int map_run(struct ib_device *device, struct page *const *pages,
+				   u32 n, u32 off, u32 len, u32 lkey,
+				   struct ib_sge *sges, struct page **held, bool virt)
 {
-	/* Tested once, as ib_dma_map_sg() does: on rxe and siw the "DMA
-	 * address" is the kernel address and nothing is mapped.
-	 */
-	bool virt = ib_uses_virt_dma(device);
-	u32 i;
-
-	if (!n || !len || off >= PAGE_SIZE ||
-	    DIV_ROUND_UP((u64)off + len, PAGE_SIZE) != n)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
+	for (u32 i = 0; i < n; i++) {
 		u32 l = min_t(u32, PAGE_SIZE - off, len);
 		u64 addr;
 
@@ -128,8 +116,25 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 	return 0;
 }
 
+int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
+			    u32 n, u32 off, u32 len, u32 lkey,
+			    struct ib_sge *sges, struct page **held)
+{
+	if (!n || !len || off >= PAGE_SIZE ||
+	    DIV_ROUND_UP((u64)off + len, PAGE_SIZE) != n)
+		return -EINVAL;
+	/* Tested once, as ib_dma_map_sg() does, and the loop made for each
+	 * answer: on rxe and siw the "DMA address" is the kernel address and
+	 * nothing is mapped.
+	 */
+	if (ib_uses_virt_dma(device))
+		return map_run(device, pages, n, off, len, lkey, sges, held, true);
+	return map_run(device, pages, n, off, len, lkey, sges, held, false);
+}
+
 /* Undoes rpcrdma_rs_map_page_run() for its first @n entries: each mapping,
- * then the page's reference, if it took them (@held not NULL).
+ * then the page's reference, if it took them (@held not NULL). On a
+ * virtual-DMA device with no references that is nothing: no loop.
  */
 void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *held,
 			       const struct ib_sge *sges, u32 n)
@@ -137,7 +142,7 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 	bool virt = ib_uses_virt_dma(device);
 	u32 i;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && (held || !virt); i++) {
 		if (!virt)
 			ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
 					  DMA_TO_DEVICE);
@@ -153,14 +158,18 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
 				  struct page *const *pages, u32 n, u64 *dmas)
 {
-	bool virt = ib_uses_virt_dma(device);
 	u32 i;
 
+	if (ib_uses_virt_dma(device)) {
+		for (i = 0; i < n; i++)
+			dmas[i] = (uintptr_t)page_address(pages[i]);
+		return 0;
+	}
 	for (i = 0; i < n; i++) {
-		u64 addr = virt ? (uintptr_t)page_address(pages[i]) :
-			ib_dma_map_page(device, pages[i], 0, PAGE_SIZE, DMA_FROM_DEVICE);
+		u64 addr = ib_dma_map_page(device, pages[i], 0, PAGE_SIZE,
+					   DMA_FROM_DEVICE);
 
-		if (!virt && ib_dma_mapping_error(device, addr)) {
+		if (ib_dma_mapping_error(device, addr)) {
 			while (i--)
 				ib_dma_unmap_page(device, dmas[i], PAGE_SIZE,
 						  DMA_FROM_DEVICE);
@@ -228,13 +237,8 @@ struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
 /* ib_post_send() and ib_post_recv() are static inlines; the work requests
  * are built in Rust (rust/rdma/verbs.rs).
  */
-int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
-{
-	return ib_post_send(qp, wr, NULL);
-}
-
-int rpcrdma_rs_ib_post_send_bad(struct ib_qp *qp, const struct ib_send_wr *wr,
-				const struct ib_send_wr **bad)
+int rpcrdma_rs_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			    const struct ib_send_wr **bad)
 {
 	return ib_post_send(qp, wr, bad);
 }

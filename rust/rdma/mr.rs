@@ -238,7 +238,7 @@ impl Mr {
         let reg = self.prepare_reg_access(access);
         // SAFETY: `reg` is the MR's own work request, just filled; the
         // queue pair is live (the caller's requirement).
-        to_result(unsafe { bindings::rpcrdma_rs_ib_post_send(qp, reg) })
+        to_result(unsafe { bindings::rpcrdma_rs_ib_post_send(qp, reg, core::ptr::null_mut()) })
     }
 
     /// Fills the MR's REG_MR (unsignaled, nothing chained behind it) for
@@ -358,7 +358,7 @@ pub(in crate::rust) unsafe fn post_local_inv(
             wr.__bindgen_anon_1.wr_cqe = cqe;
             wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
         }
-        bindings::rpcrdma_rs_ib_post_send(qp, &wr)
+        bindings::rpcrdma_rs_ib_post_send(qp, &wr, core::ptr::null_mut())
     }
 }
 

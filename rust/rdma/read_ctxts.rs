@@ -304,7 +304,9 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
             // completion entry for as long as the contexts, which outlive
             // their posted Reads (their owner drains first); the pages stay
             // mapped while the entry holds `sinks`.
-            Ok(posting) => unsafe { bindings::rpcrdma_rs_ib_post_send(posting.qp(), &w.wr) },
+            Ok(posting) => unsafe {
+                bindings::rpcrdma_rs_ib_post_send(posting.qp(), &w.wr, core::ptr::null_mut())
+            },
             Err(e) => e.to_errno(),
         };
         if rc == 0 {

@@ -1024,14 +1024,16 @@ pub(in crate::rust) unsafe fn post_behind(
     let Some((first, last)) = chain else {
         // SAFETY: The queue pair is live while `posting` is held; `wr` by
         // the caller's requirement.
-        return unsafe { bindings::rpcrdma_rs_ib_post_send(posting.qp(), wr) };
+        return unsafe {
+            bindings::rpcrdma_rs_ib_post_send(posting.qp(), wr, core::ptr::null_mut())
+        };
     };
     // SAFETY: The chain's requests are valid, linked and end at `last`
     // (the caller's requirement); `wr` is valid.
     unsafe {
         (*last).next = wr;
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();
-        let rc = bindings::rpcrdma_rs_ib_post_send_bad(posting.qp(), first, &mut bad);
+        let rc = bindings::rpcrdma_rs_ib_post_send(posting.qp(), first, &mut bad);
         // Those ahead of the one that failed were posted.
         if rc != 0 {
             let mut at: *const bindings::ib_send_wr = first;

@@ -1014,12 +1014,11 @@ impl Xprt {
 }
 
 /// One DMA mapping of a [`PhysMap`].
+/// Head and tail pieces are mapped with `ib_dma_map_single`, page pieces
+/// with `ib_dma_map_page`: either is undone by `ib_dma_unmap_page`.
 struct PhysPiece {
     addr: u64,
     len: u32,
-    /// Mapped with `ib_dma_map_page` (a page piece) rather than
-    /// `ib_dma_map_single` (head or tail).
-    page: bool,
 }
 
 /// DMA mappings of a request range exposed under the protection domain's
@@ -1084,23 +1083,22 @@ impl PhysMap {
                     return Err(EMSGSIZE);
                 }
                 let mut addr = 0u64;
-                let (l, page) = match piece {
+                let l = match piece {
                     Piece::Page(p, off, l) => {
                         to_result(bindings::rpcrdma_rs_dma_map_page(
                             device, p, off, l, to_device, &mut addr,
                         ))?;
-                        (l, true)
+                        l
                     }
                     Piece::Virt(v, l) => {
                         to_result(bindings::rpcrdma_rs_dma_map(
                             device, v, l as usize, to_device, &mut addr,
                         ))?;
-                        (l, false)
+                        l
                     }
                 };
                 // Capacity was reserved for `max` pieces: no allocation.
-                this.pieces
-                    .push(PhysPiece { addr, len: l, page }, GFP_ATOMIC)?;
+                this.pieces.push(PhysPiece { addr, len: l }, GFP_ATOMIC)?;
                 // A piece that starts where the last segment ends (pages
                 // contiguous in DMA space) extends it: fewer segments in
                 // the header and fewer RDMA operations for the server.
@@ -1150,11 +1148,7 @@ impl Drop for PhysMap {
             // SAFETY: Live mappings on this device (type invariant), made
             // the same way; no work request names them any more.
             unsafe {
-                if p.page {
-                    bindings::rpcrdma_rs_dma_unmap_page(device, p.addr, p.len, to_device);
-                } else {
-                    bindings::rpcrdma_rs_dma_unmap(device, p.addr, p.len as usize, to_device);
-                }
+                bindings::rpcrdma_rs_dma_unmap(device, p.addr, p.len as usize, to_device);
             }
         }
         live::dec(live::Kind::PhysMap);
