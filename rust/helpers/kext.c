@@ -126,9 +126,8 @@ void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
 	unsigned int i, n;
 
 	/* Usually none is empty: looked for before anything is moved. */
-	for (i = 0; i < nr; i++)
-		if (!slots[i])
-			break;
+	for (i = 0; i < nr && slots[i]; i++)
+		;
 	for (n = i; i < nr; i++)
 		if (slots[i])
 			slots[n++] = slots[i];

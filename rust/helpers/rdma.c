@@ -94,24 +94,24 @@ static __always_inline int map_run(struct ib_device *device, struct page *const 
 		u64 addr;
 
 		if (!pages[i]) {
-			rpcrdma_rs_unmap_page_run(device, held, sges, i);
+			rpcrdma_rs_unmap_page_run(device, NULL, sges, i);
 			return -EINVAL;
 		}
 		addr = virt ? (uintptr_t)page_address(pages[i]) + off :
 			      ib_dma_map_page(device, pages[i], off, l, DMA_TO_DEVICE);
 		if (!virt && ib_dma_mapping_error(device, addr)) {
-			rpcrdma_rs_unmap_page_run(device, held, sges, i);
+			rpcrdma_rs_unmap_page_run(device, NULL, sges, i);
 			return -EIO;
-		}
-		if (held) {
-			get_page(pages[i]);
-			held[i] = pages[i];
 		}
 		sges[i].addr = addr;
 		sges[i].length = l;
 		sges[i].lkey = lkey;
 		len -= l;
 		off = 0;
+	}
+	for (u32 i = 0; held && i < n; i++) {
+		get_page(pages[i]);
+		held[i] = pages[i];
 	}
 	return 0;
 }
