@@ -68,7 +68,9 @@ pub const MAX_SGE: usize = 30;
 ///
 /// `pd` was allocated on `device`, and `device` is held with
 /// `ib_device_try_get`, so the device stays registered (its removal waits)
-/// until `drop` deallocates `pd` and then releases the device.
+/// until `drop` deallocates `pd` and then releases the device. `virt_dma`
+/// is `ib_uses_virt_dma(device)`, which does not change while the device
+/// is registered.
 pub struct Pd {
     pd: NonNull<bindings::ib_pd>,
     device: NonNull<bindings::ib_device>,
@@ -127,7 +129,8 @@ impl Pd {
         };
         // SAFETY: `device` is live (reference held).
         let virt_dma = unsafe { bindings::rpcrdma_rs_uses_virt_dma(device.as_ptr()) };
-        // INVARIANT: `pd` was allocated on `device`, which is held.
+        // INVARIANT: `pd` was allocated on `device`, which is held;
+        // `virt_dma` was read from it.
         Ok(Arc::new(
             Self {
                 pd,
