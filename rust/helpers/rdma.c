@@ -74,16 +74,9 @@ void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t len,
 	ib_dma_unmap_page(device, dma_addr, len, rpcrdma_rs_dir(to_device));
 }
 
-/* Takes a reference on each of the @n pages at @pages and maps the bytes
- * [@off, @off + @len) of them, counted from the first page's first byte,
- * for the device to read: one scatter/gather entry per page, with @lkey,
- * written to @sges, and the page to @held (C svc_rdma_pagelist_to_bvec and
- * the mapping rdma_rw_ctx_init_bvec makes, in one call for one RDMA Write
- * rather than four calls per page). With @held NULL no reference is taken:
- * the caller keeps the pages (a Reply's, held until its Writes complete, as
- * C's send context does). The range must span exactly @n pages, none of
- * them NULL (checked here, where each entry is read anyway). Returns 0, or
- * -EINVAL or -EIO with nothing referenced or mapped.
+/* The loop of rpcrdma_rs_map_page_run(), made for one kind of device (@virt
+ * a constant in each call); the references are taken once every page is
+ * mapped, so a failure undoes the mappings only.
  */
 static __always_inline int map_run(struct ib_device *device, struct page *const *pages,
 				   u32 n, u32 off, u32 len, u32 lkey,
@@ -116,6 +109,17 @@ static __always_inline int map_run(struct ib_device *device, struct page *const 
 	return 0;
 }
 
+/* Takes a reference on each of the @n pages at @pages and maps the bytes
+ * [@off, @off + @len) of them, counted from the first page's first byte,
+ * for the device to read: one scatter/gather entry per page, with @lkey,
+ * written to @sges, and the page to @held (C svc_rdma_pagelist_to_bvec and
+ * the mapping rdma_rw_ctx_init_bvec makes, in one call for one RDMA Write
+ * rather than four calls per page). With @held NULL no reference is taken:
+ * the caller keeps the pages (a Reply's, held until its Writes complete, as
+ * C's send context does). The range must span exactly @n pages, none of
+ * them NULL (checked here, where each entry is read anyway). Returns 0, or
+ * -EINVAL or -EIO with nothing referenced or mapped.
+ */
 int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			    u32 n, u32 off, u32 len, u32 lkey,
 			    struct ib_sge *sges, struct page **held)
