@@ -1014,6 +1014,7 @@ impl Xprt {
 }
 
 /// One DMA mapping of a [`PhysMap`].
+///
 /// Head and tail pieces are mapped with `ib_dma_map_single`, page pieces
 /// with `ib_dma_map_page`: either is undone by `ib_dma_unmap_page`.
 struct PhysPiece {
