@@ -44,25 +44,15 @@ static enum dma_data_direction rpcrdma_rs_dir(int to_device)
 int rpcrdma_rs_dma_map(struct ib_device *device, void *cpu_addr, size_t size,
 		       int to_device, u64 *dma_addr)
 {
-	u64 addr = ib_dma_map_single(device, cpu_addr, size,
-				     rpcrdma_rs_dir(to_device));
-
-	if (ib_dma_mapping_error(device, addr))
-		return -EIO;
-	*dma_addr = addr;
-	return 0;
+	*dma_addr = ib_dma_map_single(device, cpu_addr, size, rpcrdma_rs_dir(to_device));
+	return ib_dma_mapping_error(device, *dma_addr) ? -EIO : 0;
 }
 
 int rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
 			    u32 off, u32 len, int to_device, u64 *dma_addr)
 {
-	u64 addr = ib_dma_map_page(device, page, off, len,
-				   rpcrdma_rs_dir(to_device));
-
-	if (ib_dma_mapping_error(device, addr))
-		return -EIO;
-	*dma_addr = addr;
-	return 0;
+	*dma_addr = ib_dma_map_page(device, page, off, len, rpcrdma_rs_dir(to_device));
+	return ib_dma_mapping_error(device, *dma_addr) ? -EIO : 0;
 }
 
 /* Undoes rpcrdma_rs_dma_map() and rpcrdma_rs_dma_map_page():
@@ -82,25 +72,37 @@ static __always_inline int map_run(struct ib_device *device, struct page *const 
 				   u32 n, u32 off, u32 len, u32 lkey,
 				   struct ib_sge *sges, struct page **held, bool virt)
 {
-	for (u32 i = 0; i < n; i++) {
-		u32 l = min_t(u32, PAGE_SIZE - off, len);
+	struct page *const *p = pages;
+	struct ib_sge *sge = sges;
+	u32 left = len;
+
+	for (u32 k = n; k; k--, p++, sge++) {
+		/* On a virtual-DMA device each entry is made a whole page
+		 * and only the first and the last are cut to the run, after
+		 * the loop: the loop works out no length.
+		 */
+		u32 l = virt ? PAGE_SIZE : min_t(u32, PAGE_SIZE - (p > pages ? 0 : off), left);
 		u64 addr;
 
-		if (!pages[i]) {
-			rpcrdma_rs_unmap_page_run(device, NULL, sges, i);
+		if (!*p) {
+			rpcrdma_rs_unmap_page_run(device, NULL, sges, p - pages);
 			return -EINVAL;
 		}
-		addr = virt ? (uintptr_t)page_address(pages[i]) + off :
-			      ib_dma_map_page(device, pages[i], off, l, DMA_TO_DEVICE);
+		addr = virt ? (uintptr_t)page_address(*p) :
+			      ib_dma_map_page(device, *p, p > pages ? 0 : off, l, DMA_TO_DEVICE);
 		if (!virt && ib_dma_mapping_error(device, addr)) {
-			rpcrdma_rs_unmap_page_run(device, NULL, sges, i);
+			rpcrdma_rs_unmap_page_run(device, NULL, sges, p - pages);
 			return -EIO;
 		}
-		sges[i].addr = addr;
-		sges[i].length = l;
-		sges[i].lkey = lkey;
-		len -= l;
-		off = 0;
+		sge->addr = addr;
+		sge->length = l;
+		sge->lkey = lkey;
+		left -= l;
+	}
+	if (virt) {
+		sges[n - 1].length = ((u64)off + len - 1) % PAGE_SIZE + 1;
+		sges[0].addr += off;
+		sges[0].length = min_t(u32, PAGE_SIZE - off, len);
 	}
 	for (u32 i = 0; held && i < n; i++) {
 		get_page(pages[i]);
