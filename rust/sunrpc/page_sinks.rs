@@ -214,18 +214,45 @@ impl PageSinks {
     ) -> Result<usize> {
         let (dmas, first) = self.page_dmas(off, len)?;
         let lkey = self.pd.lkey();
-        // The usual piece of a small WRITE: within one page.
-        if let ([dma], [sge, ..]) = (dmas, &mut *sges) {
-            let length = u32::try_from(len).map_err(|_| EINVAL)?;
-            let addr = dma.wrapping_add(first as u64);
-            sge.write(bindings::ib_sge { addr, length, lkey });
-            return Ok(1);
+        let n = dmas.len();
+        let sges = sges.get_mut(..n).ok_or(EINVAL)?;
+        let (Some((sge, sges)), Some((&dma, dmas))) = (sges.split_first_mut(), dmas.split_first())
+        else {
+            return Err(EINVAL);
+        };
+        // The bytes start `first` into the first page (the usual piece of a
+        // small WRITE ends there too) and end in the last; every page
+        // between is whole, so its entry needs no length worked out (a
+        // 1 MiB WRITE's pages are all such).
+        let head = (PAGE_SIZE - first).min(len);
+        let addr = dma.wrapping_add(first as u64);
+        sge.write(bindings::ib_sge {
+            addr,
+            length: head as u32,
+            lkey,
+        });
+        let (Some((last, whole)), Some((&last_dma, whole_dmas))) =
+            (sges.split_last_mut(), dmas.split_last())
+        else {
+            return Ok(n);
+        };
+        for (sge, &addr) in whole.iter_mut().zip(whole_dmas) {
+            sge.write(bindings::ib_sge {
+                addr,
+                length: PAGE_SIZE as u32,
+                lkey,
+            });
         }
-        let sges = sges.get_mut(..dmas.len()).ok_or(EINVAL)?;
-        for (sge, (addr, length)) in sges.iter_mut().zip(runs_of(dmas, first, len)) {
-            sge.write(bindings::ib_sge { addr, length, lkey });
-        }
-        Ok(dmas.len())
+        // `dmas` are the pages the bytes touch (`page_dmas`): what the
+        // others leave is in the last, at least a byte and at most a page.
+        let tail = (len - head).checked_sub(whole.len() * PAGE_SIZE);
+        let length = tail.filter(|&t| t > 0 && t <= PAGE_SIZE).ok_or(EINVAL)?;
+        last.write(bindings::ib_sge {
+            addr: last_dma,
+            length: length as u32,
+            lkey,
+        });
+        Ok(n)
     }
 
     /// Unmaps the pages, which makes what the device wrote visible to the
