@@ -146,11 +146,9 @@ void rpcrdma_rs_mr_sync(struct ib_device *device, struct rpcrdma_rs_mr *mr,
 	if (!mr->nents || ib_uses_virt_dma(device))
 		return;
 	if (for_device)
-		dma_sync_sg_for_device(device->dma_device, mr->sg, mr->nents,
-				       mr->dir);
+		dma_sync_sg_for_device(device->dma_device, mr->sg, mr->nents, mr->dir);
 	else
-		dma_sync_sg_for_cpu(device->dma_device, mr->sg, mr->nents,
-				    mr->dir);
+		dma_sync_sg_for_cpu(device->dma_device, mr->sg, mr->nents, mr->dir);
 }
 
 /* Sets entry @i of the MR's scatterlist to @len bytes at @dma_addr, a

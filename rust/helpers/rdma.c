@@ -76,6 +76,15 @@ static __always_inline int map_run(struct ib_device *device, struct page *const 
 	struct ib_sge *sge = sges;
 	u32 left = len;
 
+	if (virt && n == 1) {
+		/* The usual run (a 4 KiB READ's): one page, no loop. */
+		if (!*p)
+			return -EINVAL;
+		sge->addr = (uintptr_t)page_address(*p) + off;
+		sge->length = len;
+		sge->lkey = lkey;
+		goto hold;
+	}
 	for (u32 k = n; k; k--, p++, sge++) {
 		/* On a virtual-DMA device each entry is made a whole page
 		 * and only the first and the last are cut to the run, after
@@ -104,6 +113,7 @@ static __always_inline int map_run(struct ib_device *device, struct page *const 
 		sges[0].addr += off;
 		sges[0].length = min_t(u32, PAGE_SIZE - off, len);
 	}
+hold:
 	for (u32 i = 0; held && i < n; i++) {
 		get_page(pages[i]);
 		held[i] = pages[i];
@@ -150,8 +160,7 @@ void rpcrdma_rs_unmap_page_run(struct ib_device *device, struct page *const *hel
 
 	for (i = 0; i < n && (held || !virt); i++) {
 		if (!virt)
-			ib_dma_unmap_page(device, sges[i].addr, sges[i].length,
-					  DMA_TO_DEVICE);
+			ib_dma_unmap_page(device, sges[i].addr, sges[i].length, DMA_TO_DEVICE);
 		if (held)
 			put_page(held[i]);
 	}
@@ -172,13 +181,11 @@ int rpcrdma_rs_dma_map_sink_pages(struct ib_device *device,
 		return 0;
 	}
 	for (i = 0; i < n; i++) {
-		u64 addr = ib_dma_map_page(device, pages[i], 0, PAGE_SIZE,
-					   DMA_FROM_DEVICE);
+		u64 addr = ib_dma_map_page(device, pages[i], 0, PAGE_SIZE, DMA_FROM_DEVICE);
 
 		if (ib_dma_mapping_error(device, addr)) {
 			while (i--)
-				ib_dma_unmap_page(device, dmas[i], PAGE_SIZE,
-						  DMA_FROM_DEVICE);
+				ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
 			return -EIO;
 		}
 		dmas[i] = addr;
@@ -214,23 +221,20 @@ void rpcrdma_rs_release_sink_pages(struct ib_device *device,
 
 	if (!ib_uses_virt_dma(device))
 		for (i = 0; i < mapped; i++)
-			ib_dma_unmap_page(device, dmas[i], PAGE_SIZE,
-					  DMA_FROM_DEVICE);
+			ib_dma_unmap_page(device, dmas[i], PAGE_SIZE, DMA_FROM_DEVICE);
 	release_pages((struct page **)pages, n);
 }
 
 void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 dma_addr,
 				 size_t size, int to_device)
 {
-	ib_dma_sync_single_for_cpu(device, dma_addr, size,
-				   rpcrdma_rs_dir(to_device));
+	ib_dma_sync_single_for_cpu(device, dma_addr, size, rpcrdma_rs_dir(to_device));
 }
 
 void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 dma_addr,
 				    size_t size, int to_device)
 {
-	ib_dma_sync_single_for_device(device, dma_addr, size,
-				      rpcrdma_rs_dir(to_device));
+	ib_dma_sync_single_for_device(device, dma_addr, size, rpcrdma_rs_dir(to_device));
 }
 
 struct rdma_cm_id *rpcrdma_rs_cm_create_id(struct net *net,
