@@ -6,15 +6,16 @@
 //! number, each claim holding its context's work, and given back with it,
 //! the work left for the next claim; Reads of two contexts posted at once land in
 //! their pieces of the pages, each completion names its own context, and
-//! every entry and the posted count are given back; a range past the
-//! pages is refused with nothing posted; a drain completes a posted Read
-//! as its context's, and a post after it is refused with everything given
-//! back.
+//! every entry and the posted count are given back; a chain of Reads
+//! completes once, with its count, and lands in its pieces; a range past
+//! the pages is refused with nothing posted; a drain completes a posted
+//! Read as its context's, and a post after it is refused with everything
+//! given back.
 
 use crate::proto::pieces::page_spans;
 use crate::rust::kext::park::CountedPark;
 use crate::rust::module::live;
-use crate::rust::rdma::read_ctxts::{ReadCtxts, ReadCtxtsOwner, READ_SLOTS};
+use crate::rust::rdma::read_ctxts::{ChainRead, ReadCtxts, ReadCtxtsOwner, READ_SLOTS};
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::verbs::{DmaDir, WorkCompletion};
 use crate::rust::sunrpc::page_sinks::PageSinks;
@@ -35,10 +36,12 @@ struct CtxtOwner {
     tallies: [Tally; CTXTS],
 }
 
-/// What a context's completions did: how many came, and how many with an
-/// error status (or naming another context's park, by the hundred).
+/// What a context's completions did: how many came, the Reads they
+/// completed, and how many came with an error status (or naming another
+/// context's park, by the hundred).
 struct Tally {
     done: Atomic<u32>,
+    reads: Atomic<u32>,
     failed: Atomic<u32>,
 }
 
@@ -46,6 +49,7 @@ impl Tally {
     const fn new() -> Self {
         Self {
             done: Atomic::new(0),
+            reads: Atomic::new(0),
             failed: Atomic::new(0),
         }
     }
@@ -67,7 +71,7 @@ impl ReadCtxtsOwner for CtxtOwner {
     /// A number, as a server's Call being read is its work.
     type Work = u32;
 
-    fn read_done(&self, ctxt: usize, park: &CountedPark<u32>, wc: &WorkCompletion) {
+    fn read_done(&self, ctxt: usize, park: &CountedPark<u32>, reads: u32, wc: &WorkCompletion) {
         let Some(tally) = self.tallies.get(ctxt) else {
             return;
         };
@@ -78,6 +82,7 @@ impl ReadCtxtsOwner for CtxtOwner {
         if !wc.is_ok() {
             tally.failed.fetch_add(1, Relaxed);
         }
+        tally.reads.fetch_add(reads, Relaxed);
         tally.done.fetch_add(1, Relaxed);
     }
 }
@@ -106,8 +111,14 @@ impl Reader {
         remote: u64,
         rkey: u32,
     ) -> Result<bool> {
+        let read = ChainRead {
+            off,
+            len,
+            remote_addr: remote,
+            rkey,
+        };
         let c = &self.owner.ctxts;
-        c.post(ctxt, &pair.client, &self.sinks, off, len, remote, rkey)
+        c.post_chain(ctxt, &pair.client, &self.sinks, [read].into_iter())
     }
 
     fn tally(&self, ctxt: usize) -> (u32, u32) {
@@ -259,6 +270,57 @@ mod tests {
         assert_eq!(r.post(&pair, first, past - 8, 16, addr, rkey), Err(EINVAL));
         assert_eq!(r.owner.ctxts.free(first), READ_SLOTS);
         assert_eq!(live::count(live::Kind::PostedWr), posted_before);
+        Ok(())
+    }
+
+    /// The test chunk read as one chain of [`READ_SLOTS`] Reads through
+    /// one entry: one completion, counting them all, lands every piece
+    /// and gives back the entry and the posted count; a chain of more than
+    /// [`READ_SLOTS`] Reads, or of none, is refused with nothing posted.
+    #[test]
+    fn a_chain_of_reads_completes_once() -> Result {
+        let pair = connect_pair()?;
+        if !scatters_into_pages(&pair) {
+            return Ok(());
+        }
+        let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
+        pattern(0x3d, &mut expect);
+        source.write(0, &expect)?;
+        let r = Reader::new(&pair, CHUNK_PAGES)?;
+        let ctxt = claimed(&r.owner.ctxts).ok_or(EBUSY)?;
+        let posted_before = live::count(live::Kind::PostedWr);
+        // Unequal pieces, each starting inside a page.
+        let cuts = [0, PAGE_SIZE / 2 + 3, 2 * PAGE_SIZE + 5, CHUNK_LEN];
+        let mut reads = [ChainRead {
+            off: 0,
+            len: 0,
+            remote_addr: 0,
+            rkey,
+        }; READ_SLOTS + 1];
+        for (i, read) in reads.iter_mut().take(READ_SLOTS).enumerate() {
+            read.off = CHUNK_OFF + cuts[i];
+            read.len = cuts[i + 1] - cuts[i];
+            read.remote_addr = addr + cuts[i] as u64;
+        }
+        let c = &r.owner.ctxts;
+        assert_eq!(
+            c.post_chain(ctxt, &pair.client, &r.sinks, reads.iter().copied()),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            c.post_chain(ctxt, &pair.client, &r.sinks, [].into_iter()),
+            Err(EINVAL)
+        );
+        assert_eq!(c.free(ctxt), READ_SLOTS);
+        let chain = &reads[..READ_SLOTS];
+        assert!(c.post_chain(ctxt, &pair.client, &r.sinks, chain.iter().copied())?);
+        wait_all_done(&r, ctxt, 1, posted_before)?;
+        assert_eq!(r.tally(ctxt), (1, 0));
+        let tally = r.owner.tallies.get(ctxt).ok_or(EINVAL)?;
+        assert_eq!(tally.reads.load(Relaxed), READ_SLOTS as u32);
+        check_chunk(&r.sinks, &expect)?;
         Ok(())
     }
 

@@ -16,6 +16,7 @@ use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
 use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
+use crate::rust::rdma::read_ctxts::{ChainRead, READ_SLOTS};
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots};
 use crate::rust::rdma::verbs::{MappedBuf, SendOp, WorkRequest};
 use crate::rust::sunrpc::page_sinks::PageSinks;
@@ -240,7 +241,9 @@ impl Io<'_> {
     /// Posts the next Reads of `work` (taken out of the operation of read
     /// context `ctxt` of `q`) that the send queue has room for now,
     /// without waiting (C posts them all and waits for room; a thread here
-    /// never waits on a peer). Returns how many were posted, for
+    /// never waits on a peer). Reads straight into the Call's pages go as
+    /// chains with one completion each (C posts a Read list as one chain).
+    /// Returns how many completions the posted Reads will have, for
     /// `ParkHolder::park` to count; the rest are posted by a later
     /// `xpo_recvfrom`, when completions have made room.
     ///
@@ -260,19 +263,28 @@ impl Io<'_> {
         if let Some(piece) = work.ctxt.single_read {
             return self.post_single(ctxt, q, work, piece);
         }
-        let mut posted = 0;
+        let mut completions = 0;
+        let mut reads = 0;
         let mut bytes = 0;
-        while let Some(p) = work.ctxt.read_pieces.get_mut(work.next) {
-            // Into the Call's own pages through one of the read context's
-            // completion entries when one is free (no work request object
-            // or reference per page: the common case).
+        while work.next < work.ctxt.read_pieces.len() {
+            // Into the Call's own pages, as one chain through one of the
+            // read context's completion entries when one is free (no work
+            // request object or reference per page: the common case).
             let direct = work.paged.as_ref().and_then(PagedSinks::unregistered);
             if let Some(pages) = direct.filter(|_| q.ops.has_free(ctxt)) {
-                match self.post_direct(ctxt, q, pages, &p.piece)? {
-                    Direct::Posted => {
-                        work.next += 1;
-                        posted += 1;
-                        bytes += p.piece.len;
+                let next = work.ctxt.read_pieces.get(work.next..).unwrap_or(&[]);
+                let mut chain = [Piece::default(); READ_SLOTS];
+                let n = next.len().min(READ_SLOTS);
+                for (c, p) in chain.iter_mut().zip(next) {
+                    *c = p.piece;
+                }
+                match self.post_direct(ctxt, q, pages, chain.get(..n).unwrap_or(&[]))? {
+                    Direct::Posted(k) => {
+                        let posted = chain.get(..k).unwrap_or(&[]);
+                        work.next += k;
+                        completions += 1;
+                        reads += k;
+                        bytes += posted.iter().map(|p| p.len).sum::<usize>();
                         continue;
                     }
                     Direct::NoRoom => break,
@@ -281,6 +293,9 @@ impl Io<'_> {
                     Direct::EntryBusy => {}
                 }
             }
+            let Some(p) = work.ctxt.read_pieces.get_mut(work.next) else {
+                break;
+            };
             // Into the Call's own pages (scattered over, or through a
             // registration of them), or into a sink from the cache.
             let (sink, taken, run) = match &work.paged {
@@ -357,13 +372,14 @@ impl Io<'_> {
             stat_add(Stat::Read, 1);
             stat_add(Stat::ReadBytes, p.piece.len as u64);
             work.next += 1;
-            posted += 1;
+            completions += 1;
+            reads += 1;
             bytes += p.piece.len;
         }
-        if posted > 0 {
-            trace::svcrdma_post_chunk(ChunkOp::Read, posted, bytes);
+        if reads > 0 {
+            trace::svcrdma_post_chunk(ChunkOp::Read, reads, bytes);
         }
-        Ok(posted)
+        Ok(completions)
     }
 
     /// [`Self::post_reads`] for a work whose one Read is `piece`, straight
@@ -381,8 +397,8 @@ impl Io<'_> {
             .as_ref()
             .and_then(PagedSinks::unregistered)
             .ok_or(EINVAL)?;
-        match self.post_direct(ctxt, q, pages, &piece)? {
-            Direct::Posted => {
+        match self.post_direct(ctxt, q, pages, core::slice::from_ref(&piece))? {
+            Direct::Posted(_) => {
                 work.ctxt.single_read = None;
                 trace::svcrdma_post_chunk(ChunkOp::Read, 1, piece.len);
                 Ok(1)
@@ -394,39 +410,47 @@ impl Io<'_> {
         }
     }
 
-    /// Posts the Read of `piece` straight into `pages` through a free
-    /// completion entry of read context `ctxt` of `q`, with one send queue
-    /// slot (given back unless the Read was posted), and counts it.
-    /// Inlined into both callers: called out of line it cost a 4 KiB
-    /// WRITE 15 module instructions and a 1 MiB write 200 (kcount).
+    /// Posts the Reads of `pieces` (one to [`READ_SLOTS`]) straight into
+    /// `pages` as one chain through a free completion entry of read
+    /// context `ctxt` of `q`, with a send queue slot each (given back
+    /// unless they were posted), and counts them. When the send queue has
+    /// room for fewer, the chain is cut to those. Inlined into both
+    /// callers: called out of line it cost a 4 KiB WRITE 15 module
+    /// instructions and a 1 MiB write 200 (kcount).
     #[inline(always)]
     fn post_direct(
         &self,
         ctxt: usize,
         q: &Arc<RecvQ>,
         pages: &Arc<PageSinks>,
-        piece: &Piece,
+        pieces: &[Piece],
     ) -> Result<Direct> {
-        if !self.sq.try_acquire_read(1)? {
-            return Ok(Direct::NoRoom);
+        let mut n = pieces.len();
+        while n > 0 && !self.sq.try_acquire_read(n as u32)? {
+            n -= 1;
         }
-        let (off, len) = (piece.off, piece.len);
-        match q
-            .ops
-            .post(ctxt, self.ep, pages, off, len, piece.addr, piece.rkey)
-        {
+        let Some(pieces) = pieces.get(..n).filter(|p| !p.is_empty()) else {
+            return Ok(Direct::NoRoom);
+        };
+        let reads = pieces.iter().map(|p| ChainRead {
+            off: p.off,
+            len: p.len,
+            remote_addr: p.addr,
+            rkey: p.rkey,
+        });
+        match q.ops.post_chain(ctxt, self.ep, pages, reads) {
             Ok(true) => {
-                stat_add(Stat::Read, 1);
-                stat_add(Stat::ReadBytes, piece.len as u64);
-                Ok(Direct::Posted)
+                stat_add(Stat::Read, n as u64);
+                stat_add(Stat::ReadBytes, pieces.iter().map(|p| p.len as u64).sum());
+                Ok(Direct::Posted(n))
             }
             Ok(false) => {
-                self.sq.release(1);
+                self.sq.release(n as u32);
                 Ok(Direct::EntryBusy)
             }
             Err(e) => {
-                // Not posted: no completion for it, and not counted.
-                self.sq.release(1);
+                // Not posted: no completion for them, and not counted.
+                self.sq.release(n as u32);
                 Err(e)
             }
         }
@@ -435,8 +459,8 @@ impl Io<'_> {
 
 /// What [`Io::post_direct`] came to.
 enum Direct {
-    /// The Read is posted.
-    Posted,
+    /// That many Reads are posted, as one chain.
+    Posted(usize),
     /// The send queue has no room for it now.
     NoRoom,
     /// Every completion entry of the context is posted.

@@ -32,15 +32,16 @@ pub(super) type ReadOp = CountedPark<ReadWork>;
 impl ReadCtxtsOwner for RecvQ {
     type Work = ReadWork;
 
-    fn read_done(&self, ctxt: usize, op: &ReadOp, wc: &WorkCompletion) {
-        read_completed(self, ctxt, op, 1, wc);
+    fn read_done(&self, ctxt: usize, op: &ReadOp, reads: u32, wc: &WorkCompletion) {
+        // Each Read of the chain held a send queue slot.
+        read_completed(self, ctxt, op, reads, wc);
     }
 }
 
-/// A Read of `op` (context `ctxt` of the connection whose read-complete
-/// queue is `q`) completed with `wc` (C `svc_rdma_wc_read_done`): returns
-/// its `slots` send queue slots and, for the operation's last Read,
-/// queues the operation.
+/// A Read of `op`, or a chain of them (context `ctxt` of the connection
+/// whose read-complete queue is `q`), completed with `wc` (C
+/// `svc_rdma_wc_read_done`): returns its `slots` send queue slots and, for
+/// the operation's last completion, queues the operation.
 fn read_completed(q: &RecvQ, ctxt: usize, op: &ReadOp, slots: u32, wc: &WorkCompletion) {
     if !wc.is_ok() {
         if !wc.is_flush() {
