@@ -17,7 +17,7 @@ use crate::rust::kext::park::CountedPark;
 use crate::rust::module::live;
 use crate::rust::rdma::read_ctxts::{ChainRead, ReadCtxts, ReadCtxtsOwner, READ_SLOTS};
 use crate::rust::rdma::ring_owner::impl_ring_in;
-use crate::rust::rdma::verbs::{DmaDir, WorkCompletion};
+use crate::rust::rdma::verbs::{DmaDir, MappedBuf, WorkCompletion};
 use crate::rust::sunrpc::page_sinks::PageSinks;
 use crate::verbs::{connect_pair, fresh_sinks, pattern, wait_for, Pair};
 use kernel::alloc::KVec;
@@ -176,6 +176,16 @@ fn wait_all_done(r: &Reader, ctxt: usize, posted: u32, posted_before: i64) -> Re
     })
 }
 
+/// The test chunk on the server's side, filled from `seed`: the buffer
+/// the Reads read from, and its bytes.
+fn chunk_source(pair: &Pair, seed: u8) -> Result<(Arc<MappedBuf>, KVec<u8>)> {
+    let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+    let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
+    pattern(seed, &mut expect);
+    source.write(0, &expect)?;
+    Ok((source, expect))
+}
+
 /// Checks that each page of `sinks` holds its part of `expect`, laid out
 /// at [`CHUNK_OFF`].
 fn check_chunk(sinks: &PageSinks, expect: &[u8]) -> Result {
@@ -242,11 +252,8 @@ mod tests {
         if !scatters_into_pages(&pair) {
             return Ok(());
         }
-        let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+        let (source, expect) = chunk_source(&pair, 0x6b)?;
         let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
-        let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
-        pattern(0x6b, &mut expect);
-        source.write(0, &expect)?;
         let r = Reader::new(&pair, CHUNK_PAGES)?;
         let (first, second) = (
             claimed(&r.owner.ctxts).ok_or(EBUSY)?,
@@ -283,11 +290,8 @@ mod tests {
         if !scatters_into_pages(&pair) {
             return Ok(());
         }
-        let source = pair.server.alloc_buf(CHUNK_LEN, DmaDir::ToDevice)?;
+        let (source, expect) = chunk_source(&pair, 0x3d)?;
         let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
-        let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
-        pattern(0x3d, &mut expect);
-        source.write(0, &expect)?;
         let r = Reader::new(&pair, CHUNK_PAGES)?;
         let ctxt = claimed(&r.owner.ctxts).ok_or(EBUSY)?;
         let posted_before = live::count(live::Kind::PostedWr);
