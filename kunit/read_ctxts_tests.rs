@@ -118,7 +118,7 @@ impl Reader {
             rkey,
         };
         let c = &self.owner.ctxts;
-        c.post_chain(ctxt, &pair.client, &self.sinks, [read].into_iter())
+        c.post_chain(ctxt, &pair.client, &self.sinks, &[read])
     }
 
     fn tally(&self, ctxt: usize) -> (u32, u32) {
@@ -310,16 +310,13 @@ mod tests {
         }
         let c = &r.owner.ctxts;
         assert_eq!(
-            c.post_chain(ctxt, &pair.client, &r.sinks, reads.iter().copied()),
+            c.post_chain(ctxt, &pair.client, &r.sinks, &reads),
             Err(EINVAL)
         );
-        assert_eq!(
-            c.post_chain(ctxt, &pair.client, &r.sinks, [].into_iter()),
-            Err(EINVAL)
-        );
+        assert_eq!(c.post_chain(ctxt, &pair.client, &r.sinks, &[]), Err(EINVAL));
         assert_eq!(c.free(ctxt), READ_SLOTS);
-        let chain = &reads[..READ_SLOTS];
-        assert!(c.post_chain(ctxt, &pair.client, &r.sinks, chain.iter().copied())?);
+        let chain: &[ChainRead; READ_SLOTS] = reads[..READ_SLOTS].try_into().map_err(|_| EINVAL)?;
+        assert!(c.post_chain(ctxt, &pair.client, &r.sinks, chain)?);
         wait_all_done(&r, ctxt, 1, posted_before)?;
         assert_eq!(r.tally(ctxt), (1, 0));
         let tally = r.owner.tallies.get(ctxt).ok_or(EINVAL)?;

@@ -432,13 +432,23 @@ impl Io<'_> {
         let Some(pieces) = pieces.get(..n).filter(|p| !p.is_empty()) else {
             return Ok(Direct::NoRoom);
         };
-        let reads = pieces.iter().map(|p| ChainRead {
+        let read = |p: &Piece| ChainRead {
             off: p.off,
             len: p.len,
             remote_addr: p.addr,
             rkey: p.rkey,
-        });
-        match q.ops.post_chain(ctxt, self.ep, pages, reads) {
+        };
+        // A chain's length is a constant of its post, which sizes the
+        // lists it builds: the usual WRITE's one Read builds one.
+        let posted = match pieces {
+            [a] => q.ops.post_chain(ctxt, self.ep, pages, &[read(a)]),
+            [a, b] => q.ops.post_chain(ctxt, self.ep, pages, &[read(a), read(b)]),
+            [a, b, c] => q
+                .ops
+                .post_chain(ctxt, self.ep, pages, &[read(a), read(b), read(c)]),
+            _ => Err(EINVAL),
+        };
+        match posted {
             Ok(true) => {
                 stat_add(Stat::Read, n as u64);
                 stat_add(Stat::ReadBytes, pieces.iter().map(|p| p.len as u64).sum());
