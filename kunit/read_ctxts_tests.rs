@@ -119,6 +119,10 @@ impl Reader {
         };
         let c = &self.owner.ctxts;
         c.post_chain(ctxt, &pair.client, &self.sinks, &[read])
+            .map_err(|(e, went)| {
+                assert_eq!(went, 0);
+                e
+            })
     }
 
     fn tally(&self, ctxt: usize) -> (u32, u32) {
@@ -311,12 +315,15 @@ mod tests {
         let c = &r.owner.ctxts;
         assert_eq!(
             c.post_chain(ctxt, &pair.client, &r.sinks, &reads),
-            Err(EINVAL)
+            Err((EINVAL, 0))
         );
-        assert_eq!(c.post_chain(ctxt, &pair.client, &r.sinks, &[]), Err(EINVAL));
+        assert_eq!(
+            c.post_chain(ctxt, &pair.client, &r.sinks, &[]),
+            Err((EINVAL, 0))
+        );
         assert_eq!(c.free(ctxt), READ_SLOTS);
         let chain: &[ChainRead; READ_SLOTS] = reads[..READ_SLOTS].try_into().map_err(|_| EINVAL)?;
-        assert!(c.post_chain(ctxt, &pair.client, &r.sinks, chain)?);
+        assert_eq!(c.post_chain(ctxt, &pair.client, &r.sinks, chain), Ok(true));
         wait_all_done(&r, ctxt, 1, posted_before)?;
         assert_eq!(r.tally(ctxt), (1, 0));
         let tally = r.owner.tallies.get(ctxt).ok_or(EINVAL)?;

@@ -446,7 +446,7 @@ impl Io<'_> {
             [a, b, c] => q
                 .ops
                 .post_chain(ctxt, self.ep, pages, &[read(a), read(b), read(c)]),
-            _ => Err(EINVAL),
+            _ => Err((EINVAL, 0)),
         };
         match posted {
             Ok(true) => {
@@ -458,9 +458,11 @@ impl Io<'_> {
                 self.sq.release(n as u32);
                 Ok(Direct::EntryBusy)
             }
-            Err(e) => {
-                // Not posted: no completion for them, and not counted.
-                self.sq.release(n as u32);
+            Err((e, went)) => {
+                // Those not posted have no completion to give their slots
+                // back; those that went out keep theirs (the connection is
+                // closed). Not counted.
+                self.sq.release(n.saturating_sub(went) as u32);
                 Err(e)
             }
         }

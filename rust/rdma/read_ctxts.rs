@@ -103,10 +103,10 @@ struct Entry {
 /// `entries[i].slot` is `i` and each `cqe.done` is `read_done::<O>`.
 /// Bit `i` of `busy` is set while entry `i` is posted or being filled by
 /// the poster that set it; only that poster, then the entry's completion,
-/// write its `sinks` and `reads`. `home` names the contexts this one belongs to
-/// whenever an entry is posted (written before each post, always with the
-/// same value: the contexts do not move, their owner being pinned in an
-/// `Arc`).
+/// write its `sinks` and `reads`. `home` names the contexts this one
+/// belongs to whenever an entry is posted (written before each post,
+/// always with the same value: the contexts do not move, their owner being
+/// pinned in an `Arc`).
 /// `index` is the context's place in [`ReadCtxts::ctxts`].
 #[pin_data]
 struct Ctxt<O: ReadCtxtsOwner> {
@@ -282,18 +282,20 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
     /// drops its completion and the queue pair's error flushes the last
     /// one, which carries the error to the owner. The chain holds a
     /// reference on `sinks` until its completion. `Ok(false)`, with
-    /// nothing posted, when every entry of the context is posted; `EINVAL`
-    /// for an unknown context, no Reads or too many, a range past the
-    /// pages or over more than [`MAX_SGE`] of them or than the device
-    /// scatters a Read over, or pages mapped on another device;
+    /// nothing posted, when every entry of the context is posted. An error
+    /// comes with how many of the Reads went out (0 but in the case
+    /// below): `EINVAL` for an unknown context, no Reads or too many, a
+    /// range past the pages or over more than [`MAX_SGE`] of them or than
+    /// the device scatters a Read over, or pages mapped on another device;
     /// `ESHUTDOWN` once the endpoint's drain started.
     ///
     /// A chain the provider takes in part (it refuses a Read after
     /// accepting those before it) has no completion to retire it: its
     /// entry stays posted and the contexts are leaked when they are
-    /// dropped, as with an endpoint that was not drained. The caller
-    /// reserves send queue room for every Read first, so a provider has no
-    /// reason to refuse one.
+    /// dropped, as with an endpoint that was not drained, and the Reads
+    /// that went out keep their send queue slots. The caller reserves send
+    /// queue room for every Read first, so a provider has no reason to
+    /// refuse one.
     // Never inlined: each length's lists stay in a frame of their own, not
     // in the caller's (the longest, three Reads' lists, 1.4 KiB).
     #[inline(never)]
@@ -303,10 +305,10 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         ep: &Endpoint,
         sinks: &Arc<PageSinks>,
         reads: &[ChainRead; N],
-    ) -> Result<bool> {
-        let c = self.ctxts.get(ctxt).ok_or(EINVAL)?;
+    ) -> core::result::Result<bool, (Error, usize)> {
+        let c = self.ctxts.get(ctxt).ok_or((EINVAL, 0))?;
         if N == 0 || N > READ_SLOTS || !Arc::ptr_eq(sinks.pd(), ep.pd()) {
-            return Err(EINVAL);
+            return Err((EINVAL, 0));
         }
         let max_sge_rd = ep.device_attr().max_sge_rd;
         // Sized by the chain (a 4 KiB WRITE's one Read takes one of each).
@@ -314,10 +316,10 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
             [const { [const { MaybeUninit::<bindings::ib_sge>::uninit() }; MAX_SGE] }; N];
         let mut wrs = [const { MaybeUninit::<bindings::ib_rdma_wr>::uninit() }; N];
         for ((r, w), list) in reads.iter().zip(wrs.iter_mut()).zip(sges.iter_mut()) {
-            let nsge = sinks.page_sges(r.off, r.len, list)?;
+            let nsge = sinks.page_sges(r.off, r.len, list).map_err(|e| (e, 0))?;
             // The device must scatter one Read over that many entries.
             if !u32::try_from(nsge).is_ok_and(|n| n <= max_sge_rd) {
-                return Err(EINVAL);
+                return Err((EINVAL, 0));
             }
             // SAFETY: All-zero is a valid `ib_rdma_wr` (null pointers, no
             // flags, no completion entry); the fields that matter are set
@@ -325,7 +327,7 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
             let w = w.write(unsafe { core::mem::zeroed() });
             // The first `nsge` entries, which `page_sges` wrote.
             w.wr.sg_list = list.as_mut_ptr().cast();
-            w.wr.num_sge = i32::try_from(nsge).map_err(|_| EINVAL)?;
+            w.wr.num_sge = i32::try_from(nsge).map_err(|_| (EINVAL, 0))?;
             w.wr.opcode = bindings::ib_wr_opcode_IB_WR_RDMA_READ;
             w.remote_addr = r.remote_addr;
             w.rkey = r.rkey;
@@ -373,13 +375,27 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         if rc == 0 {
             return Ok(true);
         }
-        if !bad.is_null() && !core::ptr::eq(bad, first) {
-            // Part of the chain went out, without the Read whose
-            // completion would retire it: the entry stays posted.
+        let e = Error::from_errno(rc);
+        // How many Reads went out: those ahead of the one the provider
+        // refused (all of them if it names none of the chain's).
+        let went = if bad.is_null() {
+            0
+        } else {
+            (0..N)
+                .position(|i| {
+                    // SAFETY: `i` is below `N`: an element of the chain.
+                    let wr = unsafe { core::ptr::addr_of!((*chain.add(i)).wr) };
+                    core::ptr::eq(bad, wr)
+                })
+                .unwrap_or(N)
+        };
+        if went > 0 {
+            // Without the Read whose completion would retire the chain:
+            // the entry stays posted.
             crate::pr_err_ratelimited!(
                 "rpcrdma_rs: a chain of RDMA Reads was posted in part; its context is leaked\n"
             );
-            return Err(Error::from_errno(rc));
+            return Err((e, went));
         }
         // Not posted: no completion will come.
         live::dec(live::Kind::PostedWr);
@@ -387,7 +403,7 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
         let kept = unsafe { (*entry.sinks.get()).take() };
         release_entry(c, slot);
         drop(kept);
-        Err(Error::from_errno(rc))
+        Err((e, 0))
     }
 
     /// Whether any entry of any context is posted (or being filled).
