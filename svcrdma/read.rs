@@ -279,12 +279,11 @@ impl Io<'_> {
                     *c = p.piece;
                 }
                 match self.post_direct(ctxt, q, pages, chain.get(..n).unwrap_or(&[]))? {
-                    Direct::Posted(k) => {
-                        let posted = chain.get(..k).unwrap_or(&[]);
+                    Direct::Posted { reads: k, bytes: b } => {
                         work.next += k;
                         completions += 1;
                         reads += k;
-                        bytes += posted.iter().map(|p| p.len).sum::<usize>();
+                        bytes += b;
                         continue;
                     }
                     Direct::NoRoom => break,
@@ -398,7 +397,7 @@ impl Io<'_> {
             .and_then(PagedSinks::unregistered)
             .ok_or(EINVAL)?;
         match self.post_direct(ctxt, q, pages, core::slice::from_ref(&piece))? {
-            Direct::Posted(_) => {
+            Direct::Posted { .. } => {
                 work.ctxt.single_read = None;
                 trace::svcrdma_post_chunk(ChunkOp::Read, 1, piece.len);
                 Ok(1)
@@ -450,9 +449,10 @@ impl Io<'_> {
         };
         match posted {
             Ok(true) => {
+                let bytes = pieces.iter().map(|p| p.len).sum();
                 stat_add(Stat::Read, n as u64);
-                stat_add(Stat::ReadBytes, pieces.iter().map(|p| p.len as u64).sum());
-                Ok(Direct::Posted(n))
+                stat_add(Stat::ReadBytes, bytes as u64);
+                Ok(Direct::Posted { reads: n, bytes })
             }
             Ok(false) => {
                 self.sq.release(n as u32);
@@ -471,8 +471,8 @@ impl Io<'_> {
 
 /// What [`Io::post_direct`] came to.
 enum Direct {
-    /// That many Reads are posted, as one chain.
-    Posted(usize),
+    /// `reads` Reads of `bytes` in all are posted, as one chain.
+    Posted { reads: usize, bytes: usize },
     /// The send queue has no room for it now.
     NoRoom,
     /// Every completion entry of the context is posted.
