@@ -23,7 +23,10 @@ that function's own lines (the outermost frame: which of its calls or
 statements the time went to) and by the function inlined at that line.
 ANCHOR (a name inlined into it, e.g. `xprtrdma::conn::Conn>::send`) takes
 the frame of that function as the outermost instead, to look one level
-further in; samples outside it are counted apart.
+further in; samples outside it are counted apart. The anchor matches any
+frame whose name contains it, generic parameters included; ending it with
+`$` matches only names that end with it (`send_fast_in_place::{closure#0}$`
+is the closure, not a function generic over it).
 """
 import collections
 import re
@@ -122,6 +125,13 @@ def print_counts(title, counts, top):
         print(f"{v:6} {k[:140]}")
 
 
+def anchored(name, anchor):
+    """Whether the frame `name` is the anchor's (see --within)."""
+    if anchor.endswith('$'):
+        return name.endswith(anchor[:-1])
+    return anchor in name
+
+
 def print_within(samples, unresolved, frames, within, anchor, top):
     """One function's samples by its own lines and by the function each
     line inlined (see --within in the module's documentation)."""
@@ -132,7 +142,7 @@ def print_within(samples, unresolved, frames, within, anchor, top):
     for a, n in samples:
         f = frames.get(a, [])
         if anchor:
-            k = next((j for j in range(len(f) - 1, -1, -1) if anchor in f[j][0]), None)
+            k = next((j for j in range(len(f) - 1, -1, -1) if anchored(f[j][0], anchor)), None)
             f = f[:k + 1] if k is not None else []
         if not f:
             apart += n
