@@ -183,7 +183,7 @@ impl PageSinks {
         len: usize,
     ) -> Result<impl Iterator<Item = (u64, u32)> + '_> {
         let (dmas, first) = self.page_dmas(off, len)?;
-        Ok(runs_of(dmas, first, len))
+        runs_of(dmas, first, len)
     }
 
     /// The DMA addresses of the pages the bytes `[off, off + len)` touch
@@ -224,11 +224,9 @@ impl PageSinks {
         else {
             return Err(EINVAL);
         };
-        // The bytes start `first` into the first page (the usual piece of a
-        // small WRITE ends there too) and end in the last; every page
-        // between is whole, so its entry needs no length worked out (a
-        // 1 MiB WRITE's pages are all such).
-        let head = (PAGE_SIZE - first).min(len);
+        // Every page between the first and the last is whole, so its entry
+        // needs no length worked out (a 1 MiB WRITE's pages are all such).
+        let (head, tail) = page_shares(n, first, len)?;
         let addr = dma.wrapping_add(first as u64);
         sge.write(bindings::ib_sge {
             addr,
@@ -247,13 +245,9 @@ impl PageSinks {
                 lkey,
             });
         }
-        // `dmas` are the pages the bytes touch (`page_dmas`): what the
-        // others leave is in the last, at least a byte and at most a page.
-        let tail = (len - head).checked_sub(whole.len() * PAGE_SIZE);
-        let length = tail.filter(|&t| t > 0 && t <= PAGE_SIZE).ok_or(EINVAL)?;
         last.write(bindings::ib_sge {
             addr: last_dma,
-            length: length as u32,
+            length: tail as u32,
             lkey,
         });
         Ok(n)
@@ -373,18 +367,40 @@ impl Drop for PageSinks {
     }
 }
 
+/// How `len` bytes from `first` bytes into the first of `pages` pages
+/// (exactly those the bytes touch, [`PageSinks::page_dmas`]) share them
+/// out: the first page's bytes and, over two pages or more, the last's,
+/// at least a byte and at most a page; every page between is whole.
+/// `EINVAL` if the pages are not those the bytes touch.
+#[inline(always)]
+fn page_shares(pages: usize, first: usize, len: usize) -> Result<(usize, usize)> {
+    let head = PAGE_SIZE.checked_sub(first).ok_or(EINVAL)?.min(len);
+    let Some(between) = pages.checked_sub(2) else {
+        return if pages == 1 && head == len {
+            Ok((head, 0))
+        } else {
+            Err(EINVAL)
+        };
+    };
+    let tail = (len - head).checked_sub(between * PAGE_SIZE);
+    let tail = tail.filter(|&t| t > 0 && t <= PAGE_SIZE).ok_or(EINVAL)?;
+    Ok((head, tail))
+}
+
 /// The runs of `len` bytes laid over the pages at `dmas` from `first`
-/// bytes into the first: one per page, each `(address, length)`. `dmas`
-/// are exactly the pages the bytes touch ([`PageSinks::page_dmas`]), so
-/// the runs cover them all.
-fn runs_of(dmas: &[u64], first: usize, len: usize) -> impl Iterator<Item = (u64, u32)> + '_ {
-    let mut left = len;
-    dmas.iter().enumerate().map(move |(i, &dma)| {
-        // The first run starts `first` bytes into its page, the others at
-        // their page's start.
-        let start = if i == 0 { first } else { 0 };
-        let run = (PAGE_SIZE - start).min(left);
-        left -= run;
-        (dma.wrapping_add(start as u64), run as u32)
-    })
+/// bytes into the first (the pages they touch, [`PageSinks::page_dmas`]):
+/// one per page, each `(address, length)`, shared out as
+/// [`PageSinks::page_sges`] writes them ([`page_shares`]).
+fn runs_of(
+    dmas: &[u64],
+    first: usize,
+    len: usize,
+) -> Result<impl Iterator<Item = (u64, u32)> + '_> {
+    let (head, tail) = page_shares(dmas.len(), first, len)?;
+    let last = dmas.len() - 1;
+    Ok(dmas.iter().enumerate().map(move |(i, &dma)| match i {
+        0 => (dma.wrapping_add(first as u64), head as u32),
+        i if i == last => (dma, tail as u32),
+        _ => (dma, PAGE_SIZE as u32),
+    }))
 }
