@@ -368,19 +368,15 @@ impl Drop for PageSinks {
 }
 
 /// How `len` bytes from `first` bytes into the first of `pages` pages
-/// (exactly those the bytes touch, [`PageSinks::page_dmas`]) share them
-/// out: the first page's bytes and, over two pages or more, the last's,
-/// at least a byte and at most a page; every page between is whole.
-/// `EINVAL` if the pages are not those the bytes touch.
+/// (those the bytes touch, [`PageSinks::page_dmas`]: at least one, and
+/// `first` within the first) share them out: the first page's bytes and,
+/// over two pages or more, the last's, at least a byte and at most a page
+/// (`EINVAL` otherwise); every page between is whole.
 #[inline(always)]
 fn page_shares(pages: usize, first: usize, len: usize) -> Result<(usize, usize)> {
-    let head = PAGE_SIZE.checked_sub(first).ok_or(EINVAL)?.min(len);
+    let head = (PAGE_SIZE - first).min(len);
     let Some(between) = pages.checked_sub(2) else {
-        return if pages == 1 && head == len {
-            Ok((head, 0))
-        } else {
-            Err(EINVAL)
-        };
+        return Ok((head, 0));
     };
     let tail = (len - head).checked_sub(between * PAGE_SIZE);
     let tail = tail.filter(|&t| t > 0 && t <= PAGE_SIZE).ok_or(EINVAL)?;
@@ -397,7 +393,7 @@ fn runs_of(
     len: usize,
 ) -> Result<impl Iterator<Item = (u64, u32)> + '_> {
     let (head, tail) = page_shares(dmas.len(), first, len)?;
-    let last = dmas.len() - 1;
+    let last = dmas.len().saturating_sub(1);
     Ok(dmas.iter().enumerate().map(move |(i, &dma)| match i {
         0 => (dma.wrapping_add(first as u64), head as u32),
         i if i == last => (dma, tail as u32),
