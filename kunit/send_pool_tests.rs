@@ -6,7 +6,7 @@
 //! context comes back to the list when its Send completes and is reused;
 //! the pool makes no more than its bound; a drain leaves nothing posted;
 //! a context's own RDMA Writes land before its Send arrives, and their
-//! pages are let go when it completes.
+//! pages are let go when it completes, those it holds itself too.
 
 use crate::client_tests::{server_recvs, writable_by_client, Counted, Log};
 use crate::rust::module::live;
@@ -209,6 +209,67 @@ mod tests {
             assert!(got[..] == want[..]);
         }
         wait_idle(&owner)?;
+        assert_eq!(live::count(live::Kind::MappedBuf), mapped_before);
+        Ok(())
+    }
+
+    /// Pages given to a context (as a Reply's are, with their references)
+    /// are the source of its Writes without a reference of their own: the
+    /// peer's buffer holds their bytes when the Send arrives, a Write
+    /// outside them is refused, and the context puts them when its Send
+    /// completes; a context given pages and given back unposted puts them
+    /// too.
+    #[test]
+    fn a_context_puts_the_pages_it_holds() -> Result {
+        let pair = connect_pair()?;
+        let recvs = server_recvs(&pair, 1)?;
+        let (target, mr) = writable_by_client(&pair, 2 * PAGE_SIZE)?;
+        let seg = mr.segment();
+        let ours = [PageRef::alloc()?, PageRef::alloc()?];
+        let mut given = KVec::with_capacity(2, GFP_KERNEL)?;
+        for p in &ours {
+            given.push(p.clone(), GFP_KERNEL)?;
+        }
+        let held_before = live::count(live::Kind::HeldPage);
+        let mapped_before = live::count(live::Kind::MappedBuf);
+        let owner = pool_owner(2)?;
+        let mut send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+        assert!(send.hold_refs(given));
+        assert_eq!(live::count(live::Kind::HeldPage), held_before + 2);
+        // Held page 1 to the second page, held page 0 to the first.
+        for (first, at) in [(1usize, PAGE_SIZE), (0, 0)] {
+            let addr = seg.offset + at as u64;
+            assert!(send.add_held_write(&pair.client, (first, 0, PAGE_SIZE), addr, seg.handle)?);
+        }
+        // Past the pages it holds, or more than one page from the last.
+        let outside = [(2, 0, PAGE_SIZE), (1, 8, PAGE_SIZE)];
+        for span in outside {
+            let refused = send.add_held_write(&pair.client, span, seg.offset, seg.handle);
+            assert_eq!(refused.err(), Some(EINVAL));
+        }
+        assert_eq!(send.writes(), 2);
+        post(&pair, send, &mut SendChain::new(), b"after the held writes")?;
+        assert_eq!(owner.log.wait_for(1)?, 1);
+        assert_eq!(owner.log.covered(), 3);
+        assert!(recvs[0].wait()?.is_ok());
+        let mut want = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        let mut got = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        for (page, at) in [(0usize, 0), (1, PAGE_SIZE)] {
+            ours[page].read(0, &mut want)?;
+            target.read(at, &mut got)?;
+            assert!(got[..] == want[..]);
+        }
+        wait_idle(&owner)?;
+        assert_eq!(live::count(live::Kind::HeldPage), held_before);
+        assert_eq!(live::count(live::Kind::MappedBuf), mapped_before);
+        // Given pages, then given back without a post.
+        let mut send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+        let mut given = KVec::with_capacity(1, GFP_KERNEL)?;
+        given.push(ours[0].clone(), GFP_KERNEL)?;
+        assert!(send.hold_refs(given));
+        assert!(send.add_held_write(&pair.client, (0, 0, 64), seg.offset, seg.handle)?);
+        drop(send);
+        assert_eq!(live::count(live::Kind::HeldPage), held_before);
         assert_eq!(live::count(live::Kind::MappedBuf), mapped_before);
         Ok(())
     }

@@ -269,7 +269,7 @@ impl Io<'_> {
     /// Posts `send`, `len` bytes, behind `chain`, with a send queue slot
     /// for each (one `ib_post_send`, only the Send signaled; its
     /// completion returns the slots).
-    fn post_pooled(
+    pub(super) fn post_pooled(
         &self,
         chain: &mut SendChain<SqHandler>,
         send: PooledSend<'_, SqGate>,

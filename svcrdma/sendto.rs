@@ -85,6 +85,13 @@ impl Conn {
     /// Sends the Reply, then gives the request's page references to the
     /// array its Writes hold the pages in, if they do ([`ReplyFrom`]).
     fn send_reply(&self, rqst: &mut SvcRqst, ctxt: &mut CallCtxt) -> Result {
+        if let Some(seg) = ctxt.call.one_write_segment() {
+            let xid = ctxt.call.xid;
+            if let Some(res) = self.send_one_write_reply(rqst, xid, &seg, ctxt.payloads.as_slice())
+            {
+                return res;
+            }
+        }
         let mut from = ReplyFrom::new(rqst);
         let res = self.send_reply_from(&mut from, ctxt);
         if let Some(pages) = from.into_pages() {
@@ -104,12 +111,6 @@ impl Conn {
                 false => None,
             };
             if let Some(res) = self.send_plain_reply(rqst, xid, inv) {
-                return res;
-            }
-        }
-        if let Some(seg) = ctxt.call.one_write_segment() {
-            if let Some(res) = self.send_one_write_reply(rqst, xid, &seg, ctxt.payloads.as_slice())
-            {
                 return res;
             }
         }
@@ -333,11 +334,14 @@ impl Conn {
     /// Write in the Reply's send context, its header written word by word,
     /// the bytes around the payload copied behind it, no chunk list walked
     /// or rebuilt (C `svc_rdma_send_write_chunk`, then
-    /// `svc_rdma_send_reply_msg`). `None`, with nothing done, for any other
-    /// Reply: the general way sends it, or answers it with `ERR_CHUNK`.
+    /// `svc_rdma_send_reply_msg`). The Reply's pages go to the send
+    /// context, which puts them when the Send completes (C
+    /// `svc_rdma_save_io_pages`): no reference is taken and put per page.
+    /// `None`, with nothing done, for any other Reply: the general way
+    /// sends it, or answers it with `ERR_CHUNK`.
     fn send_one_write_reply(
         &self,
-        rqst: &SvcRqst,
+        rqst: &mut SvcRqst,
         xid: u32,
         seg: &Segment,
         payloads: &[(u32, u32)],
@@ -372,28 +376,45 @@ impl Conn {
         if len as usize > max_piece {
             return None;
         }
-        let pages = rqst.res_pages(position, len, sges)?;
+        let (span, count) = {
+            let pages = rqst.res_pages(position, len, sges)?;
+            (pages.held_span().ok()?, pages.count_pages())
+        };
         let mut send = io.take_send()?;
-        match send.add_write(&s.ep, pages.range().ok()?, None, seg.offset, seg.handle) {
+        // The Send first: its bytes are read from the Reply's pages, which
+        // then go to the context.
+        let filled = send.fill(|out| {
+            let n = ParsedChunks::encode_one_write_reply_header(xid, s.credits, seg, len, out)
+                .map_err(|_| EINVAL)?;
+            let head_end = n.checked_add(usize_of(head_len)?).ok_or(EINVAL)?;
+            let end = head_end.checked_add(usize_of(tail_len)?).ok_or(EINVAL)?;
+            rqst.read_res(0, out.get_mut(n..head_end).ok_or(EINVAL)?)?;
+            rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
+            Ok(end)
+        });
+        let send_len = match filled {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        let added = if send.hold_reply_pages(rqst) {
+            send.add_held_write(&s.ep, span, seg.offset, seg.handle)
+        } else {
+            // More pages than a context holds: a reference on each of the
+            // Write's.
+            let pages = rqst.res_pages(position, len, sges).ok_or(EINVAL);
+            pages.and_then(|p| send.add_write(&s.ep, p.range()?, None, seg.offset, seg.handle))
+        };
+        // A context has room for a Write before its first.
+        match added {
             Ok(true) => {}
-            Ok(false) => return None,
+            Ok(false) => return Some(Err(EINVAL)),
             Err(e) => return Some(Err(e)),
         }
-        count_direct_write(u64::from(len), pages.count_pages() as u64);
+        count_direct_write(u64::from(len), count as u64);
         trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
         // The one handle of the lists.
         let inv = s.snd_w_inv.then_some(seg.handle);
-        Some(
-            io.send_filled(&mut SendChain::new(), Some(send), total, inv, |out| {
-                let n = ParsedChunks::encode_one_write_reply_header(xid, s.credits, seg, len, out)
-                    .map_err(|_| EINVAL)?;
-                let head_end = n.checked_add(usize_of(head_len)?).ok_or(EINVAL)?;
-                let end = head_end.checked_add(usize_of(tail_len)?).ok_or(EINVAL)?;
-                rqst.read_res(0, out.get_mut(n..head_end).ok_or(EINVAL)?)?;
-                rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
-                Ok(end)
-            }),
-        )
+        Some(io.post_pooled(&mut SendChain::new(), send, send_len, inv))
     }
 }
 

@@ -32,9 +32,12 @@ pub enum Kind {
     /// A Reply's page array holding the request's page references for
     /// the Writes from its pages (`reply_pages.rs`).
     ReplyPages = 8,
+    /// A Reply's page whose reference a send context holds until its Send
+    /// completes (`reply_pages.rs`, `HeldPages`).
+    HeldPage = 9,
 }
 
-const KINDS: usize = 9;
+const KINDS: usize = 10;
 
 /// The counts: updated on every post and completion, from every CPU, so
 /// kept per CPU (an object may be counted in on one CPU and out on another;

@@ -40,9 +40,10 @@ use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::send_chain::{EndNotPosted, SendChain};
 use crate::rust::rdma::verbs::{
     complete_chain, map_page_run, post_behind, unmap_page_run, CompletionHandler, DmaDir, Endpoint,
-    MappedBuf, PageRange, WorkCompletion, WorkRequest, MAX_SGE,
+    MappedBuf, PageRange, PageRef, WorkCompletion, WorkRequest, MAX_SGE,
 };
-use crate::rust::sunrpc::reply_pages::ReplyPages;
+use crate::rust::sunrpc::reply_pages::{HeldPages, ReplyPages};
+use crate::rust::sunrpc::svc::SvcRqst;
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -81,8 +82,8 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// are never written again). No reference to `buf` leaves the pool, so
 /// the CPU reaches it only through the context's holder. `sge`'s length,
 /// `wr`'s other fields, `ahead`, the Writes in
-/// `writes` (the first `nwrites`, each as [`WriteSlot`] says) and `reply`
-/// are written only by the context's holder: the thread that took it from
+/// `writes` (the first `nwrites`, each as [`WriteSlot`] says), `reply`
+/// and `held` are written only by the context's holder: the thread that took it from
 /// the free list until it posts it or gives it back, then the completion
 /// until it pushes it on the free list again. `next` is written by
 /// whoever pushes it.
@@ -100,8 +101,11 @@ struct Ctxt<O: SendPoolOwner> {
     /// The context's own RDMA Writes: the first `nwrites` are in use.
     writes: UnsafeCell<[WriteSlot; CTXT_WRITES]>,
     nwrites: UnsafeCell<usize>,
-    /// What keeps the pages of Writes that took no reference of their own.
+    /// What keeps the pages of Writes that took no reference of their own:
+    /// a long Reply's page array, or the Reply's pages the context holds
+    /// itself.
     reply: UnsafeCell<Option<Arc<ReplyPages>>>,
+    held: UnsafeCell<HeldPages>,
     /// The device the Writes' pages are mapped on (`buf`'s protection
     /// domain keeps it).
     device: *mut bindings::ib_device,
@@ -125,6 +129,17 @@ struct WriteSlot {
     pages: [*mut bindings::page; MAX_SGE],
     n: usize,
     own_refs: bool,
+}
+
+/// What keeps the pages of a context's RDMA Write until it completes.
+#[derive(Clone, Copy)]
+enum Kept<'a> {
+    /// A reference the Write takes on each.
+    Referenced,
+    /// The Reply's page array.
+    Reply(&'a Arc<ReplyPages>),
+    /// The context itself ([`PooledSend::hold_reply_pages`]).
+    Held,
 }
 
 /// Send contexts of one connection, made as needed up to a bound.
@@ -283,6 +298,7 @@ impl<O: HasSendPool> SendPool<O> {
                 writes: UnsafeCell::new(unsafe { core::mem::zeroed() }),
                 nwrites: UnsafeCell::new(0),
                 reply: UnsafeCell::new(None),
+                held: UnsafeCell::new(HeldPages::new()),
                 device: ep.pd().device_ptr(),
             },
             GFP_KERNEL,
@@ -344,8 +360,9 @@ impl<O: SendPoolOwner> Ctxt<O> {
     #[inline]
     unsafe fn release_writes(&self) {
         // SAFETY: Held (the caller's requirement). A context with no
-        // Writes holds no `reply` either (`add_write` sets it with one).
-        if unsafe { *self.nwrites.get() } == 0 {
+        // Writes holds no `reply` either (`add_write` sets it with one),
+        // but may hold pages (given before its Writes were added).
+        if unsafe { *self.nwrites.get() == 0 && (*self.held.get()).is_empty() } {
             return;
         }
         // SAFETY: Held (the caller's requirement).
@@ -381,6 +398,9 @@ impl<O: SendPoolOwner> Ctxt<O> {
         if reply.is_some() {
             drop(reply.take());
         }
+        // SAFETY: Held (the caller's requirement); the Writes naming the
+        // pages were unmapped above.
+        unsafe { (*self.held.get()).release() };
     }
 
     /// Links the context's Writes in use one to the next and, behind the
@@ -471,6 +491,65 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         remote_addr: u64,
         rkey: u32,
     ) -> Result<bool> {
+        let kept = match reply {
+            Some(r) => Kept::Reply(r),
+            None => Kept::Referenced,
+        };
+        self.add_write_kept(ep, &pages, kept, remote_addr, rkey)
+    }
+
+    /// Gives the Reply pages of `rqst` (all of them, `rq_respages ..
+    /// rq_next_page`), with their references, to the context, which puts
+    /// them when its Send completes, or when it is given back unposted
+    /// (C `svc_rdma_save_io_pages`): the request no longer has them.
+    /// `false`, with nothing moved, when they are more than it holds
+    /// ([`crate::rust::sunrpc::reply_pages::HELD_PAGES`]). Called once the
+    /// Reply's pages are no longer read, before [`Self::add_held_write`].
+    pub fn hold_reply_pages(&mut self, rqst: &mut SvcRqst) -> bool {
+        // SAFETY: Held (type invariant of `Ctxt`).
+        let held = unsafe { &mut *self.ctxt.held.get() };
+        rqst.give_reply_pages_to(held)
+    }
+
+    /// Gives the references of `refs` to the context, as
+    /// [`Self::hold_reply_pages`] gives a Reply's (the KUnit suite's
+    /// pages); `false`, with `refs` dropped, when it has no room for them.
+    pub fn hold_refs(&mut self, refs: KVec<PageRef>) -> bool {
+        // SAFETY: Held (type invariant of `Ctxt`).
+        let held = unsafe { &mut *self.ctxt.held.get() };
+        held.take_refs(refs)
+    }
+
+    /// As [`Self::add_write`], from the pages the context holds: bytes
+    /// `[off, off + len)` counted from the first byte of its held page
+    /// `first` ([`crate::rust::sunrpc::svc::ResPages::held_span`]). No
+    /// reference is taken: the context holds the pages until the Write has
+    /// completed.
+    #[inline(always)]
+    pub fn add_held_write(
+        &mut self,
+        ep: &Endpoint,
+        (first, off, len): (usize, usize, usize),
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<bool> {
+        // SAFETY: Held (type invariant of `Ctxt`); `held` is only read
+        // while the Write is added, and written by no one else meanwhile.
+        let held = unsafe { &*self.ctxt.held.get() };
+        let pages = held.range(first, off, len)?;
+        self.add_write_kept(ep, &pages, Kept::Held, remote_addr, rkey)
+    }
+
+    /// [`Self::add_write`] of `pages`, which `kept_by` keeps.
+    #[inline(always)]
+    fn add_write_kept(
+        &mut self,
+        ep: &Endpoint,
+        pages: &PageRange<'_>,
+        kept_by: Kept<'_>,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<bool> {
         let c = self.ctxt;
         // SAFETY: Held (type invariant of `Ctxt`).
         let (writes, nwrites, kept) = unsafe {
@@ -487,17 +566,18 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         if n > MAX_SGE || n > ep.max_send_sge() {
             return Err(EINVAL);
         }
-        let held = match reply {
-            Some(_) => core::ptr::null_mut(),
-            None => w.pages.as_mut_ptr(),
+        let own_refs = matches!(kept_by, Kept::Referenced);
+        let held = match own_refs {
+            true => w.pages.as_mut_ptr(),
+            false => core::ptr::null_mut(),
         };
         // SAFETY: `sges` and `pages` have room for `MAX_SGE >= n`
         // entries. On success the pages are mapped into `sges[..n]` and,
         // with `held` not null, referenced into `pages[..n]`; on an error
         // nothing is left mapped or taken.
-        unsafe { map_page_run(ep.pd(), &pages, w.sges.as_mut_ptr(), held)? };
+        unsafe { map_page_run(ep.pd(), pages, w.sges.as_mut_ptr(), held)? };
         w.n = n;
-        w.own_refs = reply.is_none();
+        w.own_refs = own_refs;
         // INVARIANT: the list is the slot's own.
         w.wr.wr.__bindgen_anon_1.wr_cqe = unsignaled_cqe();
         w.wr.wr.sg_list = w.sges.as_mut_ptr();
@@ -507,7 +587,7 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         w.wr.wr.next = core::ptr::null_mut();
         w.wr.remote_addr = remote_addr;
         w.wr.rkey = rkey;
-        if let (Some(r), None) = (reply, kept.as_ref()) {
+        if let (Kept::Reply(r), None) = (kept_by, kept.as_ref()) {
             *kept = Some(r.clone());
         }
         *nwrites += 1;

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The pages of a Reply whose RDMA Writes leave straight from them, held
-//! by those Writes until they complete (C's send context, filled by
-//! `svc_rdma_save_io_pages` and put by `svc_rdma_send_ctxt_release`).
+//! until those Writes complete (C's send context, filled by
+//! `svc_rdma_save_io_pages` and put by `svc_rdma_send_ctxt_release`): by
+//! the send context itself when they are few ([`HeldPages`], a Reply with
+//! one short Write chunk, an NFS READ's), else by an array the Writes
+//! share ([`ReplyPages`]).
 //!
 //! Taking a reference on each page a Write names, and putting it when the
 //! Write completes, costs two atomic operations per page on top of the
@@ -22,7 +25,7 @@ use kernel::sync::Arc;
 
 use crate::rust::bindings;
 use crate::rust::module::live;
-use crate::rust::rdma::verbs::PageRef;
+use crate::rust::rdma::verbs::{PageRange, PageRef};
 
 /// A Reply's page array, shared (`Arc`) by the RDMA Writes that name its
 /// pages ([`crate::rust::rdma::verbs::WorkRequest::with_reply_pages`]) and by the
@@ -120,5 +123,139 @@ impl Drop for ReplyPages {
         // the vector holds `n` entries and then frees its memory.
         unsafe { bindings::rpcrdma_rs_release_page_slots(pages.as_mut_ptr(), n) };
         live::dec(live::Kind::ReplyPages);
+    }
+}
+
+/// Most Reply pages a send context holds ([`HeldPages`]): those of a Reply
+/// whose one Write chunk is shorter than 16 pages (an NFS READ's), with its
+/// head page and the page an unaligned payload spills into, and room to
+/// spare.
+pub const HELD_PAGES: usize = 20;
+
+/// Reply pages a send context holds, with the request's references, until
+/// its Send completes (C `sc_pages`, filled by `svc_rdma_save_io_pages` and
+/// put by `svc_rdma_send_ctxt_release`): kept in the context, so no
+/// allocation, and no reference taken and put per page.
+///
+/// # Invariants
+///
+/// `n <= HELD_PAGES`; each of `pages[..n]` is a page on which `self`
+/// holds a reference, or null.
+pub struct HeldPages {
+    pages: [*mut bindings::page; HELD_PAGES],
+    n: usize,
+}
+
+// SAFETY: The page references may be put from any thread; the array is
+// reached only through its owner (a send context's holder).
+unsafe impl Send for HeldPages {}
+// SAFETY: A shared reference only reads the pointers.
+unsafe impl Sync for HeldPages {}
+
+impl HeldPages {
+    /// None held.
+    pub const fn new() -> Self {
+        // INVARIANT: none.
+        Self {
+            pages: [core::ptr::null_mut(); HELD_PAGES],
+            n: 0,
+        }
+    }
+
+    /// How many pages (or nulls) are held.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Takes over the `n` page pointers at `slots`, with their references,
+    /// and empties the slots; `false`, with nothing done, when there is no
+    /// room for `n` more.
+    ///
+    /// # Safety
+    ///
+    /// `slots[..n]` are valid for reads and writes, each a page whose
+    /// reference the caller gives up by this call, or null.
+    pub(in crate::rust) unsafe fn take_from(
+        &mut self,
+        slots: *mut *mut bindings::page,
+        n: usize,
+    ) -> bool {
+        if n > HELD_PAGES - self.n {
+            return false;
+        }
+        // SAFETY: `slots[..n]` by the caller's requirement; `pages` has
+        // room for `n` more (checked above) and does not overlap them.
+        // INVARIANT: each reference moves here once, its slot emptied.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                slots.cast_const(),
+                self.pages.as_mut_ptr().add(self.n),
+                n,
+            );
+            core::ptr::write_bytes(slots, 0, n);
+        }
+        self.n += n;
+        live::add(live::Kind::HeldPage, n);
+        true
+    }
+
+    /// Takes over the references of `refs` (the KUnit suite's pages, held
+    /// as a Reply's are); `false`, with `refs` dropped, when there is no
+    /// room for them.
+    pub fn take_refs(&mut self, refs: KVec<PageRef>) -> bool {
+        let n = refs.len();
+        let (ptr, len, cap) = refs.into_raw_parts();
+        // SAFETY: `PageRef` is a transparent `NonNull<page>`, so the
+        // vector's `len` entries are page pointers with a reference each,
+        // given up here: taken over, or (no room) rebuilt and dropped.
+        unsafe {
+            let slots = ptr.cast::<*mut bindings::page>();
+            let taken = self.take_from(slots, n);
+            drop(KVec::from_raw_parts(ptr, if taken { 0 } else { len }, cap));
+            taken
+        }
+    }
+
+    /// The bytes `[off, off + len)` of the held pages from `first` on (an
+    /// RDMA Write's source); `EINVAL` unless they span held pages only.
+    pub fn range(&self, first: usize, off: usize, len: usize) -> Result<PageRange<'_>> {
+        let end = off.checked_add(len).ok_or(EINVAL)?;
+        let count = end.div_ceil(kernel::page::PAGE_SIZE);
+        let last = first.checked_add(count).ok_or(EINVAL)?;
+        let pages = self.pages.get(first..last.min(self.n)).ok_or(EINVAL)?;
+        // SAFETY: Each entry is a page `self` holds a reference on, or null
+        // (type invariant), while `self` is borrowed; `PageRange::new`
+        // refuses a range that does not span exactly them.
+        unsafe { PageRange::new(pages, off, len) }
+    }
+
+    /// Puts every held page (one batch) and holds none.
+    pub fn release(&mut self) {
+        let n = core::mem::take(&mut self.n);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: `pages[..n]` are referenced pages or nulls (type
+        // invariant), put once here (the helper skips nulls): `n` is 0
+        // now. `n <= HELD_PAGES` fits a `c_uint`.
+        unsafe { bindings::rpcrdma_rs_release_page_slots(self.pages.as_mut_ptr(), n as u32) };
+        live::sub(live::Kind::HeldPage, n);
+    }
+}
+
+impl Default for HeldPages {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for HeldPages {
+    fn drop(&mut self) {
+        self.release();
     }
 }

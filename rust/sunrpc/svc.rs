@@ -31,7 +31,7 @@ use crate::rust::rdma::cm::{Addr, SockAddr};
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::{MappedBuf, PageRange};
 use crate::rust::sunrpc::page_sinks::PageSinks;
-use crate::rust::sunrpc::reply_pages::ReplyPages;
+use crate::rust::sunrpc::reply_pages::{HeldPages, ReplyPages};
 use crate::rust::sunrpc::svc_bc::BcRegistration;
 use crate::rust::sunrpc::svc_class;
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
@@ -867,6 +867,31 @@ impl SvcRqst {
         }
     }
 
+    /// Gives the request's Reply pages `rq_respages .. rq_next_page`, with
+    /// their references, to `to` (a send context's, C
+    /// `svc_rdma_save_io_pages`), as [`Self::give_reply_pages`] does;
+    /// `false`, with nothing moved, when `to` has no room for them all.
+    /// Entry `i` of the range becomes the `i`-th page `to` holds from its
+    /// count before the call ([`ResPages::held_span`] names a range's first
+    /// page by that index). Called once the Reply's pages are no longer
+    /// read.
+    pub fn give_reply_pages_to(&mut self, to: &mut HeldPages) -> bool {
+        let r = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `ptr` is live and this thread's
+        // (`&mut self`); the slots from `rq_respages` below `rq_next_page`
+        // lie within `rq_pages`, each a page with the request's reference
+        // or null, and are given up: `take_from` empties them, so that
+        // `svc_rqst_release_pages` skips them and `svc_alloc_arg` refills
+        // them.
+        unsafe {
+            let first = (*r).rq_respages;
+            let Ok(n) = usize::try_from((*r).rq_next_page.offset_from(first)) else {
+                return false;
+            };
+            to.take_from(first, n)
+        }
+    }
+
     /// The Reply's bytes `[offset, offset + len)` in the pages that hold
     /// them, for an RDMA Write without a copy (C `svc_rdma_page_dma_map`). Only if every
     /// byte is in the page list, within `max` pages, and in pages the
@@ -1543,6 +1568,25 @@ impl ResPages<'_> {
     /// How many pages the range spans.
     pub fn count_pages(&self) -> usize {
         self.count
+    }
+
+    /// Where the range lies in the Reply's pages `rq_respages ..
+    /// rq_next_page`: the index of its first page there, its offset in
+    /// that page and its length; the same range in a send context's pages
+    /// once they were given to it ([`SvcRqst::give_reply_pages_to`],
+    /// [`HeldPages::range`]).
+    pub fn held_span(&self) -> Result<(usize, usize, usize)> {
+        let page = kernel::page::PAGE_SIZE as u64;
+        let first = usize::try_from(self.at / page)?;
+        let off = usize::try_from(self.at % page)?;
+        let len = usize::try_from(self.end - self.at)?;
+        // SAFETY: By the type invariant `ptr` is live, and sunrpc does not
+        // change the Reply while it is being sent.
+        let r = unsafe { &*self.rqst.ptr.as_ptr() };
+        // SAFETY: By the type invariant the range's first slot lies within
+        // `rq_respages .. rq_next_page`, in the one array `rq_pages`.
+        let index = unsafe { r.rq_res.pages.add(first).offset_from(r.rq_respages) };
+        Ok((usize::try_from(index)?, off, len))
     }
 
     /// The range as a [`PageRange`], for a work request that references
