@@ -109,6 +109,9 @@ struct Ctxt<O: SendPoolOwner> {
     /// The device the Writes' pages are mapped on (`buf`'s protection
     /// domain keeps it).
     device: *mut bindings::ib_device,
+    /// Whether its "DMA addresses" are kernel addresses: a mapping of
+    /// pages with no reference taken leaves nothing to undo.
+    virt_dma: bool,
 }
 
 /// RDMA Writes a send context carries itself: the pieces of a 256 KiB
@@ -300,6 +303,7 @@ impl<O: HasSendPool> SendPool<O> {
                 reply: UnsafeCell::new(None),
                 held: UnsafeCell::new(HeldPages::new()),
                 device: ep.pd().device_ptr(),
+                virt_dma: ep.pd().virt_dma(),
             },
             GFP_KERNEL,
         )
@@ -384,6 +388,11 @@ impl<O: SendPoolOwner> Ctxt<O> {
             )
         };
         for w in writes.iter_mut().take(core::mem::take(n)) {
+            if !w.own_refs && self.virt_dma {
+                // Nothing mapped, nothing referenced: no helper call.
+                live::sub(live::Kind::MappedBuf, w.n);
+                continue;
+            }
             let held = match w.own_refs {
                 true => w.pages.as_ptr(),
                 false => core::ptr::null(),

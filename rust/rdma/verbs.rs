@@ -97,6 +97,12 @@ impl Pd {
         self.device.as_ptr()
     }
 
+    /// Whether the device's "DMA addresses" are kernel virtual addresses
+    /// (rxe, siw), so that mapping and unmapping do nothing.
+    pub(in crate::rust) fn virt_dma(&self) -> bool {
+        self.virt_dma
+    }
+
     /// Allocates a protection domain on the device `id` is bound to (after
     /// address resolution or a connection request). `unsafe_global_rkey`:
     /// see [`EndpointConfig::unsafe_global_rkey`].
