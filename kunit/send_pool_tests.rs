@@ -14,7 +14,7 @@ use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::send_pool::{PooledSend, SendPool, SendPoolOwner};
 use crate::rust::rdma::verbs::{DmaDir, PageRange, PageRef, SendOp, WorkCompletion, WorkRequest};
-use crate::verbs::{connect_pair, one_segment, wait_for, Pair};
+use crate::verbs::{client_pages_with, connect_pair, one_segment, wait_for, Pair};
 use kernel::alloc::KVec;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -190,10 +190,10 @@ mod tests {
         for (page, at) in [(1usize, PAGE_SIZE), (0, 0), (0, 0)] {
             let range = PageRange::of_refs(&pages[page..page + 1], 0, PAGE_SIZE)?;
             let addr = seg.offset + at as u64;
-            assert!(send.add_write(&pair.client, range, None, addr, seg.handle)?);
+            assert!(send.add_write(&pair.client, range, addr, seg.handle)?);
         }
         let range = PageRange::of_refs(&pages[..1], 0, PAGE_SIZE)?;
-        assert!(!send.add_write(&pair.client, range, None, seg.offset, seg.handle)?);
+        assert!(!send.add_write(&pair.client, range, seg.offset, seg.handle)?);
         assert_eq!(send.writes(), 3);
         post(&pair, send, &mut SendChain::new(), b"after the writes")?;
         assert_eq!(owner.log.wait_for(1)?, 1);
@@ -215,35 +215,41 @@ mod tests {
 
     /// Pages given to a context (as a Reply's are, with their references)
     /// are the source of its Writes without a reference of their own: the
-    /// peer's buffer holds their bytes when the Send arrives, a Write
-    /// outside them is refused, and the context puts them when its Send
-    /// completes; a context given pages and given back unposted puts them
-    /// too.
+    /// end of one page and a whole page, then the start of a third, land
+    /// in the peer's buffer before the Send arrives; a Write outside them
+    /// is refused; the context puts them when its Send completes. A
+    /// context given pages and given back unposted puts them too.
     #[test]
     fn a_context_puts_the_pages_it_holds() -> Result {
         let pair = connect_pair()?;
+        if pair.client.max_send_sge() < 2 {
+            return Ok(());
+        }
+        let Some((pages, data)) = client_pages_with(&pair, [0x9a, 0xbc, 0xde])? else {
+            return Ok(());
+        };
         let recvs = server_recvs(&pair, 1)?;
-        let (target, mr) = writable_by_client(&pair, 2 * PAGE_SIZE)?;
+        let (off, first_len, second_len) = (100, 2 * PAGE_SIZE - 100, 500);
+        let total = first_len + second_len;
+        let (target, mr) = writable_by_client(&pair, total)?;
         let seg = mr.segment();
-        let ours = [PageRef::alloc()?, PageRef::alloc()?];
-        let mut given = KVec::with_capacity(2, GFP_KERNEL)?;
-        for p in &ours {
+        let mut given = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
+        for p in pages.iter() {
             given.push(p.clone(), GFP_KERNEL)?;
         }
         let held_before = live::count(live::Kind::HeldPage);
         let mapped_before = live::count(live::Kind::MappedBuf);
         let owner = pool_owner(2)?;
         let mut send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
-        assert!(send.hold_refs(given));
-        assert_eq!(live::count(live::Kind::HeldPage), held_before + 2);
-        // Held page 1 to the second page, held page 0 to the first.
-        for (first, at) in [(1usize, PAGE_SIZE), (0, 0)] {
+        send.hold_refs(given)?;
+        assert_eq!(live::count(live::Kind::HeldPage), held_before + 3);
+        let writes = [((0, off, first_len), 0), ((2, 0, second_len), first_len)];
+        for (span, at) in writes {
             let addr = seg.offset + at as u64;
-            assert!(send.add_held_write(&pair.client, (first, 0, PAGE_SIZE), addr, seg.handle)?);
+            assert!(send.add_held_write(&pair.client, span, addr, seg.handle)?);
         }
-        // Past the pages it holds, or more than one page from the last.
-        let outside = [(2, 0, PAGE_SIZE), (1, 8, PAGE_SIZE)];
-        for span in outside {
+        // Past the pages it holds, or a page more than the last.
+        for span in [(3, 0, PAGE_SIZE), (2, 8, PAGE_SIZE)] {
             let refused = send.add_held_write(&pair.client, span, seg.offset, seg.handle);
             assert_eq!(refused.err(), Some(EINVAL));
         }
@@ -252,21 +258,17 @@ mod tests {
         assert_eq!(owner.log.wait_for(1)?, 1);
         assert_eq!(owner.log.covered(), 3);
         assert!(recvs[0].wait()?.is_ok());
-        let mut want = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
-        let mut got = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
-        for (page, at) in [(0usize, 0), (1, PAGE_SIZE)] {
-            ours[page].read(0, &mut want)?;
-            target.read(at, &mut got)?;
-            assert!(got[..] == want[..]);
-        }
+        let mut got = KVec::from_elem(0u8, total, GFP_KERNEL)?;
+        target.read(0, &mut got)?;
+        assert!(got[..] == data[off..off + total]);
         wait_idle(&owner)?;
         assert_eq!(live::count(live::Kind::HeldPage), held_before);
         assert_eq!(live::count(live::Kind::MappedBuf), mapped_before);
         // Given pages, then given back without a post.
         let mut send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
         let mut given = KVec::with_capacity(1, GFP_KERNEL)?;
-        given.push(ours[0].clone(), GFP_KERNEL)?;
-        assert!(send.hold_refs(given));
+        given.push(pages[0].clone(), GFP_KERNEL)?;
+        send.hold_refs(given)?;
         assert!(send.add_held_write(&pair.client, (0, 0, 64), seg.offset, seg.handle)?);
         drop(send);
         assert_eq!(live::count(live::Kind::HeldPage), held_before);

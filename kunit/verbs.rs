@@ -19,7 +19,6 @@ use crate::rust::rdma::verbs::{
 };
 use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::page_sinks::PageSinks;
-use crate::rust::sunrpc::reply_pages::ReplyPages;
 use kernel::alloc::KVec;
 use kernel::new_condvar;
 use kernel::new_spinlock;
@@ -338,7 +337,7 @@ fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>
 
 /// As [`client_page_with`] for a page per seed: the pages in order and
 /// their bytes one after the other (`None` on iWARP).
-fn client_pages_with<const N: usize>(
+pub(crate) fn client_pages_with<const N: usize>(
     pair: &Pair,
     seeds: [u8; N],
 ) -> Result<Option<(KVec<PageRef>, KVec<u8>)>> {
@@ -932,71 +931,6 @@ mod tests {
         // The pages were unmapped with their work request: no mapping of
         // the test outlives the drained connections.
         assert_eq!(live::count(live::Kind::MappedBuf), before);
-        Ok(())
-    }
-
-    /// RDMA Writes straight from a Reply's pages whose references the
-    /// Reply's page array holds for them (`WorkRequest::with_reply_pages`,
-    /// the server's long Write chunks): two Writes, the end of one page and
-    /// a whole page, then the start of a third, land in order; each only
-    /// maps its pages and holds the array, which puts the pages once the
-    /// test and both Writes have let it go (no mapping and no array left).
-    #[test]
-    fn rdma_writes_from_a_replys_pages() -> Result {
-        let (maps, arrays) = (
-            live::count(live::Kind::MappedBuf),
-            live::count(live::Kind::ReplyPages),
-        );
-        {
-            let pair = connect_pair()?;
-            if pair.client.max_send_sge() < 2 {
-                return Ok(());
-            }
-            let page_size = kernel::page::PAGE_SIZE;
-            let Some((pages, data)) = client_pages_with(&pair, [0x9a, 0xbc, 0xde])? else {
-                return Ok(());
-            };
-            let mut given = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
-            for page in pages.iter() {
-                given.push(page.clone(), GFP_KERNEL)?;
-            }
-            let reply = ReplyPages::of_refs(given)?;
-            assert_eq!(live::count(live::Kind::ReplyPages), arrays + 1);
-            let (off, first_len, second_len) = (100, 2 * page_size - 100, 500);
-            let total = first_len + second_len;
-            let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
-            let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
-            let writes = [
-                (PageRange::of_refs(&pages[..2], off, first_len)?, 0, 2),
-                (
-                    PageRange::of_refs(&pages[2..], 0, second_len)?,
-                    first_len,
-                    1,
-                ),
-            ];
-            for (range, at, sges) in writes {
-                let write = SendOp::RdmaWrite {
-                    remote_addr: addr + at as u64,
-                    rkey,
-                };
-                let build = |w| {
-                    let wr = WorkRequest::with_reply_pages(w, &pair.client, &reply, range)?;
-                    assert_eq!(wr.sge_count(), sges);
-                    Ok(wr)
-                };
-                assert!(op_with(&pair.client, build, write)?.is_ok());
-            }
-            let mut got = KVec::from_elem(0u8, total, GFP_KERNEL)?;
-            sink.read(0, &mut got)?;
-            assert!(got[..] == data[off..off + total]);
-            drop(reply);
-            // The Writes' requests hold the array until their completions
-            // have run their handlers (which woke this thread) and let
-            // them go.
-            let gone = || live::count(live::Kind::ReplyPages) == arrays;
-            assert!(wait_for(STEP_TIMEOUT_MS, gone).is_ok());
-        }
-        assert_eq!(live::count(live::Kind::MappedBuf), maps);
         Ok(())
     }
 

@@ -140,6 +140,16 @@ impl<'a> Io<'a> {
     }
 }
 
+/// A Reply's Send filled in a send context, behind the Writes of
+/// `chain`: to post with [`Io::post_pooled`] (once the context holds the
+/// Reply's pages, if its Writes are from them).
+pub(super) struct Ready<'a> {
+    pub(super) chain: SendChain<SqHandler>,
+    pub(super) send: PooledSend<'a, SqGate>,
+    pub(super) len: usize,
+    pub(super) inv: Option<u32>,
+}
+
 /// The scatter list of `buf[..len]`: one range, no allocation.
 pub(super) fn one_segment(buf: Arc<MappedBuf>, len: usize) -> [SgSegment; 1] {
     [SgSegment {
@@ -149,7 +159,7 @@ pub(super) fn one_segment(buf: Arc<MappedBuf>, len: usize) -> [SgSegment; 1] {
     }]
 }
 
-impl Io<'_> {
+impl<'a> Io<'a> {
     /// Adds a Send or RDMA Write over `buf[..len]` to `chain`; the buffer
     /// goes back to the cache (class `slot`) when it completes.
     pub(super) fn queue_one(
@@ -224,7 +234,7 @@ impl Io<'_> {
 
     /// Posts a Send of `bytes`.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        self.send_filled(&mut SendChain::new(), None, bytes.len(), inv, |out| {
+        self.send_filled(SendChain::new(), None, bytes.len(), inv, |out| {
             out.get_mut(..bytes.len())
                 .ok_or(EINVAL)?
                 .copy_from_slice(bytes);
@@ -234,18 +244,37 @@ impl Io<'_> {
 
     /// Posts a Send of at most `len` bytes that `fill` writes in place,
     /// returning how many it wrote, behind the RDMA Writes of `send` and
-    /// of `chain`, in one chain. The Send goes from `send`, or another of
-    /// the connection's send contexts; from a cached buffer (of at least
-    /// `len` bytes) if it is longer than theirs and `send` carries no
-    /// Writes, or every context is in use and the pool may make no more.
+    /// of `chain`, in one chain ([`Self::fill_send`], then
+    /// [`Self::post_pooled`]).
     pub(super) fn send_filled(
         &self,
-        chain: &mut SendChain<SqHandler>,
-        send: Option<PooledSend<'_, SqGate>>,
+        chain: SendChain<SqHandler>,
+        send: Option<PooledSend<'a, SqGate>>,
         len: usize,
         inv: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
+        match self.fill_send(chain, send, len, inv, fill)? {
+            Some(mut r) => self.post_pooled(&mut r.chain, r.send, r.len, r.inv),
+            None => Ok(()),
+        }
+    }
+
+    /// Fills a Send of at most `len` bytes that `fill` writes in place,
+    /// returning how many it wrote, to go behind the RDMA Writes of `send`
+    /// and of `chain`. The Send goes from `send`, or another of the
+    /// connection's send contexts, and is returned to post; from a cached
+    /// buffer (of at least `len` bytes), posted at once behind `chain`, if
+    /// it is longer than theirs and `send` carries no Writes, or every
+    /// context is in use and the pool may make no more.
+    pub(super) fn fill_send(
+        &self,
+        mut chain: SendChain<SqHandler>,
+        send: Option<PooledSend<'a, SqGate>>,
+        len: usize,
+        inv: Option<u32>,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result<Option<Ready<'a>>> {
         let sends = &self.sq.sends;
         let fits = len <= sends.buf_len();
         // One with Writes is sent even if `len` is only a bound that does
@@ -256,14 +285,19 @@ impl Io<'_> {
         };
         if let Some(mut send) = send {
             let len = send.fill(fill)?;
-            return self.post_pooled(chain, send, len, inv);
+            return Ok(Some(Ready {
+                chain,
+                send,
+                len,
+                inv,
+            }));
         }
         let (t, len) = self.filled_send_buf(len, fill)?;
         let op = send_op(inv);
-        self.queue_one(chain, t.buf, len, op, t.slot)?;
-        self.post_chain(chain)?;
+        self.queue_one(&mut chain, t.buf, len, op, t.slot)?;
+        self.post_chain(&mut chain)?;
         trace::svcrdma_post_send(len, inv);
-        Ok(())
+        Ok(None)
     }
 
     /// Posts `send`, `len` bytes, behind `chain`, with a send queue slot

@@ -6,8 +6,9 @@
 //! Invalidate.
 
 use super::conn::{usize_of, CallCtxt, Conn};
+use super::rw::Ready;
 use super::stats::{stat_add, Stat};
-use super::write::{count_direct_write, ReplyFrom, REPLY_PAGES_MIN};
+use super::write::count_direct_write;
 use crate::proto::msg::Segment;
 use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HEADER_LEN};
 use crate::proto::svc_reply::{around_one_payload, set_result_payloads, PayloadWrites, ReplyBody};
@@ -82,8 +83,9 @@ impl Conn {
         res
     }
 
-    /// Sends the Reply, then gives the request's page references to the
-    /// array its Writes hold the pages in, if they do ([`ReplyFrom`]).
+    /// Sends the Reply. A send context whose Writes leave straight from the
+    /// Reply's pages takes those pages over before it is posted (C
+    /// `svc_rdma_save_io_pages`), once nothing reads them any more.
     fn send_reply(&self, rqst: &mut SvcRqst, ctxt: &mut CallCtxt) -> Result {
         if let Some(seg) = ctxt.call.one_write_segment() {
             let xid = ctxt.call.xid;
@@ -92,17 +94,20 @@ impl Conn {
                 return res;
             }
         }
-        let mut from = ReplyFrom::new(rqst);
-        let res = self.send_reply_from(&mut from, ctxt);
-        if let Some(pages) = from.into_pages() {
-            rqst.give_reply_pages(&pages);
+        let Some(mut ready) = self.send_reply_from(rqst, ctxt)? else {
+            return Ok(());
+        };
+        if ready.send.awaits_pages() {
+            ready.send.hold_reply_pages(rqst)?;
         }
-        res
+        self.io()
+            .post_pooled(&mut ready.chain, ready.send, ready.len, ready.inv)
     }
 
-    fn send_reply_from(&self, from: &mut ReplyFrom<'_>, ctxt: &mut CallCtxt) -> Result {
+    /// Builds the Reply: sent already (`None`), or in a send context left
+    /// to post.
+    fn send_reply_from(&self, rqst: &SvcRqst, ctxt: &mut CallCtxt) -> Result<Option<Ready<'_>>> {
         let s = &self.shared;
-        let rqst = from.rqst;
         let xid = ctxt.call.xid;
         if ctxt.call.has_no_result_chunks() {
             // A WRITE's Read chunk names the key the Reply may invalidate.
@@ -111,7 +116,7 @@ impl Conn {
                 false => None,
             };
             if let Some(res) = self.send_plain_reply(rqst, xid, inv) {
-                return res;
+                return res.map(|()| None);
             }
         }
         let hroom = ctxt.call.reply_header_room();
@@ -119,7 +124,7 @@ impl Conn {
         let mut pcl = ctxt.call.pcl()?;
         if set_result_payloads(&mut pcl, ctxt.payloads.as_slice()).is_err() {
             self.send_err_chunk(xid);
-            return Ok(());
+            return Ok(None);
         }
         let xdr_len = rqst.res_len();
         let io = self.io();
@@ -143,7 +148,7 @@ impl Conn {
                     ChunkOp::Write,
                     segs,
                     len,
-                    from,
+                    rqst,
                     start,
                 )?;
                 continue;
@@ -167,7 +172,7 @@ impl Conn {
         if let Some(rc) = pcl.reply_chunk() {
             if !body.fits(rc) {
                 self.send_err_chunk(xid);
-                return Ok(());
+                return Ok(None);
             }
             // A body that is one run of the Reply (no payload went to a
             // Write chunk) leaves straight from the Reply's pages.
@@ -183,7 +188,7 @@ impl Conn {
                     ChunkOp::Reply,
                     pcl.segments(rc),
                     usize_of(rest)?,
-                    from,
+                    rqst,
                     start,
                 )?;
             } else {
@@ -202,7 +207,7 @@ impl Conn {
                 )?;
             }
             stat_add(Stat::ReplyChunk, 1);
-            return io.send_filled(&mut chain, send, hroom, inv, |out| {
+            return io.fill_send(chain, send, hroom, inv, |out| {
                 pcl.encode_reply_header(xid, s.credits, rest, out)
                     .map_err(|_| EINVAL)
             });
@@ -245,7 +250,7 @@ impl Conn {
         let sent = match mapped {
             None => {
                 let room = hroom.saturating_add(rest_len).min(s.inline_send as usize);
-                io.send_filled(&mut chain, send, room, inv, |out| {
+                io.fill_send(chain, send, room, inv, |out| {
                     let (n, total) = header(out)?;
                     copy_body(rqst, &body, 0, out.get_mut(n..total).ok_or(EINVAL)?)?;
                     Ok(total)
@@ -274,12 +279,13 @@ impl Conn {
                         )?;
                         Ok((split, filled))
                     })
+                    .map(|()| None)
             }
         };
         if too_long {
             // Too long for inline and the client gave no Reply chunk.
             self.send_err_chunk(xid);
-            return Ok(());
+            return Ok(None);
         }
         sent
     }
@@ -315,15 +321,13 @@ impl Conn {
             return Some(Ok(()));
         }
         let io = self.io();
-        Some(
-            io.send_filled(&mut SendChain::new(), None, total, inv, |out| {
-                let n = ParsedChunks::encode_plain_reply_header(xid, s.credits, out)
-                    .map_err(|_| EINVAL)?;
-                let end = n.checked_add(xdr_len).ok_or(EINVAL)?;
-                rqst.read_res(0, out.get_mut(n..end).ok_or(EINVAL)?)?;
-                Ok(end)
-            }),
-        )
+        Some(io.send_filled(SendChain::new(), None, total, inv, |out| {
+            let n =
+                ParsedChunks::encode_plain_reply_header(xid, s.credits, out).map_err(|_| EINVAL)?;
+            let end = n.checked_add(xdr_len).ok_or(EINVAL)?;
+            rqst.read_res(0, out.get_mut(n..end).ok_or(EINVAL)?)?;
+            Ok(end)
+        }))
     }
 }
 
@@ -350,16 +354,9 @@ impl Conn {
         let &[(position, len)] = payloads else {
             return None;
         };
-        // A long payload's Write holds the Reply's page array instead of a
-        // reference per page (`Io::write_chunk_direct`). Injected faults
-        // and the copied Writes of `svc_memreg=cache` take the general way
-        // too.
-        if len == 0
-            || len as usize >= REPLY_PAGES_MIN
-            || len > seg.length
-            || !s.direct
-            || write_overrun_armed()
-        {
+        // Injected faults and the copied Writes of `svc_memreg=cache` take
+        // the general way.
+        if len == 0 || len > seg.length || !s.direct || write_overrun_armed() {
             return None;
         }
         let [(_, head_len), (tail_at, tail_len)] =
@@ -376,13 +373,14 @@ impl Conn {
         if len as usize > max_piece {
             return None;
         }
-        let (span, count) = {
-            let pages = rqst.res_pages(position, len, sges)?;
-            (pages.held_span().ok()?, pages.count_pages())
-        };
+        let pages = rqst.res_pages(position, len, sges)?;
+        let count = pages.count_pages();
         let mut send = io.take_send()?;
-        // The Send first: its bytes are read from the Reply's pages, which
-        // then go to the context.
+        match send.add_reply_write(&s.ep, &pages, seg.offset, seg.handle) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => return Some(Err(e)),
+        }
         let filled = send.fill(|out| {
             let n = ParsedChunks::encode_one_write_reply_header(xid, s.credits, seg, len, out)
                 .map_err(|_| EINVAL)?;
@@ -392,24 +390,12 @@ impl Conn {
             rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
             Ok(end)
         });
-        let send_len = match filled {
+        // Read from, the Reply's pages go to the context.
+        let held = filled.and_then(|n| send.hold_reply_pages(rqst).map(|()| n));
+        let send_len = match held {
             Ok(n) => n,
             Err(e) => return Some(Err(e)),
         };
-        let added = if send.hold_reply_pages(rqst) {
-            send.add_held_write(&s.ep, span, seg.offset, seg.handle)
-        } else {
-            // More pages than a context holds: a reference on each of the
-            // Write's.
-            let pages = rqst.res_pages(position, len, sges).ok_or(EINVAL);
-            pages.and_then(|p| send.add_write(&s.ep, p.range()?, None, seg.offset, seg.handle))
-        };
-        // A context has room for a Write before its first.
-        match added {
-            Ok(true) => {}
-            Ok(false) => return Some(Err(EINVAL)),
-            Err(e) => return Some(Err(e)),
-        }
         count_direct_write(u64::from(len), count as u64);
         trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
         // The one handle of the lists.

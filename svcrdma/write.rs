@@ -17,40 +17,9 @@ use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::send_pool::PooledSend;
 use crate::rust::rdma::verbs::{MappedBuf, WorkRequest, MAX_SGE};
-use crate::rust::sunrpc::reply_pages::ReplyPages;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::Arc;
-
-/// A Reply being sent: its request and, once a long chunk's Writes go out
-/// straight from its pages, the array those Writes hold the pages in
-/// ([`ReplyPages`], made by the first such chunk). The request's page
-/// references go to the array once the Reply is sent, whatever the
-/// outcome ([`SvcRqst::give_reply_pages`]; Writes may have been posted even
-/// if the rest failed).
-pub(super) struct ReplyFrom<'a> {
-    pub(super) rqst: &'a SvcRqst,
-    pages: Option<Arc<ReplyPages>>,
-}
-
-impl<'a> ReplyFrom<'a> {
-    /// The Reply of `rqst`, no array made yet.
-    pub(super) fn new(rqst: &'a SvcRqst) -> Self {
-        Self { rqst, pages: None }
-    }
-
-    /// The array, if a chunk made one: the request's references go to it.
-    pub(super) fn into_pages(self) -> Option<Arc<ReplyPages>> {
-        self.pages
-    }
-}
-
-/// Bytes from which a chunk's Writes straight from the Reply's pages hold
-/// the Reply's page array ([`ReplyPages`]) rather than a reference per
-/// page: the array costs two allocations and a pass over the Reply's
-/// pages, a page's reference two atomic operations and its lookups.
-pub(super) const REPLY_PAGES_MIN: usize = 16 * PAGE_SIZE;
 
 /// Counts an RDMA Write of `len` bytes straight from `pages` of the
 /// Reply's pages.
@@ -117,10 +86,11 @@ impl Io<'_> {
     /// [`SvcRqst::res_pages`]) is copied through cached buffers, [`PIECE`]
     /// bytes at a time.
     ///
-    /// A long chunk's Writes hold the Reply's page array (see
-    /// [`ReplyFrom`]); a short one's take a reference per page, cheaper
-    /// than making the array. The Writes go in `send`, the Reply's send
-    /// context, while it has room, then into `chain`.
+    /// The Writes go in `send`, the Reply's send context, while it has
+    /// room, taking no reference on their pages: the context is to hold
+    /// the Reply's pages before it is posted
+    /// ([`PooledSend::add_reply_write`]). Further Writes go into `chain`,
+    /// each taking a reference on its pages.
     #[expect(clippy::too_many_arguments)]
     pub(super) fn write_chunk_direct(
         &self,
@@ -129,10 +99,9 @@ impl Io<'_> {
         kind: ChunkOp,
         segs: &[Segment],
         total: usize,
-        from: &mut ReplyFrom<'_>,
+        rqst: &SvcRqst,
         start: u32,
     ) -> Result {
-        let rqst = from.rqst;
         // Where the chunk's byte `off` is in the Reply.
         let reply_at =
             |off: usize| -> Result<u32> { start.checked_add(u32::try_from(off)?).ok_or(EINVAL) };
@@ -145,9 +114,6 @@ impl Io<'_> {
                 rqst.read_res_into_buf(reply_at(off)?, buf, 0, len)
             });
         }
-        if from.pages.is_none() && total >= REPLY_PAGES_MIN {
-            from.pages = Some(rqst.reply_pages()?);
-        }
         let mut posted = 0;
         for p in Pieces::new(segs, total, max_piece) {
             let p = p.map_err(piece_error)?;
@@ -155,26 +121,20 @@ impl Io<'_> {
             let len = u32::try_from(p.len)?;
             if let Some(pages) = rqst.res_pages(at, len, sges) {
                 let n = pages.count_pages() as u64;
-                let kept = from.pages.as_ref();
                 let in_send = match send.as_deref_mut() {
-                    Some(send) => send.add_write(self.ep, pages.range()?, kept, p.addr, p.rkey)?,
+                    Some(send) => send.add_reply_write(self.ep, &pages, p.addr, p.rkey)?,
                     None => false,
                 };
                 if !in_send {
-                    // The pages are mapped (and, without the Reply's array,
-                    // referenced) as the work request is built, for that
-                    // request alone, all in one call (no allocation or
-                    // object per page or for the list).
+                    // The pages are mapped and referenced as the work
+                    // request is built, for that request alone, all in one
+                    // call (no allocation or object per page or for the
+                    // list).
                     let handler = SqHandler {
                         sq: self.sq.clone(),
                         cache_slot: None,
                     };
-                    let wr = match kept {
-                        Some(reply) => {
-                            WorkRequest::with_reply_pages(handler, self.ep, reply, pages.range()?)?
-                        }
-                        None => WorkRequest::with_pages(handler, self.ep, pages.range()?)?,
-                    };
+                    let wr = WorkRequest::with_pages(handler, self.ep, pages.range()?)?;
                     self.queue_built(chain, wr, write_op(&p))?;
                 }
                 count_direct_write(p.len as u64, n);

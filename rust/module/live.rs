@@ -29,15 +29,12 @@ pub enum Kind {
     Mr = 6,
     /// DMA mappings of the "physical" registration strategy.
     PhysMap = 7,
-    /// A Reply's page array holding the request's page references for
-    /// the Writes from its pages (`reply_pages.rs`).
-    ReplyPages = 8,
     /// A Reply's page whose reference a send context holds until its Send
     /// completes (`reply_pages.rs`, `HeldPages`).
-    HeldPage = 9,
+    HeldPage = 8,
 }
 
-const KINDS: usize = 10;
+const KINDS: usize = 9;
 
 /// The counts: updated on every post and completion, from every CPU, so
 /// kept per CPU (an object may be counted in on one CPU and out on another;

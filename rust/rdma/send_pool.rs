@@ -11,8 +11,10 @@
 //! Per Send only the length, the opcode and the key to invalidate are
 //! written. A context also carries up to [`CTXT_WRITES`] RDMA Writes from
 //! pages (a Reply's Write chunk pieces), each with its own work request
-//! and scatter/gather list, its pages mapped (and referenced, or held by
-//! the Reply's page array) until the Send completes. Those and the work
+//! and scatter/gather list, its pages mapped until the Send completes and
+//! referenced, or held by the context itself: a Reply's pages, with the
+//! request's references, which the context puts in one batch when the
+//! Send completes (C `sc_pages`). Those and the work
 //! requests a [`SendChain`] holds (any further Writes) go ahead of the Send
 //! in the same `ib_post_send`, unsignaled: the Send's completion releases
 //! the context's, completes the chain's ([`complete_chain`]) and reports
@@ -42,8 +44,8 @@ use crate::rust::rdma::verbs::{
     complete_chain, map_page_run, post_behind, unmap_page_run, CompletionHandler, DmaDir, Endpoint,
     MappedBuf, PageRange, PageRef, WorkCompletion, WorkRequest, MAX_SGE,
 };
-use crate::rust::sunrpc::reply_pages::{HeldPages, ReplyPages};
-use crate::rust::sunrpc::svc::SvcRqst;
+use crate::rust::sunrpc::reply_pages::HeldPages;
+use crate::rust::sunrpc::svc::{ResPages, SvcRqst};
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -82,8 +84,8 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// are never written again). No reference to `buf` leaves the pool, so
 /// the CPU reaches it only through the context's holder. `sge`'s length,
 /// `wr`'s other fields, `ahead`, the Writes in
-/// `writes` (the first `nwrites`, each as [`WriteSlot`] says), `reply`
-/// and `held` are written only by the context's holder: the thread that took it from
+/// `writes` (the first `nwrites`, each as [`WriteSlot`] says), `held`
+/// and `awaited` are written only by the context's holder: the thread that took it from
 /// the free list until it posts it or gives it back, then the completion
 /// until it pushes it on the free list again. `next` is written by
 /// whoever pushes it.
@@ -101,11 +103,11 @@ struct Ctxt<O: SendPoolOwner> {
     /// The context's own RDMA Writes: the first `nwrites` are in use.
     writes: UnsafeCell<[WriteSlot; CTXT_WRITES]>,
     nwrites: UnsafeCell<usize>,
-    /// What keeps the pages of Writes that took no reference of their own:
-    /// a long Reply's page array, or the Reply's pages the context holds
-    /// itself.
-    reply: UnsafeCell<Option<Arc<ReplyPages>>>,
+    /// The Reply pages it holds, which Writes that took no reference of
+    /// their own name.
     held: UnsafeCell<HeldPages>,
+    /// Set while its Writes name Reply pages it does not hold yet.
+    awaited: UnsafeCell<Option<Awaited>>,
     /// The device the Writes' pages are mapped on (`buf`'s protection
     /// domain keeps it).
     device: *mut bindings::ib_device,
@@ -135,14 +137,22 @@ struct WriteSlot {
 }
 
 /// What keeps the pages of a context's RDMA Write until it completes.
-#[derive(Clone, Copy)]
-enum Kept<'a> {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
     /// A reference the Write takes on each.
     Referenced,
-    /// The Reply's page array.
-    Reply(&'a Arc<ReplyPages>),
     /// The context itself ([`PooledSend::hold_reply_pages`]).
     Held,
+}
+
+/// The Reply pages a context's Writes name and it does not hold yet
+/// ([`PooledSend::add_reply_write`]): whose they are (the address of the
+/// request's first Reply page slot, [`SvcRqst::reply_slots`]) and how many
+/// of them, from the first, the context must hold before it is posted.
+#[derive(Clone, Copy)]
+struct Awaited {
+    reply: usize,
+    pages: usize,
 }
 
 /// Send contexts of one connection, made as needed up to a bound.
@@ -300,8 +310,8 @@ impl<O: HasSendPool> SendPool<O> {
                 // no entries.
                 writes: UnsafeCell::new(unsafe { core::mem::zeroed() }),
                 nwrites: UnsafeCell::new(0),
-                reply: UnsafeCell::new(None),
                 held: UnsafeCell::new(HeldPages::new()),
+                awaited: UnsafeCell::new(None),
                 device: ep.pd().device_ptr(),
                 virt_dma: ep.pd().virt_dma(),
             },
@@ -364,8 +374,8 @@ impl<O: SendPoolOwner> Ctxt<O> {
     #[inline]
     unsafe fn release_writes(&self) {
         // SAFETY: Held (the caller's requirement). A context with no
-        // Writes holds no `reply` either (`add_write` sets it with one),
-        // but may hold pages (given before its Writes were added).
+        // Writes awaits no pages, but may hold some (given before its
+        // Writes were added).
         if unsafe { *self.nwrites.get() == 0 && (*self.held.get()).is_empty() } {
             return;
         }
@@ -380,13 +390,7 @@ impl<O: SendPoolOwner> Ctxt<O> {
     /// As [`Self::release_writes`].
     unsafe fn release_writes_slow(&self) {
         // SAFETY: Held (the caller's requirement).
-        let (writes, n, reply) = unsafe {
-            (
-                &mut *self.writes.get(),
-                &mut *self.nwrites.get(),
-                &mut *self.reply.get(),
-            )
-        };
+        let (writes, n) = unsafe { (&mut *self.writes.get(), &mut *self.nwrites.get()) };
         for w in writes.iter_mut().take(core::mem::take(n)) {
             if !w.own_refs && self.virt_dma {
                 // Nothing mapped, nothing referenced: no helper call.
@@ -404,12 +408,12 @@ impl<O: SendPoolOwner> Ctxt<O> {
             // this runs once.
             unsafe { unmap_page_run(self.device, held, w.sges.as_ptr(), w.n) };
         }
-        if reply.is_some() {
-            drop(reply.take());
-        }
         // SAFETY: Held (the caller's requirement); the Writes naming the
         // pages were unmapped above.
-        unsafe { (*self.held.get()).release() };
+        unsafe {
+            *self.awaited.get() = None;
+            (*self.held.get()).release();
+        }
     }
 
     /// Links the context's Writes in use one to the next and, behind the
@@ -488,42 +492,82 @@ impl<O: HasSendPool> PooledSend<'_, O> {
 
     /// Adds an RDMA Write of `pages` to the peer's `rkey` at
     /// `remote_addr`, ahead of the Send, its pages mapped on `ep`'s device
-    /// (the pool's) for it to read, and referenced unless `reply` keeps
-    /// them, until the Send completes: one helper call for them all.
-    /// `Ok(false)`, with nothing done, when the context has no Write left.
+    /// (the pool's) for it to read and referenced until the Send
+    /// completes: one helper call for them all. `Ok(false)`, with nothing
+    /// done, when the context has no Write left.
     #[inline(always)]
     pub fn add_write(
         &mut self,
         ep: &Endpoint,
         pages: PageRange<'_>,
-        reply: Option<&Arc<ReplyPages>>,
         remote_addr: u64,
         rkey: u32,
     ) -> Result<bool> {
-        let kept = match reply {
-            Some(r) => Kept::Reply(r),
-            None => Kept::Referenced,
-        };
-        self.add_write_kept(ep, &pages, kept, remote_addr, rkey)
+        self.add_write_kept(ep, &pages, Kept::Referenced, remote_addr, rkey)
     }
 
-    /// Gives the Reply pages of `rqst` (all of them, `rq_respages ..
-    /// rq_next_page`), with their references, to the context, which puts
-    /// them when its Send completes, or when it is given back unposted
-    /// (C `svc_rdma_save_io_pages`): the request no longer has them.
-    /// `false`, with nothing moved, when they are more than it holds
-    /// ([`crate::rust::sunrpc::reply_pages::HELD_PAGES`]). Called once the
-    /// Reply's pages are no longer read, before [`Self::add_held_write`].
-    pub fn hold_reply_pages(&mut self, rqst: &mut SvcRqst) -> bool {
+    /// As [`Self::add_write`], a Write straight from a Reply's pages
+    /// (`pages`), which takes no reference: the context is to hold the
+    /// Reply's pages ([`Self::hold_reply_pages`], C
+    /// `svc_rdma_save_io_pages`) and refuses to be posted until it does.
+    /// `EINVAL`, with nothing done, for pages of another Reply than its
+    /// other Writes'.
+    #[inline(always)]
+    pub fn add_reply_write(
+        &mut self,
+        ep: &Endpoint,
+        pages: &ResPages<'_>,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<bool> {
+        let (reply, reach) = pages.reply_slots()?;
         // SAFETY: Held (type invariant of `Ctxt`).
-        let held = unsafe { &mut *self.ctxt.held.get() };
-        rqst.give_reply_pages_to(held)
+        let awaited = unsafe { &mut *self.ctxt.awaited.get() };
+        let want = match *awaited {
+            Some(a) if a.reply != reply => return Err(EINVAL),
+            Some(a) => a.pages.max(reach),
+            None => reach,
+        };
+        let added = self.add_write_kept(ep, &pages.range()?, Kept::Held, remote_addr, rkey)?;
+        if added {
+            *awaited = Some(Awaited { reply, pages: want });
+        }
+        Ok(added)
+    }
+
+    /// Whether Writes of the context name Reply pages it does not hold
+    /// yet ([`Self::hold_reply_pages`]).
+    pub fn awaits_pages(&self) -> bool {
+        // SAFETY: Held (type invariant of `Ctxt`).
+        unsafe { (*self.ctxt.awaited.get()).is_some() }
+    }
+
+    /// Takes the Reply pages of `rqst` (all of them, `rq_respages ..
+    /// rq_next_page`), with their references, from the request, to put
+    /// them when the Send completes, or when the context is given back
+    /// unposted (C `svc_rdma_save_io_pages`). Called once the Reply's pages
+    /// are no longer read. `EINVAL`, with nothing moved, unless they are
+    /// the pages its Writes from a Reply name ([`Self::add_reply_write`]);
+    /// `ENOMEM` when its array cannot grow to hold them.
+    pub fn hold_reply_pages(&mut self, rqst: &mut SvcRqst) -> Result {
+        // SAFETY: Held (type invariant of `Ctxt`).
+        let (held, awaited) =
+            unsafe { (&mut *self.ctxt.held.get(), &mut *self.ctxt.awaited.get()) };
+        let (reply, n) = rqst.reply_slots();
+        if let Some(a) = *awaited {
+            if a.reply != reply || a.pages > n {
+                return Err(EINVAL);
+            }
+        }
+        rqst.give_reply_pages_to(held)?;
+        *awaited = None;
+        Ok(())
     }
 
     /// Gives the references of `refs` to the context, as
     /// [`Self::hold_reply_pages`] gives a Reply's (the KUnit suite's
-    /// pages); `false`, with `refs` dropped, when it has no room for them.
-    pub fn hold_refs(&mut self, refs: KVec<PageRef>) -> bool {
+    /// pages); `ENOMEM`, with `refs` dropped, when it cannot hold them.
+    pub fn hold_refs(&mut self, refs: KVec<PageRef>) -> Result {
         // SAFETY: Held (type invariant of `Ctxt`).
         let held = unsafe { &mut *self.ctxt.held.get() };
         held.take_refs(refs)
@@ -531,10 +575,8 @@ impl<O: HasSendPool> PooledSend<'_, O> {
 
     /// As [`Self::add_write`], from the pages the context holds: bytes
     /// `[off, off + len)` counted from the first byte of its held page
-    /// `first` ([`crate::rust::sunrpc::svc::ResPages::held_span`]). No
-    /// reference is taken: the context holds the pages until the Write has
-    /// completed.
-    #[inline(always)]
+    /// `first`. No reference is taken: the context holds the pages until
+    /// the Write has completed.
     pub fn add_held_write(
         &mut self,
         ep: &Endpoint,
@@ -555,19 +597,13 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         &mut self,
         ep: &Endpoint,
         pages: &PageRange<'_>,
-        kept_by: Kept<'_>,
+        kept_by: Kept,
         remote_addr: u64,
         rkey: u32,
     ) -> Result<bool> {
         let c = self.ctxt;
         // SAFETY: Held (type invariant of `Ctxt`).
-        let (writes, nwrites, kept) = unsafe {
-            (
-                &mut *c.writes.get(),
-                &mut *c.nwrites.get(),
-                &mut *c.reply.get(),
-            )
-        };
+        let (writes, nwrites) = unsafe { (&mut *c.writes.get(), &mut *c.nwrites.get()) };
         let Some(w) = writes.get_mut(*nwrites) else {
             return Ok(false);
         };
@@ -575,7 +611,7 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         if n > MAX_SGE || n > ep.max_send_sge() {
             return Err(EINVAL);
         }
-        let own_refs = matches!(kept_by, Kept::Referenced);
+        let own_refs = kept_by == Kept::Referenced;
         let held = match own_refs {
             true => w.pages.as_mut_ptr(),
             false => core::ptr::null_mut(),
@@ -596,9 +632,6 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         w.wr.wr.next = core::ptr::null_mut();
         w.wr.remote_addr = remote_addr;
         w.wr.rkey = rkey;
-        if let (Kept::Reply(r), None) = (kept_by, kept.as_ref()) {
-            *kept = Some(r.clone());
-        }
         *nwrites += 1;
         Ok(true)
     }
@@ -622,6 +655,11 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         chain: &mut SendChain<O::Ahead>,
         inv: Option<u32>,
     ) -> core::result::Result<(), (Error, usize)> {
+        // Its Writes' pages would be the request's, which sunrpc puts once
+        // the Reply is sent: not posted.
+        if self.awaits_pages() {
+            return Err((EINVAL, 0));
+        }
         let c = self.ctxt;
         let pool = self.pool;
         // SAFETY: Held; the entry and list are the context's own (type

@@ -34,7 +34,6 @@ use crate::rust::rdma::mr::Mr;
 use crate::rust::rdma::sink_pool::SinkMrPool;
 use crate::rust::rdma::wr_pool::{Shell, WrPool};
 use crate::rust::sunrpc::page_sinks::PageSinks;
-use crate::rust::sunrpc::reply_pages::ReplyPages;
 use core::cell::UnsafeCell;
 use core::mem::{ManuallyDrop, MaybeUninit};
 use core::ptr::{addr_of_mut, NonNull};
@@ -2131,10 +2130,9 @@ pub trait CompletionHandler: Send + Sync + Sized {
 /// [`WorkRequest::with_sinks`]). With `run` (a page run,
 /// [`WorkRequest::with_pages`]) `run.at + run.n <= nsge` and
 /// `sges[run.at..run.at + run.n]` map the run's pages on `run.pd`'s device,
-/// for the device to read, until the request is dropped or released;
-/// either `run.own_refs` and `run_pages[..run.n]` are those pages, on which
-/// this request took a reference each, or the first hold is the Reply's
-/// page array that keeps them ([`WorkRequest::with_reply_pages`]).
+/// for the device to read, until the request is dropped or released, and
+/// `run_pages[..run.n]` are those pages, on which this request took a
+/// reference each.
 #[pin_data(PinnedDrop)]
 pub struct WorkRequest<H: CompletionHandler> {
     #[pin]
@@ -2181,8 +2179,6 @@ struct PageRunMap {
     at: usize,
     /// Its entries, one per page.
     n: usize,
-    /// Whether the request took a reference on each page (`run_pages`).
-    own_refs: bool,
 }
 
 /// What keeps the memory of one scatter/gather entry alive and mapped.
@@ -2195,9 +2191,6 @@ enum Hold {
     /// Pages shared by a Call's Reads, which keep their own mappings
     /// (only held).
     Sinks { _sinks: Arc<PageSinks> },
-    /// A Reply's pages, kept for the Writes of a page run from them, which
-    /// map them themselves (only held).
-    Reply { _pages: Arc<ReplyPages> },
 }
 
 /// One entry of a scatter/gather list to build a [`WorkRequest`] from.
@@ -2217,45 +2210,6 @@ impl From<Segment> for SgEntry {
 impl From<MappedPage> for SgEntry {
     fn from(page: MappedPage) -> Self {
         Self::Page(page)
-    }
-}
-
-/// What keeps the pages of a page run for its work request
-/// ([`WorkRequest::with_pages`] and [`WorkRequest::with_reply_pages`]): a
-/// type per choice, so that each builder is compiled without the other's
-/// branches (a 4 KiB READ's one-page Write takes the first).
-trait RunKeeper {
-    /// Whether the request takes a reference on each page itself.
-    const OWN_REFS: bool;
-
-    /// Writes the hold that keeps the pages, if any, to `holds[0]`;
-    /// returns how many were written.
-    ///
-    /// # Safety
-    ///
-    /// `holds` is valid for writing one `Hold`.
-    unsafe fn write_hold(self, holds: *mut Hold) -> usize;
-}
-
-/// The request references each page of its run itself.
-struct OwnRefs;
-
-impl RunKeeper for OwnRefs {
-    const OWN_REFS: bool = true;
-
-    unsafe fn write_hold(self, _holds: *mut Hold) -> usize {
-        0
-    }
-}
-
-/// A Reply's page array keeps the run's pages.
-impl RunKeeper for Arc<ReplyPages> {
-    const OWN_REFS: bool = false;
-
-    unsafe fn write_hold(self, holds: *mut Hold) -> usize {
-        // SAFETY: By the caller's requirement.
-        unsafe { holds.write(Hold::Reply { _pages: self }) };
-        1
     }
 }
 
@@ -2405,21 +2359,30 @@ impl<H: CompletionHandler> WorkRequest<H> {
     /// the request's own, and none of that when its handler's pool has a
     /// kept one.
     pub fn with_pages(handler: H, ep: &Endpoint, pages: PageRange<'_>) -> Result<Arc<Self>> {
-        Self::with_run(handler, ep, pages, OwnRefs)
-    }
-
-    /// As [`Self::with_pages`] for pages of a Reply's page array `reply`,
-    /// which the request holds instead of a reference per page (C's send
-    /// context keeps a Reply's pages for its Writes): the pages are only
-    /// mapped, and unmapped when the request is dropped, before it lets
-    /// go of `reply`.
-    pub fn with_reply_pages(
-        handler: H,
-        ep: &Endpoint,
-        reply: &Arc<ReplyPages>,
-        pages: PageRange<'_>,
-    ) -> Result<Arc<Self>> {
-        Self::with_run(handler, ep, pages, reply.clone())
+        let n = pages.pages.len();
+        if n > MAX_SGE {
+            return Err(EINVAL);
+        }
+        let pd = ep.pd().clone();
+        Self::build(handler, move |slot: *mut Self| -> Result {
+            // SAFETY: `slot` is valid for writes of a `Self` and not shared
+            // (`build`'s guarantee), so the arrays its pointers name have
+            // room for `MAX_SGE >= n` entries each; `pages` names `n` live
+            // pages or nulls spanned by `[off, off + len)` (its invariant),
+            // which the helper checks again, refusing a null. On success it
+            // mapped them into `sges[..n]` and took a reference on each,
+            // written to `run_pages[..n]`; on an error it left nothing
+            // taken or mapped.
+            unsafe {
+                let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
+                let held = addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>();
+                map_page_run(&pd, &pages, sges, held)?;
+                addr_of_mut!((*slot).nsge).write(n);
+                addr_of_mut!((*slot).nholds).write(0);
+                addr_of_mut!((*slot).run).write(Some(PageRunMap { pd, at: 0, n }));
+            }
+            Ok(())
+        })
     }
 
     /// Builds a Send's work request whose scatter/gather list is
@@ -2482,57 +2445,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
                     .write(Hold::Buf(buf));
                 addr_of_mut!((*slot).nsge).write(nsge);
                 addr_of_mut!((*slot).nholds).write(1);
-                addr_of_mut!((*slot).run).write(Some(PageRunMap {
-                    pd,
-                    at: 1,
-                    n,
-                    own_refs: true,
-                }));
-            }
-            Ok(())
-        })
-    }
-
-    /// The builder of [`Self::with_pages`] and [`Self::with_reply_pages`]:
-    /// `keep` says what keeps the pages, compiled into each.
-    #[inline(always)]
-    fn with_run<K: RunKeeper>(
-        handler: H,
-        ep: &Endpoint,
-        pages: PageRange<'_>,
-        keep: K,
-    ) -> Result<Arc<Self>> {
-        let n = pages.pages.len();
-        if n > MAX_SGE {
-            return Err(EINVAL);
-        }
-        let pd = ep.pd().clone();
-        Self::build(handler, move |slot: *mut Self| -> Result {
-            // SAFETY: `slot` is valid for writes of a `Self` and not shared
-            // (`build`'s guarantee), so the arrays its pointers name have
-            // room for `MAX_SGE >= n` entries each; `pages` names `n` live
-            // pages or nulls spanned by `[off, off + len)` (its invariant),
-            // which the helper checks again, refusing a null. On success it mapped them into
-            // `sges[..n]` and, for `OwnRefs` (`held` not null), took a
-            // reference on each, written to `run_pages[..n]`; otherwise the
-            // one hold `keep` writes keeps the pages. On an error it left
-            // nothing taken or mapped.
-            unsafe {
-                let sges = addr_of_mut!((*slot).sges).cast::<bindings::ib_sge>();
-                let held = match K::OWN_REFS {
-                    true => addr_of_mut!((*slot).run_pages).cast::<*mut bindings::page>(),
-                    false => core::ptr::null_mut(),
-                };
-                map_page_run(&pd, &pages, sges, held)?;
-                let nholds = keep.write_hold(addr_of_mut!((*slot).holds).cast::<Hold>());
-                addr_of_mut!((*slot).nsge).write(n);
-                addr_of_mut!((*slot).nholds).write(nholds);
-                addr_of_mut!((*slot).run).write(Some(PageRunMap {
-                    pd,
-                    at: 0,
-                    n,
-                    own_refs: K::OWN_REFS,
-                }));
+                addr_of_mut!((*slot).run).write(Some(PageRunMap { pd, at: 1, n }));
             }
             Ok(())
         })
@@ -2774,10 +2687,8 @@ impl<H: CompletionHandler> WorkRequest<H> {
         unsafe { core::slice::from_raw_parts(self.holds.as_ptr().cast::<Hold>(), self.nholds()) }
     }
 
-    /// Unmaps the pages of a page run, if this request is one, and puts
-    /// them if it took their references (no hold); afterwards it is not a
-    /// run. Called before the holds are dropped: a Reply's page array,
-    /// the hold of a run from it, may put the pages.
+    /// Unmaps and puts the pages of a page run, if this request is one;
+    /// afterwards it is not a run. Called before the holds are dropped.
     ///
     /// # Safety
     ///
@@ -2788,15 +2699,12 @@ impl<H: CompletionHandler> WorkRequest<H> {
         let Some(run) = self.run.take() else {
             return;
         };
-        let held = match run.own_refs {
-            true => self.run_pages.as_ptr().cast::<*mut bindings::page>(),
-            false => core::ptr::null(),
-        };
+        let held = self.run_pages.as_ptr().cast::<*mut bindings::page>();
         // SAFETY: `sges[at..at + n]`, within the list, map the run's pages
-        // on `pd`'s device and, with `held` not null, `run_pages[..n]` are
-        // those pages, on which this request took a reference each (type
-        // invariant); nothing uses the mappings any more (the caller's
-        // requirement); `run` is now `None`, so this runs once.
+        // on `pd`'s device and `run_pages[..n]` are those pages, on which
+        // this request took a reference each (type invariant); nothing
+        // uses the mappings any more (the caller's requirement); `run` is
+        // now `None`, so this runs once.
         unsafe {
             unmap_page_run(
                 run.pd.device_ptr(),
@@ -2811,7 +2719,7 @@ impl<H: CompletionHandler> WorkRequest<H> {
     fn bufs(&self) -> impl Iterator<Item = &Arc<MappedBuf>> {
         self.holds().iter().filter_map(|h| match h {
             Hold::Buf(b) => Some(b),
-            Hold::Page { .. } | Hold::Sinks { .. } | Hold::Reply { .. } => None,
+            Hold::Page { .. } | Hold::Sinks { .. } => None,
         })
     }
 
@@ -2877,8 +2785,6 @@ impl<H: CompletionHandler> WorkRequest<H> {
                 Hold::Page { .. } => true,
                 // Mapped for the device to write.
                 Hold::Sinks { .. } => false,
-                // Mapped by the run (above).
-                Hold::Reply { .. } => true,
             })
     }
 

@@ -31,7 +31,7 @@ use crate::rust::rdma::cm::{Addr, SockAddr};
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::{MappedBuf, PageRange};
 use crate::rust::sunrpc::page_sinks::PageSinks;
-use crate::rust::sunrpc::reply_pages::{HeldPages, ReplyPages};
+use crate::rust::sunrpc::reply_pages::HeldPages;
 use crate::rust::sunrpc::svc_bc::BcRegistration;
 use crate::rust::sunrpc::svc_class;
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
@@ -819,77 +819,35 @@ impl SvcRqst {
         (res.head[0].iov_len as u32, res.page_len)
     }
 
-    /// An array for the Reply's pages `rq_respages .. rq_next_page`, to be
-    /// held by RDMA Writes straight from those pages in place of a
-    /// reference per page ([`ReplyPages`]): empty, with room for them, the
-    /// request keeping its pages and references until
-    /// [`Self::give_reply_pages`].
-    pub fn reply_pages(&self) -> Result<Arc<ReplyPages>> {
-        // SAFETY: By the type invariant `ptr` is live; sunrpc does not
-        // change the Reply while it is being sent.
-        let r = unsafe { &*self.ptr.as_ptr() };
-        // SAFETY: Both point into `rq_pages`, `rq_respages` first.
-        let n = unsafe { r.rq_next_page.offset_from(r.rq_respages) };
-        ReplyPages::with_capacity(usize::try_from(n).map_err(|_| EINVAL)?)
-    }
-
-    /// Gives the request's Reply pages `rq_respages .. rq_next_page`, with
-    /// their references, to `pages` ([`Self::reply_pages`]; C
-    /// `svc_rdma_save_io_pages`): the slots are emptied, so that
-    /// `svc_rqst_release_pages` skips them and `svc_alloc_arg` refills
-    /// them. Called once the Reply's pages are no longer read, after its
-    /// Writes were built; sunrpc does not change them while the Reply is
-    /// sent, so they are the pages those Writes name. Only the first give
-    /// to an array moves anything.
-    pub fn give_reply_pages(&mut self, pages: &ReplyPages) {
-        // SAFETY: What is written below are the slots' pages, each with
-        // the slot's reference (the slot is emptied), or nulls, within the
-        // array's capacity; the caller's reference to `pages` outlives
-        // this call.
-        let Some(to) = (unsafe { pages.claim() }) else {
-            return;
-        };
-        let r = self.ptr.as_ptr();
-        // SAFETY: By the type invariant `ptr` is live and this thread's
-        // (`&mut self`); the `n` slots from `rq_respages` lie below
-        // `rq_next_page`, within `rq_pages`, and `to` has room for `n` more
-        // pointers (its spare capacity, all of it: the array is made with
-        // room for every slot, which sunrpc does not add to while the Reply
-        // is sent): they are copied there, then emptied, so each page's
-        // reference moves over once.
+    /// The request's Reply pages as a send context checks them before it
+    /// holds them ([`Self::give_reply_pages_to`]): the address of their
+    /// first slot (`rq_respages`), which names this request's Reply among
+    /// those in flight, and how many there are (to `rq_next_page`).
+    pub fn reply_slots(&self) -> (usize, usize) {
+        // SAFETY: By the type invariant `ptr` is live; both point into
+        // `rq_pages`, `rq_respages` first.
         unsafe {
-            let first = (*r).rq_respages;
-            let now = usize::try_from((*r).rq_next_page.offset_from(first)).unwrap_or(0);
-            let n = now.min(to.capacity().saturating_sub(to.len()));
-            core::ptr::copy_nonoverlapping(first.cast_const(), to.as_mut_ptr().add(to.len()), n);
-            to.inc_len(n);
-            core::ptr::write_bytes(first, 0, n);
+            let r = &*self.ptr.as_ptr();
+            let n = r.rq_next_page.offset_from(r.rq_respages);
+            (r.rq_respages as usize, usize::try_from(n).unwrap_or(0))
         }
     }
 
     /// Gives the request's Reply pages `rq_respages .. rq_next_page`, with
     /// their references, to `to` (a send context's, C
-    /// `svc_rdma_save_io_pages`), as [`Self::give_reply_pages`] does;
-    /// `false`, with nothing moved, when `to` has no room for them all.
-    /// Entry `i` of the range becomes the `i`-th page `to` holds from its
-    /// count before the call ([`ResPages::held_span`] names a range's first
-    /// page by that index). Called once the Reply's pages are no longer
-    /// read.
-    pub fn give_reply_pages_to(&mut self, to: &mut HeldPages) -> bool {
-        let r = self.ptr.as_ptr();
+    /// `svc_rdma_save_io_pages`): the slots are emptied, so that
+    /// `svc_rqst_release_pages` skips them and `svc_alloc_arg` refills
+    /// them. Only the context's own Writes name them, so sunrpc does not
+    /// change them while the Reply is sent. Fails, with nothing moved, when `to`
+    /// cannot grow to hold them. Called once the Reply's pages are no
+    /// longer read.
+    pub fn give_reply_pages_to(&mut self, to: &mut HeldPages) -> Result {
+        let (_, n) = self.reply_slots();
         // SAFETY: By the type invariant `ptr` is live and this thread's
-        // (`&mut self`); the slots from `rq_respages` below `rq_next_page`
-        // lie within `rq_pages`, each a page with the request's reference
-        // or null, and are given up: `take_from` empties them, so that
-        // `svc_rqst_release_pages` skips them and `svc_alloc_arg` refills
-        // them.
-        unsafe {
-            let first = (*r).rq_respages;
-            let Ok(n) = usize::try_from((*r).rq_next_page.offset_from(first)) else {
-                return false;
-            };
-            to.take_from(first, n)
-        }
+        // (`&mut self`); the `n` slots from `rq_respages` lie within
+        // `rq_pages`, each a page with the request's reference or null,
+        // given up here.
+        unsafe { to.take_from((*self.ptr.as_ptr()).rq_respages, n) }
     }
 
     /// The Reply's bytes `[offset, offset + len)` in the pages that hold
@@ -1570,23 +1528,22 @@ impl ResPages<'_> {
         self.count
     }
 
-    /// Where the range lies in the Reply's pages `rq_respages ..
-    /// rq_next_page`: the index of its first page there, its offset in
-    /// that page and its length; the same range in a send context's pages
-    /// once they were given to it ([`SvcRqst::give_reply_pages_to`],
-    /// [`HeldPages::range`]).
-    pub fn held_span(&self) -> Result<(usize, usize, usize)> {
+    /// Where the range lies among the Reply's pages: the request's
+    /// [`SvcRqst::reply_slots`] address, and how many of its Reply pages,
+    /// from the first, reach the range's last page.
+    pub fn reply_slots(&self) -> Result<(usize, usize)> {
         let page = kernel::page::PAGE_SIZE as u64;
         let first = usize::try_from(self.at / page)?;
-        let off = usize::try_from(self.at % page)?;
-        let len = usize::try_from(self.end - self.at)?;
         // SAFETY: By the type invariant `ptr` is live, and sunrpc does not
         // change the Reply while it is being sent.
         let r = unsafe { &*self.rqst.ptr.as_ptr() };
         // SAFETY: By the type invariant the range's first slot lies within
         // `rq_respages .. rq_next_page`, in the one array `rq_pages`.
         let index = unsafe { r.rq_res.pages.add(first).offset_from(r.rq_respages) };
-        Ok((usize::try_from(index)?, off, len))
+        let end = usize::try_from(index)?
+            .checked_add(self.count)
+            .ok_or(EINVAL)?;
+        Ok((r.rq_respages as usize, end))
     }
 
     /// The range as a [`PageRange`], for a work request that references
