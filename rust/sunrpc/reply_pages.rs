@@ -72,8 +72,11 @@ impl HeldPages {
         slots: *mut *mut bindings::page,
         n: usize,
     ) -> Result {
-        self.pages.reserve(n, GFP_KERNEL)?;
         let len = self.pages.len();
+        // Grown only while the context's Replies grow: not a call a Reply.
+        if self.pages.capacity() - len < n {
+            self.pages.reserve(n, GFP_KERNEL)?;
+        }
         // SAFETY: `slots[..n]` by the caller's requirement; the array has
         // room for `n` more (reserved above), which do not overlap them,
         // and they are written before they are counted. INVARIANT: each
