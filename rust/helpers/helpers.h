@@ -97,7 +97,8 @@ void rpcrdma_rs_page_put(struct page *page);
 u64 rpcrdma_rs_page_pfn(struct page *page);
 struct page *rpcrdma_rs_alloc_page(void);
 void *rpcrdma_rs_page_address(struct page *page);
-void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr);
+void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr,
+				   unsigned int pages);
 
 /* Slab caches (kmem_cache_alloc is a macro). */
 struct kmem_cache *rpcrdma_rs_slab_create(const char *name, unsigned int size,

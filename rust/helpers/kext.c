@@ -117,18 +117,17 @@ void *rpcrdma_rs_page_address(struct page *page)
 
 /*
  * Puts the pages of @nr page slots, in one batch: a request's about to be
- * overwritten, as C's svc_rdma_read_complete() does, or a Reply's page
- * array once its Writes are done with it. release_pages() takes no NULL
- * entries: the slots are compacted first.
+ * overwritten, as C's svc_rdma_read_complete() does, or those a send
+ * context held for its Writes. release_pages() takes no NULL entries: the
+ * slots from @pages on, the first the caller did not find a page in, are
+ * compacted first.
  */
-void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr)
+void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr,
+				   unsigned int pages)
 {
-	unsigned int i, n;
+	unsigned int i, n = pages;
 
-	/* Usually none is empty: looked for before anything is moved. */
-	for (i = 0; i < nr && slots[i]; i++)
-		;
-	for (n = i; i < nr; i++)
+	for (i = pages; i < nr; i++)
 		if (slots[i])
 			slots[n++] = slots[i];
 	release_pages(slots, n);

@@ -31,7 +31,7 @@ use crate::rust::rdma::cm::{Addr, SockAddr};
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::{MappedBuf, PageRange};
 use crate::rust::sunrpc::page_sinks::PageSinks;
-use crate::rust::sunrpc::reply_pages::HeldPages;
+use crate::rust::sunrpc::reply_pages::{put_page_slots, HeldPages};
 use crate::rust::sunrpc::svc_bc::BcRegistration;
 use crate::rust::sunrpc::svc_class;
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
@@ -584,8 +584,7 @@ impl SvcRqst {
             let rq_pages = (*r).rq_pages;
             // The pages there now are put in one batch (the slots are
             // overwritten just below).
-            let count = c_uint::try_from(n).map_err(|_| EINVAL)?;
-            bindings::rpcrdma_rs_release_page_slots(rq_pages.add(1), count);
+            put_page_slots(core::slice::from_raw_parts_mut(rq_pages.add(1), n));
             // The sinks' references move into the slots.
             if let Err(e) = sinks.hand_over_received_pages(rq_pages.add(1), n) {
                 // Taken before (not reached: the work takes them once).
