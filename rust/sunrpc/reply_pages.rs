@@ -153,6 +153,7 @@ impl Drop for HeldPages {
 ///
 /// Each entry is a page whose reference the caller gives up by this call,
 /// or null; the entries are not used again (the helper may reorder them).
+#[inline(always)]
 pub(in crate::rust) unsafe fn put_page_slots(slots: &mut [*mut bindings::page]) {
     // Usually every slot holds a page. The AND of all the addresses is
     // not 0 only if none is null (on x86-64 and arm64, where every kernel
@@ -169,10 +170,10 @@ pub(in crate::rust) unsafe fn put_page_slots(slots: &mut [*mut bindings::page]) 
     };
     // A request has far fewer than `u32::MAX` pages; were it otherwise,
     // none would be put (a leak) rather than too many.
-    let (Ok(nr), Ok(pages)) = (u32::try_from(slots.len()), u32::try_from(pages)) else {
+    let Ok(nr) = u32::try_from(slots.len()) else {
         return;
     };
     // SAFETY: By the caller's requirement; `slots[..pages]` hold pages
-    // (found above), `pages <= nr`.
-    unsafe { bindings::rpcrdma_rs_release_page_slots(slots.as_mut_ptr(), nr, pages) };
+    // (found above), `pages <= nr`, so the cast keeps its value.
+    unsafe { bindings::rpcrdma_rs_release_page_slots(slots.as_mut_ptr(), nr, pages as u32) };
 }
