@@ -119,15 +119,17 @@ void *rpcrdma_rs_page_address(struct page *page)
  * Puts the pages of @nr page slots, in one batch: a request's about to be
  * overwritten, as C's svc_rdma_read_complete() does, or those a send
  * context held for its Writes. release_pages() takes no NULL entries: the
- * slots from @pages on, the first the caller did not find a page in, are
- * compacted first.
+ * slots are compacted first, from the first NULL at or after @pages (the
+ * caller found pages in the slots before it).
  */
 void rpcrdma_rs_release_page_slots(struct page **slots, unsigned int nr,
 				   unsigned int pages)
 {
-	unsigned int i, n = pages;
+	unsigned int i, n;
 
-	for (i = pages; i < nr; i++)
+	for (i = pages; i < nr && slots[i]; i++)
+		;
+	for (n = i; i < nr; i++)
 		if (slots[i])
 			slots[n++] = slots[i];
 	release_pages(slots, n);
