@@ -83,10 +83,10 @@ impl<O: SendPoolOwner + RingIn<SendPool<O>>> HasSendPool for O {}
 /// written again; `sge` names `buf`'s first bytes (its address and key
 /// are never written again). No reference to `buf` leaves the pool, so
 /// the CPU reaches it only through the context's holder. `sge`'s length,
-/// `wr`'s other fields, `ahead`, the Writes in
-/// `writes` (the first `nwrites`, each as [`WriteSlot`] says), `held`
-/// and `awaited` are written only by the context's holder: the thread that took it from
-/// the free list until it posts it or gives it back, then the completion
+/// `wr`'s other fields, `ahead`, the Writes in `writes` (the first
+/// `nwrites`, each as [`WriteSlot`] says), `held` and `awaited` are
+/// written only by the context's holder: the thread that took it from the
+/// free list until it posts it or gives it back, then the completion
 /// until it pushes it on the free list again. `next` is written by
 /// whoever pushes it.
 struct Ctxt<O: SendPoolOwner> {
@@ -127,7 +127,10 @@ pub const CTXT_WRITES: usize = 3;
 ///
 /// While in use: `wr.wr.sg_list` is `sges`, and `sges[..n]` map the
 /// run's pages on the context's device for it to read; with `own_refs`,
-/// `pages[..n]` are those pages, on which the slot took a reference each.
+/// `pages[..n]` are those pages, on which the slot took a reference each;
+/// without, the context holds them (`held`) or, while its `awaited` is
+/// set, the request whose Reply they are does, and the context is not
+/// posted until it holds them.
 struct WriteSlot {
     wr: bindings::ib_rdma_wr,
     sges: [bindings::ib_sge; MAX_SGE],
