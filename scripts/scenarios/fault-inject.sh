@@ -51,13 +51,12 @@ MEMCG_MIB=${MEMCG_MIB:-8}
 # on a data-path or a setup path and costs a reconnect at worst, and the
 # run goes on once it is spent. Each failed connect doubles sunrpc's
 # reconnect delay (up to a minute here), so the budget is small. The rate
-# only says how soon the budget is spent. The server allocates through the
-# module as it serves (a few hundred allocations in fi-alloc's RPCs), and
-# at 5% the budget is spent early in the phase. rpcrdma_rs's client
-# allocates nothing per RPC (its contexts are made with the connection),
-# so in fi-alloc it is made to reconnect once (disconnects_arm client 1):
-# its faults land on the connect path, and a phase that injected nothing
-# fails.
+# only says how soon the budget is spent. rpcrdma_rs allocates nothing per
+# RPC on either side once a connection's contexts are made (the server's
+# grow with its first Calls and Replies), so in fi-alloc each of its sides
+# breaks its connection once (disconnects_arm client 1, server 1): the
+# faults land on the connect and accept paths and on the new connection's
+# first RPCs, and a phase that injected nothing fails.
 ALLOC_PERCENT=${ALLOC_PERCENT:-5}
 ALLOC_TIMES=${ALLOC_TIMES:-3}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-420}
@@ -164,9 +163,21 @@ server_requests() {
             say "request: $_name"
             case $_name in
                 alloc-arm)
-                    if [ "$SERVER_MOD" = rust ]; then alloc_faults_arm && _a=armed || _a=failed; else _a=none; fi ;;
+                    # One close under the faults: the client's next
+                    # connect is accepted with them armed (the server's
+                    # allocations once its contexts are made).
+                    if [ "$SERVER_MOD" = rust ]; then
+                        alloc_faults_arm && disconnects_arm server 1 && _a=armed || _a=failed
+                    else
+                        _a=none
+                    fi ;;
                 alloc-disarm)
-                    if [ "$SERVER_MOD" = rust ]; then _a=$(alloc_faults_disarm); else _a=none; fi ;;
+                    if [ "$SERVER_MOD" = rust ]; then
+                        [ -d $DBG/fail_sunrpc ] && disconnects_disarm server > /dev/null
+                        _a=$(alloc_faults_disarm)
+                    else
+                        _a=none
+                    fi ;;
                 disc-arm)
                     # svc_process: the server closes a connection every
                     # DISC_INTERVAL calls (svc_xprt_deferred_close).
