@@ -87,14 +87,17 @@ impl Conn {
     /// Reply's pages takes those pages over before it is posted (C
     /// `svc_rdma_save_io_pages`), once nothing reads them any more.
     fn send_reply(&self, rqst: &mut SvcRqst, ctxt: &mut CallCtxt) -> Result {
-        if let Some(seg) = ctxt.call.one_write_segment() {
-            let xid = ctxt.call.xid;
-            if let Some(res) = self.send_one_write_reply(rqst, xid, &seg, ctxt.payloads.as_slice())
-            {
-                return res;
-            }
-        }
-        let Some(mut ready) = self.send_reply_from(rqst, ctxt)? else {
+        let xid = ctxt.call.xid;
+        let payloads = ctxt.payloads.as_slice();
+        let one_write = ctxt
+            .call
+            .one_write_segment()
+            .and_then(|seg| self.send_one_write_reply(rqst, xid, &seg, payloads));
+        let built = match one_write {
+            Some(res) => res.map(Some),
+            None => self.send_reply_from(rqst, ctxt),
+        };
+        let Some(mut ready) = built? else {
             return Ok(());
         };
         if ready.send.awaits_pages() {
@@ -338,18 +341,17 @@ impl Conn {
     /// Write in the Reply's send context, its header written word by word,
     /// the bytes around the payload copied behind it, no chunk list walked
     /// or rebuilt (C `svc_rdma_send_write_chunk`, then
-    /// `svc_rdma_send_reply_msg`). The Reply's pages go to the send
-    /// context, which puts them when the Send completes (C
-    /// `svc_rdma_save_io_pages`): no reference is taken and put per page.
+    /// `svc_rdma_send_reply_msg`), left to post once the send context
+    /// holds the Reply's pages (its Write takes no reference on them).
     /// `None`, with nothing done, for any other Reply: the general way
     /// sends it, or answers it with `ERR_CHUNK`.
     fn send_one_write_reply(
         &self,
-        rqst: &mut SvcRqst,
+        rqst: &SvcRqst,
         xid: u32,
         seg: &Segment,
         payloads: &[(u32, u32)],
-    ) -> Option<Result> {
+    ) -> Option<Result<Ready<'_>>> {
         let s = &self.shared;
         let &[(position, len)] = payloads else {
             return None;
@@ -390,17 +392,19 @@ impl Conn {
             rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
             Ok(end)
         });
-        // Read from, the Reply's pages go to the context.
-        let held = filled.and_then(|n| send.hold_reply_pages(rqst).map(|()| n));
-        let send_len = match held {
+        let send_len = match filled {
             Ok(n) => n,
             Err(e) => return Some(Err(e)),
         };
         count_direct_write(u64::from(len), count as u64);
         trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
-        // The one handle of the lists.
-        let inv = s.snd_w_inv.then_some(seg.handle);
-        Some(io.post_pooled(&mut SendChain::new(), send, send_len, inv))
+        Some(Ok(Ready {
+            chain: SendChain::new(),
+            send,
+            len: send_len,
+            // The one handle of the lists.
+            inv: s.snd_w_inv.then_some(seg.handle),
+        }))
     }
 }
 

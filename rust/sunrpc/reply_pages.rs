@@ -48,11 +48,6 @@ impl HeldPages {
         Self { pages: KVec::new() }
     }
 
-    /// How many pages (or nulls) are held.
-    pub fn len(&self) -> usize {
-        self.pages.len()
-    }
-
     /// Whether none is held.
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()

@@ -836,10 +836,8 @@ impl SvcRqst {
     /// their references, to `to` (a send context's, C
     /// `svc_rdma_save_io_pages`): the slots are emptied, so that
     /// `svc_rqst_release_pages` skips them and `svc_alloc_arg` refills
-    /// them. Only the context's own Writes name them, so sunrpc does not
-    /// change them while the Reply is sent. Fails, with nothing moved, when `to`
-    /// cannot grow to hold them. Called once the Reply's pages are no
-    /// longer read.
+    /// them. Fails, with nothing moved, when `to` cannot grow to hold
+    /// them. Called once the Reply's pages are no longer read.
     pub fn give_reply_pages_to(&mut self, to: &mut HeldPages) -> Result {
         let (_, n) = self.reply_slots();
         // SAFETY: By the type invariant `ptr` is live and this thread's
