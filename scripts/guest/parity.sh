@@ -167,7 +167,7 @@ parity_server_prepare() {
 # export (crossmnt on the root makes it visible under it).
 parity_server_export() {
     has_phase acl || return 0
-    exportfs -i -o "rw,no_root_squash,insecure,no_subtree_check,fsid=1${EXPORT_SEC:+,sec=$EXPORT_SEC}" "*:$EXPORT/disk" ||
+    export_dir "rw,no_root_squash,insecure,no_subtree_check,fsid=1${EXPORT_SEC:+,sec=$EXPORT_SEC}" "$EXPORT/disk" ||
         fail parity-server-export "exportfs $EXPORT/disk"
 }
 

@@ -91,7 +91,7 @@ fst_server() {
     check fstests-server-fs-$BACKING fst_server_fs || return 1
     if start_nfs_server; then pass nfs-server-start; else fail nfs-server-start "$NFS_ERR"; return 1; fi
     for _e in test:11 scratch:12; do
-        exportfs -i -o "rw,no_root_squash,insecure,no_subtree_check,fsid=${_e#*:}" "*:$EXPORT/${_e%:*}" ||
+        export_dir "rw,no_root_squash,insecure,no_subtree_check,fsid=${_e#*:}" "$EXPORT/${_e%:*}" ||
             { fail fstests-export "exportfs $EXPORT/${_e%:*}"; return 1; }
     done
     grep -q "^rdma $NFS_RDMA_PORT" /proc/fs/nfsd/portlist && pass "rdma-listener-$SERVER_MOD" ||
