@@ -4,10 +4,12 @@
 //! candidate for `rust/kernel/` on its own: slab caches, shrinkers, sysctl
 //! tables, workqueues, per-CPU counters, allocation scopes, rate limits,
 //! module-wide locks, debugfs files that take a number, a value parked
-//! while the operations its holder started complete.
+//! while the operations its holder started complete, a lock-free queue
+//! of words.
 
 pub mod debugfs;
 pub mod global;
+pub mod index_queue;
 pub mod memalloc;
 pub mod park;
 pub mod park_count;
