@@ -1,42 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A bounded first-in first-out queue of words that any number of threads
-//! push to and pop from without a lock (D. Vyukov's bounded MPMC queue): a
-//! completion handler hands a server thread a completed Receive or a Call
-//! whose Reads are done without the lock C takes for it
-//! (`sc_rq_dto_lock`), and a thread takes one with a compare-and-exchange.
-//!
-//! Each cell carries a sequence number that says whose turn it is: a push
-//! at position `p` may fill cell `p % cap` once its sequence is `p`, and
-//! publishes the value by setting it to `p + 1`; a pop at `p` may take the
-//! value once the sequence is `p + 1`, and frees the cell for the push
-//! one lap later by setting it to `p + cap`. The positions only grow
-//! (wrapping after 2^64 operations); a thread that loses the race for a
-//! position retries at the next.
+//! Bounded lock-free FIFO queues (the ring of [`super::index_ring`] in
+//! cells allocated here): of words ([`IndexQueue`]), through which a server
+//! connection's completions hand its threads completed Receives and Calls
+//! whose Reads are done, and of boxes ([`BoxQueue`]), in which it keeps the
+//! allocations of released request states; a push or a pop is one
+//! compare-and-exchange where C takes `sc_rq_dto_lock`.
 
+use super::index_ring::{IndexRing, RingCell};
 use kernel::alloc::{flags::GFP_KERNEL, KBox, KVec};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
-
-/// One cell: its sequence (whose turn it is) and its value.
-struct Cell {
-    seq: Atomic<u64>,
-    value: Atomic<u64>,
-}
 
 /// A bounded lock-free FIFO queue of `u64`s.
-///
-/// # Invariants
-///
-/// `cells.len()` is a power of two, `mask` is one less, and the vector is
-/// not resized after [`IndexQueue::new`]. `tail - head` (wrapping) is at
-/// most `cells.len()`. For `head <= p < tail`, cell `p & mask` holds the
-/// value pushed at position `p` once its sequence is `p + 1`.
 pub struct IndexQueue {
-    cells: KVec<Cell>,
-    mask: u64,
-    head: Atomic<u64>,
-    tail: Atomic<u64>,
+    ring: IndexRing<KVec<RingCell>>,
 }
 
 impl IndexQueue {
@@ -46,98 +23,35 @@ impl IndexQueue {
         let cap = min.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
         let mut cells = KVec::with_capacity(cap, GFP_KERNEL)?;
         for i in 0..cap as u64 {
-            cells.push(
-                Cell {
-                    seq: Atomic::new(i),
-                    value: Atomic::new(0),
-                },
-                GFP_KERNEL,
-            )?;
+            cells.push(RingCell::new(i), GFP_KERNEL)?;
         }
-        // INVARIANT: `cap` cells, each free for the push at its own
-        // position; nothing queued.
-        Ok(Self {
-            cells,
-            mask: cap as u64 - 1,
-            head: Atomic::new(0),
-            tail: Atomic::new(0),
-        })
+        let ring = IndexRing::new(cells).ok_or(EINVAL)?;
+        Ok(Self { ring })
     }
 
     /// How many values it has room for.
     pub fn capacity(&self) -> usize {
-        self.cells.len()
+        self.ring.capacity()
     }
 
-    /// The cell of position `pos`.
+    /// Queues `value` last; false when the queue is full. Fully ordered
+    /// ([`IndexRing::push`]).
     #[inline(always)]
-    fn cell(&self, pos: u64) -> Option<&Cell> {
-        self.cells.get((pos & self.mask) as usize)
-    }
-
-    /// Queues `value` last; false when the queue is full.
-    ///
-    /// The push is fully ordered: what the caller did before it, the value
-    /// included, is seen by whoever sees what it does after (a flag it
-    /// sets for a thread that clears the flag, then looks here).
     pub fn push(&self, value: u64) -> bool {
-        let mut pos = self.tail.load(Relaxed);
-        loop {
-            let Some(cell) = self.cell(pos) else {
-                return false;
-            };
-            // Acquire: the pop that freed the cell took its old value.
-            let seq = cell.seq.load(Acquire);
-            match seq.wrapping_sub(pos) as i64 {
-                0 => match self.tail.cmpxchg(pos, pos.wrapping_add(1), Relaxed) {
-                    Ok(_) => {
-                        cell.value.store(value, Relaxed);
-                        // Full: publishes the value (release), and orders
-                        // the caller's later accesses after it.
-                        cell.seq.xchg(pos.wrapping_add(1), Full);
-                        return true;
-                    }
-                    Err(now) => pos = now,
-                },
-                // The cell still holds the value pushed one lap earlier.
-                d if d < 0 => return false,
-                // Another push took `pos`.
-                _ => pos = self.tail.load(Relaxed),
-            }
-        }
-    }
-
-    /// Whether nothing is queued or being queued, as the caller sees the
-    /// queue now (a push under way counts: it took its position first).
-    pub fn is_empty(&self) -> bool {
-        self.head.load(Relaxed) == self.tail.load(Relaxed)
+        self.ring.push(value)
     }
 
     /// Takes the oldest value, if any.
+    #[inline(always)]
     pub fn pop(&self) -> Option<u64> {
-        let mut pos = self.head.load(Relaxed);
-        loop {
-            let cell = self.cell(pos)?;
-            // Acquire: the push's value, published with the sequence.
-            let seq = cell.seq.load(Acquire);
-            match seq.wrapping_sub(pos.wrapping_add(1)) as i64 {
-                0 => match self.head.cmpxchg(pos, pos.wrapping_add(1), Relaxed) {
-                    Ok(_) => {
-                        let value = cell.value.load(Relaxed);
-                        // Release: the value is read before the cell is
-                        // given to the push one lap later.
-                        cell.seq
-                            .store(pos.wrapping_add(self.mask).wrapping_add(1), Release);
-                        return Some(value);
-                    }
-                    Err(now) => pos = now,
-                },
-                // Not pushed yet: empty.
-                d if d < 0 => return None,
-                // Another pop took `pos`.
-                _ => pos = self.head.load(Relaxed),
-            }
-        }
+        self.ring.pop()
+    }
+
+    /// Whether nothing is queued or being queued, as the caller sees the
+    /// queue now.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
     }
 }
 

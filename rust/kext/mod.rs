@@ -10,6 +10,7 @@
 pub mod debugfs;
 pub mod global;
 pub mod index_queue;
+pub mod index_ring;
 pub mod memalloc;
 pub mod park;
 pub mod park_count;
