@@ -53,8 +53,6 @@ impl RecvSlotsOwner for RecvOwner {
         }
         self.done.fetch_add(1, Relaxed);
     }
-
-    const REPOST_BATCH: usize = 2;
 }
 
 impl RecvOwner {
@@ -196,11 +194,9 @@ mod tests {
 
     /// Completed Receives queued for the server's threads (without a lock)
     /// are taken in the order they were queued, each once and with its
-    /// length, and come back to be posted again in batches of the owner's
-    /// size; another connection's context is refused by both queues and
-    /// stays its own.
+    /// length; another connection's context is refused and stays its own.
     #[test]
-    fn completed_receives_are_taken_in_order_and_reposted_in_batches() -> Result {
+    fn completed_receives_are_taken_in_the_order_queued() -> Result {
         let (pair, other_pair) = (connect_pair()?, connect_pair()?);
         let (owner, other) = (recv_owner(&pair)?, recv_owner(&other_pair)?);
         owner.recvs.post_all(&pair.server)?;
@@ -216,23 +212,14 @@ mod tests {
             owner.recvs.queue_completed(recv, len).map_err(|_| EINVAL)?;
         }
         assert!(!owner.recvs.completed_is_empty());
-        let mut taken = KVec::new();
+        let mut back = RecvBatch::<SLOTS>::default();
         for (slot, len) in [(2, 3), (0, 1), (1, 2)] {
             let (recv, got) = owner.recvs.take_completed().ok_or(ENOENT)?;
             assert_eq!((recv.index(), got), (slot, len));
-            taken.push(recv, GFP_KERNEL)?;
+            back.push(recv).map_err(|_| E2BIG)?;
         }
         assert!(owner.recvs.take_completed().is_none());
         assert!(owner.recvs.completed_is_empty());
-        // Queued for reposting, they come back two at a time (the owner's
-        // batch), in the order queued; the third waits for a fourth.
-        let mut taken = taken.into_iter();
-        let mut next = || taken.next().ok_or(ENOENT);
-        let repost = |recv| owner.recvs.queue_repost::<2>(recv).map_err(|_| EINVAL);
-        assert!(repost(next()?)?.is_none());
-        let mut back = repost(next()?)?.ok_or(ENOENT)?;
-        assert_eq!(back.len(), 2);
-        assert!(repost(next()?)?.is_none());
         other.recvs.post_all(&other_pair.server)?;
         send(&other_pair, b"x")?;
         wait_done(&other, 1)?;
@@ -240,25 +227,16 @@ mod tests {
             return Err(EINVAL);
         };
         assert!(owner.recvs.completed_is_empty());
-        let Err(foreign) = owner.recvs.queue_repost::<2>(foreign) else {
-            return Err(EINVAL);
-        };
-        // Each goes back to its own contexts: the owner's batch (2, 0)
-        // after the one never consumed (3), which the next message takes;
-        // the drains flush the rest.
+        // Each goes back to its own contexts, and the drains flush them.
         owner.recvs.post(&pair.server, &mut back)?;
         other
             .recvs
             .post(&other_pair.server, &mut batch_of([foreign])?)?;
-        assert_eq!(owner.recvs.posted(), 3);
+        assert_eq!(owner.recvs.posted(), SLOTS as u32);
         assert_eq!(other.recvs.posted(), SLOTS as u32);
-        send(&pair, b"dddd")?;
-        wait_done(&owner, 4)?;
-        assert_eq!(owner.lens[3].load(Relaxed), 4);
         pair.server.drain();
         other_pair.server.drain();
-        wait_done(&owner, 4 + 2)?;
-        assert_eq!(owner.flushed.load(Relaxed), 2);
+        wait_done(&owner, 3 + SLOTS as u32)?;
         wait_done(&other, 1 + SLOTS as u32)?;
         Ok(())
     }

@@ -9,19 +9,23 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
-use super::recv_queue::{RecvQ, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
+use super::recv_queue::{RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
+use crate::rust::kext::index_queue::IndexQueue;
 use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::rdma::cm::{CmEvent, CmHandler};
+use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::RecvSlots;
 use crate::rust::rdma::sink_pool::SinkMrPool;
 use crate::rust::rdma::verbs::{ConnParam, Endpoint, EndpointConfig, MAX_SGE};
 use crate::rust::sunrpc::svc::XprtLink;
+use kernel::alloc::KVec;
+use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
@@ -130,6 +134,10 @@ impl Conn {
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
         let max_reads = credits.grant().max(1);
         let reads_cap = usize_of(max_reads)?;
+        let ready = IndexQueue::new(reads_cap)?;
+        let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let rq_link = link.clone();
         let sq: Arc<SqGate> = SqGate::new(
             sq_depth,
             read_keep,
@@ -137,15 +145,29 @@ impl Conn {
             link.clone(),
             cache.clone(),
         )?;
+        let rq_sq = sq.clone();
         let recvs = RecvSlots::new(&ep, nrecv, usize_of(neg.inline_recv)?)?;
-        let rq = RecvQ::new(
-            recvs,
-            reads_cap,
-            sizing.held_recvs,
-            link.clone(),
-            sq.clone(),
+        let ops = ReadCtxts::new(reads_cap)?;
+        let rq = Arc::pin_init(
+            pin_init!(RecvQ {
+                recvs,
+                ready,
+                ring <- new_spinlock!(
+                    Ring {
+                        repost: Default::default(),
+                        sq_wait,
+                        ctxts,
+                        held: 0,
+                        max_held: sizing.held_recvs,
+                    },
+                    "svcrdma::rq"
+                ),
+                link: rq_link,
+                sq: rq_sq,
+                ops,
+            }),
+            GFP_KERNEL,
         )?;
-        let rq = Arc::new(rq, GFP_KERNEL)?;
         // Posted in chains, one doorbell each.
         rq.recvs.post_all(&ep)?;
         // The pool of Read sink MRs, if any, is allocated before the

@@ -248,7 +248,7 @@ pub(crate) struct CallCtxt {
 impl CallCtxt {
     /// The state of a new request, decoded into in place: `spare`, the
     /// allocation of a released one if `xpo_recvfrom` took one
-    /// (`RecvQ::ctxts`), else a new one.
+    /// (`Ring::ctxts`), else a new one.
     pub(super) fn reuse_or_new(spare: Option<KBox<Self>>) -> Result<KBox<Self>> {
         match spare {
             Some(mut ctxt) => {
@@ -334,12 +334,29 @@ impl Conn {
     /// Keeps the allocation of a released request's state for the next
     /// Call, if there is room (its contents are overwritten then), and
     /// queues the Receive its Call was read from, `held`, if it was, for
-    /// reposting: no lock taken.
+    /// reposting: under one hold of the ring's lock.
     pub(super) fn release_ctxt(&self, ctxt: KBox<CallCtxt>, held: Option<HeldRecv>) {
-        // Freed when there is no room: more states than credits.
-        drop(self.shared.rq.ctxts.push(ctxt).err());
-        if let Some(held) = held {
-            self.repost(held.into_recv(), true);
+        let Some(recv) = held.map(HeldRecv::into_recv) else {
+            let rejected = self
+                .shared
+                .rq
+                .ring
+                .lock()
+                .ctxts
+                .push_within_capacity(ctxt)
+                .err();
+            // Freed outside the lock.
+            drop(rejected);
+            return;
+        };
+        let (rejected, batch) = {
+            let mut r = self.shared.rq.ring.lock();
+            let batch = r.queue_repost(recv, true);
+            (r.ctxts.push_within_capacity(ctxt).err(), batch)
+        };
+        drop(rejected);
+        if let Some(batch) = batch {
+            self.post_reposts(batch);
         }
     }
 

@@ -10,15 +10,15 @@ use super::read::ReadWork;
 use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::impl_ring_in;
-use crate::rust::kext::index_queue::{BoxQueue, IndexQueue};
+use crate::rust::kext::index_queue::IndexQueue;
 use crate::rust::kext::park::ParkHolder;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::WorkCompletion;
 use crate::rust::sunrpc::svc::XprtLink;
+use kernel::alloc::KVec;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::Arc;
+use kernel::sync::{Arc, SpinLock};
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
 /// a batch of 7 in flight while being refilled).
@@ -29,11 +29,51 @@ pub(super) const RECV_BATCH: u32 = 7;
 pub(super) type RepostBatch = RecvBatch<{ RECV_BATCH as usize }>;
 
 /// Most bytes of Receive buffers a connection keeps for requests to hold
-/// (Calls served in place, see [`RecvQ::try_hold`]): 256 buffers at the
+/// (Calls served in place, see [`Ring::max_held`]): 256 buffers at the
 /// default 4 KiB inline size, 16 at 64 KiB. More would rarely be used at
 /// once (a request holds its Receive while an nfsd thread works on it, or
 /// while it is deferred) and cost memory on every connection.
 pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
+
+/// What a connection's server threads share under its ring lock: the
+/// Receives to post again, the Calls waiting for send queue room, the
+/// released request states and the count of held Receives. (Completed
+/// Receives and Calls whose Reads completed reach the threads without it:
+/// [`RecvSlots::take_completed`], [`RecvQ::ready`].)
+///
+/// # Invariants
+///
+/// `sq_wait` holds distinct claimed read contexts (by index), so at most
+/// [`RecvQ::ops`]' number of them, its capacity: pushing never allocates
+/// and never fails.
+pub(super) struct Ring {
+    /// Receives consumed by `recvfrom`, waiting to be reposted as one
+    /// batch (fewer than [`RECV_BATCH`]).
+    pub(super) repost: RepostBatch,
+    /// Calls with Reads left to post and no send queue room for them.
+    pub(super) sq_wait: KVec<usize>,
+    /// Allocations of released request states, reused by the next Calls
+    /// (C keeps its receive contexts on a free list): at most the credit
+    /// grant of them, the list's capacity.
+    pub(super) ctxts: KVec<KBox<CallCtxt>>,
+    /// Receives taken off the ring that may be, or are, held by requests
+    /// working on the Call in their buffer, not yet queued for reposting.
+    pub(super) held: u32,
+    /// At most this many are held: the Receives posted beyond those the
+    /// client may use (`RecvQueueSizing::held_recvs`), so that holding
+    /// them never leaves the client short of posted Receives. A Call
+    /// received while that many are held is copied out of its buffer.
+    pub(super) max_held: u32,
+}
+
+/// Takes the oldest operation of `list` if there is one and `ok()`.
+pub(super) fn pop_front_if(list: &mut KVec<usize>, ok: impl FnOnce() -> bool) -> Option<usize> {
+    if list.is_empty() || !ok() {
+        None
+    } else {
+        list.remove(0).ok()
+    }
+}
 
 /// What `xpo_recvfrom` found to work on.
 pub(super) enum Next {
@@ -45,40 +85,47 @@ pub(super) enum Next {
     Idle,
 }
 
-/// A connection's queues of work for `xpo_recvfrom`, its Receives and
-/// what its server threads keep for the next Calls, all without a lock
-/// (C takes `sc_rq_dto_lock` in the Receive completion and in
-/// `svc_rdma_recvfrom`). A completion queues what it brings and then sets
-/// `XPT_DATA`; `recvfrom` clears the flag only after finding every queue
-/// empty, and looks again after clearing it (both steps fully ordered), so
-/// no wakeup is lost.
-///
-/// # Invariants
-///
-/// `ready` and `sq_wait` hold distinct claimed read contexts (by index),
-/// each queued once per park, so at most [`RecvQ::ops`]' number of them
-/// together, the room of each: pushing never fails. `held` is at most
-/// `max_held`.
+impl Ring {
+    /// Queues consumed Receive `recv` for reposting (`held`: it was taken
+    /// with a hold, see [`Ring::held`]); once the queue holds
+    /// [`RECV_BATCH`], returns it as the batch to post.
+    pub(super) fn queue_repost(&mut self, recv: Recv, held: bool) -> Option<RepostBatch> {
+        if held {
+            self.held = self.held.saturating_sub(1);
+        }
+        // Cannot be full (it is emptied when it fills); if it were, the
+        // context would be lost to the connection, never posted twice.
+        let _ = self.repost.push(recv);
+        if !self.repost.is_full() {
+            return None;
+        }
+        Some(core::mem::take(&mut self.repost))
+    }
+
+    /// Takes a hold on a Receive taken off the ring, if fewer than
+    /// [`Ring::max_held`] are held.
+    pub(super) fn try_hold(&mut self) -> bool {
+        let ok = self.held < self.max_held;
+        if ok {
+            self.held += 1;
+        }
+        ok
+    }
+}
+
+/// A connection's queues of work for `xpo_recvfrom` and its Receives. A
+/// completion queues what it brings without a lock (C takes
+/// `sc_rq_dto_lock`) and then sets `XPT_DATA`; `recvfrom` clears the flag
+/// only after finding every queue empty, and looks again after clearing
+/// it (both steps fully ordered), so no wakeup is lost.
 #[pin_data]
 pub(super) struct RecvQ {
+    #[pin]
+    pub(super) ring: SpinLock<Ring>,
     /// Calls whose Reads all completed, or that may post more (C
-    /// `sc_read_complete_q`): their read contexts.
+    /// `sc_read_complete_q`): their read contexts, room for each.
     pub(super) ready: IndexQueue,
-    /// Calls with Reads left to post and no send queue room for them.
-    pub(super) sq_wait: IndexQueue,
-    /// Allocations of released request states, reused by the next Calls
-    /// (C keeps its receive contexts on a free list): at most the credit
-    /// grant of them, the queue's room.
-    pub(super) ctxts: BoxQueue<CallCtxt>,
-    /// Receives taken that may be, or are, held by requests working on
-    /// the Call in their buffer, not yet queued for reposting.
-    held: Atomic<u32>,
-    /// At most this many are held: the Receives posted beyond those the
-    /// client may use (`RecvQueueSizing::held_recvs`), so that holding
-    /// them never leaves the client short of posted Receives. A Call
-    /// received while that many are held is copied out of its buffer.
-    max_held: u32,
-    /// The receive contexts (C `svc_rdma_recv_ctxt`).
+    /// The receive contexts (C `svc_rdma_recv_ctxt`), a ring slot each.
     pub(super) recvs: RecvSlots<RecvQ>,
     pub(super) link: Arc<XprtLink>,
     /// The connection's send queue gate, where a Read's completion
@@ -93,65 +140,8 @@ pub(super) struct RecvQ {
 }
 
 impl RecvQ {
-    /// The queues of a connection granting `reads` credits, with `recvs`
-    /// as its Receives, of which at most `max_held` are held.
-    pub(super) fn new(
-        recvs: RecvSlots<RecvQ>,
-        reads: usize,
-        max_held: u32,
-        link: Arc<XprtLink>,
-        sq: Arc<SqGate>,
-    ) -> Result<Self> {
-        // INVARIANT: room for every read context in each queue, nothing
-        // held.
-        Ok(Self {
-            ready: IndexQueue::new(reads)?,
-            sq_wait: IndexQueue::new(reads)?,
-            ctxts: BoxQueue::new(reads)?,
-            held: Atomic::new(0),
-            max_held,
-            recvs,
-            link,
-            sq,
-            ops: ReadCtxts::new(reads)?,
-        })
-    }
-
     pub(super) fn link(&self) -> &Arc<XprtLink> {
         &self.link
-    }
-
-    /// Takes a hold on a Receive taken off the queue, if fewer than
-    /// `max_held` are held.
-    pub(super) fn try_hold(&self) -> bool {
-        let mut cur = self.held.load(Relaxed);
-        while cur < self.max_held {
-            match self.held.cmpxchg(cur, cur + 1, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
-        false
-    }
-
-    /// Gives back a hold [`Self::try_hold`] took.
-    pub(super) fn unhold(&self) {
-        let mut cur = self.held.load(Relaxed);
-        while cur > 0 {
-            match self.held.cmpxchg(cur, cur - 1, Relaxed) {
-                Ok(_) => return,
-                Err(now) => cur = now,
-            }
-        }
-    }
-
-    /// Takes the oldest Call waiting for send queue room, if a Read could
-    /// take a slot now.
-    pub(super) fn take_room_waiter(&self) -> Option<usize> {
-        if self.sq_wait.is_empty() || !self.sq.read_room() {
-            return None;
-        }
-        self.sq_wait.pop().and_then(|op| usize::try_from(op).ok())
     }
 
     /// The Call being read in context `ctxt`.
@@ -176,7 +166,8 @@ impl RecvQ {
         self.ready.pop().and_then(|op| usize::try_from(op).ok())
     }
 
-    /// Whether a completion queued anything for `recvfrom`.
+    /// Whether a completion queued anything `recvfrom` takes without the
+    /// ring lock.
     pub(super) fn completed_queued(&self) -> bool {
         !self.ready.is_empty() || !self.recvs.completed_is_empty()
     }
@@ -185,13 +176,18 @@ impl RecvQ {
     /// room; the release that makes room marks the transport `XPT_DATA`
     /// ([`SqGate::starve`]).
     pub(super) fn wait_for_room(&self, op: usize, sq: &SqGate) {
-        // Queued (fully ordered) before the gate notes the starvation.
-        if !self.sq_wait.push(op as u64) {
-            // Unreachable by the type invariant.
+        let queued = {
+            let mut r = self.ring.lock();
+            let queued = r.sq_wait.push_within_capacity(op).is_ok();
+            if queued && !sq.starve() {
+                // Room appeared meanwhile.
+                self.link.data_ready();
+            }
+            queued
+        };
+        // Unreachable by the type invariant of `Ring`.
+        if !queued {
             self.link.close();
-        } else if !sq.starve() {
-            // Room appeared meanwhile.
-            self.link.data_ready();
         }
     }
 
@@ -202,7 +198,7 @@ impl RecvQ {
     }
 
     /// The Call being read in context `ctxt` was assembled or given up
-    /// on, its context off the queues: the context, given back with
+    /// on, its context off the ring's lists: the context, given back with
     /// `holder`, may serve another.
     pub(super) fn read_finished(&self, ctxt: usize, holder: ParkHolder<'_, ReadWork>) {
         self.ops.release(ctxt, holder);
@@ -213,8 +209,6 @@ impl_ring_in!(RecvQ, recvs: RecvSlots<RecvQ>);
 impl_ring_in!(RecvQ, ops: ReadCtxts<RecvQ>);
 
 impl RecvSlotsOwner for RecvQ {
-    const REPOST_BATCH: usize = RECV_BATCH as usize;
-
     /// Completion of one posted Receive (C `svc_rdma_wc_receive`).
     fn received(&self, recv: Recv, wc: &WorkCompletion) {
         if wc.is_ok() {
@@ -243,23 +237,16 @@ impl RecvSlotsOwner for RecvQ {
 
 impl Conn {
     /// Queues a consumed Receive for reposting (`held`: taken with a hold,
-    /// [`RecvQ::try_hold`]) and posts [`RECV_BATCH`] of them as one chain
-    /// each time that many more were queued (C `svc_rdma_refresh_recvs`).
-    /// Fewer than a batch wait to be claimed, and the receive queue holds
-    /// the credits, the backchannel's Receives and one batch more besides
-    /// those requests hold, so the client never finds fewer posted
-    /// Receives than it may use.
+    /// [`Ring::try_hold`]) and posts the queue as one chain once it holds
+    /// [`RECV_BATCH`] (C `svc_rdma_refresh_recvs`). The queue is never
+    /// longer than the batch, and the receive queue holds the credits, the
+    /// backchannel's Receives and one batch more besides those requests
+    /// hold, so the client never finds fewer posted Receives than it may
+    /// use.
     pub(super) fn repost(&self, recv: Recv, held: bool) {
-        let rq = &self.shared.rq;
-        if held {
-            rq.unhold();
-        }
-        match rq.recvs.queue_repost(recv) {
-            Ok(Some(batch)) => self.post_reposts(batch),
-            Ok(None) => {}
-            // Not reached: the connection's own context. Dropped, it is
-            // lost to the connection, never posted twice.
-            Err(recv) => drop(recv),
+        let batch = self.shared.rq.ring.lock().queue_repost(recv, held);
+        if let Some(batch) = batch {
+            self.post_reposts(batch);
         }
     }
 

@@ -11,7 +11,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
-use super::recv_queue::Next;
+use super::recv_queue::{pop_front_if, Next};
 use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::call_fast::{decode_call_fast, FastCall};
@@ -56,25 +56,37 @@ impl Conn {
             rqst.received();
             return self.resume(rqst, op);
         }
-        let rq = &s.rq;
-        let next = if let Some(op) = rq.take_room_waiter() {
-            Next::Op(op)
-        } else if let Some((recv, len)) = rq.recvs.take_completed() {
-            Next::Recv(recv, len)
-        } else {
-            rqst.clear_data();
-            // Cleared, then looked at again: a completion that queued
-            // after the first look set the flag after this cleared it, or
-            // is seen here, and the flag set again for it.
-            if rq.completed_queued() {
-                s.link.data_ready();
-            }
-            // Cleared before the gate notes the starvation, so the release
-            // that makes room sets `XPT_DATA` after this.
-            if !rq.sq_wait.is_empty() && !s.sq.starve() {
-                s.link.data_ready();
-            }
-            Next::Idle
+        let (next, spare, may_hold) = {
+            let mut r = s.rq.ring.lock();
+            let next = if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
+                Next::Op(op)
+            } else if let Some((recv, len)) = s.rq.recvs.take_completed() {
+                Next::Recv(recv, len)
+            } else {
+                rqst.clear_data();
+                // Cleared, then looked at again: a completion that queued
+                // after the first look set the flag after this cleared it,
+                // or is seen here, and the flag set again for it.
+                if s.rq.completed_queued() {
+                    s.link.data_ready();
+                }
+                // Cleared before the gate notes the starvation, so the
+                // release that makes room sets `XPT_DATA` after this.
+                if !r.sq_wait.is_empty() && !s.sq.starve() {
+                    s.link.data_ready();
+                }
+                Next::Idle
+            };
+            // The state of the request, if this turns out a Call: the
+            // allocation of a released one, taken under the lock at hand,
+            // and whether the Call may be read in place (a hold on its
+            // Receive, given back with the repost if it is not).
+            let (spare, may_hold) = match next {
+                Next::Recv(..) => (r.ctxts.pop(), r.try_hold()),
+                // A Call being read has its state already (`ReadWork`).
+                _ => (None, false),
+            };
+            (next, spare, may_hold)
         };
         rqst.received();
         let (recv, byte_len) = match next {
@@ -89,7 +101,7 @@ impl Conn {
         // Receive goes with the request and is posted again when the
         // request is released. Otherwise the Receive is posted again once
         // the message is dealt with (`unkept`).
-        let recvs = &rq.recvs;
+        let recvs = &s.rq.recvs;
         let held = match usize_of(byte_len) {
             Ok(len) => recvs.hold(recv, len),
             Err(_) => Err(recv),
@@ -97,14 +109,10 @@ impl Conn {
         let held = match held {
             Ok(held) => held,
             Err(recv) => {
-                self.repost(recv, false);
+                self.repost(recv, may_hold);
                 return None;
             }
         };
-        // The state of the request: the allocation of a released one, and
-        // whether the Call may be read in place (a hold on its Receive,
-        // given back with the repost if it is not).
-        let (spare, may_hold) = (rq.ctxts.pop(), rq.try_hold());
         let processed = self.process(rqst, recvs.bytes(&held), spare, may_hold);
         let (res, unkept) = match processed {
             Err(e) => (Err(e), Some(held)),

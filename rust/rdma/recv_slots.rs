@@ -36,7 +36,7 @@ use core::num::NonZeroU64;
 use kernel::alloc::KVec;
 use kernel::error::to_result;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Full, Relaxed};
+use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 use kernel::types::Opaque;
 
@@ -47,10 +47,6 @@ pub trait RecvSlotsOwner: Send + Sync + Sized + RingIn<RecvSlots<Self>> {
     /// again only when the owner hands `recv` back ([`RecvSlots::post`]),
     /// and never if the owner drops it. Runs on the receive CQ's poller.
     fn received(&self, recv: Recv, wc: &WorkCompletion);
-
-    /// How many consumed Receives [`RecvSlots::queue_repost`] gathers
-    /// into one chain to post (at most [`RECV_BATCH_MAX`]).
-    const REPOST_BATCH: usize;
 }
 
 /// Identities of [`RecvSlots`], so that a [`Recv`] is taken back only by
@@ -231,15 +227,11 @@ struct Ctxt<O: RecvSlotsOwner> {
 /// until [`RecvSlots::post_all`] first runs, and no [`Recv`] of these
 /// contexts exists before. Each value in `completed` stands for the
 /// [`Recv`] of one of these contexts, which the queue owns: its index in
-/// the low [`INDEX_BITS`], the length its Receive brought above; each in
-/// `reposts` for one too, its index. Each queue has room for every
-/// context. `reposts_queued` counts the values ever pushed to `reposts`,
-/// each counted after its push.
+/// the low [`INDEX_BITS`], the length its Receive brought above; it has
+/// room for every context.
 pub struct RecvSlots<O: RecvSlotsOwner> {
     ctxts: KVec<Ctxt<O>>,
     completed: IndexQueue,
-    reposts: IndexQueue,
-    reposts_queued: Atomic<u64>,
     posted: Atomic<u32>,
     id: u64,
     fresh: Atomic<bool>,
@@ -282,8 +274,6 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         // INVARIANT: room for each context, none queued.
         Ok(Self {
             completed: IndexQueue::new(n)?,
-            reposts: IndexQueue::new(n)?,
-            reposts_queued: Atomic::new(0),
             ctxts,
             posted: Atomic::new(0),
             id,
@@ -323,44 +313,6 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         // INVARIANT: the queue owns it from here, as its word.
         let Recv { .. } = recv;
         Ok(())
-    }
-
-    /// Queues consumed Receive `recv` to be posted again, without a lock;
-    /// every [`RecvSlotsOwner::REPOST_BATCH`]th one queued returns a batch
-    /// of that many of them, to post as one chain (C
-    /// `svc_rdma_refresh_recvs` also posts in batches). `recv` comes back
-    /// for a context of other contexts.
-    pub fn queue_repost<const N: usize>(
-        &self,
-        recv: Recv,
-    ) -> core::result::Result<Option<RecvBatch<N>>, Recv> {
-        const { assert!(N == O::REPOST_BATCH && N > 0) };
-        if recv.id() != self.id || !self.reposts.push(recv.index() as u64) {
-            return Err(recv);
-        }
-        // INVARIANT: the queue owns it from here, as its word.
-        let Recv { .. } = recv;
-        // Full: the pushes counted before this one are seen by the pops
-        // below. Each count that is a multiple of `N` takes `N` of the
-        // values, and as many were pushed before it was counted: the pops
-        // find them all.
-        let queued = self.reposts_queued.fetch_add(1, Full).wrapping_add(1);
-        if queued % N as u64 != 0 {
-            return Ok(None);
-        }
-        let mut batch = RecvBatch::default();
-        while !batch.is_full() {
-            let Some(recv) = self
-                .reposts
-                .pop()
-                .and_then(|index| Recv::new(self.id, index as usize))
-            else {
-                break;
-            };
-            // INVARIANT: the queue gave it up; not full, so kept.
-            let _ = batch.push(recv);
-        }
-        Ok(Some(batch))
     }
 
     /// Whether no completed Receive is queued (or being queued).
