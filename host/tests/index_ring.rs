@@ -113,9 +113,14 @@ fn many_threads_each_value_once_in_each_producers_order() {
     for t in producers {
         t.join().unwrap();
     }
-    let mut all: Vec<u64> = consumers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut all: Vec<u64> = consumers
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     all.sort_unstable();
-    let want: Vec<u64> = (0..PRODUCERS).flat_map(|p| (0..EACH).map(move |i| p << 32 | i)).collect();
+    let want: Vec<u64> = (0..PRODUCERS)
+        .flat_map(|p| (0..EACH).map(move |i| p << 32 | i))
+        .collect();
     assert_eq!(all, want);
     assert!(r.is_empty());
 }
