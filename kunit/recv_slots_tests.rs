@@ -6,8 +6,7 @@
 //! order and the owner receives each context back with its completion; a
 //! context is posted again only when its owner hands it back (a context
 //! held for its bytes to be read in place once the hold ends), never into
-//! other contexts, and its first post happens once; completed contexts
-//! queued for the server's threads come out in order; the drain that ends the connection flushes what is
+//! other contexts, and its first post happens once; the drain that ends the connection flushes what is
 //! posted, and nothing is posted after it.
 
 use crate::rust::module::live;
@@ -189,55 +188,6 @@ mod tests {
         other_pair.server.drain();
         wait_done(&other, SLOTS as u32 + 1)?;
         assert_eq!(other.recvs.posted(), 0);
-        Ok(())
-    }
-
-    /// Completed Receives queued for the server's threads (without a lock)
-    /// are taken in the order they were queued, each once and with its
-    /// length; another connection's context is refused and stays its own.
-    #[test]
-    fn completed_receives_are_taken_in_the_order_queued() -> Result {
-        let (pair, other_pair) = (connect_pair()?, connect_pair()?);
-        let (owner, other) = (recv_owner(&pair)?, recv_owner(&other_pair)?);
-        owner.recvs.post_all(&pair.server)?;
-        for msg in [&b"a"[..], b"bb", b"ccc"] {
-            send(&pair, msg)?;
-        }
-        wait_done(&owner, 3)?;
-        assert!(owner.recvs.completed_is_empty());
-        // Queued in another order than they completed.
-        for slot in [2, 0, 1] {
-            let recv = owner.take(slot)?;
-            let len = owner.lens[slot].load(Relaxed);
-            owner.recvs.queue_completed(recv, len).map_err(|_| EINVAL)?;
-        }
-        assert!(!owner.recvs.completed_is_empty());
-        let mut back = RecvBatch::<SLOTS>::default();
-        for (slot, len) in [(2, 3), (0, 1), (1, 2)] {
-            let (recv, got) = owner.recvs.take_completed().ok_or(ENOENT)?;
-            assert_eq!((recv.index(), got), (slot, len));
-            back.push(recv).map_err(|_| E2BIG)?;
-        }
-        assert!(owner.recvs.take_completed().is_none());
-        assert!(owner.recvs.completed_is_empty());
-        other.recvs.post_all(&other_pair.server)?;
-        send(&other_pair, b"x")?;
-        wait_done(&other, 1)?;
-        let Err(foreign) = owner.recvs.queue_completed(other.take(0)?, 1) else {
-            return Err(EINVAL);
-        };
-        assert!(owner.recvs.completed_is_empty());
-        // Each goes back to its own contexts, and the drains flush them.
-        owner.recvs.post(&pair.server, &mut back)?;
-        other
-            .recvs
-            .post(&other_pair.server, &mut batch_of([foreign])?)?;
-        assert_eq!(owner.recvs.posted(), SLOTS as u32);
-        assert_eq!(other.recvs.posted(), SLOTS as u32);
-        pair.server.drain();
-        other_pair.server.drain();
-        wait_done(&owner, 3 + SLOTS as u32)?;
-        wait_done(&other, 1 + SLOTS as u32)?;
         Ok(())
     }
 

@@ -27,7 +27,6 @@ pub mod regcache;
 
 mod client_hostile;
 mod client_tests;
-mod index_queue_tests;
 mod park_tests;
 mod proto_tests;
 mod read_ctxts_tests;

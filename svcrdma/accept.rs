@@ -16,7 +16,6 @@ use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::ServerCredits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::svc_call::MAX_PAYLOAD;
-use crate::rust::kext::index_queue::IndexQueue;
 use crate::rust::module::trace::{self, AcceptStep, PeerAddr};
 use crate::rust::rdma::cm::{CmEvent, CmHandler};
 use crate::rust::rdma::read_ctxts::ReadCtxts;
@@ -132,9 +131,13 @@ impl Conn {
             crate::proto::credits::GrantPolicy::Fixed,
         );
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
+        let mut ring_slots = KVec::with_capacity(nrecv, GFP_KERNEL)?;
+        for _ in 0..nrecv {
+            ring_slots.push(None, GFP_KERNEL)?;
+        }
         let max_reads = credits.grant().max(1);
         let reads_cap = usize_of(max_reads)?;
-        let ready = IndexQueue::new(reads_cap)?;
+        let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
@@ -151,10 +154,13 @@ impl Conn {
         let rq = Arc::pin_init(
             pin_init!(RecvQ {
                 recvs,
-                ready,
                 ring <- new_spinlock!(
                     Ring {
+                        slots: ring_slots,
+                        head: 0,
+                        len: 0,
                         repost: Default::default(),
+                        ready,
                         sq_wait,
                         ctxts,
                         held: 0,

@@ -10,7 +10,6 @@ use super::read::ReadWork;
 use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::impl_ring_in;
-use crate::rust::kext::index_queue::IndexQueue;
 use crate::rust::kext::park::ParkHolder;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
@@ -35,21 +34,27 @@ pub(super) type RepostBatch = RecvBatch<{ RECV_BATCH as usize }>;
 /// while it is deferred) and cost memory on every connection.
 pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
 
-/// What a connection's server threads share under its ring lock: the
-/// Receives to post again, the Calls waiting for send queue room, the
-/// released request states and the count of held Receives. (Completed
-/// Receives and Calls whose Reads completed reach the threads without it:
-/// [`RecvSlots::take_completed`], [`RecvQ::ready`].)
+/// Ring of completed Receives (context, byte length) in arrival order,
+/// and the Calls being read.
 ///
 /// # Invariants
 ///
-/// `sq_wait` holds distinct claimed read contexts (by index), so at most
-/// [`RecvQ::ops`]' number of them, its capacity: pushing never allocates
-/// and never fails.
+/// `ready` and `sq_wait` hold distinct claimed read contexts (by index),
+/// so at most [`RecvQ::ops`]' number of them together, each list's
+/// capacity: pushing (from completion handlers too) never allocates and
+/// never fails.
 pub(super) struct Ring {
+    /// As many entries as receive contexts: at most one of each is
+    /// completed and not yet taken (its one [`Recv`]).
+    pub(super) slots: KVec<Option<(Recv, u32)>>,
+    pub(super) head: usize,
+    pub(super) len: usize,
     /// Receives consumed by `recvfrom`, waiting to be reposted as one
     /// batch (fewer than [`RECV_BATCH`]).
     pub(super) repost: RepostBatch,
+    /// Calls whose Reads all completed, or that may post more (C
+    /// `sc_read_complete_q`): their read contexts.
+    pub(super) ready: KVec<usize>,
     /// Calls with Reads left to post and no send queue room for them.
     pub(super) sq_wait: KVec<usize>,
     /// Allocations of released request states, reused by the next Calls
@@ -66,12 +71,21 @@ pub(super) struct Ring {
     pub(super) max_held: u32,
 }
 
+/// Takes the oldest operation of `list`.
+pub(super) fn pop_front(list: &mut KVec<usize>) -> Option<usize> {
+    if list.is_empty() {
+        None
+    } else {
+        list.remove(0).ok()
+    }
+}
+
 /// Takes the oldest operation of `list` if there is one and `ok()`.
 pub(super) fn pop_front_if(list: &mut KVec<usize>, ok: impl FnOnce() -> bool) -> Option<usize> {
     if list.is_empty() || !ok() {
         None
     } else {
-        list.remove(0).ok()
+        pop_front(list)
     }
 }
 
@@ -111,20 +125,51 @@ impl Ring {
         }
         ok
     }
+
+    /// Appends a completed Receive; false (and the context lost) if the
+    /// ring is full, which one entry per context rules out.
+    pub(super) fn push(&mut self, recv: Recv, len: u32) -> bool {
+        let cap = self.slots.len();
+        if self.len >= cap {
+            return false;
+        }
+        // `head < cap` and `len < cap`: one subtraction wraps it.
+        let mut idx = self.head + self.len;
+        if idx >= cap {
+            idx -= cap;
+        }
+        match self.slots.get_mut(idx) {
+            Some(s) => {
+                *s = Some((recv, len));
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the oldest completed Receive.
+    pub(super) fn pop(&mut self) -> Option<(Recv, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        let v = self.slots.get_mut(self.head)?.take()?;
+        self.head += 1;
+        if self.head == self.slots.len() {
+            self.head = 0;
+        }
+        self.len -= 1;
+        Some(v)
+    }
 }
 
-/// A connection's queues of work for `xpo_recvfrom` and its Receives. A
-/// completion queues what it brings without a lock (C takes
-/// `sc_rq_dto_lock`) and then sets `XPT_DATA`; `recvfrom` clears the flag
-/// only after finding every queue empty, and looks again after clearing
-/// it (both steps fully ordered), so no wakeup is lost.
+/// A connection's queues of work for `xpo_recvfrom`, under one lock so
+/// that `XPT_DATA` is cleared only when all are empty (C `sc_rq_dto_lock`),
+/// and its Receives, whose completions fill the ring.
 #[pin_data]
 pub(super) struct RecvQ {
     #[pin]
     pub(super) ring: SpinLock<Ring>,
-    /// Calls whose Reads all completed, or that may post more (C
-    /// `sc_read_complete_q`): their read contexts, room for each.
-    pub(super) ready: IndexQueue,
     /// The receive contexts (C `svc_rdma_recv_ctxt`), a ring slot each.
     pub(super) recvs: RecvSlots<RecvQ>,
     pub(super) link: Arc<XprtLink>,
@@ -153,23 +198,19 @@ impl RecvQ {
     /// completed (C `svc_rdma_wc_read_done`), and marks the transport
     /// `XPT_DATA`.
     pub(super) fn read_done(&self, op: usize) {
-        // Room for each context, each queued once per park.
-        if self.ready.push(op as u64) {
-            self.link.data_ready();
-        } else {
+        let queued = {
+            let mut r = self.ring.lock();
+            let queued = r.ready.push_within_capacity(op).is_ok();
+            if queued {
+                // Under the ring lock, like a Receive's completion.
+                self.link.data_ready();
+            }
+            queued
+        };
+        // Unreachable by the type invariant of `Ring`.
+        if !queued {
             self.link.close();
         }
-    }
-
-    /// The Call being read that is next to continue, if any.
-    pub(super) fn take_ready(&self) -> Option<usize> {
-        self.ready.pop().and_then(|op| usize::try_from(op).ok())
-    }
-
-    /// Whether a completion queued anything `recvfrom` takes without the
-    /// ring lock.
-    pub(super) fn completed_queued(&self) -> bool {
-        !self.ready.is_empty() || !self.recvs.completed_is_empty()
     }
 
     /// Leaves the Call being read in context `op` waiting for send queue
@@ -212,14 +253,11 @@ impl RecvSlotsOwner for RecvQ {
     /// Completion of one posted Receive (C `svc_rdma_wc_receive`).
     fn received(&self, recv: Recv, wc: &WorkCompletion) {
         if wc.is_ok() {
-            match self.recvs.queue_completed(recv, wc.byte_len) {
-                // Queued (fully ordered) before the flag is set.
-                Ok(()) => self.link.data_ready(),
-                // Not reached: the queue has room for every context.
-                Err(recv) => {
-                    drop(recv);
-                    self.link.close();
-                }
+            let mut r = self.ring.lock();
+            if r.push(recv, wc.byte_len) {
+                // Under the ring lock, pairing with `recvfrom` clearing
+                // XPT_DATA under it (C `sc_rq_dto_lock`).
+                self.link.data_ready();
             }
         } else {
             if !wc.is_flush() {

@@ -11,7 +11,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
-use super::recv_queue::{pop_front_if, Next};
+use super::recv_queue::{pop_front, pop_front_if, Next};
 use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::call_fast::{decode_call_fast, FastCall};
@@ -46,30 +46,21 @@ enum Processed {
 impl Conn {
     /// `xpo_recvfrom`: the next Call, if any (C `svc_rdma_recvfrom`).
     /// Calls whose Reads completed come first, then Calls waiting for send
-    /// queue room if there is room, then the completed Receives.
+    /// queue room if there is room, then the receive ring.
     // Out of line, and `Conn::resume` too (see there).
     #[inline(never)]
     pub(super) fn recvfrom(&self, rqst: &mut SvcRqst) -> Option<KBox<CallCtxt>> {
         let s = &self.shared;
-        // Taken without a lock, as its completion queued it.
-        if let Some(op) = s.rq.take_ready() {
-            rqst.received();
-            return self.resume(rqst, op);
-        }
         let (next, spare, may_hold) = {
             let mut r = s.rq.ring.lock();
-            let next = if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
+            let next = if let Some(op) = pop_front(&mut r.ready) {
                 Next::Op(op)
-            } else if let Some((recv, len)) = s.rq.recvs.take_completed() {
-                Next::Recv(recv, len)
+            } else if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
+                Next::Op(op)
+            } else if let Some((slot, len)) = r.pop() {
+                Next::Recv(slot, len)
             } else {
                 rqst.clear_data();
-                // Cleared, then looked at again: a completion that queued
-                // after the first look set the flag after this cleared it,
-                // or is seen here, and the flag set again for it.
-                if s.rq.completed_queued() {
-                    s.link.data_ready();
-                }
                 // Cleared before the gate notes the starvation, so the
                 // release that makes room sets `XPT_DATA` after this.
                 if !r.sq_wait.is_empty() && !s.sq.starve() {

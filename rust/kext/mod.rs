@@ -4,13 +4,10 @@
 //! candidate for `rust/kernel/` on its own: slab caches, shrinkers, sysctl
 //! tables, workqueues, per-CPU counters, allocation scopes, rate limits,
 //! module-wide locks, debugfs files that take a number, a value parked
-//! while the operations its holder started complete, a lock-free queue
-//! of words.
+//! while the operations its holder started complete.
 
 pub mod debugfs;
 pub mod global;
-pub mod index_queue;
-pub mod index_ring;
 pub mod memalloc;
 pub mod park;
 pub mod park_count;

@@ -26,7 +26,6 @@
 //! endpoint that was not drained) are leaked, and one line says so.
 
 use crate::rust::bindings;
-use crate::rust::kext::index_queue::IndexQueue;
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
@@ -225,13 +224,9 @@ struct Ctxt<O: RecvSlotsOwner> {
 /// not resized after [`RecvSlots::new`], and holds at most `u16::MAX + 1`
 /// contexts. `id` is this value's own (from `NEXT_ID`, below 2^48); `fresh` is true
 /// until [`RecvSlots::post_all`] first runs, and no [`Recv`] of these
-/// contexts exists before. Each value in `completed` stands for the
-/// [`Recv`] of one of these contexts, which the queue owns: its index in
-/// the low [`INDEX_BITS`], the length its Receive brought above; it has
-/// room for every context.
+/// contexts exists before.
 pub struct RecvSlots<O: RecvSlotsOwner> {
     ctxts: KVec<Ctxt<O>>,
-    completed: IndexQueue,
     posted: Atomic<u32>,
     id: u64,
     fresh: Atomic<bool>,
@@ -271,9 +266,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                 GFP_KERNEL,
             )?;
         }
-        // INVARIANT: room for each context, none queued.
         Ok(Self {
-            completed: IndexQueue::new(n)?,
             ctxts,
             posted: Atomic::new(0),
             id,
@@ -295,40 +288,6 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
     /// Contexts posted and not completed.
     pub fn posted(&self) -> u32 {
         self.posted.load(Relaxed)
-    }
-
-    /// Queues `recv`, whose Receive brought `len` bytes, last among the
-    /// completed Receives a server thread takes ([`Self::take_completed`]),
-    /// without a lock (C `sc_rq_dto_q`, under `sc_rq_dto_lock`). Fully
-    /// ordered, as [`IndexQueue::push`]. `recv` comes back for a context of
-    /// other contexts (the queue has room for each of these).
-    pub fn queue_completed(&self, recv: Recv, len: u32) -> core::result::Result<(), Recv> {
-        if recv.id() != self.id {
-            return Err(recv);
-        }
-        let word = (u64::from(len) << INDEX_BITS) | recv.index() as u64;
-        if !self.completed.push(word) {
-            return Err(recv);
-        }
-        // INVARIANT: the queue owns it from here, as its word.
-        let Recv { .. } = recv;
-        Ok(())
-    }
-
-    /// Whether no completed Receive is queued (or being queued).
-    pub fn completed_is_empty(&self) -> bool {
-        self.completed.is_empty()
-    }
-
-    /// Takes the oldest completed Receive ([`Self::queue_completed`]) and
-    /// its length, if any.
-    pub fn take_completed(&self) -> Option<(Recv, u32)> {
-        let word = self.completed.pop()?;
-        let len = u32::try_from(word >> INDEX_BITS).ok()?;
-        // INVARIANT: the queue owned the `Recv` of this context, which it
-        // gives up: it is the only one.
-        let recv = Recv::new(self.id, unpack(word).1)?;
-        Some((recv, len))
     }
 
     /// Holds the context of `recv` for the CPU to read the first `len`

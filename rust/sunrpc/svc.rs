@@ -369,15 +369,11 @@ impl SvcRqst {
         unsafe { xpt_closing(self.xprt()) }
     }
 
-    /// Clears `XPT_DATA`: no more receives are queued. Fully ordered
-    /// after: the caller then looks at its queues again, and whatever a
-    /// completion queued before setting the flag this cleared is seen
-    /// there (the completion's queueing is fully ordered before its
-    /// [`XprtLink::data_ready`]).
+    /// Clears `XPT_DATA`: no more receives are queued (call with the
+    /// transport's receive queue lock held, as C does).
     pub fn clear_data(&self) {
         // SAFETY: The transport is live during the call (type invariant).
         unsafe { xpt_flag(self.xprt(), bindings::XPT_DATA, false) };
-        kernel::sync::barrier::smp_mb(kernel::sync::barrier::Full);
     }
 
     /// Lets another thread receive on this transport
