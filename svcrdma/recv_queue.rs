@@ -148,6 +148,12 @@ impl Ring {
         }
     }
 
+    /// Whether no work is left for `xpo_recvfrom`: no completed Receive,
+    /// no Call whose Reads completed or that waits for send queue room.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0 && self.ready.is_empty() && self.sq_wait.is_empty()
+    }
+
     /// Takes the oldest completed Receive.
     pub(super) fn pop(&mut self) -> Option<(Recv, u32)> {
         if self.len == 0 {

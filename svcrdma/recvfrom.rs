@@ -68,6 +68,14 @@ impl Conn {
                 }
                 Next::Idle
             };
+            // The last work taken: `XPT_DATA` cleared now, not by a
+            // thread that `svc_xprt_received` would wake to find nothing
+            // (C clears it only on finding the queue empty, so a server
+            // thread is woken for nothing after each Call). A completion
+            // that queues more sets it again under this lock.
+            if !matches!(next, Next::Idle) && r.is_empty() {
+                rqst.clear_data();
+            }
             // The state of the request, if this turns out a Call: the
             // allocation of a released one, taken under the lock at hand,
             // and whether the Call may be read in place (a hold on its
