@@ -282,11 +282,20 @@ impl Mr {
 
     /// Releases the DMA mapping of the last `map_rqst`.
     pub fn unmap(&mut self) {
-        if self.mapped {
+        if !self.mapped {
+            return;
+        }
+        if self.pd.virt_dma() {
+            // SAFETY: The MR is live and owned by `self`. On a device whose
+            // DMA addresses are kernel addresses (rxe, siw) the mapping left
+            // nothing to undo: only its count of mapped entries is cleared,
+            // as the helper would (a call less on every reply).
+            unsafe { (*self.ptr.as_ptr()).nents = 0 };
+        } else {
             // SAFETY: The MR is live and mapped.
             unsafe { bindings::rpcrdma_rs_mr_unmap(self.pd.device_ptr(), self.ptr.as_ptr()) };
-            self.mapped = false;
         }
+        self.mapped = false;
     }
 
     /// Posts the registration (REG_MR, unsignaled) on `qp`, for remote

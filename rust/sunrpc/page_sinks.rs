@@ -295,20 +295,35 @@ impl PageSinks {
         if self.taken.xchg(true, Relaxed) {
             return Err(EINVAL);
         }
-        // SAFETY: The pages are mapped and referenced by the sinks (type
-        // invariant, not taken before), and the device is done with them;
-        // `slots` has room for `n` entries (the caller's requirements): the
-        // helper unmaps each page and writes it to its slot, handing over
-        // the sinks' own reference, which `taken` (set above, once) gives
-        // up. INVARIANT: no longer mapped or held.
-        unsafe {
-            bindings::rpcrdma_rs_sink_pages_received(
-                self.pd.device_ptr(),
-                self.pages.as_ptr().cast(),
-                self.dmas.as_ptr(),
-                count,
-                slots,
-            );
+        if self.pd.virt_dma() {
+            // SAFETY: On a device whose DMA addresses are the pages' kernel
+            // addresses (rxe, siw) a mapping leaves nothing to undo, so the
+            // pages, referenced by the sinks (type invariant, not taken
+            // before), are handed over as they are: written to the `n`
+            // slots `slots` has room for (the caller's requirements), a
+            // `NonNull<page>` being a `*mut page` that is not null. The
+            // sinks' own references go with them, which `taken` (set above,
+            // once) gives up. INVARIANT: no longer mapped or held.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    self.pages.as_ptr().cast::<*mut bindings::page>(),
+                    slots,
+                    n,
+                );
+            }
+        } else {
+            // SAFETY: As above, the device done with the pages: the helper
+            // unmaps each page and writes it to its slot, handing over the
+            // sinks' own reference. INVARIANT: as above.
+            unsafe {
+                bindings::rpcrdma_rs_sink_pages_received(
+                    self.pd.device_ptr(),
+                    self.pages.as_ptr().cast(),
+                    self.dmas.as_ptr(),
+                    count,
+                    slots,
+                );
+            }
         }
         live::sub(live::Kind::MappedBuf, n);
         Ok(())
