@@ -755,7 +755,12 @@ unsafe extern "C" fn pool_done<O: HasSendPool>(
     let mut done = WorkCompletion::of(w);
     // SAFETY: Posted: the completion side holds the context now.
     let (first, own) = unsafe { ((*c.ahead.get()).take(), *c.nwrites.get()) };
-    let ahead = complete_chain(first, &WorkCompletion { covers: 0, ..done });
+    // Most Replies have no chain ahead (their Writes are the context's
+    // own): no call, and no completion copied for it.
+    let ahead = match first {
+        Some(first) => complete_chain(Some(first), &WorkCompletion { covers: 0, ..done }),
+        None => 0,
+    };
     let ahead = ahead.saturating_add(u32::try_from(own).unwrap_or(u32::MAX));
     done.covers = ahead.saturating_add(1);
     // SAFETY: The pool is the `RING_OFFSET` field of its owner, alive while
