@@ -385,13 +385,15 @@ restart_server() {
 # transport releases everything it holds on the device) and comes back.
 remove_client_device() {
     _t0=$(now_ms)
-    if ! timeout 60 rdma link delete rxe0; then
-        fail $_n "rdma link delete rxe0 failed or hung"; return 1
+    # The guest's device: rxe0, or siw0 on an iWARP-only guest.
+    _dev=${RDMA_DEV:-rxe}
+    if ! timeout 60 rdma link delete ${_dev}0; then
+        fail $_n "rdma link delete ${_dev}0 failed or hung"; return 1
     fi
     info "device removal: rdma link delete took $(( $(now_ms) - _t0 )) ms"
     dmesg | grep -i 'device.*remov' | tail -n 3 | sed 's/^/vm:   dmesg: /'
     sleep 2
-    rdma link add rxe0 type rxe netdev "$NETIF" || { fail $_n "rdma link add rxe0"; return 1; }
+    rdma link add ${_dev}0 type $_dev netdev "$NETIF" || { fail $_n "rdma link add ${_dev}0"; return 1; }
 }
 
 ipv6_mount() {
