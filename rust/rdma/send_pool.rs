@@ -17,7 +17,7 @@
 //! Send completes (C `sc_pages`). Those and the work
 //! requests a [`SendChain`] holds (any further Writes) go ahead of the Send
 //! in the same `ib_post_send`, unsignaled: the Send's completion releases
-//! the context's, completes the chain's ([`complete_chain`]) and reports
+//! the context's, completes the chain's ([`complete_ahead`]) and reports
 //! them all to the owner with its own ([`SendPoolOwner::sent`]). No reference
 //! count is taken per Send, and the completion gives the context back
 //! without a lock.
@@ -41,7 +41,7 @@ use crate::rust::rdma::mr::unsignaled_cqe;
 use crate::rust::rdma::ring_owner::{owner_of, RingIn};
 use crate::rust::rdma::send_chain::{EndNotPosted, SendChain};
 use crate::rust::rdma::verbs::{
-    complete_chain, map_page_run, post_behind, unmap_page_run, CompletionHandler, DmaDir, Endpoint,
+    complete_ahead, map_page_run, post_behind, unmap_page_run, CompletionHandler, DmaDir, Endpoint,
     MappedBuf, PageRange, PageRef, WorkCompletion, WorkRequest, MAX_SGE,
 };
 use crate::rust::sunrpc::reply_pages::HeldPages;
@@ -755,12 +755,8 @@ unsafe extern "C" fn pool_done<O: HasSendPool>(
     let mut done = WorkCompletion::of(w);
     // SAFETY: Posted: the completion side holds the context now.
     let (first, own) = unsafe { ((*c.ahead.get()).take(), *c.nwrites.get()) };
-    // Most Replies have no chain ahead (their Writes are the context's
-    // own): no call, and no completion copied for it.
-    let ahead = match first {
-        Some(first) => complete_chain(Some(first), &WorkCompletion { covers: 0, ..done }),
-        None => 0,
-    };
+    // Most Replies have no chain ahead (their Writes are the context's own).
+    let ahead = complete_ahead(first, &done);
     let ahead = ahead.saturating_add(u32::try_from(own).unwrap_or(u32::MAX));
     done.covers = ahead.saturating_add(1);
     // SAFETY: The pool is the `RING_OFFSET` field of its owner, alive while

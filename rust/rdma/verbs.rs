@@ -2883,16 +2883,24 @@ unsafe extern "C" fn done<H: CompletionHandler>(
     // The unsignaled requests linked ahead of it (its chain's, or a
     // batch's Sends) completed with it: this completion accounts for them
     // all.
-    if ahead.is_some() {
-        let ahead_wc = WorkCompletion {
-            covers: 0,
-            ..completion
-        };
-        let n = complete_chain(ahead, &ahead_wc);
-        completion.covers = n.saturating_add(1);
-    }
+    completion.covers = complete_ahead(ahead, &completion).saturating_add(1);
     wr.handler.complete(&wr, &completion);
     WorkRequest::release(wr);
+}
+
+/// Runs the handlers of the unsignaled work requests `ahead` of a
+/// signaled one that completed with `wc` ([`complete_chain`], each told
+/// it covers none but itself), and returns how many there were. Most
+/// completions have none ahead: no call then, and no completion copied.
+#[inline(always)]
+pub(in crate::rust) fn complete_ahead<H: CompletionHandler>(
+    ahead: Option<Arc<WorkRequest<H>>>,
+    wc: &WorkCompletion,
+) -> u32 {
+    match ahead {
+        Some(first) => complete_chain(Some(first), &WorkCompletion { covers: 0, ..*wc }),
+        None => 0,
+    }
 }
 
 /// Runs the handlers of a chain's unsignaled work requests from `first`
