@@ -9,7 +9,7 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
-use super::recv_queue::{RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
+use super::recv_queue::{CtxtFifo, RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -137,8 +137,8 @@ impl Conn {
         }
         let max_reads = credits.grant().max(1);
         let reads_cap = usize_of(max_reads)?;
-        let ready = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
-        let sq_wait = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
+        let ready = CtxtFifo::new(reads_cap)?;
+        let sq_wait = CtxtFifo::new(reads_cap)?;
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let sq: Arc<SqGate> = SqGate::new(

@@ -54,9 +54,9 @@ pub(super) struct Ring {
     pub(super) repost: RepostBatch,
     /// Calls whose Reads all completed, or that may post more (C
     /// `sc_read_complete_q`): their read contexts.
-    pub(super) ready: KVec<usize>,
+    pub(super) ready: CtxtFifo,
     /// Calls with Reads left to post and no send queue room for them.
-    pub(super) sq_wait: KVec<usize>,
+    pub(super) sq_wait: CtxtFifo,
     /// Allocations of released request states, reused by the next Calls
     /// (C keeps its receive contexts on a free list): at most the credit
     /// grant of them, the list's capacity.
@@ -71,21 +71,79 @@ pub(super) struct Ring {
     pub(super) max_held: u32,
 }
 
-/// Takes the oldest operation of `list`.
-pub(super) fn pop_front(list: &mut KVec<usize>) -> Option<usize> {
-    if list.is_empty() {
-        None
-    } else {
-        list.remove(0).ok()
-    }
+/// A first-in, first-out queue of read contexts (by index) of a fixed
+/// capacity, kept as a ring: taking the oldest moves nothing (C's
+/// `sc_read_complete_q` is a list, whose head is taken as cheaply).
+///
+/// # Invariants
+///
+/// `head < slots.len()` unless `slots` is empty, and `len <= slots.len()`:
+/// the queue is `slots[head..]` then `slots[..]`, wrapped, `len` of them.
+pub(super) struct CtxtFifo {
+    slots: KVec<usize>,
+    head: usize,
+    len: usize,
 }
 
-/// Takes the oldest operation of `list` if there is one and `ok()`.
-pub(super) fn pop_front_if(list: &mut KVec<usize>, ok: impl FnOnce() -> bool) -> Option<usize> {
-    if list.is_empty() || !ok() {
-        None
-    } else {
-        pop_front(list)
+impl CtxtFifo {
+    /// An empty queue with room for `n`.
+    pub(super) fn new(n: usize) -> Result<Self> {
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            slots.push(0, GFP_KERNEL)?;
+        }
+        // INVARIANT: empty, at the start.
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+        })
+    }
+
+    /// Whether it holds nothing.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `ctxt`; gives it back when the queue is full.
+    pub(super) fn push(&mut self, ctxt: usize) -> core::result::Result<(), usize> {
+        let cap = self.slots.len();
+        if self.len >= cap {
+            return Err(ctxt);
+        }
+        // `head < cap` and `len < cap`: one subtraction wraps it.
+        let mut at = self.head + self.len;
+        if at >= cap {
+            at -= cap;
+        }
+        let slot = self.slots.get_mut(at).ok_or(ctxt)?;
+        *slot = ctxt;
+        // INVARIANT: below the capacity, checked above.
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Takes the oldest.
+    pub(super) fn pop(&mut self) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let ctxt = *self.slots.get(self.head)?;
+        // INVARIANT: `head` wraps at the capacity; one fewer queued.
+        self.head += 1;
+        if self.head == self.slots.len() {
+            self.head = 0;
+        }
+        self.len -= 1;
+        Some(ctxt)
+    }
+
+    /// Takes the oldest if there is one and `ok()`.
+    pub(super) fn pop_if(&mut self, ok: impl FnOnce() -> bool) -> Option<usize> {
+        if self.len == 0 || !ok() {
+            return None;
+        }
+        self.pop()
     }
 }
 
@@ -206,7 +264,7 @@ impl RecvQ {
     pub(super) fn read_done(&self, op: usize) {
         let queued = {
             let mut r = self.ring.lock();
-            let queued = r.ready.push_within_capacity(op).is_ok();
+            let queued = r.ready.push(op).is_ok();
             if queued {
                 // Under the ring lock, like a Receive's completion.
                 self.link.data_ready();
@@ -225,7 +283,7 @@ impl RecvQ {
     pub(super) fn wait_for_room(&self, op: usize, sq: &SqGate) {
         let queued = {
             let mut r = self.ring.lock();
-            let queued = r.sq_wait.push_within_capacity(op).is_ok();
+            let queued = r.sq_wait.push(op).is_ok();
             if queued && !sq.starve() {
                 // Room appeared meanwhile.
                 self.link.data_ready();

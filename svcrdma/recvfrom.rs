@@ -11,7 +11,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
-use super::recv_queue::{pop_front, pop_front_if, Next};
+use super::recv_queue::Next;
 use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
 use crate::proto::call_fast::{decode_call_fast, FastCall};
@@ -53,9 +53,9 @@ impl Conn {
         let s = &self.shared;
         let (next, spare, may_hold) = {
             let mut r = s.rq.ring.lock();
-            let next = if let Some(op) = pop_front(&mut r.ready) {
+            let next = if let Some(op) = r.ready.pop() {
                 Next::Op(op)
-            } else if let Some(op) = pop_front_if(&mut r.sq_wait, || s.sq.read_room()) {
+            } else if let Some(op) = r.sq_wait.pop_if(|| s.sq.read_room()) {
                 Next::Op(op)
             } else if let Some((slot, len)) = r.pop() {
                 Next::Recv(slot, len)
