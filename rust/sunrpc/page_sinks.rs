@@ -19,6 +19,7 @@ use kernel::{alloc::flags::GFP_KERNEL, error::to_result, page::PAGE_SIZE, prelud
 use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::verbs::{Endpoint, PageRef, Pd};
+use crate::rust::sunrpc::reply_pages::copy_page_ptrs;
 use crate::rust::sunrpc::svc::SvcRqst;
 use core::pin::Pin;
 use kernel::sync::UniqueArc;
@@ -304,13 +305,7 @@ impl PageSinks {
             // `NonNull<page>` being a `*mut page` that is not null. The
             // sinks' own references go with them, which `taken` (set above,
             // once) gives up. INVARIANT: no longer mapped or held.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    self.pages.as_ptr().cast::<*mut bindings::page>(),
-                    slots,
-                    n,
-                );
-            }
+            unsafe { copy_page_ptrs(self.pages.as_ptr().cast(), slots, n) };
         } else {
             // SAFETY: As above, the device done with the pages: the helper
             // unmaps each page and writes it to its slot, handing over the

@@ -77,9 +77,9 @@ impl HeldPages {
         // and they are written before they are counted. INVARIANT: each
         // reference moves here once, its slot emptied.
         unsafe {
-            core::ptr::copy_nonoverlapping(slots.cast_const(), self.pages.as_mut_ptr().add(len), n);
+            copy_page_ptrs(slots.cast_const(), self.pages.as_mut_ptr().add(len), n);
             self.pages.inc_len(n);
-            core::ptr::write_bytes(slots, 0, n);
+            clear_page_ptrs(slots, n);
         }
         live::add(live::Kind::HeldPage, n);
         Ok(())
@@ -139,6 +139,56 @@ impl Default for HeldPages {
 impl Drop for HeldPages {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+/// Copies `n` page pointers from `src` to `dst`: one or two (a 4 KiB
+/// I/O's pages) move by themselves, where a `memcpy` call would cost more
+/// than the moves; more go with `memcpy`.
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `n` pointers, and the
+/// two do not overlap.
+#[inline(always)]
+pub(in crate::rust) unsafe fn copy_page_ptrs(
+    src: *const *mut bindings::page,
+    dst: *mut *mut bindings::page,
+    n: usize,
+) {
+    // SAFETY: `n` entries of each, by the caller's requirement.
+    unsafe {
+        match n {
+            0 => {}
+            1 => *dst = *src,
+            2 => {
+                *dst = *src;
+                *dst.add(1) = *src.add(1);
+            }
+            _ => core::ptr::copy_nonoverlapping(src, dst, n),
+        }
+    }
+}
+
+/// Empties `n` page slots at `slots` (null pointers), as
+/// [`copy_page_ptrs`] copies them.
+///
+/// # Safety
+///
+/// `slots` is valid for writes of `n` pointers.
+#[inline(always)]
+pub(in crate::rust) unsafe fn clear_page_ptrs(slots: *mut *mut bindings::page, n: usize) {
+    // SAFETY: `n` entries, by the caller's requirement.
+    unsafe {
+        match n {
+            0 => {}
+            1 => *slots = core::ptr::null_mut(),
+            2 => {
+                *slots = core::ptr::null_mut();
+                *slots.add(1) = core::ptr::null_mut();
+            }
+            _ => core::ptr::write_bytes(slots, 0, n),
+        }
     }
 }
 

@@ -31,7 +31,9 @@ use crate::rust::rdma::cm::{Addr, SockAddr};
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::{MappedBuf, PageRange};
 use crate::rust::sunrpc::page_sinks::PageSinks;
-use crate::rust::sunrpc::reply_pages::{put_page_slots, HeldPages};
+use crate::rust::sunrpc::reply_pages::{
+    clear_page_ptrs, copy_page_ptrs, put_page_slots, HeldPages,
+};
 use crate::rust::sunrpc::svc_bc::BcRegistration;
 use crate::rust::sunrpc::svc_class;
 use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
@@ -434,7 +436,7 @@ impl SvcRqst {
             if (0..n).any(|i| (*slots.add(i)).is_null()) {
                 return Err(EINVAL);
             }
-            core::ptr::copy_nonoverlapping(slots, pages.as_mut_ptr().add(len).cast(), n);
+            copy_page_ptrs(slots, pages.as_mut_ptr().add(len).cast(), n);
             pages.inc_len(n);
             self.empty_arg_slots(n);
         }
@@ -457,7 +459,7 @@ impl SvcRqst {
         // than `n + 1` entries, and the slots hold nothing the request
         // still owns (the caller's requirements).
         unsafe {
-            core::ptr::write_bytes((*r).rq_pages.add(1), 0, n);
+            clear_page_ptrs((*r).rq_pages.add(1), n);
             (*r).rq_pages_nfree = (*r).rq_pages_nfree.max(nfree);
         }
     }
