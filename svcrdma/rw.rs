@@ -140,11 +140,12 @@ impl<'a> Io<'a> {
     }
 }
 
-/// A Reply's Send filled in a send context, behind the Writes of
-/// `chain`: to post with [`Io::post_pooled`] (once the context holds the
-/// Reply's pages, if its Writes are from them).
+/// A Reply's Send filled in a send context, to post with
+/// [`Io::post_pooled`] behind the Writes chained where it was filled (once
+/// the context holds the Reply's pages, if its Writes are from them). The
+/// chain stays with its caller: it is an array of work requests, which a
+/// return would copy whole, for most Replies empty.
 pub(super) struct Ready<'a> {
-    pub(super) chain: SendChain<SqHandler>,
     pub(super) send: PooledSend<'a, SqGate>,
     pub(super) len: usize,
     pub(super) inv: Option<u32>,
@@ -234,7 +235,7 @@ impl<'a> Io<'a> {
 
     /// Posts a Send of `bytes`.
     pub(super) fn send(&self, bytes: &[u8], inv: Option<u32>) -> Result {
-        self.send_filled(SendChain::new(), None, bytes.len(), inv, |out| {
+        self.send_filled(None, bytes.len(), inv, |out| {
             out.get_mut(..bytes.len())
                 .ok_or(EINVAL)?
                 .copy_from_slice(bytes);
@@ -243,19 +244,18 @@ impl<'a> Io<'a> {
     }
 
     /// Posts a Send of at most `len` bytes that `fill` writes in place,
-    /// returning how many it wrote, behind the RDMA Writes of `send` and
-    /// of `chain`, in one chain ([`Self::fill_send`], then
-    /// [`Self::post_pooled`]).
+    /// returning how many it wrote, behind the RDMA Writes of `send`
+    /// ([`Self::fill_send`], then [`Self::post_pooled`]).
     pub(super) fn send_filled(
         &self,
-        chain: SendChain<SqHandler>,
         send: Option<PooledSend<'a, SqGate>>,
         len: usize,
         inv: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
-        match self.fill_send(chain, send, len, inv, fill)? {
-            Some(mut r) => self.post_pooled(&mut r.chain, r.send, r.len, r.inv),
+        let mut chain = SendChain::new();
+        match self.fill_send(&mut chain, send, len, inv, fill)? {
+            Some(r) => self.post_pooled(&mut chain, r.send, r.len, r.inv),
             None => Ok(()),
         }
     }
@@ -269,7 +269,7 @@ impl<'a> Io<'a> {
     /// context is in use and the pool may make no more.
     pub(super) fn fill_send(
         &self,
-        mut chain: SendChain<SqHandler>,
+        chain: &mut SendChain<SqHandler>,
         send: Option<PooledSend<'a, SqGate>>,
         len: usize,
         inv: Option<u32>,
@@ -285,17 +285,12 @@ impl<'a> Io<'a> {
         };
         if let Some(mut send) = send {
             let len = send.fill(fill)?;
-            return Ok(Some(Ready {
-                chain,
-                send,
-                len,
-                inv,
-            }));
+            return Ok(Some(Ready { send, len, inv }));
         }
         let (t, len) = self.filled_send_buf(len, fill)?;
         let op = send_op(inv);
-        self.queue_one(&mut chain, t.buf, len, op, t.slot)?;
-        self.post_chain(&mut chain)?;
+        self.queue_one(chain, t.buf, len, op, t.slot)?;
+        self.post_chain(chain)?;
         trace::svcrdma_post_send(len, inv);
         Ok(None)
     }

@@ -7,6 +7,7 @@
 
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::rw::Ready;
+use super::sq_done::SqHandler;
 use super::stats::{stat_add, Stat};
 use super::write::count_direct_write;
 use crate::proto::msg::Segment;
@@ -93,9 +94,11 @@ impl Conn {
             .call
             .one_write_segment()
             .and_then(|seg| self.send_one_write_reply(rqst, xid, &seg, payloads));
+        // The Writes the Reply's send context has no room for.
+        let mut chain = SendChain::new();
         let built = match one_write {
             Some(res) => res.map(Some),
-            None => self.send_reply_from(rqst, ctxt),
+            None => self.send_reply_from(rqst, ctxt, &mut chain),
         };
         let Some(mut ready) = built? else {
             return Ok(());
@@ -104,12 +107,17 @@ impl Conn {
             ready.send.hold_reply_pages(rqst)?;
         }
         self.io()
-            .post_pooled(&mut ready.chain, ready.send, ready.len, ready.inv)
+            .post_pooled(&mut chain, ready.send, ready.len, ready.inv)
     }
 
     /// Builds the Reply: sent already (`None`), or in a send context left
     /// to post.
-    fn send_reply_from(&self, rqst: &SvcRqst, ctxt: &mut CallCtxt) -> Result<Option<Ready<'_>>> {
+    fn send_reply_from(
+        &self,
+        rqst: &SvcRqst,
+        ctxt: &mut CallCtxt,
+        chain: &mut SendChain<SqHandler>,
+    ) -> Result<Option<Ready<'_>>> {
         let s = &self.shared;
         let xid = ctxt.call.xid;
         if ctxt.call.has_no_result_chunks() {
@@ -136,7 +144,6 @@ impl Conn {
         // Reply's pages while it has room for them; further Writes are
         // chained (C `svc_rdma_cc_link_wrs`). All are posted at once.
         let mut send = io.take_send();
-        let mut chain = SendChain::new();
 
         // Result payloads through the Write chunks.
         for w in PayloadWrites::new(&pcl, xdr_len) {
@@ -146,7 +153,7 @@ impl Conn {
                 let segs = pcl.segments(w.chunk);
                 let len = usize_of(w.len)?;
                 io.write_chunk_direct(
-                    &mut chain,
+                    chain,
                     send.as_mut(),
                     ChunkOp::Write,
                     segs,
@@ -157,7 +164,7 @@ impl Conn {
                 continue;
             }
             self.io().write_chunk(
-                &mut chain,
+                chain,
                 ChunkOp::Write,
                 pcl.segments(w.chunk),
                 usize_of(w.len)?,
@@ -186,7 +193,7 @@ impl Conn {
             };
             if let (true, Some(start)) = (s.direct, single) {
                 io.write_chunk_direct(
-                    &mut chain,
+                    chain,
                     send.as_mut(),
                     ChunkOp::Reply,
                     pcl.segments(rc),
@@ -196,7 +203,7 @@ impl Conn {
                 )?;
             } else {
                 self.io().write_chunk(
-                    &mut chain,
+                    chain,
                     ChunkOp::Reply,
                     pcl.segments(rc),
                     usize_of(rest)?,
@@ -266,7 +273,7 @@ impl Conn {
                     .saturating_add(rest_len.saturating_sub(part.len))
                     .min(s.inline_send as usize);
                 self.io()
-                    .send_filled_around(&mut chain, room, inv, &pages, |out| {
+                    .send_filled_around(chain, room, inv, &pages, |out| {
                         let (n, total) = header(out)?;
                         // The body less the pages' bytes, behind the header;
                         // the pages go between.
@@ -324,7 +331,7 @@ impl Conn {
             return Some(Ok(()));
         }
         let io = self.io();
-        Some(io.send_filled(SendChain::new(), None, total, inv, |out| {
+        Some(io.send_filled(None, total, inv, |out| {
             let n =
                 ParsedChunks::encode_plain_reply_header(xid, s.credits, out).map_err(|_| EINVAL)?;
             let end = n.checked_add(xdr_len).ok_or(EINVAL)?;
@@ -399,7 +406,6 @@ impl Conn {
         count_direct_write(u64::from(len), count as u64);
         trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
         Some(Ok(Ready {
-            chain: SendChain::new(),
             send,
             len: send_len,
             // The one handle of the lists.
