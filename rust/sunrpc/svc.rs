@@ -40,11 +40,11 @@ use crate::rust::sunrpc::xdr_buf::{read_xdr, write_xdr};
 use crate::rust::sunrpc::xprt_locks::{queue_lock, transport_lock};
 use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
-use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::error::from_result;
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
 use kernel::new_spinlock;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::{rcu, Arc, SpinLock};
 use kernel::types::ForeignOwnable;
 use kernel::ThisModule;
@@ -102,9 +102,8 @@ pub struct XprtLink {
     #[pin]
     state: SpinLock<LinkState>,
     /// The attached transport, for [`Self::data_ready`] to mark without
-    /// the lock (every Receive and RDMA Read completion marks it). A
-    /// `core` atomic: its load is one instruction, not a helper call.
-    live: AtomicPtr<bindings::svc_xprt>,
+    /// the lock (every Receive and RDMA Read completion marks it).
+    live: Atomic<*mut bindings::svc_xprt>,
 }
 
 impl XprtLink {
@@ -122,7 +121,7 @@ impl XprtLink {
                     },
                     "rpcrdma_rs::svc::link"
                 ),
-                live: AtomicPtr::new(core::ptr::null_mut()),
+                live: Atomic::new(core::ptr::null_mut()),
             }),
             GFP_KERNEL,
         )
@@ -148,7 +147,7 @@ impl XprtLink {
         {
             let _rcu = rcu::read_lock();
             // Acquire: the attach's initialisation of the transport.
-            if let Some(x) = NonNull::new(self.live.load(Ordering::Acquire)) {
+            if let Some(x) = NonNull::new(self.live.load(Acquire)) {
                 // SAFETY: Loaded non-null under `rcu_read_lock`: the
                 // transport stays allocated until the guard is dropped
                 // (type invariant). A dead one keeps `XPT_BUSY` set, so
@@ -259,7 +258,7 @@ impl XprtLink {
         // requirement; `live` follows `xprt` under the lock. Release: the
         // flags set above and sunrpc's initialisation, for `data_ready`.
         st.xprt = Some(XprtPtr(xprt));
-        self.live.store(xprt.as_ptr(), Ordering::Release);
+        self.live.store(xprt.as_ptr(), Release);
     }
 
     /// Detaches the transport; its `svc_xprt` is freed after an RCU grace
@@ -268,7 +267,7 @@ impl XprtLink {
         let mut st = self.state.lock();
         // INVARIANT: cleared with `xprt`.
         st.xprt = None;
-        self.live.store(core::ptr::null_mut(), Ordering::Relaxed);
+        self.live.store(core::ptr::null_mut(), Relaxed);
         st.pending_close = true;
     }
 }

@@ -10,10 +10,10 @@
 use crate::rust::bindings;
 use core::mem::size_of;
 use core::ptr::{addr_of_mut, null_mut};
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings as kb;
 use kernel::ffi::{c_int, c_ulong, c_void};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Atomic, Full, Release};
 use kernel::types::Opaque;
 use kernel::ThisModule;
 
@@ -21,7 +21,7 @@ use kernel::ThisModule;
 /// transport at it.
 struct Class {
     class: Opaque<bindings::svc_xprt_class>,
-    registered: AtomicBool,
+    registered: Atomic<bool>,
 }
 
 // SAFETY: `class` is written only by `register` while no registration
@@ -30,7 +30,7 @@ unsafe impl Sync for Class {}
 
 static CLASS: Class = Class {
     class: Opaque::uninit(),
-    registered: AtomicBool::new(false),
+    registered: Atomic::new(false),
 };
 
 /// Registers the class with `ops`, owned by `module`.
@@ -38,7 +38,7 @@ pub(in crate::rust) fn register(
     module: &ThisModule,
     ops: &'static bindings::svc_xprt_ops,
 ) -> Result {
-    if CLASS.registered.swap(true, Ordering::AcqRel) {
+    if CLASS.registered.xchg(true, Full) {
         return Err(EBUSY);
     }
     // SAFETY: No registration exists, so sunrpc does not see the class;
@@ -55,7 +55,7 @@ pub(in crate::rust) fn register(
         bindings::svc_reg_xprt_class(CLASS.class.get())
     };
     if rc != 0 {
-        CLASS.registered.store(false, Ordering::Release);
+        CLASS.registered.store(false, Release);
         return Err(Error::from_errno(rc));
     }
     Ok(())
@@ -69,7 +69,7 @@ pub(in crate::rust) fn register(
 pub(in crate::rust) unsafe fn unregister() {
     // SAFETY: Registered, by the safety requirement.
     unsafe { bindings::svc_unreg_xprt_class(CLASS.class.get()) };
-    CLASS.registered.store(false, Ordering::Release);
+    CLASS.registered.store(false, Release);
 }
 
 /// A `struct svc_xprt` and the Rust state behind it.

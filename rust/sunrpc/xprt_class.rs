@@ -23,16 +23,18 @@ use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtCounters, XprtLocked};
 use crate::rust::sunrpc::xprt_bc::BcPool;
 use crate::rust::sunrpc::xprt_locks::transport_lock;
 use crate::rust::sunrpc::xprt_slots::{Slot, SlotTable, SLOT_BUF};
+use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
 use core::ptr::{addr_of_mut, null_mut, NonNull};
-use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use kernel::bindings as kb;
 use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_ushort, c_void};
 use kernel::prelude::*;
 use kernel::seq_file::SeqFile;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
+use kernel::sync::barrier::smp_mb;
 use kernel::time::msecs_to_jiffies;
 use kernel::types::{ForeignOwnable, Opaque};
 use kernel::ThisModule;
@@ -247,17 +249,20 @@ pub(in crate::rust) unsafe fn set_display_names(
 /// `xprt` comes first, so an `rpc_xprt` of this class is a `Transport`.
 /// `state` holds the `KBox` of the implementation from the end of `setup`
 /// until `destroy`; `slots` holds the `KBox` of the request slots for the
-/// same time. The work items are initialised in `setup` and
+/// same time. Both are written only while no other thread can reach the
+/// transport (in `setup` before sunrpc is handed it, in `destroy` after
+/// its last operation) and only read in between: plain fields, not
+/// atomics. The work items are initialised in `setup` and
 /// cancelled in `destroy` before anything they use is freed.
 #[repr(C)]
 struct Transport {
     xprt: Opaque<bindings::rpc_xprt>,
     connect_work: Opaque<kb::delayed_work>,
     flush_work: Opaque<kb::delayed_work>,
-    state: AtomicPtr<c_void>,
-    slots: AtomicPtr<c_void>,
-    connect_failed: AtomicBool,
-    bc_max_payload: AtomicU32,
+    state: UnsafeCell<*mut c_void>,
+    slots: UnsafeCell<*mut c_void>,
+    connect_failed: Atomic<bool>,
+    bc_max_payload: Atomic<u32>,
     names: Opaque<Names>,
     #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
     bc_pool: Opaque<BcPool>,
@@ -271,7 +276,8 @@ impl Transport {
     unsafe fn from_xprt<'a>(xprt: *mut bindings::rpc_xprt) -> &'a Transport {
         // SAFETY: By the type invariant and the safety requirement the
         // allocation is a `Transport`; every field C or other threads
-        // change is an `Opaque` or an atomic.
+        // change is an `Opaque` or an atomic, and the two cells are
+        // written only while no other thread reaches it (type invariant).
         unsafe { &*xprt.cast::<Transport>() }
     }
 
@@ -280,7 +286,7 @@ impl Transport {
         // SAFETY: By the type invariant, a `SlotTable` set from
         // `KBox::into_raw` before sunrpc can call an operation, and freed
         // only by `destroy`.
-        unsafe { SlotTable::from_erased(self.slots.load(Ordering::Relaxed)) }
+        unsafe { SlotTable::from_erased(*self.slots.get()) }
     }
 
     /// The request slots, of the state `R` the transport's class made them
@@ -296,7 +302,7 @@ impl Transport {
         // SAFETY: By the type invariant, a `SlotTable` set from
         // `KBox::into_raw` before sunrpc can call an operation, and freed
         // only by `destroy`; of `R` by the safety requirement.
-        unsafe { &*self.slots.load(Ordering::Relaxed).cast::<SlotTable<R>>() }
+        unsafe { &*(*self.slots.get()).cast::<SlotTable<R>>() }
     }
 }
 
@@ -368,7 +374,7 @@ const _: () = assert!(offset_of!(bindings::xprt_class, netid) == size_of::<bindi
 /// `register` until [`Self::unregister`].
 pub(in crate::rust) struct ClassSlot<const N: usize> {
     storage: Opaque<ClassStorage<N>>,
-    registered: AtomicBool,
+    registered: Atomic<bool>,
 }
 
 // SAFETY: See the type invariant: otherwise only sunrpc writes the class,
@@ -379,7 +385,7 @@ impl<const N: usize> ClassSlot<N> {
     pub(in crate::rust) const fn new() -> Self {
         Self {
             storage: Opaque::uninit(),
-            registered: AtomicBool::new(false),
+            registered: Atomic::new(false),
         }
     }
 
@@ -393,7 +399,7 @@ impl<const N: usize> ClassSlot<N> {
         setup: SetupFn,
         netid: [&'static CStr; N],
     ) -> Result {
-        if self.registered.swap(true, Ordering::AcqRel) {
+        if self.registered.xchg(true, Full) {
             return Err(EBUSY);
         }
         // Longer names are cut; one byte stays NUL.
@@ -420,7 +426,7 @@ impl<const N: usize> ClassSlot<N> {
         // listed until `unregister`.
         let rc = unsafe { bindings::xprt_register_transport(self.class()) };
         if rc != 0 {
-            self.registered.store(false, Ordering::Release);
+            self.registered.store(false, Release);
             return Err(Error::from_errno(rc));
         }
         // INVARIANT: Listed above.
@@ -435,7 +441,7 @@ impl<const N: usize> ClassSlot<N> {
     pub(in crate::rust) unsafe fn unregister(&self) {
         // SAFETY: Listed, by the safety requirement.
         unsafe { bindings::xprt_unregister_transport(self.class()) };
-        self.registered.store(false, Ordering::Release);
+        self.registered.store(false, Release);
     }
 
     /// The class (a transport's `xprt_class`).
@@ -460,7 +466,7 @@ static CLASS: ClassSlot<3> = ClassSlot::new();
 
 /// The connect and flush queue of the client registration (module-owned,
 /// so unload waits for the last item), read by the trampolines.
-static QUEUE: AtomicPtr<kb::workqueue_struct> = AtomicPtr::new(null_mut());
+static QUEUE: Atomic<*mut kb::workqueue_struct> = Atomic::new(null_mut());
 
 /// `RPC_DISPLAY_*` protocol and netid strings (static, never freed).
 const PROTO_RDMA: &CStr = c"rdma";
@@ -526,7 +532,7 @@ impl<T: XprtOps> OpsTable<T> {
         let t = unsafe { Transport::from_xprt(xprt) };
         // SAFETY: By the type invariant of `Transport`, `state` came from
         // `KBox::<T>::into_foreign` and is owned until `destroy`.
-        unsafe { <KBox<T> as ForeignOwnable>::borrow(t.state.load(Ordering::Acquire).cast()) }
+        unsafe { <KBox<T> as ForeignOwnable>::borrow((*t.state.get()).cast()) }
     }
 
     /// Fills the address strings from `xprt->addr`.
@@ -619,9 +625,7 @@ impl<T: XprtOps> OpsTable<T> {
         unsafe { Self::init(xprt, args) };
         // SAFETY: As above; sunrpc calls no operation before `setup`
         // returns.
-        unsafe { Transport::from_xprt(xprt) }
-            .slots
-            .store(KBox::into_raw(slots).cast(), Ordering::Relaxed);
+        unsafe { *Transport::from_xprt(xprt).slots.get() = KBox::into_raw(slots).cast() };
         // SAFETY: The transport lives until `destroy`, which drops the state
         // (and with it every `Xprt`) before freeing it.
         let handle = unsafe { Xprt::from_raw(xp) };
@@ -629,8 +633,9 @@ impl<T: XprtOps> OpsTable<T> {
             Ok(state) => {
                 // SAFETY: `xprt` is live.
                 let t = unsafe { Transport::from_xprt(xprt) };
-                t.state
-                    .store(state.into_foreign().cast(), Ordering::Release);
+                // SAFETY: Not handed to sunrpc yet: no other thread reads
+                // it (type invariant).
+                unsafe { *t.state.get() = state.into_foreign().cast() };
                 xprt
             }
             Err(e) => {
@@ -639,9 +644,7 @@ impl<T: XprtOps> OpsTable<T> {
                 // holds the transport: it is freed as allocated, with its
                 // slots (from `KBox::into_raw` above).
                 unsafe {
-                    drop(KBox::from_raw(
-                        Transport::from_xprt(xprt).slots.load(Ordering::Relaxed),
-                    ));
+                    drop(KBox::from_raw(*Transport::from_xprt(xprt).slots.get()));
                     bindings::xprt_free(xprt);
                     kb::module_put(owner);
                 }
@@ -690,7 +693,7 @@ impl<T: XprtOps> OpsTable<T> {
         unsafe { Self::format_addresses(xprt) };
         // SAFETY: By the safety requirement.
         let t = unsafe { Transport::from_xprt(xprt) };
-        t.bc_max_payload.store(BC_MIN_PAYLOAD, Ordering::Relaxed);
+        t.bc_max_payload.store(BC_MIN_PAYLOAD, Relaxed);
         #[cfg(CONFIG_SUNRPC_BACKCHANNEL)]
         {
             const {
@@ -744,11 +747,14 @@ impl<T: XprtOps> OpsTable<T> {
         unsafe {
             crate::rust::sunrpc::xprt_bc::destroy(xprt, 0)
         };
-        let state = t.state.swap(null_mut(), Ordering::AcqRel);
+        // SAFETY: After the transport's last operation: no other thread
+        // reads it (type invariant).
+        let state = unsafe { core::ptr::replace(t.state.get(), null_mut()) };
         // SAFETY: `state` came from `into_foreign` in `setup`; no other
         // operation runs after `destroy`.
         drop(unsafe { <KBox<T> as ForeignOwnable>::from_foreign(state.cast()) });
-        let slots = t.slots.swap(null_mut(), Ordering::AcqRel);
+        // SAFETY: As for `state`.
+        let slots = unsafe { core::ptr::replace(t.slots.get(), null_mut()) };
         // SAFETY: From `KBox::into_raw` in `setup`; sunrpc destroys a
         // transport after its last task, so no slot is in use.
         drop(unsafe { KBox::from_raw(slots.cast::<SlotTable<T::Req>>()) });
@@ -787,7 +793,7 @@ impl<T: XprtOps> OpsTable<T> {
             return;
         }
         let mut delay: c_ulong = 0;
-        if t.connect_failed.load(Ordering::Relaxed) {
+        if t.connect_failed.load(Relaxed) {
             // SAFETY: Live transport.
             unsafe {
                 delay = bindings::xprt_reconnect_delay(xprt);
@@ -823,7 +829,7 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: Live transport.
         unsafe { clear_connecting(xprt) };
         if rc == 0 {
-            t.connect_failed.store(false, Ordering::Relaxed);
+            t.connect_failed.store(false, Relaxed);
             // SAFETY: sunrpc reads these under the connect lock we hold.
             unsafe {
                 let x = &mut *xprt;
@@ -837,7 +843,7 @@ impl<T: XprtOps> OpsTable<T> {
             }
             rc = EAGAIN.to_errno();
         } else {
-            t.connect_failed.store(true, Ordering::Relaxed);
+            t.connect_failed.store(true, Relaxed);
         }
         let cookie = core::ptr::from_ref(t).cast_mut().cast::<c_void>();
         // SAFETY: We hold the connect lock taken in `connect`.
@@ -1078,7 +1084,7 @@ impl<T: XprtOps> OpsTable<T> {
         // SAFETY: Live transport.
         unsafe { Transport::from_xprt(xprt) }
             .bc_max_payload
-            .load(Ordering::Relaxed) as usize
+            .load(Relaxed) as usize
     }
 
     extern "C" fn bc_num_slots(_xprt: *mut bindings::rpc_xprt) -> c_uint {
@@ -1155,7 +1161,7 @@ unsafe fn init_delayed_work(
 /// `dwork` is an initialised work item of a live transport, cancelled
 /// before the transport is freed.
 unsafe fn queue_delayed(dwork: *mut kb::delayed_work, delay: c_ulong) {
-    let queue = QUEUE.load(Ordering::Acquire);
+    let queue = QUEUE.load(Acquire);
     // SAFETY: The queue lives while the class is registered, which it is
     // while a transport exists; `dwork` by the safety requirement.
     unsafe {
@@ -1175,7 +1181,7 @@ unsafe fn queue_delayed(dwork: *mut kb::delayed_work, delay: c_ulong) {
 ///
 /// `xprt` is a live transport.
 unsafe fn clear_connecting(xprt: *mut bindings::rpc_xprt) {
-    fence(Ordering::SeqCst);
+    smp_mb(Full);
     // SAFETY: `state` is the live transport's bit field.
     unsafe {
         kb::clear_bit(
@@ -1183,7 +1189,7 @@ unsafe fn clear_connecting(xprt: *mut bindings::rpc_xprt) {
             addr_of_mut!((*xprt).state),
         )
     };
-    fence(Ordering::SeqCst);
+    smp_mb(Full);
 }
 
 /// The transport a work item of it belongs to.
@@ -1243,7 +1249,7 @@ pub(in crate::rust) unsafe fn set_bc_max_payload(xprt: *mut bindings::rpc_xprt, 
     // SAFETY: By the safety requirement.
     unsafe { Transport::from_xprt(xprt) }
         .bc_max_payload
-        .store(bytes, Ordering::Relaxed);
+        .store(bytes, Relaxed);
 }
 
 /// The registration of the client transport class "rdma" (ident 256,
@@ -1266,7 +1272,7 @@ impl<T: XprtOps> Registration<T> {
         // xprtiod_workqueue), WQ_MEM_RECLAIM so a reconnect makes progress
         // under memory pressure; destroyed (drained) after unregistration.
         let queue = OwnedQueue::new(c"rpcrdma_rs_connect")?;
-        QUEUE.store(queue.as_raw(), Ordering::Release);
+        QUEUE.store(queue.as_raw(), Release);
         let registered = CLASS.register(
             module,
             c"rdma",
@@ -1275,7 +1281,7 @@ impl<T: XprtOps> Registration<T> {
             [NETID_RDMA, NETID_RDMA6, NETID_END],
         );
         if let Err(e) = registered {
-            QUEUE.store(null_mut(), Ordering::Release);
+            QUEUE.store(null_mut(), Release);
             return Err(e);
         }
         // INVARIANT: Registered above, with this queue.
@@ -1295,6 +1301,6 @@ impl<T: XprtOps> Drop for Registration<T> {
         // draining the queue makes sure none returns through this module
         // after unload.
         drop(self.queue.take());
-        QUEUE.store(null_mut(), Ordering::Release);
+        QUEUE.store(null_mut(), Release);
     }
 }
