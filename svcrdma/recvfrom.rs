@@ -323,6 +323,9 @@ impl Conn {
     /// received message, whose size the request's pages were checked to
     /// hold: in place when `may_hold`, else copied into the request's
     /// pages (its Receive is then posted again at once).
+    // Inlined into `process_fast`: a call of its own cost every Call served
+    // in place (a GETATTR, a READ) 29 instructions (kcount).
+    #[inline(always)]
     fn serve_inline(
         &self,
         rqst: &mut SvcRqst,

@@ -223,6 +223,7 @@ impl<O: HasSendPool> SendPool<O> {
     /// every Send of the pool goes to), made if none is free; `None` when
     /// the pool made all it may and every one is in use, or a new one
     /// cannot be made now.
+    #[inline(always)]
     pub fn get<'a>(&'a self, ep: &Endpoint) -> Option<PooledSend<'a, O>> {
         let ctxt = match self.pop() {
             Some(c) => c,
@@ -481,6 +482,7 @@ impl<O: HasSendPool> Drop for PooledSend<'_, O> {
 impl<O: HasSendPool> PooledSend<'_, O> {
     /// Lends the Send buffer to `fill`, which writes the Send in place and
     /// returns its length.
+    #[inline(always)]
     pub fn fill(&mut self, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result<usize> {
         // SAFETY: The context is held (type invariant of `Ctxt`), and its
         // buffer is reached only through its holder.

@@ -858,6 +858,7 @@ impl SvcRqst {
     /// range's slots are checked here; that each holds a page is checked
     /// as the work request built over them maps them, all in one call
     /// ([`ResPages::range`]), which fails on an empty one.
+    #[inline(always)]
     pub fn res_pages(&self, offset: u32, len: u32, max: usize) -> Option<ResPages<'_>> {
         // SAFETY: By the type invariant `ptr` is live; sunrpc does not
         // change the Reply while it is being sent.
@@ -1548,6 +1549,7 @@ impl ResPages<'_> {
     /// and maps its pages ([`WorkRequest::with_pages`]).
     ///
     /// [`WorkRequest::with_pages`]: crate::rust::rdma::verbs::WorkRequest::with_pages
+    #[inline(always)]
     pub fn range(&self) -> Result<PageRange<'_>> {
         let page = kernel::page::PAGE_SIZE as u64;
         let first = usize::try_from(self.at / page)?;
