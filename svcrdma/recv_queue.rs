@@ -315,6 +315,7 @@ impl_ring_in!(RecvQ, ops: ReadCtxts<RecvQ>);
 
 impl RecvSlotsOwner for RecvQ {
     /// Completion of one posted Receive (C `svc_rdma_wc_receive`).
+    #[inline(always)]
     fn received(&self, recv: Recv, wc: &WorkCompletion) {
         if wc.is_ok() {
             let mut r = self.ring.lock();

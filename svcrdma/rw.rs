@@ -135,6 +135,7 @@ pub(super) struct Io<'a> {
 impl<'a> Io<'a> {
     /// A free send context, to carry a Reply's Writes and its Send
     /// (`None` when the pool made all it may and all are in use).
+    #[inline(always)]
     pub(super) fn take_send(&self) -> Option<PooledSend<'a, SqGate>> {
         self.sq.sends.get(self.ep)
     }
@@ -219,6 +220,7 @@ impl<'a> Io<'a> {
     /// Takes a send queue slot for each of `n` work requests, which
     /// `post` posts as one chain, only the last signaled; gives back the
     /// slots of those `post` says did not go out (they never complete).
+#[inline(always)]
     fn post_with_slots(
         &self,
         n: usize,

@@ -1786,6 +1786,7 @@ impl MappedBuf {
     /// No other CPU access to the buffer runs during the call, and none
     /// may start: the caller holds the only reference through which it is
     /// reached, or the hold of [`Self::fill`].
+    #[inline(always)]
     pub(in crate::rust) unsafe fn fill_held(
         &self,
         f: impl FnOnce(&mut [u8]) -> Result<usize>,

@@ -62,6 +62,7 @@ impl HeldPages {
     ///
     /// `slots[..n]` are valid for reads and writes, each a page whose
     /// reference the caller gives up by this call, or null.
+    #[inline(always)]
     pub(in crate::rust) unsafe fn take_from(
         &mut self,
         slots: *mut *mut bindings::page,

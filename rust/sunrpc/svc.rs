@@ -143,6 +143,7 @@ impl XprtLink {
 
     /// Marks data pending (`XPT_DATA`) and queues the transport for a
     /// server thread.
+    #[inline(always)]
     pub fn data_ready(&self) {
         {
             let _rcu = rcu::read_lock();
