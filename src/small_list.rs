@@ -59,14 +59,6 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         }
     }
 
-    /// Empties the list, keeping its storage.
-    pub(crate) fn clear(&mut self) {
-        match self {
-            Self::Inline { len, .. } => *len = 0,
-            Self::Heap(heap) => heap.clear(),
-        }
-    }
-
     /// Appends `v`; the first push past `N` moves the list to a vector.
     #[inline]
     pub(crate) fn push(&mut self, v: T) -> Result {

@@ -23,9 +23,8 @@ use super::recv_queue::RecvQ;
 use super::rw::Io;
 use super::sq_gate::SqGate;
 use crate::proto::msg::{ChunkLists, DecodeLimits, Header, Segment};
-use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
+use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk, PclError};
 use crate::proto::pieces::Piece;
-use crate::proto::svc_reply::{route_to, PayloadRoute};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots};
 use crate::rust::rdma::verbs::Endpoint;
@@ -199,10 +198,23 @@ impl DecodedCall {
         .map_err(|_| EINVAL)
     }
 
-    /// The length of Write chunk `index` of the Call, if it has one.
-    pub(super) fn write_chunk_length(&self, index: usize) -> Option<u32> {
+    /// Records result payload `index` in the Call's Write chunk `index`
+    /// (see `ChunkLayout::set_result_payload`): false, with nothing
+    /// recorded, when the Call has no such chunk.
+    pub(super) fn set_result_payload(
+        &mut self,
+        index: usize,
+        position: u32,
+        length: u32,
+    ) -> core::result::Result<bool, PclError> {
         self.layout
-            .write_chunk_length(self.store.chunks.as_slice(), index)
+            .set_result_payload(self.store.chunks.as_mut_slice(), index, position, length)
+    }
+
+    /// Result payload `index` as recorded: its XDR position and length.
+    pub(super) fn result_payload(&self, index: usize) -> Option<(u32, u32)> {
+        self.layout
+            .result_payload(self.store.chunks.as_slice(), index)
     }
 
     /// The inline body of the received message `msg`.
@@ -226,8 +238,10 @@ impl DecodedCall {
 pub(crate) struct CallCtxt {
     /// The Call's decoded header.
     pub(super) call: DecodedCall,
-    /// (position, length) of result payloads, one per Write chunk in order.
-    pub(super) payloads: SmallList<(u32, u32), INLINE_CHUNKS>,
+    /// How many result payloads were recorded, one in each of the first
+    /// Write chunks, where the Reply finds them (C keeps them in its
+    /// chunks, `ch_position` and `ch_payload_length`).
+    pub(super) payloads: usize,
     /// The Receive whose buffer the Call is read from in place, if any,
     /// kept here by the `svc` trampolines and given back with the request
     /// (`release_ctxt`), to post again.
@@ -252,14 +266,14 @@ impl CallCtxt {
     pub(super) fn reuse_or_new(spare: Option<KBox<Self>>) -> Result<KBox<Self>> {
         match spare {
             Some(mut ctxt) => {
-                ctxt.payloads.clear();
+                ctxt.payloads = 0;
                 ctxt.single_read = None;
                 Ok(ctxt)
             }
             None => Ok(KBox::new(
                 Self {
                     call: DecodedCall::blank(),
-                    payloads: SmallList::new(),
+                    payloads: 0,
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
                     single_read: None,
@@ -277,14 +291,17 @@ impl CallCtxt {
     /// left unused, and the Reply goes inline or in the Reply chunk as a
     /// client that follows RFC 8166 section 3.5.3 would have asked.
     pub(super) fn result_payload(&mut self, offset: u32, length: u32, ddp_allowed: bool) -> Result {
-        if !ddp_allowed {
+        if !ddp_allowed || length == 0 {
             return Ok(());
         }
-        // The Write chunks the client offered, as `xpo_recvfrom` parsed them.
-        let route = route_to(self.call.write_chunk_length(self.payloads.len()), length);
-        match route {
-            Ok(PayloadRoute::Inline) => Ok(()),
-            Ok(PayloadRoute::WriteChunk) => self.payloads.push((offset, length)),
+        // Into the next Write chunk the client offered, as `xpo_recvfrom`
+        // stored it; without one the payload stays inline.
+        match self.call.set_result_payload(self.payloads, offset, length) {
+            Ok(true) => {
+                self.payloads += 1;
+                Ok(())
+            }
+            Ok(false) => Ok(()),
             Err(_) => Err(E2BIG),
         }
     }

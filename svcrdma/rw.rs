@@ -220,7 +220,7 @@ impl<'a> Io<'a> {
     /// Takes a send queue slot for each of `n` work requests, which
     /// `post` posts as one chain, only the last signaled; gives back the
     /// slots of those `post` says did not go out (they never complete).
-#[inline(always)]
+    #[inline(always)]
     fn post_with_slots(
         &self,
         n: usize,

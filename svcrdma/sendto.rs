@@ -12,7 +12,7 @@ use super::stats::{stat_add, Stat};
 use super::write::count_direct_write;
 use crate::proto::msg::Segment;
 use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HEADER_LEN};
-use crate::proto::svc_reply::{around_one_payload, set_result_payloads, PayloadWrites, ReplyBody};
+use crate::proto::svc_reply::{around_one_payload, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
 use crate::rust::rdma::verbs::MAX_SGE;
@@ -89,11 +89,16 @@ impl Conn {
     /// `svc_rdma_save_io_pages`), once nothing reads them any more.
     fn send_reply(&self, rqst: &mut SvcRqst, ctxt: &mut CallCtxt) -> Result {
         let xid = ctxt.call.xid;
-        let payloads = ctxt.payloads.as_slice();
+        // The one result payload, recorded in the one Write chunk.
+        let payload = match ctxt.payloads {
+            1 => ctxt.call.result_payload(0),
+            _ => None,
+        };
         let one_write = ctxt
             .call
             .one_write_segment()
-            .and_then(|seg| self.send_one_write_reply(rqst, xid, &seg, payloads));
+            .zip(payload)
+            .and_then(|(seg, p)| self.send_one_write_reply(rqst, xid, &seg, p));
         // The Writes the Reply's send context has no room for.
         let mut chain = SendChain::new();
         let built = match one_write {
@@ -131,12 +136,9 @@ impl Conn {
             }
         }
         let hroom = ctxt.call.reply_header_room();
-        // The chunk lists `xpo_recvfrom` decoded; not decoded again.
-        let mut pcl = ctxt.call.pcl()?;
-        if set_result_payloads(&mut pcl, ctxt.payloads.as_slice()).is_err() {
-            self.send_err_chunk(xid);
-            return Ok(None);
-        }
+        // The chunk lists `xpo_recvfrom` decoded, not decoded again, with
+        // the result payloads `xpo_result_payload` recorded in them.
+        let pcl = ctxt.call.pcl()?;
         let xdr_len = rqst.res_len();
         let io = self.io();
         // The Reply's send context (C `svc_rdma_send_ctxt_get`): its Send,
@@ -344,7 +346,8 @@ impl Conn {
 impl Conn {
     /// Sends the Reply to a Call whose one chunk is a Write chunk of one
     /// segment `seg` (an NFS READ's) the short way, when its one result
-    /// payload (`payloads`) lies in pages that one RDMA Write can carry: that
+    /// payload (`payload`: its XDR position and length) lies in pages that
+    /// one RDMA Write can carry: that
     /// Write in the Reply's send context, its header written word by word,
     /// the bytes around the payload copied behind it, no chunk list walked
     /// or rebuilt (C `svc_rdma_send_write_chunk`, then
@@ -357,12 +360,10 @@ impl Conn {
         rqst: &SvcRqst,
         xid: u32,
         seg: &Segment,
-        payloads: &[(u32, u32)],
+        payload: (u32, u32),
     ) -> Option<Result<Ready<'_>>> {
         let s = &self.shared;
-        let &[(position, len)] = payloads else {
-            return None;
-        };
+        let (position, len) = payload;
         // Injected faults and the copied Writes of `svc_memreg=cache` take
         // the general way.
         if len == 0 || len > seg.length || !s.direct || write_overrun_armed() {

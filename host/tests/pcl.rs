@@ -496,3 +496,48 @@ const LIM_FOR_PLAIN: DecodeLimits = DecodeLimits {
     max_payload: 1 << 20,
     max_inline: 4096,
 };
+
+/// The server records a result payload in the stored Write chunk it names
+/// (`ChunkLayout::set_result_payload`) as the built lists would
+/// (`ParsedChunks::set_result_payload`): the same chunks written, the same
+/// refusals, and no Write chunk past the last.
+#[test]
+fn a_payload_recorded_through_the_layout_is_the_lists_one() {
+    let w0 = [s(40, 4096), s(41, 4)];
+    let w1 = [s(50, 10)];
+    let reply = [s(60, 1000)];
+    let b = build(
+        BodyRef::Msg(ChunkListsRef {
+            read: &[],
+            write: &[&w0, &w1],
+            reply: Some(&reply),
+        }),
+        0,
+    );
+    let h = decode_call(&b, &DecodeLimits::server_default()).unwrap();
+    let lists = h.chunks().unwrap();
+    let mut chunks = [PclChunk::default(); 3];
+    let mut segs = [Segment::default(); 4];
+    let layout = ParsedChunks::build(lists, &mut chunks, &mut segs)
+        .unwrap()
+        .layout();
+    for (index, length) in [(0, 4100), (0, 4101), (1, 10), (1, 0), (2, 1), (9, 1)] {
+        let mut by_layout = chunks;
+        let mut by_lists = chunks;
+        let got = layout.set_result_payload(&mut by_layout, index, 8, length);
+        let want = ParsedChunks::from_layout(&layout, &mut by_lists, &segs)
+            .unwrap()
+            .set_result_payload(index, 8, length);
+        match want {
+            Ok(()) => {
+                assert_eq!(got, Ok(true));
+                assert_eq!(layout.result_payload(&by_layout, index), Some((8, length)));
+            }
+            Err(PclError::NoChunk) => assert_eq!(got, Ok(false)),
+            Err(e) => assert_eq!(got, Err(e)),
+        }
+        assert_eq!(by_layout, by_lists, "payload {index} of {length} bytes");
+    }
+    // The Reply chunk is no Write chunk.
+    assert_eq!(layout.result_payload(&chunks, 2), None);
+}

@@ -171,6 +171,46 @@ impl ChunkLayout {
         Some((chunk, segments_of(segment_store, chunk)?))
     }
 
+    /// Records result payload `index` (at XDR `position`, `length` bytes)
+    /// in Write chunk `index` of `chunk_store` as this layout places the
+    /// lists (C `svc_rdma_result_payload`, which writes the chunk it
+    /// names; [`ParsedChunks::set_result_payload`] on lists built again):
+    /// `Ok(false)`, with nothing written, when there is no such Write
+    /// chunk (the payload then goes inline); `TooBig` for a payload longer
+    /// than its chunk.
+    pub fn set_result_payload(
+        &self,
+        chunk_store: &mut [PclChunk],
+        index: usize,
+        position: u32,
+        length: u32,
+    ) -> Result<bool, PclError> {
+        let Some(chunk) = self
+            .write
+            .checked_add(index)
+            .filter(|&at| at < self.reply)
+            .and_then(|at| chunk_store.get_mut(at))
+        else {
+            return Ok(false);
+        };
+        if length > chunk.length {
+            return Err(PclError::TooBig);
+        }
+        chunk.position = position;
+        chunk.payload_length = length;
+        Ok(true)
+    }
+
+    /// The result payload recorded in Write chunk `index` of `chunk_store`
+    /// ([`Self::set_result_payload`]): its XDR position and length.
+    pub fn result_payload(&self, chunk_store: &[PclChunk], index: usize) -> Option<(u32, u32)> {
+        let at = self
+            .write
+            .checked_add(index)
+            .filter(|&at| at < self.reply)?;
+        chunk_store.get(at).map(|c| (c.position, c.payload_length))
+    }
+
     /// The length of Write chunk `index` in `chunk_store` as this layout
     /// places the lists (see [`ParsedChunks::from_layout`]), without
     /// building the lists again; `None` past the last Write chunk or the
