@@ -235,6 +235,7 @@ impl Conn {
     /// goes back to the send queue, the MR to the caller for
     /// [`Self::recycle_one`]. We always offer remote invalidation (RFC 8797
     /// flag).
+    #[inline(always)]
     fn take_remotely_invalidated(
         &self,
         rqst: &ReplyRqst,

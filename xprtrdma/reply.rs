@@ -189,6 +189,9 @@ impl Conn {
     /// negative errno), its inline part placed in the request's receive
     /// buffer; `offered` is what the request registered for the server to
     /// write.
+    // Inlined into the reply handler, as `take_remotely_invalidated` and
+    // `ReplyRqst::fill_reply` are: a reply's steps without a call each.
+    #[inline(always)]
     fn reply_status(&self, rqst: &ReplyRqst, hdr: &Header<'_>, offered: Offered) -> i32 {
         match &hdr.body {
             Body::Msg { chunks, payload } => {

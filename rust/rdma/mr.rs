@@ -69,6 +69,7 @@ impl Mr {
     ///
     /// `rqst` is a live request whose buffers stay valid until this MR is
     /// unmapped (`unmap` or drop).
+    #[inline(always)]
     pub(in crate::rust) unsafe fn map_rqst(
         &mut self,
         rqst: *mut bindings::rpc_rqst,

@@ -379,6 +379,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
     /// writes the Send in place and returns its parts: the bytes sent
     /// before the pages (if any) and the tail's, which follows them in the
     /// buffer.
+    #[inline(always)]
     pub fn fill(
         &mut self,
         limit: usize,
@@ -423,6 +424,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
     /// # Safety
     ///
     /// As [`Endpoint::post_send_behind`] requires of `chain`.
+    #[inline(always)]
     pub(in crate::rust) unsafe fn post_behind(
         self,
         ep: &Endpoint,
@@ -492,6 +494,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
 
     /// Writes the scatter/gather list: the buffer's first part, the
     /// pages, the buffer's tail. Returns its length.
+    #[inline(always)]
     fn build(&self, max_sge: usize) -> Result<i32> {
         let c = self.ctxt;
         // SAFETY: Held, as in `data`.

@@ -846,6 +846,7 @@ impl Mr {
     /// Maps `len` bytes from `offset` of the request's send (`rcv` false)
     /// or receive buffer; returns how many bytes one MR covered (it stops
     /// at its depth or at a gap that FRWR cannot map).
+    #[inline(always)]
     pub fn map_rqst(
         &mut self,
         rqst: &RpcRqst<'_>,

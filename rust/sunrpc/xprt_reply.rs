@@ -50,6 +50,7 @@ impl ReplyRqst {
     /// Places an `RDMA_MSG` reply's inline part (`src`) in the receive
     /// buffer; `writelist` is the number of bytes the server wrote through
     /// the Write chunk.
+    #[inline(always)]
     pub fn fill_reply(&self, src: &[u8], writelist: u32) -> Result<FilledReply> {
         let len = u32::try_from(src.len()).map_err(|_| EINVAL)?;
         // SAFETY: The request is lent for its reply (type invariant), so its
