@@ -185,29 +185,19 @@ impl ChunkLayout {
         position: u32,
         length: u32,
     ) -> Result<bool, PclError> {
-        let Some(chunk) = self
-            .write
-            .checked_add(index)
-            .filter(|&at| at < self.reply)
-            .and_then(|at| chunk_store.get_mut(at))
+        let Some(chunk) =
+            write_chunk_at(self.write, self.reply, index).and_then(|at| chunk_store.get_mut(at))
         else {
             return Ok(false);
         };
-        if length > chunk.length {
-            return Err(PclError::TooBig);
-        }
-        chunk.position = position;
-        chunk.payload_length = length;
+        record_payload(chunk, position, length)?;
         Ok(true)
     }
 
     /// The result payload recorded in Write chunk `index` of `chunk_store`
     /// ([`Self::set_result_payload`]): its XDR position and length.
     pub fn result_payload(&self, chunk_store: &[PclChunk], index: usize) -> Option<(u32, u32)> {
-        let at = self
-            .write
-            .checked_add(index)
-            .filter(|&at| at < self.reply)?;
+        let at = write_chunk_at(self.write, self.reply, index)?;
         chunk_store.get(at).map(|c| (c.position, c.payload_length))
     }
 
@@ -216,12 +206,26 @@ impl ChunkLayout {
     /// building the lists again; `None` past the last Write chunk or the
     /// storage.
     pub fn write_chunk_length(&self, chunk_store: &[PclChunk], index: usize) -> Option<u32> {
-        let at = self.write.checked_add(index)?;
-        if at >= self.reply {
-            return None;
-        }
+        let at = write_chunk_at(self.write, self.reply, index)?;
         chunk_store.get(at).map(|c| c.length)
     }
+}
+
+/// Where Write chunk `index` is stored in lists whose Write chunks are
+/// chunks `write..reply`; `None` past the last.
+fn write_chunk_at(write: usize, reply: usize, index: usize) -> Option<usize> {
+    write.checked_add(index).filter(|&at| at < reply)
+}
+
+/// Records a result payload (at XDR `position`, `length` bytes) in its
+/// Write chunk `chunk`; `TooBig` for a payload longer than the chunk.
+fn record_payload(chunk: &mut PclChunk, position: u32, length: u32) -> Result<(), PclError> {
+    if length > chunk.length {
+        return Err(PclError::TooBig);
+    }
+    chunk.position = position;
+    chunk.payload_length = length;
+    Ok(())
 }
 
 fn push<T: Copy>(store: &mut [T], used: &mut usize, v: T, err: PclError) -> Result<(), PclError> {
@@ -465,18 +469,10 @@ impl<'s> ParsedChunks<'s> {
         position: u32,
         length: u32,
     ) -> Result<(), PclError> {
-        let i = self
-            .write
-            .checked_add(index)
-            .filter(|&i| i < self.reply)
+        let chunk = write_chunk_at(self.write, self.reply, index)
+            .and_then(|i| self.chunks.get_mut(i))
             .ok_or(PclError::NoChunk)?;
-        let chunk = self.chunks.get_mut(i).ok_or(PclError::NoChunk)?;
-        if length > chunk.length {
-            return Err(PclError::TooBig);
-        }
-        chunk.position = position;
-        chunk.payload_length = length;
-        Ok(())
+        record_payload(chunk, position, length)
     }
 
     /// Encodes the transport header of the Reply to this call, as C
