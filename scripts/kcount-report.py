@@ -99,8 +99,10 @@ for prof, per_cat in sorted(cats.items()):
 
 # Per job and stage (the kcount pass, PROFILE bit 16).
 FAIR = ('transport', 'rust_helper', 'sunrpc', 'ib_core')
-JOB_ORDER = ['seq-write-1m', 'seq-read-1m', 'rand-read-4k', 'rand-write-4k', 'rand-read-4k-qd1', 'rand-write-4k-qd1', 'meta-getattr']
-for job in sorted(kstage, key=lambda j: (JOB_ORDER.index(j) if j in JOB_ORDER else 99, j)):
+# The jobs in the order the guest ran them (its JOBS list in
+# scripts/scenarios/bench-icount.sh, the one place they are named): the
+# order their lines first came in.
+for job in kstage:
     per = kstage[job]
     cfgs = [c for c in configs if c in per]
     if not cfgs:
