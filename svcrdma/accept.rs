@@ -9,7 +9,7 @@ use super::cache::BufCache;
 use super::conn::{usize_of, Conn, Shared};
 use super::listener::Pending;
 use super::read_sinks::{ReadSinks, PAGED_SGES, REGISTERED_PAGES};
-use super::recv_queue::{CtxtFifo, RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
+use super::recv_queue::{Fifo, RecvQ, Ring, HELD_RECV_BYTES, RECV_BATCH, RECV_EXTRA_BC};
 use super::sq_gate::SqGate;
 use super::Settings;
 use crate::proto::cm::{negotiate, ConnectPrivate};
@@ -131,14 +131,11 @@ impl Conn {
             crate::proto::credits::GrantPolicy::Fixed,
         );
         let nrecv = usize_of(sizing.rq_depth.saturating_sub(1).max(1))?;
-        let mut ring_slots = KVec::with_capacity(nrecv, GFP_KERNEL)?;
-        for _ in 0..nrecv {
-            ring_slots.push(None, GFP_KERNEL)?;
-        }
+        let received = Fifo::new(nrecv)?;
         let max_reads = credits.grant().max(1);
         let reads_cap = usize_of(max_reads)?;
-        let ready = CtxtFifo::new(reads_cap)?;
-        let sq_wait = CtxtFifo::new(reads_cap)?;
+        let ready = Fifo::new(reads_cap)?;
+        let sq_wait = Fifo::new(reads_cap)?;
         let ctxts = KVec::with_capacity(reads_cap, GFP_KERNEL)?;
         let rq_link = link.clone();
         let sq: Arc<SqGate> = SqGate::new(
@@ -156,9 +153,7 @@ impl Conn {
                 recvs,
                 ring <- new_spinlock!(
                     Ring {
-                        slots: ring_slots,
-                        head: 0,
-                        len: 0,
+                        received,
                         repost: Default::default(),
                         ready,
                         sq_wait,

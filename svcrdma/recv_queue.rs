@@ -10,6 +10,7 @@ use super::read::ReadWork;
 use super::read_op::ReadOp;
 use super::sq_gate::SqGate;
 use crate::impl_ring_in;
+use crate::proto::ring_index::RingIndex;
 use crate::rust::kext::park::ParkHolder;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
@@ -44,19 +45,18 @@ pub(super) const HELD_RECV_BYTES: u32 = 1 << 20;
 /// capacity: pushing (from completion handlers too) never allocates and
 /// never fails.
 pub(super) struct Ring {
-    /// As many entries as receive contexts: at most one of each is
-    /// completed and not yet taken (its one [`Recv`]).
-    pub(super) slots: KVec<Option<(Recv, u32)>>,
-    pub(super) head: usize,
-    pub(super) len: usize,
+    /// Completed Receives and their lengths, room for as many as there
+    /// are receive contexts: at most one of each is completed and not yet
+    /// taken (its one [`Recv`]).
+    pub(super) received: Fifo<(Recv, u32)>,
     /// Receives consumed by `recvfrom`, waiting to be reposted as one
     /// batch (fewer than [`RECV_BATCH`]).
     pub(super) repost: RepostBatch,
     /// Calls whose Reads all completed, or that may post more (C
     /// `sc_read_complete_q`): their read contexts.
-    pub(super) ready: CtxtFifo,
+    pub(super) ready: Fifo<usize>,
     /// Calls with Reads left to post and no send queue room for them.
-    pub(super) sq_wait: CtxtFifo,
+    pub(super) sq_wait: Fifo<usize>,
     /// Allocations of released request states, reused by the next Calls
     /// (C keeps its receive contexts on a free list): at most the credit
     /// grant of them, the list's capacity.
@@ -71,76 +71,64 @@ pub(super) struct Ring {
     pub(super) max_held: u32,
 }
 
-/// A first-in, first-out queue of read contexts (by index) of a fixed
-/// capacity, kept as a ring: taking the oldest moves nothing (C's
-/// `sc_read_complete_q` is a list, whose head is taken as cheaply).
+/// A first-in, first-out queue of a fixed capacity kept as a ring
+/// ([`RingIndex`]): taking the oldest moves nothing (C's lists, whose head
+/// is taken as cheaply).
 ///
 /// # Invariants
 ///
-/// `head < slots.len()` unless `slots` is empty, and `len <= slots.len()`:
-/// the queue is `slots[head..]` then `slots[..]`, wrapped, `len` of them.
-pub(super) struct CtxtFifo {
-    slots: KVec<usize>,
-    head: usize,
-    len: usize,
+/// `slots.len()` is `at`'s capacity; the slots `at` occupies hold an
+/// entry, the others none.
+pub(super) struct Fifo<T> {
+    slots: KVec<Option<T>>,
+    at: RingIndex,
 }
 
-impl CtxtFifo {
+impl<T> Fifo<T> {
     /// An empty queue with room for `n`.
     pub(super) fn new(n: usize) -> Result<Self> {
         let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
-            slots.push(0, GFP_KERNEL)?;
+            slots.push(None, GFP_KERNEL)?;
         }
-        // INVARIANT: empty, at the start.
+        // INVARIANT: `n` empty slots, none occupied.
         Ok(Self {
             slots,
-            head: 0,
-            len: 0,
+            at: RingIndex::new(n),
         })
     }
 
     /// Whether it holds nothing.
     pub(super) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.at.is_empty()
     }
 
-    /// Appends `ctxt`; gives it back when the queue is full.
-    pub(super) fn push(&mut self, ctxt: usize) -> core::result::Result<(), usize> {
-        let cap = self.slots.len();
-        if self.len >= cap {
-            return Err(ctxt);
+    /// Appends `v`; gives it back when the queue is full.
+    pub(super) fn push(&mut self, v: T) -> core::result::Result<(), T> {
+        let Some(at) = self.at.push() else {
+            return Err(v);
+        };
+        // INVARIANT: the slot just occupied gets its entry; `at` is below
+        // the capacity, the slots' number.
+        match self.slots.get_mut(at) {
+            Some(slot) => {
+                *slot = Some(v);
+                Ok(())
+            }
+            None => Err(v),
         }
-        // `head < cap` and `len < cap`: one subtraction wraps it.
-        let mut at = self.head + self.len;
-        if at >= cap {
-            at -= cap;
-        }
-        let slot = self.slots.get_mut(at).ok_or(ctxt)?;
-        *slot = ctxt;
-        // INVARIANT: below the capacity, checked above.
-        self.len += 1;
-        Ok(())
     }
 
     /// Takes the oldest.
-    pub(super) fn pop(&mut self) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        let ctxt = *self.slots.get(self.head)?;
-        // INVARIANT: `head` wraps at the capacity; one fewer queued.
-        self.head += 1;
-        if self.head == self.slots.len() {
-            self.head = 0;
-        }
-        self.len -= 1;
-        Some(ctxt)
+    pub(super) fn pop(&mut self) -> Option<T> {
+        let at = self.at.pop()?;
+        // INVARIANT: the slot just freed is emptied.
+        self.slots.get_mut(at)?.take()
     }
 
     /// Takes the oldest if there is one and `ok()`.
-    pub(super) fn pop_if(&mut self, ok: impl FnOnce() -> bool) -> Option<usize> {
-        if self.len == 0 || !ok() {
+    pub(super) fn pop_if(&mut self, ok: impl FnOnce() -> bool) -> Option<T> {
+        if self.is_empty() || !ok() {
             return None;
         }
         self.pop()
@@ -187,43 +175,18 @@ impl Ring {
     /// Appends a completed Receive; false (and the context lost) if the
     /// ring is full, which one entry per context rules out.
     pub(super) fn push(&mut self, recv: Recv, len: u32) -> bool {
-        let cap = self.slots.len();
-        if self.len >= cap {
-            return false;
-        }
-        // `head < cap` and `len < cap`: one subtraction wraps it.
-        let mut idx = self.head + self.len;
-        if idx >= cap {
-            idx -= cap;
-        }
-        match self.slots.get_mut(idx) {
-            Some(s) => {
-                *s = Some((recv, len));
-                self.len += 1;
-                true
-            }
-            None => false,
-        }
+        self.received.push((recv, len)).is_ok()
     }
 
     /// Whether no work is left for `xpo_recvfrom`: no completed Receive,
     /// no Call whose Reads completed or that waits for send queue room.
     pub(super) fn is_empty(&self) -> bool {
-        self.len == 0 && self.ready.is_empty() && self.sq_wait.is_empty()
+        self.received.is_empty() && self.ready.is_empty() && self.sq_wait.is_empty()
     }
 
     /// Takes the oldest completed Receive.
     pub(super) fn pop(&mut self) -> Option<(Recv, u32)> {
-        if self.len == 0 {
-            return None;
-        }
-        let v = self.slots.get_mut(self.head)?.take()?;
-        self.head += 1;
-        if self.head == self.slots.len() {
-            self.head = 0;
-        }
-        self.len -= 1;
-        Some(v)
+        self.received.pop()
     }
 }
 

@@ -61,6 +61,7 @@ pub mod pieces;
 pub mod planner;
 pub mod regcache_policy;
 pub mod reply_fast;
+pub mod ring_index;
 pub mod sq_slots;
 pub mod svc_call;
 pub mod svc_reply;
