@@ -18,10 +18,16 @@ fn a_ring_without_slots_is_always_empty_and_full() {
 #[test]
 fn slots_are_handed_out_in_order_and_wrap() {
     let mut r = RingIndex::new(3);
-    assert_eq!((r.push(), r.push(), r.push(), r.push()), (Some(0), Some(1), Some(2), None));
+    assert_eq!(
+        (r.push(), r.push(), r.push(), r.push()),
+        (Some(0), Some(1), Some(2), None)
+    );
     assert_eq!(r.pop(), Some(0));
     assert_eq!(r.push(), Some(0));
-    assert_eq!((r.pop(), r.pop(), r.pop(), r.pop()), (Some(1), Some(2), Some(0), None));
+    assert_eq!(
+        (r.pop(), r.pop(), r.pop(), r.pop()),
+        (Some(1), Some(2), Some(0), None)
+    );
     assert_eq!(r.push(), Some(1));
     assert_eq!(r.len(), 1);
 }

@@ -18,13 +18,13 @@
 use crate::rust::bindings;
 use crate::rust::sunrpc::xprt_locks::reserve_lock;
 use core::any::TypeId;
+use core::cell::UnsafeCell;
 use core::pin::Pin;
 use core::ptr::NonNull;
 use kernel::alloc::KVBox;
 use kernel::bindings as kb;
 use kernel::ffi::c_void;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::types::Opaque;
 
 /// Bytes of a slot's buffer: a call and its reply buffer up to this size
@@ -61,21 +61,24 @@ impl Drop for SlotBuf {
 ///
 /// `rqst` is the first field, so the slot's address is its request's.
 /// `next` is read and written only under the transport's `reserve_lock`.
+/// `index` is the slot's place in its table.
 #[pin_data]
 #[repr(C)]
 pub(in crate::rust) struct Slot<R> {
     #[pin]
     rqst: Opaque<bindings::rpc_rqst>,
     /// The next free slot's index, or [`END`].
-    next: Atomic<u32>,
+    next: UnsafeCell<u32>,
+    index: u32,
     buf: SlotBuf,
     #[pin]
     state: R,
 }
 
 // SAFETY: The request is sunrpc's to access under its own rules; the
-// buffer is reached only through the request that holds it; `next` is an
-// atomic, and `R` is shared as the transport's own state.
+// buffer is reached only through the request that holds it; `next` only
+// under the transport's `reserve_lock` (type invariant), and `R` is
+// shared as the transport's own state.
 unsafe impl<R: Send> Send for Slot<R> {}
 // SAFETY: As for `Send`.
 unsafe impl<R: Sync> Sync for Slot<R> {}
@@ -102,8 +105,14 @@ impl<R> Slot<R> {
 pub(in crate::rust) struct SlotTable<R> {
     req_type: TypeId,
     slots: Pin<KVBox<[Slot<R>]>>,
-    free: Atomic<u32>,
+    free: UnsafeCell<u32>,
 }
+
+// SAFETY: The slots are `Send` and `Sync` as `R` is; `free` is read and
+// written only under the transport's `reserve_lock` (type invariant).
+unsafe impl<R: Send> Send for SlotTable<R> {}
+// SAFETY: As for `Send`.
+unsafe impl<R: Sync> Sync for SlotTable<R> {}
 
 impl<R: 'static> SlotTable<R> {
     /// `n` free slots, each with its buffer and a state made by `state`.
@@ -120,11 +129,15 @@ impl<R: 'static> SlotTable<R> {
         }
         let slots = KVBox::pin_slice(
             |i| {
-                let next = u32::try_from(i + 1).ok().filter(|&j| j < n).unwrap_or(END);
+                // Below `n` (the slice's length, `count`), so a `u32`.
+                let index = u32::try_from(i).unwrap_or(END);
+                let next = index.checked_add(1).filter(|&j| j < n).unwrap_or(END);
                 let init = state();
+                // INVARIANT: slot `i` knows its index.
                 try_pin_init!(Slot {
                     rqst: Opaque::zeroed(),
-                    next: Atomic::new(next),
+                    next: UnsafeCell::new(next),
+                    index,
                     buf: SlotBuf::new()?,
                     state <- init,
                 }? Error)
@@ -137,7 +150,7 @@ impl<R: 'static> SlotTable<R> {
             Self {
                 req_type: TypeId::of::<R>(),
                 slots,
-                free: Atomic::new(0),
+                free: UnsafeCell::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -209,11 +222,14 @@ impl<R> SlotTable<R> {
         // with the transport.
         let lock = unsafe { reserve_lock(xprt) };
         let _guard = lock.lock();
-        let head = self.free.load(Relaxed);
+        // SAFETY: Under `reserve_lock`, which guards the stack (type
+        // invariant).
+        let head = unsafe { *self.free.get() };
         match self.slots.get(head as usize) {
             Some(slot) => {
-                // INVARIANT: Popped under the lock; now held by `task`.
-                self.free.store(slot.next.load(Relaxed), Relaxed);
+                // SAFETY: As above. INVARIANT: Popped under the lock; now
+                // held by `task`.
+                unsafe { *self.free.get() = *slot.next.get() };
                 // SAFETY: Live task (safety requirement).
                 unsafe {
                     (*task).tk_status = 0;
@@ -248,9 +264,6 @@ impl<R> SlotTable<R> {
         let Some(slot) = (unsafe { self.slot_of(rqst) }) else {
             return;
         };
-        let Some(index) = self.index(slot) else {
-            return;
-        };
         // SAFETY: As in `alloc`.
         let lock = unsafe { reserve_lock(xprt) };
         let _guard = lock.lock();
@@ -262,21 +275,18 @@ impl<R> SlotTable<R> {
         // SAFETY: No one uses the request; zeroed as sunrpc marks unused
         // requests.
         unsafe { core::ptr::write_bytes(rqst, 0, 1) };
-        // INVARIANT: Pushed under the lock.
-        slot.next.store(self.free.load(Relaxed), Relaxed);
-        self.free.store(index, Relaxed);
+        // SAFETY: Under `reserve_lock`, which guards the stack (type
+        // invariant). INVARIANT: Pushed under the lock.
+        unsafe {
+            *slot.next.get() = *self.free.get();
+            *self.free.get() = slot.index;
+        }
     }
 
     /// Bytes from the table's first slot to `p` (wrapped: huge for an
     /// address below it).
     fn offset_of(&self, p: *const u8) -> usize {
         (p as usize).wrapping_sub(self.slots.as_ptr() as usize)
-    }
-
-    /// The index of `slot`, one of this table's.
-    fn index(&self, slot: &Slot<R>) -> Option<u32> {
-        let off = self.offset_of(core::ptr::from_ref(slot).cast());
-        u32::try_from(off / core::mem::size_of::<Slot<R>>()).ok()
     }
 }
 
@@ -371,8 +381,7 @@ impl SlotBench {
         }
         // SAFETY: The task's request is a live one of this table.
         let slot = unsafe { self.table.slot_of(rqst) }.ok_or(EPROTO)?;
-        let index = self.table.index(slot).ok_or(EPROTO)?;
-        Ok(Some(index as usize))
+        Ok(Some(slot.index as usize))
     }
 
     /// Task `i` gives its slot back (`free_slot`).
