@@ -104,16 +104,16 @@ struct Entry {
 /// Bit `i` of `busy` is set while entry `i` is posted or being filled by
 /// the poster that set it; only that poster, then the entry's completion,
 /// write its `sinks` and `reads`. `home` names the contexts this one
-/// belongs to whenever an entry is posted (written before each post,
-/// always with the same value: the contexts do not move, their owner being
-/// pinned in an `Arc`).
+/// belongs to whenever an entry is posted: written once, by the first post
+/// of any entry (the contexts do not move, their owner being pinned in an
+/// `Arc`), before which no completion reads it; read after that only.
 /// `index` is the context's place in [`ReadCtxts::ctxts`].
 #[pin_data]
 struct Ctxt<O: ReadCtxtsOwner> {
     entries: [Entry; READ_SLOTS],
     busy: Atomic<u32>,
     index: usize,
-    home: Atomic<*const ReadCtxts<O>>,
+    home: UnsafeCell<*const ReadCtxts<O>>,
     park: CountedPark<O::Work>,
 }
 
@@ -134,8 +134,9 @@ pub struct ReadCtxts<O: ReadCtxtsOwner> {
 }
 
 // SAFETY: An entry's `sinks` is written only by the thread that holds its
-// bit (type invariants); the rest is atomics, entries the device reads
-// and the parks, which are `Send + Sync` for works that are `Send`.
+// bit, and a context's `home` once before its first post (type
+// invariants); the rest is atomics, entries the device reads and the
+// parks, which are `Send + Sync` for works that are `Send`.
 unsafe impl<O: ReadCtxtsOwner> Send for ReadCtxts<O> {}
 // SAFETY: As above.
 unsafe impl<O: ReadCtxtsOwner> Sync for ReadCtxts<O> {}
@@ -162,7 +163,7 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
                     }),
                     busy: Atomic::new(0),
                     index,
-                    home: Atomic::new(core::ptr::null()),
+                    home: UnsafeCell::new(core::ptr::null()),
                     park: CountedPark::new(),
                 }? Error)
             },
@@ -354,9 +355,16 @@ impl<O: ReadCtxtsOwner> ReadCtxts<O> {
             *entry.sinks.get() = Some(sinks.clone());
             *entry.reads.get() = N as u32;
         }
-        // INVARIANT: `home` is written before the post, always with this
-        // value. The post orders it before the completion that reads it.
-        c.home.store(core::ptr::from_ref(self), Relaxed);
+        // SAFETY: Only the one thread that posts the context's Reads (its
+        // claimer) writes `home`, and only before any entry of it was
+        // posted: no completion reads it meanwhile; reads may run beside
+        // this one. INVARIANT: written once, before the first post, which
+        // orders it before the completion that reads it.
+        unsafe {
+            if (*c.home.get()).is_null() {
+                *c.home.get() = core::ptr::from_ref(self);
+            }
+        }
         live::inc(live::Kind::PostedWr);
         // SAFETY: The array's first element.
         let first = unsafe { core::ptr::addr_of!((*chain).wr) };
@@ -478,7 +486,7 @@ unsafe extern "C" fn read_done<O: ReadCtxtsOwner>(
     };
     // SAFETY: Written before the post (type invariant); the contexts
     // outlive their posted Reads.
-    let ctxts = unsafe { &*c.home.load(Relaxed) };
+    let ctxts = unsafe { &**c.home.get() };
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
     // which lives in an `Arc` at least as long as they do (`RingIn`).
     let owner = unsafe { &*owner_of::<O, ReadCtxts<O>>(ctxts) };

@@ -29,6 +29,7 @@ use crate::rust::bindings;
 use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
+use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::num::NonZeroU64;
@@ -202,16 +203,20 @@ impl<const N: usize> RecvBatch<N> {
 ///
 /// # Invariants
 ///
-/// `home` names the contexts' [`RecvSlots`] once one of them was posted
-/// ([`RecvSlots::post`] writes it before each post; the contexts do not
-/// move while any is posted, their owner being pinned in an `Arc`).
+/// `home` names the contexts' [`RecvSlots`] once the context was posted:
+/// [`RecvSlots::post`] writes it before each post, always with the same
+/// value (the contexts do not move while any is posted, their owner being
+/// pinned in an `Arc`), and only the holder of the context's [`Recv`]
+/// writes it, only its completion reads it: the post orders the write
+/// before the read, as it orders the work request's other fields the
+/// provider reads.
 /// `cqe.done` is `recv_done::<O>`; `buf` is mapped for the device to
 /// write, on the endpoint's device, for the context's life, and `sge`
 /// names all of it.
 struct Ctxt<O: RecvSlotsOwner> {
     cqe: Opaque<bindings::ib_cqe>,
     index: u32,
-    home: Atomic<*const RecvSlots<O>>,
+    home: UnsafeCell<*const RecvSlots<O>>,
     buf: Arc<MappedBuf>,
     sge: bindings::ib_sge,
 }
@@ -233,7 +238,9 @@ pub struct RecvSlots<O: RecvSlotsOwner> {
     _owner: PhantomData<fn() -> O>,
 }
 
-// SAFETY: The contexts are immutable after `new`, or atomic.
+// SAFETY: The contexts are immutable after `new`, atomic, or (`home`)
+// reached by one side at a time: the holder of their `Recv`, then their
+// completion (type invariant).
 unsafe impl<O: RecvSlotsOwner> Send for RecvSlots<O> {}
 // SAFETY: As above.
 unsafe impl<O: RecvSlotsOwner> Sync for RecvSlots<O> {}
@@ -259,7 +266,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                         done: Some(recv_done::<O>),
                     }),
                     index: index as u32,
-                    home: Atomic::new(core::ptr::null()),
+                    home: UnsafeCell::new(core::ptr::null()),
                     buf,
                     sge,
                 },
@@ -389,10 +396,11 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
                 return Err(EINVAL);
             }
             let sge = c.sge;
-            // INVARIANT: `home` is written before the post, always with
-            // this value. The post orders it before the completion that
-            // reads it.
-            c.home.store(home, Relaxed);
+            // SAFETY: The context's `Recv` is here: no completion of it
+            // is pending. INVARIANT: `home` is written before the post,
+            // always with this value. The post orders it before the
+            // completion that reads it.
+            unsafe { *c.home.get() = home };
             // SAFETY: `n < RECV_BATCH_MAX`: entries `n` of both arrays
             // exist.
             unsafe {
@@ -485,7 +493,7 @@ unsafe extern "C" fn recv_done<O: RecvSlotsOwner>(
         unsafe { &*kernel::container_of!(cqe.cast::<Opaque<bindings::ib_cqe>>(), Ctxt<O>, cqe) };
     // SAFETY: Written before the post (type invariant); the contexts
     // outlive their posted Receives, and their owner with them.
-    let slots = unsafe { &*c.home.load(Relaxed) };
+    let slots = unsafe { &**c.home.get() };
     slots.posted.fetch_sub(1, Relaxed);
     live::dec(live::Kind::PostedWr);
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
