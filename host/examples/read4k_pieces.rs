@@ -23,7 +23,7 @@ use rpcrdma_proto::proto::msg::{DecodeLimits, Segment};
 use rpcrdma_proto::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use rpcrdma_proto::proto::planner::{plan, RpcShape, TransportParams, XdrBufShape};
 use rpcrdma_proto::proto::svc_call::CallLayout;
-use rpcrdma_proto::proto::svc_reply::{set_result_payloads, PayloadWrites, ReplyBody};
+use rpcrdma_proto::proto::svc_reply::{PayloadWrites, ReplyBody};
 
 /// The Write chunk a 4 KiB READ offers: one segment over the page.
 const WRITE: &[Segment] = &[Segment::new(0x1234, 4096, 0x7f00_1000)];
@@ -110,7 +110,7 @@ fn run_sreply(layout: &ChunkLayout, chunks: &mut [PclChunk], segs: &[Segment]) -
     let Ok(mut pcl) = ParsedChunks::from_layout(black_box(layout), chunks, segs) else {
         return 0;
     };
-    if set_result_payloads(&mut pcl, &[(120, 4096)]).is_err() {
+    if pcl.set_result_payload(0, 120, 4096).is_err() {
         return 0;
     }
     let xdr_len = black_box(120 + 4096 + 20);

@@ -10,10 +10,7 @@ use rpcrdma_proto::proto::pieces::{
     page_spans, CallReadPieces, PageSpan, Piece, PieceError, PieceRun, Pieces, RangeInPieces,
 };
 use rpcrdma_proto::proto::svc_call::{CallLayout, PagedCall, Source, Step};
-use rpcrdma_proto::proto::svc_reply::{
-    route_result_payload, route_to, set_result_payloads, BodyRun, PayloadRoute, PayloadWrites,
-    ReplyBody,
-};
+use rpcrdma_proto::proto::svc_reply::{BodyRun, PayloadWrites, ReplyBody};
 
 /// An `RDMA_MSG` Call with these chunk lists and `inline` bytes of body.
 fn call(lists: ChunkListsRef<'_>, inline: usize) -> Vec<u8> {
@@ -153,47 +150,13 @@ fn call_steps_splice_read_chunks_with_their_pad() {
     });
 }
 
+/// Result payloads are recorded in the Write chunks the request state
+/// stores (`ChunkLayout::set_result_payload`, no lists rebuilt), in order,
+/// past a Read chunk stored ahead of them: one longer than its chunk is
+/// refused, none is recorded past the last Write chunk (it stays inline),
+/// and the lists built again from the layout carry them.
 #[test]
-fn result_payloads_go_to_write_chunks_in_order() {
-    let lens = [100, 8];
-    assert_eq!(route_result_payload(&lens, 0, 0), Ok(PayloadRoute::Inline));
-    assert_eq!(
-        route_result_payload(&lens, 0, 100),
-        Ok(PayloadRoute::WriteChunk)
-    );
-    assert_eq!(route_result_payload(&lens, 1, 9), Err(PclError::TooBig));
-    assert_eq!(route_result_payload(&lens, 2, 9), Ok(PayloadRoute::Inline));
-}
-
-/// The server routes by the Write chunks it parsed; the same answers.
-#[test]
-fn result_payloads_routed_by_parsed_write_chunks() {
-    let w0 = [Segment::new(1, 60, 0), Segment::new(2, 40, 0)];
-    let w1 = [Segment::new(3, 8, 0)];
-    let msg = call(
-        ChunkListsRef {
-            read: &[],
-            write: &[&w0, &w1],
-            reply: None,
-        },
-        8,
-    );
-    with_pcl(&msg, |pcl, _| {
-        let r =
-            |placed: usize, len| route_to(pcl.write_chunks().get(placed).map(|c| c.length), len);
-        assert_eq!(r(0, 0), Ok(PayloadRoute::Inline));
-        assert_eq!(r(0, 100), Ok(PayloadRoute::WriteChunk));
-        assert_eq!(r(1, 9), Err(PclError::TooBig));
-        assert_eq!(r(2, 9), Ok(PayloadRoute::Inline));
-    });
-}
-
-/// The lengths the request state reads from the stored layout
-/// (`ChunkLayout::write_chunk_length`, no lists rebuilt) are the parsed
-/// Write chunks' lengths, past a Read chunk stored ahead of them, and none
-/// past the last; routing by them gives the same answers.
-#[test]
-fn write_chunk_lengths_from_the_layout_match_the_parsed_lists() {
+fn result_payloads_are_recorded_in_the_stored_write_chunks_in_order() {
     let r0 = [ReadSegment {
         position: 8,
         segment: Segment::new(9, 12, 0x900),
@@ -212,20 +175,30 @@ fn write_chunk_lengths_from_the_layout_match_the_parsed_lists() {
     let (lists, _) = h.body.chunks_and_inline().unwrap();
     let mut chunks = vec![PclChunk::default(); ParsedChunks::chunks_needed(lists)];
     let mut segs = vec![Segment::default(); ParsedChunks::segments_needed(lists)];
-    let pcl = ParsedChunks::build(lists, &mut chunks, &mut segs).unwrap();
-    let parsed: Vec<Option<u32>> = (0..4)
-        .map(|i| pcl.write_chunks().get(i).map(|c| c.length))
+    let layout = ParsedChunks::build(lists, &mut chunks, &mut segs)
+        .unwrap()
+        .layout();
+    assert_eq!(layout.set_result_payload(&mut chunks, 0, 8, 100), Ok(true));
+    assert_eq!(
+        layout.set_result_payload(&mut chunks, 1, 120, 9),
+        Err(PclError::TooBig)
+    );
+    assert_eq!(layout.set_result_payload(&mut chunks, 1, 120, 8), Ok(true));
+    assert_eq!(layout.set_result_payload(&mut chunks, 2, 140, 1), Ok(false));
+    assert_eq!(
+        layout.set_result_payload(&mut chunks, usize::MAX, 140, 1),
+        Ok(false)
+    );
+    assert_eq!(layout.result_payload(&chunks, 0), Some((8, 100)));
+    assert_eq!(layout.result_payload(&chunks, 1), Some((120, 8)));
+    assert_eq!(layout.result_payload(&chunks, 2), None);
+    let pcl = ParsedChunks::from_layout(&layout, &mut chunks, &segs).unwrap();
+    let recorded: Vec<_> = pcl
+        .write_chunks()
+        .iter()
+        .map(|c| (c.position, c.payload_length))
         .collect();
-    let routed: Vec<_> = parsed.iter().map(|&l| route_to(l, 50)).collect();
-    let layout = pcl.layout();
-    let stored: Vec<Option<u32>> = (0..4)
-        .map(|i| layout.write_chunk_length(&chunks, i))
-        .collect();
-    assert_eq!(parsed, [Some(100), Some(8), None, None]);
-    assert_eq!(stored, parsed);
-    let by_layout: Vec<_> = stored.iter().map(|&l| route_to(l, 50)).collect();
-    assert_eq!(by_layout, routed);
-    assert_eq!(layout.write_chunk_length(&chunks, usize::MAX), None);
+    assert_eq!(recorded, [(8, 100), (120, 8)]);
 }
 
 #[test]
@@ -241,7 +214,7 @@ fn the_reply_body_is_the_reply_without_payloads_and_pads() {
     );
     with_pcl(&msg, |pcl, _| {
         // A 5-byte payload at 8 of a 20-byte Reply: its pad ends at 16.
-        set_result_payloads(pcl, &[(8, 5)]).unwrap();
+        pcl.set_result_payload(0, 8, 5).unwrap();
         let writes: Vec<_> = PayloadWrites::new(pcl, 20)
             .map(|w| w.map(|w| (w.position, w.len)))
             .collect();

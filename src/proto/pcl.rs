@@ -200,15 +200,6 @@ impl ChunkLayout {
         let at = write_chunk_at(self.write, self.reply, index)?;
         chunk_store.get(at).map(|c| (c.position, c.payload_length))
     }
-
-    /// The length of Write chunk `index` in `chunk_store` as this layout
-    /// places the lists (see [`ParsedChunks::from_layout`]), without
-    /// building the lists again; `None` past the last Write chunk or the
-    /// storage.
-    pub fn write_chunk_length(&self, chunk_store: &[PclChunk], index: usize) -> Option<u32> {
-        let at = write_chunk_at(self.write, self.reply, index)?;
-        chunk_store.get(at).map(|c| c.length)
-    }
 }
 
 /// Where Write chunk `index` is stored in lists whose Write chunks are

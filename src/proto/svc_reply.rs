@@ -4,10 +4,11 @@
 //! through the client's Write chunks, the rest inline or through its
 //! Reply chunk.
 //!
-//! nfsd names its result payloads as it encodes the Reply
-//! ([`route_result_payload`]); when it sends, [`PayloadWrites`] lists what
-//! goes through the Write chunks and [`ReplyBody`] the rest, with the
-//! runs of the Reply ([`BodyRuns`]) that make up each byte range of it.
+//! nfsd names its result payloads as it encodes the Reply, each recorded
+//! in the Write chunk it goes to (`ChunkLayout::set_result_payload`); when
+//! it sends, [`PayloadWrites`] lists what goes through the Write chunks and
+//! [`ReplyBody`] the rest, with the runs of the Reply ([`BodyRuns`]) that
+//! make up each byte range of it.
 //! Chunk lengths come from the peer, payload positions from nfsd: every
 //! offset is computed checked.
 
@@ -16,56 +17,6 @@ use super::pcl::ParsedChunks;
 use super::pcl::PclChunk;
 use super::pcl::PclError;
 use super::xdr::align_up_u32;
-
-/// Where nfsd's next result payload goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PayloadRoute {
-    /// It stays in the Reply, sent inline or through the Reply chunk.
-    Inline,
-    /// Through the next Write chunk: record it.
-    WriteChunk,
-}
-
-/// Where a result payload of `length` bytes goes when `placed` payloads
-/// already went to the Write chunks of lengths `write_lens` (C
-/// `svc_rdma_result_payload`): an empty payload, or one with no Write
-/// chunk left, stays inline; one larger than its Write chunk is
-/// [`PclError::TooBig`] (`-E2BIG`, which fails the request).
-pub fn route_result_payload(
-    write_lens: &[u32],
-    placed: usize,
-    length: u32,
-) -> Result<PayloadRoute, PclError> {
-    route_to(write_lens.get(placed).copied(), length)
-}
-
-/// Routes a payload of `length` bytes given the length of the next unused
-/// Write chunk, if there is one (see [`route_result_payload`]).
-pub fn route_to(next_write_len: Option<u32>, length: u32) -> Result<PayloadRoute, PclError> {
-    if length == 0 {
-        return Ok(PayloadRoute::Inline);
-    }
-    let Some(max) = next_write_len else {
-        return Ok(PayloadRoute::Inline);
-    };
-    if length > max {
-        return Err(PclError::TooBig);
-    }
-    Ok(PayloadRoute::WriteChunk)
-}
-
-/// Records the result payloads `(position, length)`, one per Write chunk in
-/// order, in `pcl`. An error is answered with `ERR_CHUNK`.
-#[inline]
-pub fn set_result_payloads(
-    pcl: &mut ParsedChunks<'_>,
-    payloads: &[(u32, u32)],
-) -> Result<(), PclError> {
-    for (i, &(position, length)) in payloads.iter().enumerate() {
-        pcl.set_result_payload(i, position, length)?;
-    }
-    Ok(())
-}
 
 /// The body of a Reply of `xdr_len` bytes whose one result payload, `len`
 /// bytes at `position`, went through a Write chunk: the bytes before the

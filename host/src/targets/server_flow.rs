@@ -3,7 +3,7 @@
 //!
 //! Every decision is the protocol core's: decoding, the backchannel test,
 //! parsed chunk lists, [`CallLayout`] and its steps, [`CallReadPieces`],
-//! [`RangeInPieces`], [`route_result_payload`], [`PayloadWrites`],
+//! [`RangeInPieces`], [`ChunkLayout::set_result_payload`], [`PayloadWrites`],
 //! [`ReplyBody`] and its runs, [`Pieces`], the header encoders. The kernel
 //! calls them from `svcrdma/conn.rs` and `svcrdma/rw.rs`; this file holds
 //! only the order of those calls and what each outcome turns into, each
@@ -21,12 +21,10 @@ use crate::proto::encode::{encode_error_for, ErrorReply};
 use crate::proto::msg::{
     ChunkLists, DecodeError, DecodeLimits, ErrorBody, Segment, RPCRDMA_VERSION,
 };
-use crate::proto::pcl::{ParsedChunks, PclChunk};
+use crate::proto::pcl::{ChunkLayout, ParsedChunks, PclChunk};
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces};
 use crate::proto::svc_call::{CallLayout, Source, Step, StepError, MAX_PAYLOAD};
-use crate::proto::svc_reply::{
-    route_result_payload, set_result_payloads, PayloadRoute, PayloadWrites, ReplyBody,
-};
+use crate::proto::svc_reply::{PayloadWrites, ReplyBody};
 
 /// An RDMA Read the server posted: its Read source and piece.
 pub type Read = (usize, Piece);
@@ -76,29 +74,89 @@ pub struct Request {
     pub has_backchannel: bool,
 }
 
+/// A Call's chunk lists as `xpo_recvfrom` parsed them (`conn.rs`
+/// `DecodedCall`): the storage they were parsed into and where each list
+/// lies in it, kept until the Reply is sent.
+#[derive(Clone, Debug, Default)]
+pub struct DecodedCall {
+    /// The Call's XID.
+    pub xid: u32,
+    chunks: Vec<PclChunk>,
+    segs: Vec<Segment>,
+    layout: ChunkLayout,
+}
+
+impl DecodedCall {
+    /// Parses `lists` into storage of their own; `None` where
+    /// `ParsedChunks::build` refuses them.
+    fn parse(xid: u32, lists: &ChunkLists<'_>) -> Option<Self> {
+        let (mut chunks, mut segs) = pcl_store(lists);
+        let layout = ParsedChunks::build(lists, &mut chunks, &mut segs)
+            .ok()?
+            .layout();
+        Some(Self {
+            xid,
+            chunks,
+            segs,
+            layout,
+        })
+    }
+
+    /// `DecodedCall::pcl`: the parsed lists again.
+    fn pcl(&mut self) -> Result<ParsedChunks<'_>, Errno> {
+        ParsedChunks::from_layout(&self.layout, &mut self.chunks, &self.segs)
+            .map_err(|_| Errno::Inval)
+    }
+}
+
 /// Per-request state from `xpo_recvfrom` to `xpo_sendto` (`conn.rs`
 /// `CallCtxt`).
 #[derive(Clone, Debug, Default)]
 pub struct CallCtxt {
     /// The received message.
     pub msg: Vec<u8>,
-    /// Length of each Write chunk.
-    pub write_lens: Vec<u32>,
-    /// (position, length) of result payloads.
-    pub payloads: Vec<(u32, u32)>,
+    /// Its chunk lists, where result payloads are recorded.
+    pub call: DecodedCall,
+    /// How many result payloads were recorded, one in each of the first
+    /// Write chunks.
+    pub payloads: usize,
 }
 
 impl CallCtxt {
-    /// `CallCtxt::result_payload`.
+    /// `CallCtxt::result_payload` (a flavor that allows direct placement).
     pub fn result_payload(&mut self, offset: u32, length: u32) -> Result<(), Errno> {
-        match route_result_payload(&self.write_lens, self.payloads.len(), length) {
-            Ok(PayloadRoute::Inline) => Ok(()),
-            Ok(PayloadRoute::WriteChunk) => {
-                self.payloads.push((offset, length));
+        if length == 0 {
+            return Ok(());
+        }
+        let c = &mut self.call;
+        match c
+            .layout
+            .set_result_payload(&mut c.chunks, self.payloads, offset, length)
+        {
+            Ok(true) => {
+                self.payloads += 1;
                 Ok(())
             }
+            Ok(false) => Ok(()),
             Err(_) => Err(Errno::TooBig),
         }
+    }
+
+    /// The result payloads recorded, `(position, length)` in Write chunk
+    /// order (`DecodedCall::result_payload`).
+    pub fn recorded_payloads(&self) -> Vec<(u32, u32)> {
+        let c = &self.call;
+        (0..self.payloads)
+            .filter_map(|i| c.layout.result_payload(&c.chunks, i))
+            .collect()
+    }
+
+    /// The length of each Write chunk the Call offered.
+    pub fn write_lens(&self) -> Vec<u32> {
+        let mut c = self.call.clone();
+        c.pcl()
+            .map(|pcl| pcl.write_chunks().iter().map(|w| w.length).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -249,16 +307,18 @@ impl Conn {
         if is_backchannel_reply(xid, lists, inline) && rq.has_backchannel {
             return Received::Backchannel;
         }
-        let (mut chunks, mut segs) = pcl_store(lists);
-        let Ok(pcl) = ParsedChunks::build(lists, &mut chunks, &mut segs) else {
+        let Some(mut call) = DecodedCall::parse(xid, lists) else {
             return Received::ErrChunk(self.err_chunk(xid));
+        };
+        let Ok(pcl) = call.pcl() else {
+            return Received::Dropped(Errno::Inval);
         };
         let Some(layout) = CallLayout::new(&pcl, inline.len(), rq.arg_max) else {
             return Received::ErrChunk(self.err_chunk(xid));
         };
         if !layout.needs_reads() {
             let arg = Arg::new(rq.arg_max);
-            return self.assemble(arg, xid, &pcl, inline, msg, None);
+            return self.assemble(arg, call, inline, msg, None);
         }
         // `ReadWork::new`; the Reads are then posted and complete.
         let mut reads = Vec::new();
@@ -268,35 +328,36 @@ impl Conn {
                 Err(e) => return Received::Dropped(piece_error(e)),
             }
         }
-        self.finish_read(rq.finish_arg_max, msg, reads)
+        self.finish_read(rq.finish_arg_max, msg, inline, call, reads)
     }
 
-    /// `Conn::finish_read`.
-    fn finish_read(&self, arg_max: u32, msg: &[u8], reads: Vec<Read>) -> Received {
-        let Ok(hdr) = decode_call(msg, &self.limits) else {
-            return Received::Dropped(Errno::Inval);
-        };
-        let Some((lists, inline)) = hdr.body.chunks_and_inline() else {
-            return Received::Dropped(Errno::Inval);
-        };
-        let (mut chunks, mut segs) = pcl_store(lists);
-        let Ok(pcl) = ParsedChunks::build(lists, &mut chunks, &mut segs) else {
-            return Received::Dropped(Errno::Inval);
-        };
-        self.assemble(Arg::new(arg_max), hdr.xid, &pcl, inline, msg, Some(reads))
+    /// `Conn::finish_read`: the Call's lists as `process` parsed them,
+    /// kept with it while it was read (`ReadWork`).
+    fn finish_read(
+        &self,
+        arg_max: u32,
+        msg: &[u8],
+        inline: &[u8],
+        call: DecodedCall,
+        reads: Vec<Read>,
+    ) -> Received {
+        self.assemble(Arg::new(arg_max), call, inline, msg, Some(reads))
     }
 
     /// `Conn::assemble`, and the `CallCtxt` its caller makes.
     fn assemble(
         &self,
         mut arg: Arg,
-        xid: u32,
-        pcl: &ParsedChunks<'_>,
+        mut call: DecodedCall,
         inline: &[u8],
         msg: &[u8],
         reads: Option<Vec<Read>>,
     ) -> Received {
-        let Some(layout) = CallLayout::new(pcl, inline.len(), arg.arg_max) else {
+        let xid = call.xid;
+        let Ok(pcl) = call.pcl() else {
+            return Received::Dropped(Errno::Inval);
+        };
+        let Some(layout) = CallLayout::new(&pcl, inline.len(), arg.arg_max) else {
             return Received::ErrChunk(self.err_chunk(xid));
         };
         if let Err(e) = arg.set_arg(layout.total()) {
@@ -314,11 +375,10 @@ impl Conn {
             }
             steps.push(step);
         }
-        let write_lens = pcl.write_chunks().iter().map(|c| c.length).collect();
         let ctxt = CallCtxt {
             msg: msg.to_vec(),
-            write_lens,
-            payloads: Vec::new(),
+            call,
+            payloads: 0,
         };
         Received::Call(Call {
             ctxt,
@@ -342,15 +402,11 @@ impl Conn {
         res: Res,
         writes: &mut Vec<Written>,
     ) -> Result<Replied, Errno> {
-        let hdr = decode_call(&ctxt.msg, &self.limits).map_err(|_| Errno::Inval)?;
-        let xid = hdr.xid;
-        let (lists, _) = hdr.body.chunks_and_inline().ok_or(Errno::Inval)?;
-        let (mut chunks, mut segs) = pcl_store(lists);
-        let mut pcl =
-            ParsedChunks::build(lists, &mut chunks, &mut segs).map_err(|_| Errno::Inval)?;
-        if set_result_payloads(&mut pcl, &ctxt.payloads).is_err() {
-            return Ok(Replied::ErrChunk(self.err_chunk(xid)));
-        }
+        // The lists the Call was parsed into, with the result payloads
+        // recorded in their Write chunks (`DecodedCall::pcl`).
+        let mut call = ctxt.call.clone();
+        let xid = call.xid;
+        let pcl = call.pcl()?;
 
         for (k, w) in PayloadWrites::new(&pcl, res.len).enumerate() {
             let w = w.map_err(|_| Errno::Inval)?;

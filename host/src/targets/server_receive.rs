@@ -216,7 +216,7 @@ fn check_call(conn: &Conn, rq: &Request, msg: &[u8], call: &Call) {
         );
     }
     let write_lens: Vec<u32> = lists.write.iter().map(|w| w.total_length()).collect();
-    assert_eq!(call.ctxt.write_lens, write_lens);
+    assert_eq!(call.ctxt.write_lens(), write_lens);
 }
 
 /// Pieces tile `[0, total)` in order, each non-empty, at most `max_piece`
@@ -249,7 +249,7 @@ fn check_pieces(pieces: &[Piece], segs: &[Segment], total: u64, max_piece: usize
 fn reply(p: &ServerParams, conn: &Conn, mut ctxt: CallCtxt) -> Outcome {
     let shaped = p.has(flags::SHAPED);
     let mut res_len = p.res_len % (MAX_REPLY + 1);
-    let write_lens = ctxt.write_lens.clone();
+    let write_lens = ctxt.write_lens();
     if shaped {
         // As nfsd: positions increasing and 4-aligned, each payload after
         // the pad of the one before, all inside the Reply.
@@ -257,9 +257,9 @@ fn reply(p: &ServerParams, conn: &Conn, mut ctxt: CallCtxt) -> Outcome {
         for &(gap, len) in &p.payloads {
             let pos = cursor + (gap & 0xfffc);
             let len = len % (MAX_PAYLOAD + 1);
-            let placed = ctxt.payloads.len();
+            let placed = ctxt.payloads;
             match ctxt.result_payload(pos, len) {
-                Ok(()) if ctxt.payloads.len() > placed => cursor = (pos + len + 3) & !3,
+                Ok(()) if ctxt.payloads > placed => cursor = (pos + len + 3) & !3,
                 Ok(()) => assert!(len == 0 || placed == write_lens.len()),
                 Err(_) => assert!(len > write_lens[placed], "E2BIG for a payload that fits"),
             }
@@ -270,8 +270,9 @@ fn reply(p: &ServerParams, conn: &Conn, mut ctxt: CallCtxt) -> Outcome {
             let _ = ctxt.result_payload(pos, len);
         }
     }
-    assert!(ctxt.payloads.len() <= write_lens.len());
-    for (&(_, len), &max) in ctxt.payloads.iter().zip(&write_lens) {
+    assert!(ctxt.payloads <= write_lens.len());
+    let recorded = ctxt.recorded_payloads();
+    for (&(_, len), &max) in recorded.iter().zip(&write_lens) {
         assert!(len != 0 && len <= max);
     }
 
@@ -281,7 +282,7 @@ fn reply(p: &ServerParams, conn: &Conn, mut ctxt: CallCtxt) -> Outcome {
     let h = decode_call(&ctxt.msg, &conn.limits).expect("decoded before");
     let lists = h.chunks().expect("a call");
     let xid = h.xid;
-    let body = oracle::reply_body(&ctxt.payloads, res_len);
+    let body = oracle::reply_body(&recorded, res_len);
     if let Replied::Failed(e) = replied {
         // Only payloads nfsd would never place, or a client's segment
         // whose addresses wrap, fail a Reply.
@@ -299,8 +300,7 @@ fn reply(p: &ServerParams, conn: &Conn, mut ctxt: CallCtxt) -> Outcome {
     }
     let body = body.expect("the Reply was sent, so its payloads lie inside it");
     let body_len: u64 = body.iter().map(|&(_, l)| u64::from(l)).sum();
-    let payload_len: u64 = ctxt
-        .payloads
+    let payload_len: u64 = recorded
         .iter()
         .map(|&(pos, len)| ((u64::from(pos) + u64::from(len) + 3) & !3) - u64::from(pos))
         .sum();
@@ -374,10 +374,10 @@ fn check_payload_writes(ctxt: &CallCtxt, lists: &ChunkLists<'_>, writes: &[Writt
     let chunks: Vec<Vec<Segment>> = lists.write.iter().map(|w| w.segments().collect()).collect();
     for w in writes {
         if let Target::WriteChunk(k) = w.target {
-            assert!(k < ctxt.payloads.len(), "a Write for no payload");
+            assert!(k < ctxt.payloads, "a Write for no payload");
         }
     }
-    for (k, &(pos, len)) in ctxt.payloads.iter().enumerate() {
+    for (k, &(pos, len)) in ctxt.recorded_payloads().iter().enumerate() {
         let mine: Vec<&Written> = writes
             .iter()
             .filter(|w| w.target == Target::WriteChunk(k))
@@ -415,7 +415,7 @@ fn check_reply_header(
     assert!(lists.read.is_empty());
     assert_eq!(lists.write.len(), call.write.len());
     for (i, (rw, cw)) in lists.write.iter().zip(call.write.iter()).enumerate() {
-        let used = ctxt.payloads.get(i).map_or(0, |p| p.1);
+        let used = ctxt.recorded_payloads().get(i).map_or(0, |p| p.1);
         check_trimmed(rw.segments(), cw.segments(), used);
     }
     match (lists.reply, call.reply, reply_chunk_used) {
