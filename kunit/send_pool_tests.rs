@@ -59,13 +59,13 @@ fn pool_owner(max: u32) -> Result<Arc<PoolOwner>> {
     let pool = SendPool::new(BUF, max);
     let log = Log::new()?;
     Arc::pin_init(
-        pin_init!(PoolOwner {
+        try_pin_init!(PoolOwner {
             pool <- pool,
             log,
             send_no: Atomic::new(0),
             ahead: Atomic::new(0),
             failed: Atomic::new(0),
-        }),
+        }? Error),
         GFP_KERNEL,
     )
 }

@@ -7,7 +7,7 @@
 
 use crate::proto::pieces::page_spans;
 use crate::regcache::{self, CacheUser, ClassSpec, RegCache};
-use crate::rust::kext::percpu::{self, PerCpuCounter};
+use crate::rust::kext::percpu::{self, PerCpuCount, PerCpuCounter};
 use crate::rust::kext::slab::SlabCache;
 use crate::rust::module::live;
 use crate::rust::rdma::cm::{Addr, CmEvent, CmId};
@@ -545,6 +545,29 @@ mod tests {
         assert_eq!(c.sum(), -1);
         assert_eq!(c.value(), 0);
         c.reset();
+    }
+
+    #[test]
+    fn per_cpu_count_of_one_object_sums_its_adds() -> Result {
+        let a = PerCpuCount::new()?;
+        let b = PerCpuCount::new()?;
+        assert_eq!(a.sum(), 0);
+        for i in 0..1000 {
+            a.add(3);
+            if i % 100 == 0 {
+                // A sleep: the adds after it may run on another CPU.
+                kernel::time::delay::fsleep(kernel::time::Delta::from_micros(50));
+            }
+            a.add(-1);
+        }
+        b.add(-5);
+        assert_eq!(a.sum(), 2000);
+        assert_eq!(b.sum(), -5);
+        drop(a);
+        // A new allocation starts at 0 on every CPU.
+        let c = PerCpuCount::new()?;
+        assert_eq!(c.sum(), 0);
+        Ok(())
     }
 
     #[test]

@@ -156,7 +156,7 @@ impl SqGate {
         // want one at once; those send from the cache this time).
         let sends = SendPool::new(send_len, depth);
         Arc::pin_init(
-            pin_init!(Self {
+            try_pin_init!(Self {
                 avail: Atomic::new(i32::try_from(depth).unwrap_or(i32::MAX)),
                 limits,
                 closed: Atomic::new(false),
@@ -168,7 +168,7 @@ impl SqGate {
                 cache,
                 wrs <- wrs,
                 sends <- sends,
-            }),
+            }? Error),
             GFP_KERNEL,
         )
     }

@@ -118,3 +118,127 @@ pub const fn counters<const FIRST: u32, const N: usize>() -> [PerCpuCounter; N] 
     }
     out
 }
+
+/// A count of one object's, kept per CPU in an allocation of its own
+/// (`alloc_percpu`): for counts every completion changes and only the
+/// object's teardown (or a test) reads, such as a ring's posted work
+/// requests, which one atomic would make a locked instruction, and a
+/// helper call, on a cache line every CPU writes. An add is the one
+/// `%gs`-relative instruction `this_cpu_add` compiles to on x86_64; a
+/// read sums the copies (`percpu_counter_sum`), exact once no CPU adds.
+/// Elsewhere it is one atomic.
+///
+/// # Invariants
+///
+/// On x86_64 `ptr` is a per-CPU allocation of one `i64` per CPU, owned
+/// (freed on drop).
+pub struct PerCpuCount {
+    #[cfg(target_arch = "x86_64")]
+    ptr: core::ptr::NonNull<i64>,
+    #[cfg(not(target_arch = "x86_64"))]
+    count: kernel::sync::atomic::Atomic<i64>,
+}
+
+// SAFETY: The allocation is shared by design: each CPU adds to its own
+// copy, and sums read every copy with `READ_ONCE`.
+unsafe impl Send for PerCpuCount {}
+// SAFETY: As above.
+unsafe impl Sync for PerCpuCount {}
+
+impl PerCpuCount {
+    /// A count of 0.
+    pub fn new() -> kernel::error::Result<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let size = core::mem::size_of::<i64>();
+            // SAFETY: A plain per-CPU allocation, zeroed by the allocator
+            // and freed by `drop`.
+            let p = unsafe {
+                kernel::bindings::pcpu_alloc_noprof(size, size, false, kernel::bindings::GFP_KERNEL)
+            };
+            // INVARIANT: a per-CPU allocation of one `i64`, owned.
+            core::ptr::NonNull::new(p.cast::<i64>())
+                .map(|ptr| Self { ptr })
+                .ok_or(kernel::error::code::ENOMEM)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Ok(Self {
+                count: kernel::sync::atomic::Atomic::new(0),
+            })
+        }
+    }
+
+    /// Adds `n` (which may be negative) to this CPU's copy.
+    #[inline]
+    pub fn add(&self, n: i64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `ptr` is a per-CPU address of an `i64` (type invariant):
+        // `%gs` bases it on this CPU's copy, as `this_cpu_add` does, in one
+        // instruction that preemption or an interrupt cannot split (safe
+        // in any context). The add writes the flags: no
+        // `preserves_flags`.
+        unsafe {
+            core::arch::asm!(
+                "add qword ptr gs:[{at}], {n}",
+                at = in(reg) self.ptr.as_ptr(),
+                n = in(reg) n,
+                options(nostack)
+            )
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        self.count.fetch_add(n, kernel::sync::atomic::Relaxed);
+    }
+
+    /// The sum of every CPU's copy: adds running on other CPUs meanwhile
+    /// may or may not be counted (as `percpu_counter_sum`).
+    pub fn sum(&self) -> i64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `__cpu_possible_mask` is the kernel's, set up at boot
+            // and valid for its life.
+            let possible = unsafe {
+                kernel::cpumask::Cpumask::from_raw(&raw const kernel::bindings::__cpu_possible_mask)
+            };
+            // SAFETY: The CPUs' offsets, set up at boot and not changed
+            // since; copied (sums are rare).
+            let offsets = unsafe { kernel::bindings::__per_cpu_offset };
+            let mut sum = 0i64;
+            for cpu in 0..kernel::cpu::nr_cpu_ids() {
+                // SAFETY: Below `nr_cpu_ids`.
+                let id = unsafe { kernel::cpu::CpuId::from_u32_unchecked(cpu) };
+                if !possible.test(id) {
+                    continue;
+                }
+                let Some(&off) = offsets.get(cpu as usize) else {
+                    break;
+                };
+                // `per_cpu_ptr`: the copy of a possible CPU is the per-CPU
+                // address plus its offset.
+                let copy = self.ptr.as_ptr().wrapping_byte_add(off);
+                // SAFETY: `copy` is that CPU's `i64` of the allocation (type
+                // invariant), aligned and live while `self` is; other CPUs
+                // only add to their own copies, so the load is `READ_ONCE`
+                // of a value another CPU may be changing, as
+                // `percpu_counter_sum` reads them.
+                sum = sum.wrapping_add(unsafe {
+                    kernel::sync::atomic::Atomic::<i64>::from_ptr(copy)
+                        .load(kernel::sync::atomic::Relaxed)
+                });
+            }
+            sum
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.count.load(kernel::sync::atomic::Relaxed)
+    }
+}
+
+impl Drop for PerCpuCount {
+    fn drop(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: Owned (type invariant); no one adds any more.
+        unsafe {
+            kernel::bindings::free_percpu(self.ptr.as_ptr().cast())
+        };
+    }
+}

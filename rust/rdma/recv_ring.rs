@@ -19,8 +19,9 @@
 //! dropped on an endpoint that was not drained are leaked, and it says so.
 
 use crate::rust::bindings;
+use crate::rust::kext::percpu::PerCpuCount;
 use crate::rust::module::live;
-use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
+use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, posted_count, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion};
 use core::cell::UnsafeCell;
 use kernel::alloc::KVec;
@@ -93,7 +94,7 @@ pub struct RecvRing<O: RecvRingOwner> {
     ctxts: KVec<Ctxt<O>>,
     held: UnsafeCell<Held>,
     /// Contexts posted and not completed.
-    posted: Atomic<u32>,
+    posted: PerCpuCount,
     started: Atomic<bool>,
     batch: u32,
 }
@@ -135,7 +136,7 @@ impl<O: HasRecvRing> RecvRing<O> {
                 last: core::ptr::null_mut(),
                 n: 0,
             }),
-            posted: Atomic::new(0),
+            posted: PerCpuCount::new()?,
             started: Atomic::new(false),
             batch,
         })
@@ -205,7 +206,7 @@ impl<O: HasRecvRing> RecvRing<O> {
         let posting = ep.start_post()?;
         let n = held.n;
         // Counted before the post: a completion may come before it returns.
-        self.posted.fetch_add(n, Relaxed);
+        self.posted.add(i64::from(n));
         live::add(live::Kind::PostedWr, n as usize);
         let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
         // SAFETY: The chain links held contexts' work requests, each
@@ -230,7 +231,7 @@ impl<O: HasRecvRing> RecvRing<O> {
             at = unsafe { (*at).next };
         }
         let unposted = n.wrapping_sub(posted);
-        self.posted.fetch_sub(unposted, Relaxed);
+        self.posted.add(-i64::from(unposted));
         live::sub(live::Kind::PostedWr, unposted as usize);
         held.first = bad.cast_mut();
         if bad.is_null() {
@@ -242,7 +243,7 @@ impl<O: HasRecvRing> RecvRing<O> {
 
     /// Contexts posted and not completed.
     pub fn posted(&self) -> u32 {
-        self.posted.load(Relaxed)
+        posted_count(&self.posted)
     }
 
     /// After `ep`'s queue pair was drained: forgets the held contexts (no
@@ -266,7 +267,7 @@ impl<O: RecvRingOwner> Drop for RecvRing<O> {
     fn drop(&mut self) {
         // The owner drains its endpoint first.
         // INVARIANT: never freed while the device may write them.
-        let posted = self.posted.load(Relaxed);
+        let posted = posted_count(&self.posted);
         leak_if_posted(&mut self.ctxts, posted, "receive");
     }
 }
@@ -291,7 +292,7 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     // SAFETY: Set before the first post, not written again; the ring
     // outlives its posted contexts.
     let ring = unsafe { &**c.ring.get() };
-    ring.posted.fetch_sub(1, Relaxed);
+    ring.posted.add(-1);
     live::dec(live::Kind::PostedWr);
     // SAFETY: The ring is the `RING_OFFSET` field of its owner, which lives
     // in an `Arc` at least as long as the ring (`RingIn`).

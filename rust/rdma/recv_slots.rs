@@ -26,8 +26,9 @@
 //! endpoint that was not drained) are leaked, and one line says so.
 
 use crate::rust::bindings;
+use crate::rust::kext::percpu::PerCpuCount;
 use crate::rust::module::live;
-use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
+use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, posted_count, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
@@ -232,7 +233,7 @@ struct Ctxt<O: RecvSlotsOwner> {
 /// contexts exists before.
 pub struct RecvSlots<O: RecvSlotsOwner> {
     ctxts: KVec<Ctxt<O>>,
-    posted: Atomic<u32>,
+    posted: PerCpuCount,
     id: u64,
     fresh: Atomic<bool>,
     _owner: PhantomData<fn() -> O>,
@@ -275,7 +276,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         }
         Ok(Self {
             ctxts,
-            posted: Atomic::new(0),
+            posted: PerCpuCount::new()?,
             id,
             fresh: Atomic::new(true),
             _owner: PhantomData,
@@ -294,7 +295,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
 
     /// Contexts posted and not completed.
     pub fn posted(&self) -> u32 {
-        self.posted.load(Relaxed)
+        posted_count(&self.posted)
     }
 
     /// Holds the context of `recv` for the CPU to read the first `len`
@@ -423,7 +424,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         // SAFETY: Entry `last` is written (above); it ends the list.
         unsafe { (*base.add(last)).next = core::ptr::null_mut() };
         let count = u32::try_from(n)?;
-        self.posted.fetch_add(count, Relaxed);
+        self.posted.add(i64::from(count));
         live::add(live::Kind::PostedWr, n);
         let mut bad: *const bindings::ib_recv_wr = base;
         let rc = match ep.start_post() {
@@ -458,7 +459,7 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         }
         batch.consume(went);
         let not = n.saturating_sub(went);
-        self.posted.fetch_sub(u32::try_from(not)?, Relaxed);
+        self.posted.add(-i64::from(u32::try_from(not)?));
         live::sub(live::Kind::PostedWr, not);
         to_result(rc)
     }
@@ -468,7 +469,7 @@ impl<O: RecvSlotsOwner> Drop for RecvSlots<O> {
     fn drop(&mut self) {
         // The owner drains its endpoint first.
         // INVARIANT: never freed while the device may write them.
-        let posted = self.posted.load(Relaxed);
+        let posted = posted_count(&self.posted);
         leak_if_posted(&mut self.ctxts, posted, "receive");
     }
 }
@@ -494,7 +495,7 @@ unsafe extern "C" fn recv_done<O: RecvSlotsOwner>(
     // SAFETY: Written before the post (type invariant); the contexts
     // outlive their posted Receives, and their owner with them.
     let slots = unsafe { &**c.home.get() };
-    slots.posted.fetch_sub(1, Relaxed);
+    slots.posted.add(-1);
     live::dec(live::Kind::PostedWr);
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
     // which lives in an `Arc` at least as long as they do (`RingIn`).

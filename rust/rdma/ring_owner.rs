@@ -6,6 +6,7 @@
 //! holds it, as a workqueue item finds its container
 //! (`kernel::workqueue::HasWork`). No reference is taken per work request.
 
+use crate::rust::kext::percpu::PerCpuCount;
 use kernel::alloc::KVec;
 
 /// An object that holds a ring of type `R` as a field. Implemented by
@@ -39,6 +40,15 @@ pub(in crate::rust) unsafe fn owner_of<O: RingIn<R>, R>(ring: &R) -> *const O {
 /// What a ring dropped with `posted` contexts still posted does with
 /// them (its owner did not drain its endpoint first): the device may still
 /// reach them, so they are leaked, never freed, and one line says so.
+/// The number of work requests a ring's count says are posted: its sum,
+/// exact once no completion runs (after the drain, or in a test that
+/// waited for them); a sum below 0 or past `u32::MAX`, which only a
+/// miscount makes, reads as `u32::MAX`, so that a dropped ring is leaked
+/// rather than freed while the device might reach it.
+pub(in crate::rust) fn posted_count(c: &PerCpuCount) -> u32 {
+    u32::try_from(c.sum()).unwrap_or(u32::MAX)
+}
+
 pub(in crate::rust) fn leak_if_posted<T>(ctxts: &mut KVec<T>, posted: u32, what: &str) {
     if posted == 0 {
         return;

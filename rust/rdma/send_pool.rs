@@ -36,9 +36,10 @@
 //! dropped with contexts posted leaks them, and says so.
 
 use crate::rust::bindings;
+use crate::rust::kext::percpu::PerCpuCount;
 use crate::rust::module::live;
 use crate::rust::rdma::mr::unsignaled_cqe;
-use crate::rust::rdma::ring_owner::{owner_of, RingIn};
+use crate::rust::rdma::ring_owner::{owner_of, posted_count, RingIn};
 use crate::rust::rdma::send_chain::{EndNotPosted, SendChain};
 use crate::rust::rdma::verbs::{
     complete_ahead, map_page_run, post_behind, unmap_page_run, CompletionHandler, DmaDir, Endpoint,
@@ -177,7 +178,8 @@ pub struct SendPool<O: SendPoolOwner> {
     /// post that failed part way), linked through `next`: the device may
     /// read their pages until the drain; released with the pool.
     stranded: Atomic<*mut Ctxt<O>>,
-    posted: Atomic<u32>,
+    /// Contexts posted and not completed.
+    posted: PerCpuCount,
     /// Bytes of each context's Send buffer.
     buf_len: usize,
     /// Most contexts the pool makes.
@@ -193,15 +195,15 @@ unsafe impl<O: SendPoolOwner> Sync for SendPool<O> {}
 impl<O: HasSendPool> SendPool<O> {
     /// A pool that makes up to `max` contexts with Send buffers of
     /// `buf_len` bytes, none made yet.
-    pub fn new(buf_len: usize, max: u32) -> impl PinInit<Self> {
-        pin_init!(Self {
+    pub fn new(buf_len: usize, max: u32) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
             made <- new_spinlock!(0, "rpcrdma_rs::send_pool"),
             free: Atomic::new(core::ptr::null_mut()),
             stranded: Atomic::new(core::ptr::null_mut()),
-            posted: Atomic::new(0),
+            posted: PerCpuCount::new()?,
             buf_len,
             max,
-        })
+        }? Error)
     }
 
     /// Bytes a Send from the pool may hold.
@@ -216,7 +218,7 @@ impl<O: HasSendPool> SendPool<O> {
 
     /// Contexts posted and not completed.
     pub fn posted(&self) -> u32 {
-        self.posted.load(Acquire)
+        posted_count(&self.posted)
     }
 
     /// A free context whose buffer is mapped on `ep`'s device (the one
@@ -343,7 +345,8 @@ impl<O: SendPoolOwner> PinnedDrop for SendPool<O> {
         // The owner drains its endpoint first, so every context is free.
         // INVARIANT: one that is not is never freed: the device may still
         // read it, or its completion come.
-        let posted = self.posted.load(Acquire);
+        // After the drain: every completion ran before it returned.
+        let posted = posted_count(&self.posted);
         if posted != 0 {
             crate::pr_err_ratelimited!(
                 "rpcrdma_rs: a send pool dropped with {} Sends posted; leaked\n",
@@ -692,7 +695,7 @@ impl<O: HasSendPool> PooledSend<'_, O> {
             let (own, chained) = unsafe { c.link_writes(ahead) };
             let (rc, chain_posted) = match ep.start_post() {
                 Ok(posting) => {
-                    pool.posted.fetch_add(1, Relaxed);
+                    pool.posted.add(1);
                     let mut chain_posted = 0;
                     // SAFETY: The work request is the context's, its entry
                     // and list live as long as the pool, which outlives
@@ -706,7 +709,7 @@ impl<O: HasSendPool> PooledSend<'_, O> {
                         return Ok(());
                     }
                     // Not posted: no completion will come for it.
-                    pool.posted.fetch_sub(1, Relaxed);
+                    pool.posted.add(-1);
                     (rc, chain_posted)
                 }
                 Err(e) => (e.to_errno(), 0),
@@ -770,5 +773,5 @@ unsafe extern "C" fn pool_done<O: HasSendPool>(
     // Free before it stops counting as posted: a pool dropped after the
     // drain finds every context on the list.
     pool.push(c);
-    pool.posted.fetch_sub(1, Release);
+    pool.posted.add(-1);
 }
