@@ -4,11 +4,12 @@
 //! holding at most one live connection.
 
 use super::conn::{Conn, ReqState};
-use super::reg::{counters, Strategy};
+use super::reg::{counters, Counter, Strategy};
 use super::sysctl;
 use crate::config::Config;
 use crate::proto::planner::physical_payload_for;
 use crate::rust::kext::memalloc::NoIoScope;
+use crate::rust::kext::percpu::PerCpuCount;
 use crate::rust::module::trace;
 use crate::rust::rdma::send_ring::SendRingHead;
 use crate::rust::sunrpc::xprt::{RpcRqst, Xprt, XprtCounters, XprtLocked, XprtLockedBy};
@@ -72,72 +73,73 @@ pub(super) struct Settings {
 /// where each one is bumped and what differs.
 pub(super) struct Stats {
     /// Read segments (MRs) of Read chunks and long calls.
-    pub(super) read_chunk_count: Atomic<u64>,
+    pub(super) read_chunk_count: PerCpuCount,
     /// Write chunk segments, the write pad segment included.
-    pub(super) write_chunk_count: Atomic<u64>,
+    pub(super) write_chunk_count: PerCpuCount,
     /// Reply chunk segments.
-    pub(super) reply_chunk_count: Atomic<u64>,
+    pub(super) reply_chunk_count: PerCpuCount,
     /// Bytes offered to the server to write: Write and Reply segments.
-    pub(super) total_rdma_request: Atomic<u64>,
+    pub(super) total_rdma_request: PerCpuCount,
     /// Bytes the server wrote: Write chunks and Reply chunks of replies.
-    pub(super) total_rdma_reply: Atomic<u64>,
+    pub(super) total_rdma_reply: PerCpuCount,
     /// Bytes of the page list and tail of inline calls copied behind the
     /// head into the Send buffer.
-    pub(super) pullup_copy_count: Atomic<u64>,
+    pub(super) pullup_copy_count: PerCpuCount,
     /// Bytes of inline replies copied into the receive page list.
-    pub(super) fixup_copy_count: Atomic<u64>,
+    pub(super) fixup_copy_count: PerCpuCount,
     /// C's buffers registered at send time; this transport has none (its
     /// Send buffers are mapped with the connection): always 0.
-    pub(super) hardway_register_count: Atomic<u64>,
+    pub(super) hardway_register_count: PerCpuCount,
     /// Marshaling attempts that failed, transient shortages (MRs, send
     /// queue room) included: C counts every failed `rpcrdma_marshal_req`.
-    pub(super) failed_marshal_count: Atomic<u64>,
-    pub(super) bad_reply_count: Atomic<u64>,
-    pub(super) nomsg_call_count: Atomic<u64>,
+    pub(super) failed_marshal_count: PerCpuCount,
+    pub(super) bad_reply_count: PerCpuCount,
+    pub(super) nomsg_call_count: PerCpuCount,
     /// MRs whose invalidation did not complete successfully: their state
     /// is unknown, so they are deregistered instead of reused.
-    pub(super) mrs_recycled: Atomic<u64>,
+    pub(super) mrs_recycled: PerCpuCount,
     /// MRs deregistered without invalidation because there was no memory
     /// or no queue pair to invalidate them with.
-    pub(super) mrs_orphaned: Atomic<u64>,
-    pub(super) mrs_allocated: Atomic<u64>,
+    pub(super) mrs_orphaned: PerCpuCount,
+    pub(super) mrs_allocated: PerCpuCount,
     /// MRs invalidated with a LOCAL_INV work request.
-    pub(super) local_inv_needed: Atomic<u64>,
+    pub(super) local_inv_needed: PerCpuCount,
+    /// Atomic: its first bump says so once (`Conn::get_mr`).
     pub(super) mr_pool_empty: Atomic<u64>,
     /// Calls (and backchannel replies) that found no room in the send
     /// queue and were retried: C's `empty_sendctx_q`, whose ring of send
     /// contexts stands for the same room.
-    pub(super) empty_sendctx_q: Atomic<u64>,
+    pub(super) empty_sendctx_q: PerCpuCount,
 }
 
 impl Stats {
-    fn new() -> Self {
-        let z = || Atomic::new(0);
-        Self {
-            read_chunk_count: z(),
-            write_chunk_count: z(),
-            reply_chunk_count: z(),
-            total_rdma_request: z(),
-            total_rdma_reply: z(),
-            pullup_copy_count: z(),
-            fixup_copy_count: z(),
-            hardway_register_count: z(),
-            failed_marshal_count: z(),
-            bad_reply_count: z(),
-            nomsg_call_count: z(),
-            mrs_recycled: z(),
-            mrs_orphaned: z(),
-            mrs_allocated: z(),
-            local_inv_needed: z(),
-            mr_pool_empty: z(),
-            empty_sendctx_q: z(),
-        }
+    fn new() -> Result<Self> {
+        let z = PerCpuCount::new;
+        Ok(Self {
+            read_chunk_count: z()?,
+            write_chunk_count: z()?,
+            reply_chunk_count: z()?,
+            total_rdma_request: z()?,
+            total_rdma_reply: z()?,
+            pullup_copy_count: z()?,
+            fixup_copy_count: z()?,
+            hardway_register_count: z()?,
+            failed_marshal_count: z()?,
+            bad_reply_count: z()?,
+            nomsg_call_count: z()?,
+            mrs_recycled: z()?,
+            mrs_orphaned: z()?,
+            mrs_allocated: z()?,
+            local_inv_needed: z()?,
+            mr_pool_empty: Atomic::new(0),
+            empty_sendctx_q: z()?,
+        })
     }
 }
 
 /// Adds one to a counter.
-pub(super) fn bump(c: &Atomic<u64>) {
-    c.add(1, Relaxed);
+pub(super) fn bump(c: &impl Counter) {
+    c.add_n(1);
 }
 
 /// The state of one client transport.
@@ -228,7 +230,7 @@ impl XprtOps for Client {
             xprt.set_max_payload(physical_payload_for(inline_write, inline_read));
         }
         counters(strategy).transports.add(1, Relaxed);
-        let stats = Arc::new(Stats::new(), GFP_KERNEL)?;
+        let stats = Arc::new(Stats::new()?, GFP_KERNEL)?;
         let send_conn = XprtLockedBy::new(&xprt, None);
         let inner = Arc::pin_init(
             pin_init!(Inner {
@@ -379,7 +381,7 @@ impl XprtOps for Client {
 
     fn print_stats(&self, m: &SeqFile, x: &XprtCounters) {
         let s = &self.inner.stats;
-        let g = |c: &Atomic<u64>| c.load(Relaxed);
+        let g = |c: &PerCpuCount| u64::try_from(c.sum()).unwrap_or(0);
         // The C module's fields in its order (`xprt_rdma_print_stats`):
         // mountstats and nfsiostat parse this line.
         seq_print!(
