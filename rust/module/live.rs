@@ -23,7 +23,16 @@ pub enum Kind {
     Qp = 3,
     /// A DMA-mapped buffer.
     MappedBuf = 4,
-    /// A work request posted to a queue pair and not yet completed.
+    /// A work request posted to a queue pair and not yet completed,
+    /// through a [`WorkRequest`] or a read context. The rings of
+    /// preallocated contexts (send and receive rings, receive contexts,
+    /// send pools) count their own posted work requests per CPU and check
+    /// the count when they are dropped, leaking their contexts (which
+    /// keeps their buffers counted here) rather than freeing them while
+    /// the device may reach them: counted again here, every post and
+    /// completion of theirs would add twice.
+    ///
+    /// [`WorkRequest`]: crate::rust::rdma::verbs::WorkRequest
     PostedWr = 5,
     /// A fast-registration memory region.
     Mr = 6,

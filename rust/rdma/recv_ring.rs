@@ -20,7 +20,6 @@
 
 use crate::rust::bindings;
 use crate::rust::kext::percpu::PerCpuCount;
-use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, posted_count, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion};
 use core::cell::UnsafeCell;
@@ -207,7 +206,6 @@ impl<O: HasRecvRing> RecvRing<O> {
         let n = held.n;
         // Counted before the post: a completion may come before it returns.
         self.posted.add(i64::from(n));
-        live::add(live::Kind::PostedWr, n as usize);
         let mut bad: *const bindings::ib_recv_wr = core::ptr::null();
         // SAFETY: The chain links held contexts' work requests, each
         // naming its own entry and mapped buffer, which live as long as the
@@ -232,7 +230,6 @@ impl<O: HasRecvRing> RecvRing<O> {
         }
         let unposted = n.wrapping_sub(posted);
         self.posted.add(-i64::from(unposted));
-        live::sub(live::Kind::PostedWr, unposted as usize);
         held.first = bad.cast_mut();
         if bad.is_null() {
             held.last = core::ptr::null_mut();
@@ -293,7 +290,6 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     // outlives its posted contexts.
     let ring = unsafe { &**c.ring.get() };
     ring.posted.add(-1);
-    live::dec(live::Kind::PostedWr);
     // SAFETY: The ring is the `RING_OFFSET` field of its owner, which lives
     // in an `Arc` at least as long as the ring (`RingIn`).
     let owner = unsafe { ArcBorrow::from_raw(owner_of::<O, RecvRing<O>>(ring)) };

@@ -27,7 +27,6 @@
 
 use crate::rust::bindings;
 use crate::rust::kext::percpu::PerCpuCount;
-use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, posted_count, RingIn};
 use crate::rust::rdma::verbs::{DmaDir, Endpoint, MappedBuf, WorkCompletion, RECV_BATCH_MAX};
 use core::cell::UnsafeCell;
@@ -425,7 +424,6 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         unsafe { (*base.add(last)).next = core::ptr::null_mut() };
         let count = u32::try_from(n)?;
         self.posted.add(i64::from(count));
-        live::add(live::Kind::PostedWr, n);
         let mut bad: *const bindings::ib_recv_wr = base;
         let rc = match ep.start_post() {
             // SAFETY: The queue pair is live while `posting` is held; the
@@ -460,7 +458,6 @@ impl<O: RecvSlotsOwner> RecvSlots<O> {
         batch.consume(went);
         let not = n.saturating_sub(went);
         self.posted.add(-i64::from(u32::try_from(not)?));
-        live::sub(live::Kind::PostedWr, not);
         to_result(rc)
     }
 }
@@ -496,7 +493,6 @@ unsafe extern "C" fn recv_done<O: RecvSlotsOwner>(
     // outlive their posted Receives, and their owner with them.
     let slots = unsafe { &**c.home.get() };
     slots.posted.add(-1);
-    live::dec(live::Kind::PostedWr);
     // SAFETY: The contexts are the `RING_OFFSET` field of their owner,
     // which lives in an `Arc` at least as long as they do (`RingIn`).
     let owner = unsafe { &*owner_of::<O, RecvSlots<O>>(slots) };

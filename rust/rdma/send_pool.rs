@@ -705,7 +705,6 @@ impl<O: HasSendPool> PooledSend<'_, O> {
                     let rc =
                         unsafe { post_behind(&posting, wr.as_ptr(), chained, &mut chain_posted) };
                     if rc == 0 {
-                        live::inc(live::Kind::PostedWr);
                         return Ok(());
                     }
                     // Not posted: no completion will come for it.
@@ -756,7 +755,6 @@ unsafe extern "C" fn pool_done<O: HasSendPool>(
     // SAFETY: Set when the context was made; the pool outlives its posted
     // contexts.
     let pool = unsafe { &*c.pool };
-    live::dec(live::Kind::PostedWr);
     let mut done = WorkCompletion::of(w);
     // SAFETY: Posted: the completion side holds the context now.
     let (first, own) = unsafe { ((*c.ahead.get()).take(), *c.nwrites.get()) };

@@ -28,7 +28,6 @@
 //! endpoint that was not drained is leaked instead, and says so).
 
 use crate::rust::bindings;
-use crate::rust::module::live;
 use crate::rust::rdma::ring_owner::{leak_if_posted, owner_of, RingIn};
 use crate::rust::rdma::verbs::{
     post_behind, DmaDir, Endpoint, MappedBuf, MappedPage, WorkCompletion, MAX_SGE,
@@ -344,7 +343,6 @@ impl<O: HasSendRing> SendRing<O> {
                 // Unmapped now that the device no longer reads them.
                 drop((*c.pages.get()).take());
             }
-            live::dec(live::Kind::PostedWr);
         }
         // INVARIANT: the contexts go back to the sender.
         self.retired.store(from.wrapping_add(n), Release);
@@ -481,7 +479,6 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
             drop(unsafe { (*c.pages.get()).take() });
             return Err((e, chain_posted));
         }
-        live::inc(live::Kind::PostedWr);
         // INVARIANT: as the ring's count, stored above.
         self.head.posted = self.head.posted.wrapping_add(1);
         self.head.unsignaled = if signaled {
