@@ -11,7 +11,7 @@
 //! is a Call, bounds it, and marshals the Reply.
 
 use super::conn::Conn;
-use super::transport::bump;
+use super::stats::bump;
 use crate::proto::backchannel::encode_header;
 pub(super) use crate::proto::backchannel::{is_call, max_payload};
 use crate::rust::kext::memalloc::NoIoScope;

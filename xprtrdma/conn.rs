@@ -29,7 +29,8 @@
 use super::reg::RegList;
 use super::regcache::CacheState;
 use super::send_buf::SendSlots;
-use super::transport::{Settings, Stats};
+use super::stats::Stats;
+use super::transport::Settings;
 use crate::proto::marshal_fast::FastLimits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;

@@ -8,10 +8,12 @@
 
 use super::backchannel::{max_payload, BC_RECVS, BC_SLOTS};
 use super::conn::{Conn, Negotiated};
-use super::reg::{add, Strategy};
+use super::reg::Strategy;
 use super::reply::RECV_REPOST_BATCH;
 use super::send_buf::{SendSlots, SLOTS_PER_MR};
-use super::transport::{Settings, Stats};
+use super::stats::add;
+use super::stats::Stats;
+use super::transport::Settings;
 use crate::config::{fmr_dirty_watermark, fmr_pool};
 use crate::proto::cm::{negotiate, ConnectPrivate};
 use crate::proto::credits::{send_batch, ClientCredits, MIN_SLOT_TABLE};

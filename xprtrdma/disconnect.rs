@@ -5,7 +5,7 @@
 //! every registration when one cannot be invalidated.
 
 use super::conn::{Conn, ReqState};
-use super::reg::add;
+use super::stats::add;
 use crate::rust::module::trace;
 use kernel::sync::atomic::Relaxed;
 

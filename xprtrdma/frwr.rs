@@ -9,8 +9,9 @@
 
 use super::conn::Conn;
 use super::invalidate::{rkeys, trace_local_invs, BatchInvDone};
-use super::reg::{add, counters, Reg, RegList, Segs, Span, Strategy, StrategyCounters};
+use super::reg::{counters, Reg, RegList, Segs, Span, Strategy, StrategyCounters};
 use super::send_buf::SLOTS_PER_MR;
+use super::stats::add;
 use crate::proto::msg::Segment;
 use crate::rust::module::trace;
 use crate::rust::sunrpc::xprt::{Mr, RpcRqst};

@@ -7,7 +7,8 @@
 
 use super::conn::{Conn, Offered, Pending};
 use super::frwr::*;
-use super::reg::{add, Strategy, DIRTY_FLUSH_MS};
+use super::reg::{Strategy, DIRTY_FLUSH_MS};
+use super::stats::add;
 use crate::rust::kext::memalloc::NoIoScope;
 use crate::rust::module::trace;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};

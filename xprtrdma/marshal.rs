@@ -7,9 +7,10 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::reg::{add, add_some, RegList, Segs, Span, INLINE_SEGS};
+use super::reg::{RegList, Segs, Span, INLINE_SEGS};
 use super::send_buf::fill_send;
-use super::transport::bump;
+use super::stats::bump;
+use super::stats::{add, add_some};
 use crate::proto::encode::{BodyRef, ChunkListsRef, HeaderRef};
 use crate::proto::msg::{ReadSegment, Segment, RPCRDMA_VERSION};
 use crate::proto::planner::{plan, CallStrategy, ResultStrategy, RpcShape, XdrBufShape};

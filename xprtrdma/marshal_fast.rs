@@ -11,8 +11,9 @@
 
 use super::conn::{Conn, Offered, Pending, ReqState};
 use super::marshal_in_place::{FastCall, FastChunk};
-use super::reg::{add_some, call_shape, call_sketch, RegList, Segs, Span, Strategy};
+use super::reg::{call_shape, call_sketch, RegList, Segs, Span, Strategy};
 use super::send_buf::{fill_read_chunk_inline, CallParts, MAP_PAGES_MIN};
+use super::stats::add_some;
 use crate::proto::marshal_fast::{
     encode_fast_header, encode_fast_read_header, plan_fast, plan_fast_read, CallSketch, CommonPlan,
     FastPlan, FastReadPlan, FastResult,

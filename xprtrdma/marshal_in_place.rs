@@ -7,8 +7,9 @@
 //! request kept from its last reply (C `rl_free_mrs`) when it has one.
 
 use super::conn::{Conn, Offered, ReqState};
-use super::reg::{add_some, Reg, RegList, Span};
+use super::reg::{Reg, RegList, Span};
 use super::send_buf::SLOTS_PER_MR;
+use super::stats::add_some;
 use crate::proto::marshal_fast::CallSketch;
 use crate::proto::msg::Segment;
 use crate::rust::module::trace::{self, ChunkType};

@@ -34,6 +34,7 @@ mod reg;
 mod regcache;
 mod reply;
 mod send_buf;
+mod stats;
 mod sysctl;
 mod transport;
 

@@ -8,7 +8,8 @@
 //! is nothing to invalidate.
 
 use super::conn::Conn;
-use super::reg::{add, counters, Reg, RegList, Segs, Span, Strategy};
+use super::reg::{counters, Reg, RegList, Segs, Span, Strategy};
+use super::stats::add;
 use crate::proto::msg::Segment;
 use crate::rust::sunrpc::xprt::{PhysMap, RpcRqst};
 use kernel::prelude::*;

@@ -32,7 +32,7 @@ use super::regcache::CacheUse;
 use crate::proto::marshal_fast::CallSketch;
 use crate::proto::msg::Segment;
 use crate::proto::planner::{RpcShape, XdrBufShape};
-use crate::rust::kext::percpu::{PerCpuCount, PerCpuCounter, CLIENT_FIRST, TEST_SLOT};
+use crate::rust::kext::percpu::{PerCpuCounter, CLIENT_FIRST, TEST_SLOT};
 use crate::rust::module::params;
 use crate::rust::sunrpc::xprt::{CallLayout, CallLengths, Mr, PhysMap, XdrBufLayout};
 use crate::small_list::SmallList;
@@ -393,44 +393,6 @@ static COUNTERS: [StrategyCounters; 3] = [
 pub(crate) fn counters(s: Strategy) -> &'static StrategyCounters {
     // `index` is 0, 1 or 2.
     &COUNTERS[s.index()]
-}
-
-/// A counter of the client's: a kernel atomic (the module-wide counts of
-/// each strategy), or a per-CPU count (a transport's mountstats counters,
-/// added to on every RPC, where an atomic is a helper call and a locked
-/// instruction on a line every CPU writes; C adds to them with no
-/// synchronisation at all).
-pub(crate) trait Counter {
-    /// Adds `n`.
-    fn add_n(&self, n: u64);
-}
-
-impl Counter for Atomic<u64> {
-    fn add_n(&self, n: u64) {
-        self.add(n, Relaxed);
-    }
-}
-
-impl Counter for PerCpuCount {
-    #[inline]
-    fn add_n(&self, n: u64) {
-        self.add(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-}
-
-/// Adds `n` to a counter.
-pub(crate) fn add(c: &impl Counter, n: u64) {
-    c.add_n(n);
-}
-
-/// Adds `n` to a counter unless it is zero: most calls have no Read
-/// chunk, no Reply chunk and nothing pulled up behind the head, most
-/// replies nothing copied into pages, and an atomic add is a call to a
-/// helper.
-pub(crate) fn add_some(c: &impl Counter, n: u64) {
-    if n != 0 {
-        add(c, n);
-    }
 }
 
 /// Writes the debugfs view of every strategy.

@@ -6,8 +6,8 @@
 
 use super::backchannel::is_call;
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::reg::{add, add_some};
-use super::transport::bump;
+use super::stats::bump;
+use super::stats::{add, add_some};
 use crate::proto::decode::decode_reply;
 use crate::proto::msg::{Body, DecodeError, ErrorBody, Header};
 use crate::proto::reply_fast::decode_reply_fast;

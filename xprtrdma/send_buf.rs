@@ -6,8 +6,8 @@
 //! maps (C `rpcrdma_prepare_send_sges`).
 
 use super::conn::Conn;
-use super::reg::add;
-use super::transport::bump;
+use super::stats::add;
+use super::stats::bump;
 use crate::proto::encode::{encode_header, HeaderRef};
 use crate::proto::pieces::page_spans;
 use crate::proto::planner::{read_chunk_tail_len, CallStrategy, XdrBufShape};

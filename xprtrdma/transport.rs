@@ -4,7 +4,8 @@
 //! holding at most one live connection.
 
 use super::conn::{Conn, ReqState};
-use super::reg::{counters, Counter, Strategy};
+use super::reg::{counters, Strategy};
+use super::stats::Stats;
 use super::sysctl;
 use crate::config::Config;
 use crate::proto::planner::physical_payload_for;
@@ -18,7 +19,7 @@ use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::seq_file::SeqFile;
 use kernel::seq_print;
-use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::sync::atomic::Relaxed;
 use kernel::sync::{Arc, Mutex, SetOnce};
 
 /// The module's validated configuration, handed over once by
@@ -65,81 +66,6 @@ pub(super) struct Settings {
     pub(super) dirty_watermark: u32,
     /// `memreg=cache`: pages each connection's cache may hold.
     pub(super) cache_pages: u64,
-}
-
-/// Counters of one transport (mountstats and debugging). Those of the
-/// `xprt: rdma` line count what the C module counts at the equivalent
-/// point, in its unit; `Documentation/admin-guide/mountstats.rst` says
-/// where each one is bumped and what differs.
-pub(super) struct Stats {
-    /// Read segments (MRs) of Read chunks and long calls.
-    pub(super) read_chunk_count: PerCpuCount,
-    /// Write chunk segments, the write pad segment included.
-    pub(super) write_chunk_count: PerCpuCount,
-    /// Reply chunk segments.
-    pub(super) reply_chunk_count: PerCpuCount,
-    /// Bytes offered to the server to write: Write and Reply segments.
-    pub(super) total_rdma_request: PerCpuCount,
-    /// Bytes the server wrote: Write chunks and Reply chunks of replies.
-    pub(super) total_rdma_reply: PerCpuCount,
-    /// Bytes of the page list and tail of inline calls copied behind the
-    /// head into the Send buffer.
-    pub(super) pullup_copy_count: PerCpuCount,
-    /// Bytes of inline replies copied into the receive page list.
-    pub(super) fixup_copy_count: PerCpuCount,
-    /// C's buffers registered at send time; this transport has none (its
-    /// Send buffers are mapped with the connection): always 0.
-    pub(super) hardway_register_count: PerCpuCount,
-    /// Marshaling attempts that failed, transient shortages (MRs, send
-    /// queue room) included: C counts every failed `rpcrdma_marshal_req`.
-    pub(super) failed_marshal_count: PerCpuCount,
-    pub(super) bad_reply_count: PerCpuCount,
-    pub(super) nomsg_call_count: PerCpuCount,
-    /// MRs whose invalidation did not complete successfully: their state
-    /// is unknown, so they are deregistered instead of reused.
-    pub(super) mrs_recycled: PerCpuCount,
-    /// MRs deregistered without invalidation because there was no memory
-    /// or no queue pair to invalidate them with.
-    pub(super) mrs_orphaned: PerCpuCount,
-    pub(super) mrs_allocated: PerCpuCount,
-    /// MRs invalidated with a LOCAL_INV work request.
-    pub(super) local_inv_needed: PerCpuCount,
-    /// Atomic: its first bump says so once (`Conn::get_mr`).
-    pub(super) mr_pool_empty: Atomic<u64>,
-    /// Calls (and backchannel replies) that found no room in the send
-    /// queue and were retried: C's `empty_sendctx_q`, whose ring of send
-    /// contexts stands for the same room.
-    pub(super) empty_sendctx_q: PerCpuCount,
-}
-
-impl Stats {
-    fn new() -> Result<Self> {
-        let z = PerCpuCount::new;
-        Ok(Self {
-            read_chunk_count: z()?,
-            write_chunk_count: z()?,
-            reply_chunk_count: z()?,
-            total_rdma_request: z()?,
-            total_rdma_reply: z()?,
-            pullup_copy_count: z()?,
-            fixup_copy_count: z()?,
-            hardway_register_count: z()?,
-            failed_marshal_count: z()?,
-            bad_reply_count: z()?,
-            nomsg_call_count: z()?,
-            mrs_recycled: z()?,
-            mrs_orphaned: z()?,
-            mrs_allocated: z()?,
-            local_inv_needed: z()?,
-            mr_pool_empty: Atomic::new(0),
-            empty_sendctx_q: z()?,
-        })
-    }
-}
-
-/// Adds one to a counter.
-pub(super) fn bump(c: &impl Counter) {
-    c.add_n(1);
 }
 
 /// The state of one client transport.
