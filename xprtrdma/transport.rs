@@ -381,7 +381,7 @@ fn transient_as_not_connected(e: Error) -> Error {
 /// failed so (debugfs `client_fault_connect`, kernels with fault
 /// injection only): each failed connect takes one, and 0 is none.
 #[cfg(CONFIG_FAULT_INJECTION)]
-static CONNECT_FAULT: Atomic<i32> = Atomic::new(0);
+static CONNECT_FAULT: kernel::sync::atomic::Atomic<i32> = kernel::sync::atomic::Atomic::new(0);
 
 /// Arms [`CONNECT_FAULT`] with `errno` (debugfs `client_fault_connect`);
 /// 0 disarms it, and what `Error::from_errno` does not take is refused.
