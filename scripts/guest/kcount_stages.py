@@ -23,9 +23,11 @@ server's send contexts' pool_done in rust/rdma/send_pool.rs, its
 Reads' read_done in rust/rdma/read_ctxts.rs and its Receives' recv_done
 in rust/rdma/recv_slots.rs),
 matched on their mangled names. Both
-clients' alloc_slot/free_slot are in C4: C's are its own, the project's
-are sunrpc's xprt_alloc_slot/xprt_free_slot (sunrpc's instructions, so
-in C4's fair total, not its module column). Stage S2r (RDMA Read
+clients' alloc_slot/free_slot are in C4: each module's own (the project's
+transport allocates its request slots, rust/sunrpc/xprt_slots.rs), and
+sunrpc's xprt_alloc_slot/xprt_free_slot, which a module from before that
+used (sunrpc's instructions, so in C4's fair total, not its module
+column). Stage S2r (RDMA Read
 completion: the 1 MiB WRITE's data pulled by the server) and S0
 (has_wspace) are not in the review's table.
 """
@@ -49,7 +51,7 @@ STAGES = [
       r'5verbs4done.*5reply8RecvDoneE'], []),
     (4, 'C4 slot/buf', 'client',
      ['xprt_rdma_alloc_slot', 'xprt_rdma_free_slot', 'xprt_rdma_allocate', 'xprt_rdma_free'],
-     [r'10xprt_class.*8OpsTable.*6ClientE(9buf_alloc|8buf_free)'],
+     [r'10xprt_class.*8OpsTable.*6ClientE(9buf_alloc|8buf_free|10alloc_slot|9free_slot)'],
      ['xprt_alloc_slot', 'xprt_free_slot']),
     (11, 'S1 Receive completion', 'server', ['svc_rdma_wc_receive'],
      [r'5verbs4done.*11RecvHandlerE', r'10recv_slots9recv_done.*5RecvQE'], []),
