@@ -200,9 +200,10 @@ impl PerCpuCount {
             let possible = unsafe {
                 kernel::cpumask::Cpumask::from_raw(&raw const kernel::bindings::__cpu_possible_mask)
             };
-            // SAFETY: The CPUs' offsets, set up at boot and not changed
-            // since; copied (sums are rare).
-            let offsets = unsafe { kernel::bindings::__per_cpu_offset };
+            // The CPUs' offsets (`__per_cpu_offset`, `NR_CPUS` of them: 8192
+            // in distribution kernels, so never copied), read in place.
+            let offsets = &raw const kernel::bindings::__per_cpu_offset;
+            let slots = array_len(offsets);
             let mut sum = 0i64;
             for cpu in 0..kernel::cpu::nr_cpu_ids() {
                 // SAFETY: Below `nr_cpu_ids`.
@@ -210,9 +211,13 @@ impl PerCpuCount {
                 if !possible.test(id) {
                     continue;
                 }
-                let Some(&off) = offsets.get(cpu as usize) else {
+                let at = cpu as usize;
+                if at >= slots {
                     break;
-                };
+                }
+                // SAFETY: Element `at` of the array (checked above), set up
+                // at boot for a possible CPU and not changed since.
+                let off = unsafe { offsets.cast::<kernel::ffi::c_ulong>().add(at).read() };
                 // `per_cpu_ptr`: the copy of a possible CPU is the per-CPU
                 // address plus its offset.
                 let copy = self.ptr.as_ptr().wrapping_byte_add(off);
@@ -231,6 +236,12 @@ impl PerCpuCount {
         #[cfg(not(target_arch = "x86_64"))]
         self.count.load(kernel::sync::atomic::Relaxed)
     }
+}
+
+/// The length of the array `_a` points to, without a reference to it.
+#[cfg(target_arch = "x86_64")]
+fn array_len<T, const N: usize>(_a: *const [T; N]) -> usize {
+    N
 }
 
 impl Drop for PerCpuCount {
