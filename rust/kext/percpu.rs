@@ -59,18 +59,8 @@ impl PerCpuCounter {
             // `slot` is below `SLOTS` (type invariant): within the array.
             let at = copy.wrapping_add(self.slot as usize);
             // SAFETY: `at` is the per-CPU address of a slot of the module's
-            // per-CPU array: `%gs` bases it on this CPU's copy, as
-            // `this_cpu_add` does, in one instruction that preemption or an
-            // interrupt cannot split (safe in any context). The add
-            // writes the flags: no `preserves_flags`.
-            unsafe {
-                core::arch::asm!(
-                    "add qword ptr gs:[{at}], {n}",
-                    at = in(reg) at,
-                    n = in(reg) n,
-                    options(nostack)
-                )
-            };
+            // per-CPU array.
+            unsafe { this_cpu_add(at, n) };
         }
         #[cfg(not(target_arch = "x86_64"))]
         // SAFETY: The shim takes any slot; by the type invariant it is in
@@ -106,6 +96,30 @@ impl PerCpuCounter {
         // SAFETY: The shim takes any slot and only writes per-CPU data.
         unsafe { bindings::rpcrdma_rs_pcpu_reset(self.slot) }
     }
+}
+
+/// Adds `n` to this CPU's copy of the `i64` at per-CPU address `at`, as
+/// `this_cpu_add` does: `%gs` bases the address on this CPU's copy, in one
+/// instruction that preemption or an interrupt cannot split (safe in any
+/// context).
+///
+/// # Safety
+///
+/// `at` is the per-CPU address of an `i64` (of a `DEFINE_PER_CPU` array or
+/// an `alloc_percpu` allocation) that stays allocated for the call.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn this_cpu_add(at: *const i64, n: i64) {
+    // SAFETY: By the function's requirement; the add writes the flags: no
+    // `preserves_flags`.
+    unsafe {
+        core::arch::asm!(
+            "add qword ptr gs:[{at}], {n}",
+            at = in(reg) at,
+            n = in(reg) n,
+            options(nostack)
+        )
+    };
 }
 
 /// `N` consecutive counters from slot `FIRST`.
@@ -173,18 +187,9 @@ impl PerCpuCount {
     #[inline]
     pub fn add(&self, n: i64) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `ptr` is a per-CPU address of an `i64` (type invariant):
-        // `%gs` bases it on this CPU's copy, as `this_cpu_add` does, in one
-        // instruction that preemption or an interrupt cannot split (safe
-        // in any context). The add writes the flags: no
-        // `preserves_flags`.
+        // SAFETY: `ptr` is a per-CPU address of an `i64` (type invariant).
         unsafe {
-            core::arch::asm!(
-                "add qword ptr gs:[{at}], {n}",
-                at = in(reg) self.ptr.as_ptr(),
-                n = in(reg) n,
-                options(nostack)
-            )
+            this_cpu_add(self.ptr.as_ptr(), n)
         };
         #[cfg(not(target_arch = "x86_64"))]
         self.count.fetch_add(n, kernel::sync::atomic::Relaxed);
