@@ -230,6 +230,30 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The usual WRITE's header (one Read segment, written as whole
+    /// words) against the general encoder, in buffers long enough and too
+    /// short.
+    #[test]
+    fn one_segment_read_header_agrees_with_the_general_encoder(
+        xid: u32, credits: u32, position: u32, s in seg(), room in 0usize..80,
+    ) {
+        let reads = [ReadSegment { position, segment: s }];
+        let chunks = ChunkListsRef { read: &reads, write: &[], reply: None };
+        let hdr = HeaderRef { xid, vers: RPCRDMA_VERSION, credits, body: BodyRef::Msg(chunks) };
+        let mut general = vec![0u8; room];
+        let mut fast = vec![0u8; room];
+        let g = encode_header(&hdr, &mut general).ok();
+        let f = encode_fast_read_header(xid, credits, position, &[s], &mut fast);
+        prop_assert_eq!(g, f);
+        if let Some(n) = f {
+            prop_assert_eq!(&general[..n], &fast[..n]);
+        }
+    }
+}
+
 /// A GETATTR and a 4 KiB READ as the Linux client shapes them, on rxe's
 /// parameters: both taken, with the general plan's header lengths.
 #[test]

@@ -524,6 +524,30 @@ pub fn encode_fast_read_header(
     reads: &[Segment],
     out: &mut [u8],
 ) -> Option<usize> {
+    // The usual WRITE: one segment, its header as whole words with one
+    // bounds check (the loop below checks each word it writes).
+    if let [a] = reads {
+        let [a0, a1, a2, a3] = a.words();
+        let msg = Proc::Msg.to_u32();
+        return put_words(
+            out,
+            [
+                xid,
+                RPCRDMA_VERSION,
+                credits,
+                msg,
+                1,
+                position,
+                a0,
+                a1,
+                a2,
+                a3,
+                0,
+                0,
+                0,
+            ],
+        );
+    }
     put_msg_start(out, xid, credits)?;
     let mut at = 16usize;
     for s in reads {
