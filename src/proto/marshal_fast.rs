@@ -397,13 +397,10 @@ fn put(out: &mut [u8], at: usize, word: u32) -> Option<()> {
 }
 
 /// Writes the first four words of an `RDMA_MSG` header: xid, version,
-/// credits, procedure.
+/// credits, procedure, with one bounds check.
 #[inline(always)]
 fn put_msg_start(out: &mut [u8], xid: u32, credits: u32) -> Option<()> {
-    put(out, 0, xid)?;
-    put(out, 4, RPCRDMA_VERSION)?;
-    put(out, 8, credits)?;
-    put(out, 12, Proc::Msg.to_u32())
+    put_words(out, [xid, RPCRDMA_VERSION, credits, Proc::Msg.to_u32()]).map(|_| ())
 }
 
 /// Writes `words` big-endian at the start of `out`, with one bounds check;
@@ -413,6 +410,24 @@ fn put_words<const N: usize>(out: &mut [u8], words: [u32; N]) -> Option<usize> {
     let mut w = XdrWriter::new(out);
     w.write_words(words).ok()?;
     Some(w.position())
+}
+
+/// Writes at the start of `out` an `RDMA_MSG` header of whole words: xid,
+/// version, credits and procedure, then `lists` (its chunk lists), with
+/// one bounds check for all of them; the header's length, or `None` when
+/// `out` is too short.
+#[inline(always)]
+fn put_msg_words<const N: usize>(
+    out: &mut [u8],
+    xid: u32,
+    credits: u32,
+    lists: [u32; N],
+) -> Option<usize> {
+    let len = N.checked_mul(4)?.checked_add(16)?;
+    let (start, rest) = out.get_mut(..len)?.split_first_chunk_mut::<16>()?;
+    put_msg_start(start, xid, credits)?;
+    put_words(rest, lists)?;
+    Some(len)
 }
 
 /// Writes the segment `s` at byte `at` of `out`.
@@ -440,57 +455,19 @@ pub fn encode_fast_header(
     writes: &[Segment],
     out: &mut [u8],
 ) -> Option<usize> {
-    let msg = Proc::Msg.to_u32();
     // The shapes calls take (no chunk; a Write chunk of one MR, with or
     // without the write pad) as whole words, with one bounds check.
     match writes {
-        [] => return put_words(out, [xid, RPCRDMA_VERSION, credits, msg, 0, 0, 0]),
+        [] => return put_msg_words(out, xid, credits, [0, 0, 0]),
         [a] => {
             let [a0, a1, a2, a3] = a.words();
-            return put_words(
-                out,
-                [
-                    xid,
-                    RPCRDMA_VERSION,
-                    credits,
-                    msg,
-                    0,
-                    1,
-                    1,
-                    a0,
-                    a1,
-                    a2,
-                    a3,
-                    0,
-                    0,
-                ],
-            );
+            return put_msg_words(out, xid, credits, [0, 1, 1, a0, a1, a2, a3, 0, 0]);
         }
         [a, b] => {
             let [a0, a1, a2, a3] = a.words();
             let [b0, b1, b2, b3] = b.words();
-            return put_words(
-                out,
-                [
-                    xid,
-                    RPCRDMA_VERSION,
-                    credits,
-                    msg,
-                    0,
-                    1,
-                    2,
-                    a0,
-                    a1,
-                    a2,
-                    a3,
-                    b0,
-                    b1,
-                    b2,
-                    b3,
-                    0,
-                    0,
-                ],
-            );
+            let lists = [0, 1, 2, a0, a1, a2, a3, b0, b1, b2, b3, 0, 0];
+            return put_msg_words(out, xid, credits, lists);
         }
         _ => {}
     }
@@ -528,25 +505,7 @@ pub fn encode_fast_read_header(
     // bounds check (the loop below checks each word it writes).
     if let [a] = reads {
         let [a0, a1, a2, a3] = a.words();
-        let msg = Proc::Msg.to_u32();
-        return put_words(
-            out,
-            [
-                xid,
-                RPCRDMA_VERSION,
-                credits,
-                msg,
-                1,
-                position,
-                a0,
-                a1,
-                a2,
-                a3,
-                0,
-                0,
-                0,
-            ],
-        );
+        return put_msg_words(out, xid, credits, [1, position, a0, a1, a2, a3, 0, 0, 0]);
     }
     put_msg_start(out, xid, credits)?;
     let mut at = 16usize;
