@@ -221,7 +221,7 @@ impl Conn {
     /// through the Write chunk of `writes`, and the whole call of
     /// `call_len` bytes behind it; with the header's length.
     #[expect(clippy::too_many_arguments)]
-    // Inlined, with the steps below it (`SendCtxt::fill`, `::build`,
+    // Inlined, with the steps below it (`SendCtxt::bytes`, `::build`,
     // `::post_behind`, `Mr::map_rqst`): called, each step of a call's
     // send cost its call and saved registers; one of them alone inlined,
     // LLVM cut the next out instead (kcount).
@@ -238,14 +238,11 @@ impl Conn {
     ) -> Result<(SendCtxt<'a, Conn>, usize)> {
         let mut ctxt = self.send_ctxt(head, slots)?;
         let credits = self.settings.max_requests;
-        let mut hdrlen = 0;
-        ctxt.fill(limit, |out| {
-            let hlen = encode_fast_header(xid, credits, writes, out).ok_or(EMSGSIZE)?;
-            hdrlen = hlen;
-            let end = hlen.checked_add(call_len).ok_or(EMSGSIZE)?;
-            rqst.read(0, out.get_mut(hlen..end).ok_or(EMSGSIZE)?)?;
-            Ok((end, 0))
-        })?;
+        let out = ctxt.bytes(limit)?;
+        let hdrlen = encode_fast_header(xid, credits, writes, out).ok_or(EMSGSIZE)?;
+        let end = hdrlen.checked_add(call_len).ok_or(EMSGSIZE)?;
+        rqst.read(0, out.get_mut(hdrlen..end).ok_or(EMSGSIZE)?)?;
+        ctxt.filled(end, 0)?;
         Ok((ctxt, hdrlen))
     }
 
@@ -268,19 +265,15 @@ impl Conn {
     ) -> Result<(SendCtxt<'a, Conn>, usize, usize)> {
         let mut ctxt = self.send_ctxt(head, slots)?;
         let credits = self.settings.max_requests;
-        let (mut hdrlen, mut send_len) = (0, 0);
-        ctxt.fill(limit, |out| {
-            let hlen =
-                encode_fast_read_header(xid, credits, position, reads, out).ok_or(EMSGSIZE)?;
-            hdrlen = hlen;
-            let parts = CallParts {
-                head_len: c.send_head_len,
-                page_len: c.send_page_len,
-                tail_len: c.send_tail_len,
-            };
-            send_len = fill_read_chunk_inline(rqst, parts, out, hlen)?;
-            Ok((send_len, 0))
-        })?;
+        let out = ctxt.bytes(limit)?;
+        let hdrlen = encode_fast_read_header(xid, credits, position, reads, out).ok_or(EMSGSIZE)?;
+        let parts = CallParts {
+            head_len: c.send_head_len,
+            page_len: c.send_page_len,
+            tail_len: c.send_tail_len,
+        };
+        let send_len = fill_read_chunk_inline(rqst, parts, out, hdrlen)?;
+        ctxt.filled(send_len, 0)?;
         Ok((ctxt, hdrlen, send_len))
     }
 

@@ -383,21 +383,37 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         limit: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(usize, usize)>,
     ) -> Result<(usize, usize)> {
-        let mut parts = (0, 0);
+        let parts = fill(self.bytes(limit)?)?;
+        self.filled(parts.0, parts.1)?;
+        Ok(parts)
+    }
+
+    /// The first `limit` bytes of the Send buffer, to write the Send in
+    /// place; [`Self::filled`] then records its parts. As [`Self::fill`]
+    /// without a closure between the caller and the bytes.
+    #[inline(always)]
+    pub fn bytes(&mut self, limit: usize) -> Result<&mut [u8]> {
         // SAFETY: Set before the head existed, not written since.
         let buf = unsafe { (*self.ctxt.buf.get()).as_ref() }.ok_or(EINVAL)?;
         // SAFETY: The context is free and held through the head, and its
-        // buffer is reached only through its holder (type invariants).
-        unsafe {
-            buf.fill_held(|bytes| {
-                let bytes = bytes.get_mut(..limit).ok_or(EINVAL)?;
-                parts = fill(bytes)?;
-                parts.0.checked_add(parts.1).ok_or(EINVAL)
-            })
-        }?;
+        // buffer is reached only through its holder (type invariants):
+        // the slice borrows the holder mutably, so no other access to
+        // the buffer starts while it is used.
+        let bytes = unsafe { buf.bytes_held() }?;
+        bytes.get_mut(..limit).ok_or(EINVAL)
+    }
+
+    /// Records the parts of the Send written through [`Self::bytes`]: the
+    /// bytes sent before the pages (if any) and the tail's, which follows
+    /// them in the buffer; and makes them visible to the device.
+    #[inline(always)]
+    pub fn filled(&mut self, first: usize, tail: usize) -> Result {
+        // SAFETY: Set before the head existed, not written since.
+        let buf = unsafe { (*self.ctxt.buf.get()).as_ref() }.ok_or(EINVAL)?;
+        buf.filled_held(first.checked_add(tail).ok_or(EINVAL)?)?;
         // SAFETY: Held, as in `data`.
-        unsafe { *self.ctxt.parts.get() = parts };
-        Ok(parts)
+        unsafe { *self.ctxt.parts.get() = (first, tail) };
+        Ok(())
     }
 
     /// Sends `pages` between the buffer's two parts (they stay mapped

@@ -1805,6 +1805,37 @@ impl MappedBuf {
         Ok(used)
     }
 
+    /// The buffer's bytes, for its holder to write in place with no
+    /// closure between (a Send's whole marshaling then compiles as one
+    /// function); [`Self::filled_held`] makes the first bytes written
+    /// visible to the device.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::fill_held`], for as long as the slice is used.
+    #[inline(always)]
+    #[expect(clippy::mut_from_ref)]
+    pub(in crate::rust) unsafe fn bytes_held(&self) -> Result<&mut [u8]> {
+        if self.dir != DmaDir::ToDevice {
+            return Err(EINVAL);
+        }
+        self.cpu_range(0, self.len)?;
+        // SAFETY: `ptr` is valid for `len` bytes by the type invariant; no
+        // other reference to them exists while the slice is used (safety
+        // requirement), and the device only reads them.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) })
+    }
+
+    /// Makes the first `used` bytes, written through
+    /// [`Self::bytes_held`], visible to the device; `EINVAL` past the
+    /// buffer's end.
+    #[inline(always)]
+    pub(in crate::rust) fn filled_held(&self, used: usize) -> Result {
+        self.range(0, used)?;
+        self.sync_for_device(used);
+        Ok(())
+    }
+
     /// Copies `src` into the buffer at `offset` and makes it visible to the
     /// device.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
