@@ -458,6 +458,35 @@ mod tests {
         Ok(())
     }
 
+    /// A Send written in place through `SendCtxt::bytes` and recorded
+    /// with `SendCtxt::filled`: neither reaches past the context's buffer
+    /// (64 bytes here), and the bytes recorded are the bytes sent.
+    #[test]
+    fn a_send_written_in_place_is_bounded_by_its_buffer() -> Result {
+        let pair = connect_pair()?;
+        let (owner, mut head, log) = ring_on(&pair, 4, 1)?;
+        let recvs = server_recvs(&pair, 1)?;
+        let mut ctxt = owner.ring.next(&mut head).ok_or(ENOBUFS)?;
+        *ctxt.data() = 0;
+        assert_eq!(ctxt.bytes(65).err(), Some(EINVAL));
+        assert_eq!(ctxt.filled(65, 0), Err(EINVAL));
+        assert_eq!(ctxt.filled(60, 5), Err(EINVAL));
+        assert_eq!(ctxt.filled(usize::MAX, 1), Err(EINVAL));
+        let msg = b"in place";
+        let out = ctxt.bytes(64)?;
+        assert_eq!(out.len(), 64);
+        out.get_mut(..msg.len()).ok_or(EINVAL)?.copy_from_slice(msg);
+        ctxt.filled(msg.len(), 0)?;
+        // Signaled (every Send, in this ring): retired by its completion.
+        assert!(!ctxt.post(&pair.client, true)?);
+        let wc = recvs[0].wait()?;
+        assert!(wc.is_ok());
+        assert_eq!(wc.byte_len, msg.len() as u32);
+        assert_eq!(log.wait_for(1)?, 1);
+        assert_eq!(owner.ring.outstanding(), 0);
+        Ok(())
+    }
+
     /// Twenty Sends through a ring of four contexts, every second
     /// signaled: the ring wraps five times, a sender that finds every
     /// context posted waits for a completion, each context carries its
