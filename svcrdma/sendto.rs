@@ -369,8 +369,8 @@ impl Conn {
         if len == 0 || len > seg.length || !s.direct || write_overrun_armed() {
             return None;
         }
-        let [(_, head_len), (tail_at, tail_len)] =
-            around_one_payload(position, len, rqst.res_len())?;
+        let around = around_one_payload(position, len, rqst.res_len())?;
+        let [(_, head_len), (_, tail_len)] = around;
         let total = ONE_WRITE_REPLY_HEADER_LEN
             .checked_add(usize_of(head_len).ok()?)?
             .checked_add(usize_of(tail_len).ok()?)?;
@@ -391,15 +391,16 @@ impl Conn {
             Ok(false) => return None,
             Err(e) => return Some(Err(e)),
         }
-        let filled = send.fill(|out| {
-            let n = ParsedChunks::encode_one_write_reply_header(xid, s.credits, seg, len, out)
-                .map_err(|_| EINVAL)?;
-            let head_end = n.checked_add(usize_of(head_len)?).ok_or(EINVAL)?;
-            let end = head_end.checked_add(usize_of(tail_len)?).ok_or(EINVAL)?;
-            rqst.read_res(0, out.get_mut(n..head_end).ok_or(EINVAL)?)?;
-            rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
-            Ok(end)
-        });
+        // Written in place, with no closure between (one LLVM kept out of
+        // line cost every READ's Reply its call).
+        let written = match send.bytes() {
+            Ok(out) => write_one_write_reply(out, rqst, xid, s.credits, seg, len, around),
+            Err(e) => Err(e),
+        };
+        let filled = match written {
+            Ok(end) => send.filled(end).map(|()| end),
+            Err(e) => Err(e),
+        };
         let send_len = match filled {
             Ok(n) => n,
             Err(e) => return Some(Err(e)),
@@ -413,6 +414,29 @@ impl Conn {
             inv: s.snd_w_inv.then_some(seg.handle),
         }))
     }
+}
+
+/// Writes the Reply `Conn::send_one_write_reply` sends into `out`: its
+/// transport header, then the Reply's head and tail around the payload
+/// (`around`, as [`around_one_payload`] gives them); returns its length.
+#[inline(always)]
+fn write_one_write_reply(
+    out: &mut [u8],
+    rqst: &SvcRqst,
+    xid: u32,
+    credits: u32,
+    seg: &Segment,
+    len: u32,
+    around: [(u32, u32); 2],
+) -> Result<usize> {
+    let [(_, head_len), (tail_at, tail_len)] = around;
+    let n = ParsedChunks::encode_one_write_reply_header(xid, credits, seg, len, out)
+        .map_err(|_| EINVAL)?;
+    let head_end = n.checked_add(usize_of(head_len)?).ok_or(EINVAL)?;
+    let end = head_end.checked_add(usize_of(tail_len)?).ok_or(EINVAL)?;
+    rqst.read_res(0, out.get_mut(n..head_end).ok_or(EINVAL)?)?;
+    rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
+    Ok(end)
 }
 
 /// Writes an inline Reply's transport header into `out`, overstating its

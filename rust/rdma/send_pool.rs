@@ -498,6 +498,32 @@ impl<O: HasSendPool> PooledSend<'_, O> {
         Ok(len)
     }
 
+    /// The Send buffer's bytes, to write the Send in place;
+    /// [`Self::filled`] then records its length. As [`Self::fill`] without
+    /// a closure between the caller and the bytes.
+    #[inline(always)]
+    pub fn bytes(&mut self) -> Result<&mut [u8]> {
+        // SAFETY: The context is held (type invariant of `Ctxt`), and its
+        // buffer is reached only through its holder: the slice borrows the
+        // holder mutably, so no other access to the buffer starts while it
+        // is used.
+        unsafe { self.ctxt.buf.bytes_held() }
+    }
+
+    /// Records that the Send is the first `len` bytes written through
+    /// [`Self::bytes`], and makes them visible to the device; `EINVAL`
+    /// past the buffer's end.
+    #[inline(always)]
+    pub fn filled(&mut self, len: usize) -> Result {
+        self.ctxt.buf.filled_held(len)?;
+        // `filled_held` bounded `len` by the buffer's length: the entry
+        // names the buffer's first `len` bytes.
+        let length = u32::try_from(len)?;
+        // SAFETY: The context is held (type invariant of `Ctxt`).
+        unsafe { (*self.ctxt.sge.get()).length = length };
+        Ok(())
+    }
+
     /// Adds an RDMA Write of `pages` to the peer's `rkey` at
     /// `remote_addr`, ahead of the Send, its pages mapped on `ep`'s device
     /// (the pool's) for it to read and referenced until the Send
