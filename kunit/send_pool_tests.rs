@@ -170,6 +170,32 @@ mod tests {
         Ok(())
     }
 
+    /// A pooled Send written in place through `PooledSend::bytes` and
+    /// recorded with `PooledSend::filled`: the bytes lent are the
+    /// context's buffer, `filled` refuses a length past its end, and the
+    /// bytes recorded are the bytes sent.
+    #[test]
+    fn a_pooled_send_written_in_place_is_bounded_by_its_buffer() -> Result {
+        let pair = connect_pair()?;
+        let owner = pool_owner(2)?;
+        let recvs = server_recvs(&pair, 1)?;
+        let mut send = owner.pool.get(&pair.client).ok_or(ENOBUFS)?;
+        assert_eq!(send.filled(BUF + 1), Err(EINVAL));
+        let msg = b"pooled, in place";
+        let out = send.bytes()?;
+        assert_eq!(out.len(), BUF);
+        out.get_mut(..msg.len()).ok_or(EINVAL)?.copy_from_slice(msg);
+        send.filled(msg.len())?;
+        send.post_behind(&pair.client, &mut SendChain::new(), None)
+            .map_err(|(e, _)| e)?;
+        let wc = recvs[0].wait()?;
+        assert!(wc.is_ok());
+        assert_eq!(wc.byte_len, msg.len() as u32);
+        wait_idle(&owner)?;
+        assert_eq!(owner.log.count(), 1);
+        Ok(())
+    }
+
     /// Three RDMA Writes from pages in the context itself (a fourth is
     /// refused: it has room for three) and its Send, in one post: the
     /// peer's buffer holds the pages' bytes when the Send arrives, the
