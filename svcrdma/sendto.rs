@@ -8,6 +8,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::rw::Ready;
 use super::sq_done::SqHandler;
+use super::sq_gate::SqGate;
 use super::stats::{stat_add, Stat};
 use super::write::count_direct_write;
 use crate::proto::msg::Segment;
@@ -15,6 +16,7 @@ use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HE
 use crate::proto::svc_reply::{around_one_payload, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
+use crate::rust::rdma::send_pool::PooledSend;
 use crate::rust::rdma::verbs::MAX_SGE;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
@@ -391,16 +393,7 @@ impl Conn {
             Ok(false) => return None,
             Err(e) => return Some(Err(e)),
         }
-        // Written in place, with no closure between (one LLVM kept out of
-        // line cost every READ's Reply its call).
-        let written = match send.bytes() {
-            Ok(out) => write_one_write_reply(out, rqst, xid, s.credits, seg, len, around),
-            Err(e) => Err(e),
-        };
-        let filled = match written {
-            Ok(end) => send.filled(end).map(|()| end),
-            Err(e) => Err(e),
-        };
+        let filled = write_one_write_reply(&mut send, rqst, xid, s.credits, seg, len, around);
         let send_len = match filled {
             Ok(n) => n,
             Err(e) => return Some(Err(e)),
@@ -416,12 +409,14 @@ impl Conn {
     }
 }
 
-/// Writes the Reply `Conn::send_one_write_reply` sends into `out`: its
-/// transport header, then the Reply's head and tail around the payload
-/// (`around`, as [`around_one_payload`] gives them); returns its length.
+/// Writes the Reply `Conn::send_one_write_reply` sends into `send`'s
+/// buffer: its transport header, then the Reply's head and tail around
+/// the payload (`around`, as [`around_one_payload`] gives them); returns
+/// its length. In place, with no closure between (one LLVM kept out of
+/// line cost every READ's Reply its call).
 #[inline(always)]
 fn write_one_write_reply(
-    out: &mut [u8],
+    send: &mut PooledSend<'_, SqGate>,
     rqst: &SvcRqst,
     xid: u32,
     credits: u32,
@@ -430,12 +425,14 @@ fn write_one_write_reply(
     around: [(u32, u32); 2],
 ) -> Result<usize> {
     let [(_, head_len), (tail_at, tail_len)] = around;
+    let out = send.bytes()?;
     let n = ParsedChunks::encode_one_write_reply_header(xid, credits, seg, len, out)
         .map_err(|_| EINVAL)?;
     let head_end = n.checked_add(usize_of(head_len)?).ok_or(EINVAL)?;
     let end = head_end.checked_add(usize_of(tail_len)?).ok_or(EINVAL)?;
     rqst.read_res(0, out.get_mut(n..head_end).ok_or(EINVAL)?)?;
     rqst.read_res(tail_at, out.get_mut(head_end..end).ok_or(EINVAL)?)?;
+    send.filled(end)?;
     Ok(end)
 }
 

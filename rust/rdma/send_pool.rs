@@ -487,14 +487,8 @@ impl<O: HasSendPool> PooledSend<'_, O> {
     /// returns its length.
     #[inline(always)]
     pub fn fill(&mut self, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result<usize> {
-        // SAFETY: The context is held (type invariant of `Ctxt`), and its
-        // buffer is reached only through its holder.
-        let len = unsafe { self.ctxt.buf.fill_held(fill) }?;
-        // `fill_held` bounds `len` by the buffer's length: the entry names
-        // the buffer's first `len` bytes.
-        let length = u32::try_from(len)?;
-        // SAFETY: The context is held (type invariant of `Ctxt`).
-        unsafe { (*self.ctxt.sge.get()).length = length };
+        let len = fill(self.bytes()?)?;
+        self.filled(len)?;
         Ok(len)
     }
 

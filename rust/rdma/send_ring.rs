@@ -393,8 +393,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
     /// without a closure between the caller and the bytes.
     #[inline(always)]
     pub fn bytes(&mut self, limit: usize) -> Result<&mut [u8]> {
-        // SAFETY: Set before the head existed, not written since.
-        let buf = unsafe { (*self.ctxt.buf.get()).as_ref() }.ok_or(EINVAL)?;
+        let buf = self.buf()?;
         // SAFETY: The context is free and held through the head, and its
         // buffer is reached only through its holder (type invariants):
         // the slice borrows the holder mutably, so no other access to
@@ -408,12 +407,20 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
     /// them in the buffer; and makes them visible to the device.
     #[inline(always)]
     pub fn filled(&mut self, first: usize, tail: usize) -> Result {
-        // SAFETY: Set before the head existed, not written since.
-        let buf = unsafe { (*self.ctxt.buf.get()).as_ref() }.ok_or(EINVAL)?;
-        buf.filled_held(first.checked_add(tail).ok_or(EINVAL)?)?;
+        self.buf()?
+            .filled_held(first.checked_add(tail).ok_or(EINVAL)?)?;
         // SAFETY: Held, as in `data`.
         unsafe { *self.ctxt.parts.get() = (first, tail) };
         Ok(())
+    }
+
+    /// The context's Send buffer (`EINVAL` for a ring without buffers).
+    #[inline(always)]
+    fn buf(&self) -> Result<&MappedBuf> {
+        // SAFETY: Set before the head existed, not written since.
+        unsafe { (*self.ctxt.buf.get()).as_ref() }
+            .map(|b| &**b)
+            .ok_or(EINVAL)
     }
 
     /// Sends `pages` between the buffer's two parts (they stay mapped

@@ -1791,17 +1791,9 @@ impl MappedBuf {
         &self,
         f: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result<usize> {
-        if self.dir != DmaDir::ToDevice {
-            return Err(EINVAL);
-        }
-        self.cpu_range(0, self.len)?;
-        // SAFETY: `ptr` is valid for `len` bytes by the type invariant; no
-        // other reference to them exists during the call (safety
-        // requirement), and the device only reads them.
-        let bytes = unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) };
-        let used = f(bytes)?;
-        self.range(0, used)?;
-        self.sync_for_device(used);
+        // SAFETY: The caller's requirement, for the call.
+        let used = f(unsafe { self.bytes_held() }?)?;
+        self.filled_held(used)?;
         Ok(used)
     }
 
