@@ -64,59 +64,56 @@ void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t len,
 	ib_dma_unmap_page(device, dma_addr, len, rpcrdma_rs_dir(to_device));
 }
 
-/* The loop of rpcrdma_rs_map_page_run(), made for one kind of device (@virt
- * a constant in each call); the references are taken once every page is
- * mapped, so a failure undoes the mappings only.
+/* rpcrdma_rs_map_page_run() on a virtual-DMA device (rxe, siw), where the
+ * "DMA address" is the kernel address and nothing is mapped. A loop of its
+ * own, not one shared with the mapping loop below with the device kind a
+ * parameter: the compiler kept that test, and the other loop's length
+ * arithmetic, inside the shared loop (15 instructions a page, kcount). Each
+ * entry is made a whole page; the first and the last are cut to the run
+ * after the loop.
  */
-static __always_inline int map_run(struct ib_device *device, struct page *const *pages,
-				   u32 n, u32 off, u32 len, u32 lkey,
-				   struct ib_sge *sges, struct page **held, bool virt)
+static int map_run_virt(struct page *const *pages, u32 n, u32 off, u32 len,
+			u32 lkey, struct ib_sge *sges)
 {
-	struct page *const *p = pages;
 	struct ib_sge *sge = sges;
-	u32 left = len;
 
-	if (virt && n == 1) {
+	if (n == 1) {
 		/* The usual run (a 4 KiB READ's): one page, no loop. */
-		if (!*p)
+		if (unlikely(!*pages))
 			return -EINVAL;
-		sge->addr = (uintptr_t)page_address(*p) + off;
-		sge->length = len;
-		sge->lkey = lkey;
-		goto hold;
+		sges[0] = (struct ib_sge){ (uintptr_t)page_address(*pages) + off, len, lkey };
+		return 0;
 	}
-	for (u32 k = n; k; k--, p++, sge++) {
-		/* On a virtual-DMA device each entry is made a whole page
-		 * and only the first and the last are cut to the run, after
-		 * the loop: the loop works out no length.
-		 */
-		u32 l = virt ? PAGE_SIZE : min_t(u32, PAGE_SIZE - (p > pages ? 0 : off), left);
-		u64 addr;
+	for (struct page *const *p = pages; p < pages + n; p++, sge++) {
+		if (unlikely(!*p))
+			return -EINVAL;
+		sge->addr = (uintptr_t)page_address(*p);
+		sge->length = PAGE_SIZE;
+		sge->lkey = lkey;
+	}
+	sges[n - 1].length = ((u64)off + len - 1) % PAGE_SIZE + 1;
+	sges[0].addr += off;
+	sges[0].length = min_t(u32, PAGE_SIZE - off, len);
+	return 0;
+}
 
-		if (!*p) {
-			rpcrdma_rs_unmap_page_run(device, NULL, sges, p - pages);
-			return -EINVAL;
+/* rpcrdma_rs_map_page_run() on a device that maps: each page's part of the
+ * run mapped for the device to read. A failure undoes the mappings made.
+ */
+static noinline int map_run_dma(struct ib_device *device, struct page *const *pages,
+				u32 n, u32 off, u32 len, u32 lkey, struct ib_sge *sges)
+{
+	for (u32 i = 0, left = len; i < n; i++) {
+		u32 l = min_t(u32, PAGE_SIZE - (i ? 0 : off), left);
+		u64 addr = pages[i] ? ib_dma_map_page(device, pages[i], i ? 0 : off, l,
+						      DMA_TO_DEVICE) : 0;
+
+		if (!pages[i] || ib_dma_mapping_error(device, addr)) {
+			rpcrdma_rs_unmap_page_run(device, NULL, sges, i);
+			return pages[i] ? -EIO : -EINVAL;
 		}
-		addr = virt ? (uintptr_t)page_address(*p) :
-			      ib_dma_map_page(device, *p, p > pages ? 0 : off, l, DMA_TO_DEVICE);
-		if (!virt && ib_dma_mapping_error(device, addr)) {
-			rpcrdma_rs_unmap_page_run(device, NULL, sges, p - pages);
-			return -EIO;
-		}
-		sge->addr = addr;
-		sge->length = l;
-		sge->lkey = lkey;
+		sges[i] = (struct ib_sge){ addr, l, lkey };
 		left -= l;
-	}
-	if (virt) {
-		sges[n - 1].length = ((u64)off + len - 1) % PAGE_SIZE + 1;
-		sges[0].addr += off;
-		sges[0].length = min_t(u32, PAGE_SIZE - off, len);
-	}
-hold:
-	for (u32 i = 0; held && i < n; i++) {
-		get_page(pages[i]);
-		held[i] = pages[i];
 	}
 	return 0;
 }
@@ -136,16 +133,24 @@ int rpcrdma_rs_map_page_run(struct ib_device *device, struct page *const *pages,
 			    u32 n, u32 off, u32 len, u32 lkey,
 			    struct ib_sge *sges, struct page **held)
 {
+	int rc;
+
 	if (!n || !len || off >= PAGE_SIZE ||
 	    DIV_ROUND_UP((u64)off + len, PAGE_SIZE) != n)
 		return -EINVAL;
-	/* Tested once, as ib_dma_map_sg() does, and the loop made for each
-	 * answer: on rxe and siw the "DMA address" is the kernel address and
-	 * nothing is mapped.
+	/* Tested once, as ib_dma_map_sg() does. */
+	rc = ib_uses_virt_dma(device) ? map_run_virt(pages, n, off, len, lkey, sges) :
+					map_run_dma(device, pages, n, off, len, lkey, sges);
+	if (rc)
+		return rc;
+	/* The references are taken once every page is mapped, so a failure
+	 * undoes the mappings only.
 	 */
-	if (ib_uses_virt_dma(device))
-		return map_run(device, pages, n, off, len, lkey, sges, held, true);
-	return map_run(device, pages, n, off, len, lkey, sges, held, false);
+	for (u32 i = 0; held && i < n; i++) {
+		get_page(pages[i]);
+		held[i] = pages[i];
+	}
+	return 0;
 }
 
 /* Undoes rpcrdma_rs_map_page_run() for its first @n entries: each mapping,
