@@ -86,6 +86,7 @@ int rpcrdma_rs_mr_sg_set_pages(struct rpcrdma_rs_mr *mr, u32 i,
 {
 	struct scatterlist *sg;
 	u64 n;
+	u32 k;
 
 	if (mr->nents)
 		return -EBUSY;
@@ -95,17 +96,15 @@ int rpcrdma_rs_mr_sg_set_pages(struct rpcrdma_rs_mr *mr, u32 i,
 	if (i > mr->max_pages || n > mr->max_pages - i)
 		return -EINVAL;
 	sg = &mr->sg[i];
-	for (;;) {
-		u32 l = min_t(u32, PAGE_SIZE - off, len);
-
-		sg_set_page(sg, *pages, l, off);
-		len -= l;
-		if (!len)
-			break;
-		sg++;
-		pages++;
-		off = 0;
-	}
+	/* The first entry from @off, whole pages, then what is left: the
+	 * loop sets whole pages only, with no length to work out per page.
+	 */
+	sg_set_page(sg, pages[0], min_t(u32, PAGE_SIZE - off, len), off);
+	len -= min_t(u32, PAGE_SIZE - off, len);
+	for (k = 1; len > PAGE_SIZE; k++, len -= PAGE_SIZE)
+		sg_set_page(&sg[k], pages[k], PAGE_SIZE, 0);
+	if (len)
+		sg_set_page(&sg[k], pages[k], len, 0);
 	return n;
 }
 
