@@ -16,7 +16,7 @@ use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HE
 use crate::proto::svc_reply::{around_one_payload, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
-use crate::rust::rdma::send_pool::PooledSend;
+use crate::rust::rdma::send_pool::{PooledSend, CTXT_WRITES};
 use crate::rust::rdma::verbs::MAX_SGE;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
@@ -349,12 +349,12 @@ impl Conn {
     /// Sends the Reply to a Call whose one chunk is a Write chunk of one
     /// segment `seg` (an NFS READ's) the short way, when its one result
     /// payload (`payload`: its XDR position and length) lies in pages that
-    /// one RDMA Write can carry: that
-    /// Write in the Reply's send context, its header written word by word,
+    /// the RDMA Writes of one send context can carry: those Writes in the
+    /// Reply's send context, its header written word by word,
     /// the bytes around the payload copied behind it, no chunk list walked
     /// or rebuilt (C `svc_rdma_send_write_chunk`, then
     /// `svc_rdma_send_reply_msg`), left to post once the send context
-    /// holds the Reply's pages (its Write takes no reference on them).
+    /// holds the Reply's pages (its Writes take no reference on them).
     /// `None`, with nothing done, for any other Reply: the general way
     /// sends it, or answers it with `ERR_CHUNK`.
     fn send_one_write_reply(
@@ -380,26 +380,35 @@ impl Conn {
         if total > s.inline_send as usize || total > io.sq.sends.buf_len() {
             return None;
         }
-        // One Write, its pages within the scatter list of one work request.
+        // Writes of at most `max_piece` bytes, as the general way cuts
+        // them, each within the scatter list of one work request, all in
+        // the send context (a 256 KiB READ's three).
         let (sges, max_piece) = io.direct_write_bounds();
-        if len as usize > max_piece {
+        let piece = u32::try_from(max_piece).ok().filter(|&p| p > 0)?;
+        let writes = len.div_ceil(piece) as usize;
+        if writes > CTXT_WRITES {
             return None;
         }
-        let pages = rqst.res_pages(position, len, sges)?;
-        let count = pages.count_pages();
         let mut send = io.take_send()?;
-        match send.add_reply_write(&s.ep, &pages, seg.offset, seg.handle) {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) => return Some(Err(e)),
+        let mut count = 0;
+        for off in (0..len).step_by(max_piece) {
+            let n = piece.min(len - off);
+            // Dropped, `send` lets go of the Writes it took.
+            let pages = rqst.res_pages(position.checked_add(off)?, n, sges)?;
+            let addr = seg.offset.checked_add(u64::from(off))?;
+            match send.add_reply_write(&s.ep, &pages, addr, seg.handle) {
+                Ok(true) => count += pages.count_pages(),
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
         }
         let filled = write_one_write_reply(&mut send, rqst, xid, s.credits, seg, len, around);
         let send_len = match filled {
             Ok(n) => n,
             Err(e) => return Some(Err(e)),
         };
-        count_direct_write(u64::from(len), count as u64);
-        trace::svcrdma_post_chunk(ChunkOp::Write, 1, len as usize);
+        count_direct_write(writes as u64, u64::from(len), count as u64);
+        trace::svcrdma_post_chunk(ChunkOp::Write, writes, len as usize);
         Some(Ok(Ready {
             send,
             len: send_len,

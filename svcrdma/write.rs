@@ -21,12 +21,12 @@ use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
-/// Counts an RDMA Write of `len` bytes straight from `pages` of the
-/// Reply's pages.
-pub(super) fn count_direct_write(len: u64, pages: u64) {
-    stat_add(Stat::Write, 1);
+/// Counts `writes` RDMA Writes of `len` bytes in all straight from
+/// `pages` of the Reply's pages.
+pub(super) fn count_direct_write(writes: u64, len: u64, pages: u64) {
+    stat_add(Stat::Write, writes);
     stat_add(Stat::WriteBytes, len);
-    DIRECT_WRITES.count(1);
+    DIRECT_WRITES.count(writes);
     DIRECT_PAGES.count(pages);
 }
 
@@ -137,7 +137,7 @@ impl Io<'_> {
                     let wr = WorkRequest::with_pages(handler, self.ep, pages.range()?)?;
                     self.queue_built(chain, wr, write_op(&p))?;
                 }
-                count_direct_write(p.len as u64, n);
+                count_direct_write(1, p.len as u64, n);
                 posted += 1;
             } else {
                 for part in p.parts(PIECE) {
