@@ -30,7 +30,31 @@ pub(super) fn count_direct_write(writes: u64, len: u64, pages: u64) {
     DIRECT_PAGES.count(pages);
 }
 
-impl Io<'_> {
+impl<'a> Io<'a> {
+    /// Adds to `send` the RDMA Write of the Reply's `(at, len)` bytes
+    /// straight from its pages (within `sges` of them) to byte `off` of
+    /// the client's segment `seg`: how many pages it names. `None` when
+    /// they are not all in the Reply's pages or the context has no room
+    /// for it (the general way sends the Reply then).
+    #[inline(always)]
+    pub(super) fn add_payload_write(
+        &self,
+        send: &mut PooledSend<'a, SqGate>,
+        rqst: &SvcRqst,
+        sges: usize,
+        (at, len): (u32, u32),
+        seg: &Segment,
+        off: u32,
+    ) -> Option<Result<usize>> {
+        let pages = rqst.res_pages(at, len, sges)?;
+        let addr = seg.offset.checked_add(u64::from(off))?;
+        match send.add_reply_write(self.ep, &pages, addr, seg.handle) {
+            Ok(true) => Some(Ok(pages.count_pages())),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     /// How many of the Reply's pages one RDMA Write straight from them
     /// takes as scatter/gather entries, and the longest piece it carries:
     /// an unaligned piece spans one page more than its length needs.
