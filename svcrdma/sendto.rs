@@ -390,24 +390,21 @@ impl Conn {
             return None;
         }
         let mut send = io.take_send()?;
-        // The first Write (a 4 KiB READ's only one) apart from the loop:
-        // made part of it, it cost that READ's Reply 40 instructions
-        // (kcount). Dropped, `send` lets go of the Writes it took.
-        let first = piece.min(len);
-        let mut count =
-            match io.add_payload_write(&mut send, rqst, sges, (position, first), seg, 0)? {
-                Ok(k) => k,
-                Err(e) => return Some(Err(e)),
-            };
-        let mut off = first;
-        while off < len {
-            let n = piece.min(len - off);
-            let at = (position.checked_add(off)?, n);
-            match io.add_payload_write(&mut send, rqst, sges, at, seg, off)? {
+        // The first Write (a 4 KiB READ's only one) apart from the others:
+        // made part of their loop, it cost that READ's Reply 41
+        // instructions (kcount). Dropped, `send` lets go of the Writes it
+        // took.
+        let first = (position, piece.min(len));
+        let mut count = match io.add_payload_write(&mut send, rqst, sges, first, seg, 0)? {
+            Ok(k) => k,
+            Err(e) => return Some(Err(e)),
+        };
+        if first.1 < len {
+            let rest = (first.1, len);
+            match io.add_payload_writes(&mut send, rqst, (sges, piece), position, seg, rest)? {
                 Ok(k) => count += k,
                 Err(e) => return Some(Err(e)),
             }
-            off += n;
         }
         let filled = write_one_write_reply(&mut send, rqst, xid, s.credits, seg, len, around);
         let send_len = match filled {
