@@ -16,7 +16,7 @@ use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HE
 use crate::proto::svc_reply::{around_one_payload, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
-use crate::rust::rdma::send_pool::{PooledSend, CTXT_WRITES};
+use crate::rust::rdma::send_pool::PooledSend;
 use crate::rust::rdma::verbs::MAX_SGE;
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::prelude::*;
@@ -380,32 +380,24 @@ impl Conn {
         if total > s.inline_send as usize || total > io.sq.sends.buf_len() {
             return None;
         }
-        // Writes of at most `max_piece` bytes, as the general way cuts
-        // them, each within the scatter list of one work request, all in
-        // the send context (a 256 KiB READ's three).
+        // One Write over at most one work request's scatter list (a 4 KiB
+        // READ's), or, out of line, as many as the send context carries,
+        // cut as the general way cuts them (a 256 KiB READ's three).
+        // Dropped, `send` lets go of the Writes it took.
         let (sges, max_piece) = io.direct_write_bounds();
-        let piece = u32::try_from(max_piece).ok().filter(|&p| p > 0)?;
-        let writes = len.div_ceil(piece) as usize;
-        if writes > CTXT_WRITES {
-            return None;
-        }
         let mut send = io.take_send()?;
-        // The first Write (a 4 KiB READ's only one) apart from the others:
-        // made part of their loop, it cost that READ's Reply 41
-        // instructions (kcount). Dropped, `send` lets go of the Writes it
-        // took.
-        let first = (position, piece.min(len));
-        let mut count = match io.add_payload_write(&mut send, rqst, sges, first, seg, 0)? {
-            Ok(k) => k,
+        let added = match len as usize <= max_piece {
+            true => io
+                .add_payload_write(&mut send, rqst, sges, (position, len), seg, 0)
+                .map(|added| added.map(|pages| (1, pages))),
+            false => {
+                io.add_payload_writes(&mut send, rqst, (sges, max_piece), (position, len), seg)
+            }
+        };
+        let (writes, count) = match added? {
+            Ok(added) => added,
             Err(e) => return Some(Err(e)),
         };
-        if first.1 < len {
-            let rest = (first.1, len);
-            match io.add_payload_writes(&mut send, rqst, (sges, piece), position, seg, rest)? {
-                Ok(k) => count += k,
-                Err(e) => return Some(Err(e)),
-            }
-        }
         let filled = write_one_write_reply(&mut send, rqst, xid, s.credits, seg, len, around);
         let send_len = match filled {
             Ok(n) => n,

@@ -15,7 +15,7 @@ use crate::proto::msg::Segment;
 use crate::proto::pieces::{Piece, Pieces};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
-use crate::rust::rdma::send_pool::PooledSend;
+use crate::rust::rdma::send_pool::{PooledSend, CTXT_WRITES};
 use crate::rust::rdma::verbs::{MappedBuf, WorkRequest, MAX_SGE};
 use crate::rust::sunrpc::svc::SvcRqst;
 use kernel::page::PAGE_SIZE;
@@ -55,23 +55,28 @@ impl<'a> Io<'a> {
         }
     }
 
-    /// [`Self::add_payload_write`] for each `piece` bytes (the last
-    /// shorter) of bytes `from..to` of a payload at `position` in the
-    /// Reply: how many pages the Writes name. Out of line: the loop
-    /// inlined into `sendto` cost every other Reply a few instructions.
+    /// [`Self::add_payload_write`] for the Reply's `(position, len)` bytes
+    /// in Writes of at most `max_piece` bytes (the last shorter), if the
+    /// send context has room for them all: how many Writes, and how many
+    /// pages they name. Out of line: inlined into `sendto`, it cost every
+    /// other Reply a few instructions.
     #[inline(never)]
     pub(super) fn add_payload_writes(
         &self,
         send: &mut PooledSend<'a, SqGate>,
         rqst: &SvcRqst,
-        (sges, piece): (usize, u32),
-        position: u32,
+        (sges, max_piece): (usize, usize),
+        (position, len): (u32, u32),
         seg: &Segment,
-        (from, to): (u32, u32),
-    ) -> Option<Result<usize>> {
-        let (mut off, mut count) = (from, 0);
-        while off < to {
-            let n = piece.min(to - off);
+    ) -> Option<Result<(usize, usize)>> {
+        let piece = u32::try_from(max_piece).ok().filter(|&p| p > 0)?;
+        let writes = len.div_ceil(piece) as usize;
+        if writes > CTXT_WRITES {
+            return None;
+        }
+        let (mut off, mut count) = (0, 0);
+        while off < len {
+            let n = piece.min(len - off);
             let at = (position.checked_add(off)?, n);
             match self.add_payload_write(send, rqst, sges, at, seg, off)? {
                 Ok(k) => count += k,
@@ -79,7 +84,7 @@ impl<'a> Io<'a> {
             }
             off += n;
         }
-        Some(Ok(count))
+        Some(Ok((writes, count)))
     }
 
     /// How many of the Reply's pages one RDMA Write straight from them
