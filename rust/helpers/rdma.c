@@ -65,10 +65,8 @@ void rpcrdma_rs_dma_unmap(struct ib_device *device, u64 dma_addr, size_t len,
 }
 
 /* rpcrdma_rs_map_page_run() on a virtual-DMA device (rxe, siw), where the
- * "DMA address" is the kernel address and nothing is mapped. A loop of its
- * own, not one shared with the mapping loop below with the device kind a
- * parameter: the compiler kept that test, and the other loop's length
- * arithmetic, inside the shared loop (15 instructions a page, kcount). Each
+ * "DMA address" is the kernel address and nothing is mapped: a loop of its
+ * own, apart from the mapping loop below, that works out no length. Each
  * entry is made a whole page; the first and the last are cut to the run
  * after the loop.
  */
