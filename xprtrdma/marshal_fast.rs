@@ -261,17 +261,12 @@ impl Conn {
         xid: u32,
         position: u32,
         reads: &[Segment],
-        c: &CallSketch,
+        parts: CallParts,
     ) -> Result<(SendCtxt<'a, Conn>, usize, usize)> {
         let mut ctxt = self.send_ctxt(head, slots)?;
         let credits = self.settings.max_requests;
         let out = ctxt.bytes(limit)?;
         let hdrlen = encode_fast_read_header(xid, credits, position, reads, out).ok_or(EMSGSIZE)?;
-        let parts = CallParts {
-            head_len: c.send_head_len,
-            page_len: c.send_page_len,
-            tail_len: c.send_tail_len,
-        };
         let send_len = fill_read_chunk_inline(rqst, parts, out, hdrlen)?;
         ctxt.filled(send_len, 0)?;
         Ok((ctxt, hdrlen, send_len))
@@ -298,13 +293,20 @@ impl Conn {
             limit,
         } = call;
         let span = Span::send(c.send_head_len, c.send_page_len);
+        // The lengths by value: a reference would keep the whole sketch in
+        // memory for the out-of-line call.
+        let parts = CallParts {
+            head_len: c.send_head_len,
+            page_len: c.send_page_len,
+            tail_len: c.send_tail_len,
+        };
         if let Some(state) = self.in_place_state(rqst) {
             let call = FastCall {
                 xid,
                 limit,
                 chunk: FastChunk::Read {
                     position: fast.position,
-                    call: c,
+                    call: parts,
                 },
             };
             if let Some(res) = self.send_fast_in_place(this, head, rqst, state, span, call) {
@@ -326,7 +328,7 @@ impl Conn {
         }
         let reads = reads.as_slice();
         let slots = 1 + self.reg_slots(&mrs);
-        let built = self.fast_read_ctxt(head, slots, limit, rqst, xid, position, reads, c);
+        let built = self.fast_read_ctxt(head, slots, limit, rqst, xid, position, reads, parts);
         let (ctxt, hdrlen, send_len) = match built {
             Ok(built) => built,
             Err(e) => return Err(self.unbuilt(this, rqst, mrs, e)),

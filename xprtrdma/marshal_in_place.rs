@@ -8,9 +8,8 @@
 
 use super::conn::{Conn, Offered, ReqState};
 use super::reg::{Reg, RegList, Span};
-use super::send_buf::SLOTS_PER_MR;
+use super::send_buf::{CallParts, SLOTS_PER_MR};
 use super::stats::add_some;
-use crate::proto::marshal_fast::CallSketch;
 use crate::proto::msg::Segment;
 use crate::rust::module::trace::{self, ChunkType};
 use crate::rust::rdma::send_ring::SendRingHead;
@@ -34,7 +33,7 @@ impl Conn {
         rqst: &RpcRqst<'_>,
         state: &ReqState,
         span: Span,
-        call: FastCall<'_>,
+        call: FastCall,
     ) -> Option<Result> {
         let xid = call.xid;
         // The Send's slot and the MR's two (its REG_MR's and the one of its
@@ -193,16 +192,16 @@ impl Conn {
 /// What [`Conn::send_fast_in_place`] needs of the call besides its
 /// request.
 #[derive(Clone, Copy)]
-pub(super) struct FastCall<'a> {
+pub(super) struct FastCall {
     pub(super) xid: u32,
     /// The inline send size the call was planned with.
     pub(super) limit: usize,
-    pub(super) chunk: FastChunk<'a>,
+    pub(super) chunk: FastChunk,
 }
 
 /// The one chunk of a call [`Conn::send_fast_in_place`] registers.
 #[derive(Clone, Copy)]
-pub(super) enum FastChunk<'a> {
+pub(super) enum FastChunk {
     /// The result's Write chunk ([`plan_fast`]), the call pulled up.
     ///
     /// [`plan_fast`]: crate::proto::marshal_fast::plan_fast
@@ -218,7 +217,7 @@ pub(super) enum FastChunk<'a> {
     /// head and tail inline.
     ///
     /// [`plan_fast_read`]: crate::proto::marshal_fast::plan_fast_read
-    Read { position: u32, call: &'a CallSketch },
+    Read { position: u32, call: CallParts },
 }
 
 /// How a call went under its request's lock.
