@@ -229,25 +229,20 @@ fn registered_run<const PAGES: usize>(pair: &Pair) -> Result<(RunMr, MrSegment)>
     let mut run = RunMr::new(&pair.client, PAGES as u32)?;
     run.map_owned(&pages, true)?;
     run.post_reg(&pair.client)?;
+    fence_behind_reg(&pair.client)?;
     let seg = run.segment();
     drop(pages);
     Ok((run, seg))
 }
 
-/// A buffer of `len` bytes on the server's end of `pair` that an MR
-/// registered for the client to write, and the MR, in force.
-pub(crate) fn writable_by_client(pair: &Pair, len: usize) -> Result<(Arc<MappedBuf>, Mr)> {
-    let target = pair.server.alloc_buf(len, DmaDir::FromDevice)?;
-    let mut mr = Mr::new(&pair.server, 4)?;
-    mr.map_buf(&target)?;
-    mr.post_reg(&pair.server, true)?;
-    // The REG_MR goes unsignaled. A signaled zero-length RDMA Write (no
-    // key checked, IBA C9-88) behind it on the same send queue completes
-    // only after the provider executed it, in order: without this fence
-    // a Write of the client's could reach the key first (seen once on the
-    // debug kernel under load).
+/// Waits until the REG_MR just posted unsignaled on `ep`'s send queue is in
+/// force: a signaled zero-length RDMA Write (no key checked, IBA C9-88)
+/// behind it completes only after the provider executed it, in order.
+/// Without this fence a peer's Write could reach the key first (seen on the
+/// debug kernel under load, for both callers).
+fn fence_behind_reg(ep: &Endpoint) -> Result {
     let fence = op_on(
-        &pair.server,
+        ep,
         core::iter::empty::<SgEntry>(),
         SendOp::RdmaWrite {
             remote_addr: 0,
@@ -261,6 +256,18 @@ pub(crate) fn writable_by_client(pair: &Pair, len: usize) -> Result<(Arc<MappedB
         );
         return Err(EIO);
     }
+    Ok(())
+}
+
+/// A buffer of `len` bytes on the server's end of `pair` that an MR
+/// registered for the client to write, and the MR, in force.
+pub(crate) fn writable_by_client(pair: &Pair, len: usize) -> Result<(Arc<MappedBuf>, Mr)> {
+    let target = pair.server.alloc_buf(len, DmaDir::FromDevice)?;
+    let mut mr = Mr::new(&pair.server, 4)?;
+    mr.map_buf(&target)?;
+    mr.post_reg(&pair.server, true)?;
+    // The REG_MR goes unsignaled: in force once the fence completes.
+    fence_behind_reg(&pair.server)?;
     Ok((target, mr))
 }
 
