@@ -13,6 +13,7 @@ use super::stats::{stat_add, Stat};
 use super::write::count_direct_write;
 use crate::proto::msg::Segment;
 use crate::proto::pcl::{ParsedChunks, ONE_WRITE_REPLY_HEADER_LEN, PLAIN_REPLY_HEADER_LEN};
+use crate::proto::pieces::Piece;
 use crate::proto::svc_reply::{around_one_payload, PayloadWrites, ReplyBody};
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::send_chain::SendChain;
@@ -386,12 +387,20 @@ impl Conn {
         // Dropped, `send` lets go of the Writes it took.
         let (sges, max_piece) = io.direct_write_bounds();
         let mut send = io.take_send()?;
-        let added = match len as usize <= max_piece {
-            true => io
-                .add_payload_write(&mut send, rqst, sges, (position, len), seg, 0)
-                .map(|added| added.map(|pages| (1, pages))),
+        let payload = usize_of(len).ok()?;
+        let added = match payload <= max_piece {
+            true => {
+                let p = Piece {
+                    off: 0,
+                    len: payload,
+                    addr: seg.offset,
+                    rkey: seg.handle,
+                };
+                io.add_payload_write(&mut send, rqst, sges, position, &p)
+                    .map(|added| added.map(|pages| (1, pages)))
+            }
             false => {
-                io.add_payload_writes(&mut send, rqst, (sges, max_piece), (position, len), seg)
+                io.add_payload_writes(&mut send, rqst, (sges, max_piece), (position, payload), seg)
             }
         };
         let (writes, count) = match added? {

@@ -31,58 +31,54 @@ pub(super) fn count_direct_write(writes: u64, len: u64, pages: u64) {
 }
 
 impl<'a> Io<'a> {
-    /// Adds to `send` the RDMA Write of the Reply's `(at, len)` bytes
-    /// straight from its pages (within `sges` of them) to byte `off` of
-    /// the client's segment `seg`: how many pages it names. `None` when
-    /// they are not all in the Reply's pages or the context has no room
-    /// for it (the general way sends the Reply then).
+    /// Adds to `send` the RDMA Write of piece `p` of a payload at
+    /// `position` in the Reply, straight from the Reply's pages (within
+    /// `sges` of them): how many pages it names. `None` when they are not
+    /// all in the Reply's pages or the context has no room for it (the
+    /// general way sends the Reply then).
     #[inline(always)]
     pub(super) fn add_payload_write(
         &self,
         send: &mut PooledSend<'a, SqGate>,
         rqst: &SvcRqst,
         sges: usize,
-        (at, len): (u32, u32),
-        seg: &Segment,
-        off: u32,
+        position: u32,
+        p: &Piece,
     ) -> Option<Result<usize>> {
-        let pages = rqst.res_pages(at, len, sges)?;
-        let addr = seg.offset.checked_add(u64::from(off))?;
-        match send.add_reply_write(self.ep, &pages, addr, seg.handle) {
+        let at = position.checked_add(u32::try_from(p.off).ok()?)?;
+        let pages = rqst.res_pages(at, u32::try_from(p.len).ok()?, sges)?;
+        match send.add_reply_write(self.ep, &pages, p.addr, p.rkey) {
             Ok(true) => Some(Ok(pages.count_pages())),
             Ok(false) => None,
             Err(e) => Some(Err(e)),
         }
     }
 
-    /// [`Self::add_payload_write`] for the Reply's `(position, len)` bytes
-    /// in Writes of at most `max_piece` bytes (the last shorter), if the
-    /// send context has room for them all: how many Writes, and how many
-    /// pages they name. Out of line: inlined into `sendto`, it cost every
-    /// other Reply a few instructions.
+    /// [`Self::add_payload_write`] for each piece of at most `max_piece`
+    /// bytes (as the general way cuts them) of `len` bytes of `seg`, a
+    /// payload at `position` in the Reply, if the send context has room
+    /// for them all: how many Writes, and how many pages they name. Out of
+    /// line: inlined into `sendto`, it cost every other Reply a few
+    /// instructions.
     #[inline(never)]
     pub(super) fn add_payload_writes(
         &self,
         send: &mut PooledSend<'a, SqGate>,
         rqst: &SvcRqst,
         (sges, max_piece): (usize, usize),
-        (position, len): (u32, u32),
+        (position, len): (u32, usize),
         seg: &Segment,
     ) -> Option<Result<(usize, usize)>> {
-        let piece = u32::try_from(max_piece).ok().filter(|&p| p > 0)?;
-        let writes = len.div_ceil(piece) as usize;
+        let writes = len.div_ceil(max_piece.max(1));
         if writes > CTXT_WRITES {
             return None;
         }
-        let (mut off, mut count) = (0, 0);
-        while off < len {
-            let n = piece.min(len - off);
-            let at = (position.checked_add(off)?, n);
-            match self.add_payload_write(send, rqst, sges, at, seg, off)? {
+        let mut count = 0;
+        for p in Pieces::new(core::slice::from_ref(seg), len, max_piece) {
+            match self.add_payload_write(send, rqst, sges, position, &p.ok()?)? {
                 Ok(k) => count += k,
                 Err(e) => return Some(Err(e)),
             }
-            off += n;
         }
         Some(Ok((writes, count)))
     }
