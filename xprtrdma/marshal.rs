@@ -7,7 +7,7 @@
 //! posts it.
 
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::reg::{RegList, Segs, Span, INLINE_SEGS};
+use super::reg::{RegList, Segs, Span, StrategyCounters, INLINE_SEGS};
 use super::send_buf::fill_send;
 use super::stats::bump;
 use super::stats::{add, add_some};
@@ -274,10 +274,7 @@ impl Conn {
     /// Traces a call's Send of `send_len` bytes that was posted, and counts
     /// it if it went `unsignaled`.
     pub(super) fn count_posted(&self, rqst: &RpcRqst<'_>, send_len: usize, unsignaled: bool) {
-        trace::xprtrdma_post_send(rqst, send_len);
-        if unsignaled {
-            self.counters().unsignaled_sends.count(1);
-        }
+        count_posted_to(self.counters(), rqst, send_len, unsignaled);
     }
 
     /// Undoes a call whose Send was not posted (`e`), nor the REG_MRs
@@ -471,5 +468,21 @@ impl Conn {
             }
         }
         Ok(bytes)
+    }
+}
+
+/// [`Conn::count_posted`] into the counters `c` of the connection's
+/// strategy: a caller that knows it at build time (the in-place way is
+/// `fmr`'s) finds them without reading the setting.
+#[inline(always)]
+pub(super) fn count_posted_to(
+    c: &StrategyCounters,
+    rqst: &RpcRqst<'_>,
+    send_len: usize,
+    unsignaled: bool,
+) {
+    trace::xprtrdma_post_send(rqst, send_len);
+    if unsignaled {
+        c.unsignaled_sends.count(1);
     }
 }

@@ -7,7 +7,8 @@
 //! request kept from its last reply (C `rl_free_mrs`) when it has one.
 
 use super::conn::{Conn, Offered, ReqState};
-use super::reg::{Reg, RegList, Span};
+use super::marshal::count_posted_to;
+use super::reg::{counters, Reg, RegList, Span, Strategy};
 use super::send_buf::{CallParts, SLOTS_PER_MR};
 use super::stats::add_some;
 use crate::proto::msg::Segment;
@@ -137,10 +138,11 @@ impl Conn {
                 Ok(unsignaled) => {
                     // Counted here, where the figures are: the counters
                     // take no lock.
-                    self.count_posted(rqst, send_len, unsignaled);
-                    self.counters().registrations.count(1);
+                    let fmr = counters(Strategy::Fmr);
+                    count_posted_to(fmr, rqst, send_len, unsignaled);
+                    fmr.registrations.count(1);
                     if reused {
-                        self.counters().kept_mr_reuses.count(1);
+                        fmr.kept_mr_reuses.count(1);
                     }
                     match call.chunk {
                         FastChunk::Write { behind_head, .. } => {
@@ -152,7 +154,10 @@ impl Conn {
                     }
                     InPlaceStep::Posted
                 }
-                Err((e, posted)) => InPlaceStep::Unposted(e, core::mem::take(&mut p.regs), posted),
+                // The registrations stay in the request, for `unposted` to
+                // take back: moved out here, they would be moved again with
+                // the step on every call's way out of the lock.
+                Err((e, posted)) => InPlaceStep::Unposted(e, posted),
             }
         });
         // Outside the lock: deregistering may sleep.
@@ -174,8 +179,8 @@ impl Conn {
                 self.slots.give(SLOTS_PER_MR);
                 Some(Err(self.unbuilt(this, rqst, RegList::new(), e)))
             }
-            InPlaceStep::Unposted(e, regs, posted) => {
-                Some(Err(self.unposted(this, rqst, e, Some(regs), posted)))
+            InPlaceStep::Unposted(e, posted) => {
+                Some(Err(self.unposted(this, rqst, e, None, posted)))
             }
         }
     }
@@ -232,6 +237,7 @@ enum InPlaceStep {
     Failed(Error),
     /// Registered but not built: the MR went back.
     Unbuilt(Error),
-    /// Not posted: the registrations and how many REG_MRs went out.
-    Unposted(Error, RegList, usize),
+    /// Not posted: how many REG_MRs went out (the registrations are left
+    /// in the request).
+    Unposted(Error, usize),
 }
