@@ -56,6 +56,40 @@ pub(in crate::xprtrdma) struct CacheState {
     pub(in crate::xprtrdma) spare: KVec<RunMr>,
     next_serial: u64,
     pub(in crate::xprtrdma) pinned: u64,
+    /// The entry last found or inserted for a run starting at a page, by
+    /// a hash of that page ([`hint_of`]); [`NO_HINT`] if none. Only a
+    /// guess, checked against the slot it names: a stale one (its entry
+    /// replaced or gone) costs the tree walk it would have saved.
+    hints: [u32; HINTS],
+}
+
+/// Entries of [`CacheState::hints`]: one per buffer of a few dozen in
+/// flight, which a workload's I/O reuses (fio's, or a page cache's).
+const HINTS: usize = 64;
+
+/// An empty [`CacheState::hints`] entry.
+const NO_HINT: u32 = u32::MAX;
+
+/// The hint entry of a run whose first page's frame number (with the
+/// writable flag) is `first`: Fibonacci hashing, so that runs of
+/// neighbouring pages spread.
+fn hint_of(first: u64) -> usize {
+    const SHIFT: u32 = u64::BITS - HINTS.trailing_zeros();
+    // Below `HINTS` (a power of two): the top bits of the product.
+    (first.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> SHIFT) as usize
+}
+
+/// Where a run keyed `key` starts in an entry keyed `entry`, if the entry
+/// covers all of it: the run's first page is within the entry's, and its
+/// last too.
+fn covered_at(key: PageRun, entry: PageRun) -> Option<u32> {
+    key.first
+        .checked_sub(entry.first)
+        .and_then(|at| u32::try_from(at).ok())
+        .filter(|at| {
+            at.checked_add(key.pages)
+                .is_some_and(|end| end <= entry.pages)
+        })
 }
 
 impl CacheState {
@@ -78,6 +112,7 @@ impl CacheState {
             spare: KVec::with_capacity(SPARE_MRS, GFP_KERNEL)?,
             next_serial: 0,
             pinned: 0,
+            hints: [NO_HINT; HINTS],
         })
     }
 
@@ -87,7 +122,33 @@ impl CacheState {
     /// from the `at`-th on are the wanted pages. An entry of physically
     /// contiguous pages may serve a run starting within it; any other
     /// entry serves the runs starting at its first page.
+    ///
+    /// The entry the hint of `key`'s first page names is tried first (the
+    /// usual hit: a buffer's run found again); then the index, whose find
+    /// becomes the hint.
     pub(in crate::xprtrdma) fn find(
+        &mut self,
+        key: PageRun,
+        serves: impl Fn(&Slot, u32) -> bool,
+    ) -> Option<(u32, u32)> {
+        let hint = hint_of(key.first);
+        let hinted = self.hints.get(hint).copied().unwrap_or(NO_HINT);
+        let slot = usize::try_from(hinted).ok().and_then(|i| self.slots.get(i));
+        if let Some(slot) = slot.and_then(Option::as_ref) {
+            if let Some(at) = covered_at(key, slot.key).filter(|&at| serves(slot, at)) {
+                return Some((hinted, at));
+            }
+        }
+        let found = self.find_in_index(key, serves)?;
+        if let Some(h) = self.hints.get_mut(hint) {
+            *h = found.0;
+        }
+        Some(found)
+    }
+
+    /// [`Self::find`] by the index: the entries at or below `key`'s first
+    /// page, nearest first, [`LOOKUP_PROBES`] of them at most.
+    fn find_in_index(
         &mut self,
         key: PageRun,
         serves: impl Fn(&Slot, u32) -> bool,
@@ -100,12 +161,7 @@ impl CacheState {
             let (k, id) = cur.current();
             let (first, pages) = k.0;
             // At or below the key's first page (the cursor's order).
-            let at = key
-                .first
-                .checked_sub(first)
-                .and_then(|at| u32::try_from(at).ok())
-                .filter(|at| at.checked_add(key.pages).is_some_and(|end| end <= pages));
-            if let Some(at) = at {
+            if let Some(at) = covered_at(key, PageRun { first, pages }) {
                 let id = *id;
                 let slot = usize::try_from(id).ok().and_then(|i| slots.get(i));
                 if slot
@@ -271,6 +327,9 @@ impl CacheState {
             });
         }
         self.index.insert(node.into_node(index_key(key), ins.id));
+        if let Some(h) = self.hints.get_mut(hint_of(key.first)) {
+            *h = ins.id;
+        }
         COUNTERS.entries.add(1, Relaxed);
         CacheUse {
             id: ins.id,
