@@ -257,7 +257,9 @@ impl Conn {
     /// invalidated remotely, unmapped and kept as the request's `spare`
     /// (when the connection keeps spares and the request has none) or
     /// taken out for the caller to return to the pool once the locks are
-    /// left. Returns with it what the request offered the server to write.
+    /// left; with `memreg=cache` the uses of cache entries, when releasing
+    /// them needs nothing more ([`Self::release_cached_in_place`]).
+    /// Returns with it what the request offered the server to write.
     /// What is left in `p` is for [`Self::finish`].
     pub(super) fn release_in_place(
         &self,
@@ -271,8 +273,14 @@ impl Conn {
             // the slot offered is no offer.
             return (Offered::default(), None);
         }
-        if self.settings.strategy != Strategy::Fmr {
-            return (p.offered, None);
+        match self.settings.strategy {
+            Strategy::Fmr => {}
+            Strategy::Cache => {
+                let offered = p.offered;
+                self.release_cached_in_place(p, inv_rkey);
+                return (offered, None);
+            }
+            Strategy::Physical => return (p.offered, None),
         }
         // Unmapped before the RPC completes, as C's `frwr_reminv` does: the
         // unmap hands the pages the server wrote back to the CPU (with
