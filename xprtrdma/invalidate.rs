@@ -273,14 +273,12 @@ impl Conn {
             // the slot offered is no offer.
             return (Offered::default(), None);
         }
-        match self.settings.strategy {
-            Strategy::Fmr => {}
-            Strategy::Cache => {
-                let offered = p.offered;
+        if self.settings.strategy != Strategy::Fmr {
+            let offered = p.offered;
+            if self.settings.strategy == Strategy::Cache {
                 self.release_cached_in_place(p, inv_rkey);
-                return (offered, None);
             }
-            Strategy::Physical => return (p.offered, None),
+            return (offered, None);
         }
         // Unmapped before the RPC completes, as C's `frwr_reminv` does: the
         // unmap hands the pages the server wrote back to the CPU (with
