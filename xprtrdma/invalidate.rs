@@ -257,9 +257,7 @@ impl Conn {
     /// invalidated remotely, unmapped and kept as the request's `spare`
     /// (when the connection keeps spares and the request has none) or
     /// taken out for the caller to return to the pool once the locks are
-    /// left; with `memreg=cache` the uses of cache entries, when releasing
-    /// them needs nothing more ([`Self::release_cached_in_place`]).
-    /// Returns with it what the request offered the server to write.
+    /// left. Returns with it what the request offered the server to write.
     /// What is left in `p` is for [`Self::finish`].
     pub(super) fn release_in_place(
         &self,
@@ -274,11 +272,7 @@ impl Conn {
             return (Offered::default(), None);
         }
         if self.settings.strategy != Strategy::Fmr {
-            let offered = p.offered;
-            if self.settings.strategy == Strategy::Cache {
-                self.release_cached_in_place(p, inv_rkey);
-            }
-            return (offered, None);
+            return (p.offered, None);
         }
         // Unmapped before the RPC completes, as C's `frwr_reminv` does: the
         // unmap hands the pages the server wrote back to the CPU (with
