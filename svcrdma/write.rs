@@ -69,7 +69,10 @@ impl<'a> Io<'a> {
         (position, len): (u32, usize),
         seg: &Segment,
     ) -> Option<Result<(usize, usize)>> {
-        let writes = len.div_ceil(max_piece.max(1));
+        if max_piece == 0 {
+            return None;
+        }
+        let writes = len.div_ceil(max_piece);
         if writes > CTXT_WRITES {
             return None;
         }

@@ -236,18 +236,13 @@ impl RegList {
     /// Appends `reg`.
     #[inline]
     pub(super) fn push(&mut self, reg: Reg) -> Result {
-        if self.first.is_none() {
-            // INVARIANT: `rest` is empty (the invariant), and stays so.
-            // The `None` replaced is forgotten: dropped, it would cost a
-            // call to the drop glue of `Reg` on every call's way (LLVM
-            // does not see through it).
-            core::mem::forget(self.first.replace(reg));
-            return Ok(());
+        match self.push_within_capacity(reg) {
+            Ok(()) => Ok(()),
+            Err(reg) => Ok(self
+                .rest
+                .get_or_insert_with(KVec::new)
+                .push(reg, GFP_KERNEL)?),
         }
-        Ok(self
-            .rest
-            .get_or_insert_with(KVec::new)
-            .push(reg, GFP_KERNEL)?)
     }
 
     /// Appends `reg` if there is room without an allocation; gives it back

@@ -188,3 +188,28 @@ fn touch_shrink_remove_and_clear() {
     // Identifiers are free again.
     assert_eq!(c.insert(run(40, 1), &mut v).map(|i| i.id), Ok(0));
 }
+
+#[test]
+fn a_run_is_placed_within_the_entry_that_covers_it() {
+    assert_eq!(run(10, 2).offset_in(&run(10, 8)), Some(0));
+    assert_eq!(run(13, 5).offset_in(&run(10, 8)), Some(3));
+    // Past its end, or starting before it.
+    assert_eq!(run(13, 6).offset_in(&run(10, 8)), None);
+    assert_eq!(run(9, 2).offset_in(&run(10, 8)), None);
+    // An end that overflows covers nothing.
+    assert_eq!(run(u64::MAX, 2).offset_in(&run(u64::MAX - 1, 4)), None);
+}
+
+proptest! {
+    #[test]
+    fn an_offset_is_given_exactly_where_the_entry_contains_the_run(
+        f in 0u64..64, p in 1u32..16, ef in 0u64..64, ep in 1u32..16,
+    ) {
+        let (r, e) = (run(f, p), run(ef, ep));
+        let at = r.offset_in(&e);
+        prop_assert_eq!(at.is_some(), e.contains(&r));
+        if let Some(at) = at {
+            prop_assert_eq!(ef + u64::from(at), f);
+        }
+    }
+}

@@ -66,6 +66,15 @@ impl PageRun {
         }
     }
 
+    /// Where this run starts within `entry`, in pages, if `entry` covers
+    /// all of it ([`Self::contains`]).
+    pub fn offset_in(&self, entry: &PageRun) -> Option<u32> {
+        if !entry.contains(self) {
+            return None;
+        }
+        u32::try_from(self.first.checked_sub(entry.first)?).ok()
+    }
+
     /// The pages both runs cover, if any.
     pub fn intersection(&self, other: &PageRun) -> Option<PageRun> {
         let start = self.first.max(other.first);

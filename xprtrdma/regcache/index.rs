@@ -79,19 +79,6 @@ fn hint_of(first: u64) -> usize {
     (first.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> SHIFT) as usize
 }
 
-/// Where a run keyed `key` starts in an entry keyed `entry`, if the entry
-/// covers all of it: the run's first page is within the entry's, and its
-/// last too.
-fn covered_at(key: PageRun, entry: PageRun) -> Option<u32> {
-    key.first
-        .checked_sub(entry.first)
-        .and_then(|at| u32::try_from(at).ok())
-        .filter(|at| {
-            at.checked_add(key.pages)
-                .is_some_and(|end| end <= entry.pages)
-        })
-}
-
 impl CacheState {
     /// An empty cache of `capacity_pages` pages.
     pub(in crate::xprtrdma) fn new(capacity_pages: u64) -> Result<Self> {
@@ -135,7 +122,7 @@ impl CacheState {
         let hinted = self.hints.get(hint).copied().unwrap_or(NO_HINT);
         let slot = usize::try_from(hinted).ok().and_then(|i| self.slots.get(i));
         if let Some(slot) = slot.and_then(Option::as_ref) {
-            if let Some(at) = covered_at(key, slot.key).filter(|&at| serves(slot, at)) {
+            if let Some(at) = key.offset_in(&slot.key).filter(|&at| serves(slot, at)) {
                 return Some((hinted, at));
             }
         }
@@ -161,7 +148,7 @@ impl CacheState {
             let (k, id) = cur.current();
             let (first, pages) = k.0;
             // At or below the key's first page (the cursor's order).
-            if let Some(at) = covered_at(key, PageRun { first, pages }) {
+            if let Some(at) = key.offset_in(&PageRun { first, pages }) {
                 let id = *id;
                 let slot = usize::try_from(id).ok().and_then(|i| slots.get(i));
                 if slot
