@@ -257,9 +257,12 @@ impl Conn {
     /// invalidated remotely, unmapped and kept as the request's `spare`
     /// (when the connection keeps spares and the request has none) or
     /// taken out for the caller to return to the pool once the locks are
-    /// left. Returns with it what the request offered the server to write.
-    /// What is left in `p` is for [`Self::finish`].
-    pub(super) fn release_in_place(
+    /// left; with `memreg=cache` (`CACHED`, a handler of its own) the uses
+    /// of cache entries, when releasing them needs nothing more
+    /// ([`Self::release_cached_in_place`]). Returns with it what the
+    /// request offered the server to write. What is left in `p` is for
+    /// [`Self::finish`].
+    pub(super) fn release_in_place<const CACHED: bool>(
         &self,
         rqst: &ReplyRqst,
         p: &mut Pending,
@@ -270,6 +273,11 @@ impl Conn {
             // Nothing registered for this call: what an earlier call of
             // the slot offered is no offer.
             return (Offered::default(), None);
+        }
+        if CACHED {
+            let offered = p.offered;
+            self.release_cached_in_place(p, inv_rkey);
+            return (offered, None);
         }
         if self.settings.strategy != Strategy::Fmr {
             return (p.offered, None);

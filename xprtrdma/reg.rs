@@ -204,6 +204,15 @@ impl RegList {
         self.rest.as_deref().unwrap_or_default()
     }
 
+    /// The registration, if the list holds exactly one (a cached
+    /// request's usual list): looked at without stepping an iterator.
+    pub(super) fn only(&self) -> Option<&Reg> {
+        self.rest_slice()
+            .is_empty()
+            .then_some(self.first.as_ref())
+            .flatten()
+    }
+
     /// The pool MRs among the registrations, in order.
     pub(super) fn mrs(&self) -> impl Iterator<Item = &Mr> {
         self.iter().filter_map(|r| match r {

@@ -9,7 +9,7 @@ use super::{bytes, COUNTERS, PAGE_SIZE};
 use crate::proto::msg::Segment;
 use crate::rust::kext::shrinker::{ObjectShrinker, ShrinkObject};
 use crate::rust::rdma::run_mr::RunMr;
-use crate::xprtrdma::conn::Conn;
+use crate::xprtrdma::conn::{Conn, Pending};
 use crate::xprtrdma::reg::{Reg, RegList, Strategy};
 use kernel::alloc::{Flags, KVec};
 use kernel::new_spinlock;
@@ -38,6 +38,25 @@ impl Conn {
                 self.keep_spare(mr);
             }
             self.unpin(pages);
+        }
+    }
+
+    /// In a reply's lock section (the transport's `queue_lock` and the
+    /// request's lock): releases the request's registrations `p` if they
+    /// are all uses of live cache entries the reply did not invalidate and
+    /// no evicted entry waits (nearly every reply), so that nothing is left
+    /// for [`Conn::finish`], its second lock section and its walks;
+    /// anything else is left to it ([`Self::release_cached`]).
+    pub(in crate::xprtrdma) fn release_cached_in_place(
+        &self,
+        p: &mut Pending,
+        inv_rkey: Option<u32>,
+    ) {
+        let released = (*self.cache.lock())
+            .as_mut()
+            .is_some_and(|st| st.release_all_live(&p.regs, inv_rkey));
+        if released {
+            p.regs = RegList::new();
         }
     }
 

@@ -7,6 +7,7 @@ use super::evict::stash;
 use super::{bytes, CacheUse, COUNTERS, LOOKUP_PROBES, MAX_ENTRIES, SPARE_MRS};
 use crate::proto::regcache_policy::{Cache, Entry, PageRun, Policy};
 use crate::rust::rdma::run_mr::RunMr;
+use crate::xprtrdma::reg::{Reg, RegList};
 use core::cmp::Reverse;
 use kernel::alloc::{KVec, VVec};
 use kernel::prelude::*;
@@ -20,6 +21,14 @@ pub(in crate::xprtrdma) struct Slot {
     pub(in crate::xprtrdma) serial: u64,
     /// Requests in flight that advertised it.
     pub(in crate::xprtrdma) users: u32,
+}
+
+impl Slot {
+    /// One request is done with the entry: its pages are the CPU's again.
+    fn release_one(&mut self) {
+        self.users = self.users.saturating_sub(1);
+        self.mr.sync_for_cpu();
+    }
 }
 
 /// A registration on its way out: invalidated once no request uses it.
@@ -210,6 +219,53 @@ impl CacheState {
         self.doomed.push_within_capacity(d).err().map(|e| e.0.mr)
     }
 
+    /// The live entry `u` names, if it is still cached.
+    fn live_use(&mut self, u: &CacheUse) -> Option<&mut Slot> {
+        self.slot_mut(u.id).filter(|s| s.serial == u.serial)
+    }
+
+    /// Drops every use of `regs`, all of them cached, if each names a live
+    /// entry and neither the reply invalidated a steering tag (`inv_rkey`)
+    /// nor an entry waits to be invalidated: a release that dooms nothing
+    /// and has no flush to start (nearly every reply's). Returns false,
+    /// releasing nothing, otherwise.
+    pub(in crate::xprtrdma) fn release_all_live(
+        &mut self,
+        regs: &RegList,
+        inv_rkey: Option<u32>,
+    ) -> bool {
+        // The cache never offers remote invalidation: a reply that does it
+        // anyway goes the general way, which dooms the entry it names.
+        if !self.doomed.is_empty() || inv_rkey.is_some() {
+            return false;
+        }
+        // The usual request: one use, checked and released in one look.
+        if let Some(r) = regs.only() {
+            let Reg::Cached(u) = r else {
+                return false;
+            };
+            let Some(slot) = self.live_use(u) else {
+                return false;
+            };
+            slot.release_one();
+            return true;
+        }
+        let all_live = regs
+            .iter()
+            .all(|r| matches!(r, Reg::Cached(u) if self.live_use(u).is_some()));
+        if !all_live {
+            return false;
+        }
+        for r in regs.iter() {
+            if let Reg::Cached(u) = r {
+                if let Some(slot) = self.live_use(u) {
+                    slot.release_one();
+                }
+            }
+        }
+        true
+    }
+
     /// Drops one use of the registration `u` names. A steering tag the
     /// server invalidated (`inv_rkey`; never offered) costs its entry.
     pub(in crate::xprtrdma) fn release(
@@ -219,8 +275,7 @@ impl CacheState {
         lost: &mut Option<RunMr>,
     ) {
         if let Some(slot) = self.slot_mut(u.id).filter(|s| s.serial == u.serial) {
-            slot.users = slot.users.saturating_sub(1);
-            slot.mr.sync_for_cpu();
+            slot.release_one();
             if inv_rkey.is_some_and(|k| k == slot.mr.segment().handle) {
                 COUNTERS.remote_invalidations.add(1, Relaxed);
                 *lost = self.doom(u.id);
