@@ -31,6 +31,7 @@
 #                 8192), to compare rust-inline8k with
 #   alt           ALT_KO on both ends, default parameters (another build of
 #                 the project, for before/after comparisons in one boot)
+#   alt-cache     ALT_KO with memreg=cache, to compare rust-cache with
 # REPS: repetitions, interleaved (every config once, then again).
 # SIZE_MIB[:RAND_MIB]: bytes of each 1 MiB job (and the file's size); the
 # 4 KiB random read reads RAND_MIB, by default an eighth of SIZE_MIB (a
@@ -152,9 +153,10 @@ use_config() {
         rust-svccopy) load_rust_rpcrdma svc_memreg=cache ;;
         rust-physical-64k) load_rust_rpcrdma memreg=physical max_inline_read=65536 max_inline_write=65536 ;;
         rust-inline8k) load_rust_rpcrdma max_inline_read=8192 ;;
-        alt) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
+        alt|alt-cache) [ -f "$ALT_KO" ] || { say "no ALT_KO"; return 1; }
              _ko=$RUST_RPCRDMA_KO; RUST_RPCRDMA_KO=$ALT_KO
-             load_rust_rpcrdma; _lrc=$?; RUST_RPCRDMA_KO=$_ko; [ $_lrc = 0 ] ;;
+             if [ "$1" = alt-cache ]; then load_rust_rpcrdma memreg=cache; else load_rust_rpcrdma; fi
+             _lrc=$?; RUST_RPCRDMA_KO=$_ko; [ $_lrc = 0 ] ;;
         *) say "unknown config $1"; return 1 ;;
     esac || { NFS_ERR="module load for $1"; return 1; }
     case $1 in
