@@ -186,16 +186,25 @@ pub(crate) fn server_recvs(pair: &Pair, n: usize) -> Result<KVec<Arc<Waiter>>> {
 
 /// The owner of a Receive ring on the client's endpoint of `pair`, as a
 /// client connection is: logs the number each message carries in its first
-/// byte, and counts the failed (flushed) Receives.
+/// byte, and counts the failed (flushed) Receives and the messages its
+/// ring's variant handled.
 struct RecvOwner {
     pair: Pair,
     ring: RecvRing<RecvOwner>,
     log: Arc<Log>,
     flushed: Atomic<u32>,
+    variant_msgs: Atomic<u32>,
 }
 
 impl RecvRingOwner for RecvOwner {
-    fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], _inv_rkey: Option<u32>) -> bool {
+    fn received<const VARIANT: bool>(
+        this: ArcBorrow<'_, Self>,
+        bytes: &[u8],
+        _inv_rkey: Option<u32>,
+    ) -> bool {
+        if VARIANT {
+            this.variant_msgs.fetch_add(1, Relaxed);
+        }
         this.log
             .record(u32::from(bytes.first().copied().unwrap_or(0xff)), 1);
         true
@@ -573,15 +582,16 @@ mod tests {
     }
 
     /// Twelve messages into a ring of four Receive contexts reposted two at
-    /// a time: each arrives in its own buffer, in order, the ring wraps
-    /// three times with four Receives posted at the end, and the drain
-    /// flushes those four, leaving nothing counted as posted.
+    /// a time: each arrives in its own buffer, in order, through the
+    /// owner's handler of the ring's variant, the ring wraps three times
+    /// with four Receives posted at the end, and the drain flushes those
+    /// four, leaving nothing counted as posted.
     #[test]
     fn a_recv_ring_reposts_in_batches() -> Result {
         const MSGS: u8 = 12;
         let posted_before = live::count(live::Kind::PostedWr);
         let pair = connect_pair()?;
-        let ring = RecvRing::new(&pair.client, 4, 64, 2)?;
+        let ring = RecvRing::new(&pair.client, 4, 64, 2, true)?;
         let log = Log::new()?;
         let owner = Arc::new(
             RecvOwner {
@@ -589,6 +599,7 @@ mod tests {
                 ring,
                 log: log.clone(),
                 flushed: Atomic::new(0),
+                variant_msgs: Atomic::new(0),
             },
             GFP_KERNEL,
         )?;
@@ -604,6 +615,7 @@ mod tests {
             assert_eq!(log.wait_for(u32::from(n) + 1)?, u32::from(n) + 1);
         }
         assert!(log.in_order());
+        assert_eq!(owner.variant_msgs.load(Relaxed), u32::from(MSGS));
         assert_eq!(owner.ring.posted(), 4);
         owner.pair.client.drain();
         owner.ring.release_after_drain(&owner.pair.client);

@@ -205,11 +205,13 @@ impl Conn {
         // should not before the send queue does. Their buffers come once
         // the inline send size is negotiated.
         let send_ring = SendRing::new(reqs + batch + BC_SLOTS, batch)?;
+        // Replies of `memreg=cache` go to its own handler (`CACHED`).
         let recv_ring = RecvRing::new(
             &ep,
             reqs + EXTRA_RECVS + BC_RECVS,
             recv_len,
             RECV_REPOST_BATCH,
+            settings.strategy == Strategy::Cache,
         )?;
         // The requests that may each keep a spare MR.
         let xprt_slots = xprt.max_slots();

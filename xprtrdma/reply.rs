@@ -6,7 +6,6 @@
 
 use super::backchannel::is_call;
 use super::conn::{Conn, Offered, Pending, ReqState};
-use super::reg::Strategy;
 use super::stats::bump;
 use super::stats::{add, add_some};
 use crate::proto::decode::decode_reply;
@@ -28,17 +27,23 @@ use kernel::sync::ArcBorrow;
 /// posted beyond the credit limit cover those waiting for their batch, so
 /// the server never finds the receive queue short.
 impl RecvRingOwner for Conn {
-    // Inlined into the Receive completion, a choice between two calls with
-    // the same arguments: each strategy kind's handler is compiled on its
-    // own, and the usual one (`received_default`) as if the other did not
-    // exist.
-    #[inline(always)]
-    fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool {
-        if this.settings.strategy == Strategy::Cache {
-            Self::received_cached(this, bytes, inv_rkey)
-        } else {
-            Self::received_default(this, bytes, inv_rkey)
-        }
+    // `CACHED`: the connection's strategy is `memreg=cache`, whose reply
+    // handler is compiled apart (its release, in the reply's lock section,
+    // would otherwise be code in the other strategies' handler, which costs
+    // their replies even where it does not run: kcount, fmr's 4 KiB READ
+    // reply 415 -> 425 with it out of line, 432 cold). Out of line, as
+    // one function per Receive completion.
+    #[inline(never)]
+    fn received<const CACHED: bool>(
+        this: ArcBorrow<'_, Self>,
+        bytes: &[u8],
+        inv_rkey: Option<u32>,
+    ) -> bool {
+        // Of a reply's handling only the invalidation (`Conn::finish`) and
+        // a backchannel Call allocate: each runs in a `NoIoScope` of its
+        // own, so the usual reply pays for none.
+        this.handle_reply::<CACHED>(this, bytes, inv_rkey);
+        !this.closing.load(Relaxed)
     }
 
     fn failed(&self, wc: &WorkCompletion) {
@@ -98,27 +103,6 @@ impl Conn {
             claimed,
             offered
         );
-    }
-
-    /// [`RecvRingOwner::received`] for `memreg=fmr` and `physical`.
-    #[inline(never)]
-    fn received_default(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool {
-        // Of a reply's handling only the invalidation (`Conn::finish`) and
-        // a backchannel Call allocate: each runs in a `NoIoScope` of its
-        // own, so the usual reply pays for none.
-        this.handle_reply::<false>(this, bytes, inv_rkey);
-        !this.closing.load(Relaxed)
-    }
-
-    /// [`RecvRingOwner::received`] for `memreg=cache`: its release, in
-    /// the reply's lock section ([`Self::release_in_place`]), would
-    /// otherwise be code in the other strategies' handler, which costs
-    /// their replies even where it does not run (kcount: fmr's 4 KiB READ
-    /// reply 415 -> 425 with it out of line, 432 cold).
-    #[inline(never)]
-    fn received_cached(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool {
-        this.handle_reply::<true>(this, bytes, inv_rkey);
-        !this.closing.load(Relaxed)
     }
 
     /// Handles a reply of `bytes`; `CACHED`: the connection's strategy is

@@ -35,7 +35,15 @@ pub trait RecvRingOwner: Send + Sync + Sized {
     /// A Receive completed with `bytes` (where the device put them), and
     /// the rkey the peer invalidated with it, if any. Returns whether the
     /// context is to be posted again (not while the connection closes).
-    fn received(this: ArcBorrow<'_, Self>, bytes: &[u8], inv_rkey: Option<u32>) -> bool;
+    /// `VARIANT` is the ring's, fixed when it was made ([`RecvRing::new`]):
+    /// an owner with two ways of handling its messages has each compiled
+    /// on its own, picked by the completion function the ring's contexts
+    /// name, not by a branch per message; an owner with one ignores it.
+    fn received<const VARIANT: bool>(
+        this: ArcBorrow<'_, Self>,
+        bytes: &[u8],
+        inv_rkey: Option<u32>,
+    ) -> bool;
 
     /// A Receive completed in error, or was flushed: the connection is
     /// lost or closing. The context is not posted again.
@@ -106,17 +114,21 @@ unsafe impl<O: RecvRingOwner> Sync for RecvRing<O> {}
 
 impl<O: HasRecvRing> RecvRing<O> {
     /// `n` receive contexts with buffers of `buf_len` bytes mapped on
-    /// `ep`'s device, posted again `batch` at a time.
-    pub fn new(ep: &Endpoint, n: u32, buf_len: usize, batch: u32) -> Result<Self> {
+    /// `ep`'s device, posted again `batch` at a time, whose messages go to
+    /// the owner's [`RecvRingOwner::received`] of `variant`.
+    pub fn new(ep: &Endpoint, n: u32, buf_len: usize, batch: u32, variant: bool) -> Result<Self> {
         if n == 0 || batch == 0 || batch > n {
             return Err(EINVAL);
         }
+        let done: RecvDone = if variant {
+            recv_done::<O, true>
+        } else {
+            recv_done::<O, false>
+        };
         let mut ctxts = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for _ in 0..n {
             let ctxt = Ctxt {
-                cqe: Opaque::new(bindings::ib_cqe {
-                    done: Some(recv_done::<O>),
-                }),
+                cqe: Opaque::new(bindings::ib_cqe { done: Some(done) }),
                 // SAFETY: All-zero is a valid, empty `ib_recv_wr`.
                 wr: UnsafeCell::new(unsafe { core::mem::zeroed() }),
                 // SAFETY: All-zero is a valid `ib_sge`.
@@ -269,6 +281,10 @@ impl<O: RecvRingOwner> Drop for RecvRing<O> {
     }
 }
 
+/// The type of [`recv_done`], the completion function of a ring's
+/// contexts.
+type RecvDone = unsafe extern "C" fn(*mut bindings::ib_cq, *mut bindings::ib_wc);
+
 /// Completion of a ring's Receive.
 ///
 /// # Safety
@@ -276,7 +292,7 @@ impl<O: RecvRingOwner> Drop for RecvRing<O> {
 /// Called by the RDMA core, on the receive CQ's poller, with a valid
 /// completion whose `wr_cqe` is the `cqe` of a context of a `RecvRing<O>`
 /// posted by [`RecvRing::post_all`] or by this function.
-unsafe extern "C" fn recv_done<O: HasRecvRing>(
+unsafe extern "C" fn recv_done<O: HasRecvRing, const VARIANT: bool>(
     _cq: *mut bindings::ib_cq,
     wc: *mut bindings::ib_wc,
 ) {
@@ -304,7 +320,7 @@ unsafe extern "C" fn recv_done<O: HasRecvRing>(
     // alone reaches its buffer until it posts it again (type invariant).
     match unsafe {
         c.buf
-            .with_received_held(len, |bytes| O::received(owner, bytes, inv_rkey))
+            .with_received_held(len, |bytes| O::received::<VARIANT>(owner, bytes, inv_rkey))
     } {
         Ok(true) => {}
         Ok(false) => return,

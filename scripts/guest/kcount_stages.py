@@ -46,7 +46,8 @@ STAGES = [
       r'9send_ring9ring_done.*8xprtrdma4conn4ConnE',
       r'2mr15unsignaled_done$'], []),
     (3, 'C3 reply', 'client', ['rpcrdma_wc_receive', 'rpcrdma_reply_handler'],
-     [r'9recv_ring9recv_done.*8xprtrdma4conn4ConnE',
+     # Kb0_/Kb1_: the ring's variant (memreg=cache's replies are Kb1_).
+     [r'9recv_ring9recv_done.*8xprtrdma4conn4Conn(Kb[01]_)?E',
       # Before the rings (BENCH_ALT_REV of an older module).
       r'5verbs4done.*5reply8RecvDoneE'], []),
     (4, 'C4 slot/buf', 'client',
