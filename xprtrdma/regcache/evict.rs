@@ -117,7 +117,7 @@ impl Conn {
                     continue;
                 };
                 any = true;
-                if st.slot_mut(u.id).is_some_and(|s| s.serial == u.serial) {
+                if st.live_use(u).is_some() {
                     if let Some(m) = st.doom(u.id) {
                         stash(&mut lost, m);
                     }

@@ -220,7 +220,7 @@ impl CacheState {
     }
 
     /// The live entry `u` names, if it is still cached.
-    fn live_use(&mut self, u: &CacheUse) -> Option<&mut Slot> {
+    pub(in crate::xprtrdma) fn live_use(&mut self, u: &CacheUse) -> Option<&mut Slot> {
         self.slot_mut(u.id).filter(|s| s.serial == u.serial)
     }
 
@@ -274,7 +274,7 @@ impl CacheState {
         inv_rkey: Option<u32>,
         lost: &mut Option<RunMr>,
     ) {
-        if let Some(slot) = self.slot_mut(u.id).filter(|s| s.serial == u.serial) {
+        if let Some(slot) = self.live_use(u) {
             slot.release_one();
             if inv_rkey.is_some_and(|k| k == slot.mr.segment().handle) {
                 COUNTERS.remote_invalidations.add(1, Relaxed);
