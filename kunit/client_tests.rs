@@ -634,7 +634,7 @@ mod tests {
     fn chained_writes_complete_with_the_send() -> Result {
         let pair = connect_pair()?;
         let target = pair.client.alloc_buf(3 * PAGE_SIZE, DmaDir::FromDevice)?;
-        let (addr, rkey) = target.remote_handle().ok_or(EINVAL)?;
+        let (addr, rkey) = pair.expose(&target)?.ok_or(EINVAL)?;
         let recv_buf = pair.client.alloc_buf(64, DmaDir::FromDevice)?;
         let recv_wait = Waiter::new()?;
         pair.client.post_recv(WorkRequest::new(
@@ -703,7 +703,7 @@ mod tests {
             return Ok(());
         }
         let target = pair.client.alloc_buf(PAGE_SIZE, DmaDir::FromDevice)?;
-        let (addr, rkey) = target.remote_handle().ok_or(EINVAL)?;
+        let (addr, rkey) = pair.expose(&target)?.ok_or(EINVAL)?;
         let log = Log::new()?;
         let src = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
         let mut chain = SendChain::new();

@@ -257,7 +257,7 @@ mod tests {
             return Ok(());
         }
         let (source, expect) = chunk_source(&pair, 0x6b)?;
-        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let (addr, rkey) = pair.expose(&source)?.ok_or(EINVAL)?;
         let r = Reader::new(&pair, CHUNK_PAGES)?;
         let (first, second) = (
             claimed(&r.owner.ctxts).ok_or(EBUSY)?,
@@ -295,7 +295,7 @@ mod tests {
             return Ok(());
         }
         let (source, expect) = chunk_source(&pair, 0x3d)?;
-        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let (addr, rkey) = pair.expose(&source)?.ok_or(EINVAL)?;
         let r = Reader::new(&pair, CHUNK_PAGES)?;
         let ctxt = claimed(&r.owner.ctxts).ok_or(EBUSY)?;
         let posted_before = live::count(live::Kind::PostedWr);
@@ -343,7 +343,7 @@ mod tests {
             return Ok(());
         }
         let source = pair.server.alloc_buf(PAGE_SIZE, DmaDir::ToDevice)?;
-        let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+        let (addr, rkey) = pair.expose(&source)?.ok_or(EINVAL)?;
         let r = Reader::new(&pair, 1)?;
         let ctxt = claimed(&r.owner.ctxts).ok_or(EBUSY)?;
         let posted_before = live::count(live::Kind::PostedWr);

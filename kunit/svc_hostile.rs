@@ -249,12 +249,19 @@ const NORMAL: Opts = Opts {
 };
 
 /// A client connection to the server under test.
+///
+/// Fields drop in order: the queue pair is drained and destroyed before
+/// the buffers in `exposed` are freed.
 struct Client {
     ep: Endpoint,
     recvs: KVec<Arc<WorkRequest<RecvDone>>>,
     inbox: Arc<Inbox>,
     sent: Arc<Sent>,
     next_xid: u32,
+    /// Buffers the server was given an address and key for
+    /// ([`Client::expose`]): its Reads may reach one until this end of
+    /// the connection is gone.
+    exposed: KVec<Arc<MappedBuf>>,
 }
 
 pub(crate) fn segs(buf: Arc<MappedBuf>, len: usize) -> Result<KVec<Segment>> {
@@ -318,7 +325,16 @@ impl Client {
             inbox,
             sent,
             next_xid: 0x5eed_0000,
+            exposed: KVec::new(),
         }))
+    }
+
+    /// The address and key the server reaches `buf` at (the global rkey),
+    /// keeping `buf` until the connection is gone.
+    fn expose(&mut self, buf: &Arc<MappedBuf>) -> Result<(u64, u32)> {
+        let handle = buf.remote_handle().ok_or(EINVAL)?;
+        self.exposed.push(buf.clone(), GFP_KERNEL)?;
+        Ok(handle)
     }
 
     fn xid(&mut self) -> u32 {
@@ -428,8 +444,8 @@ impl Client {
     /// after the RPC header) that names `src`, then stops answering: once
     /// the Send completed, the queue pair goes to the error state, where
     /// the server's Read Requests are dropped without a reply.
-    fn send_stalled_call(&mut self, src: &MappedBuf) -> Result<bool> {
-        let (addr, rkey) = src.remote_handle().ok_or(EINVAL)?;
+    fn send_stalled_call(&mut self, src: &Arc<MappedBuf>) -> Result<bool> {
+        let (addr, rkey) = self.expose(src)?;
         let hi = u32::try_from(addr >> 32).map_err(|_| EINVAL)?;
         let lo = u32::try_from(addr & 0xffff_ffff).map_err(|_| EINVAL)?;
         let xid = self.xid();
@@ -473,8 +489,8 @@ const BIG: Opts = Opts {
 impl Client {
     /// Sends an RDMA_NOMSG whose call chunk is 4 MiB + 4 KiB; returns its
     /// XID and the answer.
-    fn send_big_call_chunk(&mut self, src: &MappedBuf) -> Result<(u32, Option<KVec<u8>>)> {
-        let (addr, rkey) = src.remote_handle().ok_or(EINVAL)?;
+    fn send_big_call_chunk(&mut self, src: &Arc<MappedBuf>) -> Result<(u32, Option<KVec<u8>>)> {
+        let (addr, rkey) = self.expose(src)?;
         let hi = u32::try_from(addr >> 32).map_err(|_| EINVAL)?;
         let lo = u32::try_from(addr & 0xffff_ffff).map_err(|_| EINVAL)?;
         let xid = self.xid();
@@ -794,7 +810,7 @@ mod tests {
             };
             let src = c.ep.alloc_buf(STALL_SEG_LEN as usize, DmaDir::ToDevice)?;
             all_sent &= c.send_stalled_call(&src)?;
-            stalled.push((c, src), GFP_KERNEL)?;
+            stalled.push(c, GFP_KERNEL)?;
         }
         // Time for the server to take every call and post its Reads.
         kernel::time::delay::fsleep(Delta::from_millis(500));

@@ -169,10 +169,32 @@ fn config() -> EndpointConfig {
 }
 
 /// Two connected endpoints on the same device.
+///
+/// Fields drop in order: both queue pairs are drained and destroyed
+/// before the buffers in `exposed` are freed.
 pub(crate) struct Pair {
     pub(crate) client: Endpoint,
     pub(crate) server: Endpoint,
     _listener: CmId,
+    /// Buffers the peer was given an address and key for
+    /// ([`Pair::expose`]). The peer's device may read one after the work
+    /// request that named it completed: a responder replays a
+    /// retransmitted Read Request, and goes on answering a Read its
+    /// requester has flushed. Only the end of the queue pair ends that.
+    exposed: Pin<KBox<SpinLock<KVec<Arc<MappedBuf>>>>>,
+}
+
+impl Pair {
+    /// The address and key the peer reaches `buf` at (the global rkey),
+    /// keeping `buf` until the queue pairs are gone; `None` when the
+    /// protection domain has no global rkey.
+    pub(crate) fn expose(&self, buf: &Arc<MappedBuf>) -> Result<Option<(u64, u32)>> {
+        let Some(handle) = buf.remote_handle() else {
+            return Ok(None);
+        };
+        self.exposed.lock().push(buf.clone(), GFP_ATOMIC)?;
+        Ok(Some(handle))
+    }
 }
 
 fn step<T>(what: &str, r: Result<T>) -> Result<T> {
@@ -260,11 +282,16 @@ fn connect_pair_on(cached: bool) -> Result<(Pair, Option<CacheUser>)> {
             return Err(EPROTO);
         }
     }
+    let exposed = KBox::pin_init(
+        new_spinlock!(KVec::new(), "rpcrdma_rs_kunit::exposed"),
+        GFP_KERNEL,
+    )?;
     Ok((
         Pair {
             client,
             server,
             _listener: listener,
+            exposed,
         },
         user,
     ))
@@ -320,7 +347,7 @@ fn client_page_with(pair: &Pair, seed: u8) -> Result<Option<(PageRef, KVec<u8>)>
     }
     let page_size = kernel::page::PAGE_SIZE;
     let source = pair.server.alloc_buf(page_size, DmaDir::ToDevice)?;
-    let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+    let (addr, rkey) = pair.expose(&source)?.ok_or(EINVAL)?;
     let mut data = KVec::from_elem(0u8, page_size, GFP_KERNEL)?;
     pattern(seed, &mut data);
     source.write(0, &data)?;
@@ -381,7 +408,7 @@ fn read_chunk_into_pages(
     build: impl FnOnce(Arc<Waiter>) -> Result<Arc<WorkRequest<Arc<Waiter>>>>,
     seed: u8,
 ) -> Result {
-    let (addr, rkey) = source.remote_handle().ok_or(EINVAL)?;
+    let (addr, rkey) = pair.expose(source)?.ok_or(EINVAL)?;
     let mut expect = KVec::from_elem(0u8, CHUNK_LEN, GFP_KERNEL)?;
     pattern(seed, &mut expect);
     source.write(0, &expect)?;
@@ -646,7 +673,7 @@ mod tests {
     fn rdma_write_gathers_multi_page_buffer() -> Result {
         let pair = connect_pair()?;
         let target = pair.server.alloc_buf(BULK_LEN, DmaDir::FromDevice)?;
-        let Some((addr, rkey)) = target.remote_handle() else {
+        let Some((addr, rkey)) = pair.expose(&target)? else {
             return Err(EINVAL);
         };
         // Four 4-page source buffers gathered by one work request.
@@ -685,7 +712,7 @@ mod tests {
     fn rdma_read_multi_page_buffer() -> Result {
         let pair = connect_pair()?;
         let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let handle = source.remote_handle().ok_or(EINVAL)?;
+        let handle = pair.expose(&source)?.ok_or(EINVAL)?;
         let sink = pair.client.alloc_buf(BULK_LEN, DmaDir::FromDevice)?;
         read_pattern_into(&pair, &source, handle, &sink, 0x5a)
     }
@@ -881,7 +908,7 @@ mod tests {
             let spans = [(100, page_size - 100), (0, page_size), (0, 500)];
             let total: usize = spans.iter().map(|(_, l)| l).sum();
             let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
-            let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
+            let (addr, rkey) = pair.expose(&sink)?.ok_or(EINVAL)?;
             let mut expect = KVec::with_capacity(total, GFP_KERNEL)?;
             let mut mapped = KVec::with_capacity(spans.len(), GFP_KERNEL)?;
             for ((page, data), (off, len)) in pages.into_iter().zip(spans) {
@@ -924,7 +951,7 @@ mod tests {
             };
             let (off, total) = (100, 2 * page_size - 100 + 500);
             let sink = pair.server.alloc_buf(total, DmaDir::FromDevice)?;
-            let (addr, rkey) = sink.remote_handle().ok_or(EINVAL)?;
+            let (addr, rkey) = pair.expose(&sink)?.ok_or(EINVAL)?;
             // Two pages' bytes over three pages, and four pages' over three.
             assert_eq!(
                 PageRange::of_refs(&pages, off, page_size).err(),
@@ -966,7 +993,7 @@ mod tests {
         let pair = connect_pair()?;
         let slab = SlabCache::new(c"rpcrdma_rs_kunit_sink", BULK_LEN, 4096)?;
         let source = pair.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let handle = source.remote_handle().ok_or(EINVAL)?;
+        let handle = pair.expose(&source)?.ok_or(EINVAL)?;
         let sink = MappedBuf::from_slab(pair.client.pd(), slab.alloc()?, DmaDir::FromDevice, true)?;
         assert!(sink.has_sink_mr());
         let per_use = sink.sink_registers_per_use();
@@ -1016,7 +1043,7 @@ mod tests {
         let per_use = pair_a.client.pd().is_iwarp();
         // Client A's Read: a miss.
         let src_a = pair_a.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let handle_a = src_a.remote_handle().ok_or(EINVAL)?;
+        let handle_a = pair_a.expose(&src_a)?.ok_or(EINVAL)?;
         let got = user_a.get(0, &pair_a.client)?;
         assert!(!got.hit);
         assert!(got.needs_registration);
@@ -1028,7 +1055,7 @@ mod tests {
         let sink = got.buf;
         // Client B's Read: a hit on the same sink.
         let src_b = pair_b.server.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
-        let handle_b = src_b.remote_handle().ok_or(EINVAL)?;
+        let handle_b = pair_b.expose(&src_b)?.ok_or(EINVAL)?;
         let got = user_b.get(0, &pair_b.client)?;
         assert!(got.hit);
         assert!(Arc::ptr_eq(&got.buf, &sink));
@@ -1074,7 +1101,7 @@ mod tests {
     fn bad_rkey_completes_with_error() -> Result {
         let pair = connect_pair()?;
         let target = pair.server.alloc_buf(4096, DmaDir::FromDevice)?;
-        let Some((addr, rkey)) = target.remote_handle() else {
+        let Some((addr, rkey)) = pair.expose(&target)? else {
             return Err(EINVAL);
         };
         if pair.client.pd().is_iwarp() {
@@ -1147,6 +1174,7 @@ mod tests {
             client,
             server,
             _listener,
+            exposed: _exposed,
         } = connect_pair()?;
         let recv_buf = server.alloc_buf(64, DmaDir::FromDevice)?;
         server.post_recv(WorkRequest::new(
