@@ -13,6 +13,14 @@ expect() {   # expect NAME EXPECTED-KINDS EXPECTED-STATUS FILES...
 }
 expect clean "" 0 clean.log empty.kmemleak
 expect kasan "KASAN " 1 kasan.log
+expect kasan-stacks "KASAN " 1 kasan-stacks.log
+# The whole KASAN report, to its closing rule: the stacks of the object's
+# allocation and free are in it.
+report=$(python3 ../../kernel-log-scan kasan-stacks.log)
+for want in "Allocated by task" "Freed by task" "Memory state around"; do
+    if printf '%s\n' "$report" | grep -q "  | $want"; then echo "ok kasan-report-has '$want'"
+    else echo "FAIL kasan-report-has '$want'"; bad=1; fi
+done
 expect lockdep "lockdep " 1 lockdep.log
 expect mixed "BUG WARNING hung-task rcu-stall rust-panic " 1 mixed.log
 expect kmemleak "kmemleak " 1 clean.log leaks.kmemleak
