@@ -1961,6 +1961,12 @@ impl MappedBuf {
     /// The address and rkey a peer uses to reach this buffer with RDMA, when
     /// the connection's protection domain has an unsafe global rkey (the
     /// "physical" strategy). `None` otherwise.
+    ///
+    /// The key is the protection domain's: dropping the buffer does not
+    /// revoke it, and a responder may read the buffer after the work
+    /// request that named it completed (a replayed Read Request). A buffer
+    /// handed to a peer is kept until the queue pairs it is reached through
+    /// are destroyed.
     pub fn remote_handle(&self) -> Option<(u64, u32)> {
         if matches!(self.backing, Backing::Registered { .. }) {
             return None;
