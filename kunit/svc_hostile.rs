@@ -40,6 +40,7 @@ use crate::rust::rdma::verbs::{
     CompletionHandler, ConnParam, DmaDir, Endpoint, EndpointConfig, MappedBuf, Segment, SendOp,
     WorkCompletion, WorkRequest,
 };
+use crate::verbs::expose_into;
 use kernel::alloc::KVec;
 use kernel::new_condvar;
 use kernel::new_spinlock_irq;
@@ -329,12 +330,10 @@ impl Client {
         }))
     }
 
-    /// The address and key the server reaches `buf` at (the global rkey),
-    /// keeping `buf` until the connection is gone.
+    /// The address and key the server reaches `buf` at, keeping `buf`
+    /// until the connection is gone ([`expose_into`]).
     fn expose(&mut self, buf: &Arc<MappedBuf>) -> Result<(u64, u32)> {
-        let handle = buf.remote_handle().ok_or(EINVAL)?;
-        self.exposed.push(buf.clone(), GFP_KERNEL)?;
-        Ok(handle)
+        expose_into(&mut self.exposed, buf, GFP_KERNEL)?.ok_or(EINVAL)
     }
 
     fn xid(&mut self) -> u32 {

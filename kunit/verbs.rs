@@ -184,16 +184,28 @@ pub(crate) struct Pair {
     exposed: Pin<KBox<SpinLock<KVec<Arc<MappedBuf>>>>>,
 }
 
+/// The address and key a peer reaches `buf` at (the global rkey), with
+/// `buf` kept in `kept`, which its holder drops only after the queue pairs
+/// the peer reaches it through; `None` when the protection domain has no
+/// global rkey. The one place KUnit code hands a peer a buffer (layout
+/// rule 7).
+pub(crate) fn expose_into(
+    kept: &mut KVec<Arc<MappedBuf>>,
+    buf: &Arc<MappedBuf>,
+    flags: kernel::alloc::Flags,
+) -> Result<Option<(u64, u32)>> {
+    let Some(handle) = buf.remote_handle() else {
+        return Ok(None);
+    };
+    kept.push(buf.clone(), flags)?;
+    Ok(Some(handle))
+}
+
 impl Pair {
-    /// The address and key the peer reaches `buf` at (the global rkey),
-    /// keeping `buf` until the queue pairs are gone; `None` when the
-    /// protection domain has no global rkey.
+    /// The address and key the peer reaches `buf` at, keeping `buf` until
+    /// the queue pairs are gone ([`expose_into`]).
     pub(crate) fn expose(&self, buf: &Arc<MappedBuf>) -> Result<Option<(u64, u32)>> {
-        let Some(handle) = buf.remote_handle() else {
-            return Ok(None);
-        };
-        self.exposed.lock().push(buf.clone(), GFP_ATOMIC)?;
-        Ok(Some(handle))
+        expose_into(&mut self.exposed.lock(), buf, GFP_ATOMIC)
     }
 }
 
