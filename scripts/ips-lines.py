@@ -60,9 +60,10 @@ def main():
     ko, ips = args[0], args[1]
     top = int(args[2]) if len(args) > 2 else 40
     # Symbols as perf printed them carry crate hashes; nm's do not.
-    # perf prints a const generic with its type (`post_chain::<1: usize>`),
-    # nm without.
-    unhash = lambda s: re.sub(r'(\d+): [a-z0-9]+>', r'\1>', re.sub(r'\[[0-9a-f]{16}\]', '', s))
+    # perf prints a const generic with its type (`post_chain::<1: usize>`,
+    # `received::<false: bool>`), nm without.
+    unhash = lambda s: re.sub(r'(\d+|true|false): [a-z0-9]+>', r'\1>',
+                              re.sub(r'\[[0-9a-f]{16}\]', '', s))
     syms = {}
     nm = subprocess.run(['nm', '-C', '--defined-only', ko], capture_output=True, text=True, check=True)
     for line in nm.stdout.splitlines():
