@@ -42,23 +42,34 @@ impl ReadCtxtsOwner for RecvQ {
 /// whose read-complete queue is `q`), completed with `wc` (C
 /// `svc_rdma_wc_read_done`): returns its `slots` send queue slots and, for
 /// the operation's last completion, queues the operation.
+// Inlined into the completion handlers, with the queueing: one function
+// per completion, as C's `svc_rdma_wc_read_done` is.
+#[inline(always)]
 fn read_completed(q: &RecvQ, ctxt: usize, op: &ReadOp, slots: u32, wc: &WorkCompletion) {
-    if !wc.is_ok() {
-        if !wc.is_flush() {
-            trace::svcrdma_wc_read_err(wc.status);
-            crate::pr_warn_ratelimited!(
-                "svcrdma: RDMA Read failed, status {}; closing the connection\n",
-                wc.status
-            );
-        }
-        // Only this connection, flushed too (C `svc_rdma_wc_read_done`):
-        // at once, not when the operation's last Read completes.
-        q.link().close();
+    let ok = wc.is_ok();
+    if !ok {
+        read_failed(q, wc);
     }
-    if op.complete(wc.is_ok()) {
-        q.read_done(ctxt);
+    if op.complete(ok) {
+        q.queue_read_done(ctxt);
     }
     q.sq.release(slots);
+}
+
+/// A Read completed in error: closes only this connection, flushed too (C
+/// `svc_rdma_wc_read_done`), at once, not when the operation's last Read
+/// completes.
+#[cold]
+#[inline(never)]
+fn read_failed(q: &RecvQ, wc: &WorkCompletion) {
+    if !wc.is_flush() {
+        trace::svcrdma_wc_read_err(wc.status);
+        crate::pr_warn_ratelimited!(
+            "svcrdma: RDMA Read failed, status {}; closing the connection\n",
+            wc.status
+        );
+    }
+    q.link().close();
 }
 
 /// Completion of one RDMA Read posted as its own work request (into a

@@ -223,8 +223,17 @@ impl RecvQ {
 
     /// Queues the Call being read in context `ctxt`, whose Reads have all
     /// completed (C `svc_rdma_wc_read_done`), and marks the transport
-    /// `XPT_DATA`.
+    /// `XPT_DATA`. Out of line: the thread that parks a Call with nothing
+    /// pending calls it on its way out, not on the path that posts.
+    #[inline(never)]
     pub(super) fn read_done(&self, op: usize) {
+        self.queue_read_done(op);
+    }
+
+    /// [`Self::read_done`], inlined into the Read completion, where it is
+    /// the last step of the handler.
+    #[inline(always)]
+    pub(super) fn queue_read_done(&self, op: usize) {
         let queued = {
             let mut r = self.ring.lock();
             let queued = r.ready.push(op).is_ok();
