@@ -230,8 +230,7 @@ impl RecvQ {
         self.queue_read_done(op);
     }
 
-    /// [`Self::read_done`], inlined into the Read completion, where it is
-    /// the last step of the handler.
+    /// [`Self::read_done`], inlined into the Read completion handler.
     #[inline(always)]
     pub(super) fn queue_read_done(&self, op: usize) {
         let queued = {
