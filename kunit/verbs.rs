@@ -25,7 +25,7 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Completion, CondVar, CondVarTimeoutResult, SpinLock};
-use kernel::time::msecs_to_jiffies;
+use kernel::time::{msecs_to_jiffies, Instant, Monotonic};
 
 /// How long any single step may take under TCG emulation before the test
 /// fails instead of hanging.
@@ -444,15 +444,16 @@ fn read_chunk_into_pages(
 }
 
 /// The pool's (idle, allocated) MRs once they are `want`, or as they are
-/// after a second. A Read's work request, which holds its sink (and the
-/// sink its MR), is released by the completion handler after it has woken
-/// the test, so a sink dropped by the test may reach the pool a moment
-/// later.
+/// after [`STEP_TIMEOUT_MS`]. A Read's work request, which holds its sink
+/// (and the sink its MR), is released by the completion handler after it
+/// has woken the test, so a sink dropped by the test may reach the pool a
+/// moment later: longer on a guest whose host is busy, so the wait is
+/// bounded by time, not by a count of sleeps that may each be short.
 fn pool_settles(pool: &SinkMrPool, want: (usize, u64)) -> (usize, u64) {
-    for _ in 0..1000 {
-        if (pool.idle(), pool.allocated()) == want {
-            break;
-        }
+    let t = Instant::<Monotonic>::now();
+    while (pool.idle(), pool.allocated()) != want
+        && t.elapsed().as_millis() < i64::from(STEP_TIMEOUT_MS)
+    {
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
     }
     (pool.idle(), pool.allocated())
@@ -500,13 +501,17 @@ pub(crate) fn op_with(
 /// responder's NAK fails the Write's completion; on iWARP a Write completes
 /// at the requester once sent, and the responder's refusal (a Terminate)
 /// moves the queue pair to error, so a Write posted after it completes in
-/// error (flush): repeated for up to a few seconds until one does.
+/// error (flush): repeated, every 20 ms for up to [`STEP_TIMEOUT_MS`]
+/// (a busy host delays the Terminate), until one does.
 fn foreign_write_fails(who: &str, ep: &Endpoint, addr: u64, key: u32) -> Result {
     let src = ep.alloc_buf(BULK_LEN, DmaDir::ToDevice)?;
     let mut bytes = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
     pattern(0xee, &mut bytes);
     src.write(0, &bytes)?;
-    for attempt in 0..100 {
+    let t = Instant::<Monotonic>::now();
+    let mut attempt = 0u32;
+    while t.elapsed().as_millis() < i64::from(STEP_TIMEOUT_MS) {
+        attempt += 1;
         let wc = op_on(
             ep,
             one_segment(&src, BULK_LEN)?,
