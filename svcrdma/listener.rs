@@ -12,12 +12,12 @@
 //! rejects the peer: no identifier is ever destroyed from the callback or
 //! under the queue's lock.
 
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::rdma::cm::{Addr, CmEvent, CmHandler, CmId, Net, PrivateData};
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 
 /// Connection requests queued before new ones are refused. Clients open
 /// their connections in bursts (a mount with `nconnect=16` opens sixteen

@@ -12,13 +12,14 @@ use super::sq_gate::SqGate;
 use crate::impl_ring_in;
 use crate::proto::ring_index::RingIndex;
 use crate::rust::kext::park::ParkHolder;
+use crate::rust::kext::spin_lock::SpinLock;
 use crate::rust::rdma::read_ctxts::ReadCtxts;
 use crate::rust::rdma::recv_slots::{Recv, RecvBatch, RecvSlots, RecvSlotsOwner};
 use crate::rust::rdma::verbs::WorkCompletion;
 use crate::rust::sunrpc::svc::XprtLink;
 use kernel::alloc::KVec;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 
 /// Receives posted beyond the credit grant (C: 2 backchannel requests and
 /// a batch of 7 in flight while being refilled).

@@ -10,16 +10,16 @@ use super::cache::BufCache;
 use super::sq_done::SqHandler;
 use super::stats::{stat_add, Stat};
 use crate::proto::sq_slots::{SlotError, SqLimits, StallClock, Starve};
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::module::trace;
 use crate::rust::rdma::ring_owner::impl_ring_in;
 use crate::rust::rdma::send_pool::SendPool;
 use crate::rust::rdma::wr_pool::WrPool;
 use crate::rust::sunrpc::svc::{OnClose, XprtLink};
 use kernel::new_condvar;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
-use kernel::sync::{Arc, CondVar, SpinLock};
+use kernel::sync::{Arc, CondVar};
 use kernel::time::{msecs_to_jiffies, ClockSource, Monotonic};
 
 /// Send queue slots, with the wait of the Replies that find too few free.

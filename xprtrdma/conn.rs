@@ -35,15 +35,15 @@ use crate::proto::marshal_fast::FastLimits;
 use crate::proto::msg::DecodeLimits;
 use crate::proto::planner::TransportParams;
 use crate::rust::kext::shrinker::ObjectShrinker;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::rdma::recv_ring::RecvRing;
 use crate::rust::rdma::send_ring::SendRing;
 use crate::rust::rdma::verbs::{Endpoint, MappedBuf};
 use crate::rust::sunrpc::xprt::{Mr, Xprt};
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion, SetOnce, SpinLock};
+use kernel::sync::{Arc, Completion, SetOnce};
 
 /// Registrations of one request, kept until its reply arrives.
 #[derive(Default)]

@@ -13,10 +13,10 @@ use super::reg::{counters, Reg, RegList, Segs, Span, Strategy, StrategyCounters}
 use super::send_buf::SLOTS_PER_MR;
 use super::stats::add;
 use crate::proto::msg::Segment;
+use crate::rust::kext::spin_lock::new_spinlock;
 use crate::rust::module::trace;
 use crate::rust::sunrpc::xprt::{Mr, RpcRqst};
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
 use kernel::sync::{Arc, ArcBorrow};

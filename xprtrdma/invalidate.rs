@@ -10,16 +10,16 @@ use super::frwr::*;
 use super::reg::{Strategy, DIRTY_FLUSH_MS};
 use super::stats::add;
 use crate::rust::kext::memalloc::NoIoScope;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::module::trace;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use crate::rust::sunrpc::xprt::{post_local_inv, Mr};
 use crate::rust::sunrpc::xprt_reply::{PinnedRqst, ReplyRqst};
 use crate::small_list::SmallList;
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, ArcBorrow, Completion, SpinLock};
+use kernel::sync::{Arc, ArcBorrow, Completion};
 
 /// The steering tags of a LOCAL_INV chain: up to 8 inline.
 type InvKeys = SmallList<u32, 8>;

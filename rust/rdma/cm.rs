@@ -26,13 +26,13 @@
 //! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h).
 
 use crate::rust::bindings;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::module::live;
 use core::ptr::NonNull;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::new_condvar;
-use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, CondVar, SpinLock};
+use kernel::sync::{Arc, CondVar};
 use kernel::time::msecs_to_jiffies;
 use kernel::types::Opaque;
 

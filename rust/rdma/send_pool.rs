@@ -37,6 +37,7 @@
 
 use crate::rust::bindings;
 use crate::rust::kext::percpu::PerCpuCount;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::module::live;
 use crate::rust::rdma::mr::unsignaled_cqe;
 use crate::rust::rdma::ring_owner::{owner_of, posted_count, RingIn};
@@ -50,10 +51,9 @@ use crate::rust::sunrpc::svc::{ResPages, SvcRqst};
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use kernel::error::to_result;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 use kernel::types::Opaque;
 
 /// What a transport does when its pooled Sends complete.

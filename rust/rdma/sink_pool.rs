@@ -12,13 +12,13 @@
 //!
 //! C header: [`include/rdma/mr_pool.h`](srctree/include/rdma/mr_pool.h).
 
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::rdma::mr::Mr;
 use crate::rust::rdma::verbs::Pd;
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 
 /// Idle MRs of one connection, each mapping up to [`Self::pages`] pages.
 ///

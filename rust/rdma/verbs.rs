@@ -27,6 +27,7 @@
 
 use crate::rust::bindings;
 use crate::rust::kext::slab::SlabObj;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::module::live;
 use crate::rust::rdma::cm::{CmEvent, CmId};
 use crate::rust::rdma::device::{self, DeviceAttr};
@@ -39,10 +40,9 @@ use core::mem::{ManuallyDrop, MaybeUninit};
 use core::ptr::{addr_of_mut, NonNull};
 use kernel::alloc::KVec;
 use kernel::error::{from_err_ptr, to_result};
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 use kernel::types::Opaque;
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use pin_init::pin_init_from_closure;

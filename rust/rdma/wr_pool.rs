@@ -16,12 +16,12 @@
 //! the `Arc` it was, with the pool's reference its only one, so neither
 //! giving it back nor taking it touches the reference count.
 
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::rdma::verbs::{CompletionHandler, WorkRequest};
 use core::mem::MaybeUninit;
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::prelude::*;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 
 /// The allocation of a work request whose contents were dropped.
 pub(in crate::rust) type Shell<H> = Arc<MaybeUninit<WorkRequest<H>>>;

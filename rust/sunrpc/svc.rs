@@ -25,6 +25,7 @@
 //! C header: [`include/linux/sunrpc/svc_xprt.h`](srctree/include/linux/sunrpc/svc_xprt.h).
 
 use crate::rust::bindings;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::cm::Net;
 use crate::rust::rdma::cm::{Addr, SockAddr};
@@ -42,10 +43,9 @@ use core::marker::PhantomData;
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use kernel::error::from_result;
 use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
-use kernel::sync::{rcu, Arc, SpinLock};
+use kernel::sync::{rcu, Arc};
 use kernel::types::ForeignOwnable;
 use kernel::ThisModule;
 

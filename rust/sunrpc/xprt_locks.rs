@@ -11,9 +11,9 @@
 //! - `bc_pa_lock`: the backchannel's preallocated requests (`xprt_bc.rs`).
 
 use crate::rust::bindings;
+use crate::rust::kext::spin_lock::SpinLockBackend;
 use core::ptr::addr_of_mut;
 use kernel::bindings as kb;
-use kernel::sync::lock::spinlock::SpinLockBackend;
 use kernel::sync::lock::Lock;
 
 /// One of a transport's spinlocks.

@@ -6,14 +6,14 @@
 
 use super::{ClassSpec, DevEntry, Root, MAX_CLASSES, RECLAIM, ROOT, STATS};
 use crate::rust::kext::slab::SlabCache;
+use crate::rust::kext::spin_lock::{new_spinlock, SpinLock};
 use crate::rust::rdma::cm::CmId;
 use crate::rust::rdma::verbs::{Endpoint, MappedBuf, Pd};
 use kernel::alloc::KVec;
-use kernel::new_spinlock;
 use kernel::new_work;
 use kernel::prelude::*;
 use kernel::sync::atomic::Relaxed;
-use kernel::sync::{Arc, SpinLock};
+use kernel::sync::Arc;
 use kernel::workqueue::{impl_has_work, Queue, Work, WorkItem};
 
 /// The registration cache of one device.

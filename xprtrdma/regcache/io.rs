@@ -9,6 +9,7 @@ use super::{CacheUse, COUNTERS, MAX_ENTRIES, PAGE_SIZE, WRITABLE_KEY};
 use crate::proto::planner::XdrBufShape;
 use crate::proto::regcache_policy::PageRun;
 use crate::rust::kext::memalloc::NoIoScope;
+use crate::rust::kext::spin_lock::SpinLock;
 use crate::rust::rdma::run_mr::RunMr;
 use crate::rust::rdma::verbs::{CompletionHandler, WorkCompletion, WorkRequest};
 use crate::rust::sunrpc::xprt::RpcRqst;
@@ -19,7 +20,7 @@ use kernel::alloc::KVec;
 use kernel::prelude::*;
 use kernel::rbtree::RBTreeNodeReservation;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::sync::{Arc, Completion, SpinLock};
+use kernel::sync::{Arc, Completion};
 
 /// Completion of a LOCAL_INV chain of evicted registrations: their pages
 /// are unmapped and released, the MRs kept for reuse or deregistered.
