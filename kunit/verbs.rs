@@ -25,7 +25,7 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::{Arc, Completion, CondVar, CondVarTimeoutResult, SpinLock};
-use kernel::time::{msecs_to_jiffies, Instant, Monotonic};
+use kernel::time::msecs_to_jiffies;
 
 /// How long any single step may take under TCG emulation before the test
 /// fails instead of hanging.
@@ -447,15 +447,10 @@ fn read_chunk_into_pages(
 /// after [`STEP_TIMEOUT_MS`]. A Read's work request, which holds its sink
 /// (and the sink its MR), is released by the completion handler after it
 /// has woken the test, so a sink dropped by the test may reach the pool a
-/// moment later: longer on a guest whose host is busy, so the wait is
-/// bounded by time, not by a count of sleeps that may each be short.
+/// moment later, and later still on a guest whose host is busy.
 fn pool_settles(pool: &SinkMrPool, want: (usize, u64)) -> (usize, u64) {
-    let t = Instant::<Monotonic>::now();
-    while (pool.idle(), pool.allocated()) != want
-        && t.elapsed().as_millis() < i64::from(STEP_TIMEOUT_MS)
-    {
-        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(1));
-    }
+    // Not settled in time: the caller's comparison says what it is.
+    let _ = wait_for(STEP_TIMEOUT_MS, || (pool.idle(), pool.allocated()) == want);
     (pool.idle(), pool.allocated())
 }
 
@@ -508,10 +503,7 @@ fn foreign_write_fails(who: &str, ep: &Endpoint, addr: u64, key: u32) -> Result 
     let mut bytes = KVec::from_elem(0u8, BULK_LEN, GFP_KERNEL)?;
     pattern(0xee, &mut bytes);
     src.write(0, &bytes)?;
-    let t = Instant::<Monotonic>::now();
-    let mut attempt = 0u32;
-    while t.elapsed().as_millis() < i64::from(STEP_TIMEOUT_MS) {
-        attempt += 1;
+    for attempt in 0..STEP_TIMEOUT_MS / 20 {
         let wc = op_on(
             ep,
             one_segment(&src, BULK_LEN)?,
