@@ -15,7 +15,7 @@
 //! (`scripts/layout-check` holds the rest of the tree to it).
 
 use kernel::sync::lock::spinlock::SpinLockBackend as KernelSpinLockBackend;
-use kernel::sync::lock::{Backend, Guard, Lock};
+use kernel::sync::lock::{Backend, Lock};
 
 /// The kernel crate's spinlock backend whose `assert_is_held` runs only
 /// with lockdep (`CONFIG_LOCKDEP`), where it checks something.
@@ -23,9 +23,6 @@ pub struct SpinLockBackend;
 
 /// A spinlock (`spinlock_t`) protecting a `T`, as `kernel::sync::SpinLock`.
 pub type SpinLock<T> = Lock<T, SpinLockBackend>;
-
-/// The guard of a locked [`SpinLock`].
-pub type SpinLockGuard<'a, T> = Guard<'a, T, SpinLockBackend>;
 
 // SAFETY: Every operation is the kernel crate's `SpinLockBackend`'s, on the
 // same state: the `spinlock_t` ensures mutual exclusion as it does there.
