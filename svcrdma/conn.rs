@@ -18,7 +18,7 @@
 
 use super::cache::BufCache;
 use super::read::ReadPiece;
-use super::read_sinks::ReadSinks;
+use super::read_sinks::{PagedSinks, ReadSinks};
 use super::recv_queue::RecvQ;
 use super::rw::Io;
 use super::sq_gate::SqGate;
@@ -253,6 +253,11 @@ pub(crate) struct CallCtxt {
     /// usual NFS WRITE), while not posted: planned without the list of
     /// pieces, which is then empty.
     pub(super) single_read: Option<Piece>,
+    /// The pages the Call's Read chunk is read into, when they are its
+    /// own, from the plan of its Reads until it is assembled: in this
+    /// boxed state, written where it stays, not in a value moved from
+    /// `xpo_recvfrom` into the read context and out again.
+    pub(super) paged: Option<PagedSinks>,
     /// The page sinks of the last Call read into its pages, emptied (its
     /// pages handed to the request): the next one's are made in their
     /// allocations.
@@ -268,6 +273,8 @@ impl CallCtxt {
             Some(mut ctxt) => {
                 ctxt.payloads = 0;
                 ctxt.single_read = None;
+                // Taken by the Call that set it (`finish_read`).
+                ctxt.paged = None;
                 Ok(ctxt)
             }
             None => Ok(KBox::new(
@@ -277,6 +284,7 @@ impl CallCtxt {
                     arg: ArgLoan::new(),
                     read_pieces: KVec::new(),
                     single_read: None,
+                    paged: None,
                     spare_sinks: None,
                 },
                 GFP_KERNEL,

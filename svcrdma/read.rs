@@ -7,14 +7,13 @@
 use super::cache::{BufCache, Class};
 use super::conn::CallCtxt;
 use super::read_op::ReadHandler;
-use super::read_sinks::{PagedSinks, PagedTarget, ReadSink, ReadSinks};
+use super::read_sinks::{PagedSinks, PagedTarget, ReadSink};
 use super::recv_queue::RecvQ;
 use super::rw::{one_segment, Io, REGISTERED_READS};
 use super::stats::{stat_add, Stat};
 use crate::proto::msg::Segment;
 use crate::proto::pcl::ParsedChunks;
 use crate::proto::pieces::{CallReadPieces, Piece, PieceError, Pieces, RangeInPieces, CALL_CHUNK};
-use crate::proto::svc_call::PagedCall;
 use crate::rust::module::trace::{self, ChunkOp};
 use crate::rust::rdma::read_ctxts::{ChainRead, READ_SLOTS};
 use crate::rust::rdma::recv_slots::{HeldRecv, RecvSlots};
@@ -87,19 +86,19 @@ impl CallMsg {
 }
 
 /// A Call whose Read chunks are being pulled (C `svc_rdma_recv_ctxt`
-/// with its `rc_readlist`).
+/// with its `rc_readlist`): two words and the message, so that it moves
+/// cheaply into its read context and out again; the rest of its state
+/// stays in the boxed request state.
 pub(super) struct ReadWork {
     /// The received transport header and inline body.
     msg: CallMsg,
-    /// The request's state with the decoded header and the planned Reads
-    /// (`read_pieces`), until the Call is assembled: they stay where they
-    /// were planned.
+    /// The request's state with the decoded header, the planned Reads
+    /// (`read_pieces`) and, when the Read chunk lands in pages of its own,
+    /// those pages (`paged`; else the pieces land in cached sinks), until
+    /// the Call is assembled: they stay where they were planned.
     ctxt: KBox<CallCtxt>,
     /// Pieces `[..next]` were posted.
     next: usize,
-    /// Where the Read chunk lands when it is read into pages of its own;
-    /// `None` when the pieces land in cached sinks.
-    paged: Option<PagedSinks>,
 }
 
 /// A planned Read, not posted yet.
@@ -165,32 +164,10 @@ pub(super) fn plan_chunk_reads(
 
 impl ReadWork {
     /// The work of reading the Call whose Reads [`plan_reads`] planned
-    /// into `ctxt`'s `read_pieces`, parsed from `msg`: into pages of their
-    /// own with `paged`, else into cached sinks. On failure `msg` comes
-    /// back, with the Receive it may hold.
-    pub(super) fn new(
-        msg: CallMsg,
-        ctxt: KBox<CallCtxt>,
-        paged: Option<(PagedCall, Arc<PageSinks>)>,
-        sinks: &ReadSinks,
-    ) -> core::result::Result<Self, (Error, CallMsg)> {
-        let pool = match sinks {
-            ReadSinks::RegisteredPages(pool) => Some(pool.clone()),
-            _ => None,
-        };
-        let paged = match paged
-            .map(|(l, pages)| PagedSinks::new(l, pages, pool))
-            .transpose()
-        {
-            Ok(paged) => paged,
-            Err(e) => return Err((e, msg)),
-        };
-        Ok(Self {
-            msg,
-            ctxt,
-            next: 0,
-            paged,
-        })
+    /// into `ctxt`'s `read_pieces` (into `ctxt`'s `paged` pages, if it has
+    /// them), parsed from `msg`.
+    pub(super) fn new(msg: CallMsg, ctxt: KBox<CallCtxt>) -> Self {
+        Self { msg, ctxt, next: 0 }
     }
 
     /// Whether every Read was posted.
@@ -198,11 +175,11 @@ impl ReadWork {
         self.ctxt.single_read.is_none() && self.next >= self.ctxt.read_pieces.len()
     }
 
-    /// The received message, the request's state with the pieces read
+    /// The received message and the request's state with the pieces read
     /// (and their sinks) and the pages the Read chunk landed in, if it
     /// did: to assemble the Call from, once every Read completed.
-    pub(super) fn into_parts(self) -> (CallMsg, KBox<CallCtxt>, Option<PagedSinks>) {
-        (self.msg, self.ctxt, self.paged)
+    pub(super) fn into_parts(self) -> (CallMsg, KBox<CallCtxt>) {
+        (self.msg, self.ctxt)
     }
 }
 
@@ -266,13 +243,14 @@ impl Io<'_> {
         let mut completions = 0;
         let mut reads = 0;
         let mut bytes = 0;
-        while work.next < work.ctxt.read_pieces.len() {
+        let c = &mut *work.ctxt;
+        while work.next < c.read_pieces.len() {
             // Into the Call's own pages, as one chain through one of the
             // read context's completion entries when one is free (no work
             // request object or reference per page: the common case).
-            let direct = work.paged.as_ref().and_then(PagedSinks::unregistered);
+            let direct = c.paged.as_ref().and_then(PagedSinks::unregistered);
             if let Some(pages) = direct.filter(|_| q.ops.has_free(ctxt)) {
-                let next = work.ctxt.read_pieces.get(work.next..).unwrap_or(&[]);
+                let next = c.read_pieces.get(work.next..).unwrap_or(&[]);
                 let mut chain = [Piece::default(); READ_SLOTS];
                 let n = next.len().min(READ_SLOTS);
                 for (c, p) in chain.iter_mut().zip(next) {
@@ -292,12 +270,12 @@ impl Io<'_> {
                     Direct::EntryBusy => {}
                 }
             }
-            let Some(p) = work.ctxt.read_pieces.get_mut(work.next) else {
+            let Some(p) = c.read_pieces.get_mut(work.next) else {
                 break;
             };
             // Into the Call's own pages (scattered over, or through a
             // registration of them), or into a sink from the cache.
-            let (sink, taken, run) = match &work.paged {
+            let (sink, taken, run) = match &c.paged {
                 Some(paged) => match paged.target(self.ep, &p.piece)? {
                     PagedTarget::Pages(pages) => (ReadSink::Pages(pages), None, None),
                     PagedTarget::Run(run) => (ReadSink::Buf(run.clone()), None, Some(run)),
@@ -392,6 +370,7 @@ impl Io<'_> {
         piece: Piece,
     ) -> Result<usize> {
         let pages = work
+            .ctxt
             .paged
             .as_ref()
             .and_then(PagedSinks::unregistered)

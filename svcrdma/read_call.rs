@@ -129,7 +129,7 @@ impl Conn {
             // of the work completed, so nothing queued names its sinks:
             // they are freed with it, not cached.
             s.link.close();
-            let (msg, ..) = work.into_parts();
+            let (msg, _) = work.into_parts();
             self.release_msg(msg);
             return None;
         }
@@ -151,18 +151,18 @@ impl Conn {
     /// again if the Call kept it and is not to be served.
     fn finish_read(&self, rqst: &mut SvcRqst, work: ReadWork) -> Result<Option<KBox<CallCtxt>>> {
         let s = &self.shared;
-        let (msg, mut ctxt, paged) = work.into_parts();
-        let xid = ctxt.call.xid;
-        let (assembled, unkept) = match (&paged, msg) {
+        let (msg, mut ctxt) = work.into_parts();
+        let c = &mut *ctxt;
+        let xid = c.call.xid;
+        let (assembled, unkept) = match (&c.paged, msg) {
             // An NFS WRITE whose Receive was kept: its inline body stays
             // where the device put it, held for the request with its
             // context (C's head and tail point into `rc_recv_buf`).
             (Some(paged), CallMsg::Held(held)) => {
-                let at = ctxt.call.inline_at();
+                let at = c.call.inline_at();
                 self.assemble_paged_in_place(rqst, xid, held, at, paged)
             }
             (paged, msg) => {
-                let c = &mut *ctxt;
                 let inline = c.call.inline(msg.bytes(&s.rq.recvs));
                 let assembled = match paged {
                     Some(paged) => self.assemble_paged(rqst, xid, inline, paged),
@@ -189,10 +189,13 @@ impl Conn {
             self.repost(held.into_recv(), true);
         }
         // Kept for the next Call's sinks only once emptied.
-        ctxt.spare_sinks = paged
-            .map(PagedSinks::into_sinks)
-            .filter(|s| s.handed_over());
-        recycle(&mut ctxt.read_pieces, &s.cache);
+        if let Some(paged) = c.paged.take() {
+            c.spare_sinks = Some(paged.into_sinks()).filter(|k| k.handed_over());
+        }
+        // The usual WRITE's one Read was planned without the list.
+        if !c.read_pieces.is_empty() {
+            recycle(&mut c.read_pieces, &s.cache);
+        }
         match assembled {
             Ok(true) => Ok(Some(ctxt)),
             Ok(false) => Ok(None),

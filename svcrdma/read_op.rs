@@ -32,6 +32,10 @@ pub(super) type ReadOp = CountedPark<ReadWork>;
 impl ReadCtxtsOwner for RecvQ {
     type Work = ReadWork;
 
+    // Inlined into the contexts' completion handler (`read_ctxts.rs`):
+    // one function per Read completion, as C's `svc_rdma_wc_read_done`
+    // is; called, it cost a 4 KiB WRITE its call and saved registers.
+    #[inline(always)]
     fn read_done(&self, ctxt: usize, op: &ReadOp, reads: u32, wc: &WorkCompletion) {
         // Each Read of the chain held a send queue slot.
         read_completed(self, ctxt, op, reads, wc);

@@ -76,6 +76,17 @@ impl ReadSinks {
     pub(super) fn direct(&self) -> bool {
         matches!(self, Self::Pages)
     }
+
+    /// Where a Call's Read chunk of layout `layout` lands in `sinks`, its
+    /// pages (one per page of the chunk), with this connection's MR pool
+    /// when each Read goes through a registration of them.
+    pub(super) fn paged(&self, layout: PagedCall, sinks: Arc<PageSinks>) -> Result<PagedSinks> {
+        let pool = match self {
+            Self::RegisteredPages(pool) => Some(pool.clone()),
+            _ => None,
+        };
+        PagedSinks::new(layout, sinks, pool)
+    }
 }
 
 impl kernel::fmt::Display for ReadSinks {
@@ -119,7 +130,7 @@ pub(super) enum PagedTarget {
 impl PagedSinks {
     /// The sinks of `layout`'s chunk: `sinks` has one page per page of
     /// the chunk.
-    pub(super) fn new(
+    fn new(
         layout: PagedCall,
         sinks: Arc<PageSinks>,
         pool: Option<Arc<SinkMrPool>>,

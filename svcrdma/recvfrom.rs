@@ -11,6 +11,7 @@
 use super::conn::{usize_of, CallCtxt, Conn};
 use super::read::{plan_chunk_reads, plan_reads, CallMsg, ReadPiece, ReadWork};
 use super::read_call::copy_read;
+use super::read_sinks::PagedSinks;
 use super::recv_queue::Next;
 use super::stats::{stat_add, Stat};
 use crate::proto::backchannel::is_backchannel_reply;
@@ -36,11 +37,11 @@ enum Processed {
     Done(Option<KBox<CallCtxt>>),
     /// A Call to serve in place: bytes `at..at + len` of the message.
     InPlace(KBox<CallCtxt>, usize, usize),
-    /// A Call whose Read chunks are to be read (into pages of its own
-    /// when it has a paged layout): the Reads start once the message's
-    /// bytes are no longer borrowed, so that the Receive they are in can
-    /// be kept with them.
-    Read(KBox<CallCtxt>, Option<(PagedCall, Arc<PageSinks>)>),
+    /// A Call whose Read chunks are to be read (into pages of its own,
+    /// the state's `paged`, when it has a paged layout): the Reads start
+    /// once the message's bytes are no longer borrowed, so that the
+    /// Receive they are in can be kept with them.
+    Read(KBox<CallCtxt>),
 }
 
 impl Conn {
@@ -122,8 +123,8 @@ impl Conn {
                     Err((e, held)) => (Err(e), Some(held)),
                 }
             }
-            Ok(Processed::Read(ctxt, paged)) => {
-                let (res, back) = self.read_call(held, ctxt, paged, may_hold);
+            Ok(Processed::Read(ctxt)) => {
+                let (res, back) = self.read_call(held, ctxt, may_hold);
                 (res.map(|()| None), back)
             }
         };
@@ -145,7 +146,6 @@ impl Conn {
         &self,
         held: HeldRecv,
         ctxt: KBox<CallCtxt>,
-        paged: Option<(PagedCall, Arc<PageSinks>)>,
         may_hold: bool,
     ) -> (Result, Option<HeldRecv>) {
         let s = &self.shared;
@@ -157,15 +157,10 @@ impl Conn {
                 Err(e) => return (Err(e), Some(held)),
             }
         };
-        match ReadWork::new(msg, ctxt, paged, &s.read_sinks) {
-            Ok(work) => {
-                // Refused, the Call goes with its Receive: the connection
-                // is closed.
-                self.start_reads(work);
-                (Ok(()), unkept)
-            }
-            Err((e, msg)) => (Err(e), msg.release().or(unkept)),
-        }
+        // Refused, the Call goes with its Receive: the connection is
+        // closed.
+        self.start_reads(ReadWork::new(msg, ctxt));
+        (Ok(()), unkept)
     }
 
     /// Sends `RDMA_ERROR` for a call that failed to decode.
@@ -289,7 +284,8 @@ impl Conn {
                 c.single_read = single;
                 let spare = c.spare_sinks.take();
                 let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
-                return Ok(Processed::Read(ctxt, Some((layout, sinks))));
+                c.paged = Some(s.read_sinks.paged(layout, sinks)?);
+                return Ok(Processed::Read(ctxt));
             }
             let spare = c.spare_sinks.take();
             let pcl = c.call.pcl()?;
@@ -303,10 +299,10 @@ impl Conn {
                 c.spare_sinks = spare;
                 return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
             }
-            let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
-            let piece = self.shared.read_sinks.read_piece(paged.is_some());
+            c.paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+            let piece = self.shared.read_sinks.read_piece(c.paged.is_some());
             plan_reads(&pcl, piece, &mut c.read_pieces)?;
-            return Ok(Processed::Read(ctxt, paged));
+            return Ok(Processed::Read(ctxt));
         }
         // The request's pages must hold the Call, as `CallLayout::new`
         // checks on the general path.
@@ -405,12 +401,12 @@ impl Conn {
             let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
             return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
-        let paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
-        let piece = s.read_sinks.read_piece(paged.is_some());
+        c.paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+        let piece = s.read_sinks.read_piece(c.paged.is_some());
         plan_reads(&pcl, piece, &mut c.read_pieces)?;
         let layout = pcl.layout();
         c.call.set(msg, &hdr, inline, layout);
-        Ok(Processed::Read(ctxt, paged))
+        Ok(Processed::Read(ctxt))
     }
 
     /// The pages a Call's single Read chunk (an NFS WRITE's data) is read
@@ -424,7 +420,7 @@ impl Conn {
         pcl: &ParsedChunks<'_>,
         inline_len: usize,
         spare: Option<Arc<PageSinks>>,
-    ) -> Result<Option<(PagedCall, Arc<PageSinks>)>> {
+    ) -> Result<Option<PagedSinks>> {
         let s = &self.shared;
         if !s.read_sinks.land_in_pages() {
             return Ok(None);
@@ -434,7 +430,8 @@ impl Conn {
         };
         // The pages come from this request, as in C: svc_alloc_arg
         // refills its slots in bulk.
-        Ok(Some((l, s.ep.map_arg_pages(rqst, l.pages, spare)?)))
+        let sinks = s.ep.map_arg_pages(rqst, l.pages, spare)?;
+        s.read_sinks.paged(l, sinks).map(Some)
     }
 
     /// [`Self::assemble`] with the Call's layout in `rqst`'s pages already
