@@ -273,8 +273,6 @@ impl CallCtxt {
             Some(mut ctxt) => {
                 ctxt.payloads = 0;
                 ctxt.single_read = None;
-                // Taken by the Call that set it (`finish_read`).
-                ctxt.paged = None;
                 Ok(ctxt)
             }
             None => Ok(KBox::new(

@@ -284,7 +284,7 @@ impl Conn {
                 c.single_read = single;
                 let spare = c.spare_sinks.take();
                 let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
-                c.paged = Some(s.read_sinks.paged(layout, sinks)?);
+                PagedSinks::set(&mut c.paged, Some(s.read_sinks.paged(layout, sinks)?));
                 return Ok(Processed::Read(ctxt));
             }
             let spare = c.spare_sinks.take();
@@ -299,7 +299,10 @@ impl Conn {
                 c.spare_sinks = spare;
                 return self.serve_inline(rqst, ctxt, f.header_len, inline, may_hold);
             }
-            c.paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+            PagedSinks::set(
+                &mut c.paged,
+                self.paged_sinks(rqst, &pcl, inline.len(), spare)?,
+            );
             let piece = self.shared.read_sinks.read_piece(c.paged.is_some());
             plan_reads(&pcl, piece, &mut c.read_pieces)?;
             return Ok(Processed::Read(ctxt));
@@ -401,7 +404,10 @@ impl Conn {
             let at = msg.len().checked_sub(inline.len()).ok_or(EINVAL)?;
             return self.serve_inline(rqst, ctxt, at, inline, may_hold);
         }
-        c.paged = self.paged_sinks(rqst, &pcl, inline.len(), spare)?;
+        PagedSinks::set(
+            &mut c.paged,
+            self.paged_sinks(rqst, &pcl, inline.len(), spare)?,
+        );
         let piece = s.read_sinks.read_piece(c.paged.is_some());
         plan_reads(&pcl, piece, &mut c.read_pieces)?;
         let layout = pcl.layout();
