@@ -209,12 +209,10 @@ impl XprtOps for Client {
 
     /// The send policy of C `xprt_rdma_send_request`.
     fn send_request(&self, rqst: &RpcRqst<'_>, locked: &mut XprtLocked<'_>) -> Result {
-        let xprt = &self.inner.xprt;
-        let conn = self
-            .inner
-            .send_conn
-            .get_mut(locked)
-            .and_then(Option::as_mut);
+        // Dereferenced once: each `self.inner` is a load of the `Arc`.
+        let inner = &*self.inner;
+        let xprt = &inner.xprt;
+        let conn = inner.send_conn.get_mut(locked).and_then(Option::as_mut);
         if !xprt.is_connected() {
             return Err(ENOTCONN);
         }

@@ -70,8 +70,10 @@ impl<O: SendRingOwner + RingIn<SendRing<O>>> HasSendRing for O {}
 ///
 /// `cqe.done` is `ring_done::<O>`; `wr.wr_cqe` is `cqe` and `wr.sg_list`
 /// is `sges`, once the ring has a head ([`SendRing::take_head`], which
-/// also sets `ring`). Every other field is written only by the holder of
-/// the context: the sender between [`SendRing::next`] and the post, the
+/// also sets `ring`). `buf_sge` is the entry of all of `buf` (so its
+/// length, a `u32`, is the buffer's), and the two `parts` together lie
+/// within it. Every other field is written only by the holder of the
+/// context: the sender between [`SendRing::next`] and the post, the
 /// ring's completion side between the post and its retirement.
 struct Ctxt<O: SendRingOwner> {
     cqe: Opaque<bindings::ib_cqe>,
@@ -90,7 +92,8 @@ struct Ctxt<O: SendRingOwner> {
     /// Send's entries for its parts are cut from it.
     buf_sge: UnsafeCell<bindings::ib_sge>,
     /// Where the Send's bytes are in `buf`: the first part, sent before
-    /// `pages`, and the tail after them.
+    /// `pages`, and the tail after them (written only by
+    /// [`SendCtxt::filled`], which checks that they fit).
     parts: UnsafeCell<(usize, usize)>,
     /// Pages mapped for this Send alone, unmapped when it retires.
     pages: UnsafeCell<Option<KVec<MappedPage>>>,
@@ -295,10 +298,14 @@ impl<O: HasSendRing> SendRing<O> {
         if posted.wrapping_sub(self.retired.load(Acquire)) >= self.size() {
             return None;
         }
+        let ctxt = self.ctxt(posted)?;
+        // SAFETY: Set before the head existed, not written since.
+        let buf = unsafe { (*ctxt.buf.get()).as_deref() };
         Some(SendCtxt {
             ring: self,
             head,
-            ctxt: self.ctxt(posted)?,
+            ctxt,
+            buf,
         })
     }
 
@@ -363,6 +370,9 @@ pub struct SendCtxt<'a, O: HasSendRing> {
     ring: &'a SendRing<O>,
     head: &'a mut SendRingHead<O>,
     ctxt: &'a Ctxt<O>,
+    /// The context's Send buffer, looked up once (`None` for a ring
+    /// without buffers).
+    buf: Option<&'a MappedBuf>,
 }
 
 impl<O: HasSendRing> SendCtxt<'_, O> {
@@ -409,7 +419,8 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
     pub fn filled(&mut self, first: usize, tail: usize) -> Result {
         self.buf()?
             .filled_held(first.checked_add(tail).ok_or(EINVAL)?)?;
-        // SAFETY: Held, as in `data`.
+        // SAFETY: Held, as in `data`. INVARIANT: the parts fit the buffer
+        // (`filled_held` checked their sum against its length).
         unsafe { *self.ctxt.parts.get() = (first, tail) };
         Ok(())
     }
@@ -417,10 +428,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
     /// The context's Send buffer (`EINVAL` for a ring without buffers).
     #[inline(always)]
     fn buf(&self) -> Result<&MappedBuf> {
-        // SAFETY: Set before the head existed, not written since.
-        unsafe { (*self.ctxt.buf.get()).as_ref() }
-            .map(|b| &**b)
-            .ok_or(EINVAL)
+        self.buf.ok_or(EINVAL)
     }
 
     /// Sends `pages` between the buffer's two parts (they stay mapped
@@ -453,7 +461,7 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         signal: bool,
     ) -> core::result::Result<bool, (Error, usize)> {
         let c = self.ctxt;
-        let res = self.build(ep.max_send_sge());
+        let res = self.build(ep);
         let nsge = match res {
             Ok(n) => n,
             Err(e) => {
@@ -512,10 +520,10 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         Ok(!signaled)
     }
 
-    /// Writes the scatter/gather list: the buffer's first part, the
-    /// pages, the buffer's tail. Returns its length.
+    /// Writes the scatter/gather list for `ep`: the buffer's first part,
+    /// the pages, the buffer's tail. Returns its length.
     #[inline(always)]
-    fn build(&self, max_sge: usize) -> Result<i32> {
+    fn build(&self, ep: &Endpoint) -> Result<i32> {
         let c = self.ctxt;
         // SAFETY: Held, as in `data`.
         let (parts, pages, sges) = unsafe { (*c.parts.get(), &*c.pages.get(), &mut *c.sges.get()) };
@@ -524,10 +532,17 @@ impl<O: HasSendRing> SendCtxt<'_, O> {
         let whole = unsafe { *c.buf_sge.get() };
         if pages.is_none() && tail == 0 && first > 0 {
             // Nearly every Send: the buffer's first part alone, one entry
-            // (a ring's contexts have at least one: `MAX_SGE`).
-            sges[0] = buf_part(&whole, 0, first)?;
+            // (a ring's contexts have at least one: `MAX_SGE`). Within the
+            // buffer, whose length is a `u32` (type invariant of `Ctxt`):
+            // cut from its entry with no check.
+            sges[0] = bindings::ib_sge {
+                addr: whole.addr,
+                length: first as u32,
+                lkey: whole.lkey,
+            };
             return Ok(1);
         }
+        let max_sge = ep.max_send_sge();
         let mut n = 0;
         let mut push = |sge: bindings::ib_sge| -> Result {
             if n >= max_sge.min(MAX_SGE) {
