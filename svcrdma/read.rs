@@ -207,6 +207,11 @@ pub(super) fn copy_out(
 /// their registration, if any, is known to be good (a work that failed
 /// is dropped instead, which frees its buffers).
 pub(super) fn recycle(pieces: &mut KVec<ReadPiece>, cache: &BufCache) {
+    // The usual WRITE's one Read was planned without the list: nothing to
+    // drain.
+    if pieces.is_empty() {
+        return;
+    }
     for p in pieces.drain_all() {
         if let Some((buf, slot)) = p.sink {
             cache.put(buf, slot);

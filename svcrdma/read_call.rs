@@ -192,10 +192,7 @@ impl Conn {
         if let Some(paged) = c.paged.take() {
             c.spare_sinks = Some(paged.into_sinks()).filter(|k| k.handed_over());
         }
-        // The usual WRITE's one Read was planned without the list.
-        if !c.read_pieces.is_empty() {
-            recycle(&mut c.read_pieces, &s.cache);
-        }
+        recycle(&mut c.read_pieces, &s.cache);
         match assembled {
             Ok(true) => Ok(Some(ctxt)),
             Ok(false) => Ok(None),

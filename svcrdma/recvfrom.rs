@@ -283,8 +283,8 @@ impl Conn {
                 }
                 c.single_read = single;
                 let spare = c.spare_sinks.take();
-                let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
-                PagedSinks::set(&mut c.paged, Some(s.read_sinks.paged(layout, sinks)?));
+                let pages = self.map_paged(rqst, layout, spare)?;
+                PagedSinks::set(&mut c.paged, Some(pages));
                 return Ok(Processed::Read(ctxt));
             }
             let spare = c.spare_sinks.take();
@@ -434,10 +434,23 @@ impl Conn {
         let Some(l) = PagedCall::new(pcl, inline_len, PAGE_SIZE, rqst.arg_pages()) else {
             return Ok(None);
         };
-        // The pages come from this request, as in C: svc_alloc_arg
-        // refills its slots in bulk.
-        let sinks = s.ep.map_arg_pages(rqst, l.pages, spare)?;
-        s.read_sinks.paged(l, sinks).map(Some)
+        self.map_paged(rqst, l, spare).map(Some)
+    }
+
+    /// The pages of a Call's Read chunk laid out as `layout`, taken from
+    /// `rqst` and mapped (in `spare`'s allocations if it can be), where
+    /// the connection's Reads land in them. The pages come from this
+    /// request, as in C: svc_alloc_arg refills its slots in bulk.
+    #[inline(always)]
+    fn map_paged(
+        &self,
+        rqst: &mut SvcRqst,
+        layout: PagedCall,
+        spare: Option<Arc<PageSinks>>,
+    ) -> Result<PagedSinks> {
+        let s = &self.shared;
+        let sinks = s.ep.map_arg_pages(rqst, layout.pages, spare)?;
+        s.read_sinks.paged(layout, sinks)
     }
 
     /// [`Self::assemble`] with the Call's layout in `rqst`'s pages already
